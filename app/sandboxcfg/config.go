@@ -1,0 +1,202 @@
+// Package sandboxcfg is the model of a repository's .sandbox.yml: strict
+// parsing with file:line:column errors, validation, layering (repo file, org
+// default, server limits, one-off command flags) and the JSON Schema that
+// editors use to check the file.
+//
+// The same resolved Config travels to the sandbox inside the work order, so
+// the runner and the bot never disagree on what a field means.
+package sandboxcfg
+
+// Config is the validated content of .sandbox.yml. Field order here is the
+// order of the generated JSON Schema and of the documentation.
+type Config struct {
+	// Name of the project, shown in receipts.
+	Name string `yaml:"name,omitempty" json:"name,omitempty" desc:"Project name shown in receipts."`
+	// Mode is coding (a repo, DinD, PRs) or task (no repo, artifacts only).
+	Mode string `yaml:"mode,omitempty" json:"mode,omitempty" desc:"coding (default) works on the repository and opens a PR; task runs non-coding work and returns artifacts." enum:"coding,task"`
+	// Branch is the base branch PRs target; empty means the repo's default branch.
+	Branch string `yaml:"branch,omitempty" json:"branch,omitempty" desc:"Base branch the agent branches from and PRs target. Default: the repository's default branch."`
+
+	Harness string `yaml:"harness,omitempty" json:"harness,omitempty" desc:"Agent harness." enum:"opencode,claude-code,command"`
+	Model   string `yaml:"model,omitempty" json:"model,omitempty" desc:"Model passed to the harness, e.g. anthropic/claude-sonnet-4-5 for opencode."`
+	// Command is the program run by the command harness (sh -c).
+	Command string `yaml:"command,omitempty" json:"command,omitempty" desc:"Program run by the command harness through sh -c; it may print NDJSON events."`
+
+	MaxBudgetUSD      float64 `yaml:"max_budget_usd,omitempty" json:"max_budget_usd,omitempty" desc:"Cost ceiling for one run in US dollars; the agent is stopped when it is passed." min:"0"`
+	TimeoutMinutes    int     `yaml:"timeout_minutes,omitempty" json:"timeout_minutes,omitempty" desc:"Wall-clock limit for one run; work is pushed and the run ends with status timeout." min:"1"`
+	InactivitySeconds int     `yaml:"inactivity_timeout,omitempty" json:"inactivity_timeout,omitempty" desc:"Seconds without an agent event before the watchdog stops it (status hung). Default 180." min:"1"`
+
+	Services map[string]Service `yaml:"services,omitempty" json:"services,omitempty" desc:"Containers started inside the sandbox before the agent runs. Their addresses are available as {name} placeholders."`
+	Supabase bool               `yaml:"supabase,omitempty" json:"supabase,omitempty" desc:"Start the Supabase local stack inside the sandbox; its addresses become {supabase_*} placeholders."`
+	Env      map[string]string  `yaml:"env,omitempty" json:"env,omitempty" desc:"Environment for setup, agent and checks. ${VAR} takes a secret given to the run; {service} takes a service address."`
+
+	Lifecycle Lifecycle            `yaml:"lifecycle,omitempty" json:"lifecycle,omitempty" desc:"Commands run around the agent."`
+	Validate  Checks               `yaml:"validate,omitempty" json:"validate,omitempty" desc:"Checks run after the agent, in file order: name: command, or name: {command, timeout_seconds}."`
+	Dev       Dev                  `yaml:"dev,omitempty" json:"dev,omitempty" desc:"Dev server started for screenshots and recordings."`
+	PR        PR                   `yaml:"pr,omitempty" json:"pr,omitempty" desc:"How the pull request is opened."`
+	MCP       map[string]MCPServer `yaml:"mcp,omitempty" json:"mcp,omitempty" desc:"MCP servers made available to the agent."`
+	Skills    []string             `yaml:"skills,omitempty" json:"skills,omitempty" desc:"Paths (in the repo) of skill files given to the agent."`
+	Plan      Plan                 `yaml:"plan,omitempty" json:"plan,omitempty" desc:"Planning and approval."`
+	Repair    Repair               `yaml:"repair,omitempty" json:"repair,omitempty" desc:"Repair attempts after failing checks."`
+	Network   Network              `yaml:"network,omitempty" json:"network,omitempty" desc:"Egress policy of the sandbox."`
+	Resources Resources            `yaml:"resources,omitempty" json:"resources,omitempty" desc:"Resources requested for the sandbox, within the server's limits."`
+}
+
+// Service is one container started on the sandbox's inner network.
+type Service struct {
+	Image       string            `yaml:"image" json:"image" desc:"Image reference, pulled (or loaded from cache) inside the sandbox." required:"true"`
+	Command     []string          `yaml:"command,omitempty" json:"command,omitempty" desc:"Overrides the image's command."`
+	Env         map[string]string `yaml:"env,omitempty" json:"env,omitempty" desc:"Environment of the service container."`
+	Ports       []int             `yaml:"ports,omitempty" json:"ports,omitempty" desc:"Ports the service listens on; the first is the one {name} resolves to."`
+	Healthcheck *Healthcheck      `yaml:"healthcheck,omitempty" json:"healthcheck,omitempty" desc:"How readiness is probed. Default: TCP on the first port."`
+}
+
+// Healthcheck says how to know a service is ready. Exactly one of TCP, HTTP
+// and Command is set after validation.
+type Healthcheck struct {
+	TCP            int      `yaml:"tcp,omitempty" json:"tcp,omitempty" desc:"Port to open a TCP connection to."`
+	HTTP           string   `yaml:"http,omitempty" json:"http,omitempty" desc:"Path (or port:path) answered with 2xx/3xx when ready, e.g. /health or 8080:/health."`
+	Command        []string `yaml:"command,omitempty" json:"command,omitempty" desc:"Command run in the service container (docker exec); exit 0 means ready."`
+	TimeoutSeconds int      `yaml:"timeout_seconds,omitempty" json:"timeout_seconds,omitempty" desc:"How long to wait for readiness in total. Default 60."`
+}
+
+// Lifecycle holds commands run around the agent.
+type Lifecycle struct {
+	Setup []string `yaml:"setup,omitempty" json:"setup,omitempty" desc:"Shell commands run in the repo after services are healthy and before the agent."`
+}
+
+// Check is one validation step.
+type Check struct {
+	Name           string `yaml:"-" json:"name"`
+	Command        string `yaml:"command" json:"command" desc:"Shell command; exit 0 passes." required:"true"`
+	TimeoutSeconds int    `yaml:"timeout_seconds,omitempty" json:"timeout_seconds,omitempty" desc:"Limit for this check. Default 600."`
+}
+
+// Checks keeps validate entries in file order, because people write them in
+// the order they want them run (lint before a slow test suite).
+type Checks []Check
+
+// Dev describes the dev server used for screenshots.
+type Dev struct {
+	Command string   `yaml:"command,omitempty" json:"command,omitempty" desc:"Command that starts the dev server."`
+	Port    int      `yaml:"port,omitempty" json:"port,omitempty" desc:"Port it listens on."`
+	Routes  []string `yaml:"routes,omitempty" json:"routes,omitempty" desc:"Paths to screenshot, e.g. / and /settings."`
+}
+
+// PR says how the pull request is opened.
+type PR struct {
+	Labels    []string `yaml:"labels,omitempty" json:"labels,omitempty" desc:"Labels added to the PR."`
+	Draft     bool     `yaml:"draft,omitempty" json:"draft,omitempty" desc:"Open the PR as a draft."`
+	Reviewers []string `yaml:"reviewers,omitempty" json:"reviewers,omitempty" desc:"Users (or org/team) asked for review."`
+}
+
+// MCPServer is one Model Context Protocol server: a local command or a URL.
+type MCPServer struct {
+	Command []string          `yaml:"command,omitempty" json:"command,omitempty" desc:"Local server command."`
+	URL     string            `yaml:"url,omitempty" json:"url,omitempty" desc:"Remote server URL."`
+	Env     map[string]string `yaml:"env,omitempty" json:"env,omitempty" desc:"Environment of the local server."`
+}
+
+// Plan controls the approval gate.
+type Plan struct {
+	// Required is a pointer because absence means "the default (true)",
+	// which is different from an explicit false.
+	Required *bool `yaml:"required,omitempty" json:"required,omitempty" desc:"Post a plan and wait for /approve before changing code. Default true."`
+}
+
+// Repair controls the repair loop after failing checks.
+type Repair struct {
+	Attempts     *int    `yaml:"attempts,omitempty" json:"attempts,omitempty" desc:"Repair attempts after failing checks. Default 2; 0 disables repair." min:"0" max:"5"`
+	BudgetShare  float64 `yaml:"budget_share,omitempty" json:"budget_share,omitempty" desc:"Share of max_budget_usd reserved for repairs. Default 0.2." min:"0" max:"1"`
+	MinBudgetUSD float64 `yaml:"min_budget_usd,omitempty" json:"min_budget_usd,omitempty" desc:"Lower bound of the repair budget in dollars. Default 1." min:"0"`
+}
+
+// Network is the sandbox egress policy.
+type Network struct {
+	Allow []string `yaml:"allow,omitempty" json:"allow,omitempty" desc:"Hosts (or *.domain) the sandbox may reach over HTTP(S); empty means unrestricted."`
+}
+
+// Resources requested for the sandbox.
+type Resources struct {
+	CPU      int `yaml:"cpu,omitempty" json:"cpu,omitempty" desc:"CPU in MHz (Nomad) or millicores share." min:"0"`
+	MemoryMB int `yaml:"memory_mb,omitempty" json:"memory_mb,omitempty" desc:"Memory in MB." min:"0"`
+}
+
+// Defaults applied when a field is unset.
+const (
+	DefaultHarness           = "opencode"
+	DefaultMaxBudgetUSD      = 5.0
+	DefaultTimeoutMinutes    = 60
+	DefaultInactivitySeconds = 180
+	DefaultRepairAttempts    = 2
+	DefaultRepairShare       = 0.2
+	DefaultRepairMinUSD      = 1.0
+	DefaultCheckTimeout      = 600
+	DefaultHealthTimeout     = 60
+	ModeCoding               = "coding"
+	ModeTask                 = "task"
+)
+
+// PlanRequired reports whether the approval gate applies (default true).
+func (c *Config) PlanRequired() bool { return c.Plan.Required == nil || *c.Plan.Required }
+
+// RepairAttempts is the number of repair attempts (default 2).
+func (c *Config) RepairAttempts() int {
+	if c.Repair.Attempts == nil {
+		return DefaultRepairAttempts
+	}
+	return *c.Repair.Attempts
+}
+
+// RepairBudgetUSD is the share of the run budget reserved for repairs, never
+// less than the minimum.
+func (c *Config) RepairBudgetUSD() float64 {
+	share := c.Repair.BudgetShare
+	if share == 0 {
+		share = DefaultRepairShare
+	}
+	min := c.Repair.MinBudgetUSD
+	if min == 0 {
+		min = DefaultRepairMinUSD
+	}
+	b := c.MaxBudgetUSD * share
+	if b < min {
+		b = min
+	}
+	return b
+}
+
+// ApplyDefaults fills unset fields with their defaults. It is idempotent.
+func (c *Config) ApplyDefaults() {
+	if c.Mode == "" {
+		c.Mode = ModeCoding
+	}
+	if c.Harness == "" {
+		c.Harness = DefaultHarness
+	}
+	if c.MaxBudgetUSD == 0 {
+		c.MaxBudgetUSD = DefaultMaxBudgetUSD
+	}
+	if c.TimeoutMinutes == 0 {
+		c.TimeoutMinutes = DefaultTimeoutMinutes
+	}
+	if c.InactivitySeconds == 0 {
+		c.InactivitySeconds = DefaultInactivitySeconds
+	}
+	for i := range c.Validate {
+		if c.Validate[i].TimeoutSeconds == 0 {
+			c.Validate[i].TimeoutSeconds = DefaultCheckTimeout
+		}
+	}
+	for name, s := range c.Services {
+		if s.Healthcheck == nil && len(s.Ports) > 0 {
+			s.Healthcheck = &Healthcheck{TCP: s.Ports[0]}
+		}
+		if s.Healthcheck != nil && s.Healthcheck.TimeoutSeconds == 0 {
+			hc := *s.Healthcheck
+			hc.TimeoutSeconds = DefaultHealthTimeout
+			s.Healthcheck = &hc
+		}
+		c.Services[name] = s
+	}
+}

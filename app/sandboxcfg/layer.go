@@ -1,0 +1,254 @@
+package sandboxcfg
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Limits is what the server operator allows a repository to ask for, the way
+// Atlantis's server-side repo config bounds atlantis.yaml. Zero values mean
+// "no limit".
+type Limits struct {
+	MaxBudgetUSD      float64  `yaml:"max_budget_usd,omitempty" json:"max_budget_usd,omitempty"`
+	MaxTimeoutMinutes int      `yaml:"max_timeout_minutes,omitempty" json:"max_timeout_minutes,omitempty"`
+	AllowedHarnesses  []string `yaml:"allowed_harnesses,omitempty" json:"allowed_harnesses,omitempty"`
+	// AllowedImages are path.Match patterns, e.g. "postgres:*" or "ghcr.io/acme/*".
+	AllowedImages []string `yaml:"allowed_images,omitempty" json:"allowed_images,omitempty"`
+	AllowedModels []string `yaml:"allowed_models,omitempty" json:"allowed_models,omitempty"`
+	// AllowedOverrides lists the top-level keys a repository may set; empty
+	// means all. Keys set by a repository outside this list are errors, not
+	// silently dropped, so nobody wonders why a setting has no effect.
+	AllowedOverrides []string `yaml:"allowed_overrides,omitempty" json:"allowed_overrides,omitempty"`
+	MaxCPU           int      `yaml:"max_cpu,omitempty" json:"max_cpu,omitempty"`
+	MaxMemoryMB      int      `yaml:"max_memory_mb,omitempty" json:"max_memory_mb,omitempty"`
+	AllowSupabase    *bool    `yaml:"allow_supabase,omitempty" json:"allow_supabase,omitempty"`
+}
+
+// Flags are one-off settings from a command comment or the CLI
+// (`/approve --budget 3`). Zero values mean "not given".
+type Flags struct {
+	BudgetUSD      float64
+	TimeoutMinutes int
+	Model          string
+	Harness        string
+}
+
+// Resolve layers a configuration: server defaults, then the repository (or
+// org default) file, then flags; and checks the result against the limits.
+// repoFile names the source for error messages.
+func Resolve(serverDefaults Config, repo *Config, repoFile string, flags Flags, limits Limits) (*Config, error) {
+	var errs Errors
+	if repo != nil && len(limits.AllowedOverrides) > 0 {
+		for _, key := range setKeys(repo) {
+			if !contains(limits.AllowedOverrides, key) {
+				errs = append(errs, &FieldError{File: repoFile, Field: key, Msg: fmt.Sprintf("the server does not let repositories set this (allowed: %s)", strings.Join(limits.AllowedOverrides, ", "))})
+			}
+		}
+	}
+	c := serverDefaults
+	c.Services = cloneMap(serverDefaults.Services)
+	c.Env = cloneMap(serverDefaults.Env)
+	if repo != nil {
+		merge(&c, repo)
+	}
+	if flags.BudgetUSD > 0 {
+		c.MaxBudgetUSD = flags.BudgetUSD
+	}
+	if flags.TimeoutMinutes > 0 {
+		c.TimeoutMinutes = flags.TimeoutMinutes
+	}
+	if flags.Model != "" {
+		c.Model = flags.Model
+	}
+	if flags.Harness != "" {
+		c.Harness = flags.Harness
+	}
+	c.ApplyDefaults()
+	if err := c.Verify(); err != nil {
+		errs = append(errs, err.(Errors)...)
+	}
+	errs = append(errs, limits.check(&c, repoFile)...)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return &c, nil
+}
+
+func (l Limits) check(c *Config, file string) Errors {
+	var errs Errors
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{File: file, Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+	if l.MaxBudgetUSD > 0 && c.MaxBudgetUSD > l.MaxBudgetUSD {
+		bad("max_budget_usd", "$%.2f is over the server ceiling of $%.2f", c.MaxBudgetUSD, l.MaxBudgetUSD)
+	}
+	if l.MaxTimeoutMinutes > 0 && c.TimeoutMinutes > l.MaxTimeoutMinutes {
+		bad("timeout_minutes", "%d is over the server ceiling of %d", c.TimeoutMinutes, l.MaxTimeoutMinutes)
+	}
+	if len(l.AllowedHarnesses) > 0 && !contains(l.AllowedHarnesses, c.Harness) {
+		bad("harness", "%q is not allowed on this server (allowed: %s)", c.Harness, strings.Join(l.AllowedHarnesses, ", "))
+	}
+	if len(l.AllowedModels) > 0 && c.Model != "" && !matchAny(l.AllowedModels, c.Model) {
+		bad("model", "%q is not allowed on this server (allowed: %s)", c.Model, strings.Join(l.AllowedModels, ", "))
+	}
+	if len(l.AllowedImages) > 0 {
+		for _, name := range sortedKeys(c.Services) {
+			if img := c.Services[name].Image; !matchAny(l.AllowedImages, img) {
+				bad("services."+name+".image", "%q is not allowed on this server (allowed: %s)", img, strings.Join(l.AllowedImages, ", "))
+			}
+		}
+	}
+	if l.MaxCPU > 0 && c.Resources.CPU > l.MaxCPU {
+		bad("resources.cpu", "%d is over the server ceiling of %d", c.Resources.CPU, l.MaxCPU)
+	}
+	if l.MaxMemoryMB > 0 && c.Resources.MemoryMB > l.MaxMemoryMB {
+		bad("resources.memory_mb", "%d is over the server ceiling of %d", c.Resources.MemoryMB, l.MaxMemoryMB)
+	}
+	if c.Supabase && l.AllowSupabase != nil && !*l.AllowSupabase {
+		bad("supabase", "the Supabase stack is not allowed on this server")
+	}
+	return errs
+}
+
+func matchAny(patterns []string, s string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, s); ok || p == s {
+			return true
+		}
+	}
+	return false
+}
+
+// merge copies every field over sets onto c. Maps merge key by key so a repo
+// can add one env var without restating the server's.
+func merge(c, over *Config) {
+	if over.Name != "" {
+		c.Name = over.Name
+	}
+	if over.Mode != "" {
+		c.Mode = over.Mode
+	}
+	if over.Branch != "" {
+		c.Branch = over.Branch
+	}
+	if over.Harness != "" {
+		c.Harness = over.Harness
+	}
+	if over.Model != "" {
+		c.Model = over.Model
+	}
+	if over.Command != "" {
+		c.Command = over.Command
+	}
+	if over.MaxBudgetUSD != 0 {
+		c.MaxBudgetUSD = over.MaxBudgetUSD
+	}
+	if over.TimeoutMinutes != 0 {
+		c.TimeoutMinutes = over.TimeoutMinutes
+	}
+	if over.InactivitySeconds != 0 {
+		c.InactivitySeconds = over.InactivitySeconds
+	}
+	for k, v := range over.Services {
+		if c.Services == nil {
+			c.Services = map[string]Service{}
+		}
+		c.Services[k] = v
+	}
+	if over.Supabase {
+		c.Supabase = true
+	}
+	for k, v := range over.Env {
+		if c.Env == nil {
+			c.Env = map[string]string{}
+		}
+		c.Env[k] = v
+	}
+	if len(over.Lifecycle.Setup) > 0 {
+		c.Lifecycle = over.Lifecycle
+	}
+	if len(over.Validate) > 0 {
+		c.Validate = append(Checks(nil), over.Validate...)
+	}
+	if over.Dev.Command != "" || over.Dev.Port != 0 || len(over.Dev.Routes) > 0 {
+		c.Dev = over.Dev
+	}
+	if len(over.PR.Labels) > 0 || over.PR.Draft || len(over.PR.Reviewers) > 0 {
+		c.PR = over.PR
+	}
+	for k, v := range over.MCP {
+		if c.MCP == nil {
+			c.MCP = map[string]MCPServer{}
+		}
+		c.MCP[k] = v
+	}
+	if len(over.Skills) > 0 {
+		c.Skills = over.Skills
+	}
+	if over.Plan.Required != nil {
+		c.Plan = over.Plan
+	}
+	if over.Repair.Attempts != nil {
+		c.Repair.Attempts = over.Repair.Attempts
+	}
+	if over.Repair.BudgetShare != 0 {
+		c.Repair.BudgetShare = over.Repair.BudgetShare
+	}
+	if over.Repair.MinBudgetUSD != 0 {
+		c.Repair.MinBudgetUSD = over.Repair.MinBudgetUSD
+	}
+	if len(over.Network.Allow) > 0 {
+		c.Network = over.Network
+	}
+	if over.Resources.CPU != 0 {
+		c.Resources.CPU = over.Resources.CPU
+	}
+	if over.Resources.MemoryMB != 0 {
+		c.Resources.MemoryMB = over.Resources.MemoryMB
+	}
+}
+
+// setKeys lists the top-level yaml keys a file set, for the override check.
+func setKeys(c *Config) []string {
+	var keys []string
+	add := func(set bool, k string) {
+		if set {
+			keys = append(keys, k)
+		}
+	}
+	add(c.Name != "", "name")
+	add(c.Mode != "", "mode")
+	add(c.Branch != "", "branch")
+	add(c.Harness != "", "harness")
+	add(c.Model != "", "model")
+	add(c.Command != "", "command")
+	add(c.MaxBudgetUSD != 0, "max_budget_usd")
+	add(c.TimeoutMinutes != 0, "timeout_minutes")
+	add(c.InactivitySeconds != 0, "inactivity_timeout")
+	add(len(c.Services) > 0, "services")
+	add(c.Supabase, "supabase")
+	add(len(c.Env) > 0, "env")
+	add(len(c.Lifecycle.Setup) > 0, "lifecycle")
+	add(len(c.Validate) > 0, "validate")
+	add(c.Dev.Command != "" || c.Dev.Port != 0, "dev")
+	add(len(c.PR.Labels) > 0 || c.PR.Draft || len(c.PR.Reviewers) > 0, "pr")
+	add(len(c.MCP) > 0, "mcp")
+	add(len(c.Skills) > 0, "skills")
+	add(c.Plan.Required != nil, "plan")
+	add(c.Repair != (Repair{}), "repair")
+	add(len(c.Network.Allow) > 0, "network")
+	add(c.Resources != (Resources{}), "resources")
+	return keys
+}
+
+func cloneMap[V any](m map[string]V) map[string]V {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]V, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

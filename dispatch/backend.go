@@ -1,0 +1,109 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+)
+
+// Errors a Backend returns that callers act on.
+var (
+	// ErrNotFound: no run with that task id.
+	ErrNotFound = errors.New("run not found")
+	// ErrNoResult: the run ended without leaving result.json (killed, lost).
+	ErrNoResult = errors.New("run left no result.json")
+	// ErrLocked: another task holds the issue's lock.
+	ErrLocked = errors.New("another task is active on this issue")
+)
+
+// Meta is what the bot needs to pick a run up again after a restart; the
+// backend stores it with the run (Nomad job meta, a file for docker).
+type Meta struct {
+	TaskID         string `json:"task_id"`
+	Mode           Mode   `json:"mode"`
+	Repo           string `json:"repo"`
+	Number         int    `json:"number"`
+	InstallationID int64  `json:"installation_id"`
+	Attempt        int    `json:"attempt"`
+	// DeliveryID is the webhook delivery that started the run, for logs.
+	DeliveryID string `json:"delivery_id,omitempty"`
+	// HeadSHA is the commit the progress Check Run hangs on, once known.
+	HeadSHA string `json:"head_sha,omitempty"`
+}
+
+// RunSpec is everything a backend needs to start one run.
+type RunSpec struct {
+	Meta  Meta
+	Order WorkOrder
+	// Token is the repo-scoped installation token. The backend delivers it
+	// as a file (never an env var or argument) and keeps it out of logs.
+	Token string
+	// Isolation is "privileged" or "caps"; task mode ignores it.
+	Isolation string
+}
+
+// State is where a run is in its life.
+type State string
+
+// The states of a run.
+const (
+	StatePending  State = "pending"
+	StateRunning  State = "running"
+	StateComplete State = "complete" // the sandbox exited (result may or may not exist)
+	StateLost     State = "lost"     // the sandbox vanished (node lost, killed from outside)
+)
+
+// Ended reports whether the run will not change any more.
+func (s State) Ended() bool { return s == StateComplete || s == StateLost }
+
+// RunStatus is a backend's view of one run.
+type RunStatus struct {
+	Meta      Meta
+	State     State
+	ExitCode  int
+	StartedAt time.Time
+	EndedAt   time.Time
+}
+
+// Backend runs sandboxes. Implementations: dispatch/docker (one machine),
+// dispatch/nomad (a fleet), and an in-memory one for tests.
+type Backend interface {
+	// Name is "docker", "nomad" or "memory".
+	Name() string
+	// Submit starts a run unless one with the same task id exists already,
+	// in which case it returns created=false and no error: redelivered
+	// webhooks and concurrent replicas must not start a second sandbox.
+	Submit(ctx context.Context, spec RunSpec) (created bool, err error)
+	// Status returns the run's current state, or ErrNotFound.
+	Status(ctx context.Context, taskID string) (RunStatus, error)
+	// List returns every run the backend still knows, for reconciliation
+	// after a restart.
+	List(ctx context.Context) ([]RunStatus, error)
+	// Wait blocks until the run ends, calling progress for each progress
+	// line the runner prints, and returns the final status.
+	Wait(ctx context.Context, taskID string, progress func(Progress)) (RunStatus, error)
+	// Result reads result.json of an ended run, or returns ErrNoResult.
+	Result(ctx context.Context, taskID string) (*Result, error)
+	// Cancel asks the run to stop, giving the runner its grace period to
+	// push and write an interrupted receipt.
+	Cancel(ctx context.Context, taskID string) error
+	// RefreshToken replaces the token file of a live run.
+	RefreshToken(ctx context.Context, taskID, token string) error
+	// Cleanup removes what the run left (job, directories, token) once the
+	// bot has taken the result.
+	Cleanup(ctx context.Context, taskID string) error
+
+	// Lock takes the per-issue lock key (owner/repo#N) for holder (a task
+	// id). It is shared by every bot replica using this backend. If another
+	// holder has it, it returns that holder and ErrLocked. Taking a lock one
+	// already holds succeeds.
+	Lock(ctx context.Context, key, holder string) (current string, err error)
+	// Unlock releases key if holder holds it; releasing a free lock is fine.
+	Unlock(ctx context.Context, key, holder string) error
+}
+
+// LockKey is the per-issue lock name.
+func LockKey(repo string, number int) string {
+	return repo + "#" + strconv.Itoa(number)
+}

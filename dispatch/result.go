@@ -1,0 +1,218 @@
+package dispatch
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// ResultVersion is bumped on any incompatible change of Result.
+const ResultVersion = 1
+
+// ResultFile is the name of the receipt in the run's output directory.
+const ResultFile = "result.json"
+
+// Status is how a run ended.
+type Status string
+
+// The statuses a run can end with.
+const (
+	StatusCompleted      Status = "completed"
+	StatusFailed         Status = "failed"
+	StatusInterrupted    Status = "interrupted"
+	StatusTimeout        Status = "timeout"
+	StatusBudgetExceeded Status = "budget_exceeded"
+	StatusHung           Status = "hung"
+)
+
+// Result is result.json: what the runner leaves for the bot. The bot reads it
+// after the run ends; the sandbox never calls the bot.
+type Result struct {
+	SchemaVersion   int     `json:"schema_version"`
+	TaskID          string  `json:"task_id"`
+	Mode            Mode    `json:"mode"`
+	Status          Status  `json:"status"`
+	DurationSeconds float64 `json:"duration_seconds"`
+
+	Branch    string    `json:"branch,omitempty"`
+	HeadSHA   string    `json:"head_sha,omitempty"`
+	Commits   []Commit  `json:"commits"`
+	DiffStats DiffStats `json:"diff_stats"`
+
+	Plan      string `json:"plan,omitempty"`
+	PRSummary string `json:"pr_summary,omitempty"`
+
+	Validation []CheckResult `json:"validation"`
+	Repairs    []Repair      `json:"repairs"`
+	TokenUsage TokenUsage    `json:"token_usage"`
+
+	ScreenshotPaths []string `json:"screenshot_paths"`
+	RecordingPaths  []string `json:"recording_paths"`
+	MediaCommit     string   `json:"media_commit,omitempty"`
+	// Artifacts are task-mode outputs, relative to the output dir.
+	Artifacts []string `json:"artifacts,omitempty"`
+
+	Error *RunError `json:"error,omitempty"`
+}
+
+// Commit is one commit the run pushed.
+type Commit struct {
+	SHA     string `json:"sha"`
+	Message string `json:"message"`
+}
+
+// DiffStats summarises the change against the base branch.
+type DiffStats struct {
+	FilesChanged int `json:"files_changed"`
+	Insertions   int `json:"insertions"`
+	Deletions    int `json:"deletions"`
+}
+
+// CheckResult is one validate check after repairs.
+type CheckResult struct {
+	Name            string  `json:"name"`
+	Command         string  `json:"command"`
+	Passed          bool    `json:"passed"`
+	Attempts        int     `json:"attempts"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	OutputTail      string  `json:"output_tail,omitempty"`
+}
+
+// Repair is one repair round.
+type Repair struct {
+	Attempt      int      `json:"attempt"`
+	FailedChecks []string `json:"failed_checks"`
+	CostUSD      float64  `json:"cost_usd"`
+	Fixed        bool     `json:"fixed"`
+}
+
+// TokenUsage is what the agent consumed over the whole run.
+type TokenUsage struct {
+	Input        int64   `json:"input"`
+	Output       int64   `json:"output"`
+	Reasoning    int64   `json:"reasoning"`
+	CacheRead    int64   `json:"cache_read"`
+	CacheWrite   int64   `json:"cache_write"`
+	TotalCostUSD float64 `json:"total_cost_usd"`
+	Steps        int     `json:"steps"`
+}
+
+// Add accumulates u into t.
+func (t *TokenUsage) Add(u TokenUsage) {
+	t.Input += u.Input
+	t.Output += u.Output
+	t.Reasoning += u.Reasoning
+	t.CacheRead += u.CacheRead
+	t.CacheWrite += u.CacheWrite
+	t.TotalCostUSD += u.TotalCostUSD
+	t.Steps += u.Steps
+}
+
+// RunError says why a run did not complete, with the watchdog's diagnostic
+// when it was the watchdog or the budget guard that stopped it.
+type RunError struct {
+	Message    string      `json:"message"`
+	Diagnostic *Diagnostic `json:"diagnostic,omitempty"`
+}
+
+// Diagnostic is the state of the agent when it was stopped.
+type Diagnostic struct {
+	LastEventType  string    `json:"last_event_type"`
+	LastEventAt    time.Time `json:"last_event_at"`
+	CurrentStep    int       `json:"current_step"`
+	CompletedSteps int       `json:"completed_steps"`
+	CostSoFarUSD   float64   `json:"cost_so_far_usd"`
+	IdleSeconds    float64   `json:"idle_seconds,omitempty"`
+}
+
+// WriteResult writes result.json atomically (temp file + rename), so a
+// reader never sees half a receipt even if the sandbox is killed mid-write.
+func WriteResult(dir string, r *Result) error {
+	r.SchemaVersion = ResultVersion
+	if r.Commits == nil {
+		r.Commits = []Commit{}
+	}
+	if r.Validation == nil {
+		r.Validation = []CheckResult{}
+	}
+	if r.Repairs == nil {
+		r.Repairs = []Repair{}
+	}
+	if r.ScreenshotPaths == nil {
+		r.ScreenshotPaths = []string{}
+	}
+	if r.RecordingPaths == nil {
+		r.RecordingPaths = []string{}
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode result: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create output dir %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, ".result-*.json")
+	if err != nil {
+		return fmt.Errorf("write result in %s: %w", dir, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write result in %s: %w", dir, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("sync result in %s: %w", dir, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close result in %s: %w", dir, err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), filepath.Join(dir, ResultFile))
+}
+
+// ParseResult decodes result.json and checks its schema version.
+func ParseResult(b []byte) (*Result, error) {
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", ResultFile, err)
+	}
+	if r.SchemaVersion != ResultVersion {
+		return nil, fmt.Errorf("%s schema_version %d is not supported (want %d)", ResultFile, r.SchemaVersion, ResultVersion)
+	}
+	return &r, nil
+}
+
+// Progress is one line the runner prints on stdout per meaningful step: a
+// bare JSON object with "event":"progress", so it stays readable in any log
+// viewer. The bot follows the run's log and turns these into a Check Run.
+type Progress struct {
+	Event     string    `json:"event"` // always "progress"
+	Time      time.Time `json:"time"`
+	TaskID    string    `json:"task_id"`
+	Stage     string    `json:"stage"` // clone, setup, agent, validate, repair, media, push, done
+	Message   string    `json:"message"`
+	Step      int       `json:"step,omitempty"`
+	ToolCalls int       `json:"tool_calls,omitempty"`
+	Tool      string    `json:"tool,omitempty"`
+	Tokens    int64     `json:"tokens,omitempty"`
+	CostUSD   float64   `json:"cost_usd,omitempty"`
+	Status    Status    `json:"status,omitempty"` // set on the final line
+}
+
+// ParseProgress returns the progress event on a log line, or false when the
+// line is something else (the runner's own logs, a tool's output).
+func ParseProgress(line []byte) (Progress, bool) {
+	if len(line) == 0 || line[0] != '{' {
+		return Progress{}, false
+	}
+	var p Progress
+	if err := json.Unmarshal(line, &p); err != nil || p.Event != "progress" {
+		return Progress{}, false
+	}
+	return p, true
+}

@@ -1,0 +1,158 @@
+// Package dispatch holds the contracts between the bot and the sandbox: the
+// task model (modes, identities, the work order), the result the runner
+// leaves behind, the progress lines it prints, and the Backend interface that
+// the docker and nomad implementations satisfy.
+package dispatch
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
+)
+
+// Mode is what a run does.
+type Mode string
+
+// The modes of a run.
+const (
+	ModePlan     Mode = "plan"     // read-only: write an implementation plan
+	ModeExecute  Mode = "execute"  // implement the approved plan on a new branch
+	ModeRevise   Mode = "revise"   // apply review feedback on the PR branch
+	ModeContinue Mode = "continue" // resume an interrupted run on its branch
+	ModeRebase   Mode = "rebase"   // bring the PR branch up to date with its base
+	ModeTask     Mode = "task"     // no repository: produce artifacts
+)
+
+// Modes lists every mode, for validation and help texts.
+var Modes = []Mode{ModePlan, ModeExecute, ModeRevise, ModeContinue, ModeRebase, ModeTask}
+
+// Valid reports whether m is a known mode.
+func (m Mode) Valid() bool {
+	for _, x := range Modes {
+		if m == x {
+			return true
+		}
+	}
+	return false
+}
+
+// WritesCode reports whether the run may change the repository.
+func (m Mode) WritesCode() bool { return m != ModePlan && m != ModeTask }
+
+var taskIDPattern = regexp.MustCompile(`^T-[0-9A-F]{8}$`)
+
+// NewTaskID derives the task id from the triggering event, so a redelivered
+// webhook maps to the same task and the backend's create-only submission
+// turns the redelivery into a no-op. trigger is the delivery id or the
+// comment id that started the run.
+func NewTaskID(repo string, number int, mode Mode, trigger string) string {
+	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%d\x00%s\x00%s", strings.ToLower(repo), number, mode, trigger)))
+	return "T-" + strings.ToUpper(hex.EncodeToString(sum[:4]))
+}
+
+// ValidTaskID reports whether id has the T-XXXXXXXX shape.
+func ValidTaskID(id string) bool { return taskIDPattern.MatchString(id) }
+
+var slugUnsafe = regexp.MustCompile(`[^a-z0-9]+`)
+
+// Slug turns an issue title into the tail of a branch name.
+func Slug(title string) string {
+	s := strings.Trim(slugUnsafe.ReplaceAllString(strings.ToLower(title), "-"), "-")
+	if len(s) > 40 {
+		s = strings.TrimRight(s[:40], "-")
+	}
+	if s == "" {
+		s = "task"
+	}
+	return s
+}
+
+// BranchName is agent/<task-id>-<slug>, the branch an execute run creates.
+func BranchName(taskID, title string) string {
+	return "agent/" + strings.ToLower(taskID) + "-" + Slug(title)
+}
+
+// Comment is one comment passed on to the agent. Only comments by writers
+// are ever put in a work order.
+type Comment struct {
+	Author string `json:"author"`
+	Body   string `json:"body"`
+}
+
+// TaskText is what the agent is asked to do.
+type TaskText struct {
+	Title    string    `json:"title"`
+	Body     string    `json:"body"`
+	Comments []Comment `json:"comments,omitempty"`
+	URL      string    `json:"url,omitempty"`
+}
+
+// WorkOrderVersion is bumped on any incompatible change of WorkOrder.
+const WorkOrderVersion = 1
+
+// WorkOrder is what the bot hands the runner (as JSON). It never carries the
+// token itself, only where the token file is.
+type WorkOrder struct {
+	SchemaVersion int    `json:"schema_version"`
+	TaskID        string `json:"task_id"`
+	Mode          Mode   `json:"mode"`
+	// Attempt counts continue runs of the same task, starting at 1.
+	Attempt int `json:"attempt"`
+
+	Repo         string `json:"repo,omitempty"`   // owner/name
+	Number       int    `json:"number,omitempty"` // issue or PR number
+	CloneURL     string `json:"clone_url,omitempty"`
+	BaseBranch   string `json:"base_branch,omitempty"`
+	TargetBranch string `json:"target_branch,omitempty"`
+
+	Task     TaskText `json:"task"`
+	Plan     string   `json:"plan,omitempty"`     // the approved plan (execute, continue)
+	Feedback string   `json:"feedback,omitempty"` // review feedback (revise, plan re-rounds)
+
+	Config         sandboxcfg.Config `json:"config"`
+	BudgetUSD      float64           `json:"budget_usd"`
+	TimeoutMinutes int               `json:"timeout_minutes"`
+
+	// TokenFile is read by the runner's git credential helper on every use,
+	// so a refreshed token is picked up without a restart.
+	TokenFile string `json:"token_file,omitempty"`
+	// OutputDir receives result.json and media.
+	OutputDir string `json:"output_dir"`
+	// SecretEnv names the environment variables that hold secrets given to
+	// the run; their values resolve ${VAR} and are redacted from output.
+	SecretEnv []string `json:"secret_env,omitempty"`
+}
+
+// Validate checks the fields every mode needs.
+func (w *WorkOrder) Validate() error {
+	var problems []string
+	if w.SchemaVersion != WorkOrderVersion {
+		problems = append(problems, fmt.Sprintf("schema_version %d is not supported (want %d)", w.SchemaVersion, WorkOrderVersion))
+	}
+	if !ValidTaskID(w.TaskID) {
+		problems = append(problems, fmt.Sprintf("task_id %q is not of the form T-XXXXXXXX", w.TaskID))
+	}
+	if !w.Mode.Valid() {
+		problems = append(problems, fmt.Sprintf("mode %q is not one of %v", w.Mode, Modes))
+	}
+	if w.Mode != ModeTask && w.CloneURL == "" {
+		problems = append(problems, "clone_url is required outside task mode")
+	}
+	if w.Mode.WritesCode() && w.TargetBranch == "" {
+		problems = append(problems, "target_branch is required in "+string(w.Mode)+" mode")
+	}
+	if w.Mode == ModeExecute && strings.TrimSpace(w.Plan) == "" && w.Config.PlanRequired() {
+		problems = append(problems, "plan is required in execute mode when plan.required is true")
+	}
+	if w.OutputDir == "" {
+		problems = append(problems, "output_dir is required")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("work order: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}

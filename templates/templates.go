@@ -1,0 +1,144 @@
+// Package templates holds every prompt the agent sees and every text the bot
+// posts on GitHub, as embedded text/template files. An operator can override
+// any of them by putting a file with the same relative name in a directory
+// (SANDBOX_TEMPLATES_DIR); the rest keep their embedded defaults.
+package templates
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/template"
+	"time"
+)
+
+//go:embed prompts/*.tmpl github/*.tmpl
+var embedded embed.FS
+
+// Set is a loaded set of templates, keyed by relative path without the
+// .tmpl suffix ("prompts/plan", "github/plan_comment").
+type Set struct {
+	byName map[string]*template.Template
+}
+
+// Funcs available in every template.
+func funcs() template.FuncMap {
+	return template.FuncMap{
+		"money":    func(f float64) string { return fmt.Sprintf("$%.2f", f) },
+		"duration": func(s float64) string { return (time.Duration(s*float64(time.Second))).Round(time.Second).String() },
+		"indent": func(n int, s string) string {
+			pad := strings.Repeat(" ", n)
+			return pad + strings.ReplaceAll(s, "\n", "\n"+pad)
+		},
+		"trim":  strings.TrimSpace,
+		"lower": strings.ToLower,
+		"join":  strings.Join,
+		"quote": func(s string) string { return "> " + strings.ReplaceAll(strings.TrimSpace(s), "\n", "\n> ") },
+		"fence": func(s string) string {
+			// A fence longer than any backtick run inside, so quoted output
+			// can never close it early.
+			f := "```"
+			for strings.Contains(s, f) {
+				f += "`"
+			}
+			return f + "\n" + strings.TrimRight(s, "\n") + "\n" + f
+		},
+		"add": func(a, b int) int { return a + b },
+	}
+}
+
+// Load reads the embedded templates and, if overrideDir is not empty, the
+// operator's overrides from it. A broken override is an error that names the
+// file, so the bot refuses to start rather than posting garbage later.
+func Load(overrideDir string) (*Set, error) {
+	s := &Set{byName: map[string]*template.Template{}}
+	err := fs.WalkDir(embedded, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".tmpl") {
+			return err
+		}
+		b, err := embedded.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return s.add(p, string(b))
+	})
+	if err != nil {
+		return nil, err
+	}
+	if overrideDir == "" {
+		return s, nil
+	}
+	err = filepath.WalkDir(overrideDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".tmpl") {
+			return err
+		}
+		rel, err := filepath.Rel(overrideDir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if _, ok := s.byName[strings.TrimSuffix(rel, ".tmpl")]; !ok {
+			return fmt.Errorf("template override %s: no embedded template %s to override (known: %s)", p, rel, strings.Join(s.Names(), ", "))
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("template override: %w", err)
+		}
+		if err := s.add(rel, string(b)); err != nil {
+			return fmt.Errorf("template override %s: %w", p, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// MustLoadEmbedded returns the embedded set; the embedded files are tested,
+// so failure here is a build defect.
+func MustLoadEmbedded() *Set {
+	s, err := Load("")
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+func (s *Set) add(path, text string) error {
+	name := strings.TrimSuffix(path, ".tmpl")
+	t, err := template.New(name).Funcs(funcs()).Option("missingkey=error").Parse(text)
+	if err != nil {
+		return err
+	}
+	s.byName[name] = t
+	return nil
+}
+
+// Names lists the loaded templates.
+func (s *Set) Names() []string {
+	names := make([]string, 0, len(s.byName))
+	for n := range s.byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Render executes the named template with data.
+func (s *Set) Render(name string, data any) (string, error) {
+	t, ok := s.byName[name]
+	if !ok {
+		return "", fmt.Errorf("no template %q", name)
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("render %s: %w", name, err)
+	}
+	return b.String(), nil
+}
