@@ -1,0 +1,120 @@
+// Package testenv finds the real tools tests drive (the Docker engine, the
+// pinned npm CLIs, Chromium, the sandbox image) and decides what happens when
+// one is missing: a loud skip on a developer's machine, a failure in CI
+// (CI=true), where .ci/run installs all of them.
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// DefaultSandboxImage is the tag deploy/sandbox/build --local produces.
+const DefaultSandboxImage = "sandbox-bot/sandbox:local"
+
+// InCI reports whether missing tools must fail tests instead of skipping them.
+func InCI() bool { return os.Getenv("CI") == "true" }
+
+// Missing skips t loudly, or fails it in CI.
+func Missing(t testing.TB, what, how string) {
+	t.Helper()
+	msg := fmt.Sprintf("%s is not available: %s", what, how)
+	if InCI() {
+		t.Fatalf("CI=true and %s (.ci/run installs it)", msg)
+	}
+	fmt.Fprintf(os.Stderr, "\n*** SKIPPING %s: %s ***\n\n", t.Name(), msg)
+	t.Skipf("SKIPPED LOUDLY: %s", msg)
+}
+
+// ModuleRoot is the directory holding go.mod.
+func ModuleRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("go.mod not found above the test directory")
+		}
+		dir = parent
+	}
+}
+
+// Docker requires a reachable Docker engine.
+func Docker(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
+		Missing(t, "a Docker engine", strings.TrimSpace(string(out))+" (install docker.io and start dockerd)")
+	}
+}
+
+// SandboxImage requires the sandbox image in the local engine and returns
+// its reference ($SANDBOX_TEST_IMAGE, else the --local build's tag).
+func SandboxImage(t testing.TB) string {
+	t.Helper()
+	Docker(t)
+	img := os.Getenv("SANDBOX_TEST_IMAGE")
+	if img == "" {
+		img = DefaultSandboxImage
+	}
+	if err := exec.Command("docker", "image", "inspect", img).Run(); err != nil {
+		Missing(t, "the sandbox image "+img, "run deploy/sandbox/build --local")
+	}
+	return img
+}
+
+// NPMBin returns the path of a CLI installed by `npm ci` at the module root
+// (node_modules/.bin/NAME).
+func NPMBin(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(ModuleRoot(t), "node_modules", ".bin", name)
+	if _, err := os.Stat(p); err != nil {
+		Missing(t, "the npm CLI "+name, "run `npm ci` at the repository root")
+	}
+	return p
+}
+
+// NPMPackageDir returns node_modules/NAME at the module root.
+func NPMPackageDir(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(ModuleRoot(t), "node_modules", name)
+	if _, err := os.Stat(p); err != nil {
+		Missing(t, "the npm package "+name, "run `npm ci` at the repository root")
+	}
+	return p
+}
+
+// Chromium returns the path of a headless-capable Chromium.
+func Chromium(t testing.TB) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	Missing(t, "Chromium", "apt-get install chromium")
+	return ""
+}
+
+// Binary requires a program on PATH.
+func Binary(t testing.TB, name, install string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		Missing(t, name, install)
+	}
+	return p
+}
