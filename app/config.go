@@ -1,0 +1,294 @@
+// Package app wires the sandbox-bot server: configuration, the GitHub client
+// creator, the webhook dispatcher and queue, the HTTP mux, metrics and
+// graceful shutdown.
+package app
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/rs/zerolog"
+	"gopkg.in/yaml.v3"
+
+	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
+)
+
+// Config is the server configuration: an optional YAML file
+// (SANDBOX_CONFIG), overridden by environment variables.
+type Config struct {
+	GitHub githubapp.Config `yaml:"github"`
+
+	Listen string `yaml:"listen"`
+	// Backend is nomad, docker or process (a plain child process, no
+	// isolation: for trying the bot on a machine without Docker).
+	Backend   string `yaml:"backend"`
+	Image     string `yaml:"image"`
+	Isolation string `yaml:"isolation"`
+	DataDir   string `yaml:"data_dir"`
+	// PublicURL is where people reach the bot (links in comments); the
+	// dashboard and check-run details link to it when set.
+	PublicURL string `yaml:"public_url"`
+
+	Nomad NomadConfig `yaml:"nomad"`
+
+	// TriggerLabel starts a plan run when added to an issue.
+	TriggerLabel string `yaml:"trigger_label"`
+	// AllowUsers and AllowTeams ("org/team") may drive the bot even without
+	// write permission on the repository.
+	AllowUsers []string `yaml:"allow_users"`
+	AllowTeams []string `yaml:"allow_teams"`
+	// AllowBots lists bot logins (e.g. "renovate[bot]") whose events are
+	// not ignored. The app's own events are always ignored.
+	AllowBots []string `yaml:"allow_bots"`
+
+	Workers   int `yaml:"workers"`
+	QueueSize int `yaml:"queue_size"`
+	// MaxContinues bounds automatic continue runs after an interrupted run.
+	MaxContinues int `yaml:"max_continues"`
+	// MaxPlanRounds bounds /revise rounds on a plan.
+	MaxPlanRounds int `yaml:"max_plan_rounds"`
+	// ProgressInterval throttles check-run updates.
+	ProgressInterval time.Duration `yaml:"progress_interval"`
+	// ShutdownTimeout bounds draining the queue on SIGTERM.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+
+	// Defaults sit beneath every repository's .sandbox.yml.
+	Defaults sandboxcfg.Config `yaml:"defaults"`
+	// Limits bound what a repository may ask for.
+	Limits sandboxcfg.Limits `yaml:"limits"`
+
+	TemplatesDir string `yaml:"templates_dir"`
+	// RunnerBinary is the sandbox-runner executable for the process backend.
+	RunnerBinary string `yaml:"runner_binary"`
+	LogLevel     string `yaml:"log_level"`
+	// LogPretty writes human-readable logs instead of JSON.
+	LogPretty bool `yaml:"log_pretty"`
+}
+
+// NomadConfig is where and how sandboxes run on Nomad. Address, token,
+// namespace and region come from Nomad's own NOMAD_* variables.
+type NomadConfig struct {
+	Addr        string        `yaml:"addr"`
+	Token       string        `yaml:"token"`
+	Namespace   string        `yaml:"namespace"`
+	Region      string        `yaml:"region"`
+	Datacenters []string      `yaml:"datacenters"`
+	NodePool    string        `yaml:"node_pool"`
+	KillTimeout time.Duration `yaml:"kill_timeout"`
+	Purge       bool          `yaml:"purge"`
+}
+
+// Defaults of the server configuration.
+const (
+	DefaultListen           = ":8080"
+	DefaultTriggerLabel     = "agent"
+	DefaultImage            = "sandbox-bot/sandbox:local"
+	DefaultWorkers          = 8
+	DefaultQueueSize        = 500
+	DefaultMaxContinues     = 2
+	DefaultMaxPlanRounds    = 5
+	DefaultProgressInterval = 10 * time.Second
+	DefaultShutdownTimeout  = 30 * time.Second
+)
+
+// Getenv is os.LookupEnv, injectable for tests.
+type Getenv func(string) (string, bool)
+
+// LoadConfig reads the file named by SANDBOX_CONFIG (if any), applies the
+// environment, fills defaults and validates. Every error names the setting.
+func LoadConfig(getenv Getenv) (*Config, error) {
+	c := &Config{}
+	if path, ok := getenv("SANDBOX_CONFIG"); ok && path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("SANDBOX_CONFIG: %w", err)
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		// io.EOF is an empty file, which is a valid (empty) configuration.
+		if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("SANDBOX_CONFIG %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+	}
+	if err := c.applyEnv(getenv); err != nil {
+		return nil, err
+	}
+	c.applyDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Config) applyEnv(getenv Getenv) error {
+	str := func(key string, dst *string) {
+		if v, ok := getenv(key); ok {
+			*dst = v
+		}
+	}
+	str("GITHUB_WEB_URL", &c.GitHub.WebURL)
+	str("GITHUB_V3_API_URL", &c.GitHub.V3APIURL)
+	str("GITHUB_V4_API_URL", &c.GitHub.V4APIURL)
+	str("GITHUB_APP_WEBHOOK_SECRET", &c.GitHub.App.WebhookSecret)
+	str("GITHUB_APP_PRIVATE_KEY", &c.GitHub.App.PrivateKey)
+	if v, ok := getenv("GITHUB_APP_INTEGRATION_ID"); ok {
+		id, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return fmt.Errorf("GITHUB_APP_INTEGRATION_ID: %q is not a number", v)
+		}
+		c.GitHub.App.IntegrationID = id
+	}
+	str("NOMAD_ADDR", &c.Nomad.Addr)
+	str("NOMAD_TOKEN", &c.Nomad.Token)
+	str("NOMAD_NAMESPACE", &c.Nomad.Namespace)
+	str("NOMAD_REGION", &c.Nomad.Region)
+	str("SANDBOX_LISTEN", &c.Listen)
+	str("SANDBOX_BACKEND", &c.Backend)
+	str("SANDBOX_IMAGE", &c.Image)
+	str("SANDBOX_ISOLATION", &c.Isolation)
+	str("SANDBOX_DATA_DIR", &c.DataDir)
+	str("SANDBOX_PUBLIC_URL", &c.PublicURL)
+	str("SANDBOX_TRIGGER_LABEL", &c.TriggerLabel)
+	str("SANDBOX_TEMPLATES_DIR", &c.TemplatesDir)
+	str("SANDBOX_RUNNER_BINARY", &c.RunnerBinary)
+	str("SANDBOX_LOG_LEVEL", &c.LogLevel)
+	if v, ok := getenv("SANDBOX_LOG_PRETTY"); ok {
+		c.LogPretty = v == "1" || v == "true"
+	}
+	for _, n := range []struct {
+		key string
+		dst *int
+	}{{"SANDBOX_WORKERS", &c.Workers}, {"SANDBOX_QUEUE_SIZE", &c.QueueSize}, {"SANDBOX_MAX_CONTINUES", &c.MaxContinues}} {
+		if v, ok := getenv(n.key); ok {
+			i, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || i < 0 {
+				return fmt.Errorf("%s: %q is not a non-negative whole number", n.key, v)
+			}
+			*n.dst = i
+		}
+	}
+	if v, ok := getenv("SANDBOX_ALLOW_USERS"); ok {
+		c.AllowUsers = splitList(v)
+	}
+	if v, ok := getenv("SANDBOX_ALLOW_TEAMS"); ok {
+		c.AllowTeams = splitList(v)
+	}
+	if v, ok := getenv("SANDBOX_PROGRESS_INTERVAL"); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("SANDBOX_PROGRESS_INTERVAL: %q is not a duration such as 10s", v)
+		}
+		c.ProgressInterval = d
+	}
+	return nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (c *Config) applyDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Backend == "" {
+		c.Backend = "docker"
+		if c.Nomad.Addr != "" {
+			c.Backend = "nomad"
+		}
+	}
+	if c.Image == "" {
+		c.Image = DefaultImage
+	}
+	if c.Isolation == "" {
+		c.Isolation = "privileged"
+	}
+	if c.DataDir == "" {
+		c.DataDir = "/var/lib/sandbox-bot"
+	}
+	if c.TriggerLabel == "" {
+		c.TriggerLabel = DefaultTriggerLabel
+	}
+	if c.Workers == 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = DefaultQueueSize
+	}
+	if c.MaxContinues == 0 {
+		c.MaxContinues = DefaultMaxContinues
+	}
+	if c.MaxPlanRounds == 0 {
+		c.MaxPlanRounds = DefaultMaxPlanRounds
+	}
+	if c.ProgressInterval == 0 {
+		c.ProgressInterval = DefaultProgressInterval
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.GitHub.V3APIURL == "" {
+		c.GitHub.V3APIURL = "https://api.github.com/"
+	}
+	if !strings.HasSuffix(c.GitHub.V3APIURL, "/") {
+		c.GitHub.V3APIURL += "/"
+	}
+	if c.GitHub.V4APIURL == "" {
+		c.GitHub.V4APIURL = strings.TrimSuffix(c.GitHub.V3APIURL, "/") + "/graphql"
+	}
+	if c.GitHub.WebURL == "" {
+		c.GitHub.WebURL = "https://github.com"
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+}
+
+// validate returns the first problem as one line naming the setting.
+func (c *Config) validate() error {
+	switch {
+	case c.GitHub.App.IntegrationID <= 0:
+		return errors.New("GITHUB_APP_INTEGRATION_ID: required (the App ID from the App's settings page)")
+	case c.GitHub.App.WebhookSecret == "":
+		return errors.New("GITHUB_APP_WEBHOOK_SECRET: required (the webhook secret set on the App)")
+	case c.GitHub.App.PrivateKey == "":
+		return errors.New("GITHUB_APP_PRIVATE_KEY: required (the App's private key, PEM text)")
+	case !strings.Contains(c.GitHub.App.PrivateKey, "PRIVATE KEY"):
+		return errors.New("GITHUB_APP_PRIVATE_KEY: not PEM text (expected -----BEGIN RSA PRIVATE KEY-----)")
+	case c.Backend != "nomad" && c.Backend != "docker" && c.Backend != "process":
+		return fmt.Errorf("SANDBOX_BACKEND: %q is not nomad, docker or process", c.Backend)
+	case c.Backend == "nomad" && c.Nomad.Addr == "":
+		return errors.New("NOMAD_ADDR: required with SANDBOX_BACKEND=nomad")
+	case c.Isolation != "privileged" && c.Isolation != "caps":
+		return fmt.Errorf("SANDBOX_ISOLATION: %q is not privileged or caps", c.Isolation)
+	case c.QueueSize < 1:
+		return errors.New("SANDBOX_QUEUE_SIZE: must be at least 1")
+	case c.Workers < 1:
+		return errors.New("SANDBOX_WORKERS: must be at least 1")
+	}
+	if _, err := zerolog.ParseLevel(c.LogLevel); err != nil {
+		return fmt.Errorf("SANDBOX_LOG_LEVEL: %w", err)
+	}
+	for _, t := range c.AllowTeams {
+		if !strings.Contains(t, "/") {
+			return fmt.Errorf("SANDBOX_ALLOW_TEAMS: %q is not org/team", t)
+		}
+	}
+	if err := c.Defaults.Verify(); err != nil {
+		return fmt.Errorf("SANDBOX_CONFIG defaults: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,1118 @@
+// Package githubtest is an in-process GitHub for tests: the REST endpoints
+// sandbox-bot uses, served by httptest and spoken to by the real go-github
+// client, plus real git repositories served over smart HTTP by
+// `git http-backend` (through net/http/cgi) that only accept installation
+// tokens minted with contents:write for that repository.
+//
+// State is kept the way GitHub keeps it (issues, comments, labels, pull
+// requests, check runs) so tests assert on what a person would see.
+package githubtest
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Request is one API call the fake received.
+type Request struct {
+	Method string
+	Path   string
+	Query  string
+	Body   []byte
+	Auth   string
+}
+
+// Comment is an issue or PR conversation comment.
+type Comment struct {
+	ID        int64
+	User      string
+	Body      string
+	CreatedAt time.Time
+	Reactions []string
+}
+
+// Issue is an issue or a pull request (GitHub numbers them together).
+type Issue struct {
+	Number    int
+	Title     string
+	Body      string
+	User      string
+	State     string
+	Labels    []string
+	Comments  []*Comment
+	Reactions []string
+	PR        *PullRequest
+}
+
+// PullRequest is the pull-request half of an Issue.
+type PullRequest struct {
+	Head      string
+	Base      string
+	HeadSHA   string
+	Draft     bool
+	Reviewers []string
+	Merged    bool
+	// ReviewComments are inline review comments, for revise runs.
+	ReviewComments []*Comment
+	// UpdateBranchFails makes PUT update-branch answer 422 (a conflict), so
+	// the bot falls back to a sandbox rebase.
+	UpdateBranchFails bool
+	UpdateBranchCalls int
+}
+
+// CheckRun is a check run as last updated.
+type CheckRun struct {
+	ID         int64
+	Name       string
+	HeadSHA    string
+	Status     string
+	Conclusion string
+	Title      string
+	Summary    string
+	Text       string
+	Updates    int
+}
+
+// Token is an installation token the fake minted.
+type Token struct {
+	Value          string
+	InstallationID int64
+	Repositories   []string
+	Permissions    map[string]string
+	ExpiresAt      time.Time
+}
+
+// Repo is one repository with a real bare git repository behind it.
+type Repo struct {
+	Owner, Name    string
+	ID             int64
+	DefaultBranch  string
+	InstallationID int64
+	// Permissions maps a user login to admin, maintain, write, triage, read
+	// or none (the default for unknown users).
+	Permissions map[string]string
+	Labels      map[string]bool
+	Issues      map[int]*Issue
+	CheckRuns   map[int64]*CheckRun
+	// GitDir is the bare repository.
+	GitDir string
+	// TeamMembers maps "org/team" to members, for team allowlists.
+	nextNumber int
+}
+
+// FullName is owner/name.
+func (r *Repo) FullName() string { return r.Owner + "/" + r.Name }
+
+// Server is the fake GitHub.
+type Server struct {
+	t   testing.TB
+	srv *httptest.Server
+	dir string
+
+	mu        sync.Mutex
+	repos     map[string]*Repo
+	tokens    map[string]*Token
+	requests  []Request
+	nextID    int64
+	teams     map[string][]string
+	changed   chan struct{}
+	gitPushes int
+}
+
+// Options configure New.
+type Options struct {
+	// Listen is the address to listen on (default 127.0.0.1:0). Tests whose
+	// sandbox containers must reach the fake use the docker bridge address.
+	Listen string
+}
+
+// New starts a fake GitHub; it is closed when the test ends.
+func New(t testing.TB, opts Options) *Server {
+	t.Helper()
+	s := &Server{
+		t:       t,
+		dir:     t.TempDir(),
+		repos:   map[string]*Repo{},
+		tokens:  map[string]*Token{},
+		teams:   map[string][]string{},
+		nextID:  1000,
+		changed: make(chan struct{}),
+	}
+	s.srv = httptest.NewUnstartedServer(s.routes())
+	if opts.Listen != "" {
+		l, err := net.Listen("tcp", opts.Listen)
+		if err != nil {
+			t.Fatalf("githubtest: listen %s: %v", opts.Listen, err)
+		}
+		s.srv.Listener.Close()
+		s.srv.Listener = l
+	}
+	s.srv.Start()
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+// URL is the base URL, with a trailing slash (GITHUB_V3_API_URL).
+func (s *Server) URL() string { return s.srv.URL + "/" }
+
+// GitURL is the clone URL of a repository.
+func (s *Server) GitURL(fullName string) string { return s.srv.URL + "/git/" + fullName + ".git" }
+
+// AddRepo creates a repository with the given files committed on its
+// default branch "main", installed under installationID.
+func (s *Server) AddRepo(fullName string, installationID int64, files map[string]string) *Repo {
+	s.t.Helper()
+	owner, name, ok := strings.Cut(fullName, "/")
+	if !ok {
+		s.t.Fatalf("githubtest: repo %q is not owner/name", fullName)
+	}
+	gitDir := filepath.Join(s.dir, "git", owner, name+".git")
+	work := filepath.Join(s.dir, "work", owner, name)
+	s.git("", "init", "-q", "--bare", "-b", "main", gitDir)
+	s.git("", "config", "-f", filepath.Join(gitDir, "config"), "http.receivepack", "true")
+	s.git("", "init", "-q", "-b", "main", work)
+	if len(files) == 0 {
+		files = map[string]string{"README.md": "# " + name + "\n"}
+	}
+	for p, content := range files {
+		full := filepath.Join(work, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			s.t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	s.git(work, "add", "-A")
+	s.git(work, "-c", "user.name=Octo Cat", "-c", "user.email=octo@example.com", "commit", "-qm", "initial commit")
+	s.git(work, "push", "-q", gitDir, "main")
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	r := &Repo{
+		Owner: owner, Name: name, ID: s.nextID, DefaultBranch: "main", InstallationID: installationID,
+		Permissions: map[string]string{}, Labels: map[string]bool{}, Issues: map[int]*Issue{},
+		CheckRuns: map[int64]*CheckRun{}, GitDir: gitDir, nextNumber: 1,
+	}
+	s.repos[fullName] = r
+	return r
+}
+
+// CommitFile commits a file on a branch of the repo (as a person would push).
+func (s *Server) CommitFile(fullName, branch, path, content, message string) string {
+	s.t.Helper()
+	r := s.Repo(fullName)
+	work := filepath.Join(s.t.TempDir(), "w")
+	s.git("", "clone", "-q", "-b", branch, r.GitDir, work)
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(work, path)), 0o755); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, path), []byte(content), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+	s.git(work, "add", "-A")
+	s.git(work, "-c", "user.name=Octo Cat", "-c", "user.email=octo@example.com", "commit", "-qm", message)
+	s.git(work, "push", "-q", "origin", branch)
+	return strings.TrimSpace(s.git(work, "rev-parse", "HEAD"))
+}
+
+// BranchSHA returns the commit a branch points at, or "" if it does not exist.
+func (s *Server) BranchSHA(fullName, branch string) string {
+	r := s.Repo(fullName)
+	out, err := exec.Command("git", "--git-dir", r.GitDir, "rev-parse", "--verify", "-q", "refs/heads/"+branch).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// FileAt returns a file's content at a ref, or "" and false.
+func (s *Server) FileAt(fullName, ref, path string) (string, bool) {
+	r := s.Repo(fullName)
+	out, err := exec.Command("git", "--git-dir", r.GitDir, "show", ref+":"+path).Output()
+	if err != nil {
+		return "", false
+	}
+	return string(out), true
+}
+
+func (s *Server) git(dir string, args ...string) string {
+	s.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("githubtest: git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// Repo returns a repository by full name.
+func (s *Server) Repo(fullName string) *Repo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.repos[fullName]
+	if !ok {
+		s.t.Fatalf("githubtest: no repo %s", fullName)
+	}
+	return r
+}
+
+// SetPermission sets a user's permission on a repo.
+func (s *Server) SetPermission(fullName, user, perm string) {
+	r := s.Repo(fullName)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.Permissions[user] = perm
+}
+
+// AddTeamMember puts user in org/team.
+func (s *Server) AddTeamMember(orgTeam, user string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.teams[orgTeam] = append(s.teams[orgTeam], user)
+}
+
+// AddIssue creates an issue and returns its number.
+func (s *Server) AddIssue(fullName, user, title, body string) int {
+	r := s.Repo(fullName)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := r.nextNumber
+	r.nextNumber++
+	r.Issues[n] = &Issue{Number: n, Title: title, Body: body, User: user, State: "open"}
+	s.notify()
+	return n
+}
+
+// AddComment adds a comment as user and returns its id (for building
+// issue_comment payloads).
+func (s *Server) AddComment(fullName string, number int, user, body string) int64 {
+	r := s.Repo(fullName)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	iss := r.Issues[number]
+	if iss == nil {
+		s.t.Fatalf("githubtest: no issue #%d in %s", number, fullName)
+	}
+	s.nextID++
+	iss.Comments = append(iss.Comments, &Comment{ID: s.nextID, User: user, Body: body, CreatedAt: time.Now()})
+	s.notify()
+	return s.nextID
+}
+
+// AddPullRequest opens a pull request as user (head must exist).
+func (s *Server) AddPullRequest(fullName, user, title, head, base string) int {
+	r := s.Repo(fullName)
+	sha := s.BranchSHA(fullName, head)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := r.nextNumber
+	r.nextNumber++
+	r.Issues[n] = &Issue{Number: n, Title: title, User: user, State: "open", PR: &PullRequest{Head: head, Base: base, HeadSHA: sha}}
+	s.notify()
+	return n
+}
+
+// Snapshot returns a deep-enough copy of an issue for assertions.
+func (s *Server) Issue(fullName string, number int) Issue {
+	r := s.Repo(fullName)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	iss := r.Issues[number]
+	if iss == nil {
+		return Issue{}
+	}
+	cp := *iss
+	cp.Labels = append([]string(nil), iss.Labels...)
+	cp.Comments = nil
+	for _, c := range iss.Comments {
+		cc := *c
+		cp.Comments = append(cp.Comments, &cc)
+	}
+	if iss.PR != nil {
+		pr := *iss.PR
+		cp.PR = &pr
+	}
+	return cp
+}
+
+// PullRequests lists the repo's pull requests, oldest first.
+func (s *Server) PullRequests(fullName string) []Issue {
+	r := s.Repo(fullName)
+	s.mu.Lock()
+	var nums []int
+	for n, iss := range r.Issues {
+		if iss.PR != nil {
+			nums = append(nums, n)
+		}
+	}
+	s.mu.Unlock()
+	sort.Ints(nums)
+	var out []Issue
+	for _, n := range nums {
+		out = append(out, s.Issue(fullName, n))
+	}
+	return out
+}
+
+// CheckRuns returns the repo's check runs.
+func (s *Server) CheckRuns(fullName string) []CheckRun {
+	r := s.Repo(fullName)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []CheckRun
+	for _, c := range r.CheckRuns {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// RepoLabels returns the labels defined in the repo.
+func (s *Server) RepoLabels(fullName string) []string {
+	r := s.Repo(fullName)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for l := range r.Labels {
+		out = append(out, l)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Tokens returns the installation tokens minted so far.
+func (s *Server) Tokens() []Token {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Token
+	for _, t := range s.tokens {
+		out = append(out, *t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Value < out[j].Value })
+	return out
+}
+
+// Requests returns every API call received so far.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// CountRequests counts calls whose "METHOD path" starts with prefix.
+func (s *Server) CountRequests(prefix string) int {
+	n := 0
+	for _, r := range s.Requests() {
+		if strings.HasPrefix(r.Method+" "+r.Path, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// WaitFor polls cond after every state change until it holds or the
+// timeout passes, then fails the test with what.
+func (s *Server) WaitFor(timeout time.Duration, what string, cond func() bool) {
+	s.t.Helper()
+	deadline := time.After(timeout)
+	for {
+		s.mu.Lock()
+		ch := s.changed
+		s.mu.Unlock()
+		if cond() {
+			return
+		}
+		select {
+		case <-ch:
+		case <-time.After(200 * time.Millisecond):
+		case <-deadline:
+			s.t.Fatalf("githubtest: timed out after %s waiting for %s", timeout, what)
+		}
+	}
+}
+
+// notify wakes WaitFor; callers hold mu.
+func (s *Server) notify() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	h := func(pattern string, fn func(w http.ResponseWriter, r *http.Request, repo *Repo)) {
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			var repo *Repo
+			if o := r.PathValue("owner"); o != "" {
+				repo = s.repos[o+"/"+r.PathValue("repo")]
+				if repo == nil {
+					writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+					return
+				}
+			}
+			fn(w, r, repo)
+			s.notify()
+		})
+	}
+	h("POST /app/installations/{id}/access_tokens", s.createToken)
+	h("GET /app/installations", s.listInstallations)
+	h("GET /installation/repositories", s.installationRepos)
+	h("GET /repos/{owner}/{repo}", s.getRepo)
+	h("GET /repos/{owner}/{repo}/installation", s.repoInstallation)
+	h("GET /repos/{owner}/{repo}/contents/{path...}", s.getContents)
+	h("GET /repos/{owner}/{repo}/collaborators/{user}/permission", s.getPermission)
+	h("GET /orgs/{org}/teams/{team}/memberships/{user}", s.teamMembership)
+	h("GET /repos/{owner}/{repo}/issues/{number}", s.getIssue)
+	h("GET /repos/{owner}/{repo}/issues/{number}/comments", s.listComments)
+	h("POST /repos/{owner}/{repo}/issues/{number}/comments", s.createComment)
+	h("PATCH /repos/{owner}/{repo}/issues/comments/{id}", s.editComment)
+	h("POST /repos/{owner}/{repo}/issues/{number}/reactions", s.issueReaction)
+	h("POST /repos/{owner}/{repo}/issues/comments/{id}/reactions", s.commentReaction)
+	h("POST /repos/{owner}/{repo}/issues/{number}/labels", s.addLabels)
+	h("DELETE /repos/{owner}/{repo}/issues/{number}/labels/{name}", s.removeLabel)
+	h("GET /repos/{owner}/{repo}/labels/{name}", s.getLabel)
+	h("POST /repos/{owner}/{repo}/labels", s.createLabel)
+	h("GET /repos/{owner}/{repo}/pulls", s.listPulls)
+	h("POST /repos/{owner}/{repo}/pulls", s.createPull)
+	h("GET /repos/{owner}/{repo}/pulls/{number}", s.getPull)
+	h("PUT /repos/{owner}/{repo}/pulls/{number}/update-branch", s.updateBranch)
+	h("POST /repos/{owner}/{repo}/pulls/{number}/requested_reviewers", s.requestReviewers)
+	h("GET /repos/{owner}/{repo}/pulls/{number}/comments", s.listReviewComments)
+	h("POST /repos/{owner}/{repo}/check-runs", s.createCheckRun)
+	h("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.updateCheckRun)
+	mux.HandleFunc("/git/", s.serveGit)
+
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/git/") {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+			s.mu.Lock()
+			s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Body: body, Auth: r.Header.Get("Authorization")})
+			s.mu.Unlock()
+			if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") && !strings.HasPrefix(r.Header.Get("Authorization"), "token ") {
+				writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Requires authentication"})
+				return
+			}
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func decodeBody(r *http.Request, v any) error {
+	return json.NewDecoder(r.Body).Decode(v)
+}
+
+func number(r *http.Request) int {
+	n, _ := strconv.Atoi(r.PathValue("number"))
+	return n
+}
+
+func (s *Server) user(login string) map[string]any {
+	typ := "User"
+	if strings.HasSuffix(login, "[bot]") {
+		typ = "Bot"
+	}
+	return map[string]any{"login": login, "id": len(login), "type": typ}
+}
+
+func (s *Server) repoJSON(r *Repo) map[string]any {
+	return map[string]any{
+		"id": r.ID, "name": r.Name, "full_name": r.FullName(), "default_branch": r.DefaultBranch,
+		"owner":     map[string]any{"login": r.Owner, "type": "Organization"},
+		"clone_url": s.GitURL(r.FullName()), "html_url": s.srv.URL + "/" + r.FullName(), "private": true,
+	}
+}
+
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request, _ *Repo) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	var opts struct {
+		Repositories []string          `json:"repositories"`
+		Permissions  map[string]string `json:"permissions"`
+	}
+	if r.ContentLength > 0 {
+		if err := decodeBody(r, &opts); err != nil {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": err.Error()})
+			return
+		}
+	}
+	s.nextID++
+	tok := &Token{
+		Value: fmt.Sprintf("ghs_fake%d%s", s.nextID, strings.Repeat("x", 20)), InstallationID: id,
+		Repositories: opts.Repositories, Permissions: opts.Permissions, ExpiresAt: time.Now().Add(time.Hour),
+	}
+	s.tokens[tok.Value] = tok
+	perms := opts.Permissions
+	if perms == nil {
+		perms = map[string]string{"contents": "write", "issues": "write", "pull_requests": "write", "checks": "write", "metadata": "read"}
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"token": tok.Value, "expires_at": tok.ExpiresAt.UTC().Format(time.RFC3339), "permissions": perms})
+}
+
+func (s *Server) listInstallations(w http.ResponseWriter, _ *http.Request, _ *Repo) {
+	seen := map[int64]string{}
+	for _, r := range s.repos {
+		seen[r.InstallationID] = r.Owner
+	}
+	var out []map[string]any
+	for id, owner := range seen {
+		out = append(out, map[string]any{"id": id, "account": map[string]any{"login": owner}})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) installationRepos(w http.ResponseWriter, r *http.Request, _ *Repo) {
+	tok := s.tokens[strings.TrimPrefix(r.Header.Get("Authorization"), "token ")]
+	var list []map[string]any
+	for _, name := range sortedRepoNames(s.repos) {
+		repo := s.repos[name]
+		if tok == nil || repo.InstallationID == tok.InstallationID {
+			list = append(list, s.repoJSON(repo))
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(list), "repositories": list})
+}
+
+func sortedRepoNames(m map[string]*Repo) []string {
+	var names []string
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (s *Server) getRepo(w http.ResponseWriter, _ *http.Request, repo *Repo) {
+	writeJSON(w, http.StatusOK, s.repoJSON(repo))
+}
+
+func (s *Server) repoInstallation(w http.ResponseWriter, _ *http.Request, repo *Repo) {
+	writeJSON(w, http.StatusOK, map[string]any{"id": repo.InstallationID, "account": map[string]any{"login": repo.Owner}})
+}
+
+func (s *Server) getContents(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	ref := r.URL.Query().Get("ref")
+	if ref == "" {
+		ref = repo.DefaultBranch
+	}
+	out, err := exec.Command("git", "--git-dir", repo.GitDir, "show", ref+":"+r.PathValue("path")).Output()
+	if err != nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"type": "file", "encoding": "base64", "path": r.PathValue("path"), "name": filepath.Base(r.PathValue("path")),
+		"content": base64.StdEncoding.EncodeToString(out), "size": len(out),
+	})
+}
+
+func (s *Server) getPermission(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	u := r.PathValue("user")
+	p, ok := repo.Permissions[u]
+	if !ok {
+		p = "none"
+	}
+	// GitHub reports maintain as write and triage as read in "permission";
+	// role_name carries the fine-grained one.
+	legacy := p
+	switch p {
+	case "maintain":
+		legacy = "write"
+	case "triage":
+		legacy = "read"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"permission": legacy, "role_name": p, "user": s.user(u)})
+}
+
+func (s *Server) teamMembership(w http.ResponseWriter, r *http.Request, _ *Repo) {
+	for _, m := range s.teams[r.PathValue("org")+"/"+r.PathValue("team")] {
+		if m == r.PathValue("user") {
+			writeJSON(w, http.StatusOK, map[string]any{"state": "active", "role": "member"})
+			return
+		}
+	}
+	writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+}
+
+func (s *Server) issueJSON(repo *Repo, iss *Issue) map[string]any {
+	labels := []map[string]any{}
+	for _, l := range iss.Labels {
+		labels = append(labels, map[string]any{"name": l})
+	}
+	m := map[string]any{
+		"number": iss.Number, "title": iss.Title, "body": iss.Body, "state": iss.State, "labels": labels,
+		"user": s.user(iss.User), "comments": len(iss.Comments),
+		"html_url": fmt.Sprintf("%s/%s/issues/%d", s.srv.URL, repo.FullName(), iss.Number),
+	}
+	if iss.PR != nil {
+		m["pull_request"] = map[string]any{"url": fmt.Sprintf("%s/repos/%s/pulls/%d", s.srv.URL, repo.FullName(), iss.Number)}
+	}
+	return m
+}
+
+func (s *Server) getIssue(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	iss := repo.Issues[number(r)]
+	if iss == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	writeJSON(w, http.StatusOK, s.issueJSON(repo, iss))
+}
+
+func (s *Server) commentJSON(repo *Repo, n int, c *Comment) map[string]any {
+	return map[string]any{
+		"id": c.ID, "body": c.Body, "user": s.user(c.User), "created_at": c.CreatedAt.UTC().Format(time.RFC3339),
+		"html_url": fmt.Sprintf("%s/%s/issues/%d#issuecomment-%d", s.srv.URL, repo.FullName(), n, c.ID),
+	}
+}
+
+func (s *Server) listComments(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	iss := repo.Issues[number(r)]
+	if iss == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	out := []map[string]any{}
+	for _, c := range iss.Comments {
+		out = append(out, s.commentJSON(repo, iss.Number, c))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// AppLogin is the login the bot's own comments are recorded under.
+const AppLogin = "sandbox-bot[bot]"
+
+func (s *Server) createComment(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	iss := repo.Issues[number(r)]
+	if iss == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	var body struct {
+		Body string `json:"body"`
+	}
+	if err := decodeBody(r, &body); err != nil || body.Body == "" {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": "body is required"})
+		return
+	}
+	s.nextID++
+	c := &Comment{ID: s.nextID, User: AppLogin, Body: body.Body, CreatedAt: time.Now()}
+	iss.Comments = append(iss.Comments, c)
+	writeJSON(w, http.StatusCreated, s.commentJSON(repo, iss.Number, c))
+}
+
+func (s *Server) findComment(repo *Repo, id int64) (*Issue, *Comment) {
+	for _, iss := range repo.Issues {
+		for _, c := range iss.Comments {
+			if c.ID == id {
+				return iss, c
+			}
+		}
+	}
+	return nil, nil
+}
+
+func (s *Server) editComment(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	iss, c := s.findComment(repo, id)
+	if c == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	var body struct {
+		Body string `json:"body"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": err.Error()})
+		return
+	}
+	c.Body = body.Body
+	writeJSON(w, http.StatusOK, s.commentJSON(repo, iss.Number, c))
+}
+
+func (s *Server) issueReaction(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	iss := repo.Issues[number(r)]
+	var body struct {
+		Content string `json:"content"`
+	}
+	if iss == nil || decodeBody(r, &body) != nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	iss.Reactions = append(iss.Reactions, body.Content)
+	writeJSON(w, http.StatusCreated, map[string]any{"id": 1, "content": body.Content})
+}
+
+func (s *Server) commentReaction(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	_, c := s.findComment(repo, id)
+	var body struct {
+		Content string `json:"content"`
+	}
+	if c == nil || decodeBody(r, &body) != nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	c.Reactions = append(c.Reactions, body.Content)
+	writeJSON(w, http.StatusCreated, map[string]any{"id": 1, "content": body.Content})
+}
+
+func (s *Server) addLabels(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	iss := repo.Issues[number(r)]
+	var labels []string
+	if iss == nil || decodeBody(r, &labels) != nil {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": "bad request"})
+		return
+	}
+	for _, l := range labels {
+		repo.Labels[l] = true // GitHub creates missing labels on add
+		if !containsString(iss.Labels, l) {
+			iss.Labels = append(iss.Labels, l)
+		}
+	}
+	out := []map[string]any{}
+	for _, l := range iss.Labels {
+		out = append(out, map[string]any{"name": l})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) removeLabel(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	iss := repo.Issues[number(r)]
+	name := r.PathValue("name")
+	if iss == nil || !containsString(iss.Labels, name) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Label does not exist"})
+		return
+	}
+	var kept []string
+	for _, l := range iss.Labels {
+		if l != name {
+			kept = append(kept, l)
+		}
+	}
+	iss.Labels = kept
+	writeJSON(w, http.StatusOK, []any{})
+}
+
+func (s *Server) getLabel(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	if !repo.Labels[r.PathValue("name")] {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": r.PathValue("name")})
+}
+
+func (s *Server) createLabel(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	var body struct {
+		Name  string `json:"name"`
+		Color string `json:"color"`
+	}
+	if err := decodeBody(r, &body); err != nil || body.Name == "" {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": "name is required"})
+		return
+	}
+	if repo.Labels[body.Name] {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Validation Failed", "errors": []map[string]string{{"resource": "Label", "code": "already_exists", "field": "name"}}})
+		return
+	}
+	repo.Labels[body.Name] = true
+	writeJSON(w, http.StatusCreated, map[string]any{"name": body.Name, "color": body.Color})
+}
+
+func (s *Server) pullJSON(repo *Repo, iss *Issue) map[string]any {
+	m := s.issueJSON(repo, iss)
+	m["head"] = map[string]any{"ref": iss.PR.Head, "sha": iss.PR.HeadSHA, "repo": s.repoJSON(repo)}
+	m["base"] = map[string]any{"ref": iss.PR.Base, "repo": s.repoJSON(repo)}
+	m["draft"] = iss.PR.Draft
+	m["merged"] = iss.PR.Merged
+	m["html_url"] = fmt.Sprintf("%s/%s/pull/%d", s.srv.URL, repo.FullName(), iss.Number)
+	delete(m, "pull_request")
+	return m
+}
+
+func (s *Server) listPulls(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	q := r.URL.Query()
+	out := []map[string]any{}
+	for _, n := range sortedIssueNumbers(repo) {
+		iss := repo.Issues[n]
+		if iss.PR == nil {
+			continue
+		}
+		if st := q.Get("state"); st != "" && st != "all" && st != iss.State {
+			continue
+		}
+		if b := q.Get("base"); b != "" && b != iss.PR.Base {
+			continue
+		}
+		if h := q.Get("head"); h != "" && h != repo.Owner+":"+iss.PR.Head {
+			continue
+		}
+		out = append(out, s.pullJSON(repo, iss))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func sortedIssueNumbers(repo *Repo) []int {
+	var nums []int
+	for n := range repo.Issues {
+		nums = append(nums, n)
+	}
+	sort.Ints(nums)
+	return nums
+}
+
+func (s *Server) createPull(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	var body struct {
+		Title string `json:"title"`
+		Head  string `json:"head"`
+		Base  string `json:"base"`
+		Body  string `json:"body"`
+		Draft bool   `json:"draft"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": err.Error()})
+		return
+	}
+	out, err := exec.Command("git", "--git-dir", repo.GitDir, "rev-parse", "--verify", "-q", "refs/heads/"+body.Head).Output()
+	if err != nil {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Validation Failed", "errors": []map[string]string{{"resource": "PullRequest", "field": "head", "code": "invalid"}}})
+		return
+	}
+	for _, iss := range repo.Issues {
+		if iss.PR != nil && iss.PR.Head == body.Head && iss.State == "open" {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Validation Failed", "errors": []map[string]string{{"resource": "PullRequest", "code": "custom", "message": "A pull request already exists for " + repo.Owner + ":" + body.Head + "."}}})
+			return
+		}
+	}
+	n := repo.nextNumber
+	repo.nextNumber++
+	iss := &Issue{Number: n, Title: body.Title, Body: body.Body, User: AppLogin, State: "open",
+		PR: &PullRequest{Head: body.Head, Base: body.Base, HeadSHA: strings.TrimSpace(string(out)), Draft: body.Draft}}
+	repo.Issues[n] = iss
+	writeJSON(w, http.StatusCreated, s.pullJSON(repo, iss))
+}
+
+func (s *Server) getPull(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	iss := repo.Issues[number(r)]
+	if iss == nil || iss.PR == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	if sha, err := exec.Command("git", "--git-dir", repo.GitDir, "rev-parse", "--verify", "-q", "refs/heads/"+iss.PR.Head).Output(); err == nil {
+		iss.PR.HeadSHA = strings.TrimSpace(string(sha))
+	}
+	writeJSON(w, http.StatusOK, s.pullJSON(repo, iss))
+}
+
+func (s *Server) updateBranch(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	iss := repo.Issues[number(r)]
+	if iss == nil || iss.PR == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	iss.PR.UpdateBranchCalls++
+	if iss.PR.UpdateBranchFails {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": "merge conflict between base and head"})
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"message": "Updating pull request branch.", "url": ""})
+}
+
+func (s *Server) requestReviewers(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	iss := repo.Issues[number(r)]
+	var body struct {
+		Reviewers     []string `json:"reviewers"`
+		TeamReviewers []string `json:"team_reviewers"`
+	}
+	if iss == nil || iss.PR == nil || decodeBody(r, &body) != nil {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": "bad request"})
+		return
+	}
+	iss.PR.Reviewers = append(iss.PR.Reviewers, body.Reviewers...)
+	for _, t := range body.TeamReviewers {
+		iss.PR.Reviewers = append(iss.PR.Reviewers, "team:"+t)
+	}
+	writeJSON(w, http.StatusCreated, s.pullJSON(repo, iss))
+}
+
+func (s *Server) listReviewComments(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	iss := repo.Issues[number(r)]
+	if iss == nil || iss.PR == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	out := []map[string]any{}
+	for _, c := range iss.PR.ReviewComments {
+		out = append(out, map[string]any{"id": c.ID, "body": c.Body, "user": s.user(c.User), "path": "", "created_at": c.CreatedAt.UTC().Format(time.RFC3339)})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// AddReviewComment records an inline review comment on a PR and returns its id.
+func (s *Server) AddReviewComment(fullName string, number int, user, body string) int64 {
+	r := s.Repo(fullName)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextID++
+	r.Issues[number].PR.ReviewComments = append(r.Issues[number].PR.ReviewComments, &Comment{ID: s.nextID, User: user, Body: body, CreatedAt: time.Now()})
+	return s.nextID
+}
+
+func (s *Server) createCheckRun(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	var body checkRunBody
+	if err := decodeBody(r, &body); err != nil || body.Name == "" || body.HeadSHA == "" {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": "name and head_sha are required"})
+		return
+	}
+	s.nextID++
+	c := &CheckRun{ID: s.nextID, Name: body.Name, HeadSHA: body.HeadSHA, Status: "queued"}
+	body.apply(c)
+	repo.CheckRuns[c.ID] = c
+	writeJSON(w, http.StatusCreated, c.json())
+}
+
+func (s *Server) updateCheckRun(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	c := repo.CheckRuns[id]
+	var body checkRunBody
+	if c == nil || decodeBody(r, &body) != nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	c.Updates++
+	body.apply(c)
+	writeJSON(w, http.StatusOK, c.json())
+}
+
+type checkRunBody struct {
+	Name       string `json:"name"`
+	HeadSHA    string `json:"head_sha"`
+	Status     string `json:"status"`
+	Conclusion string `json:"conclusion"`
+	Output     *struct {
+		Title   string `json:"title"`
+		Summary string `json:"summary"`
+		Text    string `json:"text"`
+	} `json:"output"`
+}
+
+func (b checkRunBody) apply(c *CheckRun) {
+	if b.Status != "" {
+		c.Status = b.Status
+	}
+	if b.Conclusion != "" {
+		c.Conclusion = b.Conclusion
+		c.Status = "completed"
+	}
+	if b.Output != nil {
+		c.Title, c.Summary, c.Text = b.Output.Title, b.Output.Summary, b.Output.Text
+	}
+}
+
+func (c *CheckRun) json() map[string]any {
+	return map[string]any{"id": c.ID, "name": c.Name, "head_sha": c.HeadSHA, "status": c.Status, "conclusion": c.Conclusion}
+}
+
+// serveGit runs git http-backend for /git/<owner>/<repo>.git/..., accepting
+// only a token minted for that repository with contents:write (or the
+// unrestricted default), sent as basic auth the way git sends it.
+func (s *Server) serveGit(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimPrefix(r.URL.Path, "/git/")
+	parts := strings.SplitN(rest, "/", 3)
+	if len(parts) < 3 || !strings.HasSuffix(parts[1], ".git") {
+		http.NotFound(w, r)
+		return
+	}
+	fullName := parts[0] + "/" + strings.TrimSuffix(parts[1], ".git")
+	s.mu.Lock()
+	repo := s.repos[fullName]
+	_, pass, ok := r.BasicAuth()
+	tok := s.tokens[pass]
+	s.mu.Unlock()
+	if repo == nil {
+		http.NotFound(w, r)
+		return
+	}
+	if !ok || tok == nil || !tok.allows(repo) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="GitHub"`)
+		http.Error(w, "authentication failed", http.StatusUnauthorized)
+		return
+	}
+	if strings.Contains(r.URL.RawQuery, "git-receive-pack") || strings.HasSuffix(r.URL.Path, "git-receive-pack") {
+		s.mu.Lock()
+		s.gitPushes++
+		s.mu.Unlock()
+	}
+	h := &cgi.Handler{
+		Path: mustGit(),
+		Args: []string{"http-backend"},
+		Env: []string{
+			"GIT_PROJECT_ROOT=" + filepath.Join(s.dir, "git"),
+			"GIT_HTTP_EXPORT_ALL=1",
+			"REMOTE_USER=x-access-token",
+		},
+	}
+	r2 := r.Clone(r.Context())
+	r2.URL.Path = "/" + parts[0] + "/" + parts[1] + "/" + parts[2]
+	h.ServeHTTP(w, r2)
+	if r.Method == http.MethodPost {
+		s.mu.Lock()
+		s.notify()
+		s.mu.Unlock()
+	}
+}
+
+func (t *Token) allows(repo *Repo) bool {
+	if time.Now().After(t.ExpiresAt) || t.InstallationID != repo.InstallationID {
+		return false
+	}
+	if len(t.Repositories) > 0 && !containsString(t.Repositories, repo.Name) {
+		return false
+	}
+	if t.Permissions != nil && t.Permissions["contents"] != "write" {
+		return false
+	}
+	return true
+}
+
+func mustGit() string {
+	p, err := exec.LookPath("git")
+	if err != nil {
+		return "/usr/bin/git"
+	}
+	return p
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

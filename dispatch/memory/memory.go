@@ -1,0 +1,322 @@
+// Package memory is an in-memory dispatch.Backend. The bot's handler tests
+// stand it behind the Backend interface to see exactly what would have been
+// started, and to end runs with a chosen result.json.
+package memory
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+type run struct {
+	spec     dispatch.RunSpec
+	status   dispatch.RunStatus
+	result   *dispatch.Result
+	progress []dispatch.Progress
+	cancels  int
+	tokens   []string
+}
+
+// Backend keeps runs in memory. The zero value is not usable; call New.
+type Backend struct {
+	mu    sync.Mutex
+	runs  map[string]*run
+	order []string
+	locks map[string]string
+	// changed is closed and replaced on every state change, so waiters
+	// wake without polling.
+	changed chan struct{}
+	// CancelEndsRun makes Cancel finish the run as interrupted, the way a
+	// runner that pushes and writes its receipt on SIGTERM would.
+	CancelEndsRun bool
+}
+
+var _ dispatch.Backend = (*Backend)(nil)
+
+// New returns an empty backend.
+func New() *Backend {
+	return &Backend{runs: map[string]*run{}, locks: map[string]string{}, changed: make(chan struct{}), CancelEndsRun: true}
+}
+
+func (b *Backend) notify() {
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+// Name implements dispatch.Backend.
+func (b *Backend) Name() string { return "memory" }
+
+// Submit implements dispatch.Backend.
+func (b *Backend) Submit(_ context.Context, spec dispatch.RunSpec) (bool, error) {
+	if err := spec.Order.Validate(); err != nil {
+		return false, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	id := spec.Order.TaskID
+	if _, ok := b.runs[id]; ok {
+		return false, nil
+	}
+	b.runs[id] = &run{
+		spec:   spec,
+		status: dispatch.RunStatus{Meta: spec.Meta, State: dispatch.StateRunning, StartedAt: time.Now()},
+		tokens: []string{spec.Token},
+	}
+	b.order = append(b.order, id)
+	b.notify()
+	return true, nil
+}
+
+// Status implements dispatch.Backend.
+func (b *Backend) Status(_ context.Context, taskID string) (dispatch.RunStatus, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, ok := b.runs[taskID]
+	if !ok {
+		return dispatch.RunStatus{}, dispatch.ErrNotFound
+	}
+	return r.status, nil
+}
+
+// List implements dispatch.Backend.
+func (b *Backend) List(_ context.Context) ([]dispatch.RunStatus, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]dispatch.RunStatus, 0, len(b.order))
+	for _, id := range b.order {
+		if r, ok := b.runs[id]; ok {
+			out = append(out, r.status)
+		}
+	}
+	return out, nil
+}
+
+// Wait implements dispatch.Backend.
+func (b *Backend) Wait(ctx context.Context, taskID string, progress func(dispatch.Progress)) (dispatch.RunStatus, error) {
+	sent := 0
+	for {
+		b.mu.Lock()
+		r, ok := b.runs[taskID]
+		if !ok {
+			b.mu.Unlock()
+			return dispatch.RunStatus{}, dispatch.ErrNotFound
+		}
+		// Progress and status are read under one lock, so every line
+		// emitted before Finish is delivered before Wait returns.
+		pending := append([]dispatch.Progress(nil), r.progress[sent:]...)
+		sent = len(r.progress)
+		st, ch := r.status, b.changed
+		b.mu.Unlock()
+		for _, p := range pending {
+			if progress != nil {
+				progress(p)
+			}
+		}
+		if st.State.Ended() {
+			return st, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return st, ctx.Err()
+		}
+	}
+}
+
+// Result implements dispatch.Backend.
+func (b *Backend) Result(_ context.Context, taskID string) (*dispatch.Result, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, ok := b.runs[taskID]
+	if !ok {
+		return nil, dispatch.ErrNotFound
+	}
+	if r.result == nil {
+		return nil, dispatch.ErrNoResult
+	}
+	cp := *r.result
+	return &cp, nil
+}
+
+// Cancel implements dispatch.Backend.
+func (b *Backend) Cancel(_ context.Context, taskID string) error {
+	b.mu.Lock()
+	r, ok := b.runs[taskID]
+	if !ok {
+		b.mu.Unlock()
+		return dispatch.ErrNotFound
+	}
+	r.cancels++
+	b.notify()
+	end := b.CancelEndsRun && !r.status.State.Ended()
+	b.mu.Unlock()
+	if end {
+		b.Finish(taskID, &dispatch.Result{TaskID: taskID, Mode: r.spec.Order.Mode, Status: dispatch.StatusInterrupted,
+			Branch: r.spec.Order.TargetBranch, Error: &dispatch.RunError{Message: "cancelled"}})
+	}
+	return nil
+}
+
+// RefreshToken implements dispatch.Backend.
+func (b *Backend) RefreshToken(_ context.Context, taskID, token string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, ok := b.runs[taskID]
+	if !ok {
+		return dispatch.ErrNotFound
+	}
+	r.tokens = append(r.tokens, token)
+	return nil
+}
+
+// Cleanup implements dispatch.Backend.
+func (b *Backend) Cleanup(_ context.Context, taskID string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.runs, taskID)
+	for i, id := range b.order {
+		if id == taskID {
+			b.order = append(b.order[:i], b.order[i+1:]...)
+			break
+		}
+	}
+	b.notify()
+	return nil
+}
+
+// Lock implements dispatch.Backend.
+func (b *Backend) Lock(_ context.Context, key, holder string) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if cur, ok := b.locks[key]; ok && cur != holder {
+		return cur, dispatch.ErrLocked
+	}
+	b.locks[key] = holder
+	return holder, nil
+}
+
+// Unlock implements dispatch.Backend.
+func (b *Backend) Unlock(_ context.Context, key, holder string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.locks[key] == holder {
+		delete(b.locks, key)
+	}
+	return nil
+}
+
+// Specs returns every run submitted, in order, including cleaned-up ones'
+// specs while they are still known.
+func (b *Backend) Specs() []dispatch.RunSpec {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []dispatch.RunSpec
+	for _, id := range b.order {
+		out = append(out, b.runs[id].spec)
+	}
+	return out
+}
+
+// Spec returns one run's spec.
+func (b *Backend) Spec(taskID string) (dispatch.RunSpec, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, ok := b.runs[taskID]
+	if !ok {
+		return dispatch.RunSpec{}, false
+	}
+	return r.spec, true
+}
+
+// Tokens returns the tokens delivered to a run, first the initial one.
+func (b *Backend) Tokens(taskID string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r, ok := b.runs[taskID]; ok {
+		return append([]string(nil), r.tokens...)
+	}
+	return nil
+}
+
+// Cancels counts Cancel calls for a run.
+func (b *Backend) Cancels(taskID string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r, ok := b.runs[taskID]; ok {
+		return r.cancels
+	}
+	return 0
+}
+
+// LockHolder returns who holds key, or "".
+func (b *Backend) LockHolder(key string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.locks[key]
+}
+
+// Emit adds a progress line to a running run.
+func (b *Backend) Emit(taskID string, p dispatch.Progress) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if r, ok := b.runs[taskID]; ok {
+		p.Event, p.TaskID = "progress", taskID
+		r.progress = append(r.progress, p)
+		b.notify()
+	}
+}
+
+// Finish ends a run with result (nil: the run ended without a receipt, as
+// a killed sandbox does).
+func (b *Backend) Finish(taskID string, result *dispatch.Result) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, ok := b.runs[taskID]
+	if !ok || r.status.State.Ended() {
+		return
+	}
+	if result != nil {
+		cp := *result
+		cp.SchemaVersion = dispatch.ResultVersion
+		if cp.TaskID == "" {
+			cp.TaskID = taskID
+		}
+		r.result = &cp
+	}
+	r.status.State = dispatch.StateComplete
+	if result == nil {
+		r.status.State = dispatch.StateLost
+	}
+	r.status.EndedAt = time.Now()
+	b.notify()
+}
+
+// WaitSubmitted blocks until n runs were submitted in total, or ctx ends.
+func (b *Backend) WaitSubmitted(ctx context.Context, n int) ([]dispatch.RunSpec, error) {
+	for {
+		b.mu.Lock()
+		count, ch := len(b.order), b.changed
+		b.mu.Unlock()
+		if count >= n {
+			return b.Specs(), nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return b.Specs(), ctx.Err()
+		}
+	}
+}
+
+// IDs returns the task ids known, sorted.
+func (b *Backend) IDs() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ids := append([]string(nil), b.order...)
+	sort.Strings(ids)
+	return ids
+}

@@ -1,0 +1,222 @@
+package handlers
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
+)
+
+// Command grammar, one per comment:
+//
+//	comment  = { line } ; the first command line counts, later ones are text
+//	command  = "/" name { " " flag } [ " " text ] { newline text-line }
+//	flag     = "--" key ( "=" value | " " value )
+//	name     = approve | revise | abort | retry | continue | rebase | plan
+//
+// A command must start a line (leading spaces allowed). Lines inside fenced
+// code blocks (``` or ~~~) and quoted lines (">") are never commands, so
+// quoting someone's "/approve" does not approve anything. Flags come right
+// after the name; the rest of the line and every following line is the
+// command's text (the feedback of /revise).
+
+// Command is a parsed comment command.
+type Command struct {
+	Name  string
+	Flags sandboxcfg.Flags
+	// Text is what follows the flags: feedback for /revise.
+	Text string
+}
+
+// CommandError is a comment that looks like a command but is not a valid
+// one. Its message is written for the person who typed it.
+type CommandError struct{ Msg string }
+
+func (e *CommandError) Error() string { return e.Msg }
+
+type commandSpec struct {
+	help     string
+	flags    []string // allowed flag keys
+	needText bool
+}
+
+// commands is the grammar's vocabulary; it never changes at run time.
+var commands = map[string]commandSpec{
+	"approve":  {help: "start the implementation of the posted plan", flags: []string{"budget", "model", "timeout", "harness"}},
+	"revise":   {help: "re-plan (on an issue) or change the PR (on a PR) with your feedback", flags: []string{"budget", "model", "timeout"}, needText: true},
+	"abort":    {help: "stop the active run; work pushed so far stays on its branch"},
+	"retry":    {help: "run the last failed step again", flags: []string{"budget", "timeout", "model"}},
+	"continue": {help: "resume an interrupted run on its branch", flags: []string{"budget", "timeout"}},
+	"rebase":   {help: "bring the PR branch up to date with its base"},
+	"plan":     {help: "write a (new) plan for this issue", flags: []string{"budget", "model", "harness"}},
+}
+
+// CommandNames lists the commands, sorted, for help texts.
+func CommandNames() []string {
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ParseCommand finds the command in a comment body. It returns nil, nil when
+// the comment holds no command (most comments), and a *CommandError when a
+// line is almost a command (a typo, a bad flag) so the bot can help.
+func ParseCommand(body string) (*Command, error) {
+	lines := strings.Split(strings.ReplaceAll(body, "\r\n", "\n"), "\n")
+	fence := ""
+	for i, raw := range lines {
+		line := strings.TrimSpace(raw)
+		if fence != "" {
+			if strings.HasPrefix(line, fence) {
+				fence = ""
+			}
+			continue
+		}
+		if strings.HasPrefix(line, "```") || strings.HasPrefix(line, "~~~") {
+			fence = line[:3]
+			continue
+		}
+		if !strings.HasPrefix(line, "/") || strings.HasPrefix(line, ">") {
+			continue
+		}
+		name, rest, _ := strings.Cut(line[1:], " ")
+		name = strings.ToLower(name)
+		spec, ok := commands[name]
+		if !ok {
+			if isWord(name) {
+				if s := closest(name, CommandNames()); s != "" {
+					return nil, &CommandError{Msg: fmt.Sprintf("`/%s` is not a command. Did you mean `/%s`?", name, s)}
+				}
+			}
+			continue // "/etc/hosts is wrong" is prose, not a command
+		}
+		cmd := &Command{Name: name}
+		text, err := parseFlags(cmd, spec, strings.TrimSpace(rest))
+		if err != nil {
+			return nil, err
+		}
+		if tail := strings.TrimSpace(strings.Join(lines[i+1:], "\n")); tail != "" {
+			if text != "" {
+				text += "\n"
+			}
+			text += tail
+		}
+		cmd.Text = strings.TrimSpace(text)
+		if spec.needText && cmd.Text == "" {
+			return nil, &CommandError{Msg: fmt.Sprintf("`/%s` needs your feedback after it, e.g. `/%s use the existing date helper`.", name, name)}
+		}
+		return cmd, nil
+	}
+	return nil, nil
+}
+
+// parseFlags consumes leading --flags and returns the remaining text.
+func parseFlags(cmd *Command, spec commandSpec, rest string) (string, error) {
+	for strings.HasPrefix(rest, "--") {
+		tok, after, _ := strings.Cut(rest, " ")
+		key, val, hasEq := strings.Cut(strings.TrimPrefix(tok, "--"), "=")
+		rest = strings.TrimSpace(after)
+		if !hasEq {
+			val, after, _ = strings.Cut(rest, " ")
+			rest = strings.TrimSpace(after)
+		}
+		if !contains(spec.flags, key) {
+			msg := fmt.Sprintf("`/%s` has no flag `--%s`.", cmd.Name, key)
+			if s := closest(key, spec.flags); s != "" {
+				msg += fmt.Sprintf(" Did you mean `--%s`?", s)
+			}
+			if len(spec.flags) > 0 {
+				msg += " Its flags: " + flagList(spec.flags) + "."
+			} else {
+				msg += " It takes no flags."
+			}
+			return "", &CommandError{Msg: msg}
+		}
+		if val == "" {
+			return "", &CommandError{Msg: fmt.Sprintf("`--%s` needs a value, e.g. `--%s %s`.", key, key, flagExample(key))}
+		}
+		if err := setFlag(&cmd.Flags, key, val); err != nil {
+			return "", err
+		}
+	}
+	return rest, nil
+}
+
+func setFlag(f *sandboxcfg.Flags, key, val string) error {
+	switch key {
+	case "budget":
+		v, err := strconv.ParseFloat(strings.TrimPrefix(val, "$"), 64)
+		if err != nil || v <= 0 {
+			return &CommandError{Msg: fmt.Sprintf("`--budget` takes a positive number of dollars, got `%s`.", val)}
+		}
+		f.BudgetUSD = v
+	case "timeout":
+		v, err := strconv.Atoi(strings.TrimSuffix(val, "m"))
+		if err != nil || v <= 0 {
+			return &CommandError{Msg: fmt.Sprintf("`--timeout` takes a whole number of minutes, got `%s`.", val)}
+		}
+		f.TimeoutMinutes = v
+	case "model":
+		f.Model = val
+	case "harness":
+		f.Harness = val
+	}
+	return nil
+}
+
+func flagExample(key string) string {
+	switch key {
+	case "budget":
+		return "3"
+	case "timeout":
+		return "30"
+	case "harness":
+		return "opencode"
+	}
+	return "provider/model"
+}
+
+func flagList(flags []string) string {
+	parts := make([]string, len(flags))
+	for i, f := range flags {
+		parts[i] = "`--" + f + "`"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func isWord(s string) bool {
+	if s == "" || len(s) > 20 {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && r != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// closest returns the valid name within edit distance 2 of s, or "".
+func closest(s string, valid []string) string {
+	best, bestDist := "", 3
+	for _, v := range valid {
+		if d := sandboxcfg.Levenshtein(s, v); d < bestDist {
+			best, bestDist = v, d
+		}
+	}
+	return best
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
