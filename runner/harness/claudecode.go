@@ -62,21 +62,34 @@ func (c *ClaudeCode) Command(req Request) (*exec.Cmd, error) {
 	if req.Dir == "" {
 		return nil, errors.New("claude-code harness: no working directory")
 	}
-	args := []string{"-p", "--output-format", "stream-json", "--verbose"}
+	// --include-partial-messages adds the API's stream events: the only
+	// place a step's final output token count (message_delta) shows up,
+	// the assistant lines repeat message_start's placeholder.
+	args := []string{"-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages"}
 	if req.Model != "" {
 		args = append(args, "--model", req.Model)
 	}
 	if req.SessionID != "" {
 		args = append(args, "--resume", req.SessionID)
 	}
+	// In print mode nobody answers a permission prompt: whatever would ask
+	// is denied at once (--permission-prompts none), and the denial shows
+	// up as a stall event instead of a hang.
 	if req.ReadOnly {
-		// Plan mode lets the agent read and think but not change files;
-		// the deny list is a second fence in case plan mode lets a tool by.
-		args = append(args, "--permission-mode", "plan",
+		// Not --permission-mode plan: its system prompt steers the model to
+		// write a plan file and call ExitPlanMode, interactive steps that
+		// fail in print mode. Default mode with the edit tools removed lets
+		// the model read and run read-only commands; anything that would
+		// change the tree needs approval, which is denied.
+		args = append(args, "--permission-mode", "default",
 			"--disallowed-tools", "Write,Edit,MultiEdit,NotebookEdit")
 	} else {
-		args = append(args, "--permission-mode", "acceptEdits")
+		// acceptEdits covers the file tools only; the agent must also run
+		// builds and tests, and the sandbox is disposable, so Bash is
+		// allowed as a whole.
+		args = append(args, "--permission-mode", "acceptEdits", "--allowed-tools", "Bash")
 	}
+	args = append(args, "--permission-prompts", "none")
 	if c.MaxTurns > 0 {
 		args = append(args, "--max-turns", strconv.Itoa(c.MaxTurns))
 	}
@@ -113,24 +126,44 @@ func claudeEnvDefaults(env, defs []string) []string {
 }
 
 // NewParser implements Harness.
-func (c *ClaudeCode) NewParser() Parser { return &claudeParser{now: time.Now} }
+func (c *ClaudeCode) NewParser() Parser {
+	return &claudeParser{
+		now:    time.Now,
+		open:   map[string]*claudeStep{},
+		closed: map[string]bool{},
+		tools:  map[string]string{},
+	}
+}
 
-// claudeParser keeps the step that is open: Claude Code prints one
-// `assistant` line per content block, all carrying the same message id and
-// usage, so a step is a message id, and it closes when something else
-// follows (the tool results, the next message, the result).
+// claudeParser turns stream-json lines into events. A step is one API
+// message. Claude Code prints one `assistant` line per content block, all
+// with the same message id and a placeholder usage, and with
+// --include-partial-messages the API's own message_start / message_delta /
+// message_stop around them, which carry the real token counts. Subagents
+// (parent_tool_use_id set) run their own messages, possibly in parallel,
+// so each thread has its own open step. Without stream events (another
+// flag set, an older recording) a step closes when its thread moves on:
+// the tool results, the next message or the result.
 type claudeParser struct {
 	now       func() time.Time
 	sessionID string
-	stepID    string // message id of the open step; "" when none
-	stepTok   Tokens
+	open      map[string]*claudeStep // by thread: parent_tool_use_id, "" for the main agent
+	order     []string               // threads in the order their steps opened
+	closed    map[string]bool        // message ids of finished steps
+	tools     map[string]string      // tool_use id -> tool name, for denial messages
 }
 
-// claudeLine is the union of the stream-json line types this parser reads.
+type claudeStep struct {
+	id     string
+	tokens Tokens
+}
+
+// claudeLine is the union of the stream-json line types the parser reads.
 type claudeLine struct {
-	Type      string `json:"type"`
-	Subtype   string `json:"subtype"`
-	SessionID string `json:"session_id"`
+	Type            string  `json:"type"`
+	Subtype         string  `json:"subtype"`
+	SessionID       string  `json:"session_id"`
+	ParentToolUseID *string `json:"parent_tool_use_id"`
 
 	// system/init
 	Model string `json:"model"`
@@ -141,6 +174,22 @@ type claudeLine struct {
 		Content json.RawMessage `json:"content"`
 		Usage   *claudeUsage    `json:"usage"`
 	} `json:"message"`
+	ToolResultMeta []struct {
+		ID                 string `json:"id"`
+		PermissionDecision *struct {
+			Decision string `json:"decision"`
+		} `json:"permission_decision"`
+	} `json:"tool_result_meta"`
+
+	// stream_event
+	Event *struct {
+		Type    string `json:"type"`
+		Message *struct {
+			ID    string       `json:"id"`
+			Usage *claudeUsage `json:"usage"`
+		} `json:"message"`
+		Usage *claudeUsage `json:"usage"`
+	} `json:"event"`
 
 	// result
 	IsError      bool         `json:"is_error"`
@@ -151,32 +200,53 @@ type claudeLine struct {
 	Errors       []string     `json:"errors"`
 }
 
+func (l *claudeLine) thread() string {
+	if l.ParentToolUseID == nil {
+		return ""
+	}
+	return *l.ParentToolUseID
+}
+
 type claudeUsage struct {
 	InputTokens              int64 `json:"input_tokens"`
 	OutputTokens             int64 `json:"output_tokens"`
 	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
 	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	OutputTokensDetails      *struct {
+		ThinkingTokens int64 `json:"thinking_tokens"`
+	} `json:"output_tokens_details"`
 }
 
+// tokens maps the API's usage. Thinking tokens are part of output_tokens
+// (and billed as output); Reasoning repeats them for the receipt.
 func (u *claudeUsage) tokens() Tokens {
 	if u == nil {
 		return Tokens{}
 	}
-	return Tokens{
+	t := Tokens{
 		Input:      u.InputTokens,
 		Output:     u.OutputTokens,
 		CacheRead:  u.CacheReadInputTokens,
 		CacheWrite: u.CacheCreationInputTokens,
 	}
+	if u.OutputTokensDetails != nil {
+		t.Reasoning = u.OutputTokensDetails.ThinkingTokens
+	}
+	return t
 }
 
 type claudeBlock struct {
-	Type  string          `json:"type"`
-	Text  string          `json:"text"`
-	Name  string          `json:"name"`
-	Input json.RawMessage `json:"input"`
+	Type      string          `json:"type"`
+	ID        string          `json:"id"`
+	Text      string          `json:"text"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
 }
 
+// ParseStdout implements Parser.
 func (p *claudeParser) ParseStdout(line []byte) ([]Event, error) {
 	line = bytes.TrimSpace(line)
 	if len(line) == 0 {
@@ -189,29 +259,92 @@ func (p *claudeParser) ParseStdout(line []byte) ([]Event, error) {
 	if l.Type == "" {
 		return nil, fmt.Errorf("claude-code: stream-json line without a type: %q", claudeClip(line, 120))
 	}
+	if l.SessionID != "" && l.Type != "system" {
+		p.sessionID = l.SessionID
+	}
 	now := p.now()
 	switch l.Type {
 	case "system":
 		if l.Subtype != "init" {
-			return nil, nil
+			return nil, nil // status, compact_boundary, hooks...: not events
 		}
 		if l.SessionID == "" {
 			return nil, fmt.Errorf("claude-code: system init without session_id: %q", claudeClip(line, 120))
 		}
 		p.sessionID = l.SessionID
 		return []Event{{Type: EventSession, Time: now, SessionID: l.SessionID, Text: l.Model}}, nil
+	case "stream_event":
+		if l.Event == nil {
+			return nil, fmt.Errorf("claude-code: stream_event without event: %q", claudeClip(line, 120))
+		}
+		return p.streamEvent(&l, line, now)
 	case "assistant":
 		return p.assistant(&l, line, now)
 	case "user":
-		if l.Message == nil {
-			return nil, fmt.Errorf("claude-code: user line without message: %q", claudeClip(line, 120))
-		}
-		return p.closeStep(now), nil
+		return p.user(&l, line, now)
 	case "result":
-		return p.result(&l, line, now)
+		return p.result(&l, now), nil
 	default:
 		return nil, nil
 	}
+}
+
+func (p *claudeParser) streamEvent(l *claudeLine, line []byte, now time.Time) ([]Event, error) {
+	th := l.thread()
+	switch l.Event.Type {
+	case "message_start":
+		m := l.Event.Message
+		if m == nil || m.ID == "" {
+			return nil, fmt.Errorf("claude-code: message_start without message id: %q", claudeClip(line, 120))
+		}
+		evs, _ := p.startStep(th, m.ID, now)
+		if s := p.open[th]; s != nil && s.id == m.ID {
+			s.tokens = claudeMaxTokens(s.tokens, m.Usage.tokens())
+		}
+		return evs, nil
+	case "message_delta":
+		if s := p.open[th]; s != nil {
+			s.tokens = claudeMaxTokens(s.tokens, l.Event.Usage.tokens())
+		}
+		return nil, nil
+	case "message_stop":
+		return p.closeStep(th, now), nil
+	default:
+		return nil, nil // content blocks: the assistant lines carry them whole
+	}
+}
+
+// startStep opens a step for message id on thread th, closing the one that
+// was open there, unless id is the open step or one already finished.
+func (p *claudeParser) startStep(th, id string, now time.Time) ([]Event, bool) {
+	if s := p.open[th]; s != nil && s.id == id {
+		return nil, true
+	}
+	if p.closed[id] {
+		return nil, false
+	}
+	evs := p.closeStep(th, now)
+	p.open[th] = &claudeStep{id: id}
+	p.order = append(p.order, th)
+	return append(evs, Event{Type: EventStepStart, Time: now, SessionID: p.sessionID}), true
+}
+
+func (p *claudeParser) closeStep(th string, now time.Time) []Event {
+	s := p.open[th]
+	if s == nil {
+		return nil
+	}
+	delete(p.open, th)
+	for i, o := range p.order {
+		if o == th {
+			p.order = append(p.order[:i], p.order[i+1:]...)
+			break
+		}
+	}
+	if s.id != "" {
+		p.closed[s.id] = true
+	}
+	return []Event{{Type: EventStepFinish, Time: now, SessionID: p.sessionID, Tokens: s.tokens}}
 }
 
 func (p *claudeParser) assistant(l *claudeLine, line []byte, now time.Time) ([]Event, error) {
@@ -220,50 +353,105 @@ func (p *claudeParser) assistant(l *claudeLine, line []byte, now time.Time) ([]E
 	}
 	var blocks []claudeBlock
 	if err := json.Unmarshal(l.Message.Content, &blocks); err != nil {
-		return nil, fmt.Errorf("claude-code: assistant message %s: bad content: %w", l.Message.ID, err)
+		return nil, fmt.Errorf("claude-code: assistant message %q: content is not a list of blocks: %w", l.Message.ID, err)
 	}
-	var evs []Event
-	if l.Message.ID == "" || l.Message.ID != p.stepID {
-		evs = append(evs, p.closeStep(now)...)
-		p.stepID = l.Message.ID
-		if p.stepID == "" {
-			// Without an id every line is its own step.
-			p.stepID = "\x00anon"
-		}
-		evs = append(evs, Event{Type: EventStepStart, Time: now, SessionID: p.session(l)})
+	th := l.thread()
+	evs, open := p.startStep(th, l.Message.ID, now)
+	if open {
+		s := p.open[th]
+		s.tokens = claudeMaxTokens(s.tokens, l.Message.Usage.tokens())
 	}
-	p.stepTok = claudeMaxTokens(p.stepTok, l.Message.Usage.tokens())
 	for _, b := range blocks {
 		switch b.Type {
 		case "text":
 			if strings.TrimSpace(b.Text) == "" {
 				continue
 			}
-			evs = append(evs, Event{Type: EventText, Time: now, SessionID: p.session(l), Text: b.Text})
+			evs = append(evs, Event{Type: EventText, Time: now, SessionID: p.sessionID, Text: b.Text})
 		case "tool_use":
-			evs = append(evs, Event{Type: EventToolUse, Time: now, SessionID: p.session(l),
+			if b.ID != "" {
+				p.tools[b.ID] = b.Name
+			}
+			evs = append(evs, Event{Type: EventToolUse, Time: now, SessionID: p.sessionID,
 				Tool: b.Name, ToolInput: claudeCompactJSON(b.Input)})
 		}
 	}
 	if l.Message.ID == "" {
-		evs = append(evs, p.closeStep(now)...)
+		// Nothing can match a message without id to its other lines.
+		evs = append(evs, p.closeStep(th, now)...)
 	}
 	return evs, nil
 }
 
-func (p *claudeParser) result(l *claudeLine, line []byte, now time.Time) ([]Event, error) {
-	evs := p.closeStep(now)
-	if l.SessionID != "" {
-		p.sessionID = l.SessionID
+// user lines carry tool results back to the model: the thread's step is
+// over, and so is a subagent whose Agent call got its result. A result the
+// permission layer refused is a stall: print mode has nobody to ask.
+func (p *claudeParser) user(l *claudeLine, line []byte, now time.Time) ([]Event, error) {
+	if l.Message == nil {
+		return nil, fmt.Errorf("claude-code: user line without message: %q", claudeClip(line, 120))
+	}
+	evs := p.closeStep(l.thread(), now)
+	var blocks []claudeBlock
+	if err := json.Unmarshal(l.Message.Content, &blocks); err != nil {
+		// A plain-string content is a prompt (a subagent's task), no results.
+		return evs, nil
+	}
+	rejected := map[string]bool{}
+	for _, m := range l.ToolResultMeta {
+		if m.PermissionDecision != nil && m.PermissionDecision.Decision == "reject" {
+			rejected[m.ID] = true
+		}
+	}
+	for _, b := range blocks {
+		if b.Type != "tool_result" {
+			continue
+		}
+		evs = append(evs, p.closeStep(b.ToolUseID, now)...)
+		if rejected[b.ToolUseID] {
+			name := p.tools[b.ToolUseID]
+			if name == "" {
+				name = "a tool call"
+			}
+			evs = append(evs, Event{Type: EventStall, Time: now, SessionID: p.sessionID, Tool: name,
+				Text: name + " was denied: " + claudeClip([]byte(claudeResultText(b.Content)), 300)})
+		}
+	}
+	return evs, nil
+}
+
+// claudeResultText flattens a tool_result's content: a string or blocks.
+func claudeResultText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var blocks []claudeBlock
+	if json.Unmarshal(raw, &blocks) != nil {
+		return string(raw)
+	}
+	var parts []string
+	for _, b := range blocks {
+		if b.Text != "" {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func (p *claudeParser) result(l *claudeLine, now time.Time) []Event {
+	var evs []Event
+	for len(p.order) > 0 {
+		evs = append(evs, p.closeStep(p.order[0], now)...)
 	}
 	if l.IsError || (l.Subtype != "" && l.Subtype != "success") {
 		msg := l.Result
 		if len(l.Errors) > 0 {
 			msg = strings.Join(l.Errors, "; ")
 		}
-		if msg == "" {
+		switch {
+		case msg == "":
 			msg = "claude-code finished with " + l.Subtype
-		} else if l.Subtype != "" && l.Subtype != "success" {
+		case l.Subtype != "" && l.Subtype != "success":
 			msg = l.Subtype + ": " + msg
 		}
 		evs = append(evs, Event{Type: EventError, Time: now, SessionID: p.sessionID, Text: msg})
@@ -273,33 +461,19 @@ func (p *claudeParser) result(l *claudeLine, line []byte, now time.Time) ([]Even
 	if l.TotalCostUSD != nil {
 		ev.CostUSD = *l.TotalCostUSD
 	}
-	return append(evs, ev), nil
+	return append(evs, ev)
 }
 
-func (p *claudeParser) closeStep(now time.Time) []Event {
-	if p.stepID == "" {
-		return nil
-	}
-	ev := Event{Type: EventStepFinish, Time: now, SessionID: p.sessionID, Tokens: p.stepTok}
-	p.stepID, p.stepTok = "", Tokens{}
-	return []Event{ev}
-}
-
-func (p *claudeParser) session(l *claudeLine) string {
-	if l.SessionID != "" {
-		return l.SessionID
-	}
-	return p.sessionID
-}
-
-// ParseStderr implements Parser. Claude Code reports its failures in the
-// result line; stderr carries start-up problems only.
+// ParseStderr implements Parser. Claude Code reports failures in the
+// result line and denials in the tool results; stderr carries start-up
+// problems (a bad flag, no API key), which the runner keeps from the
+// process's exit.
 func (p *claudeParser) ParseStderr(line []byte) []Event {
 	return nil
 }
 
-// claudeMaxTokens keeps the larger of each count: the lines of one message repeat
-// its usage, and a later line may carry a more complete output count.
+// claudeMaxTokens keeps the larger of each count: message_start reports a
+// placeholder output count that message_delta raises.
 func claudeMaxTokens(a, b Tokens) Tokens {
 	return Tokens{
 		Input:      max(a.Input, b.Input),
