@@ -1,0 +1,276 @@
+package nomad
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// Job meta keys. The bot finds its runs again after a restart from these
+// alone (List), so they carry everything in dispatch.Meta.
+const (
+	MetaTaskID         = "sandbox_task_id"
+	MetaMode           = "sandbox_mode"
+	MetaRepo           = "sandbox_repo"
+	MetaNumber         = "sandbox_number"
+	MetaInstallationID = "sandbox_installation_id"
+	MetaAttempt        = "sandbox_attempt"
+	MetaDeliveryID     = "sandbox_delivery_id"
+	MetaHeadSHA        = "sandbox_head_sha"
+	MetaIsolation      = "sandbox_isolation"
+)
+
+// JobID is the Nomad job id of a run: the prefix, the task id and the mode,
+// lower-cased so it also makes a tidy DNS label and container name.
+func JobID(prefix, taskID string, mode dispatch.Mode) string {
+	return prefix + strings.ToLower(taskID) + "-" + string(mode)
+}
+
+// jobPrefixOf is what every job of taskID starts with, whatever its mode.
+func jobPrefixOf(prefix, taskID string) string {
+	return prefix + strings.ToLower(taskID) + "-"
+}
+
+// TokenVarPath is the Variable holding a run's token. Nomad's implicit
+// workload policy lets a job read nomad/jobs/<job-id> without any ACL
+// policy being written for it.
+func TokenVarPath(jobID string) string { return "nomad/jobs/" + jobID }
+
+// BuildJob turns a run into the batch job Nomad runs. It is a pure function
+// of its inputs, so the golden files in testdata pin the exact job for each
+// mode and deploy/nomad/sandbox.nomad.hcl can be reviewed against them.
+func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
+	if err := o.setDefaults(); err != nil {
+		return nil, err
+	}
+	order := spec.Order
+	if order.SchemaVersion == 0 {
+		order.SchemaVersion = dispatch.WorkOrderVersion
+	}
+	// The backend decides where things are inside the sandbox; the bot
+	// cannot know the allocation's layout.
+	order.OutputDir = OutputDir
+	if order.Mode != dispatch.ModeTask || order.TokenFile != "" || spec.Token != "" {
+		order.TokenFile = TokenPath
+	}
+	if err := order.Validate(); err != nil {
+		return nil, fmt.Errorf("build nomad job: %w", err)
+	}
+	if spec.Meta.TaskID != "" && spec.Meta.TaskID != order.TaskID {
+		return nil, fmt.Errorf("build nomad job: meta task_id %q differs from work order task_id %q", spec.Meta.TaskID, order.TaskID)
+	}
+	if spec.Meta.Mode != "" && spec.Meta.Mode != order.Mode {
+		return nil, fmt.Errorf("build nomad job %s: meta mode %q differs from work order mode %q", order.TaskID, spec.Meta.Mode, order.Mode)
+	}
+
+	isolation := spec.Isolation
+	if isolation == "" {
+		isolation = o.Isolation
+	}
+	if isolation != IsolationPrivileged && isolation != IsolationCaps {
+		return nil, fmt.Errorf("build nomad job %s: isolation %q is not %s or %s", order.TaskID, isolation, IsolationPrivileged, IsolationCaps)
+	}
+	taskMode := order.Mode == dispatch.ModeTask
+	if taskMode {
+		isolation = "none"
+	}
+
+	res, err := resourcesFor(o, order)
+	if err != nil {
+		return nil, fmt.Errorf("build nomad job %s: %w", order.TaskID, err)
+	}
+	timeout := order.TimeoutMinutes
+	if timeout <= 0 {
+		timeout = order.Config.TimeoutMinutes
+	}
+	if timeout <= 0 {
+		return nil, fmt.Errorf("build nomad job %s: timeout_minutes is %d; the work order needs a positive timeout (sandboxcfg.ApplyDefaults sets one)", order.TaskID, timeout)
+	}
+	maxRun := time.Duration(timeout)*time.Minute + o.RunGrace
+
+	orderJSON, err := json.Marshal(order)
+	if err != nil {
+		return nil, fmt.Errorf("build nomad job %s: encode work order: %w", order.TaskID, err)
+	}
+
+	id := JobID(o.JobPrefix, order.TaskID, order.Mode)
+	job := api.NewBatchJob(id, id, o.Region, o.Priority)
+	if o.Namespace != "" {
+		job.Namespace = ptr(o.Namespace)
+	}
+	job.Datacenters = append([]string(nil), o.Datacenters...)
+	if o.NodePool != "" {
+		job.NodePool = ptr(o.NodePool)
+	}
+	for _, c := range o.Constraints {
+		job.Constrain(api.NewConstraint(c.LTarget, c.Operand, c.RTarget))
+	}
+	if isolation == IsolationPrivileged {
+		// Place the sandbox only on clients whose docker plugin allows it,
+		// instead of failing the task at start on the others.
+		job.Constrain(api.NewConstraint("${attr.driver.docker.privileged.enabled}", "=", "true"))
+	}
+	job.Meta = jobMeta(spec.Meta, order, isolation)
+
+	group := api.NewTaskGroup(GroupName, 1)
+	// The bot decides about retries (continue mode); Nomad must not start
+	// the same work from scratch behind its back.
+	group.RestartPolicy = &api.RestartPolicy{Attempts: ptr(0), Mode: ptr(api.RestartPolicyModeFail)}
+	group.ReschedulePolicy = &api.ReschedulePolicy{Attempts: ptr(0), Unlimited: ptr(false)}
+	group.Disconnect = &api.DisconnectStrategy{
+		StopOnClientAfter: ptr(o.DisconnectStop),
+		Replace:           ptr(false),
+	}
+	group.MaxRunDuration = ptr(maxRun)
+	group.EphemeralDisk = &api.EphemeralDisk{SizeMB: ptr(res.DiskMB)}
+
+	task := api.NewTask(TaskName, "docker")
+	task.Config = dockerConfig(o.Image, isolation, taskMode)
+	task.Env = map[string]string{
+		dispatch.EnvWorkOrder: WorkOrderPath,
+		EnvDinD:               boolFlag(!taskMode),
+		EnvIsolation:          isolation,
+		EnvTaskID:             order.TaskID,
+	}
+	task.Resources = &api.Resources{CPU: ptr(res.CPU), MemoryMB: ptr(res.MemoryMB)}
+	task.KillTimeout = ptr(o.KillTimeout)
+	task.KillSignal = "SIGTERM"
+	task.LogConfig = &api.LogConfig{MaxFiles: ptr(5), MaxFileSizeMB: ptr(20)}
+	task.Templates = []*api.Template{
+		{
+			// base64 keeps the issue text, which may contain "{{", out of
+			// the template language.
+			EmbeddedTmpl: ptr(`{{ base64Decode "` + base64.StdEncoding.EncodeToString(orderJSON) + `" }}`),
+			DestPath:     ptr("local/work-order.json"),
+			ChangeMode:   ptr("noop"),
+			Perms:        ptr("0644"),
+		},
+	}
+	if order.TokenFile != "" {
+		task.Templates = append(task.Templates, &api.Template{
+			EmbeddedTmpl: ptr(`{{ with nomadVar "` + TokenVarPath(id) + `" }}{{ .` + TokenItem + ` }}{{ end }}`),
+			DestPath:     ptr("secrets/token"),
+			// The runner's git credential helper reads the file on every
+			// use, so a refreshed token needs no signal or restart.
+			ChangeMode: ptr("noop"),
+			Perms:      ptr("0400"),
+			Uid:        ptr(o.TaskUID),
+			Gid:        ptr(o.TaskGID),
+		})
+	}
+	group.AddTask(task)
+	job.AddTaskGroup(group)
+	return job, nil
+}
+
+func dockerConfig(image, isolation string, taskMode bool) map[string]any {
+	cfg := map[string]any{
+		"image": image,
+		"labels": []map[string]string{{
+			"sandbox-bot.task": "${NOMAD_META_" + MetaTaskID + "}",
+			"sandbox-bot.mode": "${NOMAD_META_" + MetaMode + "}",
+		}},
+	}
+	if taskMode {
+		return cfg
+	}
+	// A relative host path binds a directory of the task itself, which the
+	// docker plugin allows without docker.volumes.enabled and which Nomad
+	// deletes with the allocation.
+	cfg["volumes"] = []string{DockerDataDir + ":/var/lib/docker"}
+	switch isolation {
+	case IsolationPrivileged:
+		cfg["privileged"] = true
+	case IsolationCaps:
+		cfg["cap_add"] = []string{"all"}
+		cfg["cap_drop"] = []string{"sys_resource"}
+		cfg["security_opt"] = []string{"seccomp=unconfined", "apparmor=unconfined"}
+	}
+	return cfg
+}
+
+func jobMeta(m dispatch.Meta, order dispatch.WorkOrder, isolation string) map[string]string {
+	meta := map[string]string{
+		MetaTaskID:    order.TaskID,
+		MetaMode:      string(order.Mode),
+		MetaAttempt:   strconv.Itoa(max(m.Attempt, order.Attempt, 1)),
+		MetaIsolation: isolation,
+	}
+	set := func(k, v string) {
+		if v != "" {
+			meta[k] = v
+		}
+	}
+	set(MetaRepo, firstNonEmpty(m.Repo, order.Repo))
+	if n := max(m.Number, order.Number); n > 0 {
+		meta[MetaNumber] = strconv.Itoa(n)
+	}
+	if m.InstallationID > 0 {
+		meta[MetaInstallationID] = strconv.FormatInt(m.InstallationID, 10)
+	}
+	set(MetaDeliveryID, m.DeliveryID)
+	set(MetaHeadSHA, m.HeadSHA)
+	return meta
+}
+
+// metaFromJob is the inverse of jobMeta, for runs found after a restart.
+func metaFromJob(meta map[string]string) dispatch.Meta {
+	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
+	inst, _ := strconv.ParseInt(meta[MetaInstallationID], 10, 64)
+	return dispatch.Meta{
+		TaskID:         meta[MetaTaskID],
+		Mode:           dispatch.Mode(meta[MetaMode]),
+		Repo:           meta[MetaRepo],
+		Number:         atoi(meta[MetaNumber]),
+		InstallationID: inst,
+		Attempt:        atoi(meta[MetaAttempt]),
+		DeliveryID:     meta[MetaDeliveryID],
+		HeadSHA:        meta[MetaHeadSHA],
+	}
+}
+
+func resourcesFor(o Options, order dispatch.WorkOrder) (Resources, error) {
+	r := o.Defaults
+	want := order.Config.Resources
+	if want.CPU < 0 || want.MemoryMB < 0 {
+		return r, fmt.Errorf("resources: cpu %d and memory_mb %d must not be negative", want.CPU, want.MemoryMB)
+	}
+	if want.CPU > 0 {
+		if o.Limits.MaxCPU > 0 && want.CPU > o.Limits.MaxCPU {
+			return r, fmt.Errorf("resources.cpu %d MHz is over the server ceiling of %d", want.CPU, o.Limits.MaxCPU)
+		}
+		r.CPU = want.CPU
+	}
+	if want.MemoryMB > 0 {
+		if o.Limits.MaxMemoryMB > 0 && want.MemoryMB > o.Limits.MaxMemoryMB {
+			return r, fmt.Errorf("resources.memory_mb %d is over the server ceiling of %d", want.MemoryMB, o.Limits.MaxMemoryMB)
+		}
+		r.MemoryMB = want.MemoryMB
+	}
+	return r, nil
+}
+
+func boolFlag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, x := range s {
+		if x != "" {
+			return x
+		}
+	}
+	return ""
+}
+
+func ptr[T any](v T) *T { return &v }

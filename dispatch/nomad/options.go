@@ -1,0 +1,216 @@
+// Package nomad runs sandboxes as Nomad batch jobs, for an organization whose
+// work outgrows one machine. It implements dispatch.Backend with the official
+// github.com/hashicorp/nomad/api client:
+//
+//   - one batch job per run, built in Go (BuildJob), registered create-only
+//     (EnforceIndex with modify index 0) so a redelivered webhook or a second
+//     bot replica cannot start a second sandbox;
+//   - the per-issue lock is a Nomad Variable written with check-and-set;
+//   - the installation token is a Variable under nomad/jobs/<job-id>, which
+//     the job's workload identity may read, rendered by a template into
+//     secrets/token and refreshed by the bot while the run lives;
+//   - runs are watched through one shared event stream (Job and Allocation
+//     topics) that reconnects from the last index it saw; progress comes from
+//     following the allocation's stdout; result.json is read from
+//     alloc/data when the allocation ends.
+package nomad
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+	"github.com/rs/zerolog"
+)
+
+// Isolation profiles of a coding sandbox. Task mode runs with neither.
+const (
+	// IsolationPrivileged runs the sandbox with `privileged = true`; the
+	// clients need the docker plugin's allow_privileged.
+	IsolationPrivileged = "privileged"
+	// IsolationCaps grants every capability but SYS_RESOURCE with seccomp
+	// and AppArmor unconfined, for hosts that refuse privileged containers;
+	// the clients need allow_caps = ["all"].
+	IsolationCaps = "caps"
+)
+
+// Defaults that an operator rarely needs to change.
+const (
+	DefaultJobPrefix = "sandbox-"
+	// DefaultKillTimeout covers the runner's push-on-SIGTERM path: commit,
+	// push over a slow link, write the interrupted receipt. Nomad clients
+	// cap it with client.max_kill_timeout (default 30s), which must be
+	// raised to at least this value.
+	DefaultKillTimeout    = 60 * time.Second
+	DefaultRunGrace       = 15 * time.Minute
+	DefaultDisconnectStop = 2 * time.Minute
+	DefaultLogDrain       = 10 * time.Second
+	DefaultCPU            = 2000  // MHz
+	DefaultMemoryMB       = 4096  // MB
+	DefaultDiskMB         = 20480 // MB, scheduling hint for images and the workspace
+	DefaultTaskUID        = 1000  // the sandbox user of the image, owner of secrets/token
+	DefaultPriority       = 50
+	// TokenItem is the item of the job's Variable holding the token.
+	TokenItem = "token"
+)
+
+// Paths inside the sandbox container. The docker driver mounts the task's
+// local/ and secrets/ directories and the shared alloc/ directory at these
+// places.
+const (
+	WorkOrderPath = "/local/work-order.json"
+	TokenPath     = "/secrets/token"
+	OutputDir     = "/alloc/data"
+	// ResultPath is result.json relative to the allocation directory, the
+	// way AllocFS addresses files.
+	ResultPath = "alloc/data/" + "result.json"
+	// DockerDataDir is the inner daemon's storage: a directory of the task,
+	// bound to /var/lib/docker, so it never becomes an anonymous volume
+	// that outlives the allocation on the host.
+	DockerDataDir = "docker-data"
+	TaskName      = "sandbox"
+	GroupName     = "sandbox"
+)
+
+// Environment variables the sandbox's init reads besides
+// dispatch.EnvWorkOrder.
+const (
+	// EnvDinD is "1" when init must start the inner Docker daemon and "0"
+	// in task mode, which has neither privileges nor an inner daemon.
+	EnvDinD = "SANDBOX_DIND"
+	// EnvIsolation is privileged, caps or none.
+	EnvIsolation = "SANDBOX_ISOLATION"
+	// EnvTaskID names the run in the sandbox's own logs.
+	EnvTaskID = "SANDBOX_TASK_ID"
+)
+
+// Resources of one sandbox.
+type Resources struct {
+	CPU      int // MHz
+	MemoryMB int
+	DiskMB   int
+}
+
+// Limits are the ceilings a repository's .sandbox.yml may ask for.
+type Limits struct {
+	MaxCPU      int
+	MaxMemoryMB int
+}
+
+// Options configure a Backend. Image is required; everything else has a
+// default that works on a stock Nomad 2.x cluster whose clients carry the
+// snippet in deploy/nomad/client.hcl.
+type Options struct {
+	// Client talks to Nomad. When nil, one is built from Config, or from
+	// api.DefaultConfig() (NOMAD_ADDR, NOMAD_TOKEN, NOMAD_NAMESPACE,
+	// NOMAD_REGION ...) when Config is nil too.
+	Client *api.Client
+	Config *api.Config
+
+	// Image is the sandbox image reference.
+	Image string
+	// Isolation is the default profile, privileged or caps; a RunSpec may
+	// override it. Empty means privileged.
+	Isolation string
+
+	Region      string
+	Namespace   string   // empty: the client's namespace
+	Datacenters []string // empty: ["*"], every datacenter
+	NodePool    string
+	Constraints []*api.Constraint
+	Priority    int
+
+	// KillTimeout is how long Nomad waits after SIGTERM before SIGKILL.
+	KillTimeout time.Duration
+	// RunGrace is added to the work order's timeout_minutes to form the
+	// group's max_run_duration: the runner stops itself at the timeout,
+	// Nomad stops a sandbox that did not.
+	RunGrace time.Duration
+	// DisconnectStop is how long a client cut off from the servers keeps
+	// the sandbox before stopping it, so a replacement run on another node
+	// does not push to the same branch for long.
+	DisconnectStop time.Duration
+
+	Defaults Resources
+	Limits   Limits
+
+	// TaskUID and TaskGID own secrets/token inside the sandbox.
+	TaskUID, TaskGID int
+
+	// JobPrefix starts every job id the bot creates; the watcher ignores
+	// jobs without it.
+	JobPrefix string
+	// Purge removes the job from Nomad in Cleanup; otherwise the job is
+	// stopped and left to Nomad's garbage collector.
+	Purge bool
+	// LogDrain bounds how long Wait keeps reading the log after the
+	// allocation ended, for the last progress lines.
+	LogDrain time.Duration
+
+	Logger zerolog.Logger
+	Clock  func() time.Time
+}
+
+func (o *Options) setDefaults() error {
+	if strings.TrimSpace(o.Image) == "" {
+		return errors.New("nomad backend: Image (the sandbox image reference, SANDBOX_IMAGE) is required")
+	}
+	switch o.Isolation {
+	case "":
+		o.Isolation = IsolationPrivileged
+	case IsolationPrivileged, IsolationCaps:
+	default:
+		return fmt.Errorf("nomad backend: isolation %q is not %s or %s", o.Isolation, IsolationPrivileged, IsolationCaps)
+	}
+	if len(o.Datacenters) == 0 {
+		o.Datacenters = []string{"*"}
+	}
+	if o.Priority == 0 {
+		o.Priority = DefaultPriority
+	}
+	if o.Priority < 1 || o.Priority > 100 {
+		return fmt.Errorf("nomad backend: priority %d is outside 1..100", o.Priority)
+	}
+	if o.KillTimeout == 0 {
+		o.KillTimeout = DefaultKillTimeout
+	}
+	if o.RunGrace == 0 {
+		o.RunGrace = DefaultRunGrace
+	}
+	if o.DisconnectStop == 0 {
+		o.DisconnectStop = DefaultDisconnectStop
+	}
+	if o.LogDrain == 0 {
+		o.LogDrain = DefaultLogDrain
+	}
+	if o.Defaults.CPU == 0 {
+		o.Defaults.CPU = DefaultCPU
+	}
+	if o.Defaults.MemoryMB == 0 {
+		o.Defaults.MemoryMB = DefaultMemoryMB
+	}
+	if o.Defaults.DiskMB == 0 {
+		o.Defaults.DiskMB = DefaultDiskMB
+	}
+	if o.Limits.MaxCPU > 0 && o.Defaults.CPU > o.Limits.MaxCPU {
+		o.Defaults.CPU = o.Limits.MaxCPU
+	}
+	if o.Limits.MaxMemoryMB > 0 && o.Defaults.MemoryMB > o.Limits.MaxMemoryMB {
+		o.Defaults.MemoryMB = o.Limits.MaxMemoryMB
+	}
+	if o.TaskUID == 0 {
+		o.TaskUID = DefaultTaskUID
+	}
+	if o.TaskGID == 0 {
+		o.TaskGID = o.TaskUID
+	}
+	if o.JobPrefix == "" {
+		o.JobPrefix = DefaultJobPrefix
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	return nil
+}
