@@ -131,80 +131,42 @@ func (c *ClaudeCode) NewParser() Parser {
 		now:    time.Now,
 		open:   map[string]*claudeStep{},
 		closed: map[string]bool{},
-		tools:  map[string]string{},
+		tools:  map[string]claudeToolCall{},
 	}
 }
 
-// claudeParser turns stream-json lines into events. A step is one API
-// message. Claude Code prints one `assistant` line per content block, all
-// with the same message id and a placeholder usage, and with
-// --include-partial-messages the API's own message_start / message_delta /
-// message_stop around them, which carry the real token counts. Subagents
-// (parent_tool_use_id set) run their own messages, possibly in parallel,
-// so each thread has its own open step. Without stream events (another
-// flag set, an older recording) a step closes when its thread moves on:
-// the tool results, the next message or the result.
+// claudeParser turns stream-json lines into events.
+//
+// A step is one API message. Claude Code prints one `assistant` line per
+// content block, all with the same message id and message_start's
+// placeholder usage; with --include-partial-messages the API's own
+// message_start / message_delta / message_stop come around them, and only
+// message_delta has the real output count. A tool result can be printed
+// before message_delta (a call rejected on sight), so a streamed step ends
+// at message_stop and nowhere else. Without stream events (another flag
+// set, an older recording) a step ends when its thread moves on: the tool
+// results, the next message or the result.
+//
+// Subagents (parent_tool_use_id set) run their own messages, possibly in
+// parallel, so each thread has its own open step.
 type claudeParser struct {
 	now       func() time.Time
 	sessionID string
-	open      map[string]*claudeStep // by thread: parent_tool_use_id, "" for the main agent
-	order     []string               // threads in the order their steps opened
-	closed    map[string]bool        // message ids of finished steps
-	tools     map[string]string      // tool_use id -> tool name, for denial messages
+	open      map[string]*claudeStep    // by thread: parent_tool_use_id, "" for the main agent
+	order     []string                  // threads in the order their steps opened
+	closed    map[string]bool           // message ids of finished steps
+	tools     map[string]claudeToolCall // by tool_use id, to name denied calls
 }
 
 type claudeStep struct {
-	id     string
-	tokens Tokens
+	id       string
+	streamed bool // opened by a message_start stream event
+	tokens   Tokens
 }
 
-// claudeLine is the union of the stream-json line types the parser reads.
-type claudeLine struct {
-	Type            string  `json:"type"`
-	Subtype         string  `json:"subtype"`
-	SessionID       string  `json:"session_id"`
-	ParentToolUseID *string `json:"parent_tool_use_id"`
-
-	// system/init
-	Model string `json:"model"`
-
-	// assistant, user
-	Message *struct {
-		ID      string          `json:"id"`
-		Content json.RawMessage `json:"content"`
-		Usage   *claudeUsage    `json:"usage"`
-	} `json:"message"`
-	ToolResultMeta []struct {
-		ID                 string `json:"id"`
-		PermissionDecision *struct {
-			Decision string `json:"decision"`
-		} `json:"permission_decision"`
-	} `json:"tool_result_meta"`
-
-	// stream_event
-	Event *struct {
-		Type    string `json:"type"`
-		Message *struct {
-			ID    string       `json:"id"`
-			Usage *claudeUsage `json:"usage"`
-		} `json:"message"`
-		Usage *claudeUsage `json:"usage"`
-	} `json:"event"`
-
-	// result
-	IsError      bool         `json:"is_error"`
-	Result       string       `json:"result"`
-	TotalCostUSD *float64     `json:"total_cost_usd"`
-	NumTurns     int          `json:"num_turns"`
-	Usage        *claudeUsage `json:"usage"`
-	Errors       []string     `json:"errors"`
-}
-
-func (l *claudeLine) thread() string {
-	if l.ParentToolUseID == nil {
-		return ""
-	}
-	return *l.ParentToolUseID
+type claudeToolCall struct {
+	name  string
+	input string
 }
 
 type claudeUsage struct {
@@ -242,8 +204,66 @@ type claudeBlock struct {
 	Name      string          `json:"name"`
 	Input     json.RawMessage `json:"input"`
 	ToolUseID string          `json:"tool_use_id"`
-	Content   json.RawMessage `json:"content"`
-	IsError   bool            `json:"is_error"`
+}
+
+// claudeMessage is the `message` of assistant and user lines.
+type claudeMessage struct {
+	ID      string          `json:"id"`
+	Content json.RawMessage `json:"content"`
+	Usage   *claudeUsage    `json:"usage"`
+}
+
+// The line shapes, one per type. Each line is decoded twice, once for its
+// type and once for its shape, so that a field one type uses differently
+// from another (`message` is an object on assistant lines and a string on
+// system ones) never breaks a line the parser reads.
+type (
+	claudeHead struct {
+		Type    string `json:"type"`
+		Subtype string `json:"subtype"`
+	}
+	claudeSystemInit struct {
+		SessionID string `json:"session_id"`
+		Model     string `json:"model"`
+	}
+	claudeDenied struct {
+		ToolName       string `json:"tool_name"`
+		ToolUseID      string `json:"tool_use_id"`
+		DecisionReason string `json:"decision_reason"`
+	}
+	claudeStreamEvent struct {
+		SessionID       string  `json:"session_id"`
+		ParentToolUseID *string `json:"parent_tool_use_id"`
+		Event           *struct {
+			Type    string `json:"type"`
+			Message *struct {
+				ID    string       `json:"id"`
+				Usage *claudeUsage `json:"usage"`
+			} `json:"message"`
+			Usage *claudeUsage `json:"usage"`
+		} `json:"event"`
+	}
+	claudeChat struct { // assistant and user lines
+		SessionID       string         `json:"session_id"`
+		ParentToolUseID *string        `json:"parent_tool_use_id"`
+		Message         *claudeMessage `json:"message"`
+	}
+	claudeResult struct {
+		Subtype      string          `json:"subtype"`
+		SessionID    string          `json:"session_id"`
+		IsError      bool            `json:"is_error"`
+		Result       string          `json:"result"`
+		TotalCostUSD *float64        `json:"total_cost_usd"`
+		Usage        *claudeUsage    `json:"usage"`
+		Errors       json.RawMessage `json:"errors"`
+	}
+)
+
+func claudeThread(parent *string) string {
+	if parent == nil {
+		return ""
+	}
+	return *parent
 }
 
 // ParseStdout implements Parser.
@@ -252,53 +272,94 @@ func (p *claudeParser) ParseStdout(line []byte) ([]Event, error) {
 	if len(line) == 0 {
 		return nil, nil
 	}
-	var l claudeLine
-	if err := json.Unmarshal(line, &l); err != nil {
+	var head claudeHead
+	if err := json.Unmarshal(line, &head); err != nil {
 		return nil, fmt.Errorf("claude-code: bad stream-json line %q: %w", claudeClip(line, 120), err)
 	}
-	if l.Type == "" {
+	if head.Type == "" {
 		return nil, fmt.Errorf("claude-code: stream-json line without a type: %q", claudeClip(line, 120))
 	}
-	if l.SessionID != "" && l.Type != "system" {
-		p.sessionID = l.SessionID
-	}
 	now := p.now()
-	switch l.Type {
+	var (
+		evs []Event
+		err error
+	)
+	switch head.Type {
 	case "system":
-		if l.Subtype != "init" {
-			return nil, nil // status, compact_boundary, hooks...: not events
+		evs, err = p.system(head.Subtype, line, now)
+	case "stream_event":
+		evs, err = p.streamEvent(line, now)
+	case "assistant":
+		evs, err = p.assistant(line, now)
+	case "user":
+		evs, err = p.user(line, now)
+	case "result":
+		evs, err = p.result(line, now)
+	default:
+		return nil, nil // rate_limit_event, tool_progress, ...: not ours
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claude-code: %s line %q: %w", head.Type, claudeClip(line, 120), err)
+	}
+	return evs, nil
+}
+
+func (p *claudeParser) system(subtype string, line []byte, now time.Time) ([]Event, error) {
+	switch subtype {
+	case "init":
+		var l claudeSystemInit
+		if err := json.Unmarshal(line, &l); err != nil {
+			return nil, err
 		}
 		if l.SessionID == "" {
-			return nil, fmt.Errorf("claude-code: system init without session_id: %q", claudeClip(line, 120))
+			return nil, errors.New("init without session_id")
 		}
 		p.sessionID = l.SessionID
 		return []Event{{Type: EventSession, Time: now, SessionID: l.SessionID, Text: l.Model}}, nil
-	case "stream_event":
-		if l.Event == nil {
-			return nil, fmt.Errorf("claude-code: stream_event without event: %q", claudeClip(line, 120))
+	case "permission_denied":
+		// Print mode has nobody to approve a call: it is refused at once
+		// and the agent goes on without it. The runner counts these.
+		var l claudeDenied
+		if err := json.Unmarshal(line, &l); err != nil {
+			return nil, err
 		}
-		return p.streamEvent(&l, line, now)
-	case "assistant":
-		return p.assistant(&l, line, now)
-	case "user":
-		return p.user(&l, line, now)
-	case "result":
-		return p.result(&l, now), nil
+		call := p.tools[l.ToolUseID]
+		name := l.ToolName
+		if name == "" {
+			name = call.name
+		}
+		text := name + " denied"
+		if call.input != "" {
+			text += " " + claudeClip([]byte(call.input), 200)
+		}
+		if l.DecisionReason != "" {
+			text += ": " + l.DecisionReason
+		}
+		return []Event{{Type: EventStall, Time: now, SessionID: p.sessionID, Tool: name, ToolInput: call.input, Text: text}}, nil
 	default:
-		return nil, nil
+		return nil, nil // status, compact_boundary, hook lines: not events
 	}
 }
 
-func (p *claudeParser) streamEvent(l *claudeLine, line []byte, now time.Time) ([]Event, error) {
-	th := l.thread()
+func (p *claudeParser) streamEvent(line []byte, now time.Time) ([]Event, error) {
+	var l claudeStreamEvent
+	if err := json.Unmarshal(line, &l); err != nil {
+		return nil, err
+	}
+	if l.Event == nil {
+		return nil, errors.New("no event")
+	}
+	p.noteSession(l.SessionID)
+	th := claudeThread(l.ParentToolUseID)
 	switch l.Event.Type {
 	case "message_start":
 		m := l.Event.Message
 		if m == nil || m.ID == "" {
-			return nil, fmt.Errorf("claude-code: message_start without message id: %q", claudeClip(line, 120))
+			return nil, errors.New("message_start without a message id")
 		}
-		evs, _ := p.startStep(th, m.ID, now)
+		evs := p.startStep(th, m.ID, now)
 		if s := p.open[th]; s != nil && s.id == m.ID {
+			s.streamed = true
 			s.tokens = claudeMaxTokens(s.tokens, m.Usage.tokens())
 		}
 		return evs, nil
@@ -316,17 +377,17 @@ func (p *claudeParser) streamEvent(l *claudeLine, line []byte, now time.Time) ([
 
 // startStep opens a step for message id on thread th, closing the one that
 // was open there, unless id is the open step or one already finished.
-func (p *claudeParser) startStep(th, id string, now time.Time) ([]Event, bool) {
-	if s := p.open[th]; s != nil && s.id == id {
-		return nil, true
+func (p *claudeParser) startStep(th, id string, now time.Time) []Event {
+	if s := p.open[th]; s != nil && s.id == id && id != "" {
+		return nil
 	}
-	if p.closed[id] {
-		return nil, false
+	if id != "" && p.closed[id] {
+		return nil
 	}
 	evs := p.closeStep(th, now)
 	p.open[th] = &claudeStep{id: id}
 	p.order = append(p.order, th)
-	return append(evs, Event{Type: EventStepStart, Time: now, SessionID: p.sessionID}), true
+	return append(evs, Event{Type: EventStepStart, Time: now, SessionID: p.sessionID})
 }
 
 func (p *claudeParser) closeStep(th string, now time.Time) []Event {
@@ -347,18 +408,28 @@ func (p *claudeParser) closeStep(th string, now time.Time) []Event {
 	return []Event{{Type: EventStepFinish, Time: now, SessionID: p.sessionID, Tokens: s.tokens}}
 }
 
-func (p *claudeParser) assistant(l *claudeLine, line []byte, now time.Time) ([]Event, error) {
+func (p *claudeParser) noteSession(id string) {
+	if id != "" {
+		p.sessionID = id
+	}
+}
+
+func (p *claudeParser) assistant(line []byte, now time.Time) ([]Event, error) {
+	var l claudeChat
+	if err := json.Unmarshal(line, &l); err != nil {
+		return nil, err
+	}
 	if l.Message == nil {
-		return nil, fmt.Errorf("claude-code: assistant line without message: %q", claudeClip(line, 120))
+		return nil, errors.New("no message")
 	}
 	var blocks []claudeBlock
 	if err := json.Unmarshal(l.Message.Content, &blocks); err != nil {
-		return nil, fmt.Errorf("claude-code: assistant message %q: content is not a list of blocks: %w", l.Message.ID, err)
+		return nil, fmt.Errorf("message %q: content is not a list of blocks: %w", l.Message.ID, err)
 	}
-	th := l.thread()
-	evs, open := p.startStep(th, l.Message.ID, now)
-	if open {
-		s := p.open[th]
+	p.noteSession(l.SessionID)
+	th := claudeThread(l.ParentToolUseID)
+	evs := p.startStep(th, l.Message.ID, now)
+	if s := p.open[th]; s != nil && s.id == l.Message.ID {
 		s.tokens = claudeMaxTokens(s.tokens, l.Message.Usage.tokens())
 	}
 	for _, b := range blocks {
@@ -369,105 +440,95 @@ func (p *claudeParser) assistant(l *claudeLine, line []byte, now time.Time) ([]E
 			}
 			evs = append(evs, Event{Type: EventText, Time: now, SessionID: p.sessionID, Text: b.Text})
 		case "tool_use":
+			input := claudeCompactJSON(b.Input)
 			if b.ID != "" {
-				p.tools[b.ID] = b.Name
+				p.tools[b.ID] = claudeToolCall{name: b.Name, input: input}
 			}
-			evs = append(evs, Event{Type: EventToolUse, Time: now, SessionID: p.sessionID,
-				Tool: b.Name, ToolInput: claudeCompactJSON(b.Input)})
+			evs = append(evs, Event{Type: EventToolUse, Time: now, SessionID: p.sessionID, Tool: b.Name, ToolInput: input})
 		}
 	}
 	if l.Message.ID == "" {
-		// Nothing can match a message without id to its other lines.
+		// Nothing ties a message without id to its other lines.
 		evs = append(evs, p.closeStep(th, now)...)
 	}
 	return evs, nil
 }
 
-// user lines carry tool results back to the model: the thread's step is
-// over, and so is a subagent whose Agent call got its result. A result the
-// permission layer refused is a stall: print mode has nobody to ask.
-func (p *claudeParser) user(l *claudeLine, line []byte, now time.Time) ([]Event, error) {
+// user lines carry tool results back to the model. An unstreamed step is
+// over once its results are back, and so is a subagent whose Agent call
+// got its result.
+func (p *claudeParser) user(line []byte, now time.Time) ([]Event, error) {
+	var l claudeChat
+	if err := json.Unmarshal(line, &l); err != nil {
+		return nil, err
+	}
 	if l.Message == nil {
-		return nil, fmt.Errorf("claude-code: user line without message: %q", claudeClip(line, 120))
+		return nil, errors.New("no message")
 	}
-	evs := p.closeStep(l.thread(), now)
+	p.noteSession(l.SessionID)
+	var evs []Event
+	th := claudeThread(l.ParentToolUseID)
+	if s := p.open[th]; s != nil && !s.streamed {
+		evs = p.closeStep(th, now)
+	}
 	var blocks []claudeBlock
-	if err := json.Unmarshal(l.Message.Content, &blocks); err != nil {
-		// A plain-string content is a prompt (a subagent's task), no results.
-		return evs, nil
-	}
-	rejected := map[string]bool{}
-	for _, m := range l.ToolResultMeta {
-		if m.PermissionDecision != nil && m.PermissionDecision.Decision == "reject" {
-			rejected[m.ID] = true
-		}
+	if json.Unmarshal(l.Message.Content, &blocks) != nil {
+		return evs, nil // a plain string: a prompt (a subagent's task)
 	}
 	for _, b := range blocks {
-		if b.Type != "tool_result" {
-			continue
-		}
-		evs = append(evs, p.closeStep(b.ToolUseID, now)...)
-		if rejected[b.ToolUseID] {
-			name := p.tools[b.ToolUseID]
-			if name == "" {
-				name = "a tool call"
-			}
-			evs = append(evs, Event{Type: EventStall, Time: now, SessionID: p.sessionID, Tool: name,
-				Text: name + " was denied: " + claudeClip([]byte(claudeResultText(b.Content)), 300)})
+		if b.Type == "tool_result" && b.ToolUseID != "" {
+			evs = append(evs, p.closeStep(b.ToolUseID, now)...)
+			delete(p.tools, b.ToolUseID)
 		}
 	}
 	return evs, nil
 }
 
-// claudeResultText flattens a tool_result's content: a string or blocks.
-func claudeResultText(raw json.RawMessage) string {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
+func (p *claudeParser) result(line []byte, now time.Time) ([]Event, error) {
+	var l claudeResult
+	if err := json.Unmarshal(line, &l); err != nil {
+		return nil, err
 	}
-	var blocks []claudeBlock
-	if json.Unmarshal(raw, &blocks) != nil {
-		return string(raw)
-	}
-	var parts []string
-	for _, b := range blocks {
-		if b.Text != "" {
-			parts = append(parts, b.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
-func (p *claudeParser) result(l *claudeLine, now time.Time) []Event {
+	p.noteSession(l.SessionID)
 	var evs []Event
 	for len(p.order) > 0 {
 		evs = append(evs, p.closeStep(p.order[0], now)...)
 	}
 	if l.IsError || (l.Subtype != "" && l.Subtype != "success") {
-		msg := l.Result
-		if len(l.Errors) > 0 {
-			msg = strings.Join(l.Errors, "; ")
-		}
-		switch {
-		case msg == "":
-			msg = "claude-code finished with " + l.Subtype
-		case l.Subtype != "" && l.Subtype != "success":
-			msg = l.Subtype + ": " + msg
-		}
-		evs = append(evs, Event{Type: EventError, Time: now, SessionID: p.sessionID, Text: msg})
+		evs = append(evs, Event{Type: EventError, Time: now, SessionID: p.sessionID, Text: claudeResultError(&l)})
 	}
 	ev := Event{Type: EventResult, Time: now, SessionID: p.sessionID, Text: l.Result,
 		Tokens: l.Usage.tokens(), CostIsTotal: true}
 	if l.TotalCostUSD != nil {
 		ev.CostUSD = *l.TotalCostUSD
 	}
-	return append(evs, ev)
+	return append(evs, ev), nil
+}
+
+// claudeResultError says why a run failed: the subtype (error_max_turns,
+// error_during_execution, ...) and the CLI's messages.
+func claudeResultError(l *claudeResult) string {
+	msg := l.Result
+	var list []string
+	if json.Unmarshal(l.Errors, &list) == nil && len(list) > 0 {
+		msg = strings.Join(list, "; ")
+	} else if len(l.Errors) > 0 && string(l.Errors) != "null" && string(l.Errors) != "[]" {
+		msg = claudeCompactJSON(l.Errors)
+	}
+	switch {
+	case msg == "":
+		return "claude-code finished with " + l.Subtype
+	case l.Subtype != "" && l.Subtype != "success":
+		return l.Subtype + ": " + msg
+	default:
+		return msg
+	}
 }
 
 // ParseStderr implements Parser. Claude Code reports failures in the
-// result line and denials in the tool results; stderr carries start-up
-// problems (a bad flag, no API key), which the runner keeps from the
-// process's exit.
+// result line and denials as system lines on stdout; stderr carries only
+// start-up problems (a bad flag, no API key), which the runner keeps with
+// the exit status.
 func (p *claudeParser) ParseStderr(line []byte) []Event {
 	return nil
 }
