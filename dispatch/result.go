@@ -202,6 +202,10 @@ type Progress struct {
 	Tokens    int64     `json:"tokens,omitempty"`
 	CostUSD   float64   `json:"cost_usd,omitempty"`
 	Status    Status    `json:"status,omitempty"` // set on the final line
+	// Branch and HeadSHA are set once the runner has pushed, so the bot
+	// can hang its check run on the commit.
+	Branch  string `json:"branch,omitempty"`
+	HeadSHA string `json:"head_sha,omitempty"`
 }
 
 // ParseProgress returns the progress event on a log line, or false when the

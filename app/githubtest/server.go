@@ -232,6 +232,14 @@ func (s *Server) CommitFile(fullName, branch, path, content, message string) str
 	return strings.TrimSpace(s.git(work, "rev-parse", "HEAD"))
 }
 
+// CreateBranch makes branch point at from's commit (a pushed agent branch).
+func (s *Server) CreateBranch(fullName, branch, from string) string {
+	s.t.Helper()
+	r := s.Repo(fullName)
+	s.git("", "--git-dir", r.GitDir, "branch", "-f", branch, from)
+	return s.BranchSHA(fullName, branch)
+}
+
 // BranchSHA returns the commit a branch points at, or "" if it does not exist.
 func (s *Server) BranchSHA(fullName, branch string) string {
 	r := s.Repo(fullName)

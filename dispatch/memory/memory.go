@@ -26,7 +26,9 @@ type Backend struct {
 	mu    sync.Mutex
 	runs  map[string]*run
 	order []string
-	locks map[string]string
+	// history keeps every spec ever submitted, cleaned up or not.
+	history []dispatch.RunSpec
+	locks   map[string]string
 	// changed is closed and replaced on every state change, so waiters
 	// wake without polling.
 	changed chan struct{}
@@ -52,6 +54,14 @@ func (b *Backend) Name() string { return "memory" }
 
 // Submit implements dispatch.Backend.
 func (b *Backend) Submit(_ context.Context, spec dispatch.RunSpec) (bool, error) {
+	// Like the real backends, it decides where the sandbox finds its token
+	// and leaves its receipt.
+	if spec.Order.OutputDir == "" {
+		spec.Order.OutputDir = "/sandbox/out"
+	}
+	if spec.Order.TokenFile == "" {
+		spec.Order.TokenFile = "/sandbox/secrets/token"
+	}
 	if err := spec.Order.Validate(); err != nil {
 		return false, err
 	}
@@ -67,6 +77,7 @@ func (b *Backend) Submit(_ context.Context, spec dispatch.RunSpec) (bool, error)
 		tokens: []string{spec.Token},
 	}
 	b.order = append(b.order, id)
+	b.history = append(b.history, spec)
 	b.notify()
 	return true, nil
 }
@@ -209,16 +220,11 @@ func (b *Backend) Unlock(_ context.Context, key, holder string) error {
 	return nil
 }
 
-// Specs returns every run submitted, in order, including cleaned-up ones'
-// specs while they are still known.
+// Specs returns every run ever submitted, in order, cleaned up or not.
 func (b *Backend) Specs() []dispatch.RunSpec {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var out []dispatch.RunSpec
-	for _, id := range b.order {
-		out = append(out, b.runs[id].spec)
-	}
-	return out
+	return append([]dispatch.RunSpec(nil), b.history...)
 }
 
 // Spec returns one run's spec.
@@ -299,7 +305,7 @@ func (b *Backend) Finish(taskID string, result *dispatch.Result) {
 func (b *Backend) WaitSubmitted(ctx context.Context, n int) ([]dispatch.RunSpec, error) {
 	for {
 		b.mu.Lock()
-		count, ch := len(b.order), b.changed
+		count, ch := len(b.history), b.changed
 		b.mu.Unlock()
 		if count >= n {
 			return b.Specs(), nil

@@ -1,0 +1,286 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/memory"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+const (
+	testSecret       = "s3cret-webhook"
+	testInstallation = 42
+	testRepo         = "octo-org/hello"
+	writer           = "alice"
+	reader           = "mallory"
+)
+
+// testKey is one RSA key for the whole test binary: generating one per test
+// would dominate the run time.
+var testKey = func() string {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		panic(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}))
+}()
+
+// harness is the real bot HTTP handler wired to a fake GitHub and an
+// in-memory backend.
+type harness struct {
+	t       *testing.T
+	gh      *githubtest.Server
+	backend *memory.Backend
+	srv     *Server
+	http    *httptest.Server
+	logs    *bytes.Buffer
+}
+
+const defaultSandboxYML = `name: hello
+harness: opencode
+model: scripted/model
+max_budget_usd: 4
+validate:
+  test: go test ./...
+pr:
+  labels: [agent-pr]
+  reviewers: [alice]
+`
+
+func newHarness(t *testing.T, files map[string]string, env map[string]string) *harness {
+	t.Helper()
+	gh := githubtest.New(t, githubtest.Options{})
+	if files == nil {
+		files = map[string]string{".sandbox.yml": defaultSandboxYML, "main.go": "package main\n"}
+	}
+	gh.AddRepo(testRepo, testInstallation, files)
+	gh.SetPermission(testRepo, writer, "write")
+	gh.SetPermission(testRepo, "maya", "maintain")
+	gh.SetPermission(testRepo, reader, "read")
+	h := &harness{t: t, gh: gh, backend: memory.New(), logs: &bytes.Buffer{}}
+	h.start(env)
+	return h
+}
+
+// start (re)starts the bot on the same fake GitHub and backend.
+func (h *harness) start(env map[string]string) {
+	h.t.Helper()
+	vars := map[string]string{
+		"GITHUB_V3_API_URL": h.gh.URL(), "GITHUB_APP_INTEGRATION_ID": "1", "GITHUB_APP_WEBHOOK_SECRET": testSecret,
+		"GITHUB_APP_PRIVATE_KEY": testKey, "SANDBOX_BACKEND": "process", "SANDBOX_PROGRESS_INTERVAL": "1ms",
+	}
+	for k, v := range env {
+		vars[k] = v
+	}
+	cfg, err := LoadConfig(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	logger := zerolog.New(zerolog.SyncWriter(h.logs)).Level(zerolog.DebugLevel)
+	srv, err := NewServer(cfg, h.backend, logger)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := srv.Start(h.t.Context()); err != nil {
+		h.t.Fatal(err)
+	}
+	h.srv = srv
+	h.http = httptest.NewServer(srv.Handler())
+	h.t.Cleanup(h.stop)
+}
+
+func (h *harness) stop() {
+	if h.http != nil {
+		h.http.Close()
+		// t.Context is already cancelled when cleanups run.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = h.srv.Drain(ctx)
+		h.srv.Stop()
+		h.http = nil
+	}
+}
+
+// payload loads a recorded webhook and points it at the fake's repository,
+// installation and the given sender.
+func (h *harness) payload(file, sender string, mutate func(map[string]any)) []byte {
+	h.t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "payloads", file))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		h.t.Fatal(err)
+	}
+	owner, name, _ := strings.Cut(testRepo, "/")
+	m["repository"] = map[string]any{
+		"id": h.gh.Repo(testRepo).ID, "name": name, "full_name": testRepo, "default_branch": "main",
+		"clone_url": h.gh.GitURL(testRepo), "owner": map[string]any{"login": owner, "type": "Organization"},
+	}
+	m["installation"] = map[string]any{"id": testInstallation}
+	typ := "User"
+	if strings.HasSuffix(sender, "[bot]") {
+		typ = "Bot"
+	}
+	m["sender"] = map[string]any{"login": sender, "type": typ}
+	if mutate != nil {
+		mutate(m)
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return out
+}
+
+func sign(body []byte, secret string) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// deliver posts a signed webhook and returns the status code.
+func (h *harness) deliver(event, delivery string, body []byte) int {
+	h.t.Helper()
+	return h.deliverSigned(event, delivery, body, sign(body, testSecret))
+}
+
+func (h *harness) deliverSigned(event, delivery string, body []byte, sig string) int {
+	h.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, h.http.URL+WebhookPath, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", event)
+	req.Header.Set("X-GitHub-Delivery", delivery)
+	if sig != "" {
+		req.Header.Set("X-Hub-Signature-256", sig)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// label delivers "issue #n labeled agent" by sender.
+func (h *harness) label(n int, sender, delivery string) int {
+	iss := h.gh.Issue(testRepo, n)
+	return h.deliver("issues", delivery, h.payload("issues.labeled.json", sender, func(m map[string]any) {
+		m["label"] = map[string]any{"name": "agent"}
+		issue := m["issue"].(map[string]any)
+		issue["number"], issue["title"], issue["body"] = n, iss.Title, iss.Body
+		var labels []any
+		for _, l := range iss.Labels {
+			labels = append(labels, map[string]any{"name": l})
+		}
+		issue["labels"] = labels
+	}))
+}
+
+// comment adds a comment on the fake and delivers its issue_comment event.
+func (h *harness) comment(n int, sender, body string) int {
+	id := h.gh.AddComment(testRepo, n, sender, body)
+	iss := h.gh.Issue(testRepo, n)
+	return h.deliver("issue_comment", fmt.Sprintf("comment-%d", id), h.payload("issue_comment.created.json", sender, func(m map[string]any) {
+		issue := m["issue"].(map[string]any)
+		issue["number"], issue["title"] = n, iss.Title
+		delete(issue, "pull_request")
+		if iss.PR != nil {
+			issue["pull_request"] = map[string]any{"url": "x"}
+		}
+		m["comment"] = map[string]any{"id": id, "body": body, "user": map[string]any{"login": sender, "type": "User"}}
+	}))
+}
+
+// waitSubmitted waits until n runs were submitted in total.
+func (h *harness) waitSubmitted(n int) []dispatch.RunSpec {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(h.t.Context(), 10*time.Second)
+	defer cancel()
+	specs, err := h.backend.WaitSubmitted(ctx, n)
+	if err != nil {
+		h.t.Fatalf("waiting for %d submitted runs, have %d: %v\nlogs:\n%s", n, len(specs), err, h.logs.String())
+	}
+	return specs
+}
+
+// botComments returns the bodies of the bot's comments on #n.
+func (h *harness) botComments(n int) []string {
+	var out []string
+	for _, c := range h.gh.Issue(testRepo, n).Comments {
+		if c.User == githubtest.AppLogin {
+			out = append(out, c.Body)
+		}
+	}
+	return out
+}
+
+func (h *harness) waitComment(n int, what string, match func(string) bool) string {
+	h.t.Helper()
+	var found string
+	h.gh.WaitFor(10*time.Second, what, func() bool {
+		for _, c := range h.botComments(n) {
+			if match(c) {
+				found = c
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+var (
+	portRE = regexp.MustCompile(`127\.0\.0\.1:\d+`)
+)
+
+// golden compares got with testdata/golden/name, normalising the fake's
+// port. Run with -update to rewrite.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	got = portRE.ReplaceAllString(got, "127.0.0.1:PORT")
+	path := filepath.Join("testdata", "golden", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./app -run %s -update to create it)", err, t.Name())
+	}
+	if string(want) != got {
+		t.Errorf("%s differs from golden file (run with -update if intended)\n--- want\n%s\n--- got\n%s", path, want, got)
+	}
+}

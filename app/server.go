@@ -1,0 +1,266 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru"
+	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rcrowley/go-metrics"
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers"
+	"github.com/sandbox-bot/sandbox-bot/templates"
+)
+
+// MaxPayloadBytes is GitHub's own cap on webhook payloads.
+const MaxPayloadBytes = 25 << 20
+
+// WebhookPath is where GitHub delivers events.
+const WebhookPath = "/api/github/hook"
+
+// Server is the bot: webhook intake, the worker queue, run followers and the
+// HTTP endpoints.
+type Server struct {
+	cfg      *Config
+	logger   zerolog.Logger
+	base     *handlers.Base
+	registry metrics.Registry
+	prom     *prometheus.Registry
+	metrics  *serverMetrics
+	handler  http.Handler
+}
+
+// NewServer wires the bot around a backend.
+func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*Server, error) {
+	registry := metrics.NewRegistry()
+	cc, err := githubapp.NewDefaultCachingClientCreator(cfg.GitHub,
+		githubapp.WithClientUserAgent("sandbox-bot"),
+		githubapp.WithClientTimeout(30*time.Second),
+		githubapp.WithClientMiddleware(githubapp.ClientMetrics(registry), githubapp.ClientLogging(zerolog.DebugLevel)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("GitHub client: %w", err)
+	}
+	tmpl, err := templates.Load(cfg.TemplatesDir)
+	if err != nil {
+		return nil, fmt.Errorf("SANDBOX_TEMPLATES_DIR: %w", err)
+	}
+	base := handlers.NewBase(cc, handlers.Settings{
+		TriggerLabel: cfg.TriggerLabel, AllowUsers: cfg.AllowUsers, AllowTeams: cfg.AllowTeams, AllowBots: cfg.AllowBots,
+		MaxContinues: cfg.MaxContinues, MaxPlanRounds: cfg.MaxPlanRounds, ProgressInterval: cfg.ProgressInterval,
+		Defaults: cfg.Defaults, Limits: cfg.Limits, Isolation: cfg.Isolation, WebURL: cfg.GitHub.WebURL,
+	}, backend, tmpl)
+	base.Runs.SetLogger(logger)
+
+	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prometheus.NewRegistry()}
+	s.metrics = newServerMetrics(s.prom, registry, backend, base.Runs)
+
+	dedupe, err := lru.New(20000)
+	if err != nil {
+		return nil, err
+	}
+	scheduler := &dedupeScheduler{
+		inner: githubapp.QueueAsyncScheduler(cfg.QueueSize, cfg.Workers,
+			githubapp.WithSchedulingMetrics(registry),
+			githubapp.WithAsyncErrorCallback(func(ctx context.Context, d githubapp.Dispatch, err error) {
+				s.metrics.handlerErrors.WithLabelValues(d.EventType).Inc()
+				zerolog.Ctx(ctx).Error().Err(err).Str("event", d.EventType).Msg("handler failed")
+			}),
+		),
+		seen:    dedupe,
+		metrics: s.metrics,
+	}
+	hook := githubapp.NewEventDispatcher(base.Handlers(), cfg.GitHub.App.WebhookSecret,
+		githubapp.WithScheduler(scheduler),
+		githubapp.WithErrorCallback(s.onWebhookError),
+		githubapp.WithResponseCallback(func(w http.ResponseWriter, r *http.Request, event string, handled bool) {
+			s.metrics.deliveries.WithLabelValues(event, statusLabel(handled)).Inc()
+			githubapp.DefaultResponseCallback(w, r, event, handled)
+		}),
+	)
+
+	mux := http.NewServeMux()
+	mux.Handle("POST "+WebhookPath, s.limitBody(hook))
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.prom, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /{$}", s.dashboard)
+	s.handler = s.withLogger(mux)
+	return s, nil
+}
+
+// SetClientCreator replaces the GitHub client creator (tests).
+func (s *Server) SetClientCreator(cc githubapp.ClientCreator) { s.base.ClientCreator = cc }
+
+// Base exposes the handlers' shared state (tests, the CLI).
+func (s *Server) Base() *handlers.Base { return s.base }
+
+// Handler is the HTTP handler of the bot.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func statusLabel(handled bool) string {
+	if handled {
+		return "accepted"
+	}
+	return "ignored"
+}
+
+func (s *Server) withLogger(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(s.logger.WithContext(r.Context())))
+	})
+}
+
+// limitBody rejects bodies over GitHub's limit before reading them whole.
+func (s *Server) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > MaxPayloadBytes {
+			s.metrics.rejected.WithLabelValues("too_large").Inc()
+			http.Error(w, "payload too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxPayloadBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// onWebhookError maps go-githubapp's errors to status codes: a bad
+// signature is 401, an oversized body 413, a malformed one 400, a full
+// queue 503. Each is counted.
+func (s *Server) onWebhookError(w http.ResponseWriter, r *http.Request, err error) {
+	log := zerolog.Ctx(r.Context())
+	var ve githubapp.ValidationError
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		s.metrics.rejected.WithLabelValues("too_large").Inc()
+		http.Error(w, "payload too large", http.StatusRequestEntityTooLarge)
+	case errors.As(err, &ve) && isSignatureError(ve.Cause):
+		s.metrics.rejected.WithLabelValues("bad_signature").Inc()
+		log.Warn().Err(ve.Cause).Msg("webhook signature check failed")
+		http.Error(w, "signature check failed", http.StatusUnauthorized)
+	case errors.As(err, &ve):
+		s.metrics.rejected.WithLabelValues("malformed").Inc()
+		log.Debug().Err(ve.Cause).Msg("malformed webhook")
+		http.Error(w, "invalid webhook headers or payload", http.StatusBadRequest)
+	case errors.Is(err, githubapp.ErrCapacityExceeded):
+		s.metrics.rejected.WithLabelValues("queue_full").Inc()
+		log.Warn().Msg("queue full; dropping webhook (GitHub can redeliver it)")
+		http.Error(w, "queue full", http.StatusServiceUnavailable)
+	default:
+		s.metrics.rejected.WithLabelValues("error").Inc()
+		log.Error().Err(err).Msg("webhook error")
+		http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
+	}
+}
+
+func isSignatureError(err error) bool {
+	if err == nil {
+		return false
+	}
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "signature") || strings.Contains(msg, "HMAC")
+}
+
+// dedupeScheduler drops deliveries this replica has already queued: GitHub
+// redelivers with the same X-GitHub-Delivery. Across replicas, deterministic
+// task ids and create-only submission do the same job.
+type dedupeScheduler struct {
+	inner   githubapp.Scheduler
+	seen    *lru.Cache
+	metrics *serverMetrics
+}
+
+func (d *dedupeScheduler) Schedule(ctx context.Context, dispatch githubapp.Dispatch) error {
+	if dispatch.DeliveryID != "" {
+		if ok, _ := d.seen.ContainsOrAdd(dispatch.DeliveryID, struct{}{}); ok {
+			d.metrics.rejected.WithLabelValues("duplicate").Inc()
+			zerolog.Ctx(ctx).Info().Msg("duplicate delivery ignored")
+			return nil
+		}
+	}
+	err := d.inner.Schedule(ctx, dispatch)
+	if err != nil {
+		// Not queued: let GitHub's redelivery through next time.
+		d.seen.Remove(dispatch.DeliveryID)
+	}
+	return err
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"status":"ok","backend":%q,"queued":%d,"workers_busy":%d,"runs_followed":%d}`+"\n",
+		s.base.Backend.Name(), s.gauge(githubapp.MetricsKeyQueueLength), s.gauge(githubapp.MetricsKeyActiveWorkers), len(s.base.Runs.Active()))
+}
+
+func (s *Server) gauge(name string) int64 {
+	if g, ok := s.registry.Get(name).(metrics.Gauge); ok {
+		return g.Value()
+	}
+	return 0
+}
+
+var dashboardTmpl = template.Must(template.New("dash").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>sandbox-bot</title>
+<style>body{font:14px system-ui;margin:2em}table{border-collapse:collapse}td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}</style>
+</head><body><h1>sandbox-bot</h1>
+<p>Backend <b>{{.Backend}}</b> · queue {{.Queued}} · busy workers {{.Busy}}</p>
+<table><tr><th>Task</th><th>Mode</th><th>Repository</th><th>#</th><th>State</th><th>Attempt</th><th>Started</th></tr>
+{{range .Runs}}<tr><td><code>{{.Meta.TaskID}}</code></td><td>{{.Meta.Mode}}</td><td>{{.Meta.Repo}}</td><td>{{.Meta.Number}}</td><td>{{.State}}</td><td>{{.Meta.Attempt}}</td><td>{{if not .StartedAt.IsZero}}{{.StartedAt.Format "2006-01-02 15:04:05"}}{{end}}</td></tr>
+{{else}}<tr><td colspan="7">No runs.</td></tr>{{end}}
+</table></body></html>`))
+
+// dashboard lists the runs the backend knows, newest first.
+func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
+	runs, err := s.base.Backend.List(r.Context())
+	if err != nil {
+		http.Error(w, "list runs: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].StartedAt.After(runs[j].StartedAt) })
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_ = dashboardTmpl.Execute(w, map[string]any{
+		"Backend": s.base.Backend.Name(), "Queued": s.gauge(githubapp.MetricsKeyQueueLength),
+		"Busy": s.gauge(githubapp.MetricsKeyActiveWorkers), "Runs": runs,
+	})
+}
+
+// Start reconciles runs left from a previous life of the bot.
+func (s *Server) Start(ctx context.Context) error {
+	return s.base.Runs.Reconcile(ctx)
+}
+
+// Drain waits until the webhook queue is empty and no worker is busy, or
+// ctx ends. Call it after the HTTP server stopped accepting requests.
+func (s *Server) Drain(ctx context.Context) error {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if s.gauge(githubapp.MetricsKeyQueueLength) == 0 && s.gauge(githubapp.MetricsKeyActiveWorkers) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("drain webhook queue: %w (%d queued, %d busy)", ctx.Err(),
+				s.gauge(githubapp.MetricsKeyQueueLength), s.gauge(githubapp.MetricsKeyActiveWorkers))
+		case <-t.C:
+		}
+	}
+}
+
+// Stop stops following runs; they go on in the backend and a restarted bot
+// reconciles them.
+func (s *Server) Stop() { s.base.Runs.Stop() }

@@ -1,0 +1,220 @@
+// Package handlers holds one type per GitHub webhook event, the comment
+// command parser, the permission checks, and Runs, which follows each run the
+// bot started until its result is on GitHub.
+//
+// The bot keeps no database: what it must remember lives on GitHub (labels
+// and comments with hidden markers) and in the backend (runs, their
+// metadata, the per-issue lock).
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+	"github.com/palantir/go-githubapp/appconfig"
+	"github.com/palantir/go-githubapp/githubapp"
+
+	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/templates"
+)
+
+// Settings are the parts of the server configuration handlers act on.
+type Settings struct {
+	TriggerLabel  string
+	AllowUsers    []string
+	AllowTeams    []string // org/team
+	AllowBots     []string
+	MaxContinues  int
+	MaxPlanRounds int
+	// ProgressInterval throttles check-run and progress-comment updates.
+	ProgressInterval time.Duration
+	// TokenRefresh is how often a live run's token is replaced (tokens last
+	// an hour).
+	TokenRefresh time.Duration
+	Defaults     sandboxcfg.Config
+	Limits       sandboxcfg.Limits
+	Isolation    string
+	// CheckName is the check run that shows a run's progress.
+	CheckName string
+	// WebURL is GitHub's web address (https://github.com, or GHES's), for
+	// permanent media links.
+	WebURL string
+}
+
+// Base is shared by every handler: the client creator, settings, backend,
+// templates and the run follower.
+type Base struct {
+	githubapp.ClientCreator
+	Settings
+	Backend   dispatch.Backend
+	Templates *templates.Set
+	Loader    *appconfig.Loader
+	Runs      *Runs
+	Now       func() time.Time
+}
+
+// NewBase wires a Base and its Runs.
+func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, tmpl *templates.Set) *Base {
+	if s.TriggerLabel == "" {
+		s.TriggerLabel = "agent"
+	}
+	if s.MaxContinues == 0 {
+		s.MaxContinues = 2
+	}
+	if s.MaxPlanRounds == 0 {
+		s.MaxPlanRounds = 5
+	}
+	if s.ProgressInterval == 0 {
+		s.ProgressInterval = 10 * time.Second
+	}
+	if s.TokenRefresh == 0 {
+		s.TokenRefresh = 45 * time.Minute
+	}
+	if s.Isolation == "" {
+		s.Isolation = "privileged"
+	}
+	if s.WebURL == "" {
+		s.WebURL = "https://github.com"
+	}
+	if s.CheckName == "" {
+		s.CheckName = "sandbox-agent"
+	}
+	b := &Base{
+		ClientCreator: cc,
+		Settings:      s,
+		Backend:       backend,
+		Templates:     tmpl,
+		Loader:        appconfig.NewLoader([]string{sandboxcfg.FileName}, appconfig.WithOwnerDefault(".github", []string{sandboxcfg.FileName})),
+		Now:           time.Now,
+	}
+	b.Runs = newRuns(b)
+	return b
+}
+
+// Handlers returns one handler per event the app subscribes to.
+func (b *Base) Handlers() []githubapp.EventHandler {
+	return []githubapp.EventHandler{
+		&Issues{b}, &IssueComment{b}, &PullRequestReview{b}, &PullRequestReviewComment{b},
+		&Push{b}, &Installation{b}, &InstallationRepositories{b}, &CheckRun{b},
+	}
+}
+
+// State labels shown on issues and PRs.
+const (
+	LabelPlanning         = "agent:planning"
+	LabelAwaitingApproval = "agent:awaiting-approval"
+	LabelRunning          = "agent:running"
+	LabelDone             = "agent:done"
+	LabelFailed           = "agent:failed"
+)
+
+var stateLabels = []string{LabelPlanning, LabelAwaitingApproval, LabelRunning, LabelDone, LabelFailed}
+
+// labelColors are what installation events create labels with.
+func (b *Base) labelSet() map[string]string {
+	return map[string]string{
+		b.TriggerLabel:        "5319e7",
+		LabelPlanning:         "c5def5",
+		LabelAwaitingApproval: "fbca04",
+		LabelRunning:          "1d76db",
+		LabelDone:             "0e8a16",
+		LabelFailed:           "b60205",
+	}
+}
+
+// isIgnoredSender is true for bots (the app itself included) unless the
+// operator allowed them.
+func (b *Base) isIgnoredSender(u *github.User) bool {
+	if u == nil {
+		return true
+	}
+	if u.GetType() == "Bot" || strings.HasSuffix(u.GetLogin(), "[bot]") {
+		return !contains(b.AllowBots, u.GetLogin())
+	}
+	return false
+}
+
+// canWrite reports whether login may drive the bot on repo: write, maintain
+// or admin permission, or a place on the operator's allowlist.
+func (b *Base) canWrite(ctx context.Context, client *github.Client, owner, repo, login string) (bool, error) {
+	if contains(b.AllowUsers, login) {
+		return true, nil
+	}
+	perm, _, err := client.Repositories.GetPermissionLevel(ctx, owner, repo, login)
+	if err != nil {
+		return false, fmt.Errorf("read %s's permission on %s/%s: %w", login, owner, repo, err)
+	}
+	// GitHub reports maintain as "write" in this legacy field.
+	switch perm.GetPermission() {
+	case "admin", "maintain", "write":
+		return true, nil
+	}
+	for _, team := range b.AllowTeams {
+		org, slug, _ := strings.Cut(team, "/")
+		m, resp, err := client.Teams.GetTeamMembershipBySlug(ctx, org, slug, login)
+		if err != nil {
+			if resp != nil && resp.StatusCode == http.StatusNotFound {
+				continue
+			}
+			return false, fmt.Errorf("read %s's membership of %s: %w", login, team, err)
+		}
+		if m.GetState() == "active" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// loadConfig reads .sandbox.yml (the repo's, else the org's default) at ref
+// and resolves it against the server's defaults, limits and the flags.
+func (b *Base) loadConfig(ctx context.Context, client *github.Client, owner, repo, ref string, flags sandboxcfg.Flags) (*sandboxcfg.Config, error) {
+	c, err := b.Loader.LoadConfig(ctx, client, owner, repo, ref)
+	if err != nil {
+		return nil, fmt.Errorf("read %s from %s: %w", sandboxcfg.FileName, c.Source, err)
+	}
+	var repoCfg *sandboxcfg.Config
+	file := sandboxcfg.FileName
+	if !c.IsUndefined() {
+		file = c.Source + ":" + c.Path
+		if repoCfg, err = sandboxcfg.Parse(c.Path, c.Content); err != nil {
+			return nil, &ConfigError{Source: strings.TrimSuffix(c.Source, "@"), Err: err}
+		}
+	}
+	resolved, err := sandboxcfg.Resolve(b.Defaults, repoCfg, file, flags, b.Limits)
+	if err != nil {
+		return nil, &ConfigError{Source: strings.TrimSuffix(c.Source, "@"), Err: err}
+	}
+	return resolved, nil
+}
+
+// ConfigError is a .sandbox.yml that cannot be used; the bot quotes it on
+// the issue instead of dispatching.
+type ConfigError struct {
+	Source string
+	Err    error
+}
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+
+// mintToken creates an installation token for one repository with
+// contents:write only: all the sandbox needs to clone and push. Everything
+// else (comments, PRs, checks) the bot does itself.
+func (b *Base) mintToken(ctx context.Context, installationID int64, repo string) (string, time.Time, error) {
+	app, err := b.NewAppClient()
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("create app client: %w", err)
+	}
+	tok, _, err := app.Apps.CreateInstallationToken(ctx, installationID, &github.InstallationTokenOptions{
+		Repositories: []string{repo},
+		Permissions:  &github.InstallationPermissions{Contents: github.String("write")},
+	})
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("mint token for installation %d, repo %s: %w", installationID, repo, err)
+	}
+	return tok.GetToken(), tok.GetExpiresAt().Time, nil
+}

@@ -1,0 +1,43 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/go-github/v62/github"
+	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/rs/zerolog"
+)
+
+// InstallationRepositories sets up repositories added to an installation
+// and stops work in removed ones.
+type InstallationRepositories struct{ *Base }
+
+var _ githubapp.EventHandler = &InstallationRepositories{}
+
+// Handles implements githubapp.EventHandler.
+func (h *InstallationRepositories) Handles() []string {
+	return []string{"installation_repositories"}
+}
+
+// Handle implements githubapp.EventHandler.
+func (h *InstallationRepositories) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
+	var event github.InstallationRepositoriesEvent
+	if err := json.Unmarshal(payload, &event); err != nil {
+		return fmt.Errorf("parse installation_repositories event: %w", err)
+	}
+	id := event.GetInstallation().GetID()
+	ctx = zerolog.Ctx(ctx).With().Int64(githubapp.LogKeyInstallationID, id).Logger().WithContext(ctx)
+	switch event.GetAction() {
+	case "added":
+		return h.setUpRepos(ctx, id, event.RepositoriesAdded)
+	case "removed":
+		removed := map[string]bool{}
+		for _, r := range event.RepositoriesRemoved {
+			removed[r.GetFullName()] = true
+		}
+		return h.stopRuns(ctx, func(installation int64, repo string) bool { return installation == id && removed[repo] })
+	}
+	return nil
+}

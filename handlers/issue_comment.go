@@ -1,0 +1,259 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/google/go-github/v62/github"
+	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// IssueComment runs the comment commands (/approve, /revise, /abort,
+// /retry, /continue, /rebase, /plan) on issues and agent PRs. Edited and
+// deleted comments do nothing: only "created" counts.
+type IssueComment struct{ *Base }
+
+var _ githubapp.EventHandler = &IssueComment{}
+
+// Handles implements githubapp.EventHandler.
+func (h *IssueComment) Handles() []string { return []string{"issue_comment"} }
+
+// Handle implements githubapp.EventHandler.
+func (h *IssueComment) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
+	var event github.IssueCommentEvent
+	if err := json.Unmarshal(payload, &event); err != nil {
+		return fmt.Errorf("parse issue_comment event: %w", err)
+	}
+	if event.GetAction() != "created" || h.isIgnoredSender(event.GetSender()) {
+		return nil
+	}
+	repo, issue, comment := event.GetRepo(), event.GetIssue(), event.GetComment()
+	installationID := githubapp.GetInstallationIDFromEvent(&event)
+	ctx, log := githubapp.PrepareRepoContext(ctx, installationID, repo)
+	log = log.With().Int("issue", issue.GetNumber()).Int64("comment_id", comment.GetID()).Logger()
+	ctx = log.WithContext(ctx)
+	cmd, perr := ParseCommand(comment.GetBody())
+	if cmd == nil && perr == nil {
+		return nil
+	}
+	client, err := h.NewInstallationClient(installationID)
+	if err != nil {
+		return err
+	}
+	return h.command(ctx, client, commandContext{
+		installationID: installationID, repo: repo, number: issue.GetNumber(), isPR: issue.IsPullRequest(),
+		labels: issue.Labels, sender: event.GetSender().GetLogin(), commentID: comment.GetID(), deliveryID: deliveryID,
+	}, cmd, perr)
+}
+
+// commandContext is where a command was typed.
+type commandContext struct {
+	installationID int64
+	repo           *github.Repository
+	number         int
+	isPR           bool
+	labels         []*github.Label
+	sender         string
+	commentID      int64
+	deliveryID     string
+	// reviewContext is the file and diff of an inline review comment.
+	reviewContext string
+}
+
+func (c commandContext) owner() string { return c.repo.GetOwner().GetLogin() }
+func (c commandContext) name() string  { return c.repo.GetName() }
+
+// command checks the sender and runs one parsed command.
+func (b *Base) command(ctx context.Context, client *github.Client, cc commandContext, cmd *Command, perr error) error {
+	log := zerolog.Ctx(ctx)
+	owner, name := cc.owner(), cc.name()
+	ok, err := b.canWrite(ctx, client, owner, name, cc.sender)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		what := "use the bot's commands"
+		if cmd != nil {
+			what = "use `/" + cmd.Name + "`"
+		}
+		log.Info().Str("sender", cc.sender).Msg("refusing command: sender cannot write to the repository")
+		return b.reply(ctx, client, owner, name, cc.number, "github/refusal", map[string]any{"User": cc.sender, "Action": what})
+	}
+	var cerr *CommandError
+	if errors.As(perr, &cerr) {
+		return b.reply(ctx, client, owner, name, cc.number, "github/command_error", map[string]any{"Error": cerr.Msg, "Commands": commandHelp()})
+	}
+	log.Info().Str("command", cmd.Name).Str("sender", cc.sender).Msg("command")
+	req := startRequest{
+		InstallationID: cc.installationID, Repo: cc.repo, Number: cc.number, IsPR: cc.isPR,
+		Trigger: strconv.FormatInt(cc.commentID, 10), DeliveryID: cc.deliveryID, Sender: cc.sender,
+		Flags: cmd.Flags, CommentID: cc.commentID,
+	}
+	if cc.isPR {
+		return b.prCommand(ctx, client, cc, cmd, req)
+	}
+	comments, err := listComments(ctx, client, owner, name, cc.number)
+	if err != nil {
+		return err
+	}
+	marked := markedComments(comments)
+	plan, hasPlan := lastMarked(marked, KindPlan, "")
+	switch cmd.Name {
+	case "plan":
+		req.Mode, req.Round = dispatch.ModePlan, 1
+		return b.start(ctx, client, req)
+	case "approve":
+		if !hasPlan {
+			return b.replyText(ctx, client, owner, name, cc.number, "There is no plan to approve yet. Label the issue `"+b.TriggerLabel+"` or comment `/plan` to get one.")
+		}
+		req.Mode, req.Plan = dispatch.ModeExecute, extractPlan(plan.Comment.GetBody())
+		return b.start(ctx, client, req)
+	case "revise":
+		round := plan.Marker.Round + 1
+		if round > b.MaxPlanRounds {
+			return b.replyText(ctx, client, owner, name, cc.number, fmt.Sprintf("This plan has had %d rounds, the most allowed. `/approve` it, or start over with `/plan`.", b.MaxPlanRounds))
+		}
+		req.Mode, req.Round, req.Feedback = dispatch.ModePlan, round, cmd.Text
+		if hasPlan {
+			req.Plan = extractPlan(plan.Comment.GetBody())
+		}
+		return b.start(ctx, client, req)
+	case "abort":
+		return b.abort(ctx, client, cc)
+	case "retry", "continue":
+		last, ok := lastOutcome(marked)
+		if !ok {
+			return b.replyText(ctx, client, owner, name, cc.number, "There is no earlier run to "+cmd.Name+" on this issue.")
+		}
+		req.Mode, req.Round = last.Mode, last.Round
+		if hasPlan {
+			req.Plan = extractPlan(plan.Comment.GetBody())
+		}
+		if cmd.Name == "continue" {
+			if last.Branch == "" || !last.Mode.WritesCode() {
+				return b.replyText(ctx, client, owner, name, cc.number, "The last run pushed no branch to continue; use `/retry`.")
+			}
+			req.Mode, req.Branch = dispatch.ModeContinue, last.Branch
+		}
+		if req.Mode == dispatch.ModeContinue && req.Branch == "" {
+			req.Branch = last.Branch
+		}
+		return b.start(ctx, client, req)
+	case "rebase":
+		return b.replyText(ctx, client, owner, name, cc.number, "`/rebase` works on the agent's pull request, not on the issue.")
+	}
+	return nil
+}
+
+// lastOutcome is the marker of the newest run that ended (or was started)
+// on this issue, for /retry and /continue.
+func lastOutcome(marked []markedComment) (Marker, bool) {
+	for i := len(marked) - 1; i >= 0; i-- {
+		switch m := marked[i].Marker; m.Kind {
+		case KindFailure, KindAborted, KindResult, KindAck, KindPlan:
+			return m, true
+		}
+	}
+	return Marker{}, false
+}
+
+// prCommand runs a command typed on a pull request.
+func (b *Base) prCommand(ctx context.Context, client *github.Client, cc commandContext, cmd *Command, req startRequest) error {
+	owner, name := cc.owner(), cc.name()
+	pr, issue, ok, err := agentPR(ctx, client, owner, name, cc.number)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return b.replyText(ctx, client, owner, name, cc.number, "This pull request was not opened by the agent, so its commands do not apply here.")
+	}
+	req.Issue, req.Branch, req.BaseBranch = issue, pr.GetHead().GetRef(), pr.GetBase().GetRef()
+	switch cmd.Name {
+	case "revise":
+		req.Mode, req.Feedback = dispatch.ModeRevise, cmd.Text
+		if cc.reviewContext != "" {
+			req.Feedback = cc.reviewContext + "\n\n" + cmd.Text
+		}
+		return b.start(ctx, client, req)
+	case "rebase":
+		return b.rebase(ctx, client, cc.installationID, cc.repo, pr, req.Trigger, cc.deliveryID, true)
+	case "abort":
+		return b.abort(ctx, client, cc)
+	case "retry", "continue":
+		comments, err := listComments(ctx, client, owner, name, cc.number)
+		if err != nil {
+			return err
+		}
+		last, ok := lastOutcome(markedComments(comments))
+		if !ok {
+			last.Mode = dispatch.ModeRevise
+		}
+		req.Mode = last.Mode
+		if cmd.Name == "continue" || req.Mode == dispatch.ModeExecute {
+			req.Mode = dispatch.ModeContinue
+		}
+		return b.start(ctx, client, req)
+	default:
+		return b.replyText(ctx, client, owner, name, cc.number, fmt.Sprintf("`/%s` works on the issue, not on the pull request. On a pull request: `/revise <feedback>`, `/rebase`, `/abort`, `/retry`, `/continue`.", cmd.Name))
+	}
+}
+
+// abort cancels the issue's active run. The runner still pushes and writes
+// its receipt; the follower posts that it was aborted.
+func (b *Base) abort(ctx context.Context, client *github.Client, cc commandContext) error {
+	owner, name := cc.owner(), cc.name()
+	key := dispatch.LockKey(cc.repo.GetFullName(), cc.number)
+	holder, err := b.Backend.Lock(ctx, key, "probe-"+strconv.FormatInt(cc.commentID, 10))
+	if err == nil {
+		// Nobody held it: give it back at once.
+		if uerr := b.Backend.Unlock(ctx, key, holder); uerr != nil {
+			return uerr
+		}
+		return b.replyText(ctx, client, owner, name, cc.number, "Nothing is running here, so there is nothing to abort.")
+	}
+	if !errors.Is(err, dispatch.ErrLocked) {
+		return err
+	}
+	b.Runs.MarkAborted(holder, cc.sender)
+	b.react(ctx, client, owner, name, cc.commentID, "+1")
+	if err := b.Backend.Cancel(ctx, holder); err != nil && !errors.Is(err, dispatch.ErrNotFound) {
+		return fmt.Errorf("cancel %s: %w", holder, err)
+	}
+	return b.replyText(ctx, client, owner, name, cc.number, fmt.Sprintf("Aborting `%s` as @%s asked. The sandbox pushes what it has and stops; I'll post the receipt here.", holder, cc.sender))
+}
+
+// agentPR reads a PR and tells whether the agent opened it (its body carries
+// the marker), and for which issue.
+func agentPR(ctx context.Context, client *github.Client, owner, repo string, number int) (*github.PullRequest, int, bool, error) {
+	pr, _, err := client.PullRequests.Get(ctx, owner, repo, number)
+	if err != nil {
+		return nil, 0, false, fmt.Errorf("read PR #%d: %w", number, err)
+	}
+	m, ok := ParseMarker(pr.GetBody())
+	if !ok || m.Kind != KindPR || !strings.HasPrefix(pr.GetHead().GetRef(), "agent/") {
+		return pr, 0, false, nil
+	}
+	return pr, m.Issue, true, nil
+}
+
+func (b *Base) replyText(ctx context.Context, client *github.Client, owner, repo string, number int, text string) error {
+	if _, _, err := client.Issues.CreateComment(ctx, owner, repo, number, &github.IssueComment{Body: &text}); err != nil {
+		return fmt.Errorf("comment on %s/%s#%d: %w", owner, repo, number, err)
+	}
+	return nil
+}
+
+func commandHelp() []string {
+	var out []string
+	for _, n := range CommandNames() {
+		out = append(out, fmt.Sprintf("`/%s` — %s", n, commands[n].help))
+	}
+	return out
+}

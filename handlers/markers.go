@@ -1,0 +1,129 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/google/go-github/v62/github"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// Marker is the hidden state the bot leaves in its own comments and PR
+// bodies, as `<!-- sandbox-bot:{json} -->`. It is how a restarted bot (or
+// another replica) knows which plan was approved, how many rounds a plan
+// had, and which result was already posted.
+type Marker struct {
+	Kind   string        `json:"kind"` // ack, plan, pr, result, failure, progress, aborted
+	TaskID string        `json:"task"`
+	Mode   dispatch.Mode `json:"mode,omitempty"`
+	Round  int           `json:"round,omitempty"`
+	Issue  int           `json:"issue,omitempty"`
+	Branch string        `json:"branch,omitempty"`
+	// Attempt counts continue runs of one task.
+	Attempt int `json:"attempt,omitempty"`
+}
+
+// Marker kinds.
+const (
+	KindAck      = "ack"
+	KindPlan     = "plan"
+	KindPR       = "pr"
+	KindResult   = "result"
+	KindFailure  = "failure"
+	KindProgress = "progress"
+	KindAborted  = "aborted"
+)
+
+var markerRE = regexp.MustCompile(`<!-- sandbox-bot:(\{.*?\}) -->`)
+
+// String renders the marker for embedding in a comment.
+func (m Marker) String() string {
+	b, _ := json.Marshal(m)
+	return "<!-- sandbox-bot:" + string(b) + " -->"
+}
+
+// ParseMarker returns the marker in a body, if any.
+func ParseMarker(body string) (Marker, bool) {
+	sm := markerRE.FindStringSubmatch(body)
+	if sm == nil {
+		return Marker{}, false
+	}
+	var m Marker
+	if err := json.Unmarshal([]byte(sm[1]), &m); err != nil {
+		return Marker{}, false
+	}
+	return m, true
+}
+
+// Plan text sits between these in the plan comment, so /approve takes
+// exactly what was shown, not the surrounding instructions.
+const (
+	planStart = "<!-- sandbox-bot:plan-start -->"
+	planEnd   = "<!-- sandbox-bot:plan-end -->"
+)
+
+func extractPlan(body string) string {
+	_, after, ok := strings.Cut(body, planStart)
+	if !ok {
+		return ""
+	}
+	plan, _, _ := strings.Cut(after, planEnd)
+	return strings.TrimSpace(plan)
+}
+
+// markedComment is a bot comment with its marker.
+type markedComment struct {
+	Comment *github.IssueComment
+	Marker  Marker
+}
+
+// listComments returns every comment on an issue or PR, oldest first.
+func listComments(ctx context.Context, client *github.Client, owner, repo string, number int) ([]*github.IssueComment, error) {
+	var all []*github.IssueComment
+	opt := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
+	for {
+		page, resp, err := client.Issues.ListComments(ctx, owner, repo, number, opt)
+		if err != nil {
+			return nil, fmt.Errorf("list comments of %s/%s#%d: %w", owner, repo, number, err)
+		}
+		all = append(all, page...)
+		if resp.NextPage == 0 {
+			return all, nil
+		}
+		opt.Page = resp.NextPage
+	}
+}
+
+// markedComments filters comments to the bot's marked ones.
+func markedComments(comments []*github.IssueComment) []markedComment {
+	var out []markedComment
+	for _, c := range comments {
+		if !isBotLogin(c.GetUser()) {
+			continue
+		}
+		if m, ok := ParseMarker(c.GetBody()); ok {
+			out = append(out, markedComment{Comment: c, Marker: m})
+		}
+	}
+	return out
+}
+
+func isBotLogin(u *github.User) bool {
+	return u.GetType() == "Bot" || strings.HasSuffix(u.GetLogin(), "[bot]")
+}
+
+// lastMarked returns the newest marked comment of a kind (and task, if not
+// empty).
+func lastMarked(marked []markedComment, kind, taskID string) (markedComment, bool) {
+	for i := len(marked) - 1; i >= 0; i-- {
+		m := marked[i]
+		if m.Marker.Kind == kind && (taskID == "" || m.Marker.TaskID == taskID) {
+			return m, true
+		}
+	}
+	return markedComment{}, false
+}

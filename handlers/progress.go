@@ -1,0 +1,208 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// progress turns the runner's progress lines into one GitHub Check Run on
+// the head commit, updated at most once per interval, or, before a branch
+// exists, one progress comment edited in place.
+type progress struct {
+	ctx         context.Context // carries the run's logger
+	b           *Base
+	client      *github.Client
+	owner, repo string
+	meta        dispatch.Meta
+
+	mu         sync.Mutex
+	last       dispatch.Progress
+	lines      []string
+	lastSent   time.Time
+	headSHA    string
+	checkRunID int64
+	commentID  int64
+}
+
+func newProgress(ctx context.Context, b *Base, client *github.Client, owner, repo string, meta dispatch.Meta) *progress {
+	return &progress{ctx: ctx, b: b, client: client, owner: owner, repo: repo, meta: meta, headSHA: meta.HeadSHA}
+}
+
+// attach sets the commit the check run belongs to, once it is known.
+func (p *progress) attach(sha string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if sha != "" && p.headSHA == "" {
+		p.headSHA = sha
+	}
+}
+
+// update is called for each progress line; it sends at most one update per
+// interval, so a chatty agent cannot exhaust the API rate limit.
+func (p *progress) update(ev dispatch.Progress) {
+	p.mu.Lock()
+	p.last = ev
+	if ev.HeadSHA != "" {
+		p.headSHA = ev.HeadSHA
+	}
+	line := fmt.Sprintf("`%s` %s", ev.Stage, oneLine(ev.Message))
+	p.lines = append(p.lines, line)
+	if len(p.lines) > 15 {
+		p.lines = p.lines[len(p.lines)-15:]
+	}
+	due := p.b.Now().Sub(p.lastSent) >= p.b.ProgressInterval
+	if due {
+		p.lastSent = p.b.Now()
+	}
+	p.mu.Unlock()
+	if due {
+		p.send(p.ctx)
+	}
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(strings.TrimSpace(s), "\n", " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+func (p *progress) summary() (title, text string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ev := p.last
+	title = fmt.Sprintf("%s: %s", ev.Stage, oneLine(ev.Message))
+	text = fmt.Sprintf("Task `%s` (%s) · step %d · %d tool calls · %d tokens · $%.2f\n\n%s",
+		p.meta.TaskID, p.meta.Mode, ev.Step, ev.ToolCalls, ev.Tokens, ev.CostUSD, strings.Join(p.lines, "\n"))
+	return title, text
+}
+
+func (p *progress) send(ctx context.Context) {
+	log := zerolog.Ctx(ctx)
+	title, text := p.summary()
+	p.mu.Lock()
+	sha, checkID, commentID := p.headSHA, p.checkRunID, p.commentID
+	p.mu.Unlock()
+	if sha != "" {
+		if checkID == 0 {
+			cr, _, err := p.client.Checks.CreateCheckRun(ctx, p.owner, p.repo, github.CreateCheckRunOptions{
+				Name: p.b.CheckName, HeadSHA: sha, Status: github.String("in_progress"), ExternalID: github.String(p.externalID()),
+				StartedAt: &github.Timestamp{Time: p.b.Now()},
+				Output:    &github.CheckRunOutput{Title: &title, Summary: github.String(title), Text: &text},
+			})
+			if err != nil {
+				log.Warn().Err(err).Msg("create check run")
+				return
+			}
+			p.mu.Lock()
+			p.checkRunID = cr.GetID()
+			p.mu.Unlock()
+			return
+		}
+		if _, _, err := p.client.Checks.UpdateCheckRun(ctx, p.owner, p.repo, checkID, github.UpdateCheckRunOptions{
+			Name: p.b.CheckName, Output: &github.CheckRunOutput{Title: &title, Summary: github.String(title), Text: &text},
+		}); err != nil {
+			log.Warn().Err(err).Msg("update check run")
+		}
+		return
+	}
+	body := fmt.Sprintf("%s\n⏳ **%s**\n\n%s", Marker{Kind: KindProgress, TaskID: p.meta.TaskID, Mode: p.meta.Mode}, title, text)
+	if commentID == 0 {
+		c, _, err := p.client.Issues.CreateComment(ctx, p.owner, p.repo, p.meta.Number, &github.IssueComment{Body: &body})
+		if err != nil {
+			log.Warn().Err(err).Msg("create progress comment")
+			return
+		}
+		p.mu.Lock()
+		p.commentID = c.GetID()
+		p.mu.Unlock()
+		return
+	}
+	if _, _, err := p.client.Issues.EditComment(ctx, p.owner, p.repo, commentID, &github.IssueComment{Body: &body}); err != nil {
+		log.Warn().Err(err).Msg("edit progress comment")
+	}
+}
+
+// externalID ties a check run back to its task, for check_run rerequested.
+func (p *progress) externalID() string {
+	return fmt.Sprintf("%s:%s#%d:%s", p.meta.TaskID, p.meta.Repo, p.meta.Number, p.meta.Mode)
+}
+
+// complete finishes the check run (creating it if the run never reported a
+// commit but the result names one) and closes the progress comment.
+func (p *progress) complete(ctx context.Context, conclusion, title, summary string, res *dispatch.Result) {
+	log := zerolog.Ctx(ctx)
+	if res != nil && res.HeadSHA != "" {
+		p.attach(res.HeadSHA)
+	}
+	p.mu.Lock()
+	sha, checkID, commentID := p.headSHA, p.checkRunID, p.commentID
+	p.mu.Unlock()
+	text := receiptSummary(res)
+	if summary == "" {
+		summary = title
+	}
+	out := &github.CheckRunOutput{Title: &title, Summary: &summary, Text: &text}
+	now := &github.Timestamp{Time: p.b.Now()}
+	switch {
+	case checkID != 0:
+		if _, _, err := p.client.Checks.UpdateCheckRun(ctx, p.owner, p.repo, checkID, github.UpdateCheckRunOptions{
+			Name: p.b.CheckName, Status: github.String("completed"), Conclusion: &conclusion, CompletedAt: now, Output: out,
+		}); err != nil {
+			log.Warn().Err(err).Msg("complete check run")
+		}
+	case sha != "":
+		if _, _, err := p.client.Checks.CreateCheckRun(ctx, p.owner, p.repo, github.CreateCheckRunOptions{
+			Name: p.b.CheckName, HeadSHA: sha, Status: github.String("completed"), Conclusion: &conclusion,
+			ExternalID: github.String(p.externalID()), CompletedAt: now, Output: out,
+		}); err != nil {
+			log.Warn().Err(err).Msg("create completed check run")
+		}
+	}
+	if commentID != 0 {
+		body := fmt.Sprintf("%s\n%s **%s** — %s", Marker{Kind: KindProgress, TaskID: p.meta.TaskID, Mode: p.meta.Mode}, conclusionIcon(conclusion), title, oneLine(summary))
+		if _, _, err := p.client.Issues.EditComment(ctx, p.owner, p.repo, commentID, &github.IssueComment{Body: &body}); err != nil {
+			log.Warn().Err(err).Msg("close progress comment")
+		}
+	}
+}
+
+func conclusionIcon(c string) string {
+	switch c {
+	case "success":
+		return "✅"
+	case "failure", "timed_out":
+		return "❌"
+	case "cancelled":
+		return "⏹️"
+	}
+	return "ℹ️"
+}
+
+// receiptSummary is the check run's text: the figures of the receipt.
+func receiptSummary(res *dispatch.Result) string {
+	if res == nil {
+		return "No receipt: the sandbox ended without writing result.json."
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "| | |\n|---|---|\n| Status | %s |\n| Duration | %s |\n| Cost | $%.2f |\n| Tokens | %d in / %d out |\n| Steps | %d |\n",
+		res.Status, (time.Duration(res.DurationSeconds * float64(time.Second))).Round(time.Second), res.TokenUsage.TotalCostUSD,
+		res.TokenUsage.Input, res.TokenUsage.Output, res.TokenUsage.Steps)
+	for _, c := range res.Validation {
+		mark := "✅"
+		if !c.Passed {
+			mark = "❌"
+		}
+		fmt.Fprintf(&b, "| %s `%s` | %s, %d attempt(s) |\n", mark, c.Name, map[bool]string{true: "passed", false: "failed"}[c.Passed], c.Attempts)
+	}
+	return b.String()
+}

@@ -1,0 +1,495 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// Runs follows every run this bot replica started or found on the backend,
+// from submission to the result on GitHub: progress on a check run, token
+// refreshes while it lives, then the plan comment, PR, or failure comment,
+// and automatic continue runs after an interruption.
+type Runs struct {
+	b *Base
+
+	mu        sync.Mutex
+	ctx       context.Context
+	cancel    context.CancelFunc
+	following map[string]bool
+	aborted   map[string]string // task id -> who aborted
+	wg        sync.WaitGroup
+	logger    zerolog.Logger
+}
+
+func newRuns(b *Base) *Runs {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Runs{b: b, ctx: ctx, cancel: cancel, following: map[string]bool{}, aborted: map[string]string{}, logger: zerolog.Nop()}
+}
+
+// SetLogger sets the logger followers start from.
+func (r *Runs) SetLogger(l zerolog.Logger) { r.logger = l }
+
+// Reconcile follows every run the backend knows, so runs that ended while
+// the bot was down get their results posted. Safe to call more than once.
+func (r *Runs) Reconcile(ctx context.Context) error {
+	runs, err := r.b.Backend.List(ctx)
+	if err != nil {
+		return fmt.Errorf("list runs on %s backend: %w", r.b.Backend.Name(), err)
+	}
+	for _, st := range runs {
+		r.Follow(st.Meta, 0, 0)
+	}
+	r.logger.Info().Int("runs", len(runs)).Str("backend", r.b.Backend.Name()).Msg("reconciled runs")
+	return nil
+}
+
+// Follow starts following a run unless it is already followed.
+func (r *Runs) Follow(meta dispatch.Meta, issue, round int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.following[meta.TaskID] || r.ctx.Err() != nil {
+		return
+	}
+	r.following[meta.TaskID] = true
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer func() {
+			r.mu.Lock()
+			delete(r.following, meta.TaskID)
+			r.mu.Unlock()
+		}()
+		r.follow(meta)
+	}()
+}
+
+// Active returns the task ids being followed.
+func (r *Runs) Active() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ids []string
+	for id := range r.following {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// Stop stops following (the runs go on; a restarted bot reconciles them)
+// and waits for followers to return.
+func (r *Runs) Stop() {
+	r.cancel()
+	r.wg.Wait()
+}
+
+// Wait blocks until no run is followed (tests, draining).
+func (r *Runs) Wait() { r.wg.Wait() }
+
+// MarkAborted records that a person aborted the run, so its interrupted
+// result is not continued automatically.
+func (r *Runs) MarkAborted(taskID, by string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.aborted[taskID] = by
+}
+
+func (r *Runs) abortedBy(taskID string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	by, ok := r.aborted[taskID]
+	return by, ok
+}
+
+func (r *Runs) follow(meta dispatch.Meta) {
+	owner, repo, _ := strings.Cut(meta.Repo, "/")
+	log := r.logger.With().Str("task_id", meta.TaskID).Str("repo", meta.Repo).Int("issue", meta.Number).
+		Str("mode", string(meta.Mode)).Str("delivery_id", meta.DeliveryID).Logger()
+	ctx := log.WithContext(r.ctx)
+	client, err := r.b.NewInstallationClient(meta.InstallationID)
+	if err != nil {
+		log.Error().Err(err).Msg("cannot follow run: no installation client")
+		return
+	}
+	prog := newProgress(ctx, r.b, client, owner, repo, meta)
+	refreshDone := make(chan struct{})
+	go r.refreshTokens(ctx, meta, refreshDone)
+	st, err := r.b.Backend.Wait(ctx, meta.TaskID, prog.update)
+	close(refreshDone)
+	if ctx.Err() != nil {
+		return // shutting down: the run goes on and is reconciled later
+	}
+	if err != nil && !errors.Is(err, dispatch.ErrNotFound) {
+		log.Error().Err(err).Msg("lost track of run")
+		return
+	}
+	if errors.Is(err, dispatch.ErrNotFound) {
+		log.Warn().Msg("run vanished from the backend")
+		st.State = dispatch.StateLost
+	}
+	res, rerr := r.b.Backend.Result(ctx, meta.TaskID)
+	if rerr != nil && !errors.Is(rerr, dispatch.ErrNoResult) && !errors.Is(rerr, dispatch.ErrNotFound) {
+		log.Error().Err(rerr).Msg("read result.json")
+		res = nil
+	}
+	if res != nil && res.TaskID != meta.TaskID {
+		log.Error().Str("result_task", res.TaskID).Msg("result.json belongs to another task; ignoring it")
+		res = nil
+	}
+	if err := r.finish(ctx, client, owner, repo, meta, st, res, prog); err != nil {
+		log.Error().Err(err).Msg("post result")
+		// Keep the run and the lock: a restart reconciles and tries again.
+		return
+	}
+	if err := r.b.Backend.Unlock(ctx, dispatch.LockKey(meta.Repo, meta.Number), meta.TaskID); err != nil {
+		log.Warn().Err(err).Msg("release lock")
+	}
+	if err := r.b.Backend.Cleanup(ctx, meta.TaskID); err != nil {
+		log.Warn().Err(err).Msg("clean up run")
+	}
+	log.Info().Msg("run finished and reported")
+}
+
+// refreshTokens replaces the run's token before it expires.
+func (r *Runs) refreshTokens(ctx context.Context, meta dispatch.Meta, done <-chan struct{}) {
+	t := time.NewTicker(r.b.TokenRefresh)
+	defer t.Stop()
+	_, repo, _ := strings.Cut(meta.Repo, "/")
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			tok, _, err := r.b.mintToken(ctx, meta.InstallationID, repo)
+			if err == nil {
+				err = r.b.Backend.RefreshToken(ctx, meta.TaskID, tok)
+			}
+			if err != nil {
+				zerolog.Ctx(ctx).Warn().Err(err).Msg("refresh run token")
+			}
+		}
+	}
+}
+
+// finish posts what the run produced. It is idempotent: if a comment with
+// this task's result marker exists (posted before a restart), it does not
+// post again.
+func (r *Runs) finish(ctx context.Context, client *github.Client, owner, repo string, meta dispatch.Meta, st dispatch.RunStatus, res *dispatch.Result, prog *progress) error {
+	log := zerolog.Ctx(ctx)
+	comments, err := listComments(ctx, client, owner, repo, meta.Number)
+	if err != nil {
+		return err
+	}
+	marked := markedComments(comments)
+	for _, m := range marked {
+		if m.Marker.TaskID == meta.TaskID && (m.Marker.Kind == KindPlan || m.Marker.Kind == KindResult || m.Marker.Kind == KindFailure || m.Marker.Kind == KindAborted) {
+			log.Info().Str("kind", m.Marker.Kind).Msg("result already posted")
+			return nil
+		}
+	}
+	ack, _ := lastMarked(marked, KindAck, meta.TaskID)
+	issue := ack.Marker.Issue
+	if issue == 0 {
+		issue = meta.Number
+	}
+	rc := &runContext{meta: meta, owner: owner, repo: repo, issue: issue, round: ack.Marker.Round, branch: ack.Marker.Branch, marked: marked}
+
+	status := dispatch.StatusInterrupted
+	if res != nil {
+		status = res.Status
+	}
+	if by, ok := r.abortedBy(meta.TaskID); ok || (res == nil && st.State == dispatch.StateComplete && r.hasAbortMarker(marked, meta.TaskID)) {
+		prog.complete(ctx, "cancelled", "Aborted", "The run was aborted.", res)
+		r.b.setState(ctx, client, owner, repo, meta.Number, "")
+		return r.b.reply(ctx, client, owner, repo, meta.Number, "github/aborted", map[string]any{
+			"TaskID": meta.TaskID, "By": by, "Result": res, "Branch": rc.branch,
+			"Marker": Marker{Kind: KindAborted, TaskID: meta.TaskID, Mode: meta.Mode, Issue: issue, Branch: rc.branch}.String(),
+		})
+	}
+	if status == dispatch.StatusInterrupted {
+		return r.continueRun(ctx, client, rc, res, prog)
+	}
+	if status != dispatch.StatusCompleted {
+		return r.fail(ctx, client, rc, res, prog)
+	}
+	switch meta.Mode {
+	case dispatch.ModePlan:
+		return r.postPlan(ctx, client, rc, res, prog)
+	case dispatch.ModeExecute, dispatch.ModeContinue:
+		return r.openPR(ctx, client, rc, res, prog)
+	default: // revise, rebase, task: a receipt comment where the run was asked for
+		prog.complete(ctx, "success", "Done", res.PRSummary, res)
+		r.b.setState(ctx, client, owner, repo, meta.Number, LabelDone)
+		return r.b.reply(ctx, client, owner, repo, meta.Number, "github/done", r.receipt(rc, res, KindResult))
+	}
+}
+
+func (r *Runs) hasAbortMarker(marked []markedComment, taskID string) bool {
+	_, ok := lastMarked(marked, KindAborted, taskID)
+	return ok
+}
+
+// runContext is what finishing a run needs to know about where it came from.
+type runContext struct {
+	meta        dispatch.Meta
+	owner, repo string
+	issue       int
+	round       int
+	branch      string
+	marked      []markedComment
+}
+
+// receipt is the data every result template gets.
+func (r *Runs) receipt(rc *runContext, res *dispatch.Result, kind string) map[string]any {
+	branch := rc.branch
+	if res != nil && res.Branch != "" {
+		branch = res.Branch
+	}
+	return map[string]any{
+		"TaskID": rc.meta.TaskID, "Mode": rc.meta.Mode, "Repo": rc.meta.Repo, "Issue": rc.issue,
+		"Result": res, "Branch": branch, "Attempt": rc.meta.Attempt, "Round": rc.round,
+		"MaxRounds": r.b.MaxPlanRounds, "MediaBase": r.mediaBase(rc, res),
+		"PlanURL": "", "PRURL": "", "PRNumber": 0, "Retry": "/retry", "CostSoFar": 0.0, "PlanStart": planStart, "PlanEnd": planEnd,
+		"Marker": Marker{Kind: kind, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Branch: branch, Round: rc.round, Attempt: rc.meta.Attempt}.String(),
+	}
+}
+
+// mediaBase is the permanent URL prefix of media committed by the run: the
+// raw file at the media commit, so links survive later pushes.
+func (r *Runs) mediaBase(rc *runContext, res *dispatch.Result) string {
+	if res == nil || res.MediaCommit == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s/%s/raw/%s/", strings.TrimSuffix(r.b.WebURL, "/"), rc.meta.Repo, res.MediaCommit)
+}
+
+func (r *Runs) postPlan(ctx context.Context, client *github.Client, rc *runContext, res *dispatch.Result, prog *progress) error {
+	data := r.receipt(rc, res, KindPlan)
+	round := rc.round
+	if round == 0 {
+		round = 1
+	}
+	data["Round"] = round
+	data["Marker"] = Marker{Kind: KindPlan, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Round: round}.String()
+	data["CostSoFar"] = r.costSoFar(rc, res)
+	prog.complete(ctx, "success", "Plan ready", "The plan is posted on the issue.", res)
+	r.b.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelAwaitingApproval)
+	return r.b.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/plan_comment", data)
+}
+
+// costSoFar adds up the costs of this issue's earlier plan rounds.
+func (r *Runs) costSoFar(rc *runContext, res *dispatch.Result) float64 {
+	total := 0.0
+	if res != nil {
+		total = res.TokenUsage.TotalCostUSD
+	}
+	for _, m := range rc.marked {
+		if m.Marker.Kind == KindPlan {
+			total += parseCost(m.Comment.GetBody())
+		}
+	}
+	return total
+}
+
+// roundCostLabel precedes a plan round's own cost in the plan comment; the
+// next round reads it back to add up the issue's cost so far.
+const roundCostLabel = "this round: $"
+
+func parseCost(body string) float64 {
+	i := strings.Index(body, roundCostLabel)
+	if i < 0 {
+		return 0
+	}
+	var f float64
+	if _, err := fmt.Sscanf(body[i+len(roundCostLabel):], "%f", &f); err != nil {
+		return 0
+	}
+	return f
+}
+
+func (r *Runs) openPR(ctx context.Context, client *github.Client, rc *runContext, res *dispatch.Result, prog *progress) error {
+	log := zerolog.Ctx(ctx)
+	if res.Branch == "" || len(res.Commits) == 0 {
+		prog.complete(ctx, "neutral", "No changes", "The agent finished without changing anything.", res)
+		r.b.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelDone)
+		return r.b.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/no_changes", r.receipt(rc, res, KindResult))
+	}
+	cfg := r.configOf(ctx, client, rc)
+	data := r.receipt(rc, res, KindPR)
+	if plan, ok := lastMarked(rc.marked, KindPlan, ""); ok {
+		data["PlanURL"] = plan.Comment.GetHTMLURL()
+	}
+	body, err := r.b.Templates.Render("github/pr_body", data)
+	if err != nil {
+		return err
+	}
+	issue, _, err := client.Issues.Get(ctx, rc.owner, rc.repo, rc.issue)
+	if err != nil {
+		return fmt.Errorf("read issue #%d: %w", rc.issue, err)
+	}
+	base := cfg.base
+	title := issue.GetTitle()
+	pr, err := r.findOrCreatePR(ctx, client, rc, res.Branch, base, title, body, cfg.draft)
+	if err != nil {
+		return err
+	}
+	if len(cfg.labels) > 0 {
+		if _, _, err := client.Issues.AddLabelsToIssue(ctx, rc.owner, rc.repo, pr.GetNumber(), cfg.labels); err != nil {
+			log.Warn().Err(err).Msg("label PR")
+		}
+	}
+	if len(cfg.reviewers) > 0 {
+		var users, teams []string
+		for _, rv := range cfg.reviewers {
+			if _, team, ok := strings.Cut(rv, "/"); ok {
+				teams = append(teams, team)
+			} else {
+				users = append(users, rv)
+			}
+		}
+		if _, _, err := client.PullRequests.RequestReviewers(ctx, rc.owner, rc.repo, pr.GetNumber(), github.ReviewersRequest{Reviewers: users, TeamReviewers: teams}); err != nil {
+			log.Warn().Err(err).Msg("request reviewers")
+		}
+	}
+	prog.attach(res.HeadSHA)
+	prog.complete(ctx, "success", "Pull request opened", res.PRSummary, res)
+	r.b.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelDone)
+	data["PRURL"] = pr.GetHTMLURL()
+	data["PRNumber"] = pr.GetNumber()
+	data["Marker"] = Marker{Kind: KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Branch: res.Branch}.String()
+	return r.b.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/pr_opened", data)
+}
+
+// findOrCreatePR opens the PR, or updates the one a previous attempt (a
+// continue run, or a post interrupted by a restart) already opened.
+func (r *Runs) findOrCreatePR(ctx context.Context, client *github.Client, rc *runContext, head, base, title, body string, draft bool) (*github.PullRequest, error) {
+	existing, _, err := client.PullRequests.List(ctx, rc.owner, rc.repo, &github.PullRequestListOptions{Head: rc.owner + ":" + head, State: "open"})
+	if err != nil {
+		return nil, fmt.Errorf("look for an open PR from %s: %w", head, err)
+	}
+	if len(existing) > 0 {
+		pr := existing[0]
+		pr, _, err = client.PullRequests.Edit(ctx, rc.owner, rc.repo, pr.GetNumber(), &github.PullRequest{Body: &body})
+		if err != nil {
+			return nil, fmt.Errorf("update PR body: %w", err)
+		}
+		return pr, nil
+	}
+	pr, _, err := client.PullRequests.Create(ctx, rc.owner, rc.repo, &github.NewPullRequest{
+		Title: &title, Head: &head, Base: &base, Body: &body, Draft: &draft,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open PR %s -> %s: %w", head, base, err)
+	}
+	return pr, nil
+}
+
+type prSettings struct {
+	base      string
+	draft     bool
+	labels    []string
+	reviewers []string
+}
+
+// configOf re-reads the PR settings from the configuration at the default
+// branch; failures fall back to plain defaults (the run already happened).
+func (r *Runs) configOf(ctx context.Context, client *github.Client, rc *runContext) prSettings {
+	repo, _, err := client.Repositories.Get(ctx, rc.owner, rc.repo)
+	if err != nil {
+		return prSettings{base: "main"}
+	}
+	s := prSettings{base: repo.GetDefaultBranch()}
+	cfg, err := r.b.loadConfig(ctx, client, rc.owner, rc.repo, "", sandboxcfg.Flags{})
+	if err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("re-read configuration for PR settings")
+		return s
+	}
+	if cfg.Branch != "" {
+		s.base = cfg.Branch
+	}
+	s.draft, s.labels, s.reviewers = cfg.PR.Draft, cfg.PR.Labels, cfg.PR.Reviewers
+	return s
+}
+
+func (r *Runs) fail(ctx context.Context, client *github.Client, rc *runContext, res *dispatch.Result, prog *progress) error {
+	data := r.receipt(rc, res, KindFailure)
+	prog.attach(headOf(res))
+	conclusion := "failure"
+	if res != nil && res.Status == dispatch.StatusTimeout {
+		conclusion = "timed_out"
+	}
+	prog.complete(ctx, conclusion, "Run "+string(statusOf(res)), errorMessage(res), res)
+	r.b.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelFailed)
+	return r.b.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/failure", data)
+}
+
+// continueRun resumes an interrupted run in continue mode, a bounded number
+// of times, and otherwise reports the interruption as a failure.
+func (r *Runs) continueRun(ctx context.Context, client *github.Client, rc *runContext, res *dispatch.Result, prog *progress) error {
+	log := zerolog.Ctx(ctx)
+	if rc.meta.Attempt > r.b.MaxContinues {
+		log.Info().Int("attempt", rc.meta.Attempt).Msg("interrupted too often; giving up")
+		return r.fail(ctx, client, rc, res, prog)
+	}
+	prog.complete(ctx, "neutral", "Interrupted; continuing", "The sandbox stopped before the run finished; a continue run picks up the pushed work.", res)
+	repo, _, err := client.Repositories.Get(ctx, rc.owner, rc.repo)
+	if err != nil {
+		return fmt.Errorf("read repository: %w", err)
+	}
+	mode := dispatch.ModeContinue
+	switch rc.meta.Mode {
+	case dispatch.ModePlan, dispatch.ModeRebase, dispatch.ModeTask, dispatch.ModeRevise:
+		mode = rc.meta.Mode // these start over; only code-writing runs resume a branch
+	}
+	branch := rc.branch
+	if res != nil && res.Branch != "" {
+		branch = res.Branch
+	}
+	req := startRequest{
+		InstallationID: rc.meta.InstallationID, Repo: repo, Number: rc.meta.Number, Issue: rc.issue,
+		IsPR: rc.meta.Number != rc.issue, Mode: mode, Trigger: fmt.Sprintf("%s-continue-%d", rc.meta.TaskID, rc.meta.Attempt),
+		DeliveryID: rc.meta.DeliveryID, Attempt: rc.meta.Attempt + 1, Branch: branch, Round: rc.round,
+	}
+	if plan, ok := lastMarked(rc.marked, KindPlan, ""); ok {
+		req.Plan = extractPlan(plan.Comment.GetBody())
+	}
+	// The lock passes from the interrupted run to its continuation.
+	if err := r.b.Backend.Unlock(ctx, dispatch.LockKey(rc.meta.Repo, rc.meta.Number), rc.meta.TaskID); err != nil {
+		return fmt.Errorf("release lock for continue run: %w", err)
+	}
+	return r.b.start(ctx, client, req)
+}
+
+func headOf(res *dispatch.Result) string {
+	if res == nil {
+		return ""
+	}
+	return res.HeadSHA
+}
+
+func statusOf(res *dispatch.Result) dispatch.Status {
+	if res == nil {
+		return dispatch.StatusInterrupted
+	}
+	return res.Status
+}
+
+func errorMessage(res *dispatch.Result) string {
+	if res == nil {
+		return "The sandbox ended without leaving a receipt."
+	}
+	if res.Error != nil {
+		return res.Error.Message
+	}
+	return string(res.Status)
+}

@@ -1,0 +1,274 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/go-github/v62/github"
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// startRequest is everything a handler knows when it asks for a run.
+type startRequest struct {
+	InstallationID int64
+	Repo           *github.Repository
+	// Number is the issue or PR the run belongs to (lock, labels, replies).
+	Number int
+	IsPR   bool
+	// Issue is the issue whose text is the task (the PR's issue for PR runs).
+	Issue      int
+	Mode       dispatch.Mode
+	Trigger    string // delivery id or comment id: part of the task id
+	DeliveryID string
+	Sender     string
+	Flags      sandboxcfg.Flags
+	Plan       string
+	Feedback   string
+	Round      int
+	Attempt    int
+	// Branch is the branch to work on (revise, continue, rebase); execute
+	// derives a new one.
+	Branch string
+	// BaseBranch overrides the configured base (a PR's base).
+	BaseBranch string
+	// CommentID is the command comment, which gets the 👀 reaction.
+	CommentID int64
+}
+
+func (r *startRequest) owner() string { return r.Repo.GetOwner().GetLogin() }
+func (r *startRequest) name() string  { return r.Repo.GetName() }
+
+// start resolves the configuration, takes the per-issue lock, mints the
+// token, submits the run and acknowledges it. Problems people can fix (bad
+// config, a busy issue) become replies, not errors.
+func (b *Base) start(ctx context.Context, client *github.Client, req startRequest) error {
+	logger := zerolog.Ctx(ctx)
+	owner, name, full := req.owner(), req.name(), req.Repo.GetFullName()
+	if req.Issue == 0 {
+		req.Issue = req.Number
+	}
+	base := req.BaseBranch
+	cfg, err := b.loadConfig(ctx, client, owner, name, base, req.Flags)
+	var cfgErr *ConfigError
+	if errors.As(err, &cfgErr) {
+		logger.Info().Err(err).Msg("refusing to dispatch: invalid configuration")
+		return b.reply(ctx, client, owner, name, req.Number, "github/config_error", map[string]any{
+			"Source": cfgErr.Source, "Error": cfgErr.Error(), "File": sandboxcfg.FileName,
+		})
+	}
+	if err != nil {
+		return err
+	}
+	if base == "" {
+		base = cfg.Branch
+	}
+	if base == "" {
+		base = req.Repo.GetDefaultBranch()
+	}
+	mode := req.Mode
+	if cfg.Mode == sandboxcfg.ModeTask && (mode == dispatch.ModePlan || mode == dispatch.ModeExecute) {
+		mode = dispatch.ModeTask
+	}
+	if mode == dispatch.ModePlan && !cfg.PlanRequired() {
+		mode = dispatch.ModeExecute
+	}
+	taskID := dispatch.NewTaskID(full, req.Number, mode, req.Trigger)
+	ctx, log := withTask(ctx, taskID)
+	lockKey := dispatch.LockKey(full, req.Number)
+	if holder, err := b.Backend.Lock(ctx, lockKey, taskID); err != nil {
+		if errors.Is(err, dispatch.ErrLocked) {
+			log.Info().Str("holder", holder).Msg("issue busy; not starting a second run")
+			return b.reply(ctx, client, owner, name, req.Number, "github/busy", map[string]any{"Holder": holder, "Mode": mode})
+		}
+		return fmt.Errorf("lock %s: %w", lockKey, err)
+	}
+	started := false
+	defer func() {
+		if !started {
+			if err := b.Backend.Unlock(context.WithoutCancel(ctx), lockKey, taskID); err != nil {
+				log.Warn().Err(err).Msg("release lock after failed start")
+			}
+		}
+	}()
+
+	task, excluded, err := b.taskText(ctx, client, owner, name, req.Issue)
+	if err != nil {
+		return err
+	}
+	branch := req.Branch
+	if branch == "" && mode == dispatch.ModeExecute {
+		branch = dispatch.BranchName(taskID, task.Title)
+	}
+	token, _, err := b.mintToken(ctx, req.InstallationID, name)
+	if err != nil {
+		return err
+	}
+	budget := cfg.MaxBudgetUSD
+	attempt := req.Attempt
+	if attempt == 0 {
+		attempt = 1
+	}
+	spec := dispatch.RunSpec{
+		Meta: dispatch.Meta{
+			TaskID: taskID, Mode: mode, Repo: full, Number: req.Number, InstallationID: req.InstallationID,
+			Attempt: attempt, DeliveryID: req.DeliveryID,
+		},
+		Order: dispatch.WorkOrder{
+			SchemaVersion: dispatch.WorkOrderVersion, TaskID: taskID, Mode: mode, Attempt: attempt,
+			Repo: full, Number: req.Number, CloneURL: req.Repo.GetCloneURL(), BaseBranch: base, TargetBranch: branch,
+			Task: task, Plan: req.Plan, Feedback: req.Feedback, Config: *cfg,
+			BudgetUSD: budget, TimeoutMinutes: cfg.TimeoutMinutes,
+		},
+		Token:     token,
+		Isolation: b.Isolation,
+	}
+	if mode == dispatch.ModeTask {
+		spec.Order.CloneURL, spec.Order.TargetBranch = "", ""
+	}
+	created, err := b.Backend.Submit(ctx, spec)
+	if err != nil {
+		return fmt.Errorf("submit %s run %s: %w", mode, taskID, err)
+	}
+	started = true
+	if !created {
+		log.Info().Msg("run exists already (redelivered event); nothing to do")
+		return nil
+	}
+	log.Info().Str("mode", string(mode)).Str("branch", branch).Msg("run submitted")
+	if req.CommentID != 0 {
+		b.react(ctx, client, owner, name, req.CommentID, "eyes")
+	} else if _, _, err := client.Reactions.CreateIssueReaction(ctx, owner, name, req.Number, "eyes"); err != nil {
+		log.Warn().Err(err).Msg("add reaction")
+	}
+	label := LabelRunning
+	if mode == dispatch.ModePlan {
+		label = LabelPlanning
+	}
+	b.setState(ctx, client, owner, name, req.Number, label)
+	err = b.reply(ctx, client, owner, name, req.Number, "github/ack", map[string]any{
+		"TaskID": taskID, "Mode": mode, "Branch": branch, "Budget": budget, "Excluded": excluded,
+		"Round": req.Round, "Attempt": attempt, "Harness": cfg.Harness,
+		"Marker": Marker{Kind: KindAck, TaskID: taskID, Mode: mode, Issue: req.Issue, Branch: branch, Round: req.Round, Attempt: attempt}.String(),
+	})
+	if err != nil {
+		log.Warn().Err(err).Msg("post acknowledgement")
+	}
+	b.Runs.Follow(spec.Meta, req.Issue, req.Round)
+	return nil
+}
+
+// taskText collects the issue's title and body and the comments of people
+// who can write to the repo. Text from anyone else never reaches the agent:
+// it is how a stranger would inject instructions. excluded names the
+// authors left out so the acknowledgement can say so.
+func (b *Base) taskText(ctx context.Context, client *github.Client, owner, repo string, number int) (dispatch.TaskText, []string, error) {
+	issue, _, err := client.Issues.Get(ctx, owner, repo, number)
+	if err != nil {
+		return dispatch.TaskText{}, nil, fmt.Errorf("read %s/%s#%d: %w", owner, repo, number, err)
+	}
+	writers := map[string]bool{}
+	isWriter := func(login string) (bool, error) {
+		if ok, seen := writers[login]; seen {
+			return ok, nil
+		}
+		ok, err := b.canWrite(ctx, client, owner, repo, login)
+		writers[login] = ok
+		return ok, err
+	}
+	var excluded []string
+	exclude := func(login string) {
+		if !contains(excluded, login) {
+			excluded = append(excluded, login)
+		}
+	}
+	task := dispatch.TaskText{Title: issue.GetTitle(), URL: issue.GetHTMLURL()}
+	if ok, err := isWriter(issue.GetUser().GetLogin()); err != nil {
+		return task, nil, err
+	} else if ok {
+		task.Body = issue.GetBody()
+	} else {
+		exclude(issue.GetUser().GetLogin())
+	}
+	comments, err := listComments(ctx, client, owner, repo, number)
+	if err != nil {
+		return task, nil, err
+	}
+	for _, c := range comments {
+		login := c.GetUser().GetLogin()
+		if isBotLogin(c.GetUser()) {
+			continue
+		}
+		ok, err := isWriter(login)
+		if err != nil {
+			return task, nil, err
+		}
+		if !ok {
+			exclude(login)
+			continue
+		}
+		task.Comments = append(task.Comments, dispatch.Comment{Author: login, Body: c.GetBody()})
+	}
+	return task, excluded, nil
+}
+
+// withTask adds the task id to the context's logger.
+func withTask(ctx context.Context, taskID string) (context.Context, zerolog.Logger) {
+	log := zerolog.Ctx(ctx).With().Str("task_id", taskID).Logger()
+	return log.WithContext(ctx), log
+}
+
+// reply renders a github/ template and posts it as a comment.
+func (b *Base) reply(ctx context.Context, client *github.Client, owner, repo string, number int, tmpl string, data any) error {
+	body, err := b.Templates.Render(tmpl, data)
+	if err != nil {
+		return err
+	}
+	body = strings.TrimSpace(body)
+	if _, _, err := client.Issues.CreateComment(ctx, owner, repo, number, &github.IssueComment{Body: &body}); err != nil {
+		return fmt.Errorf("comment on %s/%s#%d: %w", owner, repo, number, err)
+	}
+	return nil
+}
+
+func (b *Base) react(ctx context.Context, client *github.Client, owner, repo string, commentID int64, content string) {
+	if _, _, err := client.Reactions.CreateIssueCommentReaction(ctx, owner, repo, commentID, content); err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("add reaction")
+	}
+}
+
+// setState puts one state label on an issue or PR and removes the others.
+func (b *Base) setState(ctx context.Context, client *github.Client, owner, repo string, number int, label string) {
+	log := zerolog.Ctx(ctx)
+	issue, _, err := client.Issues.Get(ctx, owner, repo, number)
+	if err != nil {
+		log.Warn().Err(err).Msg("read labels")
+		return
+	}
+	for _, l := range issue.Labels {
+		if contains(stateLabels, l.GetName()) && l.GetName() != label {
+			if _, err := client.Issues.RemoveLabelForIssue(ctx, owner, repo, number, l.GetName()); err != nil {
+				log.Warn().Err(err).Str("label", l.GetName()).Msg("remove state label")
+			}
+		}
+	}
+	if label != "" {
+		if _, _, err := client.Issues.AddLabelsToIssue(ctx, owner, repo, number, []string{label}); err != nil {
+			log.Warn().Err(err).Str("label", label).Msg("add state label")
+		}
+	}
+}
+
+// stateOf returns the state label an issue carries, or "".
+func stateOf(labels []*github.Label) string {
+	for _, l := range labels {
+		if contains(stateLabels, l.GetName()) {
+			return l.GetName()
+		}
+	}
+	return ""
+}
