@@ -98,12 +98,12 @@ func TestLabelPlanApprovePR(t *testing.T) {
 	h.backend.Emit(exec.Order.TaskID, dispatch.Progress{Stage: "push", Message: "pushed 1 commit", HeadSHA: sha, Branch: exec.Order.TargetBranch})
 	h.backend.Finish(exec.Order.TaskID, &dispatch.Result{
 		Mode: dispatch.ModeExecute, Status: dispatch.StatusCompleted, DurationSeconds: 95, Branch: exec.Order.TargetBranch, HeadSHA: sha,
-		Commits:    []dispatch.Commit{{SHA: sha, Message: "Add /greet"}},
-		DiffStats:  dispatch.DiffStats{FilesChanged: 2, Insertions: 40, Deletions: 1},
-		PRSummary:  "Adds `GET /greet`, which answers `hello`, with a test.",
-		Validation: []dispatch.CheckResult{{Name: "test", Command: "go test ./...", Passed: true, Attempts: 2, DurationSeconds: 3.2}},
-		Repairs:    []dispatch.Repair{{Attempt: 1, FailedChecks: []string{"test"}, CostUSD: 0.05, Fixed: true}},
-		TokenUsage: dispatch.TokenUsage{Input: 50000, Output: 4000, Reasoning: 100, CacheRead: 20000, CacheWrite: 500, TotalCostUSD: 0.87, Steps: 14},
+		Commits:         []dispatch.Commit{{SHA: sha, Message: "Add /greet"}},
+		DiffStats:       dispatch.DiffStats{FilesChanged: 2, Insertions: 40, Deletions: 1},
+		PRSummary:       "Adds `GET /greet`, which answers `hello`, with a test.",
+		Validation:      []dispatch.CheckResult{{Name: "test", Command: "go test ./...", Passed: true, Attempts: 2, DurationSeconds: 3.2}},
+		Repairs:         []dispatch.Repair{{Attempt: 1, FailedChecks: []string{"test"}, CostUSD: 0.05, Fixed: true}},
+		TokenUsage:      dispatch.TokenUsage{Input: 50000, Output: 4000, Reasoning: 100, CacheRead: 20000, CacheWrite: 500, TotalCostUSD: 0.87, Steps: 14},
 		ScreenshotPaths: []string{".sandbox/media/greet.png"}, MediaCommit: "abc123",
 	})
 	linked := h.waitComment(n, "PR link", func(c string) bool { return strings.Contains(c, "🚀 Opened") })

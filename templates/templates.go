@@ -30,7 +30,7 @@ type Set struct {
 func funcs() template.FuncMap {
 	return template.FuncMap{
 		"money":    func(f float64) string { return fmt.Sprintf("$%.2f", f) },
-		"duration": func(s float64) string { return (time.Duration(s*float64(time.Second))).Round(time.Second).String() },
+		"duration": func(s float64) string { return (time.Duration(s * float64(time.Second))).Round(time.Second).String() },
 		"indent": func(n int, s string) string {
 			pad := strings.Repeat(" ", n)
 			return pad + strings.ReplaceAll(s, "\n", "\n"+pad)
