@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,12 +67,14 @@ func (c *ClaudeCode) Command(req Request) (*exec.Cmd, error) {
 	// --include-partial-messages adds the API's stream events: the only
 	// place a step's final output token count (message_delta) shows up,
 	// the assistant lines repeat message_start's placeholder.
-	args := []string{"-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages"}
+	args := []string{"-p", "--output-format=stream-json", "--verbose", "--include-partial-messages"}
+	// Values go in the --flag=value form: a value starting with "-" (a
+	// model name or session id from elsewhere) must never read as a flag.
 	if req.Model != "" {
-		args = append(args, "--model", req.Model)
+		args = append(args, "--model="+req.Model)
 	}
 	if req.SessionID != "" {
-		args = append(args, "--resume", req.SessionID)
+		args = append(args, "--resume="+req.SessionID)
 	}
 	// In print mode nobody answers a permission prompt: whatever would ask
 	// is denied at once (--permission-prompts none), and the denial shows
@@ -81,23 +85,23 @@ func (c *ClaudeCode) Command(req Request) (*exec.Cmd, error) {
 		// fail in print mode. Default mode with the edit tools removed lets
 		// the model read and run read-only commands; anything that would
 		// change the tree needs approval, which is denied.
-		args = append(args, "--permission-mode", "default",
-			"--disallowed-tools", "Write,Edit,MultiEdit,NotebookEdit")
+		args = append(args, "--permission-mode=default",
+			"--disallowed-tools=Write,Edit,MultiEdit,NotebookEdit")
 	} else {
 		// acceptEdits covers the file tools only; the agent must also run
 		// builds and tests, and the sandbox is disposable, so Bash is
 		// allowed as a whole.
-		args = append(args, "--permission-mode", "acceptEdits", "--allowed-tools", "Bash")
+		args = append(args, "--permission-mode=acceptEdits", "--allowed-tools=Bash")
 	}
-	args = append(args, "--permission-prompts", "none")
+	args = append(args, "--permission-prompts=none")
 	if c.MaxTurns > 0 {
-		args = append(args, "--max-turns", strconv.Itoa(c.MaxTurns))
+		args = append(args, "--max-turns="+strconv.Itoa(c.MaxTurns))
 	}
 	if c.MaxBudgetUSD > 0 {
-		args = append(args, "--max-budget-usd", strconv.FormatFloat(c.MaxBudgetUSD, 'f', -1, 64))
+		args = append(args, "--max-budget-usd="+strconv.FormatFloat(c.MaxBudgetUSD, 'f', -1, 64))
 	}
 	if c.MCPConfig != "" {
-		args = append(args, "--mcp-config", c.MCPConfig, "--strict-mcp-config")
+		args = append(args, "--mcp-config="+c.MCPConfig, "--strict-mcp-config")
 	}
 	cmd := exec.Command(c.bin, args...)
 	cmd.Dir = req.Dir
@@ -156,6 +160,7 @@ type claudeParser struct {
 	order     []string                  // threads in the order their steps opened
 	closed    map[string]bool           // message ids of finished steps
 	tools     map[string]claudeToolCall // by tool_use id, to name denied calls
+	lastError string                    // text of the last API error message
 }
 
 type claudeStep struct {
@@ -209,6 +214,7 @@ type claudeBlock struct {
 // claudeMessage is the `message` of assistant and user lines.
 type claudeMessage struct {
 	ID      string          `json:"id"`
+	Model   string          `json:"model"`
 	Content json.RawMessage `json:"content"`
 	Usage   *claudeUsage    `json:"usage"`
 }
@@ -247,6 +253,9 @@ type (
 		SessionID       string         `json:"session_id"`
 		ParentToolUseID *string        `json:"parent_tool_use_id"`
 		Message         *claudeMessage `json:"message"`
+		// A message the CLI made up to report an API failure.
+		IsAPIErrorMessage bool   `json:"is_api_error_message"`
+		Error             string `json:"error"`
 	}
 	claudeResult struct {
 		Subtype      string          `json:"subtype"`
@@ -256,6 +265,11 @@ type (
 		TotalCostUSD *float64        `json:"total_cost_usd"`
 		Usage        *claudeUsage    `json:"usage"`
 		Errors       json.RawMessage `json:"errors"`
+		// Per model, this invocation only; total_cost_usd is the
+		// session's, which on --resume includes the earlier runs.
+		SinceLast map[string]struct {
+			CostUSD float64 `json:"costUSD"`
+		} `json:"model_usage_since_last_result"`
 	}
 )
 
@@ -427,6 +441,9 @@ func (p *claudeParser) assistant(line []byte, now time.Time) ([]Event, error) {
 		return nil, fmt.Errorf("message %q: content is not a list of blocks: %w", l.Message.ID, err)
 	}
 	p.noteSession(l.SessionID)
+	if l.Message.Model == "<synthetic>" {
+		return p.synthetic(&l, blocks, now), nil
+	}
 	th := claudeThread(l.ParentToolUseID)
 	evs := p.startStep(th, l.Message.ID, now)
 	if s := p.open[th]; s != nil && s.id == l.Message.ID {
@@ -452,6 +469,25 @@ func (p *claudeParser) assistant(line []byte, now time.Time) ([]Event, error) {
 		evs = append(evs, p.closeStep(th, now)...)
 	}
 	return evs, nil
+}
+
+// synthetic handles a message no model wrote: the CLI's report of an API
+// failure (an error), or a filler it adds to the transcript (text). It is
+// not a step: it cost nothing and took no turn.
+func (p *claudeParser) synthetic(l *claudeChat, blocks []claudeBlock, now time.Time) []Event {
+	var evs []Event
+	for _, b := range blocks {
+		if b.Type != "text" || strings.TrimSpace(b.Text) == "" {
+			continue
+		}
+		if l.IsAPIErrorMessage {
+			p.lastError = b.Text
+			evs = append(evs, Event{Type: EventError, Time: now, SessionID: p.sessionID, Text: b.Text})
+		} else {
+			evs = append(evs, Event{Type: EventText, Time: now, SessionID: p.sessionID, Text: b.Text})
+		}
+	}
+	return evs
 }
 
 // user lines carry tool results back to the model. An unstreamed step is
@@ -495,11 +531,23 @@ func (p *claudeParser) result(line []byte, now time.Time) ([]Event, error) {
 		evs = append(evs, p.closeStep(p.order[0], now)...)
 	}
 	if l.IsError || (l.Subtype != "" && l.Subtype != "success") {
-		evs = append(evs, Event{Type: EventError, Time: now, SessionID: p.sessionID, Text: claudeResultError(&l)})
+		// An API failure was reported already, from its own message.
+		if msg := claudeResultError(&l); msg != p.lastError {
+			evs = append(evs, Event{Type: EventError, Time: now, SessionID: p.sessionID, Text: msg})
+		}
 	}
+	// The cost is this invocation's, so that a runner adding up a run and
+	// its resumed repair counts each dollar once. For a new session it is
+	// total_cost_usd.
 	ev := Event{Type: EventResult, Time: now, SessionID: p.sessionID, Text: l.Result,
 		Tokens: l.Usage.tokens(), CostIsTotal: true}
-	if l.TotalCostUSD != nil {
+	switch {
+	case len(l.SinceLast) > 0:
+		// Summed in a fixed order: float addition is not associative.
+		for _, model := range slices.Sorted(maps.Keys(l.SinceLast)) {
+			ev.CostUSD += l.SinceLast[model].CostUSD
+		}
+	case l.TotalCostUSD != nil:
 		ev.CostUSD = *l.TotalCostUSD
 	}
 	return append(evs, ev), nil

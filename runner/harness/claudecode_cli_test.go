@@ -62,8 +62,8 @@ func claudeEnv(home string, srv *modeltest.AnthropicServer) []string {
 	return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "LANG=C.UTF-8"}, srv.Env()...)
 }
 
-// gitRepo makes a repository with one commit holding README.md.
-func gitRepo(t *testing.T) string {
+// claudeGitRepo makes a repository with one commit holding README.md.
+func claudeGitRepo(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	git := func(args ...string) {
@@ -85,7 +85,7 @@ func gitRepo(t *testing.T) string {
 	return dir
 }
 
-func gitStatus(t *testing.T, dir string) string {
+func claudeGitStatus(t *testing.T, dir string) string {
 	t.Helper()
 	cmd := exec.Command("git", "status", "--porcelain", "--untracked-files=all")
 	cmd.Dir = dir
@@ -153,7 +153,7 @@ func runClaude(t *testing.T, h *harness.ClaudeCode, req harness.Request, record 
 	return run
 }
 
-func logRun(t *testing.T, run *claudeRun, srv *modeltest.AnthropicServer) {
+func claudeLogRun(t *testing.T, run *claudeRun, srv *modeltest.AnthropicServer) {
 	t.Helper()
 	t.Logf("exit: %v; stderr: %s", run.err, run.stderr)
 	for _, r := range srv.Requests() {
@@ -177,18 +177,18 @@ func (r *claudeRun) stepSum() harness.Tokens {
 	return sum
 }
 
-// sameCost compares dollar amounts to a billionth of a dollar, below any
+// claudeSameCost compares dollar amounts to a billionth of a dollar, below any
 // rounding of the CLI's float arithmetic.
-func sameCost(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+func claudeSameCost(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
-var uuidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+var claudeUUIDRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 // TestClaudeCodeExecuteEditsFiles is an execute-mode run: the scripted
 // model writes a new file, edits a tracked one and runs git through Bash;
 // the files on disk, the events and the cost must all follow.
 func TestClaudeCodeExecuteEditsFiles(t *testing.T) {
 	bin := testenv.NPMBin(t, "claude")
-	repo := gitRepo(t)
+	repo := claudeGitRepo(t)
 	hello := filepath.Join(repo, "hello.txt")
 	readme := filepath.Join(repo, "README.md")
 	usages := []modeltest.AnthropicUsage{
@@ -214,7 +214,7 @@ func TestClaudeCodeExecuteEditsFiles(t *testing.T) {
 	prompt := "Create hello.txt and update the README greeting. (prompt marker 7f3a)"
 	run := runClaude(t, h, harness.Request{Dir: repo, Prompt: prompt, Model: modeltest.AnthropicModelID,
 		Env: claudeEnv(t.TempDir(), srv)}, "execute")
-	logRun(t, run, srv)
+	claudeLogRun(t, run, srv)
 	if run.err != nil {
 		t.Fatalf("claude exited with %v; stderr:\n%s", run.err, run.stderr)
 	}
@@ -229,7 +229,7 @@ func TestClaudeCodeExecuteEditsFiles(t *testing.T) {
 	if b, err := os.ReadFile(readme); err != nil || string(b) != "# demo\n\nGreeting: hello, world\n" {
 		t.Errorf("README.md = %q, %v; want the Edit applied", b, err)
 	}
-	if st := gitStatus(t, repo); st != " M README.md\n?? hello.txt\n" {
+	if st := claudeGitStatus(t, repo); st != " M README.md\n?? hello.txt\n" {
 		t.Errorf("git status = %q", st)
 	}
 
@@ -257,7 +257,7 @@ func TestClaudeCodeExecuteEditsFiles(t *testing.T) {
 
 	// The events.
 	sess := run.ofType(harness.EventSession)
-	if len(sess) != 1 || !uuidRE.MatchString(sess[0].SessionID) {
+	if len(sess) != 1 || !claudeUUIDRE.MatchString(sess[0].SessionID) {
 		t.Fatalf("session events %+v; want one with a UUID", sess)
 	}
 	if got := run.types()[0]; got != harness.EventSession {
@@ -307,7 +307,7 @@ func TestClaudeCodeExecuteEditsFiles(t *testing.T) {
 		t.Fatalf("result cost %v (total %v); want a positive total", res.CostUSD, res.CostIsTotal)
 	}
 	want := (float64(sum.Input)*3 + float64(sum.Output)*15 + float64(sum.CacheRead)*0.30 + float64(sum.CacheWrite)*3.75) / 1e6
-	if !sameCost(res.CostUSD, want) {
+	if !claudeSameCost(res.CostUSD, want) {
 		t.Errorf("result cost %.9f, want %.9f from the scripted usage", res.CostUSD, want)
 	}
 	if len(run.ofType(harness.EventError)) != 0 || len(run.ofType(harness.EventStall)) != 0 {
@@ -321,7 +321,7 @@ func TestClaudeCodeExecuteEditsFiles(t *testing.T) {
 // must not even be offered.
 func TestClaudeCodeReadOnly(t *testing.T) {
 	bin := testenv.NPMBin(t, "claude")
-	repo := gitRepo(t)
+	repo := claudeGitRepo(t)
 	plan := "## Plan\n\n1. Change the greeting in README.md.\n2. Add hello.txt."
 	srv := modeltest.StartAnthropic(t, modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{
 		{Text: "Let me look around.", Usage: modeltest.AnthropicUsage{InputTokens: 900, OutputTokens: 30}, ToolUses: []modeltest.AnthropicToolUse{
@@ -335,14 +335,14 @@ func TestClaudeCodeReadOnly(t *testing.T) {
 	h := harness.NewClaudeCode(bin)
 	run := runClaude(t, h, harness.Request{Dir: repo, Prompt: "Plan the greeting change. Change nothing.",
 		Model: modeltest.AnthropicModelID, Env: claudeEnv(t.TempDir(), srv), ReadOnly: true}, "readonly")
-	logRun(t, run, srv)
+	claudeLogRun(t, run, srv)
 	if run.err != nil {
 		t.Fatalf("claude exited with %v", run.err)
 	}
 	if len(run.parseErrs) > 0 {
 		t.Fatalf("parse errors: %v", run.parseErrs)
 	}
-	if st := gitStatus(t, repo); st != "" {
+	if st := claudeGitStatus(t, repo); st != "" {
 		t.Fatalf("read-only run changed the tree:\n%s", st)
 	}
 	reqs := srv.ScriptedRequests()
@@ -366,7 +366,7 @@ func TestClaudeCodeReadOnly(t *testing.T) {
 		t.Errorf("stall events %+v; want one for the denied Bash call", stalls)
 	}
 	res := run.ofType(harness.EventResult)
-	if len(res) != 1 || res[0].Text != plan || !sameCost(res[0].CostUSD, (1200*3+170*15)/1e6) {
+	if len(res) != 1 || res[0].Text != plan || !claudeSameCost(res[0].CostUSD, (1200*3+170*15)/1e6) {
 		t.Fatalf("result events %+v; want the plan with its cost", res)
 	}
 	// The rejected Write's step still counts its output: its tool result
@@ -381,7 +381,7 @@ func TestClaudeCodeReadOnly(t *testing.T) {
 // report the same session.
 func TestClaudeCodeResume(t *testing.T) {
 	bin := testenv.NPMBin(t, "claude")
-	repo := gitRepo(t)
+	repo := claudeGitRepo(t)
 	home := t.TempDir()
 	srv := modeltest.StartAnthropic(t, modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{
 		{Text: "First answer: the greeting is hello.", Usage: modeltest.AnthropicUsage{InputTokens: 500, OutputTokens: 10}},
@@ -399,7 +399,7 @@ func TestClaudeCodeResume(t *testing.T) {
 	}
 	second := runClaude(t, h, harness.Request{Dir: repo, Prompt: "And now? (second prompt)",
 		Model: modeltest.AnthropicModelID, Env: claudeEnv(home, srv), SessionID: sess[0].SessionID}, "resume")
-	logRun(t, second, srv)
+	claudeLogRun(t, second, srv)
 	if second.err != nil {
 		t.Fatalf("second run: %v\n%s", second.err, second.stderr)
 	}
@@ -423,7 +423,15 @@ func TestClaudeCodeResume(t *testing.T) {
 	}
 	res := second.ofType(harness.EventResult)
 	if len(res) != 1 || res[0].SessionID != sess[0].SessionID || res[0].Text != "Second answer, with the first in mind." {
-		t.Errorf("second run's result %+v; want session %s", res, sess[0].SessionID)
+		t.Fatalf("second run's result %+v; want session %s", res, sess[0].SessionID)
+	}
+	// Each run reports its own cost: the CLI's total_cost_usd of the
+	// resumed run would count the first run again.
+	if c := first.ofType(harness.EventResult)[0].CostUSD; !claudeSameCost(c, (500*3+10*15)/1e6) {
+		t.Errorf("first run cost %v", c)
+	}
+	if !claudeSameCost(res[0].CostUSD, (600*3+12*15)/1e6) {
+		t.Errorf("second run cost %v, want its own turn's %v", res[0].CostUSD, (600*3+12*15)/1e6)
 	}
 }
 
@@ -433,7 +441,7 @@ func TestClaudeCodeResume(t *testing.T) {
 // keeps the cost of the first turn, and a non-zero exit.
 func TestClaudeCodeAPIError(t *testing.T) {
 	bin := testenv.NPMBin(t, "claude")
-	repo := gitRepo(t)
+	repo := claudeGitRepo(t)
 	srv := modeltest.StartAnthropic(t, modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{
 		{Usage: modeltest.AnthropicUsage{InputTokens: 2000, OutputTokens: 20}, ToolUses: []modeltest.AnthropicToolUse{
 			{Name: "Bash", Input: map[string]any{"command": "git status --short", "description": "Show status"}}}},
@@ -442,7 +450,7 @@ func TestClaudeCodeAPIError(t *testing.T) {
 	h := harness.NewClaudeCode(bin)
 	run := runClaude(t, h, harness.Request{Dir: repo, Prompt: "Do it.", Model: modeltest.AnthropicModelID,
 		Env: claudeEnv(t.TempDir(), srv)}, "api_error")
-	logRun(t, run, srv)
+	claudeLogRun(t, run, srv)
 	if len(run.parseErrs) > 0 {
 		t.Fatalf("parse errors: %v", run.parseErrs)
 	}
@@ -458,7 +466,7 @@ func TestClaudeCodeAPIError(t *testing.T) {
 		t.Errorf("error events %+v; want the API's message", errs)
 	}
 	res := run.ofType(harness.EventResult)
-	if len(res) != 1 || !sameCost(res[0].CostUSD, (2000*3+20*15)/1e6) {
+	if len(res) != 1 || !claudeSameCost(res[0].CostUSD, (2000*3+20*15)/1e6) {
 		t.Errorf("result events %+v; want one with the first turn's cost", res)
 	}
 }
@@ -466,7 +474,7 @@ func TestClaudeCodeAPIError(t *testing.T) {
 // TestClaudeCodeMaxTurns stops the agent after one turn.
 func TestClaudeCodeMaxTurns(t *testing.T) {
 	bin := testenv.NPMBin(t, "claude")
-	repo := gitRepo(t)
+	repo := claudeGitRepo(t)
 	srv := modeltest.StartAnthropic(t, modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{
 		{Usage: modeltest.AnthropicUsage{InputTokens: 100, OutputTokens: 10}, ToolUses: []modeltest.AnthropicToolUse{
 			{Name: "Bash", Input: map[string]any{"command": "git log --oneline", "description": "Show history"}}}},
@@ -478,7 +486,7 @@ func TestClaudeCodeMaxTurns(t *testing.T) {
 	h.MaxTurns = 1
 	run := runClaude(t, h, harness.Request{Dir: repo, Prompt: "Look around.", Model: modeltest.AnthropicModelID,
 		Env: claudeEnv(t.TempDir(), srv)}, "max_turns")
-	logRun(t, run, srv)
+	claudeLogRun(t, run, srv)
 	if len(run.parseErrs) > 0 {
 		t.Fatalf("parse errors: %v", run.parseErrs)
 	}
@@ -496,7 +504,7 @@ func TestClaudeCodeMaxTurns(t *testing.T) {
 // be (MAX_ARG_STRLEN, 128 KiB on Linux): it must reach the model whole.
 func TestClaudeCodeLongPrompt(t *testing.T) {
 	bin := testenv.NPMBin(t, "claude")
-	repo := gitRepo(t)
+	repo := claudeGitRepo(t)
 	srv := modeltest.StartAnthropic(t, modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{
 		{Text: "Read it all.", Usage: modeltest.AnthropicUsage{InputTokens: 60000, OutputTokens: 5}},
 	}})
@@ -519,5 +527,35 @@ func TestClaudeCodeLongPrompt(t *testing.T) {
 	got := reqs[0].UserText()
 	if !strings.Contains(got, "BEGIN-OF-PROMPT") || !strings.Contains(got, "END-OF-PROMPT") || len(got) < 200<<10 {
 		t.Errorf("the model got %d bytes of a %d byte prompt", len(got), b.Len())
+	}
+}
+
+// TestClaudeCodeMaxBudget lets the CLI stop itself once its cost passes
+// MaxBudgetUSD: the first turn costs $0.0165, the budget is one cent.
+func TestClaudeCodeMaxBudget(t *testing.T) {
+	bin := testenv.NPMBin(t, "claude")
+	repo := claudeGitRepo(t)
+	turn := modeltest.AnthropicTurn{Usage: modeltest.AnthropicUsage{InputTokens: 5000, OutputTokens: 100}, ToolUses: []modeltest.AnthropicToolUse{
+		{Name: "Bash", Input: map[string]any{"command": "git status --short", "description": "Show status"}}}}
+	srv := modeltest.StartAnthropic(t, modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{turn, turn, turn,
+		{Text: "done", Usage: modeltest.AnthropicUsage{InputTokens: 100, OutputTokens: 5}}}})
+	h := harness.NewClaudeCode(bin)
+	h.MaxBudgetUSD = 0.01
+	run := runClaude(t, h, harness.Request{Dir: repo, Prompt: "Loop.", Model: modeltest.AnthropicModelID,
+		Env: claudeEnv(t.TempDir(), srv)}, "max_budget")
+	claudeLogRun(t, run, srv)
+	if len(run.parseErrs) > 0 {
+		t.Fatalf("parse errors: %v", run.parseErrs)
+	}
+	if srv.Served() >= 4 {
+		t.Errorf("served all %d turns; the budget did not stop the agent", srv.Served())
+	}
+	errs := run.ofType(harness.EventError)
+	if len(errs) != 1 || !strings.Contains(errs[0].Text, "budget") {
+		t.Errorf("error events %+v; want one about the budget", errs)
+	}
+	res := run.ofType(harness.EventResult)
+	if len(res) != 1 || res[0].CostUSD < 0.01 {
+		t.Errorf("result events %+v; want one with the cost past the budget", res)
 	}
 }
