@@ -68,7 +68,7 @@ type PullRequest struct {
 	Reviewers []string
 	Merged    bool
 	// ReviewComments are inline review comments, for revise runs.
-	ReviewComments []*Comment
+	ReviewComments []*ReviewComment
 	// UpdateBranchFails makes PUT update-branch answer 422 (a conflict), so
 	// the bot falls back to a sandbox rebase.
 	UpdateBranchFails bool
@@ -339,7 +339,24 @@ func (s *Server) AddPullRequest(fullName, user, title, head, base string) int {
 	return n
 }
 
-// Snapshot returns a deep-enough copy of an issue for assertions.
+// SetBody replaces an issue's or PR's body.
+func (s *Server) SetBody(fullName string, number int, body string) {
+	r := s.Repo(fullName)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.Issues[number].Body = body
+	s.notify()
+}
+
+// SetUpdateBranchFails makes the PR's update-branch API report a conflict.
+func (s *Server) SetUpdateBranchFails(fullName string, number int, fails bool) {
+	r := s.Repo(fullName)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.Issues[number].PR.UpdateBranchFails = fails
+}
+
+// Issue returns a deep-enough copy of an issue for assertions.
 func (s *Server) Issue(fullName string, number int) Issue {
 	r := s.Repo(fullName)
 	s.mu.Lock()
@@ -503,6 +520,7 @@ func (s *Server) routes() http.Handler {
 	h("GET /repos/{owner}/{repo}/pulls", s.listPulls)
 	h("POST /repos/{owner}/{repo}/pulls", s.createPull)
 	h("GET /repos/{owner}/{repo}/pulls/{number}", s.getPull)
+	h("PATCH /repos/{owner}/{repo}/pulls/{number}", s.editPull)
 	h("PUT /repos/{owner}/{repo}/pulls/{number}/update-branch", s.updateBranch)
 	h("POST /repos/{owner}/{repo}/pulls/{number}/requested_reviewers", s.requestReviewers)
 	h("GET /repos/{owner}/{repo}/pulls/{number}/comments", s.listReviewComments)
@@ -937,6 +955,25 @@ func (s *Server) getPull(w http.ResponseWriter, r *http.Request, repo *Repo) {
 	writeJSON(w, http.StatusOK, s.pullJSON(repo, iss))
 }
 
+func (s *Server) editPull(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	iss := repo.Issues[number(r)]
+	var body struct {
+		Title *string `json:"title"`
+		Body  *string `json:"body"`
+	}
+	if iss == nil || iss.PR == nil || decodeBody(r, &body) != nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	if body.Title != nil {
+		iss.Title = *body.Title
+	}
+	if body.Body != nil {
+		iss.Body = *body.Body
+	}
+	writeJSON(w, http.StatusOK, s.pullJSON(repo, iss))
+}
+
 func (s *Server) updateBranch(w http.ResponseWriter, r *http.Request, repo *Repo) {
 	iss := repo.Issues[number(r)]
 	if iss == nil || iss.PR == nil {
@@ -976,19 +1013,30 @@ func (s *Server) listReviewComments(w http.ResponseWriter, r *http.Request, repo
 	}
 	out := []map[string]any{}
 	for _, c := range iss.PR.ReviewComments {
-		out = append(out, map[string]any{"id": c.ID, "body": c.Body, "user": s.user(c.User), "path": "", "created_at": c.CreatedAt.UTC().Format(time.RFC3339)})
+		out = append(out, map[string]any{"id": c.ID, "body": c.Body, "user": s.user(c.User), "path": c.Path, "line": c.Line,
+			"pull_request_review_id": c.ReviewID, "diff_hunk": "@@ -1 +1 @@", "created_at": c.CreatedAt.UTC().Format(time.RFC3339)})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-// AddReviewComment records an inline review comment on a PR and returns its id.
-func (s *Server) AddReviewComment(fullName string, number int, user, body string) int64 {
+// AddReviewComment records an inline review comment of review reviewID on
+// a PR and returns its id.
+func (s *Server) AddReviewComment(fullName string, number int, reviewID int64, user, path string, line int, body string) int64 {
 	r := s.Repo(fullName)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextID++
-	r.Issues[number].PR.ReviewComments = append(r.Issues[number].PR.ReviewComments, &Comment{ID: s.nextID, User: user, Body: body, CreatedAt: time.Now()})
+	r.Issues[number].PR.ReviewComments = append(r.Issues[number].PR.ReviewComments, &ReviewComment{
+		Comment: Comment{ID: s.nextID, User: user, Body: body, CreatedAt: time.Now()}, ReviewID: reviewID, Path: path, Line: line})
 	return s.nextID
+}
+
+// ReviewComment is an inline comment of a review.
+type ReviewComment struct {
+	Comment
+	ReviewID int64
+	Path     string
+	Line     int
 }
 
 func (s *Server) createCheckRun(w http.ResponseWriter, r *http.Request, repo *Repo) {
