@@ -121,7 +121,7 @@ func TestHungRunFailureCommentHasDiagnostic(t *testing.T) {
 	exec := h.waitSubmitted(2)[1]
 	h.backend.Finish(exec.Order.TaskID, &dispatch.Result{Mode: dispatch.ModeExecute, Status: dispatch.StatusHung, DurationSeconds: 200,
 		Validation: []dispatch.CheckResult{{Name: "test", Passed: false, Attempts: 1, OutputTail: "--- FAIL: TestX\n```\nboom"}},
-		Error: &dispatch.RunError{Message: "no agent event for 180s", Diagnostic: &dispatch.Diagnostic{LastEventType: "tool_use", CurrentStep: 4, CompletedSteps: 3, CostSoFarUSD: 0.42, IdleSeconds: 180}},
+		Error:      &dispatch.RunError{Message: "no agent event for 180s", Diagnostic: &dispatch.Diagnostic{LastEventType: "tool_use", CurrentStep: 4, CompletedSteps: 3, CostSoFarUSD: 0.42, IdleSeconds: 180}},
 		TokenUsage: dispatch.TokenUsage{TotalCostUSD: 0.42, Steps: 3}})
 	c := h.waitComment(n, "failure comment", func(c string) bool { return strings.Contains(c, "did not finish") })
 	golden(t, "failure_hung.md", c)
