@@ -237,6 +237,11 @@ func (w *watcher) loop(ctx context.Context, done, ready chan struct{}) {
 		}
 		w.mu.Lock()
 		w.connects++
+		// Nothing before from is news any more, even if no event
+		// arrives before the next drop.
+		if from > 0 && from-1 > w.lastIndex {
+			w.lastIndex = from - 1
+		}
 		w.mu.Unlock()
 		log.Debug().Uint64("from_index", from).Msg("event stream connected")
 		if first {

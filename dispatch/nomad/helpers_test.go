@@ -1,0 +1,142 @@
+package nomad_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad/nomadtest"
+)
+
+const (
+	testImage = "registry.example/sandbox-bot/sandbox:1.4.2"
+	testToken = "ghs_TESTTOKENx9Q2vL7secretvalue000001"
+)
+
+// syncBuffer collects log output from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// spec is a run of mode on acme/web#42, with defaults applied the way the
+// bot resolves .sandbox.yml.
+func spec(mode dispatch.Mode, trigger string) dispatch.RunSpec {
+	cfg := sandboxcfg.Config{Name: "web", Validate: sandboxcfg.Checks{{Name: "test", Command: "go test ./..."}}}
+	if mode == dispatch.ModeTask {
+		cfg.Mode = sandboxcfg.ModeTask
+	}
+	cfg.ApplyDefaults()
+	id := dispatch.NewTaskID("acme/web", 42, mode, trigger)
+	o := dispatch.WorkOrder{
+		SchemaVersion:  dispatch.WorkOrderVersion,
+		TaskID:         id,
+		Mode:           mode,
+		Attempt:        1,
+		Task:           dispatch.TaskText{Title: "Add a dark mode toggle", Body: "Use {{ .Theme }} literally; it is not a template.", URL: "https://github.com/acme/web/issues/42"},
+		Config:         cfg,
+		BudgetUSD:      cfg.MaxBudgetUSD,
+		TimeoutMinutes: cfg.TimeoutMinutes,
+	}
+	if mode != dispatch.ModeTask {
+		o.Repo, o.Number = "acme/web", 42
+		o.CloneURL = "https://github.com/acme/web.git"
+		o.BaseBranch = "main"
+	}
+	if mode.WritesCode() {
+		o.TargetBranch = dispatch.BranchName(id, o.Task.Title)
+	}
+	switch mode {
+	case dispatch.ModeExecute, dispatch.ModeContinue:
+		o.Plan = "1. Add a toggle.\n2. Persist the choice."
+	case dispatch.ModeRevise:
+		o.Feedback = "Use the system preference by default."
+	}
+	s := dispatch.RunSpec{
+		Meta: dispatch.Meta{TaskID: id, Mode: mode, Repo: o.Repo, Number: o.Number, InstallationID: 777, Attempt: 1, DeliveryID: "d-" + trigger},
+		Order: o,
+	}
+	if mode != dispatch.ModeTask {
+		s.Token = testToken
+	}
+	return s
+}
+
+type env struct {
+	t    *testing.T
+	fake *nomadtest.Server
+	logs *syncBuffer
+}
+
+func newEnv(t *testing.T, o nomadtest.Options) *env {
+	t.Helper()
+	if o.Heartbeat == 0 {
+		o.Heartbeat = 50 * time.Millisecond
+	}
+	fake, err := nomadtest.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	e := &env{t: t, fake: fake, logs: &syncBuffer{}}
+	t.Cleanup(func() {
+		if strings.Contains(e.logs.String(), testToken) {
+			t.Errorf("the token reached the bot's logs:\n%s", e.logs.String())
+		}
+	})
+	return e
+}
+
+// backend is one bot replica talking to the fake.
+func (e *env) backend(mod ...func(*nomad.Options)) *nomad.Backend {
+	e.t.Helper()
+	c, err := e.fake.Client("")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	o := nomad.Options{
+		Client:   c,
+		Image:    testImage,
+		Logger:   zerolog.New(e.logs).Level(zerolog.DebugLevel),
+		LogDrain: 5 * time.Second,
+	}
+	for _, m := range mod {
+		m(&o)
+	}
+	b, err := nomad.New(o)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func jobIDOf(s dispatch.RunSpec) string {
+	return nomad.JobID(nomad.DefaultJobPrefix, s.Order.TaskID, s.Order.Mode)
+}
