@@ -310,35 +310,57 @@ func TestEventStreamDropReconnectsFromLastIndex(t *testing.T) {
 		}
 		done <- st
 	}()
-	waitFor(t, "the run to be running and seen", func() bool {
+	waitFor(t, "the run to be running and watched", func() bool {
 		st, _ := b.Status(ctx, s.Order.TaskID)
-		return st.State == dispatch.StateRunning && b.Connects() == 1 && b.LastEventIndex() > 0
+		return st.State == dispatch.StateRunning && b.Connects() == 1
 	})
-	last := b.LastEventIndex()
-	if n := e.fake.DropEventStreams(); n != 1 {
+	// The agent loses its leader: the stream drops and cannot reopen while
+	// the run ends.
+	if n := e.fake.PauseEventStreams(); n != 1 {
 		t.Fatalf("%d event streams open, want the one shared stream", n)
 	}
-	// The run ends around the drop: its events must be replayed from the
-	// index the bot resumes at.
+	last := b.LastEventIndex()
 	close(r.hold)
-	waitFor(t, "the stream to reconnect", func() bool { return b.Connects() == 2 })
-	// It asked for the batch after the last one it applied.
-	var reconnect string
-	for _, c := range e.fake.Calls() {
-		if c.Path == "/v1/event/stream" {
-			reconnect = c.Query
-		}
-	}
-	if want := fmt.Sprintf("index=%d", last+1); !strings.Contains(reconnect, want) {
-		t.Fatalf("reconnect query %q, want %s", reconnect, want)
-	}
+	allocID, _ := e.fake.WaitAlloc(ctx, "default", jobIDOf(s))
+	waitFor(t, "the allocation to end", func() bool {
+		a := e.fake.Alloc(allocID)
+		return a.ClientStatus == api.AllocClientStatusComplete
+	})
+	endIndex := e.fake.Alloc(allocID).ModifyIndex
+	e.fake.ResumeEventStreams()
+
 	select {
 	case st := <-done:
 		if st.State != dispatch.StateComplete {
-			t.Fatalf("after reconnect the end was seen as %+v", st)
+			t.Fatalf("after reconnecting the end was seen as %+v", st)
 		}
 	case <-ctx.Done():
 		t.Fatal("the end of the run was missed after the stream dropped")
+	}
+	// It reconnected asking for the batch after the last one it applied,
+	// and the end arrived by replay on the new connection.
+	var queries []string
+	for _, c := range e.fake.Calls() {
+		if c.Path == "/v1/event/stream" {
+			queries = append(queries, c.Query)
+		}
+	}
+	want := fmt.Sprintf("index=%d", last+1)
+	if len(queries) < 2 || !strings.Contains(queries[len(queries)-1], want) {
+		t.Fatalf("stream requests %q, want the last with %s", queries, want)
+	}
+	batches := e.fake.StreamBatches()
+	replayed := false
+	for _, idx := range batches[len(batches)-1] {
+		if idx == endIndex {
+			replayed = true
+		}
+		if idx <= last {
+			t.Errorf("batch %d delivered again after reconnecting from %d", idx, last+1)
+		}
+	}
+	if !replayed {
+		t.Errorf("the end (index %d) was not replayed on the new connection: %v", endIndex, batches)
 	}
 }
 

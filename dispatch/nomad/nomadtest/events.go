@@ -85,7 +85,14 @@ func (s *Server) eventStream(w http.ResponseWriter, r *http.Request) {
 
 	drop := make(chan struct{})
 	s.mu.Lock()
+	if s.paused {
+		s.mu.Unlock()
+		http.Error(w, "No cluster leader", http.StatusInternalServerError)
+		return
+	}
 	s.streams[drop] = struct{}{}
+	conn := len(s.sent)
+	s.sent = append(s.sent, nil)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -105,7 +112,21 @@ func (s *Server) eventStream(w http.ResponseWriter, r *http.Request) {
 	// StartAtClosest, asking for an index that is no longer buffered
 	// starts at the oldest batch that is.
 	next := index
+	cut := func() {
+		// Cut the connection mid-stream, the way a dying agent does.
+		if hj, ok := w.(http.Hijacker); ok {
+			if conn, _, err := hj.Hijack(); err == nil {
+				conn.Close()
+			}
+		}
+	}
 	for {
+		select {
+		case <-drop:
+			cut()
+			return
+		default:
+		}
 		s.mu.Lock()
 		var batch []wireEvents
 		for i, evs := range s.events {
@@ -138,17 +159,15 @@ func (s *Server) eventStream(w http.ResponseWriter, r *http.Request) {
 			if err := out.raw(line); err != nil {
 				return
 			}
+			s.mu.Lock()
+			s.sent[conn] = append(s.sent[conn], b.Index)
+			s.mu.Unlock()
 		}
 		select {
 		case <-r.Context().Done():
 			return
 		case <-drop:
-			// Cut the connection mid-stream, the way a dying agent does.
-			if hj, ok := w.(http.Hijacker); ok {
-				if conn, _, err := hj.Hijack(); err == nil {
-					conn.Close()
-				}
-			}
+			cut()
 			return
 		case <-wake:
 		case <-heartbeat.C:
@@ -190,4 +209,32 @@ func parseInt(s string) (int64, error) {
 		return 0, nil
 	}
 	return strconv.ParseInt(s, 10, 64)
+}
+
+// PauseEventStreams drops every open event stream and refuses new ones
+// (as an agent without a leader does) until ResumeEventStreams.
+func (s *Server) PauseEventStreams() int {
+	s.mu.Lock()
+	s.paused = true
+	s.mu.Unlock()
+	return s.DropEventStreams()
+}
+
+// ResumeEventStreams accepts event streams again.
+func (s *Server) ResumeEventStreams() {
+	s.mu.Lock()
+	s.paused = false
+	s.mu.Unlock()
+}
+
+// StreamBatches returns, per event stream connection in the order they
+// were opened, the indexes of the batches delivered on it.
+func (s *Server) StreamBatches() [][]uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([][]uint64, len(s.sent))
+	for i, b := range s.sent {
+		out[i] = append([]uint64(nil), b...)
+	}
+	return out
 }

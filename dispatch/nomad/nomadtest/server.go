@@ -87,6 +87,11 @@ type Server struct {
 	eventNS []string // namespace of each batch in events
 	evWake  chan struct{}
 	streams map[chan struct{}]struct{}
+	// paused makes new event streams fail like an agent without a leader.
+	paused bool
+	// sent lists, per event stream connection in order, the indexes of
+	// the batches it delivered.
+	sent [][]uint64
 	calls   []Call
 	// varWake is closed and replaced on every variable write, for
 	// templates waiting on nomadVar.
