@@ -56,6 +56,9 @@ type Config struct {
 	MaxPlanRounds int `yaml:"max_plan_rounds"`
 	// ProgressInterval throttles check-run updates.
 	ProgressInterval time.Duration `yaml:"progress_interval"`
+	// TokenRefresh is how often a live run's installation token is replaced
+	// (tokens expire after an hour).
+	TokenRefresh time.Duration `yaml:"token_refresh"`
 	// ShutdownTimeout bounds draining the queue on SIGTERM.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 
@@ -96,6 +99,7 @@ const (
 	DefaultMaxPlanRounds    = 5
 	DefaultProgressInterval = 10 * time.Second
 	DefaultShutdownTimeout  = 30 * time.Second
+	DefaultTokenRefresh     = 45 * time.Minute
 )
 
 // Getenv is os.LookupEnv, injectable for tests.
@@ -180,12 +184,17 @@ func (c *Config) applyEnv(getenv Getenv) error {
 	if v, ok := getenv("SANDBOX_ALLOW_TEAMS"); ok {
 		c.AllowTeams = splitList(v)
 	}
-	if v, ok := getenv("SANDBOX_PROGRESS_INTERVAL"); ok {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return fmt.Errorf("SANDBOX_PROGRESS_INTERVAL: %q is not a duration such as 10s", v)
+	for _, d := range []struct {
+		key string
+		dst *time.Duration
+	}{{"SANDBOX_PROGRESS_INTERVAL", &c.ProgressInterval}, {"SANDBOX_TOKEN_REFRESH", &c.TokenRefresh}, {"SANDBOX_SHUTDOWN_TIMEOUT", &c.ShutdownTimeout}} {
+		if v, ok := getenv(d.key); ok {
+			dur, err := time.ParseDuration(v)
+			if err != nil || dur <= 0 {
+				return fmt.Errorf("%s: %q is not a positive duration such as 10s", d.key, v)
+			}
+			*d.dst = dur
 		}
-		c.ProgressInterval = d
 	}
 	return nil
 }
@@ -236,6 +245,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.ProgressInterval == 0 {
 		c.ProgressInterval = DefaultProgressInterval
+	}
+	if c.TokenRefresh == 0 {
+		c.TokenRefresh = DefaultTokenRefresh
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout

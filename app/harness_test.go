@@ -90,6 +90,12 @@ func newHarness(t *testing.T, files map[string]string, env map[string]string) *h
 // start (re)starts the bot on the same fake GitHub and backend.
 func (h *harness) start(env map[string]string) {
 	h.t.Helper()
+	h.startWith(h.backend, env)
+}
+
+// startWith starts the bot on another backend (a wrapper of h.backend).
+func (h *harness) startWith(backend dispatch.Backend, env map[string]string) {
+	h.t.Helper()
 	vars := map[string]string{
 		"GITHUB_V3_API_URL": h.gh.URL(), "GITHUB_APP_INTEGRATION_ID": "1", "GITHUB_APP_WEBHOOK_SECRET": testSecret,
 		"GITHUB_APP_PRIVATE_KEY": testKey, "SANDBOX_BACKEND": "process", "SANDBOX_PROGRESS_INTERVAL": "1ms",
@@ -102,7 +108,7 @@ func (h *harness) start(env map[string]string) {
 		h.t.Fatal(err)
 	}
 	logger := zerolog.New(zerolog.SyncWriter(h.logs)).Level(zerolog.DebugLevel)
-	srv, err := NewServer(cfg, h.backend, logger)
+	srv, err := NewServer(cfg, backend, logger)
 	if err != nil {
 		h.t.Fatal(err)
 	}
