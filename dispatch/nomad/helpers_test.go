@@ -73,7 +73,7 @@ func spec(mode dispatch.Mode, trigger string) dispatch.RunSpec {
 		o.Feedback = "Use the system preference by default."
 	}
 	s := dispatch.RunSpec{
-		Meta: dispatch.Meta{TaskID: id, Mode: mode, Repo: o.Repo, Number: o.Number, InstallationID: 777, Attempt: 1, DeliveryID: "d-" + trigger},
+		Meta:  dispatch.Meta{TaskID: id, Mode: mode, Repo: o.Repo, Number: o.Number, InstallationID: 777, Attempt: 1, DeliveryID: "d-" + trigger},
 		Order: o,
 	}
 	if mode != dispatch.ModeTask {

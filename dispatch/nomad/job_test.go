@@ -218,9 +218,9 @@ func TestBuildJobRejectsBadInput(t *testing.T) {
 
 func TestLockPath(t *testing.T) {
 	for key, want := range map[string]string{
-		"acme/web#42":          "sandbox-bot/locks/acme/web~2342",
-		"Acme/My.Repo#7":       "sandbox-bot/locks/acme/my~2erepo~237",
-		"o/r_x-y#1":            "sandbox-bot/locks/o/r_x-y~231",
+		"acme/web#42":    "sandbox-bot/locks/acme/web~2342",
+		"Acme/My.Repo#7": "sandbox-bot/locks/acme/my~2erepo~237",
+		"o/r_x-y#1":      "sandbox-bot/locks/o/r_x-y~231",
 		strings.Repeat("a", 39) + "/" + strings.Repeat("b.", 50) + "#1": "",
 	} {
 		got := nomad.LockPath(key)

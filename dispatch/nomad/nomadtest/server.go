@@ -91,8 +91,8 @@ type Server struct {
 	paused bool
 	// sent lists, per event stream connection in order, the indexes of
 	// the batches it delivered.
-	sent [][]uint64
-	calls   []Call
+	sent  [][]uint64
+	calls []Call
 	// varWake is closed and replaced on every variable write, for
 	// templates waiting on nomadVar.
 	varWake chan struct{}
