@@ -3,18 +3,12 @@ package app
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
-	"encoding/json"
 	"encoding/pem"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -132,44 +126,14 @@ func (h *harness) stop() {
 	}
 }
 
-// payload loads a recorded webhook and points it at the fake's repository,
-// installation and the given sender.
+// payload loads a recorded webhook (file names as in githubtest/payloads)
+// and points it at the fake's repository, installation and sender.
 func (h *harness) payload(file, sender string, mutate func(map[string]any)) []byte {
 	h.t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "payloads", file))
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		h.t.Fatal(err)
-	}
-	owner, name, _ := strings.Cut(testRepo, "/")
-	m["repository"] = map[string]any{
-		"id": h.gh.Repo(testRepo).ID, "name": name, "full_name": testRepo, "default_branch": "main",
-		"clone_url": h.gh.GitURL(testRepo), "owner": map[string]any{"login": owner, "type": "Organization"},
-	}
-	m["installation"] = map[string]any{"id": testInstallation}
-	typ := "User"
-	if strings.HasSuffix(sender, "[bot]") {
-		typ = "Bot"
-	}
-	m["sender"] = map[string]any{"login": sender, "type": typ}
-	if mutate != nil {
-		mutate(m)
-	}
-	out, err := json.Marshal(m)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return out
+	return h.gh.Payload(strings.TrimSuffix(file, ".json"), testRepo, sender, mutate)
 }
 
-func sign(body []byte, secret string) string {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
-}
+func sign(body []byte, secret string) string { return githubtest.Sign(body, secret) }
 
 // deliver posts a signed webhook and returns the status code.
 func (h *harness) deliver(event, delivery string, body []byte) int {
@@ -179,20 +143,7 @@ func (h *harness) deliver(event, delivery string, body []byte) int {
 
 func (h *harness) deliverSigned(event, delivery string, body []byte, sig string) int {
 	h.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, h.http.URL+WebhookPath, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", event)
-	req.Header.Set("X-GitHub-Delivery", delivery)
-	if sig != "" {
-		req.Header.Set("X-Hub-Signature-256", sig)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
+	return githubtest.Deliver(h.t, h.http.URL+WebhookPath, event, delivery, body, sig)
 }
 
 // label delivers "issue #n labeled agent" by sender.

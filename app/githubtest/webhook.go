@@ -1,0 +1,84 @@
+package githubtest
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// Recorded payloads from @octokit/webhooks-examples (see payloads/README.md).
+//
+//go:embed payloads/*.json
+var payloads embed.FS
+
+// Payload loads a recorded webhook payload (e.g. "issues.labeled") and points
+// it at repo on this fake: repository, installation and sender are
+// replaced, then mutate may change anything else.
+func (s *Server) Payload(name, repo, sender string, mutate func(map[string]any)) []byte {
+	s.t.Helper()
+	b, err := payloads.ReadFile("payloads/" + name + ".json")
+	if err != nil {
+		s.t.Fatalf("githubtest: no recorded payload %s: %v", name, err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		s.t.Fatal(err)
+	}
+	r := s.Repo(repo)
+	m["repository"] = map[string]any{
+		"id": r.ID, "name": r.Name, "full_name": r.FullName(), "default_branch": r.DefaultBranch,
+		"clone_url": s.GitURL(repo), "owner": map[string]any{"login": r.Owner, "type": "Organization"},
+	}
+	m["installation"] = map[string]any{"id": r.InstallationID}
+	typ := "User"
+	if strings.HasSuffix(sender, "[bot]") {
+		typ = "Bot"
+	}
+	m["sender"] = map[string]any{"login": sender, "type": typ}
+	if mutate != nil {
+		mutate(m)
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return out
+}
+
+// Sign returns the X-Hub-Signature-256 value for body.
+func Sign(body []byte, secret string) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// Deliver posts a webhook to url the way GitHub does and returns the status.
+// An empty signature sends none.
+func Deliver(t testing.TB, url, event, delivery string, body []byte, signature string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "GitHub-Hookshot/test")
+	req.Header.Set("X-GitHub-Event", event)
+	req.Header.Set("X-GitHub-Delivery", delivery)
+	if signature != "" {
+		req.Header.Set("X-Hub-Signature-256", signature)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("deliver %s: %v", event, err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
