@@ -1,8 +1,115 @@
 package runner
 
-import "context"
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
 
-// Main runs `sandbox-runner run` and returns the exit code.
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/runner/harness"
+	"github.com/sandbox-bot/sandbox-bot/templates"
+)
+
+// Environment variables the runner reads besides the dispatch ones.
+const (
+	// EnvWorkspace is where the checkout goes (default: a temp directory).
+	EnvWorkspace = "SANDBOX_WORKSPACE"
+	// EnvStateDir keeps the agent session across runner processes.
+	EnvStateDir = "SANDBOX_STATE_DIR"
+	// EnvTemplatesDir holds operator overrides of the prompt templates.
+	EnvTemplatesDir = "SANDBOX_TEMPLATES_DIR"
+	// EnvPushInterval overrides the periodic push interval (a Go duration).
+	EnvPushInterval = "SANDBOX_PUSH_INTERVAL"
+	// EnvStartupGrace overrides how long the agent may take to print its
+	// first event (a Go duration).
+	EnvStartupGrace = "SANDBOX_AGENT_STARTUP_GRACE"
+)
+
+// Exit codes of `sandbox-runner run`.
+const (
+	ExitCompleted = 0
+	ExitNotDone   = 1 // the receipt says why
+	ExitUsage     = 2 // no work order: no receipt could be written
+)
+
+// Main runs `sandbox-runner run [--work-order PATH] [--env-file PATH]` and
+// returns the exit code. ctx ends on SIGTERM/SIGINT.
 func Main(ctx context.Context, args []string) int {
-	return 1
+	return mainWith(ctx, args, os.Stdout, os.Stderr, os.Getenv)
+}
+
+func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	fs := flag.NewFlagSet("sandbox-runner run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	orderPath := fs.String("work-order", getenv(dispatch.EnvWorkOrder), "path of the work order JSON (default $"+dispatch.EnvWorkOrder+")")
+	envFile := fs.String("env-file", "", "a .env file applied last (local runs)")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	if *orderPath == "" {
+		fmt.Fprintf(stderr, "sandbox-runner run: no work order: pass --work-order or set %s\n", dispatch.EnvWorkOrder)
+		return ExitUsage
+	}
+	order, err := ReadWorkOrder(*orderPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "sandbox-runner run: %v\n", err)
+		if order == nil || order.OutputDir == "" {
+			return ExitUsage
+		}
+		// The order is readable enough to know where the receipt goes: a
+		// failed receipt tells the bot more than a silent exit.
+		res := &dispatch.Result{TaskID: order.TaskID, Mode: order.Mode, Status: dispatch.StatusFailed, Error: &dispatch.RunError{Message: err.Error()}}
+		if werr := dispatch.WriteResult(order.OutputDir, res); werr != nil {
+			fmt.Fprintf(stderr, "sandbox-runner run: %v\n", werr)
+		}
+		return ExitNotDone
+	}
+	set, err := templates.Load(getenv(EnvTemplatesDir))
+	if err != nil {
+		fmt.Fprintf(stderr, "sandbox-runner run: %v\n", err)
+		return ExitUsage
+	}
+	opts := Options{
+		Templates:    set,
+		Bins:         harness.LookupBins(getenv),
+		Progress:     stdout,
+		Log:          stderr,
+		WorkDir:      getenv(EnvWorkspace),
+		StateDir:     getenv(EnvStateDir),
+		ServicesFile: getenv(dispatch.EnvServicesFile),
+		EnvFile:      *envFile,
+	}
+	if d, err := time.ParseDuration(getenv(EnvPushInterval)); err == nil {
+		opts.PushInterval = d
+	}
+	if d, err := time.ParseDuration(getenv(EnvStartupGrace)); err == nil {
+		opts.StartupGrace = d
+	}
+	res := Run(ctx, *order, opts)
+	if res.Status == dispatch.StatusCompleted {
+		return ExitCompleted
+	}
+	return ExitNotDone
+}
+
+// ReadWorkOrder reads and validates a work order file. On a validation
+// error it still returns the decoded order, so the caller can write a
+// failed receipt into its output dir.
+func ReadWorkOrder(path string) (*dispatch.WorkOrder, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read work order: %w", err)
+	}
+	var o dispatch.WorkOrder
+	if err := json.Unmarshal(b, &o); err != nil {
+		return nil, fmt.Errorf("work order %s is not valid JSON: %w", path, err)
+	}
+	if err := o.Validate(); err != nil {
+		return &o, fmt.Errorf("%s: %w", path, err)
+	}
+	return &o, nil
 }

@@ -1,0 +1,250 @@
+package runner
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// EnvSources are the layers of the environment given to setup, the agent
+// and the checks, in the order DESIGN.md fixes: YAML defaults, .env,
+// .env.local, ${VAR} from the run's secrets, --env-file; then {service}
+// placeholders resolve to the in-sandbox service addresses.
+type EnvSources struct {
+	YAML     map[string]string // config.env
+	RepoDir  string            // where .env and .env.local are read; empty in task mode
+	Secrets  map[string]string // the run's secrets, by variable name
+	EnvFile  string            // the CLI's --env-file; empty for the bot
+	Services dispatch.Services // nil when no services file exists
+}
+
+// ResolvedEnv is the result: the variables, and what could not be resolved
+// (reported in the log, never fatal: a .env file may use ${X} for its own
+// tooling's expansion).
+type ResolvedEnv struct {
+	Vars       map[string]string
+	Unresolved []string
+}
+
+var (
+	dollarVar   = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+	placeholder = regexp.MustCompile(`\{([a-z0-9][a-z0-9_-]*)\}`)
+)
+
+// ResolveEnv layers the sources.
+func ResolveEnv(src EnvSources) (*ResolvedEnv, error) {
+	vars := map[string]string{}
+	for k, v := range src.YAML {
+		vars[k] = v
+	}
+	if src.RepoDir != "" {
+		for _, name := range []string{".env", ".env.local"} {
+			m, err := ReadDotenv(filepath.Join(src.RepoDir, name))
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			for k, v := range m {
+				vars[k] = v
+			}
+		}
+	}
+	res := &ResolvedEnv{Vars: vars}
+	for _, k := range sortedKeys(vars) {
+		vars[k] = dollarVar.ReplaceAllStringFunc(vars[k], func(m string) string {
+			name := m[2 : len(m)-1]
+			if v, ok := src.Secrets[name]; ok {
+				return v
+			}
+			res.Unresolved = append(res.Unresolved, fmt.Sprintf("%s: ${%s} is not a secret given to the run", k, name))
+			return m
+		})
+	}
+	if src.EnvFile != "" {
+		m, err := ReadDotenv(src.EnvFile)
+		if err != nil {
+			return nil, fmt.Errorf("--env-file: %w", err)
+		}
+		for k, v := range m {
+			vars[k] = v
+		}
+	}
+	for _, k := range sortedKeys(vars) {
+		var missing []string
+		vars[k] = placeholder.ReplaceAllStringFunc(vars[k], func(m string) string {
+			name := m[1 : len(m)-1]
+			if addr, ok := src.Services[name]; ok {
+				return addr
+			}
+			missing = append(missing, name)
+			return m
+		})
+		for _, name := range missing {
+			if src.Services != nil {
+				return nil, fmt.Errorf("env %s: placeholder {%s} names no running service (running: %s)", k, name, strings.Join(sortedKeys(src.Services), ", "))
+			}
+			res.Unresolved = append(res.Unresolved, fmt.Sprintf("%s: {%s} left as is (no services file: %s is not set)", k, name, dispatch.EnvServicesFile))
+		}
+	}
+	return res, nil
+}
+
+// ReadServices reads the services file the sandbox init writes.
+func ReadServices(path string) (dispatch.Services, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("services file %s (%s): %w", path, dispatch.EnvServicesFile, err)
+	}
+	var s dispatch.Services
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("services file %s (%s): not a JSON object of name to host:port: %w", path, dispatch.EnvServicesFile, err)
+	}
+	return s, nil
+}
+
+// ReadDotenv parses a .env file: KEY=VALUE lines, optional `export `,
+// comments, single quotes (literal), double quotes (with \n, \" and \\
+// escapes, may span lines). Errors name the file and line.
+func ReadDotenv(path string) (map[string]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDotenv(path, b)
+}
+
+var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
+
+// ParseDotenv is ReadDotenv on bytes; name is used in errors.
+func ParseDotenv(name string, data []byte) (map[string]string, error) {
+	out := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	lineNo := 0
+	for sc.Scan() {
+		lineNo++
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		line = strings.TrimPrefix(line, "export ")
+		eq := strings.IndexByte(line, '=')
+		if eq <= 0 {
+			return nil, fmt.Errorf("%s:%d: expected KEY=VALUE", name, lineNo)
+		}
+		key := strings.TrimSpace(line[:eq])
+		if !envKey.MatchString(key) {
+			return nil, fmt.Errorf("%s:%d: %q is not a valid variable name", name, lineNo, key)
+		}
+		val := strings.TrimSpace(line[eq+1:])
+		switch {
+		case strings.HasPrefix(val, "'"):
+			end := strings.IndexByte(val[1:], '\'')
+			if end < 0 {
+				return nil, fmt.Errorf("%s:%d: unterminated single quote", name, lineNo)
+			}
+			val = val[1 : end+1]
+		case strings.HasPrefix(val, `"`):
+			start := lineNo
+			raw := val[1:]
+			for !closedQuote(raw) {
+				if !sc.Scan() {
+					return nil, fmt.Errorf("%s:%d: unterminated double quote", name, start)
+				}
+				lineNo++
+				raw += "\n" + sc.Text()
+			}
+			val = unescape(raw[:closingQuote(raw)])
+		default:
+			if i := strings.Index(val, " #"); i >= 0 {
+				val = strings.TrimSpace(val[:i])
+			}
+		}
+		out[key] = val
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return out, nil
+}
+
+func closingQuote(s string) int {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return -1
+}
+
+func closedQuote(s string) bool { return closingQuote(s) >= 0 }
+
+func unescape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+			switch s[i] {
+			case 'n':
+				b.WriteByte('\n')
+			case 't':
+				b.WriteByte('\t')
+			default:
+				b.WriteByte(s[i])
+			}
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// mergeEnv returns base with vars set (replacing earlier values).
+func mergeEnv(base []string, vars map[string]string) []string {
+	out := make([]string, 0, len(base)+len(vars))
+	for _, e := range base {
+		if i := strings.IndexByte(e, '='); i > 0 {
+			if _, ok := vars[e[:i]]; ok {
+				continue
+			}
+		}
+		out = append(out, e)
+	}
+	for _, k := range sortedKeys(vars) {
+		out = append(out, k+"="+vars[k])
+	}
+	return out
+}
+
+// lookupEnv finds key in a KEY=VALUE list.
+func lookupEnv(env []string, key string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if strings.HasPrefix(env[i], key+"=") {
+			return env[i][len(key)+1:], true
+		}
+	}
+	return "", false
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

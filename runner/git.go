@@ -1,0 +1,341 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// Git runs git for one checkout. Network operations authenticate through a
+// credential helper that reads the token file on every call: the token is
+// never in a URL, an argument, an environment variable or .git/config, and a
+// token the bot refreshed mid-run is used at once.
+type Git struct {
+	Dir string
+	// env is the environment of every git call: the runner's system config
+	// (identity), no prompts.
+	env []string
+	// helper is the credential helper script; empty without a token file.
+	helper string
+	red    *Redactor
+}
+
+// gitSetup writes the runner's git configuration into stateDir and returns a
+// Git for dir. The identity goes in a system-level file (GIT_CONFIG_SYSTEM,
+// i.e. what `git config --system` writes) that also includes the image's
+// /etc/gitconfig, so the agent's own commits get the same identity.
+func gitSetup(ctx context.Context, stateDir, dir string, base []string, tokenFile, name, email string, red *Redactor) (*Git, error) {
+	sysFile := filepath.Join(stateDir, "gitconfig")
+	if err := os.WriteFile(sysFile, nil, 0o644); err != nil {
+		return nil, fmt.Errorf("git: write %s: %w", sysFile, err)
+	}
+	env := append(withoutEnv(base, "GIT_CONFIG_SYSTEM", "GIT_DIR", "GIT_WORK_TREE", "GIT_ASKPASS", "SSH_ASKPASS"),
+		"GIT_CONFIG_SYSTEM="+sysFile,
+		"GIT_TERMINAL_PROMPT=0",
+		"GIT_EDITOR=true",
+		"LC_ALL=C",
+	)
+	g := &Git{Dir: dir, env: env, red: red}
+	settings := [][2]string{
+		{"user.name", name},
+		{"user.email", email},
+		{"init.defaultBranch", "main"},
+		{"advice.detachedHead", "false"},
+		{"safe.directory", "*"},
+	}
+	if _, err := os.Stat("/etc/gitconfig"); err == nil {
+		settings = append([][2]string{{"include.path", "/etc/gitconfig"}}, settings...)
+	}
+	for _, kv := range settings {
+		if _, err := g.run(ctx, stateDir, "config", "--system", kv[0], kv[1]); err != nil {
+			return nil, err
+		}
+	}
+	if tokenFile != "" {
+		abs, err := filepath.Abs(tokenFile)
+		if err != nil {
+			return nil, err
+		}
+		g.helper = filepath.Join(stateDir, "git-credential-sandbox")
+		script := "#!/bin/sh\n" +
+			"# git credential helper of sandbox-runner: answers `get` with the token\n" +
+			"# read from the token file now, so a refreshed token works mid-run.\n" +
+			"[ \"$1\" = get ] || exit 0\n" +
+			"token=$(cat " + shellQuote(abs) + ") || exit 1\n" +
+			"printf 'username=x-access-token\\npassword=%s\\n' \"$token\"\n"
+		if err := os.WriteFile(g.helper, []byte(script), 0o700); err != nil {
+			return nil, fmt.Errorf("git: write credential helper: %w", err)
+		}
+	}
+	return g, nil
+}
+
+// Env is the environment the agent and checks get for git: the identity,
+// but not the credential helper (the agent does not push).
+func (g *Git) Env() []string { return g.env }
+
+// run runs git in dir (g.Dir when empty) and returns trimmed stdout. The
+// error carries git's stderr, redacted.
+func (g *Git) run(ctx context.Context, dir string, args ...string) (string, error) {
+	if dir == "" {
+		dir = g.Dir
+	}
+	cmd := exec.CommandContext(ctx, "git", args...)
+	cmd.Dir = dir
+	cmd.Env = g.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			msg = strings.TrimSpace(stdout.String())
+		}
+		return stdout.String(), &GitError{Args: g.red.String(strings.Join(args, " ")), Output: g.red.String(tail(msg, 2000)), Err: err}
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+// net runs a git command that talks to the remote, with the helper.
+func (g *Git) net(ctx context.Context, dir string, args ...string) (string, error) {
+	pre := []string{"-c", "credential.helper="}
+	if g.helper != "" {
+		g.red.Refresh()
+		pre = append(pre, "-c", "credential.helper="+g.helper)
+	}
+	return g.run(ctx, dir, append(pre, args...)...)
+}
+
+// GitError is a failed git command.
+type GitError struct {
+	Args   string
+	Output string
+	Err    error
+}
+
+func (e *GitError) Error() string {
+	if e.Output == "" {
+		return fmt.Sprintf("git %s: %v", e.Args, e.Err)
+	}
+	return fmt.Sprintf("git %s: %v: %s", e.Args, e.Err, e.Output)
+}
+
+func (e *GitError) Unwrap() error { return e.Err }
+
+// Clone clones url into g.Dir.
+func (g *Git) Clone(ctx context.Context, url string) error {
+	if err := os.MkdirAll(filepath.Dir(g.Dir), 0o755); err != nil {
+		return err
+	}
+	_, err := g.net(ctx, filepath.Dir(g.Dir), "clone", "--quiet", "--no-tags", url, g.Dir)
+	if err != nil {
+		return fmt.Errorf("clone %s: %w", redactURL(url), err)
+	}
+	return nil
+}
+
+// DefaultBranch is the branch the clone checked out (the remote's HEAD).
+func (g *Git) DefaultBranch(ctx context.Context) (string, error) {
+	return g.run(ctx, "", "symbolic-ref", "--short", "HEAD")
+}
+
+// Fetch fetches branch from origin into refs/remotes/origin/<branch>.
+func (g *Git) Fetch(ctx context.Context, branch string) error {
+	_, err := g.net(ctx, "", "fetch", "--quiet", "--no-tags", "origin", "+refs/heads/"+branch+":refs/remotes/origin/"+branch)
+	return err
+}
+
+// RemoteBranchExists reports whether origin has branch.
+func (g *Git) RemoteBranchExists(ctx context.Context, branch string) (bool, error) {
+	out, err := g.net(ctx, "", "ls-remote", "--heads", "origin", "refs/heads/"+branch)
+	if err != nil {
+		return false, err
+	}
+	return out != "", nil
+}
+
+// Checkout makes branch point at start and checks it out.
+func (g *Git) Checkout(ctx context.Context, branch, start string) error {
+	_, err := g.run(ctx, "", "checkout", "--quiet", "-B", branch, start)
+	return err
+}
+
+// RevParse resolves a revision to a sha.
+func (g *Git) RevParse(ctx context.Context, rev string) (string, error) {
+	return g.run(ctx, "", "rev-parse", "--verify", "--quiet", rev+"^{commit}")
+}
+
+// Dirty lists changed and untracked (not ignored) paths.
+func (g *Git) Dirty(ctx context.Context) ([]string, error) {
+	out, err := g.run(ctx, "", "status", "--porcelain", "--untracked-files=all")
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, l := range strings.Split(out, "\n") {
+		if len(l) > 3 {
+			paths = append(paths, l[3:])
+		}
+	}
+	return paths, nil
+}
+
+// CommitAll stages everything and commits it; it returns the new sha, or ""
+// when there was nothing to commit. Hooks are skipped: a repository's
+// pre-commit hook must not decide whether the agent's work is saved.
+func (g *Git) CommitAll(ctx context.Context, msg string) (string, error) {
+	dirty, err := g.Dirty(ctx)
+	if err != nil || len(dirty) == 0 {
+		return "", err
+	}
+	if _, err := g.run(ctx, "", "add", "--all"); err != nil {
+		return "", err
+	}
+	if _, err := g.run(ctx, "", "commit", "--quiet", "--no-verify", "--allow-empty-message", "-m", msg); err != nil {
+		return "", err
+	}
+	return g.RevParse(ctx, "HEAD")
+}
+
+// Push pushes HEAD to branch. With lease set, it force-pushes only if the
+// remote branch is still at lease (a rebase must not overwrite someone's
+// push that came in meanwhile).
+func (g *Git) Push(ctx context.Context, branch, lease string) error {
+	args := []string{"push", "--quiet", "--no-verify"}
+	if lease != "" {
+		args = append(args, "--force-with-lease=refs/heads/"+branch+":"+lease)
+	}
+	args = append(args, "origin", "HEAD:refs/heads/"+branch)
+	_, err := g.net(ctx, "", args...)
+	return err
+}
+
+// Log returns the commits in from..HEAD, oldest first.
+func (g *Git) Log(ctx context.Context, from string) ([]dispatch.Commit, error) {
+	rng := "HEAD"
+	if from != "" {
+		rng = from + "..HEAD"
+	}
+	out, err := g.run(ctx, "", "log", "--reverse", "--format=%H%x00%s", rng)
+	if err != nil {
+		return nil, err
+	}
+	var commits []dispatch.Commit
+	for _, l := range strings.Split(out, "\n") {
+		sha, subject, ok := strings.Cut(l, "\x00")
+		if ok {
+			commits = append(commits, dispatch.Commit{SHA: sha, Message: g.red.String(subject)})
+		}
+	}
+	return commits, nil
+}
+
+// History is a readable log of from..HEAD for prompts.
+func (g *Git) History(ctx context.Context, from string, max int) (string, error) {
+	return g.run(ctx, "", "log", "--stat", "--format=commit %h%n%s%n%n%b", "-n", strconv.Itoa(max), from+"..HEAD")
+}
+
+var shortstat = regexp.MustCompile(`(\d+) files? changed(?:, (\d+) insertions?\(\+\))?(?:, (\d+) deletions?\(-\))?`)
+
+// DiffStats compares HEAD with base.
+func (g *Git) DiffStats(ctx context.Context, base string) (dispatch.DiffStats, error) {
+	out, err := g.run(ctx, "", "diff", "--shortstat", base+"...HEAD")
+	if err != nil {
+		return dispatch.DiffStats{}, err
+	}
+	m := shortstat.FindStringSubmatch(out)
+	if m == nil {
+		return dispatch.DiffStats{}, nil
+	}
+	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
+	return dispatch.DiffStats{FilesChanged: atoi(m[1]), Insertions: atoi(m[2]), Deletions: atoi(m[3])}, nil
+}
+
+// Conflicts lists unmerged paths.
+func (g *Git) Conflicts(ctx context.Context) ([]string, error) {
+	out, err := g.run(ctx, "", "diff", "--name-only", "--diff-filter=U")
+	if err != nil || out == "" {
+		return nil, err
+	}
+	return strings.Split(out, "\n"), nil
+}
+
+// RebaseInProgress reports whether a rebase stopped midway.
+func (g *Git) RebaseInProgress() bool {
+	for _, d := range []string{"rebase-merge", "rebase-apply"} {
+		if _, err := os.Stat(filepath.Join(g.Dir, ".git", d)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// IsAncestor reports whether a is an ancestor of b.
+func (g *Git) IsAncestor(ctx context.Context, a, b string) (bool, error) {
+	_, err := g.run(ctx, "", "merge-base", "--is-ancestor", a, b)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 1 {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Exclude adds patterns to .git/info/exclude, for files the sandbox writes
+// into the checkout (.env with resolved secrets) that must never be
+// committed, without touching the repository's .gitignore.
+func (g *Git) Exclude(patterns ...string) error {
+	p := filepath.Join(g.Dir, ".git", "info", "exclude")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteString("# sandbox-runner: files with resolved secrets\n" + strings.Join(patterns, "\n") + "\n")
+	return err
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+var urlUserinfo = regexp.MustCompile(`://[^/@]+@`)
+
+// redactURL drops credentials someone put in a clone URL against advice.
+func redactURL(u string) string { return urlUserinfo.ReplaceAllString(u, "://"+Redacted+"@") }
+
+func withoutEnv(env []string, keys ...string) []string {
+	out := make([]string, 0, len(env))
+next:
+	for _, e := range env {
+		for _, k := range keys {
+			if strings.HasPrefix(e, k+"=") {
+				continue next
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// tail keeps the last n bytes of s, cut at a line start when possible.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	if i := strings.IndexByte(s, '\n'); i >= 0 && i < len(s)-1 {
+		s = s[i+1:]
+	}
+	return "…\n" + s
+}

@@ -1,0 +1,66 @@
+package runner
+
+import (
+	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/templates"
+)
+
+// PromptData is what every prompt template (templates/prompts/*.tmpl) is
+// rendered with. Operators overriding a prompt can use any of these fields;
+// fields a mode does not use are empty.
+type PromptData struct {
+	TaskID       string
+	Mode         dispatch.Mode
+	Repo         string // owner/name; empty for a local repository
+	Number       int    // issue or PR number; 0 when not from GitHub
+	Task         dispatch.TaskText
+	Plan         string // the approved plan, or the previous plan in a re-plan
+	Feedback     string // review feedback (revise) or plan feedback (plan)
+	BaseBranch   string
+	TargetBranch string
+	// WorkDir is the agent's working directory (the checkout, or the
+	// artifacts directory in task mode).
+	WorkDir string
+	Checks  sandboxcfg.Checks
+	Skills  []string
+	// Services maps service names to the addresses the agent can use.
+	Services map[string]string
+	// Continuing is true when the prompt continues an agent session that
+	// already holds the task (plan revision, repair), so it can be short.
+	Continuing bool
+	// History is `git log` of the branch (continue, revise).
+	History string
+	// Failed are the failing checks with their output tails (repair).
+	Failed      []FailedCheck
+	Attempt     int
+	MaxAttempts int
+	// Conflicts are the unmerged paths (rebase).
+	Conflicts []string
+	// Rejected are the operations the agent CLI refused (stall).
+	Rejected []string
+}
+
+// FailedCheck is one failing check as the repair prompt shows it.
+type FailedCheck struct {
+	Name     string
+	Command  string
+	Tail     string
+	TimedOut bool
+}
+
+// Prompt names, as templates.Set knows them.
+const (
+	PromptPlan     = "prompts/plan"
+	PromptExecute  = "prompts/execute"
+	PromptContinue = "prompts/continue"
+	PromptRevise   = "prompts/revise"
+	PromptRebase   = "prompts/rebase"
+	PromptRepair   = "prompts/repair"
+	PromptTask     = "prompts/task"
+	PromptStall    = "prompts/stall"
+)
+
+func render(set *templates.Set, name string, data PromptData) (string, error) {
+	return set.Render(name, data)
+}

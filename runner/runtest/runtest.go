@@ -1,0 +1,265 @@
+// Package runtest holds fixtures for tests of the runner and of what drives
+// it (the process backend, the CLI): real git remotes (bare repositories
+// over file:// and over HTTP through git http-backend with token auth) and
+// a hermetic environment for the real OpenCode CLI.
+package runtest
+
+import (
+	"bytes"
+	"encoding/base64"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
+)
+
+// Remote is a bare repository standing in for GitHub.
+type Remote struct {
+	// Dir is the bare repository; URL is file://Dir.
+	Dir string
+	URL string
+}
+
+// gitEnv keeps the fixture's git independent of the machine's config.
+func gitEnv() []string {
+	return append(os.Environ(),
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=Test Maintainer", "GIT_AUTHOR_EMAIL=maintainer@example.com",
+		"GIT_COMMITTER_NAME=Test Maintainer", "GIT_COMMITTER_EMAIL=maintainer@example.com",
+	)
+}
+
+// Git runs git in dir and returns trimmed stdout, failing t on error.
+func Git(t testing.TB, dir string, args ...string) string {
+	t.Helper()
+	out, err := GitErr(dir, args...)
+	if err != nil {
+		t.Fatalf("git %s: %v", strings.Join(args, " "), err)
+	}
+	return out
+}
+
+// GitErr is Git returning the error (with stderr) instead of failing.
+func GitErr(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = gitEnv()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return "", &gitErr{err: err, stderr: stderr.String()}
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+type gitErr struct {
+	err    error
+	stderr string
+}
+
+func (e *gitErr) Error() string { return e.err.Error() + ": " + strings.TrimSpace(e.stderr) }
+
+// NewRemote creates a bare repository whose main branch has one commit with
+// files.
+func NewRemote(t testing.TB, files map[string]string) *Remote {
+	t.Helper()
+	root := t.TempDir()
+	bare := filepath.Join(root, "origin.git")
+	Git(t, root, "init", "--quiet", "--bare", "--initial-branch=main", bare)
+	r := &Remote{Dir: bare, URL: "file://" + bare}
+	r.Commit(t, "main", "", files, "Initial commit")
+	return r
+}
+
+// Commit writes files (an empty content deletes the file) on branch,
+// starting from `from` when the branch does not exist yet, and pushes it.
+// It returns the new commit's sha.
+func (r *Remote) Commit(t testing.TB, branch, from string, files map[string]string, msg string) string {
+	t.Helper()
+	work := t.TempDir()
+	Git(t, work, "init", "--quiet", "--initial-branch="+branch)
+	Git(t, work, "remote", "add", "origin", r.URL)
+	if _, err := GitErr(work, "fetch", "--quiet", "origin", branch); err == nil {
+		Git(t, work, "checkout", "--quiet", "-B", branch, "FETCH_HEAD")
+	} else if from != "" {
+		Git(t, work, "fetch", "--quiet", "origin", from)
+		Git(t, work, "checkout", "--quiet", "-B", branch, "FETCH_HEAD")
+	}
+	for _, name := range sortedKeys(files) {
+		p := filepath.Join(work, name)
+		if files[name] == "" {
+			os.Remove(p)
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(files[name]), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	Git(t, work, "add", "--all")
+	Git(t, work, "commit", "--quiet", "--allow-empty", "-m", msg)
+	Git(t, work, "push", "--quiet", "origin", "HEAD:refs/heads/"+branch)
+	return Git(t, work, "rev-parse", "HEAD")
+}
+
+// SHA returns the sha ref points at, or "" if it does not exist.
+func (r *Remote) SHA(t testing.TB, ref string) string {
+	t.Helper()
+	out, err := GitErr(r.Dir, "rev-parse", "--verify", "--quiet", ref)
+	if err != nil {
+		return ""
+	}
+	return out
+}
+
+// File returns path's content at ref.
+func (r *Remote) File(t testing.TB, ref, path string) (string, bool) {
+	t.Helper()
+	out, err := GitErr(r.Dir, "show", ref+":"+path)
+	if err != nil {
+		return "", false
+	}
+	return out, true
+}
+
+// Subjects lists the commit subjects of from..to, newest first.
+func (r *Remote) Subjects(t testing.TB, rng string) []string {
+	t.Helper()
+	out := Git(t, r.Dir, "log", "--format=%s", rng)
+	if out == "" {
+		return nil
+	}
+	return strings.Split(out, "\n")
+}
+
+// HTTPRemote serves a Remote over smart HTTP with git http-backend behind
+// basic auth, the way GitHub takes an installation token.
+type HTTPRemote struct {
+	URL string
+
+	mu       sync.Mutex
+	accept   func(user, password string) bool
+	authed   int
+	rejected int
+	pushes   int
+}
+
+// ServeHTTP serves r. accept decides on each request's credentials; git
+// first tries without and gets a 401, then asks its credential helper.
+func ServeHTTP(t testing.TB, r *Remote, accept func(user, password string) bool) *HTTPRemote {
+	t.Helper()
+	out, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		t.Fatalf("git --exec-path: %v", err)
+	}
+	backend := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
+	h := &HTTPRemote{accept: accept}
+	cgiHandler := &cgi.Handler{
+		Path: backend,
+		Env: []string{
+			"GIT_PROJECT_ROOT=" + filepath.Dir(r.Dir),
+			"GIT_HTTP_EXPORT_ALL=1",
+			// http-backend allows pushes from an authenticated user only.
+			"REMOTE_USER=x-access-token",
+			"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		user, pass, ok := basicAuth(req)
+		h.mu.Lock()
+		allowed := ok && h.accept(user, pass)
+		if allowed {
+			h.authed++
+			if strings.HasSuffix(req.URL.Path, "git-receive-pack") {
+				h.pushes++
+			}
+		} else {
+			h.rejected++
+		}
+		h.mu.Unlock()
+		if !allowed {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		cgiHandler.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	h.URL = srv.URL + "/" + filepath.Base(r.Dir)
+	return h
+}
+
+func basicAuth(r *http.Request) (string, string, bool) {
+	a := r.Header.Get("Authorization")
+	if !strings.HasPrefix(a, "Basic ") {
+		return "", "", false
+	}
+	b, err := base64.StdEncoding.DecodeString(a[len("Basic "):])
+	if err != nil {
+		return "", "", false
+	}
+	user, pass, ok := strings.Cut(string(b), ":")
+	return user, pass, ok
+}
+
+// Counts returns how many requests were authenticated and rejected, and
+// how many authenticated pushes (receive-pack requests) came in.
+func (h *HTTPRemote) Counts() (authed, rejected, pushes int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.authed, h.rejected, h.pushes
+}
+
+// OpenCodeEnv is a hermetic environment for the real OpenCode CLI talking
+// to srv: its own HOME and XDG directories (sessions and caches never touch
+// the developer's), OPENCODE_CONFIG pointing at srv's provider.
+func OpenCodeEnv(t testing.TB, srv *modeltest.Server) []string {
+	t.Helper()
+	home := t.TempDir()
+	cfg, err := srv.WriteOpenCodeConfig(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(HermeticEnv(home), "OPENCODE_CONFIG="+cfg)
+}
+
+// HermeticEnv is os.Environ with HOME and the XDG directories under home
+// and no git configuration from the machine.
+func HermeticEnv(home string) []string {
+	var env []string
+	for _, e := range os.Environ() {
+		k, _, _ := strings.Cut(e, "=")
+		switch {
+		case k == "HOME", strings.HasPrefix(k, "XDG_"), strings.HasPrefix(k, "OPENCODE_"), strings.HasPrefix(k, "GIT_"), strings.HasPrefix(k, "SANDBOX_"):
+			continue
+		}
+		env = append(env, e)
+	}
+	return append(env,
+		"HOME="+home,
+		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
+		"XDG_DATA_HOME="+filepath.Join(home, ".local", "share"),
+		"XDG_CACHE_HOME="+filepath.Join(home, ".cache"),
+		"XDG_STATE_HOME="+filepath.Join(home, ".local", "state"),
+		"GIT_CONFIG_GLOBAL=/dev/null",
+	)
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
