@@ -1,0 +1,33 @@
+package sandboxinit
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+)
+
+// dockerCLI runs the docker client against the inner daemon. The init uses
+// the CLI rather than the Engine API for the same reason an operator would:
+// the commands in the log are the ones to type when something goes wrong.
+type dockerCLI struct {
+	bin string
+}
+
+func newDockerCLI() dockerCLI { return dockerCLI{bin: "docker"} }
+
+// run returns the command's stdout; on failure the error carries the
+// command line (never an env value: those go through --env-file) and stderr.
+func (d dockerCLI) run(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, d.bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		if ctx.Err() != nil {
+			return "", fmt.Errorf("docker %s: %w", strings.Join(args, " "), ctx.Err())
+		}
+		return stdout.String(), fmt.Errorf("docker %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}

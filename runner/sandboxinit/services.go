@@ -1,0 +1,337 @@
+package sandboxinit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// Names on the inner daemon.
+const (
+	innerNetwork = "sandbox"
+	labelService = "org.sandbox-bot.service"
+	labelManaged = "org.sandbox-bot.managed"
+)
+
+// serviceRunner starts the services of .sandbox.yml on the inner daemon.
+type serviceRunner struct {
+	docker dockerCLI
+	log    zerolog.Logger
+	cache  imageCache
+	getenv func(string) string
+	tmpDir string
+}
+
+// prepare creates the inner network and removes service containers a
+// previous start of this sandbox left (their names would clash).
+func (r *serviceRunner) prepare(ctx context.Context) error {
+	out, err := r.docker.run(ctx, "ps", "-aq", "--filter", "label="+labelService)
+	if err != nil {
+		return err
+	}
+	if ids := strings.Fields(out); len(ids) > 0 {
+		if _, err := r.docker.run(ctx, append([]string{"rm", "-f"}, ids...)...); err != nil {
+			return err
+		}
+		r.log.Info().Int("containers", len(ids)).Msg("service containers of a previous start removed")
+	}
+	if _, err := r.docker.run(ctx, "network", "inspect", "--format", "{{.Id}}", innerNetwork); err == nil {
+		return nil
+	}
+	if _, err := r.docker.run(ctx, "network", "create", "--label", labelManaged+"=true", innerNetwork); err != nil {
+		return fmt.Errorf("create the inner network %q: %w", innerNetwork, err)
+	}
+	return nil
+}
+
+// startAll starts every service and probes their health in parallel. It
+// returns each service's address and the images it had to pull (candidates
+// for the image cache).
+func (r *serviceRunner) startAll(ctx context.Context, specs map[string]sandboxcfg.Service) (dispatch.Services, []string, error) {
+	addrs := dispatch.Services{}
+	if len(specs) == 0 {
+		return addrs, nil, nil
+	}
+	parent := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu     sync.Mutex
+		wg     sync.WaitGroup
+		pulled []string
+		errs   []error
+	)
+	for _, name := range sortedNames(specs) {
+		wg.Add(1)
+		go func(name string, spec sandboxcfg.Service) {
+			defer wg.Done()
+			start := time.Now()
+			addr, didPull, err := r.startOne(ctx, name, spec)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				// The first failure stops the others: the run cannot go on
+				// without every service.
+				if !errors.Is(err, context.Canceled) {
+					errs = append(errs, fmt.Errorf("service %s: %w", name, err))
+				}
+				cancel()
+				return
+			}
+			addrs[name] = addr
+			if didPull {
+				pulled = append(pulled, spec.Image)
+			}
+			r.log.Info().Str("service", name).Str("addr", addr).Dur("took", time.Since(start)).Msg("service healthy")
+		}(name, specs[name])
+	}
+	wg.Wait()
+	if err := parent.Err(); err != nil {
+		return nil, nil, err
+	}
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	return addrs, pulled, nil
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func (r *serviceRunner) startOne(ctx context.Context, name string, spec sandboxcfg.Service) (string, bool, error) {
+	pulled, err := r.ensureImage(ctx, spec.Image)
+	if err != nil {
+		return "", false, err
+	}
+	args := []string{"run", "-d",
+		"--name", name, "--hostname", name,
+		"--network", innerNetwork, "--network-alias", name,
+		"--label", labelService + "=" + name,
+		"--stop-timeout", "2",
+	}
+	if len(spec.Env) > 0 {
+		// Values may hold secrets (${VAR}); a file keeps them out of argv.
+		envFile, err := r.writeEnvFile(name, spec.Env)
+		if err != nil {
+			return "", false, err
+		}
+		defer os.Remove(envFile)
+		args = append(args, "--env-file", envFile)
+	}
+	args = append(args, spec.Image)
+	args = append(args, spec.Command...)
+	if _, err := r.docker.run(ctx, args...); err != nil {
+		return "", false, err
+	}
+	ip, err := r.docker.run(ctx, "inspect", "--format", `{{(index .NetworkSettings.Networks "`+innerNetwork+`").IPAddress}}`, name)
+	if err != nil {
+		return "", false, err
+	}
+	ip = strings.TrimSpace(ip)
+	if net.ParseIP(ip) == nil {
+		return "", false, fmt.Errorf("container has no address on the %s network (got %q)", innerNetwork, ip)
+	}
+	p, err := probeFor(r.docker, name, ip, spec)
+	if err != nil {
+		return "", false, err
+	}
+	timeout := time.Duration(sandboxcfg.DefaultHealthTimeout) * time.Second
+	if spec.Healthcheck != nil && spec.Healthcheck.TimeoutSeconds > 0 {
+		timeout = time.Duration(spec.Healthcheck.TimeoutSeconds) * time.Second
+	}
+	if err := waitHealthy(ctx, p, timeout, func(ctx context.Context) error { return r.alive(ctx, name) }); err != nil {
+		return "", false, fmt.Errorf("%w; last log lines:\n%s", err, r.logsTail(name))
+	}
+	addr := ip
+	if len(spec.Ports) > 0 {
+		addr = net.JoinHostPort(ip, strconv.Itoa(spec.Ports[0]))
+	}
+	return addr, pulled, nil
+}
+
+// alive fails once the service container is no longer running.
+func (r *serviceRunner) alive(ctx context.Context, name string) error {
+	out, err := r.docker.run(ctx, "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name)
+	if err != nil {
+		return err
+	}
+	f := strings.Fields(out)
+	if len(f) == 2 && f[0] != "running" {
+		return fmt.Errorf("container is %s with exit code %s", f[0], f[1])
+	}
+	return nil
+}
+
+func (r *serviceRunner) logsTail(name string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cmd := []string{"logs", "--tail", "20", name}
+	out, err := r.docker.run(ctx, cmd...)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	return strings.TrimSpace(out)
+}
+
+// ensureImage makes ref available: already loaded, else from the image
+// cache, else pulled. It reports whether it pulled.
+func (r *serviceRunner) ensureImage(ctx context.Context, ref string) (bool, error) {
+	if _, err := r.docker.run(ctx, "image", "inspect", "--format", "{{.Id}}", ref); err == nil {
+		return false, nil
+	}
+	loaded, err := r.cache.load(ctx, r.docker, ref)
+	if err != nil {
+		r.log.Warn().Err(err).Str("image", ref).Msg("image cache entry unusable; pulling instead")
+	}
+	if loaded {
+		r.log.Info().Str("image", ref).Msg("image loaded from the cache")
+		return false, nil
+	}
+	if _, err := r.docker.run(ctx, "pull", "--quiet", ref); err != nil {
+		where := "no image cache is mounted"
+		if r.cache.dir != "" {
+			where = "it is not in the image cache " + r.cache.dir
+		}
+		return false, fmt.Errorf("image %s: %s and pulling it failed: %w", ref, where, err)
+	}
+	return true, nil
+}
+
+var braceVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandSecrets replaces ${VAR} with the value from the sandbox's
+// environment (where secrets given to the run are), leaving $VAR and
+// {service} alone.
+func expandSecrets(v string, getenv func(string) string) string {
+	return braceVar.ReplaceAllStringFunc(v, func(m string) string {
+		return getenv(m[2 : len(m)-1])
+	})
+}
+
+func (r *serviceRunner) writeEnvFile(name string, env map[string]string) (string, error) {
+	var b strings.Builder
+	for _, k := range sortedNames(env) {
+		v := expandSecrets(env[k], r.getenv)
+		if strings.ContainsAny(k, "=\n") || strings.Contains(v, "\n") {
+			return "", fmt.Errorf("services.%s.env.%s: names cannot hold = or newlines, values cannot hold newlines", name, k)
+		}
+		fmt.Fprintf(&b, "%s=%s\n", k, v)
+	}
+	f, err := os.CreateTemp(r.tmpDir, "service-env-")
+	if err != nil {
+		return "", fmt.Errorf("write env file for service %s: %w", name, err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(b.String()); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("write env file for service %s: %w", name, err)
+	}
+	return f.Name(), nil
+}
+
+// imageCache is a directory of `docker save` tarballs shared by sandboxes,
+// one per image reference. It holds image content only, never daemon state,
+// and entries appear by rename, so a sandbox killed while saving leaves at
+// most a temporary file that nobody loads.
+type imageCache struct {
+	dir string // "" means no cache
+	log zerolog.Logger
+}
+
+const cacheTmpPrefix = ".tmp-"
+
+// path is the tarball of ref; query escaping keeps it one readable,
+// reversible file name ("redis%3A7.tar", "ghcr.io%2Fo%2Fsvc%3A1.tar").
+func (c imageCache) path(ref string) string {
+	return filepath.Join(c.dir, url.QueryEscape(ref)+".tar")
+}
+
+// refs lists the references the cache holds.
+func (c imageCache) refs() []string {
+	if c.dir == "" {
+		return nil
+	}
+	entries, err := os.ReadDir(c.dir)
+	if err != nil {
+		return nil
+	}
+	var refs []string
+	for _, e := range entries {
+		n := e.Name()
+		if strings.HasPrefix(n, cacheTmpPrefix) || !strings.HasSuffix(n, ".tar") {
+			continue
+		}
+		if ref, err := url.QueryUnescape(strings.TrimSuffix(n, ".tar")); err == nil {
+			refs = append(refs, ref)
+		}
+	}
+	return refs
+}
+
+func (c imageCache) load(ctx context.Context, docker dockerCLI, ref string) (bool, error) {
+	if c.dir == "" {
+		return false, nil
+	}
+	p := c.path(ref)
+	if _, err := os.Stat(p); err != nil {
+		return false, nil
+	}
+	if _, err := docker.run(ctx, "load", "--quiet", "--input", p); err != nil {
+		return false, fmt.Errorf("load %s: %w", p, err)
+	}
+	return true, nil
+}
+
+// save writes ref into the cache under a temporary name and renames it.
+func (c imageCache) save(ctx context.Context, docker dockerCLI, ref string) error {
+	if c.dir == "" {
+		return nil
+	}
+	tmp := filepath.Join(c.dir, fmt.Sprintf("%s%d-%d.tar", cacheTmpPrefix, os.Getpid(), time.Now().UnixNano()))
+	if _, err := docker.run(ctx, "save", "--output", tmp, ref); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, c.path(ref)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("image cache: %w", err)
+	}
+	return nil
+}
+
+// sweep removes temporary files old enough that no live sandbox is still
+// writing them.
+func (c imageCache) sweep() {
+	if c.dir == "" {
+		return
+	}
+	old, _ := filepath.Glob(filepath.Join(c.dir, cacheTmpPrefix+"*"))
+	for _, p := range old {
+		if st, err := os.Stat(p); err == nil && time.Since(st.ModTime()) > time.Hour {
+			if os.Remove(p) == nil {
+				c.log.Info().Str("file", p).Msg("image cache: removed a temporary file a killed sandbox left")
+			}
+		}
+	}
+}
