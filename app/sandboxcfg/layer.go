@@ -46,9 +46,13 @@ func Resolve(serverDefaults Config, repo *Config, repoFile string, flags Flags, 
 			}
 		}
 	}
+	// The server's defaults are shared by every concurrent Resolve: copy
+	// what merge and ApplyDefaults write to (maps, check timeouts).
 	c := serverDefaults
 	c.Services = cloneMap(serverDefaults.Services)
 	c.Env = cloneMap(serverDefaults.Env)
+	c.MCP = cloneMap(serverDefaults.MCP)
+	c.Validate = append(Checks(nil), serverDefaults.Validate...)
 	if repo != nil {
 		merge(&c, repo)
 	}
@@ -231,7 +235,7 @@ func setKeys(c *Config) []string {
 	add(len(c.Env) > 0, "env")
 	add(len(c.Lifecycle.Setup) > 0, "lifecycle")
 	add(len(c.Validate) > 0, "validate")
-	add(c.Dev.Command != "" || c.Dev.Port != 0, "dev")
+	add(c.Dev.Command != "" || c.Dev.Port != 0 || len(c.Dev.Routes) > 0, "dev")
 	add(len(c.PR.Labels) > 0 || c.PR.Draft || len(c.PR.Reviewers) > 0, "pr")
 	add(len(c.MCP) > 0, "mcp")
 	add(len(c.Skills) > 0, "skills")

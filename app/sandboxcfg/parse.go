@@ -1,12 +1,16 @@
 package sandboxcfg
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"reflect"
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 )
@@ -32,7 +36,12 @@ func (e *FieldError) Error() string {
 		b.WriteString(e.File)
 	}
 	if e.Pos.Line > 0 {
-		fmt.Fprintf(&b, ":%d:%d", e.Pos.Line, e.Pos.Column)
+		fmt.Fprintf(&b, ":%d", e.Pos.Line)
+		// yaml.v3 gives no column for some syntax errors; ":0" would
+		// send an editor to the wrong place.
+		if e.Pos.Column > 0 {
+			fmt.Fprintf(&b, ":%d", e.Pos.Column)
+		}
 	}
 	if b.Len() > 0 {
 		b.WriteString(": ")
@@ -77,18 +86,29 @@ func Parse(file string, data []byte) (*Config, error) {
 type positions map[string]Pos
 
 func decode(file string, data []byte) (*Config, positions, error) {
+	// A Decoder, not yaml.Unmarshal: Unmarshal reads the first document
+	// and silently drops the rest, so "---" halfway through a file would
+	// hide everything after it.
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, nil, syntaxError(file, err)
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return &Config{}, positions{}, nil // empty file
+		}
+		return nil, nil, syntaxError(file, data, err)
 	}
 	c := &Config{}
 	d := &decoder{file: file, pos: positions{}}
 	if len(doc.Content) > 0 {
-		root := doc.Content[0]
-		if len(doc.Content) > 1 {
-			d.fail(doc.Content[1], "", "only one YAML document is allowed")
-		}
-		d.decode(root, reflect.ValueOf(c).Elem(), "")
+		d.decode(doc.Content[0], reflect.ValueOf(c).Elem(), "")
+	}
+	var next yaml.Node
+	switch err := dec.Decode(&next); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return nil, nil, syntaxError(file, data, err)
+	default:
+		d.fail(&next, "", "only one YAML document is allowed; remove the second \"---\"")
 	}
 	if len(d.errs) > 0 {
 		return nil, nil, d.errs
@@ -96,20 +116,95 @@ func decode(file string, data []byte) (*Config, positions, error) {
 	return c, d.pos, nil
 }
 
-// syntaxError turns yaml.v3's "yaml: line N: msg" into a FieldError.
-func syntaxError(file string, err error) error {
+// parserProblems are the messages of yaml.v3's parser (as opposed to its
+// scanner). yaml.v3 reports their line zero-based, one above the problem.
+var parserProblems = []string{
+	"did not find expected <stream-start>",
+	"did not find expected <document start>",
+	"did not find expected node content",
+	"did not find expected key",
+	"did not find expected '-' indicator",
+	"did not find expected ',' or ']'",
+	"did not find expected ',' or '}'",
+	"found duplicate %YAML directive",
+	"found duplicate %TAG directive",
+	"found incompatible YAML document",
+	"found undefined tag handle",
+}
+
+// syntaxError turns yaml.v3's "yaml: line N: msg" into a FieldError with
+// the line a person should look at. yaml.v3 leaves the line out for
+// problems on the first line, for bad bytes and for unknown anchors; those
+// are located here.
+func syntaxError(file string, data []byte, err error) error {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	e := &FieldError{File: file, Msg: "invalid YAML: " + msg}
-	if strings.HasPrefix(msg, "line ") {
-		rest := msg[len("line "):]
+	line := 0
+	if rest, ok := strings.CutPrefix(msg, "line "); ok {
 		if i := strings.IndexByte(rest, ':'); i > 0 {
 			if n, convErr := strconv.Atoi(rest[:i]); convErr == nil {
-				e.Pos = Pos{Line: n, Column: 1}
-				e.Msg = "invalid YAML: " + strings.TrimSpace(rest[i+1:])
+				line, msg = n, strings.TrimSpace(rest[i+1:])
 			}
 		}
 	}
+	e := &FieldError{File: file, Msg: "invalid YAML: " + msg}
+	switch {
+	case contains(parserProblems, msg):
+		e.Pos = Pos{Line: line + 1}
+	case line > 0:
+		e.Pos = Pos{Line: line}
+	case strings.HasPrefix(msg, "unknown anchor '"):
+		name := strings.TrimSuffix(strings.TrimPrefix(msg, "unknown anchor '"), "' referenced")
+		e.Pos = locate(data, bytes.Index(data, []byte("*"+name)))
+	case strings.Contains(msg, "UTF-8") || strings.Contains(msg, "control characters") || strings.Contains(msg, "Unicode"):
+		e.Pos = locate(data, badByte(data))
+	default:
+		e.Pos = Pos{Line: 1} // yaml.v3 omits "line 1"
+	}
+	// A problem found at the end of input ("[" never closed) is reported
+	// on the line after the last one; the last line is where to look.
+	if last := lineCount(data); e.Pos.Line > last {
+		e.Pos = Pos{Line: last}
+	}
 	return Errors{e}
+}
+
+// badByte is the offset of the first byte yaml.v3's reader refuses: invalid
+// UTF-8 or a character outside YAML's printable set; -1 when there is none.
+func badByte(data []byte) int {
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			return i
+		case r == 0x09 || r == 0x0A || r == 0x0D || r == 0x85:
+		case r >= 0x20 && r <= 0x7E, r >= 0xA0 && r <= 0xD7FF, r >= 0xE000 && r <= 0xFFFD, r >= 0x10000:
+		default:
+			return i
+		}
+		i += size
+	}
+	return -1
+}
+
+// lineCount is the number of lines a person sees in data (at least 1).
+func lineCount(data []byte) int {
+	n := bytes.Count(data, []byte("\n"))
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		n++
+	}
+	return max(n, 1)
+}
+
+// locate turns a byte offset into a 1-based line and column (in
+// characters); a negative offset is "somewhere in the file": line 1.
+func locate(data []byte, offset int) Pos {
+	if offset < 0 || offset > len(data) {
+		return Pos{Line: 1}
+	}
+	before := data[:offset]
+	line := bytes.Count(before, []byte("\n")) + 1
+	lineStart := bytes.LastIndexByte(before, '\n') + 1
+	return Pos{Line: line, Column: utf8.RuneCount(before[lineStart:]) + 1}
 }
 
 type decoder struct {
@@ -164,8 +259,8 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 		}
 		m := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
 		seen := map[string]bool{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, val := n.Content[i], n.Content[i+1]
+		for _, e := range d.entries(n, path) {
+			k, val := e.key, e.value
 			if k.Kind != yaml.ScalarNode {
 				d.fail(k, path, "keys must be plain strings")
 				continue
@@ -199,6 +294,76 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
+type entry struct{ key, value *yaml.Node }
+
+// entries lists a mapping's key/value pairs with YAML merge keys
+// (<<: *base, or <<: [*a, *b]) expanded in place, the way docker-compose
+// files share service settings. A key written in the mapping wins over a
+// merged one, and an earlier merge source wins over a later one.
+func (d *decoder) entries(n *yaml.Node, path string) []entry {
+	return d.mergeEntries(n, path, map[*yaml.Node]bool{})
+}
+
+func (d *decoder) mergeEntries(n *yaml.Node, path string, active map[*yaml.Node]bool) []entry {
+	// An anchor may merge itself (&a {<<: *a}); yaml.v3 builds that cycle
+	// into the node graph, so it has to be cut here.
+	if active[n] {
+		d.fail(n, path, "merge key refers to the mapping that contains it")
+		return nil
+	}
+	active[n] = true
+	defer delete(active, n)
+
+	own := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if k := n.Content[i]; !isMergeKey(k) {
+			own[k.Value] = true
+		}
+	}
+	var out []entry
+	merged := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if !isMergeKey(k) {
+			out = append(out, entry{k, val})
+			continue
+		}
+		for _, src := range mergeSources(val) {
+			if src.Kind != yaml.MappingNode {
+				d.fail(val, join(path, "<<"), "a merge key takes an alias of a mapping or a list of them, got %s", describe(src))
+				continue
+			}
+			for _, e := range d.mergeEntries(src, path, active) {
+				if !own[e.key.Value] && !merged[e.key.Value] {
+					merged[e.key.Value] = true
+					out = append(out, e)
+				}
+			}
+		}
+	}
+	return out
+}
+
+func isMergeKey(k *yaml.Node) bool { return k.Kind == yaml.ScalarNode && k.Tag == "!!merge" }
+
+// mergeSources resolves the value of a merge key to the mappings it names.
+func mergeSources(val *yaml.Node) []*yaml.Node {
+	if val.Kind == yaml.AliasNode {
+		val = val.Alias
+	}
+	if val.Kind != yaml.SequenceNode {
+		return []*yaml.Node{val}
+	}
+	out := make([]*yaml.Node, len(val.Content))
+	for i, item := range val.Content {
+		if item.Kind == yaml.AliasNode {
+			item = item.Alias
+		}
+		out[i] = item
+	}
+	return out
+}
+
 func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.MappingNode {
 		d.fail(n, path, "expected a mapping (key: value), got %s", describe(n))
@@ -206,8 +371,8 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 	}
 	fields := yamlFields(v.Type())
 	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
+	for _, e := range d.entries(n, path) {
+		k, val := e.key, e.value
 		key := k.Value
 		p := join(path, key)
 		idx, ok := fields[key]
@@ -236,8 +401,11 @@ func (d *decoder) decodeChecks(n *yaml.Node, v reflect.Value, path string) {
 	}
 	var checks Checks
 	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
+	for _, e := range d.entries(n, path) {
+		k, val := e.key, e.value
+		if val.Kind == yaml.AliasNode {
+			val = val.Alias // lint2: *lint names the same command
+		}
 		p := join(path, k.Value)
 		if seen[k.Value] {
 			d.fail(k, p, "defined twice")
@@ -282,6 +450,11 @@ func (d *decoder) decodeScalar(n *yaml.Node, v reflect.Value, path string) {
 		var f float64
 		if (n.Tag != "!!int" && n.Tag != "!!float") || n.Decode(&f) != nil {
 			d.fail(n, path, "expected a number, got %q", n.Value)
+			return
+		}
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			// .nan passes every "< 0" and "> max" check downstream.
+			d.fail(n, path, "expected a finite number, got %q", n.Value)
 			return
 		}
 		v.SetFloat(f)

@@ -88,7 +88,11 @@ func (c *Config) validate(file string, pos positions) Errors {
 	for _, k := range sortedKeys(c.Env) {
 		for _, m := range placeholder.FindAllStringSubmatch(c.Env[k], -1) {
 			if !c.knowsPlaceholder(m[1]) {
-				bad("env."+k, "placeholder {%s} names no service (services: %s)", m[1], strings.Join(sortedKeys(c.Services), ", "))
+				known := "no services are defined"
+				if len(c.Services) > 0 {
+					known = "services: " + strings.Join(sortedKeys(c.Services), ", ")
+				}
+				bad("env."+k, "placeholder {%s} names no service (%s)", m[1], known)
 			}
 		}
 	}
@@ -137,8 +141,11 @@ func (c *Config) validate(file string, pos positions) Errors {
 	if c.Resources.MemoryMB < 0 {
 		bad("resources.memory_mb", "must not be negative")
 	}
-	if c.Mode == ModeTask && (len(c.Services) > 0 || c.Supabase) {
+	if c.Mode == ModeTask && len(c.Services) > 0 {
 		bad("services", "task mode has no inner Docker daemon, so it cannot run services")
+	}
+	if c.Mode == ModeTask && c.Supabase {
+		bad("supabase", "task mode has no inner Docker daemon, so it cannot start the Supabase stack")
 	}
 	return errs
 }
