@@ -16,115 +16,150 @@ import (
 // a tool's output, not a progress event.
 const maxLine = 1 << 20
 
-// logFollower reads the sandbox task's stdout from the start and hands every
-// progress line to the callback, resuming at the byte it got to if the
-// stream breaks while the task runs.
-type logFollower struct {
+// logStream follows the sandbox task's stdout from the start and turns
+// progress lines into callbacks. It is driven from Wait's own loop rather
+// than a goroutine of its own: a thousand watched runs are a thousand
+// streams, and every goroutine per run counts.
+type logStream struct {
+	b        *Backend
+	alloc    *api.Allocation
+	progress func(dispatch.Progress)
+	log      zerolog.Logger
+
+	frames <-chan *api.StreamFrame // nil while not connected
+	errc   <-chan error
 	cancel context.CancelFunc
-	done   chan struct{}
+
+	received int64 // bytes consumed, where a reconnect resumes
+	partial  []byte
+	backoff  time.Duration
+	retry    *time.Timer // set while waiting to reconnect
+	done     bool        // the log ended with the task, or it is gone
 }
 
-func (b *Backend) followLogs(ctx context.Context, meta dispatch.Meta, jobID string, a *allocView, progress func(dispatch.Progress)) *logFollower {
+func (b *Backend) newLogStream(meta dispatch.Meta, jobID string, a *allocView, progress func(dispatch.Progress)) *logStream {
+	return &logStream{
+		b:        b,
+		alloc:    &api.Allocation{ID: a.ID, NodeID: a.NodeID, Namespace: b.o.Namespace},
+		progress: progress,
+		log:      b.runLogger(meta, jobID).With().Str("alloc_id", a.ID).Logger(),
+		backoff:  200 * time.Millisecond,
+	}
+}
+
+func (l *logStream) open(ctx context.Context) {
 	lctx, cancel := context.WithCancel(ctx)
-	f := &logFollower{cancel: cancel, done: make(chan struct{})}
-	log := b.runLogger(meta, jobID).With().Str("alloc_id", a.ID).Logger()
-	go func() {
-		defer close(f.done)
-		b.readLogs(lctx, &api.Allocation{ID: a.ID, NodeID: a.NodeID, Namespace: b.o.Namespace}, progress, log)
-	}()
-	return f
-}
-
-// drain gives the follower up to d to reach the end of the log of an
-// ended task, then stops it.
-func (f *logFollower) drain(d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-f.done:
-	case <-t.C:
-	}
-	f.stop()
-}
-
-func (f *logFollower) stop() {
-	f.cancel()
-	<-f.done
-}
-
-func (b *Backend) readLogs(ctx context.Context, alloc *api.Allocation, progress func(dispatch.Progress), log zerolog.Logger) {
-	var received int64
-	var partial []byte
-	emit := func(data []byte) {
-		partial = append(partial, data...)
-		for {
-			i := bytes.IndexByte(partial, '\n')
-			if i < 0 {
-				break
-			}
-			if p, ok := dispatch.ParseProgress(bytes.TrimRight(partial[:i], "\r")); ok {
-				progress(p)
-			}
-			partial = partial[i+1:]
-		}
-		if len(partial) > maxLine {
-			partial = nil
-		}
-		if len(partial) == 0 {
-			partial = nil // let the backing array go between lines
-		}
-	}
-	backoff := 200 * time.Millisecond
-	for ctx.Err() == nil {
-		frames, errc := b.c.AllocFS().Logs(alloc, true, TaskName, api.FSLogNameStdout, api.OriginStart, received, nil, b.qopts(ctx))
-		err := consumeFrames(frames, errc, func(fr *api.StreamFrame) {
-			received += int64(len(fr.Data))
-			emit(fr.Data)
-		})
-		if err == nil {
-			// The client closed the stream: the task is dead and every
-			// byte was sent.
-			if p, ok := dispatch.ParseProgress(bytes.TrimSpace(partial)); ok {
-				progress(p)
-			}
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if isNotFound(err) || strings.Contains(err.Error(), "Unknown allocation") {
-			log.Warn().Err(err).Msg("the allocation's logs are gone; no more progress")
-			return
-		}
-		log.Debug().Err(err).Int64("offset", received).Msg("log stream broke; resuming")
-		sleep(ctx, backoff)
-		backoff = min(backoff*2, 5*time.Second)
+	l.cancel = cancel
+	l.frames, l.errc = l.b.c.AllocFS().Logs(l.alloc, true, TaskName, api.FSLogNameStdout, api.OriginStart, l.received, nil, l.b.qopts(lctx))
+	if l.frames == nil {
+		// The request itself failed; the error is waiting on errc.
+		l.frames = closedFrames
 	}
 }
 
-// consumeFrames reads until the frame channel closes (nil: end of log) or an
-// error arrives. It always drains, because the api client's reader blocks
-// on a full channel and would leak otherwise.
-func consumeFrames(frames <-chan *api.StreamFrame, errc <-chan error, fn func(*api.StreamFrame)) error {
-	if frames == nil {
-		return <-errc
+var closedFrames = func() <-chan *api.StreamFrame {
+	c := make(chan *api.StreamFrame)
+	close(c)
+	return c
+}()
+
+// channels returns what Wait selects on; nil channels block forever.
+func (l *logStream) channels() (<-chan *api.StreamFrame, <-chan error, <-chan time.Time) {
+	if l == nil || l.done {
+		return nil, nil, nil
 	}
-	for {
+	var retry <-chan time.Time
+	if l.retry != nil {
+		retry = l.retry.C
+	}
+	return l.frames, l.errc, retry
+}
+
+func (l *logStream) onFrame(fr *api.StreamFrame, ok bool) {
+	if !ok {
+		// The client closed the stream: the task is dead and every byte
+		// was sent. An error may still be queued behind the close.
 		select {
-		case fr, ok := <-frames:
-			if !ok {
-				select {
-				case err := <-errc:
-					return err
-				default:
-					return nil
+		case err := <-l.errc:
+			l.onError(err)
+			return
+		default:
+		}
+		if p, ok := dispatch.ParseProgress(bytes.TrimSpace(l.partial)); ok {
+			l.progress(p)
+		}
+		l.stopStream(false)
+		l.done = true
+		return
+	}
+	if len(fr.Data) == 0 {
+		return
+	}
+	l.received += int64(len(fr.Data))
+	l.partial = append(l.partial, fr.Data...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			break
+		}
+		if p, ok := dispatch.ParseProgress(bytes.TrimRight(l.partial[:i], "\r")); ok {
+			l.progress(p)
+		}
+		l.partial = l.partial[i+1:]
+	}
+	if len(l.partial) > maxLine || len(l.partial) == 0 {
+		l.partial = nil // let the backing array go between lines
+	}
+}
+
+func (l *logStream) onError(err error) {
+	// The reader sent its error and returned: nothing to drain.
+	l.stopStream(false)
+	if isNotFound(err) || strings.Contains(err.Error(), "Unknown allocation") {
+		l.log.Warn().Err(err).Msg("the allocation's logs are gone; no more progress")
+		l.done = true
+		return
+	}
+	l.log.Debug().Err(err).Int64("offset", l.received).Dur("retry_in", l.backoff).Msg("log stream broke; resuming")
+	l.retry = time.NewTimer(l.backoff)
+	l.backoff = min(l.backoff*2, 5*time.Second)
+}
+
+func (l *logStream) onRetry(ctx context.Context) {
+	l.retry = nil
+	l.open(ctx)
+}
+
+// stopStream cancels the request and, while the api client's reader may
+// still run, drains it: it blocks on a full channel and would leak.
+func (l *logStream) stopStream(drain bool) {
+	if l.cancel != nil {
+		l.cancel()
+		l.cancel = nil
+	}
+	if drain && l.frames != nil && l.frames != closedFrames {
+		for {
+			select {
+			case _, ok := <-l.frames:
+				if ok {
+					continue
 				}
+			case <-l.errc:
 			}
-			if len(fr.Data) > 0 {
-				fn(fr)
-			}
-		case err := <-errc:
-			return err
+			break
 		}
 	}
+	l.frames, l.errc = nil, nil
+}
+
+func (l *logStream) close() {
+	if l == nil {
+		return
+	}
+	if l.retry != nil {
+		l.retry.Stop()
+		l.retry = nil
+	}
+	l.stopStream(true)
+	l.done = true
 }

@@ -367,12 +367,9 @@ func (b *Backend) Wait(ctx context.Context, taskID string, progress func(dispatc
 		return dispatch.RunStatus{}, fmt.Errorf("wait for %s: %w", taskID, err)
 	}
 	defer release()
-	var logs *logFollower
-	defer func() {
-		if logs != nil {
-			logs.stop()
-		}
-	}()
+	var logs *logStream
+	defer func() { logs.close() }()
+	var drain <-chan time.Time
 	for {
 		v, gone, changed := b.w.snapshot(r)
 		if gone {
@@ -380,22 +377,37 @@ func (b *Backend) Wait(ctx context.Context, taskID string, progress func(dispatc
 		}
 		st := v.status()
 		if a := v.latest(); progress != nil && logs == nil && a != nil && a.ClientStatus != api.AllocClientStatusPending && a.ClientStatus != api.AllocClientStatusLost {
-			logs = b.followLogs(ctx, v.meta, id, a, progress)
+			logs = b.newLogStream(v.meta, id, a, progress)
+			logs.open(ctx)
 		}
 		if st.State.Ended() {
-			if logs != nil {
-				logs.drain(b.o.LogDrain)
+			if logs != nil && !logs.done && drain == nil {
+				// Give the follower a moment for the last lines.
+				t := time.NewTimer(b.o.LogDrain)
+				defer t.Stop()
+				drain = t.C
 			}
-			final := b.classify(ctx, v)
-			b.deleteToken(context.WithoutCancel(ctx), id, b.runLogger(v.meta, id))
-			rl := b.runLogger(v.meta, id)
-			rl.Info().Str("state", string(final.State)).Int("exit_code", final.ExitCode).Msg("sandbox run ended")
-			return final, nil
+			if logs == nil || logs.done {
+				final := b.classify(ctx, v)
+				rl := b.runLogger(v.meta, id)
+				b.deleteToken(context.WithoutCancel(ctx), id, rl)
+				rl.Info().Str("state", string(final.State)).Int("exit_code", final.ExitCode).Msg("sandbox run ended")
+				return final, nil
+			}
 		}
+		frames, errc, retry := logs.channels()
 		select {
 		case <-ctx.Done():
 			return st, ctx.Err()
 		case <-changed:
+		case fr, ok := <-frames:
+			logs.onFrame(fr, ok)
+		case err := <-errc:
+			logs.onError(err)
+		case <-retry:
+			logs.onRetry(ctx)
+		case <-drain:
+			logs.close()
 		}
 	}
 }
