@@ -1,0 +1,46 @@
+# Nomad client configuration for nodes that run sandbox-bot sandboxes. Merge
+# it into the client agent's configuration (e.g. /etc/nomad.d/sandbox.hcl)
+# and restart the agent. Keep these nodes in their own node pool: the docker
+# plugin settings below apply to every job placed on them.
+
+client {
+  enabled   = true
+  node_pool = "sandbox"
+
+  # The sandbox job asks for kill_timeout = "60s" so the runner can push and
+  # write its interrupted receipt on SIGTERM; the client caps any task's
+  # kill_timeout at this value (Nomad's default is 30s).
+  max_kill_timeout = "90s"
+
+  # Allocation directories hold the inner daemon's /var/lib/docker; collect
+  # them before the disk fills.
+  gc_disk_usage_threshold = 70
+  gc_max_allocs           = 50
+}
+
+plugin "docker" {
+  config {
+    # privileged isolation profile (the production default).
+    allow_privileged = true
+
+    # caps isolation profile, for hosts that refuse privileged containers:
+    # the job adds every capability and drops sys_resource.
+    allow_caps = ["all"]
+
+    # Not needed by the sandbox job: it binds only a relative path (a
+    # directory of its own task), which is always allowed. Leave host
+    # volumes off.
+    volumes {
+      enabled = false
+    }
+
+    # The sandbox image is built and loaded on each node (no registry
+    # needed); a tag other than latest is never pulled when present.
+    gc {
+      image       = true
+      image_delay = "24h"
+    }
+
+    extra_labels = ["job_id", "task_name", "namespace"]
+  }
+}

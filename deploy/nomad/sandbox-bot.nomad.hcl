@@ -1,0 +1,122 @@
+# sandbox-bot as a Nomad service job. The bot talks to Nomad through the Task
+# API socket with its workload identity (no long-lived NOMAD_TOKEN): attach
+# deploy/nomad/sandbox-bot.policy.hcl to this job once,
+#
+#   nomad acl policy apply -namespace default -job sandbox-bot \
+#     sandbox-bot deploy/nomad/sandbox-bot.policy.hcl
+#
+# and store the GitHub App's secrets in the Variable only this job reads:
+#
+#   nomad var put nomad/jobs/sandbox-bot \
+#     github_app_id=123456 webhook_secret=@webhook-secret.txt \
+#     private_key=@app.private-key.pem
+#
+# Two replicas are safe: submission is create-only and the per-issue lock is
+# a Variable written with check-and-set, so a webhook delivered to both
+# starts one sandbox.
+
+variable "image" {
+  type    = string
+  default = "sandbox-bot/bot:local"
+}
+
+variable "sandbox_image" {
+  type    = string
+  default = "sandbox-bot/sandbox:local"
+}
+
+variable "isolation" {
+  type    = string
+  default = "privileged" # or "caps"
+}
+
+variable "sandbox_namespace" {
+  type    = string
+  default = "default"
+}
+
+job "sandbox-bot" {
+  type        = "service"
+  datacenters = ["*"]
+
+  group "bot" {
+    count = 2
+
+    network {
+      port "http" {
+        to = 8080
+      }
+    }
+
+    service {
+      name     = "sandbox-bot"
+      provider = "nomad"
+      port     = "http"
+      tags     = ["github-webhook"]
+
+      check {
+        name     = "healthz"
+        type     = "http"
+        path     = "/healthz"
+        interval = "10s"
+        timeout  = "2s"
+      }
+    }
+
+    update {
+      max_parallel     = 1
+      health_check     = "checks"
+      min_healthy_time = "10s"
+      auto_revert      = true
+    }
+
+    task "bot" {
+      driver = "docker"
+
+      config {
+        image = var.image
+        ports = ["http"]
+      }
+
+      # NOMAD_TOKEN in the environment is this task's workload identity;
+      # the attached policy gives it what the backend needs.
+      identity {
+        env = true
+      }
+
+      env {
+        SANDBOX_LISTEN    = ":8080"
+        SANDBOX_BACKEND   = "nomad"
+        SANDBOX_IMAGE     = var.sandbox_image
+        SANDBOX_ISOLATION = var.isolation
+        SANDBOX_DATA_DIR  = "/alloc/data"
+        NOMAD_ADDR        = "unix://${NOMAD_SECRETS_DIR}/api.sock"
+        NOMAD_NAMESPACE   = var.sandbox_namespace
+      }
+
+      # GitHub App secrets from the job's own Variable. The PEM goes through
+      # toJSON so its newlines survive the env file format.
+      template {
+        data        = <<EOT
+{{ with nomadVar "nomad/jobs/sandbox-bot" -}}
+GITHUB_APP_INTEGRATION_ID={{ .github_app_id }}
+GITHUB_APP_WEBHOOK_SECRET={{ .webhook_secret | toJSON }}
+GITHUB_APP_PRIVATE_KEY={{ .private_key | toJSON }}
+{{- end }}
+EOT
+        destination = "secrets/bot.env"
+        env         = true
+        change_mode = "restart"
+        perms       = "0400"
+      }
+
+      resources {
+        cpu    = 500
+        memory = 256
+      }
+
+      # Let in-flight webhooks drain; runs keep going in their own jobs.
+      kill_timeout = "30s"
+    }
+  }
+}

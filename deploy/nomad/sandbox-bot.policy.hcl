@@ -1,0 +1,24 @@
+# ACL policy for the sandbox-bot job's workload identity (see
+# sandbox-bot.nomad.hcl). Narrow it to the namespace the sandboxes run in.
+
+namespace "default" {
+  # Register, read, stop and purge the sandbox jobs; follow their events,
+  # logs and alloc/data/result.json.
+  capabilities = ["submit-job", "read-job", "list-jobs", "read-logs", "read-fs"]
+
+  variables {
+    # Token Variables, one per sandbox job, readable by that job alone.
+    path "nomad/jobs/sandbox-t-*" {
+      capabilities = ["write", "read", "destroy", "list"]
+    }
+    # Per-issue locks shared by every bot replica.
+    path "sandbox-bot/locks/*" {
+      capabilities = ["write", "read", "destroy", "list"]
+    }
+  }
+}
+
+# AllocFS looks up the node of an allocation to reach its client directly.
+node {
+  policy = "read"
+}

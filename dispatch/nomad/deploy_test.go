@@ -1,0 +1,63 @@
+package nomad_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad"
+)
+
+// TestReferenceJobMatchesBuildJob keeps deploy/nomad/sandbox.nomad.hcl in
+// step with the job the Go code builds: every decision BuildJob makes must
+// appear in the reference job with the same value.
+func TestReferenceJobMatchesBuildJob(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nomad", "sandbox.nomad.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hcl := strings.Join(strings.Fields(string(raw)), " ")
+	s := spec(dispatch.ModeExecute, "ref")
+	job, err := nomad.BuildJob(nomad.Options{Image: testImage}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := job.TaskGroups[0]
+	task := g.Tasks[0]
+	want := []string{
+		`type = "batch"`,
+		fmt.Sprintf(`priority = %d`, *job.Priority),
+		`attribute = "${attr.driver.docker.privileged.enabled}" operator = "=" value = "true"`,
+		fmt.Sprintf(`group "%s" { count = %d`, *g.Name, *g.Count),
+		fmt.Sprintf(`restart { attempts = %d mode = "%s" }`, *g.RestartPolicy.Attempts, *g.RestartPolicy.Mode),
+		fmt.Sprintf(`reschedule { attempts = %d unlimited = %v }`, *g.ReschedulePolicy.Attempts, *g.ReschedulePolicy.Unlimited),
+		fmt.Sprintf(`disconnect { stop_on_client_after = "%s" replace = %v }`, minutes(*g.Disconnect.StopOnClientAfter), *g.Disconnect.Replace),
+		fmt.Sprintf(`default = "%s"`, minutes(*g.MaxRunDuration)),
+		fmt.Sprintf(`ephemeral_disk { size = %d }`, *g.EphemeralDisk.SizeMB),
+		fmt.Sprintf(`task "%s" { driver = "%s"`, task.Name, task.Driver),
+		`privileged = true`,
+		fmt.Sprintf(`volumes = ["%s"]`, task.Config["volumes"].([]string)[0]),
+		fmt.Sprintf(`SANDBOX_WORK_ORDER = "%s"`, task.Env[dispatch.EnvWorkOrder]),
+		fmt.Sprintf(`SANDBOX_DIND = "%s"`, task.Env[nomad.EnvDinD]),
+		fmt.Sprintf(`destination = "%s" change_mode = "%s" perms = "%s"`, *task.Templates[0].DestPath, *task.Templates[0].ChangeMode, *task.Templates[0].Perms),
+		fmt.Sprintf(`destination = "%s" change_mode = "%s" perms = "%s" uid = %d # the image's sandbox user gid = %d`, *task.Templates[1].DestPath, *task.Templates[1].ChangeMode, *task.Templates[1].Perms, *task.Templates[1].Uid, *task.Templates[1].Gid),
+		`data = "{{ base64Decode \"${var.work_order_b64}\" }}"`,
+		`data = "{{ with nomadVar \"nomad/jobs/sandbox-${lower(var.task_id)}-${var.mode}\" }}{{ .token }}{{ end }}"`,
+		fmt.Sprintf(`cpu = %d`, *task.Resources.CPU),
+		fmt.Sprintf(`memory = %d`, *task.Resources.MemoryMB),
+		fmt.Sprintf(`kill_signal = "%s" kill_timeout = "%ds"`, task.KillSignal, int(task.KillTimeout.Seconds())),
+		fmt.Sprintf(`logs { max_files = %d max_file_size = %d }`, *task.LogConfig.MaxFiles, *task.LogConfig.MaxFileSizeMB),
+	}
+	for _, w := range want {
+		if !strings.Contains(hcl, w) {
+			t.Errorf("deploy/nomad/sandbox.nomad.hcl lacks %s", w)
+		}
+	}
+}
+
+func minutes(d interface{ Minutes() float64 }) string {
+	return fmt.Sprintf("%dm", int(d.Minutes()))
+}
