@@ -1,0 +1,187 @@
+package loadtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestFloorChecksTheSignature(t *testing.T) {
+	secret := []byte("s3cret")
+	body := []byte(`{"action":"created"}`)
+	srv := httptest.NewServer(Floor(secret))
+	defer srv.Close()
+	for _, tc := range []struct {
+		name, sig string
+		want      int
+	}{
+		{"good", Sign(body, secret), http.StatusOK},
+		{"wrong secret", Sign(body, []byte("other")), http.StatusUnauthorized},
+		{"missing", "", http.StatusUnauthorized},
+		{"sha1 only", "sha1=00", http.StatusUnauthorized},
+		{"not hex", "sha256=zz", http.StatusUnauthorized},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, bytes.NewReader(body))
+		if tc.sig != "" {
+			req.Header.Set(SignatureHeader, tc.sig)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("%s signature: got %d, want %d", tc.name, resp.StatusCode, tc.want)
+		}
+	}
+}
+
+// The server answers nobody until every request of the run is in flight.
+// Only an open-loop generator, which does not wait for an answer before
+// sending the next request, gets all of them answered 200; a closed-loop
+// one would see the server give up with 504s.
+func TestRunIsOpenLoop(t *testing.T) {
+	const n = 20
+	var mu sync.Mutex
+	arrived := 0
+	all := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		arrived++
+		if arrived == n {
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+			w.WriteHeader(http.StatusOK)
+		case <-time.After(10 * time.Second): // a safety net against a hang, not a timing assertion
+			w.WriteHeader(http.StatusGatewayTimeout)
+		}
+	}))
+	defer srv.Close()
+	client := NewClient(30 * time.Second)
+	res, err := Run(t.Context(), client, Plan{Rate: 1000, Duration: n * time.Millisecond}, func(i int) (*http.Request, error) {
+		return http.NewRequest(http.MethodPost, srv.URL, strings.NewReader("x"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != n || res.Codes[http.StatusOK] != n {
+		t.Fatalf("sent %d, answered %v: want all %d answered 200 once all were in flight", res.Sent, res.Codes, n)
+	}
+	if res.Quantile(0.5) <= 0 || res.Quantile(0.99) < res.Quantile(0.5) {
+		t.Errorf("latencies out of order: p50 %s p99 %s", res.Quantile(0.5), res.Quantile(0.99))
+	}
+}
+
+func TestRunCountsAnswersAndErrors(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		i, _ := strconv.Atoi(r.Header.Get("X-Seq"))
+		switch i % 4 {
+		case 0, 1:
+			w.WriteHeader(http.StatusOK)
+		case 2:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case 3:
+			w.WriteHeader(http.StatusBadRequest)
+		}
+	}))
+	defer srv.Close()
+	client := NewClient(5 * time.Second)
+	res, err := Run(t.Context(), client, Plan{Rate: 2000, Duration: 20 * time.Millisecond}, func(i int) (*http.Request, error) {
+		req, err := http.NewRequest(http.MethodPost, srv.URL, nil)
+		req.Header.Set("X-Seq", strconv.Itoa(i))
+		return req, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Sent != 40 || res.Count2xx() != 20 || res.Codes[http.StatusServiceUnavailable] != 10 || res.Other() != 10 || res.Errors != 0 {
+		t.Errorf("sent %d 2xx %d 503 %d other %d errors %d: want 40, 20, 10, 10, 0", res.Sent, res.Count2xx(), res.Codes[503], res.Other(), res.Errors)
+	}
+
+	// A server that is gone: every request is a transport error, not an answer.
+	srv.Close()
+	res, err = Run(t.Context(), client, Plan{Rate: 1000, Duration: 5 * time.Millisecond}, func(i int) (*http.Request, error) {
+		return http.NewRequest(http.MethodPost, srv.URL, nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Errors != 5 || res.FirstError == nil || len(res.Codes) != 0 || res.Quantile(0.99) != 0 {
+		t.Errorf("against a closed server: errors %d (%v), codes %v: want 5 transport errors", res.Errors, res.FirstError, res.Codes)
+	}
+}
+
+func TestRunStopsOnBadRequestAndContext(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer srv.Close()
+	client := NewClient(5 * time.Second)
+	boom := errors.New("boom")
+	res, err := Run(t.Context(), client, Plan{Rate: 1000, Duration: 10 * time.Millisecond}, func(i int) (*http.Request, error) {
+		if i == 3 {
+			return nil, boom
+		}
+		return http.NewRequest(http.MethodGet, srv.URL, nil)
+	})
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "build request 3") || res.Sent != 3 {
+		t.Errorf("got sent %d, err %v: want 3 sent and the builder's error naming request 3", res.Sent, err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	res, err = Run(ctx, client, Plan{Rate: 1, Duration: time.Hour}, func(i int) (*http.Request, error) {
+		cancel() // the second request is an hour away; cancelling must end the run now
+		return http.NewRequest(http.MethodGet, srv.URL, nil)
+	})
+	if !errors.Is(err, context.Canceled) || res.Sent != 1 {
+		t.Errorf("got sent %d, err %v: want the run to stop after 1 with context.Canceled", res.Sent, err)
+	}
+}
+
+func TestPlanValidation(t *testing.T) {
+	for _, p := range []Plan{{Rate: 0, Duration: time.Second}, {Rate: 10, Duration: time.Millisecond}} {
+		if _, err := Run(t.Context(), http.DefaultClient, p, nil); err == nil || !strings.Contains(err.Error(), "loadtest plan") {
+			t.Errorf("plan %+v: got %v, want an error naming the bad field", p, err)
+		}
+	}
+}
+
+func TestQuantileNearestRank(t *testing.T) {
+	r := &Result{}
+	for i := 1; i <= 100; i++ {
+		r.latencies = append(r.latencies, time.Duration(i)*time.Millisecond)
+	}
+	for q, want := range map[float64]time.Duration{0.5: 50 * time.Millisecond, 0.99: 99 * time.Millisecond, 1: 100 * time.Millisecond, 0.001: time.Millisecond} {
+		if got := r.Quantile(q); got != want {
+			t.Errorf("Quantile(%v) = %s, want %s", q, got, want)
+		}
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	r := summarise(200, []outcome{
+		{code: 200, latency: time.Millisecond}, {code: 200, latency: 3 * time.Millisecond},
+		{code: 503, latency: 2 * time.Millisecond, lag: 100 * time.Microsecond}, {err: errors.New("refused")},
+	})
+	var buf bytes.Buffer
+	if err := WriteTable(&buf, []Row{{Label: "bot", Result: r}}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want a header and one row, got:\n%s", buf.String())
+	}
+	fields := strings.Fields(lines[1])
+	want := []string{"bot", "200", "4", "2", "1", "0", "1", "2.000ms", "3.000ms", "0.100ms"}
+	if strings.Join(fields, " ") != strings.Join(want, " ") {
+		t.Errorf("row %q, want %q", fields, want)
+	}
+}

@@ -1,0 +1,259 @@
+package app
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
+	"github.com/sandbox-bot/sandbox-bot/app/loadtest"
+)
+
+const (
+	queueFullSample   = `sandbox_bot_webhook_rejected_total{reason="queue_full"}`
+	acceptedSample    = `sandbox_bot_webhook_deliveries_total{event="issue_comment",status="accepted"}`
+	handlerErrSample  = `sandbox_bot_handler_errors_total{event="issue_comment"}`
+	droppedEventsName = `sandbox_bot_github_event_dropped_total`
+)
+
+// A full queue answers 503 and counts the drop; the dropped delivery is
+// taken when GitHub redelivers it once there is room. Workers are held on
+// a GitHub that does not answer, so the queue's state is exact, not raced.
+func TestQueueFullAnswers503AndIsCounted(t *testing.T) {
+	gh := newStallingGitHub(t)
+	srv := newIntakeServer(t, gh.URL(), map[string]string{"SANDBOX_QUEUE_SIZE": "3", "SANDBOX_WORKERS": "2"}, io.Discard)
+	d := newDeliveries(t, "d-", commandComment(t, "/plan"))
+	deliver := func(req *http.Request) int {
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, req)
+		return rec.Code
+	}
+
+	gh.hold()
+	for i := range 2 {
+		if code := deliver(d.next()); code != http.StatusOK {
+			t.Fatalf("delivery %d to idle workers answered %d, want 200", i, code)
+		}
+	}
+	gh.waitHeld(t, 2)
+	waitIntake(t, srv, 0, 2)
+	for i := range 3 {
+		if code := deliver(d.next()); code != http.StatusOK {
+			t.Fatalf("delivery %d into a queue with room answered %d, want 200", i, code)
+		}
+	}
+	waitIntake(t, srv, 3, 2)
+	var dropped []string
+	for range 2 {
+		req := d.next()
+		if code := deliver(req); code != http.StatusServiceUnavailable {
+			t.Fatalf("delivery into a full queue answered %d, want 503", code)
+		}
+		dropped = append(dropped, req.Header.Get("X-Github-Delivery"))
+	}
+	if got := metricValue(t, srv, queueFullSample); got != 2 {
+		t.Errorf("%s = %v, want 2", queueFullSample, got)
+	}
+	if got := metricValue(t, srv, droppedEventsName); got != 2 {
+		t.Errorf("%s = %v, want 2 (go-githubapp's own count)", droppedEventsName, got)
+	}
+	if got := metricValue(t, srv, acceptedSample); got != 5 {
+		t.Errorf("%s = %v, want 5", acceptedSample, got)
+	}
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if !strings.Contains(rec.Body.String(), `"queued":3,"workers_busy":2`) {
+		t.Errorf("/healthz = %s, want 3 queued and 2 busy", rec.Body.String())
+	}
+
+	// GitHub answers again (with errors): the queue drains, and the
+	// redelivery of a dropped delivery is taken, not treated as a duplicate.
+	gh.release()
+	waitIntake(t, srv, 0, 0)
+	redelivery := d.next()
+	redelivery.Header.Set("X-Github-Delivery", dropped[0])
+	if code := deliver(redelivery); code != http.StatusOK {
+		t.Fatalf("redelivery of dropped %s answered %d, want 200", dropped[0], code)
+	}
+	// The 5 queued deliveries and the redelivery each fail on GitHub's 503.
+	// go-githubapp marks a worker idle before its error callback counts the
+	// error, so the count is awaited rather than read after a drain.
+	waitMetric(t, srv, handlerErrSample, 6)
+}
+
+// TestWebhookLoad drives the real server over loopback, open-loop, at 200
+// and 1000 deliveries/s, beside the bare HMAC floor, then with a small queue
+// and hung GitHub to show drops. It is run by hand (it takes about 40 s and
+// means something only on a quiet machine):
+//
+//	SANDBOX_LOADTEST=1 go test -count=1 -run TestWebhookLoad -v ./app
+//
+// SANDBOX_LOADTEST_DURATION (default 5s) sets the measured time per line.
+func TestWebhookLoad(t *testing.T) {
+	if os.Getenv("SANDBOX_LOADTEST") != "1" {
+		t.Skip("hand-run load test; run with SANDBOX_LOADTEST=1 go test -count=1 -run TestWebhookLoad -v ./app")
+	}
+	duration := 5 * time.Second
+	if v := os.Getenv("SANDBOX_LOADTEST_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("SANDBOX_LOADTEST_DURATION: %q is not a positive duration such as 5s", v)
+		}
+		duration = d
+	}
+	const warmup = time.Second
+	body := readPayload(t, intakePayload)
+	client := loadtest.NewClient(10 * time.Second)
+	defer client.CloseIdleConnections()
+	out := os.Stdout
+
+	fmt.Fprintf(out, "\nWebhook intake, open loop over loopback, %s per line after %s of warm-up; latency = scheduled send to answer read.\n", duration, warmup)
+	fmt.Fprintf(out, "Event: issue_comment \"created\", the recorded @octokit/webhooks-examples payload (%d bytes), whose comment holds no command.\n", len(body))
+	fmt.Fprintln(out, "The bot parses it and returns without calling GitHub, so the workers stay cheap and the run measures intake,")
+	fmt.Fprintln(out, "not the fake GitHub (checked below: the fake receives no request).")
+
+	// Default queue and workers, GitHub the fake.
+	gh := githubtest.New(t, githubtest.Options{})
+	bot := newIntakeServer(t, gh.URL(), nil, logFile(t))
+	botHTTP := httptest.NewServer(bot.Handler())
+	defer botHTTP.Close()
+	floorHTTP := httptest.NewServer(loadtest.Floor([]byte(testSecret)))
+	defer floorHTTP.Close()
+
+	run := func(url, prefix string, p loadtest.Plan) *loadtest.Result {
+		t.Helper()
+		res, err := loadtest.Run(t.Context(), client, p, webhookRequests(url+WebhookPath, prefix, body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	var rows []loadtest.Row
+	var ratios []string
+	sent2xx, sent503 := 0, 0
+	for _, rate := range []int{200, 1000} {
+		// Warm-up opens connections and grows the heap; it is not shown,
+		// but it counts in /metrics like any delivery.
+		warm := loadtest.Plan{Rate: rate, Duration: warmup}
+		run(floorHTTP.URL, fmt.Sprintf("warm-floor-%d-", rate), warm)
+		wres := run(botHTTP.URL, fmt.Sprintf("warm-%d-", rate), warm)
+		sent2xx += wres.Count2xx()
+		sent503 += wres.Codes[http.StatusServiceUnavailable]
+		p := loadtest.Plan{Rate: rate, Duration: duration}
+		floor := run(floorHTTP.URL, fmt.Sprintf("floor-%d-", rate), p)
+		res := run(botHTTP.URL, fmt.Sprintf("bot-%d-", rate), p)
+		sent2xx += res.Count2xx()
+		sent503 += res.Codes[http.StatusServiceUnavailable]
+		rows = append(rows, loadtest.Row{Label: fmt.Sprintf("bot (queue %d, %d workers)", DefaultQueueSize, DefaultWorkers), Result: res},
+			loadtest.Row{Label: "floor (read body + HMAC)", Result: floor})
+		if fp := floor.Quantile(0.99); fp > 0 {
+			ratios = append(ratios, fmt.Sprintf("%d/s: bot p99 / floor p99 = %.2f (p50 %.2f)", rate,
+				float64(res.Quantile(0.99))/float64(fp), float64(res.Quantile(0.5))/float64(floor.Quantile(0.5))))
+		}
+		if res.Codes[http.StatusServiceUnavailable] > 0 || res.Errors > 0 || res.Other() > 0 {
+			t.Errorf("%d/s with a queue of %d: %d dropped (503), %d other answers, %d errors (%v); want every delivery taken while the queue has room",
+				rate, DefaultQueueSize, res.Codes[http.StatusServiceUnavailable], res.Other(), res.Errors, res.FirstError)
+		}
+	}
+	drainServer(t, bot)
+	if got := metricValue(t, bot, acceptedSample); int(got) != sent2xx {
+		t.Errorf("%s = %v, but %d deliveries were answered 200", acceptedSample, got, sent2xx)
+	}
+	if got := metricValue(t, bot, queueFullSample); int(got) != sent503 {
+		t.Errorf("%s = %v, but %d deliveries were answered 503", queueFullSample, got, sent503)
+	}
+	if n := len(gh.Requests()); n != 0 {
+		t.Errorf("the fake GitHub received %d requests; comments without a command must not call GitHub", n)
+	}
+
+	// A small queue with every worker stuck on a GitHub that does not answer:
+	// the queue fills at once and the rest is dropped, each drop counted.
+	const smallQueue = 16
+	stalled := newStallingGitHub(t)
+	stalled.hold()
+	small := newIntakeServer(t, stalled.URL(), map[string]string{"SANDBOX_QUEUE_SIZE": strconv.Itoa(smallQueue)}, logFile(t))
+	smallHTTP := httptest.NewServer(small.Handler())
+	defer smallHTTP.Close()
+	cmd := commandComment(t, "/plan")
+	res, err := loadtest.Run(t.Context(), client, loadtest.Plan{Rate: 1000, Duration: 2 * time.Second},
+		webhookRequests(smallHTTP.URL+WebhookPath, "small-", cmd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	queueFull := metricValue(t, small, queueFullSample)
+	rows = append(rows, loadtest.Row{Label: fmt.Sprintf("bot (queue %d, GitHub hung)", smallQueue), Result: res})
+	if drops := res.Codes[http.StatusServiceUnavailable]; int(queueFull) != drops {
+		t.Errorf("%s = %v, but %d deliveries were answered 503", queueFullSample, queueFull, drops)
+	}
+	if ok := res.Count2xx(); ok < smallQueue || ok > smallQueue+DefaultWorkers {
+		t.Errorf("%d deliveries taken with a queue of %d and %d hung workers; want between %d and %d",
+			ok, smallQueue, DefaultWorkers, smallQueue, smallQueue+DefaultWorkers)
+	}
+	stalled.release()
+	drainServer(t, small)
+
+	fmt.Fprintln(out)
+	if err := loadtest.WriteTable(out, rows); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(out)
+	for _, r := range ratios {
+		fmt.Fprintln(out, r)
+	}
+	fmt.Fprintf(out, "Small queue: /plan comments (%d bytes) whose handler blocks asking a hung GitHub for the sender's permission;\n", len(cmd))
+	fmt.Fprintf(out, "/metrics %s = %.0f, equal to the 503s the client counted.\n\n", queueFullSample, queueFull)
+}
+
+// waitMetric waits until a /metrics sample reaches want.
+func waitMetric(t *testing.T, s *Server, sample string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		got := metricValue(t, s, sample)
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %v after 20s, want %v", sample, got, want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// webhookRequests builds signed issue_comment deliveries of body to url,
+// delivery ids prefix0, prefix1, ...
+func webhookRequests(url, prefix string, body []byte) loadtest.RequestFunc {
+	sig := loadtest.Sign(body, []byte(testSecret))
+	return func(i int) (*http.Request, error) {
+		req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("User-Agent", "GitHub-Hookshot/loadtest")
+		req.Header.Set("X-GitHub-Event", "issue_comment")
+		req.Header.Set("X-GitHub-Delivery", prefix+strconv.Itoa(i))
+		req.Header.Set(loadtest.SignatureHeader, sig)
+		return req, nil
+	}
+}
+
+// logFile is where a load-tested bot logs, as in production: JSON lines to
+// a file, not to the terminal the table is printed on.
+func logFile(t *testing.T) io.Writer {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "bot.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
