@@ -2,15 +2,14 @@ package harness
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/valyala/fastjson"
 )
 
 // ClaudeCode runs Anthropic's Claude Code CLI in print mode and reads its
@@ -153,8 +152,13 @@ func (c *ClaudeCode) NewParser() Parser {
 //
 // Subagents (parent_tool_use_id set) run their own messages, possibly in
 // parallel, so each thread has its own open step.
+//
+// Lines are read with fastjson: most of them are stream events nobody
+// needs whole, and encoding/json's reflection made parsing several times
+// slower than the CLI can print (see BenchmarkClaudeCodeParse).
 type claudeParser struct {
 	now       func() time.Time
+	json      fastjson.Parser // values live until the next line
 	sessionID string
 	open      map[string]*claudeStep    // by thread: parent_tool_use_id, "" for the main agent
 	order     []string                  // threads in the order their steps opened
@@ -174,110 +178,31 @@ type claudeToolCall struct {
 	input string
 }
 
-type claudeUsage struct {
-	InputTokens              int64 `json:"input_tokens"`
-	OutputTokens             int64 `json:"output_tokens"`
-	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
-	OutputTokensDetails      *struct {
-		ThinkingTokens int64 `json:"thinking_tokens"`
-	} `json:"output_tokens_details"`
-}
-
-// tokens maps the API's usage. Thinking tokens are part of output_tokens
-// (and billed as output); Reasoning repeats them for the receipt.
-func (u *claudeUsage) tokens() Tokens {
+// claudeTokens maps an API usage object. Thinking tokens are part of
+// output_tokens (and billed as output); Reasoning repeats them for the
+// receipt.
+func claudeTokens(u *fastjson.Value) Tokens {
 	if u == nil {
 		return Tokens{}
 	}
-	t := Tokens{
-		Input:      u.InputTokens,
-		Output:     u.OutputTokens,
-		CacheRead:  u.CacheReadInputTokens,
-		CacheWrite: u.CacheCreationInputTokens,
+	return Tokens{
+		Input:      u.GetInt64("input_tokens"),
+		Output:     u.GetInt64("output_tokens"),
+		Reasoning:  u.GetInt64("output_tokens_details", "thinking_tokens"),
+		CacheRead:  u.GetInt64("cache_read_input_tokens"),
+		CacheWrite: u.GetInt64("cache_creation_input_tokens"),
 	}
-	if u.OutputTokensDetails != nil {
-		t.Reasoning = u.OutputTokensDetails.ThinkingTokens
-	}
-	return t
 }
 
-type claudeBlock struct {
-	Type      string          `json:"type"`
-	ID        string          `json:"id"`
-	Text      string          `json:"text"`
-	Name      string          `json:"name"`
-	Input     json.RawMessage `json:"input"`
-	ToolUseID string          `json:"tool_use_id"`
+// claudeStr returns the string at keys; "" when absent or not a string.
+func claudeStr(v *fastjson.Value, keys ...string) string {
+	return string(v.GetStringBytes(keys...))
 }
 
-// claudeMessage is the `message` of assistant and user lines.
-type claudeMessage struct {
-	ID      string          `json:"id"`
-	Model   string          `json:"model"`
-	Content json.RawMessage `json:"content"`
-	Usage   *claudeUsage    `json:"usage"`
-}
-
-// The line shapes, one per type. Each line is decoded twice, once for its
-// type and once for its shape, so that a field one type uses differently
-// from another (`message` is an object on assistant lines and a string on
-// system ones) never breaks a line the parser reads.
-type (
-	claudeHead struct {
-		Type    string `json:"type"`
-		Subtype string `json:"subtype"`
-	}
-	claudeSystemInit struct {
-		SessionID string `json:"session_id"`
-		Model     string `json:"model"`
-	}
-	claudeDenied struct {
-		ToolName       string `json:"tool_name"`
-		ToolUseID      string `json:"tool_use_id"`
-		DecisionReason string `json:"decision_reason"`
-	}
-	claudeStreamEvent struct {
-		SessionID       string  `json:"session_id"`
-		ParentToolUseID *string `json:"parent_tool_use_id"`
-		Event           *struct {
-			Type    string `json:"type"`
-			Message *struct {
-				ID    string       `json:"id"`
-				Usage *claudeUsage `json:"usage"`
-			} `json:"message"`
-			Usage *claudeUsage `json:"usage"`
-		} `json:"event"`
-	}
-	claudeChat struct { // assistant and user lines
-		SessionID       string         `json:"session_id"`
-		ParentToolUseID *string        `json:"parent_tool_use_id"`
-		Message         *claudeMessage `json:"message"`
-		// A message the CLI made up to report an API failure.
-		IsAPIErrorMessage bool   `json:"is_api_error_message"`
-		Error             string `json:"error"`
-	}
-	claudeResult struct {
-		Subtype      string          `json:"subtype"`
-		SessionID    string          `json:"session_id"`
-		IsError      bool            `json:"is_error"`
-		Result       string          `json:"result"`
-		TotalCostUSD *float64        `json:"total_cost_usd"`
-		Usage        *claudeUsage    `json:"usage"`
-		Errors       json.RawMessage `json:"errors"`
-		// Per model, this invocation only; total_cost_usd is the
-		// session's, which on --resume includes the earlier runs.
-		SinceLast map[string]struct {
-			CostUSD float64 `json:"costUSD"`
-		} `json:"model_usage_since_last_result"`
-	}
-)
-
-func claudeThread(parent *string) string {
-	if parent == nil {
-		return ""
-	}
-	return *parent
+// claudeThread is the line's thread: the subagent's Agent call id, or ""
+// for the main agent.
+func claudeThread(v *fastjson.Value) string {
+	return claudeStr(v, "parent_tool_use_id")
 }
 
 // ParseStdout implements Parser.
@@ -286,59 +211,60 @@ func (p *claudeParser) ParseStdout(line []byte) ([]Event, error) {
 	if len(line) == 0 {
 		return nil, nil
 	}
-	var head claudeHead
-	if err := json.Unmarshal(line, &head); err != nil {
+	// Content-block stream events are half the lines and carry nothing the
+	// assistant lines do not; they are checked for shape, not parsed.
+	if skip, err := claudeSkippable(line); err != nil {
+		return nil, fmt.Errorf("claude-code: bad stream-json line %q: %w", claudeClip(line, 120), err)
+	} else if skip {
+		return nil, nil
+	}
+	v, err := p.json.ParseBytes(line)
+	if err != nil {
 		return nil, fmt.Errorf("claude-code: bad stream-json line %q: %w", claudeClip(line, 120), err)
 	}
-	if head.Type == "" {
+	if v.Type() != fastjson.TypeObject {
+		return nil, fmt.Errorf("claude-code: stream-json line is not an object: %q", claudeClip(line, 120))
+	}
+	typ := claudeStr(v, "type")
+	if typ == "" {
 		return nil, fmt.Errorf("claude-code: stream-json line without a type: %q", claudeClip(line, 120))
 	}
 	now := p.now()
-	var (
-		evs []Event
-		err error
-	)
-	switch head.Type {
+	var evs []Event
+	switch typ {
 	case "system":
-		evs, err = p.system(head.Subtype, line, now)
+		evs, err = p.system(v, now)
 	case "stream_event":
-		evs, err = p.streamEvent(line, now)
+		evs, err = p.streamEvent(v, now)
 	case "assistant":
-		evs, err = p.assistant(line, now)
+		evs, err = p.assistant(v, now)
 	case "user":
-		evs, err = p.user(line, now)
+		evs, err = p.user(v, now)
 	case "result":
-		evs, err = p.result(line, now)
+		evs = p.result(v, now)
 	default:
 		return nil, nil // rate_limit_event, tool_progress, ...: not ours
 	}
 	if err != nil {
-		return nil, fmt.Errorf("claude-code: %s line %q: %w", head.Type, claudeClip(line, 120), err)
+		return nil, fmt.Errorf("claude-code: %s line %q: %w", typ, claudeClip(line, 120), err)
 	}
 	return evs, nil
 }
 
-func (p *claudeParser) system(subtype string, line []byte, now time.Time) ([]Event, error) {
-	switch subtype {
+func (p *claudeParser) system(v *fastjson.Value, now time.Time) ([]Event, error) {
+	switch claudeStr(v, "subtype") {
 	case "init":
-		var l claudeSystemInit
-		if err := json.Unmarshal(line, &l); err != nil {
-			return nil, err
-		}
-		if l.SessionID == "" {
+		id := claudeStr(v, "session_id")
+		if id == "" {
 			return nil, errors.New("init without session_id")
 		}
-		p.sessionID = l.SessionID
-		return []Event{{Type: EventSession, Time: now, SessionID: l.SessionID, Text: l.Model}}, nil
+		p.sessionID = id
+		return []Event{{Type: EventSession, Time: now, SessionID: id, Text: claudeStr(v, "model")}}, nil
 	case "permission_denied":
 		// Print mode has nobody to approve a call: it is refused at once
 		// and the agent goes on without it. The runner counts these.
-		var l claudeDenied
-		if err := json.Unmarshal(line, &l); err != nil {
-			return nil, err
-		}
-		call := p.tools[l.ToolUseID]
-		name := l.ToolName
+		call := p.tools[claudeStr(v, "tool_use_id")]
+		name := claudeStr(v, "tool_name")
 		if name == "" {
 			name = call.name
 		}
@@ -346,8 +272,8 @@ func (p *claudeParser) system(subtype string, line []byte, now time.Time) ([]Eve
 		if call.input != "" {
 			text += " " + claudeClip([]byte(call.input), 200)
 		}
-		if l.DecisionReason != "" {
-			text += ": " + l.DecisionReason
+		if reason := claudeStr(v, "decision_reason"); reason != "" {
+			text += ": " + reason
 		}
 		return []Event{{Type: EventStall, Time: now, SessionID: p.sessionID, Tool: name, ToolInput: call.input, Text: text}}, nil
 	default:
@@ -355,31 +281,28 @@ func (p *claudeParser) system(subtype string, line []byte, now time.Time) ([]Eve
 	}
 }
 
-func (p *claudeParser) streamEvent(line []byte, now time.Time) ([]Event, error) {
-	var l claudeStreamEvent
-	if err := json.Unmarshal(line, &l); err != nil {
-		return nil, err
+func (p *claudeParser) streamEvent(v *fastjson.Value, now time.Time) ([]Event, error) {
+	ev := v.Get("event")
+	if ev == nil || ev.Type() != fastjson.TypeObject {
+		return nil, errors.New("no event object")
 	}
-	if l.Event == nil {
-		return nil, errors.New("no event")
-	}
-	p.noteSession(l.SessionID)
-	th := claudeThread(l.ParentToolUseID)
-	switch l.Event.Type {
+	th := claudeThread(v)
+	switch claudeStr(ev, "type") {
 	case "message_start":
-		m := l.Event.Message
-		if m == nil || m.ID == "" {
+		p.noteSession(claudeStr(v, "session_id"))
+		id := claudeStr(ev, "message", "id")
+		if id == "" {
 			return nil, errors.New("message_start without a message id")
 		}
-		evs := p.startStep(th, m.ID, now)
-		if s := p.open[th]; s != nil && s.id == m.ID {
+		evs := p.startStep(th, id, now)
+		if s := p.open[th]; s != nil && s.id == id {
 			s.streamed = true
-			s.tokens = claudeMaxTokens(s.tokens, m.Usage.tokens())
+			s.tokens = claudeMaxTokens(s.tokens, claudeTokens(ev.Get("message", "usage")))
 		}
 		return evs, nil
 	case "message_delta":
 		if s := p.open[th]; s != nil {
-			s.tokens = claudeMaxTokens(s.tokens, l.Event.Usage.tokens())
+			s.tokens = claudeMaxTokens(s.tokens, claudeTokens(ev.Get("usage")))
 		}
 		return nil, nil
 	case "message_stop":
@@ -428,43 +351,59 @@ func (p *claudeParser) noteSession(id string) {
 	}
 }
 
-func (p *claudeParser) assistant(line []byte, now time.Time) ([]Event, error) {
-	var l claudeChat
-	if err := json.Unmarshal(line, &l); err != nil {
+// claudeContent returns message.content, which must be a list of blocks.
+func claudeContent(v *fastjson.Value) (msg *fastjson.Value, blocks []*fastjson.Value, err error) {
+	msg = v.Get("message")
+	if msg == nil || msg.Type() != fastjson.TypeObject {
+		return nil, nil, errors.New("no message object")
+	}
+	content := msg.Get("content")
+	if content == nil {
+		return msg, nil, nil
+	}
+	blocks, err = content.Array()
+	if err != nil {
+		return msg, nil, fmt.Errorf("message %q: content is not a list of blocks", claudeStr(msg, "id"))
+	}
+	return msg, blocks, nil
+}
+
+func (p *claudeParser) assistant(v *fastjson.Value, now time.Time) ([]Event, error) {
+	msg, blocks, err := claudeContent(v)
+	if err != nil {
 		return nil, err
 	}
-	if l.Message == nil {
-		return nil, errors.New("no message")
+	p.noteSession(claudeStr(v, "session_id"))
+	if claudeStr(msg, "model") == "<synthetic>" {
+		return p.synthetic(v, blocks, now), nil
 	}
-	var blocks []claudeBlock
-	if err := json.Unmarshal(l.Message.Content, &blocks); err != nil {
-		return nil, fmt.Errorf("message %q: content is not a list of blocks: %w", l.Message.ID, err)
-	}
-	p.noteSession(l.SessionID)
-	if l.Message.Model == "<synthetic>" {
-		return p.synthetic(&l, blocks, now), nil
-	}
-	th := claudeThread(l.ParentToolUseID)
-	evs := p.startStep(th, l.Message.ID, now)
-	if s := p.open[th]; s != nil && s.id == l.Message.ID {
-		s.tokens = claudeMaxTokens(s.tokens, l.Message.Usage.tokens())
+	th := claudeThread(v)
+	id := claudeStr(msg, "id")
+	evs := p.startStep(th, id, now)
+	if s := p.open[th]; s != nil && s.id == id {
+		s.tokens = claudeMaxTokens(s.tokens, claudeTokens(msg.Get("usage")))
 	}
 	for _, b := range blocks {
-		switch b.Type {
+		switch claudeStr(b, "type") {
 		case "text":
-			if strings.TrimSpace(b.Text) == "" {
+			text := claudeStr(b, "text")
+			if strings.TrimSpace(text) == "" {
 				continue
 			}
-			evs = append(evs, Event{Type: EventText, Time: now, SessionID: p.sessionID, Text: b.Text})
+			evs = append(evs, Event{Type: EventText, Time: now, SessionID: p.sessionID, Text: text})
 		case "tool_use":
-			input := claudeCompactJSON(b.Input)
-			if b.ID != "" {
-				p.tools[b.ID] = claudeToolCall{name: b.Name, input: input}
+			name := claudeStr(b, "name")
+			var input string
+			if in := b.Get("input"); in != nil {
+				input = string(in.MarshalTo(nil))
 			}
-			evs = append(evs, Event{Type: EventToolUse, Time: now, SessionID: p.sessionID, Tool: b.Name, ToolInput: input})
+			if callID := claudeStr(b, "id"); callID != "" {
+				p.tools[callID] = claudeToolCall{name: name, input: input}
+			}
+			evs = append(evs, Event{Type: EventToolUse, Time: now, SessionID: p.sessionID, Tool: name, ToolInput: input})
 		}
 	}
-	if l.Message.ID == "" {
+	if id == "" {
 		// Nothing ties a message without id to its other lines.
 		evs = append(evs, p.closeStep(th, now)...)
 	}
@@ -474,17 +413,19 @@ func (p *claudeParser) assistant(line []byte, now time.Time) ([]Event, error) {
 // synthetic handles a message no model wrote: the CLI's report of an API
 // failure (an error), or a filler it adds to the transcript (text). It is
 // not a step: it cost nothing and took no turn.
-func (p *claudeParser) synthetic(l *claudeChat, blocks []claudeBlock, now time.Time) []Event {
+func (p *claudeParser) synthetic(v *fastjson.Value, blocks []*fastjson.Value, now time.Time) []Event {
+	apiError := v.GetBool("is_api_error_message")
 	var evs []Event
 	for _, b := range blocks {
-		if b.Type != "text" || strings.TrimSpace(b.Text) == "" {
+		text := claudeStr(b, "text")
+		if claudeStr(b, "type") != "text" || strings.TrimSpace(text) == "" {
 			continue
 		}
-		if l.IsAPIErrorMessage {
-			p.lastError = b.Text
-			evs = append(evs, Event{Type: EventError, Time: now, SessionID: p.sessionID, Text: b.Text})
+		if apiError {
+			p.lastError = text
+			evs = append(evs, Event{Type: EventError, Time: now, SessionID: p.sessionID, Text: text})
 		} else {
-			evs = append(evs, Event{Type: EventText, Time: now, SessionID: p.sessionID, Text: b.Text})
+			evs = append(evs, Event{Type: EventText, Time: now, SessionID: p.sessionID, Text: text})
 		}
 	}
 	return evs
@@ -493,81 +434,81 @@ func (p *claudeParser) synthetic(l *claudeChat, blocks []claudeBlock, now time.T
 // user lines carry tool results back to the model. An unstreamed step is
 // over once its results are back, and so is a subagent whose Agent call
 // got its result.
-func (p *claudeParser) user(line []byte, now time.Time) ([]Event, error) {
-	var l claudeChat
-	if err := json.Unmarshal(line, &l); err != nil {
-		return nil, err
+func (p *claudeParser) user(v *fastjson.Value, now time.Time) ([]Event, error) {
+	msg := v.Get("message")
+	if msg == nil || msg.Type() != fastjson.TypeObject {
+		return nil, errors.New("no message object")
 	}
-	if l.Message == nil {
-		return nil, errors.New("no message")
-	}
-	p.noteSession(l.SessionID)
+	p.noteSession(claudeStr(v, "session_id"))
 	var evs []Event
-	th := claudeThread(l.ParentToolUseID)
+	th := claudeThread(v)
 	if s := p.open[th]; s != nil && !s.streamed {
 		evs = p.closeStep(th, now)
 	}
-	var blocks []claudeBlock
-	if json.Unmarshal(l.Message.Content, &blocks) != nil {
-		return evs, nil // a plain string: a prompt (a subagent's task)
-	}
-	for _, b := range blocks {
-		if b.Type == "tool_result" && b.ToolUseID != "" {
-			evs = append(evs, p.closeStep(b.ToolUseID, now)...)
-			delete(p.tools, b.ToolUseID)
+	// A string content is a prompt (a subagent's task): no results.
+	for _, b := range msg.GetArray("content") {
+		if claudeStr(b, "type") != "tool_result" {
+			continue
+		}
+		if id := claudeStr(b, "tool_use_id"); id != "" {
+			evs = append(evs, p.closeStep(id, now)...)
+			delete(p.tools, id)
 		}
 	}
 	return evs, nil
 }
 
-func (p *claudeParser) result(line []byte, now time.Time) ([]Event, error) {
-	var l claudeResult
-	if err := json.Unmarshal(line, &l); err != nil {
-		return nil, err
-	}
-	p.noteSession(l.SessionID)
+func (p *claudeParser) result(v *fastjson.Value, now time.Time) []Event {
+	p.noteSession(claudeStr(v, "session_id"))
 	var evs []Event
 	for len(p.order) > 0 {
 		evs = append(evs, p.closeStep(p.order[0], now)...)
 	}
-	if l.IsError || (l.Subtype != "" && l.Subtype != "success") {
+	subtype := claudeStr(v, "subtype")
+	text := claudeStr(v, "result")
+	if v.GetBool("is_error") || (subtype != "" && subtype != "success") {
 		// An API failure was reported already, from its own message.
-		if msg := claudeResultError(&l); msg != p.lastError {
+		if msg := claudeResultError(subtype, text, v.Get("errors")); msg != p.lastError {
 			evs = append(evs, Event{Type: EventError, Time: now, SessionID: p.sessionID, Text: msg})
 		}
 	}
 	// The cost is this invocation's, so that a runner adding up a run and
-	// its resumed repair counts each dollar once. For a new session it is
-	// total_cost_usd.
-	ev := Event{Type: EventResult, Time: now, SessionID: p.sessionID, Text: l.Result,
-		Tokens: l.Usage.tokens(), CostIsTotal: true}
-	switch {
-	case len(l.SinceLast) > 0:
-		// Summed in a fixed order: float addition is not associative.
-		for _, model := range slices.Sorted(maps.Keys(l.SinceLast)) {
-			ev.CostUSD += l.SinceLast[model].CostUSD
-		}
-	case l.TotalCostUSD != nil:
-		ev.CostUSD = *l.TotalCostUSD
+	// its resumed repair counts each dollar once: total_cost_usd is the
+	// session's, which after --resume includes the earlier runs, while
+	// model_usage_since_last_result has this run's cost per model. For a
+	// new session the two agree.
+	ev := Event{Type: EventResult, Time: now, SessionID: p.sessionID, Text: text,
+		Tokens: claudeTokens(v.Get("usage")), CostIsTotal: true, CostUSD: v.GetFloat64("total_cost_usd")}
+	if since := v.GetObject("model_usage_since_last_result"); since != nil && since.Len() > 0 {
+		ev.CostUSD = 0
+		// Visit goes in document order, so the float sum is reproducible.
+		since.Visit(func(_ []byte, m *fastjson.Value) { ev.CostUSD += m.GetFloat64("costUSD") })
 	}
-	return append(evs, ev), nil
+	return append(evs, ev)
 }
 
 // claudeResultError says why a run failed: the subtype (error_max_turns,
 // error_during_execution, ...) and the CLI's messages.
-func claudeResultError(l *claudeResult) string {
-	msg := l.Result
-	var list []string
-	if json.Unmarshal(l.Errors, &list) == nil && len(list) > 0 {
-		msg = strings.Join(list, "; ")
-	} else if len(l.Errors) > 0 && string(l.Errors) != "null" && string(l.Errors) != "[]" {
-		msg = claudeCompactJSON(l.Errors)
+func claudeResultError(subtype, result string, errs *fastjson.Value) string {
+	msg := result
+	if errs != nil {
+		var list []string
+		for _, e := range errs.GetArray() {
+			if s, err := e.StringBytes(); err == nil {
+				list = append(list, string(s))
+			} else {
+				list = append(list, string(e.MarshalTo(nil)))
+			}
+		}
+		if len(list) > 0 {
+			msg = strings.Join(list, "; ")
+		}
 	}
 	switch {
 	case msg == "":
-		return "claude-code finished with " + l.Subtype
-	case l.Subtype != "" && l.Subtype != "success":
-		return l.Subtype + ": " + msg
+		return "claude-code finished with " + subtype
+	case subtype != "" && subtype != "success":
+		return subtype + ": " + msg
 	default:
 		return msg
 	}
@@ -593,15 +534,85 @@ func claudeMaxTokens(a, b Tokens) Tokens {
 	}
 }
 
-func claudeCompactJSON(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
+// claudeSkippable reports whether line is a stream event about a content
+// block (content_block_start, _delta, _stop), which the parser ignores. It
+// walks the line once without building anything, looking only at the
+// top-level "type" and the "type" of the top-level "event" object; brackets
+// must balance and strings end, so a line cut short is an error. Any other
+// line is left to the full parser.
+func claudeSkippable(line []byte) (bool, error) {
+	if len(line) == 0 || line[0] != '{' {
+		return false, errors.New("not a JSON object")
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return string(raw)
+	var (
+		stack      []byte // open brackets
+		expectKey  bool   // the next string is an object key
+		key        []byte // the last key read
+		keyDepth   int    // len(stack) where key was read
+		eventDepth int    // len(stack) inside the top-level "event" object, 0 outside
+		typ, event []byte
+	)
+	for i := 0; i < len(line); i++ {
+		switch c := line[i]; c {
+		case '"':
+			end := claudeStringEnd(line, i+1)
+			if end < 0 {
+				return false, errors.New("line ends inside a string (partial line)")
+			}
+			s := line[i+1 : end]
+			i = end
+			if expectKey {
+				key, keyDepth, expectKey = s, len(stack), false
+				continue
+			}
+			if string(key) == "type" && keyDepth == len(stack) {
+				switch {
+				case keyDepth == 1:
+					typ = s
+				case keyDepth == eventDepth && eventDepth == 2:
+					event = s
+				}
+			}
+		case '{', '[':
+			if c == '{' && len(stack) == 1 && keyDepth == 1 && string(key) == "event" {
+				eventDepth = 2
+			}
+			stack = append(stack, c)
+			expectKey = c == '{'
+		case '}', ']':
+			n := len(stack)
+			if n == 0 || (c == '}') != (stack[n-1] == '{') {
+				return false, errors.New("mismatched brackets")
+			}
+			if n == eventDepth {
+				eventDepth = 0
+			}
+			stack = stack[:n-1]
+			if len(stack) == 0 {
+				if len(bytes.TrimSpace(line[i+1:])) > 0 {
+					return false, errors.New("text after the object")
+				}
+				return string(typ) == "stream_event" && bytes.HasPrefix(event, []byte("content_block_")), nil
+			}
+		case ',':
+			expectKey = stack[len(stack)-1] == '{'
+		}
 	}
-	return buf.String()
+	return false, errors.New("line ends inside the object (partial line)")
+}
+
+// claudeStringEnd returns the index of the quote closing the string whose
+// content starts at i, or -1. Escapes are skipped, not decoded.
+func claudeStringEnd(b []byte, i int) int {
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i
+		}
+	}
+	return -1
 }
 
 func claudeClip(b []byte, n int) string {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/runner/harness"
 )
@@ -245,6 +246,28 @@ func TestClaudeCodeParseLines(t *testing.T) {
 		{name: "assistant without message", lines: []string{`{"type":"assistant",` + sid + `}`}, errs: 1},
 		{name: "assistant with string content", lines: []string{asst("msg_1", "null", `"hi"`, `{}`)}, errs: 1},
 		{name: "assistant with a wrongly typed field", lines: []string{`{"type":"assistant","message":"hi"}`}, errs: 1},
+		{name: "partial content block delta", lines: []string{`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hel`}, errs: 1},
+		{name: "content block delta missing its last brace", lines: []string{`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}`}, errs: 1},
+		{name: "content block delta with text after it", lines: []string{`{"type":"stream_event","event":{"type":"content_block_stop","index":0}} {"type":"x"}`}, errs: 1},
+		{name: "mismatched brackets", lines: []string{`{"type":"stream_event","event":{"type":"content_block_stop","index":[0}]}`}, errs: 1},
+		{
+			name: "content block events are skipped whatever their text or key order",
+			lines: []string{
+				`{"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"say \"type\":\"message_stop\" and }{]["}}}`,
+				`{"event":{"index":1,"type":"content_block_start","content_block":{"type":"tool_use","id":"t","name":"Bash","input":{}}},"type":"stream_event"}`,
+				` {"type":"stream_event","event":{"type":"content_block_stop","index":1}} `,
+			},
+			sig: "",
+		},
+		{
+			name: "only the top-level event's type decides",
+			lines: []string{
+				`{"type":"stream_event","event":{"type":"message_start","message":{"id":"msg_9","usage":{"input_tokens":4}}},"parent_tool_use_id":null}`,
+				`{"type":"stream_event","event":{"type":"message_stop","x":{"event":{"type":"content_block_delta"}}},"parent_tool_use_id":null}`,
+				`{"type":"other","event":{"type":"content_block_delta"}}`,
+			},
+			sig: "step_start step_finish",
+		},
 		{name: "stream event without event", lines: []string{`{"type":"stream_event",` + sid + `}`}, errs: 1},
 		{name: "message_start without id", lines: []string{`{"type":"stream_event","event":{"type":"message_start","message":{}}}`}, errs: 1},
 		{
@@ -427,4 +450,103 @@ func TestClaudeCodeFixturesAreRealRuns(t *testing.T) {
 			t.Errorf("%s: last line %+v, %v; want the result", name, last, err)
 		}
 	}
+}
+
+// BenchmarkClaudeCodeParse parses every recorded line (real runs: mostly
+// stream events, with the assistant, user and result lines among them)
+// with a fresh parser per pass, as each run gets one. The floor is
+// json.Valid over the same lines, the least a JSON-lines reader does; it
+// is timed between the parser's passes, outside the benchmark timer, so
+// that both see the same load on a shared machine, and x_floor is the
+// parser's time over the floor's. Goal: >= 100k events/s on one core.
+func BenchmarkClaudeCodeParse(b *testing.B) {
+	files, err := filepath.Glob(filepath.Join("testdata", "claudecode", "*.jsonl"))
+	if err != nil || len(files) == 0 {
+		b.Fatalf("no fixtures: %v", err)
+	}
+	var lines [][]byte
+	var size int64
+	for _, f := range files {
+		for _, l := range readClaudeFixture(b, strings.TrimSuffix(filepath.Base(f), ".jsonl")) {
+			lines = append(lines, l)
+			size += int64(len(l))
+		}
+	}
+	h := harness.NewClaudeCode("claude")
+	var floor time.Duration
+	events, passes := 0, 0
+	b.SetBytes(size)
+	b.ReportAllocs()
+	for b.Loop() {
+		p := h.NewParser()
+		for _, l := range lines {
+			evs, err := p.ParseStdout(l)
+			if err != nil {
+				b.Fatal(err)
+			}
+			events += len(evs)
+		}
+		passes++
+
+		b.StopTimer()
+		start := time.Now()
+		for _, l := range lines {
+			if !json.Valid(l) {
+				b.Fatalf("fixture line is not JSON: %.80s", l)
+			}
+		}
+		floor += time.Since(start)
+		b.StartTimer()
+	}
+	elapsed := b.Elapsed()
+	b.ReportMetric(float64(events)/elapsed.Seconds(), "events/s")
+	b.ReportMetric(float64(passes*len(lines))/elapsed.Seconds(), "lines/s")
+	b.ReportMetric(float64(elapsed)/float64(floor), "x_floor")
+}
+
+// TestClaudeCodeParseEveryPartialLine cuts every recorded line at every
+// byte: each strict prefix is a partial line and must be an error, on
+// whichever path (skipped stream event or full parse) the line takes.
+func TestClaudeCodeParseEveryPartialLine(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("testdata", "claudecode", "*.jsonl"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	p := harness.NewClaudeCode("claude").NewParser()
+	cuts := 0
+	for _, f := range files {
+		for _, line := range readClaudeFixture(t, strings.TrimSuffix(filepath.Base(f), ".jsonl")) {
+			for n := 1; n < len(line); n++ {
+				prefix := line[:n]
+				if len(bytes.TrimSpace(prefix)) == 0 {
+					continue
+				}
+				cuts++
+				if evs, err := p.ParseStdout(prefix); err == nil {
+					t.Fatalf("%s: the first %d of %d bytes parsed without error (%d events): %.120s", f, n, len(line), len(evs), prefix)
+				}
+			}
+		}
+	}
+	t.Logf("%d partial lines rejected", cuts)
+}
+
+// FuzzClaudeCodeParse: no input may panic the parser, and a line that is
+// not even balanced JSON must be an error.
+func FuzzClaudeCodeParse(f *testing.F) {
+	files, _ := filepath.Glob(filepath.Join("testdata", "claudecode", "*.jsonl"))
+	for _, file := range files {
+		for _, l := range readClaudeFixture(f, strings.TrimSuffix(filepath.Base(file), ".jsonl")) {
+			f.Add(l)
+		}
+	}
+	f.Add([]byte(`{"type":"stream_event","event":{"type":"content_block_delta"`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		p := harness.NewClaudeCode("claude").NewParser()
+		_, err := p.ParseStdout(line)
+		if err == nil && len(bytes.TrimSpace(line)) > 0 && bytes.Count(line, []byte("{")) == 0 {
+			t.Fatalf("%q parsed without error", line)
+		}
+		_ = p.ParseStderr(line)
+	})
 }
