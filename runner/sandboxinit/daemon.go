@@ -168,10 +168,9 @@ func startDaemon(ctx context.Context, log zerolog.Logger, cfg daemonConfig) (*da
 		return nil, err
 	}
 	deadline := time.Now().Add(cfg.Timeout)
-	if err := waitFor(ctx, deadline, d.containerd, func() bool { return dialOK(containerdSocket) }); err != nil {
-		d.stop()
-		return nil, fmt.Errorf("containerd not ready: %w", err)
-	}
+	// dockerd keeps dialing containerd until its socket answers, so both
+	// start at once; waiting for containerd first would add its start time
+	// to every sandbox.
 	d.dockerd, err = startProc("dockerd", filepath.Join(logDir, "dockerd.log"),
 		"dockerd",
 		"--host", "unix://"+dockerSocket,
@@ -187,6 +186,11 @@ func startDaemon(ctx context.Context, log zerolog.Logger, cfg daemonConfig) (*da
 		return nil, err
 	}
 	client := dockerHTTP()
+	if err := waitFor(ctx, deadline, d.containerd, func() bool { return dialOK(containerdSocket) }); err != nil {
+		d.stop()
+		return nil, fmt.Errorf("containerd not ready: %w", err)
+	}
+	log.Debug().Dur("took", time.Since(start)).Msg("inner containerd ready")
 	if err := waitFor(ctx, deadline, d.dockerd, func() bool { return pingOK(ctx, client) }); err != nil {
 		d.stop()
 		return nil, fmt.Errorf("dockerd not ready: %w", err)

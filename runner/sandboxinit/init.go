@@ -46,8 +46,8 @@ const (
 	envLogLevel       = "SANDBOX_LOG_LEVEL"       // debug, info (default), warn
 )
 
-// runtimeDir holds what the init hands the runner.
-const runtimeDir = "/run/sandbox"
+// defaultRuntimeDir holds what the init hands the runner.
+const defaultRuntimeDir = "/run/sandbox"
 
 // Exit codes of the init itself; otherwise it exits with the runner's code.
 const (
@@ -64,6 +64,7 @@ type options struct {
 	cacheDir       string
 	storageDriver  string
 	dockerdTimeout time.Duration
+	runtimeDir     string
 }
 
 func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
@@ -73,6 +74,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		cacheDir:       getenv(envCacheDir),
 		storageDriver:  getenv(envStorageDriver),
 		dockerdTimeout: 60 * time.Second,
+		runtimeDir:     defaultRuntimeDir,
 	}
 	if o.user == "" {
 		o.user = "sandbox"
@@ -214,7 +216,7 @@ func (s *sandbox) run(parent context.Context) int {
 		argv = []string{exe, "run"}
 	}
 	dir := "/"
-	if acct != nil {
+	if acct != nil && isDir(acct.Home) {
 		dir = acct.Home
 	}
 
@@ -292,6 +294,7 @@ func (s *sandbox) taskMode() bool {
 // the runner gets on top of the sandbox's environment.
 func (s *sandbox) prepare(ctx, saveCtx context.Context) (map[string]string, error) {
 	env := map[string]string{}
+	runtimeDir := s.opts.runtimeDir
 	if err := os.MkdirAll(runtimeDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create %s: %w", runtimeDir, err)
 	}
@@ -348,7 +351,7 @@ func (s *sandbox) startDocker(ctx, saveCtx context.Context, env map[string]strin
 		cache.dir = dir
 		cache.sweep()
 	}
-	r := &serviceRunner{docker: s.docker, log: s.log, cache: cache, getenv: os.Getenv, tmpDir: runtimeDir}
+	r := &serviceRunner{docker: s.docker, log: s.log, cache: cache, getenv: os.Getenv, tmpDir: s.opts.runtimeDir}
 	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}

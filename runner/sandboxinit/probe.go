@@ -101,7 +101,7 @@ func probeFor(docker dockerCLI, name, ip string, s sandboxcfg.Service) (probe, e
 		}
 		return newHTTPProbe("http://" + net.JoinHostPort(ip, strconv.Itoa(port)) + path), nil
 	case len(hc.Command) > 0:
-		return execProbe{docker: docker, container: name, argv: hc.Command}, nil
+		return execProbe{docker: docker, container: containerName(name), argv: hc.Command}, nil
 	}
 	if len(s.Ports) > 0 {
 		return tcpProbe{addr: net.JoinHostPort(ip, strconv.Itoa(s.Ports[0]))}, nil

@@ -110,6 +110,16 @@ func (r *serviceRunner) startAll(ctx context.Context, specs map[string]sandboxcf
 	return addrs, pulled, nil
 }
 
+// containerName is the service's container on the inner daemon: its own
+// name, so `docker logs redis` works for the agent, except that Docker
+// wants at least two characters.
+func containerName(service string) string {
+	if len(service) < 2 {
+		return "service-" + service
+	}
+	return service
+}
+
 func sortedNames[V any](m map[string]V) []string {
 	names := make([]string, 0, len(m))
 	for n := range m {
@@ -125,7 +135,7 @@ func (r *serviceRunner) startOne(ctx context.Context, name string, spec sandboxc
 		return "", false, err
 	}
 	args := []string{"run", "-d",
-		"--name", name, "--hostname", name,
+		"--name", containerName(name), "--hostname", name,
 		"--network", innerNetwork, "--network-alias", name,
 		"--label", labelService + "=" + name,
 		"--stop-timeout", "2",
@@ -144,7 +154,7 @@ func (r *serviceRunner) startOne(ctx context.Context, name string, spec sandboxc
 	if _, err := r.docker.run(ctx, args...); err != nil {
 		return "", false, err
 	}
-	ip, err := r.docker.run(ctx, "inspect", "--format", `{{(index .NetworkSettings.Networks "`+innerNetwork+`").IPAddress}}`, name)
+	ip, err := r.docker.run(ctx, "inspect", "--format", `{{(index .NetworkSettings.Networks "`+innerNetwork+`").IPAddress}}`, containerName(name))
 	if err != nil {
 		return "", false, err
 	}
@@ -172,7 +182,7 @@ func (r *serviceRunner) startOne(ctx context.Context, name string, spec sandboxc
 
 // alive fails once the service container is no longer running.
 func (r *serviceRunner) alive(ctx context.Context, name string) error {
-	out, err := r.docker.run(ctx, "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name)
+	out, err := r.docker.run(ctx, "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", containerName(name))
 	if err != nil {
 		return err
 	}
@@ -186,7 +196,7 @@ func (r *serviceRunner) alive(ctx context.Context, name string) error {
 func (r *serviceRunner) logsTail(name string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cmd := []string{"logs", "--tail", "20", name}
+	cmd := []string{"logs", "--tail", "20", containerName(name)}
 	out, err := r.docker.run(ctx, cmd...)
 	if err != nil {
 		return "(" + err.Error() + ")"
@@ -261,11 +271,15 @@ type imageCache struct {
 
 const cacheTmpPrefix = ".tmp-"
 
-// path is the tarball of ref; query escaping keeps it one readable,
-// reversible file name ("redis%3A7.tar", "ghcr.io%2Fo%2Fsvc%3A1.tar").
-func (c imageCache) path(ref string) string {
-	return filepath.Join(c.dir, url.QueryEscape(ref)+".tar")
+// CachedImageFile is where the image cache directory dir keeps ref: query
+// escaping makes one readable, reversible file name per reference
+// ("redis%3A7.tar", "ghcr.io%2Fo%2Fsvc%3A1.tar"). Whoever fills the cache
+// (the docker backend, an operator with `docker save`) uses this name.
+func CachedImageFile(dir, ref string) string {
+	return filepath.Join(dir, url.QueryEscape(ref)+".tar")
 }
+
+func (c imageCache) path(ref string) string { return CachedImageFile(c.dir, ref) }
 
 // refs lists the references the cache holds.
 func (c imageCache) refs() []string {
