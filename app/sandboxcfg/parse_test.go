@@ -154,12 +154,15 @@ func TestParseEveryFieldIsCovered(t *testing.T) {
 	walk(reflect.ValueOf(*c), "")
 }
 
-func TestParseValid(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		yaml string
-		want *sandboxcfg.Config
-	}{
+type validCase struct {
+	name string
+	yaml string
+	want *sandboxcfg.Config
+}
+
+// validParseCases are files Parse accepts; they also seed FuzzParse.
+func validParseCases() []validCase {
+	return []validCase{
 		{name: "empty file", yaml: "", want: &sandboxcfg.Config{}},
 		{name: "only comments", yaml: "# nothing configured yet\n\n", want: &sandboxcfg.Config{}},
 		{name: "empty document", yaml: "---\n", want: &sandboxcfg.Config{}},
@@ -279,7 +282,11 @@ func TestParseValid(t *testing.T) {
 				Env:      map[string]string{"R": "redis://{redis_1}", "S": "{supabase_kong}", "T": "${TOKEN}"},
 			},
 		},
-	} {
+	}
+}
+
+func TestParseValid(t *testing.T) {
+	for _, tc := range validParseCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := sandboxcfg.Parse(".sandbox.yml", []byte(tc.yaml))
 			if err != nil {
@@ -295,12 +302,16 @@ func TestParseValid(t *testing.T) {
 // topFields is the valid-field list every unknown top-level key reports.
 const topFields = "(valid fields: branch, command, dev, env, harness, inactivity_timeout, lifecycle, max_budget_usd, mcp, mode, model, name, network, plan, pr, repair, resources, services, skills, supabase, timeout_minutes, validate)"
 
-func TestParseErrors(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		yaml string
-		want []string // every line of the error, in order
-	}{
+type errorCase struct {
+	name string
+	yaml string
+	want []string // every line of the error, in order
+}
+
+// errorParseCases are files Parse rejects, with the exact report; they also
+// seed FuzzParse.
+func errorParseCases() []errorCase {
+	return []errorCase{
 		// Unknown keys.
 		{
 			name: "unknown key with did-you-mean",
@@ -593,7 +604,11 @@ func TestParseErrors(t *testing.T) {
 			yaml: "mode: task\nservices:\n  db: {image: pg}\n",
 			want: []string{`ci/.sandbox.yml:3:3: services: task mode has no inner Docker daemon, so it cannot run services`},
 		},
-	} {
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range errorParseCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := sandboxcfg.Parse("ci/.sandbox.yml", []byte(tc.yaml))
 			if err == nil {
