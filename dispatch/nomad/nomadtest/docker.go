@@ -1,0 +1,178 @@
+package nomadtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DockerDriver runs a task with the local Docker engine the way Nomad's
+// docker driver does, so a job built for Nomad runs for real in a test: the
+// image and its entrypoint, privileged or cap_add/cap_drop/security_opt,
+// relative volumes bound from the task directory, the alloc/, local/ and
+// secrets/ directories at /alloc, /local and /secrets, the task env,
+// labels, memory and CPU shares, stdout and stderr into the allocation's
+// logs, and on stop SIGTERM then SIGKILL after the task's kill_timeout.
+type DockerDriver struct {
+	// Binary is the docker CLI; default "docker".
+	Binary string
+	// ExtraArgs go to `docker run` before the image, e.g.
+	// "--add-host", "host.docker.internal:host-gateway".
+	ExtraArgs []string
+}
+
+var nomadVarRef = regexp.MustCompile(`\$\{(NOMAD_[A-Za-z0-9_]+)\}`)
+
+// Run implements Driver.
+func (d DockerDriver) Run(ctx context.Context, t *Task) (int, error) {
+	bin := d.Binary
+	if bin == "" {
+		bin = "docker"
+	}
+	cfg := t.Task.Config
+	image, _ := cfg["image"].(string)
+	if image == "" {
+		return 1, errors.New("docker driver: config.image is required")
+	}
+	interp := func(s string) string {
+		return nomadVarRef.ReplaceAllStringFunc(s, func(m string) string { return t.Env[m[2:len(m)-1]] })
+	}
+	name := t.Task.Name + "-" + t.Alloc.ID
+	args := []string{"run", "--name", name,
+		"-v", t.AllocDir + ":/alloc",
+		"-v", filepath.Join(t.TaskDir, "local") + ":/local",
+		"-v", filepath.Join(t.TaskDir, "secrets") + ":/secrets",
+	}
+	for _, v := range stringList(cfg["volumes"]) {
+		host, target, ok := strings.Cut(v, ":")
+		if !ok {
+			return 1, fmt.Errorf("docker driver: volume %q is not host:container", v)
+		}
+		if !filepath.IsAbs(host) {
+			// Relative paths bind a directory of the task, as Nomad does.
+			full, err := allocDirPath(t.TaskDir, host)
+			if err != nil {
+				return 1, err
+			}
+			if err := os.MkdirAll(full, 0o755); err != nil {
+				return 1, err
+			}
+			host = full
+		}
+		args = append(args, "-v", host+":"+target)
+	}
+	if b, _ := cfg["privileged"].(bool); b {
+		args = append(args, "--privileged")
+	}
+	for _, c := range stringList(cfg["cap_add"]) {
+		args = append(args, "--cap-add", c)
+	}
+	for _, c := range stringList(cfg["cap_drop"]) {
+		args = append(args, "--cap-drop", c)
+	}
+	for _, o := range stringList(cfg["security_opt"]) {
+		args = append(args, "--security-opt", o)
+	}
+	for k, v := range labelMap(cfg["labels"]) {
+		args = append(args, "--label", k+"="+interp(v))
+	}
+	if r := t.Task.Resources; r != nil {
+		if r.MemoryMB != nil {
+			args = append(args, "--memory", strconv.Itoa(*r.MemoryMB)+"m")
+		}
+		if r.CPU != nil {
+			args = append(args, "--cpu-shares", strconv.Itoa(*r.CPU))
+		}
+	}
+	// Values come from the job, which never holds a secret: the token is a
+	// file under /secrets.
+	for _, kv := range SortedEnv(t.Env) {
+		args = append(args, "-e", kv)
+	}
+	args = append(args, d.ExtraArgs...)
+	args = append(args, image)
+	args = append(args, stringList(cfg["args"])...)
+
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = t.Stdout, t.Stderr
+	if err := cmd.Start(); err != nil {
+		return 1, fmt.Errorf("docker driver: start: %w", err)
+	}
+	defer exec.Command(bin, "rm", "-f", name).Run()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	select {
+	case err := <-exited:
+		return exitCode(err)
+	case <-ctx.Done():
+		grace := 5 * time.Second
+		if t.Task.KillTimeout != nil {
+			grace = *t.Task.KillTimeout
+		}
+		// docker stop sends SIGTERM to PID 1, waits, then SIGKILLs.
+		stop := exec.Command(bin, "stop", "-t", strconv.Itoa(int(grace.Seconds())), name)
+		if out, err := stop.CombinedOutput(); err != nil {
+			fmt.Fprintf(t.Stderr, "docker stop %s: %v: %s\n", name, err, out)
+		}
+		return exitCode(<-exited)
+	}
+}
+
+func exitCode(err error) (int, error) {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), nil
+	}
+	if err != nil {
+		return 1, err
+	}
+	return 0, nil
+}
+
+func stringList(v any) []string {
+	switch x := v.(type) {
+	case []string:
+		return x
+	case []any:
+		var out []string
+		for _, e := range x {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// labelMap reads labels in the JSON jobspec's list-of-maps form, before or
+// after a JSON round trip.
+func labelMap(v any) map[string]string {
+	out := map[string]string{}
+	switch x := v.(type) {
+	case []map[string]string:
+		for _, m := range x {
+			for k, v := range m {
+				out[k] = v
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if m, ok := e.(map[string]any); ok {
+				for k, v := range m {
+					if s, ok := v.(string); ok {
+						out[k] = s
+					}
+				}
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,86 @@
+// Command fakesandbox stands in for the sandbox image's entrypoint in tests
+// of the Nomad job on a real Docker engine (nomadtest.DockerDriver). It
+// keeps the sandbox's contract and nothing else: it reads the work order
+// from $SANDBOX_WORK_ORDER and the token file the job's template rendered,
+// proves /var/lib/docker is the bind from the task directory, prints
+// progress lines on stdout, and writes result.json into the output
+// directory; on SIGTERM it writes an interrupted receipt, as the runner
+// does. A task body containing "hold" keeps it running until SIGTERM.
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	raw, err := os.ReadFile(os.Getenv(dispatch.EnvWorkOrder))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakesandbox:", err)
+		return 2
+	}
+	var order dispatch.WorkOrder
+	if err := json.Unmarshal(raw, &order); err != nil {
+		fmt.Fprintln(os.Stderr, "fakesandbox: work order:", err)
+		return 2
+	}
+	if err := order.Validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "fakesandbox:", err)
+		return 2
+	}
+	summary := []string{"dind=" + os.Getenv("SANDBOX_DIND"), "isolation=" + os.Getenv("SANDBOX_ISOLATION")}
+	if order.TokenFile != "" {
+		tok, err := os.ReadFile(order.TokenFile)
+		if err != nil || len(tok) == 0 {
+			fmt.Fprintln(os.Stderr, "fakesandbox: token file:", err)
+			return 3
+		}
+		summary = append(summary, fmt.Sprintf("token=%d bytes", len(tok)))
+	}
+	if os.Getenv("SANDBOX_DIND") == "1" {
+		if err := os.WriteFile("/var/lib/docker/probe", []byte(order.TaskID), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "fakesandbox: /var/lib/docker:", err)
+			return 4
+		}
+	}
+	progress := func(step int, msg string, status dispatch.Status) {
+		line, _ := json.Marshal(dispatch.Progress{Event: "progress", Time: time.Now().UTC(), TaskID: order.TaskID, Stage: "agent", Message: msg, Step: step, Status: status})
+		fmt.Printf("%s\n", line)
+	}
+	fmt.Println("fakesandbox: starting", order.TaskID)
+	for i := 1; i <= 3; i++ {
+		progress(i, fmt.Sprintf("step %d", i), "")
+	}
+	receipt := func(status dispatch.Status) int {
+		err := dispatch.WriteResult(order.OutputDir, &dispatch.Result{
+			TaskID: order.TaskID, Mode: order.Mode, Status: status, Branch: order.TargetBranch,
+			PRSummary: strings.Join(summary, " "),
+		})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "fakesandbox: result:", err)
+			return 5
+		}
+		return 0
+	}
+	if strings.Contains(order.Task.Body, "hold") {
+		<-term
+		progress(4, "interrupted", dispatch.StatusInterrupted)
+		receipt(dispatch.StatusInterrupted)
+		return 143
+	}
+	progress(4, "done", dispatch.StatusCompleted)
+	return receipt(dispatch.StatusCompleted)
+}
