@@ -49,8 +49,8 @@ func New(o Options) (*Backend, error) {
 	return b, nil
 }
 
-// Close stops the event stream and every log follower. Waits in progress
-// return their context's error.
+// Close stops the event stream; Waits in progress return an error and
+// close their log streams.
 func (b *Backend) Close() error {
 	b.w.close()
 	return nil

@@ -638,3 +638,26 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestCloseEndsWaits(t *testing.T) {
+	r := &runner{steps: 1, hold: make(chan struct{})}
+	e := newEnv(t, nomadtest.Options{Driver: r})
+	b := e.backend()
+	ctx := ctxT(t)
+	s := spec(dispatch.ModePlan, "close")
+	if _, err := b.Submit(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := b.Wait(ctx, s.Order.TaskID, func(dispatch.Progress) {})
+		errc <- err
+	}()
+	waitFor(t, "the shared stream", func() bool { return b.Connects() == 1 })
+	b.Close()
+	if err := <-errc; err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("Wait after Close = %v", err)
+	}
+	waitFor(t, "the stream to close", func() bool { return e.fake.OpenEventStreams() == 0 })
+	close(r.hold)
+}

@@ -29,6 +29,7 @@ type watcher struct {
 	lastIndex uint64
 	connects  int
 	closed    bool
+	closedCh  chan struct{} // wakes Waits when the backend closes
 }
 
 // watched is one run being waited on.
@@ -40,7 +41,7 @@ type watched struct {
 }
 
 func newWatcher(b *Backend) *watcher {
-	return &watcher{b: b, jobs: map[string]string{}, results: map[string][]byte{}, runs: map[string]*watched{}}
+	return &watcher{b: b, jobs: map[string]string{}, results: map[string][]byte{}, runs: map[string]*watched{}, closedCh: make(chan struct{})}
 }
 
 func (w *watcher) remember(taskID, jobID string) {
@@ -97,6 +98,9 @@ func (b *Backend) LastEventIndex() uint64 {
 
 func (w *watcher) close() {
 	w.mu.Lock()
+	if !w.closed {
+		close(w.closedCh)
+	}
 	w.closed = true
 	cancel, done := w.cancel, w.done
 	w.mu.Unlock()
@@ -152,6 +156,9 @@ func (w *watcher) watch(ctx context.Context, jobID string) (*watched, func(), er
 	case <-ctx.Done():
 		release()
 		return nil, nil, ctx.Err()
+	case <-w.closedCh:
+		release()
+		return nil, nil, errors.New("nomad backend is closed")
 	}
 	if err := w.prime(ctx, r); err != nil {
 		release()
@@ -399,6 +406,8 @@ func (b *Backend) Wait(ctx context.Context, taskID string, progress func(dispatc
 		select {
 		case <-ctx.Done():
 			return st, ctx.Err()
+		case <-b.w.closedCh:
+			return st, fmt.Errorf("wait for %s: the nomad backend was closed", taskID)
 		case <-changed:
 		case fr, ok := <-frames:
 			logs.onFrame(fr, ok)
