@@ -31,6 +31,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/runner/sandboxinit"
 )
 
 // Isolation profiles of a coding sandbox.
@@ -779,6 +780,31 @@ func (b *Backend) Cleanup(ctx context.Context, taskID string) error {
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("docker backend: remove %s: %w", dir, err)
+	}
+	return nil
+}
+
+// CacheImage saves an image of the host's engine into the image cache, so
+// sandboxes load it instead of pulling it: an image a registry-less host
+// built itself, or one most repositories use. The file appears by rename;
+// sandboxes starting meanwhile never see half of it.
+func (b *Backend) CacheImage(ctx context.Context, ref string) error {
+	if b.o.CacheDir == "" {
+		return errors.New("docker backend: no cache directory configured")
+	}
+	dir := filepath.Join(b.o.CacheDir, "images")
+	tmp := filepath.Join(dir, fmt.Sprintf("%s%d-%d.tar", sandboxinit.CacheTmpPrefix, os.Getpid(), time.Now().UnixNano()))
+	defer os.Remove(tmp)
+	if _, err := b.cli.run(ctx, "save", "--output", tmp, ref); err != nil {
+		return fmt.Errorf("docker backend: cache image %s: %w", ref, err)
+	}
+	// docker save writes 0600; the sandbox's init runs as root, but an
+	// operator looking at the cache should not need to be.
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, sandboxinit.CachedImageFile(dir, ref)); err != nil {
+		return fmt.Errorf("docker backend: cache image %s: %w", ref, err)
 	}
 	return nil
 }

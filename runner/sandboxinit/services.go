@@ -269,7 +269,9 @@ type imageCache struct {
 	log zerolog.Logger
 }
 
-const cacheTmpPrefix = ".tmp-"
+// CacheTmpPrefix starts the name of a cache file being written; loaders
+// skip such files and the init sweeps old ones.
+const CacheTmpPrefix = ".tmp-"
 
 // CachedImageFile is where the image cache directory dir keeps ref: query
 // escaping makes one readable, reversible file name per reference
@@ -293,7 +295,7 @@ func (c imageCache) refs() []string {
 	var refs []string
 	for _, e := range entries {
 		n := e.Name()
-		if strings.HasPrefix(n, cacheTmpPrefix) || !strings.HasSuffix(n, ".tar") {
+		if strings.HasPrefix(n, CacheTmpPrefix) || !strings.HasSuffix(n, ".tar") {
 			continue
 		}
 		if ref, err := url.QueryUnescape(strings.TrimSuffix(n, ".tar")); err == nil {
@@ -322,7 +324,7 @@ func (c imageCache) save(ctx context.Context, docker dockerCLI, ref string) erro
 	if c.dir == "" {
 		return nil
 	}
-	tmp := filepath.Join(c.dir, fmt.Sprintf("%s%d-%d.tar", cacheTmpPrefix, os.Getpid(), time.Now().UnixNano()))
+	tmp := filepath.Join(c.dir, fmt.Sprintf("%s%d-%d.tar", CacheTmpPrefix, os.Getpid(), time.Now().UnixNano()))
 	if _, err := docker.run(ctx, "save", "--output", tmp, ref); err != nil {
 		os.Remove(tmp)
 		return err
@@ -340,7 +342,7 @@ func (c imageCache) sweep() {
 	if c.dir == "" {
 		return
 	}
-	old, _ := filepath.Glob(filepath.Join(c.dir, cacheTmpPrefix+"*"))
+	old, _ := filepath.Glob(filepath.Join(c.dir, CacheTmpPrefix+"*"))
 	for _, p := range old {
 		if st, err := os.Stat(p); err == nil && time.Since(st.ModTime()) > time.Hour {
 			if os.Remove(p) == nil {
