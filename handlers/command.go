@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -121,7 +122,9 @@ func parseFlags(cmd *Command, spec commandSpec, rest string) (string, error) {
 		tok, after, _ := strings.Cut(rest, " ")
 		key, val, hasEq := strings.Cut(strings.TrimPrefix(tok, "--"), "=")
 		rest = strings.TrimSpace(after)
-		if !hasEq {
+		if !hasEq && !strings.HasPrefix(rest, "--") {
+			// "--model --budget 3" is a forgotten value, not a model
+			// named "--budget".
 			val, after, _ = strings.Cut(rest, " ")
 			rest = strings.TrimSpace(after)
 		}
@@ -151,7 +154,8 @@ func setFlag(f *sandboxcfg.Flags, key, val string) error {
 	switch key {
 	case "budget":
 		v, err := strconv.ParseFloat(strings.TrimPrefix(val, "$"), 64)
-		if err != nil || v <= 0 {
+		// ParseFloat takes "NaN" and "Inf"; neither is a budget.
+		if err != nil || v <= 0 || math.IsNaN(v) || math.IsInf(v, 0) {
 			return &CommandError{Msg: fmt.Sprintf("`--budget` takes a positive number of dollars, got `%s`.", val)}
 		}
 		f.BudgetUSD = v
