@@ -87,6 +87,12 @@ func (g *Git) Env() []string { return g.env }
 // run runs git in dir (g.Dir when empty) and returns trimmed stdout. The
 // error carries git's stderr, redacted.
 func (g *Git) run(ctx context.Context, dir string, args ...string) (string, error) {
+	out, err := g.raw(ctx, dir, args...)
+	return strings.TrimSpace(out), err
+}
+
+// raw is run without trimming (porcelain output starts with a space).
+func (g *Git) raw(ctx context.Context, dir string, args ...string) (string, error) {
 	if dir == "" {
 		dir = g.Dir
 	}
@@ -103,7 +109,7 @@ func (g *Git) run(ctx context.Context, dir string, args ...string) (string, erro
 		}
 		return stdout.String(), &GitError{Args: g.red.String(strings.Join(args, " ")), Output: g.red.String(tail(msg, 2000)), Err: err}
 	}
-	return strings.TrimSpace(stdout.String()), nil
+	return stdout.String(), nil
 }
 
 // net runs a git command that talks to the remote, with the helper.
@@ -177,12 +183,12 @@ func (g *Git) RevParse(ctx context.Context, rev string) (string, error) {
 
 // Dirty lists changed and untracked (not ignored) paths.
 func (g *Git) Dirty(ctx context.Context) ([]string, error) {
-	out, err := g.run(ctx, "", "status", "--porcelain", "--untracked-files=all")
+	out, err := g.raw(ctx, "", "status", "--porcelain", "--untracked-files=all")
 	if err != nil {
 		return nil, err
 	}
 	var paths []string
-	for _, l := range strings.Split(out, "\n") {
+	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
 		if len(l) > 3 {
 			paths = append(paths, l[3:])
 		}

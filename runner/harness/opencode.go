@@ -95,6 +95,10 @@ func (o *OpenCode) ConfigContent(readOnly bool) (string, error) {
 		"$schema":    "https://opencode.ai/config.json",
 		"autoupdate": false,
 		"share":      "disabled",
+		// The runner commits the agent's work itself; OpenCode's own
+		// snapshots (a shadow git repository it updates every step) would
+		// only cost time and disk on a big checkout.
+		"snapshot":   false,
 		"permission": perm,
 	}
 	if len(o.MCP) > 0 {
