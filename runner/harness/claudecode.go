@@ -2,9 +2,13 @@ package harness
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -67,6 +71,12 @@ func (c *ClaudeCode) Command(req Request) (*exec.Cmd, error) {
 	// place a step's final output token count (message_delta) shows up,
 	// the assistant lines repeat message_start's placeholder.
 	args := []string{"-p", "--output-format=stream-json", "--verbose", "--include-partial-messages"}
+	// The repo's MCP servers are the team's own tools: their calls are
+	// allowed like Bash, or print mode would deny every one of them.
+	mcpTools, err := claudeMCPRules(c.MCPConfig)
+	if err != nil {
+		return nil, err
+	}
 	// Values go in the --flag=value form: a value starting with "-" (a
 	// model name or session id from elsewhere) must never read as a flag.
 	if req.Model != "" {
@@ -86,11 +96,15 @@ func (c *ClaudeCode) Command(req Request) (*exec.Cmd, error) {
 		// change the tree needs approval, which is denied.
 		args = append(args, "--permission-mode=default",
 			"--disallowed-tools=Write,Edit,MultiEdit,NotebookEdit")
+		if len(mcpTools) > 0 {
+			args = append(args, "--allowed-tools="+strings.Join(mcpTools, ","))
+		}
 	} else {
 		// acceptEdits covers the file tools only; the agent must also run
 		// builds and tests, and the sandbox is disposable, so Bash is
 		// allowed as a whole.
-		args = append(args, "--permission-mode=acceptEdits", "--allowed-tools=Bash")
+		args = append(args, "--permission-mode=acceptEdits",
+			"--allowed-tools="+strings.Join(append([]string{"Bash"}, mcpTools...), ","))
 	}
 	args = append(args, "--permission-prompts=none")
 	if c.MaxTurns > 0 {
@@ -108,6 +122,39 @@ func (c *ClaudeCode) Command(req Request) (*exec.Cmd, error) {
 	cmd.Stdin = strings.NewReader(req.Prompt)
 	return cmd, nil
 }
+
+// claudeMCPRules returns a permission rule ("mcp__<server>", which allows
+// all of that server's tools) per server of an --mcp-config value: JSON
+// text, or the path of a JSON file.
+func claudeMCPRules(cfg string) ([]string, error) {
+	if cfg == "" {
+		return nil, nil
+	}
+	text := []byte(cfg)
+	if !strings.HasPrefix(strings.TrimSpace(cfg), "{") {
+		b, err := os.ReadFile(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("claude-code harness: MCP config: %w", err)
+		}
+		text = b
+	}
+	var doc struct {
+		MCPServers map[string]json.RawMessage `json:"mcpServers"`
+	}
+	if err := json.Unmarshal(text, &doc); err != nil {
+		return nil, fmt.Errorf("claude-code harness: MCP config is not {\"mcpServers\": {...}} JSON: %w", err)
+	}
+	rules := make([]string, 0, len(doc.MCPServers))
+	for name := range doc.MCPServers {
+		// Claude Code names tools mcp__<server>__<tool> after replacing
+		// what is not [a-zA-Z0-9_-] in the server name with "_".
+		rules = append(rules, "mcp__"+claudeToolNameRE.ReplaceAllString(name, "_"))
+	}
+	slices.Sort(rules)
+	return rules, nil
+}
+
+var claudeToolNameRE = regexp.MustCompile(`[^a-zA-Z0-9_-]`)
 
 // claudeEnvDefaults appends each KEY=VALUE of defs whose key env does not set.
 func claudeEnvDefaults(env, defs []string) []string {

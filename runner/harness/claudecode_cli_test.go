@@ -9,6 +9,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"math"
@@ -557,5 +558,90 @@ func TestClaudeCodeMaxBudget(t *testing.T) {
 	res := run.ofType(harness.EventResult)
 	if len(res) != 1 || res[0].CostUSD < 0.01 {
 		t.Errorf("result events %+v; want one with the cost past the budget", res)
+	}
+}
+
+// TestClaudeCodeMCPHelperProcess is not a test: run by Claude Code as an
+// MCP server (stdio, newline-delimited JSON-RPC) for TestClaudeCodeMCP. Its
+// one tool, stamp, answers "stamped:<word>".
+func TestClaudeCodeMCPHelperProcess(t *testing.T) {
+	if os.Getenv("CLAUDE_MCP_HELPER") != "1" {
+		return
+	}
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(nil, 1<<20)
+	out := json.NewEncoder(os.Stdout)
+	for in.Scan() {
+		var req struct {
+			ID     *json.RawMessage `json:"id"`
+			Method string           `json:"method"`
+			Params struct {
+				ProtocolVersion string `json:"protocolVersion"`
+				Name            string `json:"name"`
+				Arguments       struct {
+					Word string `json:"word"`
+				} `json:"arguments"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(in.Bytes(), &req) != nil || req.ID == nil {
+			continue // notifications need no answer
+		}
+		var result any
+		switch req.Method {
+		case "initialize":
+			result = map[string]any{"protocolVersion": req.Params.ProtocolVersion, "capabilities": map[string]any{"tools": map[string]any{}},
+				"serverInfo": map[string]any{"name": "marker", "version": "1.0.0"}}
+		case "tools/list":
+			result = map[string]any{"tools": []any{map[string]any{"name": "stamp", "description": "Stamps a word.",
+				"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"word": map[string]any{"type": "string"}}, "required": []string{"word"}}}}}
+		case "tools/call":
+			result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "stamped:" + req.Params.Arguments.Word}}}
+		default:
+			_ = out.Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "error": map[string]any{"code": -32601, "message": "no method " + req.Method}})
+			continue
+		}
+		_ = out.Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": result})
+	}
+	os.Exit(0)
+}
+
+// TestClaudeCodeMCP gives the agent an MCP server through MCPConfig (the
+// JSON text the harness factory renders from .sandbox.yml) and has the
+// model call its tool.
+func TestClaudeCodeMCP(t *testing.T) {
+	bin := testenv.NPMBin(t, "claude")
+	repo := claudeGitRepo(t)
+	srv := modeltest.StartAnthropic(t, modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{
+		{Usage: modeltest.AnthropicUsage{InputTokens: 100, OutputTokens: 10}, ToolUses: []modeltest.AnthropicToolUse{
+			{Name: "mcp__marker__stamp", Input: map[string]any{"word": "zebra"}}}},
+		{Text: "Stamped.", Usage: modeltest.AnthropicUsage{InputTokens: 100, OutputTokens: 5}},
+	}})
+	cfg, err := json.Marshal(map[string]any{"mcpServers": map[string]any{"marker": map[string]any{
+		"command": os.Args[0], "args": []string{"-test.run=^TestClaudeCodeMCPHelperProcess$"},
+		"env": map[string]string{"CLAUDE_MCP_HELPER": "1"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := harness.NewClaudeCode(bin)
+	h.MCPConfig = string(cfg)
+	run := runClaude(t, h, harness.Request{Dir: repo, Prompt: "Stamp zebra.", Model: modeltest.AnthropicModelID,
+		Env: claudeEnv(t.TempDir(), srv)}, "")
+	claudeLogRun(t, run, srv)
+	if run.err != nil || len(run.parseErrs) > 0 {
+		t.Fatalf("exit %v, parse errors %v", run.err, run.parseErrs)
+	}
+	reqs := srv.ScriptedRequests()
+	if len(reqs) != 2 {
+		t.Fatalf("served %d scripted requests, want 2", len(reqs))
+	}
+	res := reqs[1].ToolResults()
+	if len(res) != 1 || res[0].IsError || !strings.Contains(res[0].Text, "stamped:zebra") {
+		t.Errorf("MCP tool result %+v; want the server's answer", res)
+	}
+	var init struct {
+		MCPServers []struct{ Name, Status string } `json:"mcp_servers"`
+	}
+	if err := json.Unmarshal(run.lines[0], &init); err != nil || len(init.MCPServers) != 1 || init.MCPServers[0].Name != "marker" || init.MCPServers[0].Status != "connected" {
+		t.Errorf("init line's MCP servers %+v (%v); want marker connected", init.MCPServers, err)
 	}
 }

@@ -2,6 +2,8 @@ package harness_test
 
 import (
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +15,10 @@ func TestClaudeCodeCommand(t *testing.T) {
 	const key = "sk-ant-api03-SECRET-never-in-argv"
 	env := []string{"PATH=/usr/bin", "HOME=/home/sandbox", "ANTHROPIC_API_KEY=" + key, "DISABLE_TELEMETRY=0"}
 	base := []string{"-p", "--output-format=stream-json", "--verbose", "--include-partial-messages"}
+	mcpFile := filepath.Join(t.TempDir(), "mcp.json")
+	if err := os.WriteFile(mcpFile, []byte(`{"mcpServers":{"docs":{"type":"http","url":"http://docs"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name    string
 		h       func() *harness.ClaudeCode
@@ -46,6 +52,38 @@ func TestClaudeCodeCommand(t *testing.T) {
 			args: []string{"--permission-mode=acceptEdits", "--allowed-tools=Bash", "--permission-prompts=none",
 				"--max-turns=40", "--max-budget-usd=2.5", `--mcp-config={"mcpServers":{}}`, "--strict-mcp-config"},
 		},
+		{
+			name: "MCP servers are allowed",
+			h: func() *harness.ClaudeCode {
+				h := harness.NewClaudeCode("/opt/claude")
+				h.MCPConfig = `{"mcpServers":{"docs":{"type":"http","url":"http://docs"},"my server.x":{"command":"srv"}}}`
+				return h
+			},
+			req: harness.Request{Dir: "/work/repo", Prompt: "Go."},
+			args: []string{"--permission-mode=acceptEdits", "--allowed-tools=Bash,mcp__docs,mcp__my_server_x", "--permission-prompts=none",
+				`--mcp-config={"mcpServers":{"docs":{"type":"http","url":"http://docs"},"my server.x":{"command":"srv"}}}`, "--strict-mcp-config"},
+		},
+		{
+			name: "MCP servers from a file, read-only",
+			h: func() *harness.ClaudeCode {
+				h := harness.NewClaudeCode("/opt/claude")
+				h.MCPConfig = mcpFile
+				return h
+			},
+			req: harness.Request{Dir: "/work/repo", Prompt: "Plan.", ReadOnly: true},
+			args: []string{"--permission-mode=default", "--disallowed-tools=Write,Edit,MultiEdit,NotebookEdit", "--allowed-tools=mcp__docs",
+				"--permission-prompts=none", "--mcp-config=" + mcpFile, "--strict-mcp-config"},
+		},
+		{name: "bad MCP config", h: func() *harness.ClaudeCode {
+			h := harness.NewClaudeCode("/opt/claude")
+			h.MCPConfig = `{"mcpServers":[]}`
+			return h
+		}, req: harness.Request{Dir: "/w", Prompt: "x"}, wantErr: "MCP config is not"},
+		{name: "missing MCP config file", h: func() *harness.ClaudeCode {
+			h := harness.NewClaudeCode("/opt/claude")
+			h.MCPConfig = "/nonexistent/mcp.json"
+			return h
+		}, req: harness.Request{Dir: "/w", Prompt: "x"}, wantErr: "/nonexistent/mcp.json"},
 		{name: "no binary", h: func() *harness.ClaudeCode { return harness.NewClaudeCode("") },
 			req: harness.Request{Dir: "/w", Prompt: "x"}, wantErr: "no claude binary"},
 		{name: "no prompt", req: harness.Request{Dir: "/w", Prompt: " \n"}, wantErr: "empty prompt"},
