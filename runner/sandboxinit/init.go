@@ -295,7 +295,15 @@ func (s *sandbox) taskMode() bool {
 func (s *sandbox) prepare(ctx, saveCtx context.Context) (map[string]string, error) {
 	env := map[string]string{}
 	runtimeDir := s.opts.runtimeDir
-	if err := os.MkdirAll(runtimeDir, 0o755); err != nil {
+	if err := os.MkdirAll(runtimeDir, 0o755); errors.Is(err, os.ErrPermission) && os.Geteuid() != 0 {
+		// An unprivileged sandbox (task mode) cannot write /run.
+		runtimeDir = filepath.Join(os.TempDir(), "sandbox-run")
+		err = os.MkdirAll(runtimeDir, 0o700)
+		if err != nil {
+			return nil, fmt.Errorf("create %s: %w", runtimeDir, err)
+		}
+		s.opts.runtimeDir = runtimeDir
+	} else if err != nil {
 		return nil, fmt.Errorf("create %s: %w", runtimeDir, err)
 	}
 	svcs := dispatch.Services{}

@@ -31,16 +31,33 @@ const ServiceImageRef = "sandbox-test/svc:1"
 // --add-host host.docker.internal:host-gateway).
 func Gateway(t testing.TB) string {
 	t.Helper()
-	out, err := exec.Command("docker", "network", "inspect", "bridge", "--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}").Output()
+	out, err := exec.Command("docker", "network", "inspect", "bridge", "--format",
+		`{{range .IPAM.Config}}{{.Gateway}} {{end}}|{{index .Options "com.docker.network.bridge.name"}}`).Output()
 	if err != nil {
 		t.Fatalf("docker network inspect bridge: %v", err)
 	}
-	for _, f := range strings.Fields(string(out)) {
+	gws, bridge, _ := strings.Cut(strings.TrimSpace(string(out)), "|")
+	for _, f := range strings.Fields(gws) {
 		if ip := net.ParseIP(f); ip != nil && ip.To4() != nil {
 			return f
 		}
 	}
-	t.Fatalf("the default bridge has no IPv4 gateway (%q)", out)
+	// Engines that leave the gateway out of IPAM: the bridge interface's
+	// own address is the gateway.
+	if bridge == "" {
+		bridge = "docker0"
+	}
+	ifc, err := net.InterfaceByName(bridge)
+	if err != nil {
+		t.Fatalf("the default bridge has no gateway in IPAM and no interface %s: %v", bridge, err)
+	}
+	addrs, _ := ifc.Addrs()
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+			return ipn.IP.String()
+		}
+	}
+	t.Fatalf("bridge interface %s has no IPv4 address", bridge)
 	return ""
 }
 
