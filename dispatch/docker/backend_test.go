@@ -53,7 +53,10 @@ func TestNewRejectsBadOptions(t *testing.T) {
 }
 
 func TestNewCreatesPrivateDataDir(t *testing.T) {
-	b := unitBackend(t, func(o *Options) { o.DataDir = filepath.Join(t.TempDir(), "data"); o.CacheDir = filepath.Join(t.TempDir(), "cache") })
+	b := unitBackend(t, func(o *Options) {
+		o.DataDir = filepath.Join(t.TempDir(), "data")
+		o.CacheDir = filepath.Join(t.TempDir(), "cache")
+	})
 	for _, d := range []string{b.o.DataDir, filepath.Join(b.o.DataDir, "tasks"), filepath.Join(b.o.DataDir, "locks")} {
 		st, err := os.Stat(d)
 		if err != nil {
