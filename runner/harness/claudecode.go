@@ -24,9 +24,11 @@ type ClaudeCode struct {
 	// MaxTurns bounds the agentic turns of one invocation (--max-turns);
 	// zero leaves the CLI's default.
 	MaxTurns int
-	// MaxBudgetUSD makes the CLI stop by itself once its own cost estimate
-	// passes the amount (--max-budget-usd). The runner's budget guard still
-	// applies; this one also works between two result events. Zero is off.
+	// MaxBudgetUSD makes the CLI stop by itself once its cost passes the
+	// amount (--max-budget-usd; the result is then error_max_budget_usd).
+	// Claude Code reports cost only in its final result event, so the
+	// runner's budget guard cannot stop it mid-run: set this to what is
+	// left of the budget. Zero is off.
 	MaxBudgetUSD float64
 	// MCPConfig is a path to (or the JSON text of) an MCP servers file
 	// (--mcp-config). Only those servers load (--strict-mcp-config), so
