@@ -73,6 +73,10 @@ type Config struct {
 	LogLevel     string `yaml:"log_level"`
 	// LogPretty writes human-readable logs instead of JSON.
 	LogPretty bool `yaml:"log_pretty"`
+
+	// backendExplicit is set when the operator chose the backend, so an
+	// unreachable Docker engine is an error instead of a fallback.
+	backendExplicit bool
 }
 
 // NomadConfig is where and how sandboxes run on Nomad. Address, token,
@@ -118,7 +122,7 @@ func LoadConfig(getenv Getenv) (*Config, error) {
 		dec.KnownFields(true)
 		// io.EOF is an empty file, which is a valid (empty) configuration.
 		if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("SANDBOX_CONFIG %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+			return nil, fmt.Errorf("SANDBOX_CONFIG %s: %s", path, oneLine(strings.TrimPrefix(err.Error(), "yaml: ")))
 		}
 	}
 	if err := c.applyEnv(getenv); err != nil {
@@ -199,6 +203,18 @@ func (c *Config) applyEnv(getenv Getenv) error {
 	return nil
 }
 
+// oneLine folds a multi-line decoder report ("unmarshal errors:\n  line
+// 3: ...") into the single line a start-up failure prints.
+func oneLine(msg string) string {
+	var parts []string
+	for _, p := range strings.Split(msg, "\n") {
+		if p = strings.TrimSpace(p); p != "" {
+			parts = append(parts, p)
+		}
+	}
+	return strings.ReplaceAll(strings.Join(parts, "; "), ":; ", ": ")
+}
+
 func splitList(v string) []string {
 	var out []string
 	for _, s := range strings.Split(v, ",") {
@@ -213,6 +229,7 @@ func (c *Config) applyDefaults() {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
+	c.backendExplicit = c.Backend != ""
 	if c.Backend == "" {
 		c.Backend = "docker"
 		if c.Nomad.Addr != "" {
@@ -259,7 +276,9 @@ func (c *Config) applyDefaults() {
 		c.GitHub.V3APIURL += "/"
 	}
 	if c.GitHub.V4APIURL == "" {
-		c.GitHub.V4APIURL = strings.TrimSuffix(c.GitHub.V3APIURL, "/") + "/graphql"
+		// GitHub Enterprise serves REST under /api/v3/ and GraphQL at
+		// /api/graphql, not under /api/v3/.
+		c.GitHub.V4APIURL = strings.TrimSuffix(strings.TrimSuffix(c.GitHub.V3APIURL, "/"), "/v3") + "/graphql"
 	}
 	if c.GitHub.WebURL == "" {
 		c.GitHub.WebURL = "https://github.com"

@@ -1,0 +1,108 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/hashicorp/nomad/api"
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/docker"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/process"
+)
+
+// NewBackend builds the configured backend. With the default (docker, no
+// NOMAD_ADDR) and no reachable Docker engine, it falls back to plain child
+// processes and says loudly that runs are not isolated; an explicitly
+// chosen docker backend fails instead, because the operator asked for
+// isolation. The returned func releases the backend's resources.
+func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispatch.Backend, func(), error) {
+	nop := func() {}
+	switch cfg.Backend {
+	case "nomad":
+		nc := api.DefaultConfig()
+		nc.Address = cfg.Nomad.Addr
+		if cfg.Nomad.Token != "" {
+			nc.SecretID = cfg.Nomad.Token
+		}
+		if cfg.Nomad.Namespace != "" {
+			nc.Namespace = cfg.Nomad.Namespace
+		}
+		if cfg.Nomad.Region != "" {
+			nc.Region = cfg.Nomad.Region
+		}
+		b, err := nomad.New(nomad.Options{
+			Config: nc, Image: cfg.Image, Isolation: cfg.Isolation, Region: cfg.Nomad.Region, Namespace: cfg.Nomad.Namespace,
+			Datacenters: cfg.Nomad.Datacenters, NodePool: cfg.Nomad.NodePool, KillTimeout: cfg.Nomad.KillTimeout, Purge: cfg.Nomad.Purge,
+			Limits: nomad.Limits{MaxCPU: cfg.Limits.MaxCPU, MaxMemoryMB: cfg.Limits.MaxMemoryMB}, Logger: logger,
+		})
+		if err != nil {
+			return nil, nop, err
+		}
+		return b, func() { _ = b.Close() }, nil
+	case "docker":
+		if err := docker.Available(ctx); err != nil {
+			if cfg.backendExplicit {
+				return nil, nop, fmt.Errorf("SANDBOX_BACKEND=docker: %w", err)
+			}
+			logger.Warn().Err(err).Msg("no Docker engine reachable: falling back to the process backend")
+			return newProcess(cfg, logger)
+		}
+		b, err := docker.New(docker.Options{
+			Image: cfg.Image, Isolation: cfg.Isolation, DataDir: cfg.DataDir, CacheDir: filepath.Join(cfg.DataDir, "cache"),
+			ExtraHosts: []string{"host.docker.internal:host-gateway"}, Logger: logger,
+		})
+		if err != nil {
+			return nil, nop, err
+		}
+		return b, nop, nil
+	default:
+		return newProcess(cfg, logger)
+	}
+}
+
+func newProcess(cfg *Config, logger zerolog.Logger) (dispatch.Backend, func(), error) {
+	runner, err := findRunner(cfg.RunnerBinary)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	fmt.Fprintln(os.Stderr, "\n"+
+		"**********************************************************************\n"+
+		"*  WARNING: no sandbox. Runs are plain child processes of this bot,  *\n"+
+		"*  with this machine's files, network and credentials in reach.     *\n"+
+		"*  Use it to try the bot, never for repositories you do not trust.   *\n"+
+		"*  Start a Docker engine (or set NOMAD_ADDR) for isolated sandboxes. *\n"+
+		"**********************************************************************")
+	b, err := process.New(process.Options{Runner: runner, DataDir: cfg.DataDir, Logger: logger})
+	if err != nil {
+		return nil, func() {}, err
+	}
+	return b, func() {}, nil
+}
+
+// findRunner locates sandbox-runner: the configured path, next to this
+// executable (go build -o bin/ ./cmd/...), or on PATH.
+func findRunner(configured string) (string, error) {
+	if configured != "" {
+		p, err := exec.LookPath(configured)
+		if err != nil {
+			return "", fmt.Errorf("SANDBOX_RUNNER_BINARY: %w", err)
+		}
+		return p, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), "sandbox-runner")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath("sandbox-runner"); err == nil {
+		return p, nil
+	}
+	return "", fmt.Errorf("SANDBOX_RUNNER_BINARY: no sandbox-runner next to this binary or on PATH (build both: go build -o bin/ ./cmd/...)")
+}

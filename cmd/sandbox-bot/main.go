@@ -1,0 +1,72 @@
+// Command sandbox-bot is the GitHub App server: it receives webhooks,
+// dispatches sandbox runs on the configured backend (docker, nomad, or plain
+// processes) and reports their results on GitHub.
+//
+// Configuration comes from the environment (GITHUB_*, NOMAD_*, SANDBOX_*)
+// and an optional YAML file named by SANDBOX_CONFIG; see the README.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/app"
+)
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	cfg, err := app.LoadConfig(os.LookupEnv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox-bot: "+err.Error())
+		return 2
+	}
+	logger := app.NewLogger(cfg, os.Stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	backend, closeBackend, err := app.NewBackend(ctx, cfg, logger)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox-bot: "+err.Error())
+		return 2
+	}
+	defer closeBackend()
+	srv, err := app.NewServer(cfg, backend, logger)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sandbox-bot: "+err.Error())
+		return 2
+	}
+	if err := srv.Start(ctx); err != nil {
+		logger.Error().Err(err).Msg("reconcile runs at start; continuing, the next restart tries again")
+	}
+	httpSrv := &http.Server{Addr: cfg.Listen, Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	errs := make(chan error, 1)
+	go func() { errs <- httpSrv.ListenAndServe() }()
+	logger.Info().Str("listen", cfg.Listen).Str("backend", backend.Name()).Str("image", cfg.Image).Msg("sandbox-bot started")
+
+	select {
+	case err := <-errs:
+		fmt.Fprintln(os.Stderr, "sandbox-bot: SANDBOX_LISTEN "+cfg.Listen+": "+err.Error())
+		return 1
+	case <-ctx.Done():
+	}
+	logger.Info().Msg("shutting down: draining the webhook queue")
+	shutdown, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := httpSrv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		logger.Warn().Err(err).Msg("HTTP shutdown")
+	}
+	if err := srv.Drain(shutdown); err != nil {
+		logger.Warn().Err(err).Msg("queue not drained")
+	}
+	// Runs go on in the backend; the next start reconciles them.
+	srv.Stop()
+	logger.Info().Msg("stopped")
+	return 0
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func buildBot(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sandbox-bot")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// A missing or bad setting fails at start with one line naming it.
+func TestBadSettingsFailWithOneLine(t *testing.T) {
+	bin := buildBot(t)
+	key := testKey(t)
+	cases := []struct {
+		env  []string
+		want string
+	}{
+		{nil, "GITHUB_APP_INTEGRATION_ID: required"},
+		{[]string{"GITHUB_APP_INTEGRATION_ID=x"}, "GITHUB_APP_INTEGRATION_ID: \"x\" is not a number"},
+		{[]string{"GITHUB_APP_INTEGRATION_ID=1"}, "GITHUB_APP_WEBHOOK_SECRET: required"},
+		{[]string{"GITHUB_APP_INTEGRATION_ID=1", "GITHUB_APP_WEBHOOK_SECRET=s", "GITHUB_APP_PRIVATE_KEY=nope"}, "GITHUB_APP_PRIVATE_KEY: not PEM"},
+		{[]string{"GITHUB_APP_INTEGRATION_ID=1", "GITHUB_APP_WEBHOOK_SECRET=s", "GITHUB_APP_PRIVATE_KEY=" + key, "SANDBOX_BACKEND=k8s"}, "SANDBOX_BACKEND: \"k8s\" is not nomad, docker or process"},
+		{[]string{"GITHUB_APP_INTEGRATION_ID=1", "GITHUB_APP_WEBHOOK_SECRET=s", "GITHUB_APP_PRIVATE_KEY=" + key, "SANDBOX_ISOLATION=none"}, "SANDBOX_ISOLATION: \"none\" is not privileged or caps"},
+		{[]string{"GITHUB_APP_INTEGRATION_ID=1", "GITHUB_APP_WEBHOOK_SECRET=s", "GITHUB_APP_PRIVATE_KEY=" + key, "SANDBOX_CONFIG=/nonexistent.yml"}, "SANDBOX_CONFIG: open /nonexistent.yml"},
+	}
+	for _, c := range cases {
+		cmd := exec.Command(bin)
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, c.env...)
+		out, err := cmd.CombinedOutput()
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if err == nil || len(lines) != 1 || !strings.Contains(lines[0], c.want) {
+			t.Errorf("env %v: want one line containing %q and a failure, got err=%v:\n%s", c.env, c.want, err, out)
+		}
+	}
+}
+
+// SIGTERM stops the bot cleanly: it answers until then, drains and exits 0.
+func TestServesAndStopsOnSIGTERM(t *testing.T) {
+	bin := buildBot(t)
+	runner := filepath.Join(t.TempDir(), "sandbox-runner")
+	if out, err := exec.Command("go", "build", "-o", runner, "../sandbox-runner").CombinedOutput(); err != nil {
+		t.Fatalf("build runner: %v\n%s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(bin)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GITHUB_APP_INTEGRATION_ID=1", "GITHUB_APP_WEBHOOK_SECRET=s",
+		"GITHUB_APP_PRIVATE_KEY=" + testKey(t), "SANDBOX_LISTEN=" + addr, "SANDBOX_BACKEND=process",
+		"SANDBOX_RUNNER_BINARY=" + runner, "SANDBOX_DATA_DIR=" + t.TempDir(), "GITHUB_V3_API_URL=http://127.0.0.1:1/"}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	var body string
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			body = string(b)
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(body, `"status":"ok"`) || !strings.Contains(body, `"backend":"process"`) {
+		cmd.Process.Kill()
+		t.Fatalf("healthz: %q\n%s", body, stderr.String())
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("bot did not stop within 20s of SIGTERM")
+	}
+	if !strings.Contains(stderr.String(), "WARNING: no sandbox") || !strings.Contains(stderr.String(), `"message":"stopped"`) {
+		t.Errorf("want the no-isolation warning and a clean stop in the log:\n%s", stderr.String())
+	}
+}
+
+func testKey(t *testing.T) string {
+	t.Helper()
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}))) + fmt.Sprintln()
+}
