@@ -36,7 +36,12 @@ func (e *FieldError) Error() string {
 		b.WriteString(e.File)
 	}
 	if e.Pos.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Pos.Line)
+		if e.File == "" {
+			b.WriteString("line ") // inside another file (the server config)
+		} else {
+			b.WriteByte(':')
+		}
+		fmt.Fprintf(&b, "%d", e.Pos.Line)
 		// yaml.v3 gives no column for some syntax errors; ":0" would
 		// send an editor to the wrong place.
 		if e.Pos.Column > 0 {
@@ -80,6 +85,24 @@ func Parse(file string, data []byte) (*Config, error) {
 		return nil, errs
 	}
 	return c, nil
+}
+
+// UnmarshalYAML decodes a Config held in another YAML file (the server
+// config's defaults) by the same rules as Parse: strict keys, the name:
+// command form of validate, string shorthands, validation. Lines are those
+// of the enclosing file.
+func (c *Config) UnmarshalYAML(n *yaml.Node) error {
+	var out Config
+	d := &decoder{pos: positions{}}
+	d.decode(n, reflect.ValueOf(&out).Elem(), "")
+	if len(d.errs) > 0 {
+		return d.errs
+	}
+	if errs := out.validate("", d.pos); len(errs) > 0 {
+		return errs
+	}
+	*c = out
+	return nil
 }
 
 // positions maps a dotted field path to where it stands in the file.

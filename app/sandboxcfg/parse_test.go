@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
 )
 
@@ -670,6 +672,7 @@ func TestFieldErrorFormat(t *testing.T) {
 		{sandboxcfg.FieldError{File: "a.yml", Pos: sandboxcfg.Pos{Line: 3}, Msg: "invalid YAML: x"}, "a.yml:3: invalid YAML: x"},
 		{sandboxcfg.FieldError{File: "a.yml", Field: "harness", Msg: "bad"}, "a.yml: harness: bad"},
 		{sandboxcfg.FieldError{Field: "harness", Msg: "bad"}, "harness: bad"},
+		{sandboxcfg.FieldError{Pos: sandboxcfg.Pos{Line: 3, Column: 7}, Field: "mode", Msg: "bad"}, "line 3:7: mode: bad"},
 		{sandboxcfg.FieldError{Msg: "bad"}, "bad"},
 	} {
 		if got := tc.e.Error(); got != tc.want {
@@ -691,6 +694,38 @@ func TestLevenshtein(t *testing.T) {
 		}
 		if got := sandboxcfg.Levenshtein(tc.b, tc.a); got != tc.want {
 			t.Errorf("Levenshtein(%q, %q) = %d, want %d (not symmetric)", tc.b, tc.a, got, tc.want)
+		}
+	}
+}
+
+// A Config inside another YAML file (the server config's defaults) follows
+// Parse's rules, with the enclosing file's lines.
+func TestConfigInsideAnotherYAMLFile(t *testing.T) {
+	var server struct {
+		Listen   string            `yaml:"listen"`
+		Defaults sandboxcfg.Config `yaml:"defaults"`
+	}
+	src := "listen: :8080\ndefaults:\n  lifecycle:\n    setup: make deps\n  validate:\n    lint: make lint\n    test:\n      command: make test\n      timeout_seconds: 30\n"
+	if err := yaml.Unmarshal([]byte(src), &server); err != nil {
+		t.Fatalf("yaml.Unmarshal: %v", err)
+	}
+	want := sandboxcfg.Config{
+		Lifecycle: sandboxcfg.Lifecycle{Setup: []string{"make deps"}},
+		Validate:  sandboxcfg.Checks{{Name: "lint", Command: "make lint"}, {Name: "test", Command: "make test", TimeoutSeconds: 30}},
+	}
+	if !reflect.DeepEqual(server.Defaults, want) {
+		t.Errorf("defaults:\n got %#v\nwant %#v", server.Defaults, want)
+	}
+
+	for _, tc := range []struct{ src, want string }{
+		{"listen: x\ndefaults:\n  modle: m\n", `line 3:3: modle: unknown field (did you mean "mode"?) ` + topFields},
+		{"defaults:\n  harness: codex\n", `line 2:12: harness: must be one of opencode, claude-code, command, got "codex"`},
+		{"defaults:\n  max_budget_usd: .nan\n", `line 2:19: max_budget_usd: expected a finite number, got ".nan"`},
+	} {
+		err := yaml.Unmarshal([]byte(tc.src), &server)
+		var errs sandboxcfg.Errors
+		if !errors.As(err, &errs) || err.Error() != tc.want {
+			t.Errorf("yaml.Unmarshal(%q) = %v (%T), want %q", tc.src, err, err, tc.want)
 		}
 	}
 }
