@@ -239,18 +239,21 @@ func (r *Result) Quantile(q float64) time.Duration {
 type Row struct {
 	Label  string
 	Result *Result
+	// Note is printed last, e.g. how full the server's queue got.
+	Note string
 }
 
 // WriteTable prints rows as an aligned table: rate, sent, 2xx, 503, other
-// answers, transport errors, p50, p99 and the generator's worst lag.
+// answers, transport errors, p50, p99, the generator's worst lag and the
+// row's note.
 func WriteTable(w io.Writer, rows []Row) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\trate/s\tsent\t2xx\t503\tother\terrors\tp50\tp99\tmax lag\t")
+	fmt.Fprintln(tw, "target\trate/s\tsent\t2xx\t503\tother\terrors\tp50\tp99\tmax lag\tnote\t")
 	for _, row := range rows {
 		r := row.Result
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t\n", row.Label, r.Rate, r.Sent, r.Count2xx(),
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t\n", row.Label, r.Rate, r.Sent, r.Count2xx(),
 			r.Codes[http.StatusServiceUnavailable], r.Other(), r.Errors,
-			fmtDuration(r.Quantile(0.50)), fmtDuration(r.Quantile(0.99)), fmtDuration(r.MaxLag))
+			fmtDuration(r.Quantile(0.50)), fmtDuration(r.Quantile(0.99)), fmtDuration(r.MaxLag), row.Note)
 	}
 	return tw.Flush()
 }

@@ -172,7 +172,7 @@ func TestWriteTable(t *testing.T) {
 		{code: 503, latency: 2 * time.Millisecond, lag: 100 * time.Microsecond}, {err: errors.New("refused")},
 	})
 	var buf bytes.Buffer
-	if err := WriteTable(&buf, []Row{{Label: "bot", Result: r}}); err != nil {
+	if err := WriteTable(&buf, []Row{{Label: "bot", Result: r, Note: "queue-peak=3/500"}}); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimRight(buf.String(), "\n"), "\n")
@@ -180,7 +180,7 @@ func TestWriteTable(t *testing.T) {
 		t.Fatalf("want a header and one row, got:\n%s", buf.String())
 	}
 	fields := strings.Fields(lines[1])
-	want := []string{"bot", "200", "4", "2", "1", "0", "1", "2.000ms", "3.000ms", "0.100ms"}
+	want := []string{"bot", "200", "4", "2", "1", "0", "1", "2.000ms", "3.000ms", "0.100ms", "queue-peak=3/500"}
 	if strings.Join(fields, " ") != strings.Join(want, " ") {
 		t.Errorf("row %q, want %q", fields, want)
 	}
