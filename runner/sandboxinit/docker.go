@@ -31,3 +31,13 @@ func (d dockerCLI) run(ctx context.Context, args ...string) (string, error) {
 	}
 	return stdout.String(), nil
 }
+
+// combined returns stdout and stderr interleaved, for a container's logs
+// (services write their complaints to stderr).
+func (d dockerCLI) combined(ctx context.Context, args ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, d.bin, args...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("docker %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return string(out), nil
+}

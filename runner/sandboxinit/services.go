@@ -160,6 +160,10 @@ func (r *serviceRunner) startOne(ctx context.Context, name string, spec sandboxc
 	}
 	ip = strings.TrimSpace(ip)
 	if net.ParseIP(ip) == nil {
+		// A container that exited at once has no address any more.
+		if err := r.alive(ctx, name); err != nil {
+			return "", false, fmt.Errorf("%w; last log lines:\n%s", err, r.logsTail(name))
+		}
 		return "", false, fmt.Errorf("container has no address on the %s network (got %q)", innerNetwork, ip)
 	}
 	p, err := probeFor(r.docker, name, ip, spec)
@@ -187,17 +191,20 @@ func (r *serviceRunner) alive(ctx context.Context, name string) error {
 		return err
 	}
 	f := strings.Fields(out)
-	if len(f) == 2 && f[0] != "running" {
-		return fmt.Errorf("container is %s with exit code %s", f[0], f[1])
+	switch {
+	case len(f) != 2 || f[0] == "running":
+		return nil
+	case f[0] == "exited":
+		return fmt.Errorf("container exited with code %s", f[1])
+	default:
+		return fmt.Errorf("container is %s (exit code %s)", f[0], f[1])
 	}
-	return nil
 }
 
 func (r *serviceRunner) logsTail(name string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cmd := []string{"logs", "--tail", "20", containerName(name)}
-	out, err := r.docker.run(ctx, cmd...)
+	out, err := r.docker.combined(ctx, "logs", "--tail", "20", containerName(name))
 	if err != nil {
 		return "(" + err.Error() + ")"
 	}
