@@ -1,0 +1,668 @@
+// Package process is the dispatch.Backend that runs `sandbox-runner run` as
+// a plain child process, without any container: the fallback when no Docker
+// engine is reachable, and what `sandbox-agent` uses for local runs. It
+// gives no isolation at all, so New says so loudly.
+//
+// Each run gets a task directory, <data-dir>/tasks/<task-id>/:
+//
+//	work-order.json  the work order (output_dir and token_file point below)
+//	secrets/token    the repo-scoped token, mode 0600, rewritten atomically
+//	out/             result.json and artifacts
+//	work/, state/    the runner's checkout and its agent state
+//	runner.log       the runner's stdout (progress lines) and stderr (logs)
+//	meta.json        dispatch.Meta, the pid and start time, for List after a restart
+//	exit.json        how the process ended, once it has
+//
+// Locks are files created with O_EXCL under <data-dir>/locks.
+package process
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// Options configures the backend.
+type Options struct {
+	// Runner is the sandbox-runner binary.
+	Runner string
+	// DataDir holds tasks/ and locks/.
+	DataDir string
+	// Env is the runner's base environment (secrets for ${VAR}, the agent's
+	// API keys, OPENCODE_CONFIG); nil means os.Environ().
+	Env []string
+	// StopGrace is what Cancel gives the runner between SIGTERM and SIGKILL
+	// to push and write its interrupted receipt (default 60s).
+	StopGrace time.Duration
+	// Warnings receives the no-isolation warning (default os.Stderr).
+	Warnings io.Writer
+	// Logger receives the backend's logs.
+	Logger zerolog.Logger
+}
+
+// Backend runs sandbox-runner processes on this machine.
+type Backend struct {
+	o   Options
+	log zerolog.Logger
+
+	mu    sync.Mutex
+	procs map[string]*child // runs started by this Backend
+}
+
+// child is a runner process this Backend started and waits for.
+type child struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+var _ dispatch.Backend = (*Backend)(nil)
+
+// File names in a task directory.
+const (
+	workOrderFile = "work-order.json"
+	tokenFile     = "secrets/token"
+	outDir        = "out"
+	logFile       = "runner.log"
+	metaFile      = "meta.json"
+	exitFile      = "exit.json"
+)
+
+// Warning is printed by New: a process run is not a sandbox.
+const Warning = "WARNING: the process backend runs the agent directly on this machine, with NO isolation: " +
+	"it can read and change anything your user can, including files outside the task. " +
+	"Use the docker backend (a reachable Docker engine) for a real sandbox."
+
+// New checks the options, prepares the data directory and prints Warning.
+func New(o Options) (*Backend, error) {
+	if o.Runner == "" {
+		return nil, errors.New("process backend: no sandbox-runner binary given")
+	}
+	runner, err := exec.LookPath(o.Runner)
+	if err != nil {
+		return nil, fmt.Errorf("process backend: sandbox-runner binary %q: %w", o.Runner, err)
+	}
+	if o.Runner, err = filepath.Abs(runner); err != nil {
+		return nil, err
+	}
+	if o.DataDir == "" {
+		return nil, errors.New("process backend: no data directory (set SANDBOX_DATA_DIR)")
+	}
+	if o.DataDir, err = filepath.Abs(o.DataDir); err != nil {
+		return nil, fmt.Errorf("process backend: data directory: %w", err)
+	}
+	for _, d := range []string{o.DataDir, filepath.Join(o.DataDir, "tasks"), filepath.Join(o.DataDir, "locks")} {
+		// 0700: task directories hold tokens.
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("process backend: create %s: %w", d, err)
+		}
+	}
+	if o.Env == nil {
+		o.Env = os.Environ()
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = 60 * time.Second
+	}
+	if o.Warnings == nil {
+		o.Warnings = os.Stderr
+	}
+	b := &Backend{o: o, log: o.Logger.With().Str("backend", "process").Logger(), procs: map[string]*child{}}
+	fmt.Fprintln(o.Warnings, Warning)
+	b.log.Warn().Msg("process backend: no isolation between the agent and this machine")
+	return b, nil
+}
+
+// Name implements dispatch.Backend.
+func (b *Backend) Name() string { return "process" }
+
+// TaskDir is the run's directory.
+func (b *Backend) TaskDir(taskID string) string { return filepath.Join(b.o.DataDir, "tasks", taskID) }
+
+// OutputDir is where result.json and artifacts of a run are.
+func (b *Backend) OutputDir(taskID string) string { return filepath.Join(b.TaskDir(taskID), outDir) }
+
+// LogPath is the runner's combined output.
+func (b *Backend) LogPath(taskID string) string { return filepath.Join(b.TaskDir(taskID), logFile) }
+
+// meta is meta.json.
+type meta struct {
+	Meta       dispatch.Meta `json:"meta"`
+	PID        int           `json:"pid"`
+	StartTicks uint64        `json:"start_ticks"` // /proc/<pid>/stat starttime: tells a reused pid apart
+	StartedAt  time.Time     `json:"started_at"`
+}
+
+// exitInfo is exit.json.
+type exitInfo struct {
+	ExitCode int       `json:"exit_code"`
+	Signal   string    `json:"signal,omitempty"`
+	EndedAt  time.Time `json:"ended_at"`
+}
+
+// Submit implements dispatch.Backend. The task directory is created with
+// mkdir, which fails if it exists: a second Submit of the same task id,
+// from a redelivery or another replica, is a no-op.
+func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
+	id := spec.Meta.TaskID
+	if id == "" {
+		id = spec.Order.TaskID
+	}
+	if !dispatch.ValidTaskID(id) || id != spec.Order.TaskID {
+		return false, fmt.Errorf("process backend: task id %q (meta) / %q (work order) is not a valid, matching task id", spec.Meta.TaskID, spec.Order.TaskID)
+	}
+	dir := b.TaskDir(id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return false, nil
+		}
+		return false, fmt.Errorf("process backend: create task directory: %w", err)
+	}
+	created, err := b.start(dir, spec)
+	if err != nil {
+		// Leave nothing half made: a retry must be able to start over.
+		os.RemoveAll(dir)
+		return false, err
+	}
+	return created, nil
+}
+
+func (b *Backend) start(dir string, spec dispatch.RunSpec) (bool, error) {
+	order := spec.Order
+	order.OutputDir = filepath.Join(dir, outDir)
+	if err := os.MkdirAll(filepath.Join(dir, "secrets"), 0o700); err != nil {
+		return false, err
+	}
+	if err := os.MkdirAll(order.OutputDir, 0o755); err != nil {
+		return false, err
+	}
+	if spec.Token != "" {
+		order.TokenFile = filepath.Join(dir, tokenFile)
+		if err := writeAtomic(order.TokenFile, []byte(spec.Token), 0o600); err != nil {
+			return false, fmt.Errorf("process backend: write token: %w", err)
+		}
+	} else {
+		order.TokenFile = ""
+	}
+	if err := order.Validate(); err != nil {
+		return false, fmt.Errorf("process backend: %w", err)
+	}
+	ob, err := json.MarshalIndent(order, "", "  ")
+	if err != nil {
+		return false, err
+	}
+	orderPath := filepath.Join(dir, workOrderFile)
+	if err := writeAtomic(orderPath, ob, 0o600); err != nil {
+		return false, fmt.Errorf("process backend: write work order: %w", err)
+	}
+	logf, err := os.OpenFile(filepath.Join(dir, logFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return false, fmt.Errorf("process backend: open log: %w", err)
+	}
+	defer logf.Close()
+
+	cmd := exec.Command(b.o.Runner, "run", "--work-order", orderPath)
+	cmd.Dir = dir
+	cmd.Env = append(withoutKeys(b.o.Env, dispatch.EnvWorkOrder, "SANDBOX_WORKSPACE", "SANDBOX_STATE_DIR"),
+		dispatch.EnvWorkOrder+"="+orderPath,
+		"SANDBOX_WORKSPACE="+filepath.Join(dir, "work"),
+		"SANDBOX_STATE_DIR="+filepath.Join(dir, "state"),
+	)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Its own process group: a ^C meant for the bot or the CLI does not
+	// kill the runner before it has pushed; Cancel decides.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return false, fmt.Errorf("process backend: start %s: %w", b.o.Runner, err)
+	}
+	m := meta{Meta: spec.Meta, PID: cmd.Process.Pid, StartTicks: startTicks(cmd.Process.Pid), StartedAt: time.Now().UTC()}
+	m.Meta.TaskID = order.TaskID
+	if m.Meta.Mode == "" {
+		m.Meta.Mode = order.Mode
+	}
+	mb, _ := json.MarshalIndent(m, "", "  ")
+	if err := writeAtomic(filepath.Join(dir, metaFile), mb, 0o600); err != nil {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+		return false, fmt.Errorf("process backend: write meta: %w", err)
+	}
+	c := &child{cmd: cmd, done: make(chan struct{})}
+	b.mu.Lock()
+	b.procs[order.TaskID] = c
+	b.mu.Unlock()
+	go b.reap(dir, order.TaskID, c)
+	b.log.Info().Str("task_id", order.TaskID).Str("repo", spec.Meta.Repo).Int("issue", spec.Meta.Number).Int("pid", m.PID).Msg("runner started")
+	return true, nil
+}
+
+// reap waits for the child and records how it ended, so Status works from
+// the files alone (another Backend, after a restart).
+func (b *Backend) reap(dir, taskID string, c *child) {
+	err := c.cmd.Wait()
+	info := exitInfo{ExitCode: c.cmd.ProcessState.ExitCode(), EndedAt: time.Now().UTC()}
+	if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		info.Signal = ws.Signal().String()
+	}
+	eb, _ := json.Marshal(info)
+	if werr := writeAtomic(filepath.Join(dir, exitFile), eb, 0o644); werr != nil {
+		b.log.Error().Err(werr).Str("task_id", taskID).Msg("could not record the runner's exit")
+	}
+	b.log.Info().Str("task_id", taskID).Int("exit_code", info.ExitCode).AnErr("wait", err).Msg("runner ended")
+	close(c.done)
+}
+
+// Status implements dispatch.Backend.
+func (b *Backend) Status(_ context.Context, taskID string) (dispatch.RunStatus, error) {
+	return b.status(taskID)
+}
+
+func (b *Backend) status(taskID string) (dispatch.RunStatus, error) {
+	dir := b.TaskDir(taskID)
+	mb, err := os.ReadFile(filepath.Join(dir, metaFile))
+	if errors.Is(err, os.ErrNotExist) {
+		if _, serr := os.Stat(dir); serr == nil {
+			// Submit is between mkdir and writing meta.json.
+			return dispatch.RunStatus{Meta: dispatch.Meta{TaskID: taskID}, State: dispatch.StatePending}, nil
+		}
+		return dispatch.RunStatus{}, fmt.Errorf("process backend: %s: %w", taskID, dispatch.ErrNotFound)
+	}
+	if err != nil {
+		return dispatch.RunStatus{}, fmt.Errorf("process backend: read meta of %s: %w", taskID, err)
+	}
+	var m meta
+	if err := json.Unmarshal(mb, &m); err != nil {
+		return dispatch.RunStatus{}, fmt.Errorf("process backend: meta of %s: %w", taskID, err)
+	}
+	st := dispatch.RunStatus{Meta: m.Meta, StartedAt: m.StartedAt}
+	if eb, err := os.ReadFile(filepath.Join(dir, exitFile)); err == nil {
+		var ex exitInfo
+		if err := json.Unmarshal(eb, &ex); err != nil {
+			return dispatch.RunStatus{}, fmt.Errorf("process backend: exit record of %s: %w", taskID, err)
+		}
+		st.State, st.ExitCode, st.EndedAt = dispatch.StateComplete, ex.ExitCode, ex.EndedAt
+		return st, nil
+	}
+	if b.ours(taskID) || alive(m.PID, m.StartTicks) {
+		st.State = dispatch.StateRunning
+		return st, nil
+	}
+	// Not ours (a previous bot process started it) and gone without an
+	// exit record: its parent died with it or before reaping it.
+	st.State = dispatch.StateLost
+	return st, nil
+}
+
+func (b *Backend) ours(taskID string) bool {
+	b.mu.Lock()
+	c, ok := b.procs[taskID]
+	b.mu.Unlock()
+	if !ok {
+		return false
+	}
+	select {
+	case <-c.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// List implements dispatch.Backend.
+func (b *Backend) List(_ context.Context) ([]dispatch.RunStatus, error) {
+	ents, err := os.ReadDir(filepath.Join(b.o.DataDir, "tasks"))
+	if err != nil {
+		return nil, fmt.Errorf("process backend: list tasks: %w", err)
+	}
+	var out []dispatch.RunStatus
+	for _, e := range ents {
+		if !e.IsDir() || !dispatch.ValidTaskID(e.Name()) {
+			continue
+		}
+		st, err := b.status(e.Name())
+		if err != nil {
+			b.log.Warn().Err(err).Str("task_id", e.Name()).Msg("skipping an unreadable task directory")
+			continue
+		}
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].StartedAt.Before(out[j].StartedAt) })
+	return out, nil
+}
+
+// Wait implements dispatch.Backend: it follows runner.log, passing each
+// progress line to progress, until the run has ended and the log is read
+// to its end.
+func (b *Backend) Wait(ctx context.Context, taskID string, progress func(dispatch.Progress)) (dispatch.RunStatus, error) {
+	if _, err := b.status(taskID); err != nil {
+		return dispatch.RunStatus{}, err
+	}
+	var f *os.File
+	defer func() {
+		if f != nil {
+			f.Close()
+		}
+	}()
+	var rd *bufio.Reader
+	var partial []byte
+	readAll := func() {
+		if f == nil {
+			var err error
+			if f, err = os.Open(b.LogPath(taskID)); err != nil {
+				return
+			}
+			rd = bufio.NewReaderSize(f, 64*1024)
+		}
+		for {
+			chunk, err := rd.ReadBytes('\n')
+			partial = append(partial, chunk...)
+			if err != nil {
+				return // EOF: keep the partial line for the next read
+			}
+			if p, ok := dispatch.ParseProgress(bytesTrim(partial)); ok && progress != nil {
+				progress(p)
+			}
+			partial = partial[:0]
+		}
+	}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		readAll()
+		st, err := b.status(taskID)
+		if err != nil {
+			return st, err
+		}
+		if st.State.Ended() {
+			readAll()
+			return st, nil
+		}
+		b.mu.Lock()
+		c := b.procs[taskID]
+		b.mu.Unlock()
+		var done <-chan struct{}
+		if c != nil {
+			done = c.done
+		}
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-done:
+		case <-tick.C:
+		}
+	}
+}
+
+// Result implements dispatch.Backend.
+func (b *Backend) Result(_ context.Context, taskID string) (*dispatch.Result, error) {
+	st, err := b.status(taskID)
+	if err != nil {
+		return nil, err
+	}
+	if !st.State.Ended() {
+		return nil, fmt.Errorf("process backend: %s is still %s", taskID, st.State)
+	}
+	rb, err := os.ReadFile(filepath.Join(b.OutputDir(taskID), dispatch.ResultFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("process backend: %s: %w", taskID, dispatch.ErrNoResult)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("process backend: %w", err)
+	}
+	return dispatch.ParseResult(rb)
+}
+
+// Cancel implements dispatch.Backend: SIGTERM to the runner, which stops
+// the agent, pushes and writes an interrupted receipt; SIGKILL to its
+// process group if it is still there after StopGrace. It does not block.
+func (b *Backend) Cancel(_ context.Context, taskID string) error {
+	st, err := b.status(taskID)
+	if err != nil {
+		return err
+	}
+	if st.State.Ended() {
+		return nil
+	}
+	m, err := b.readMeta(taskID)
+	if err != nil {
+		return err
+	}
+	if !alive(m.PID, m.StartTicks) {
+		return nil
+	}
+	if err := syscall.Kill(m.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("process backend: stop %s (pid %d): %w", taskID, m.PID, err)
+	}
+	b.log.Info().Str("task_id", taskID).Int("pid", m.PID).Dur("grace", b.o.StopGrace).Msg("sent SIGTERM to the runner")
+	go func() {
+		deadline := time.Now().Add(b.o.StopGrace)
+		for time.Now().Before(deadline) {
+			if !alive(m.PID, m.StartTicks) || b.ended(taskID) {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if alive(m.PID, m.StartTicks) && !b.ended(taskID) {
+			b.log.Warn().Str("task_id", taskID).Int("pid", m.PID).Msg("the runner outlived its grace period: SIGKILL")
+			syscall.Kill(-m.PID, syscall.SIGKILL)
+		}
+	}()
+	return nil
+}
+
+func (b *Backend) ended(taskID string) bool {
+	_, err := os.Stat(filepath.Join(b.TaskDir(taskID), exitFile))
+	return err == nil
+}
+
+func (b *Backend) readMeta(taskID string) (meta, error) {
+	var m meta
+	mb, err := os.ReadFile(filepath.Join(b.TaskDir(taskID), metaFile))
+	if err != nil {
+		return m, fmt.Errorf("process backend: read meta of %s: %w", taskID, err)
+	}
+	if err := json.Unmarshal(mb, &m); err != nil {
+		return m, fmt.Errorf("process backend: meta of %s: %w", taskID, err)
+	}
+	return m, nil
+}
+
+// RefreshToken implements dispatch.Backend. The rename is atomic, so the
+// runner's credential helper reads either the old or the new token.
+func (b *Backend) RefreshToken(_ context.Context, taskID, token string) error {
+	if token == "" {
+		return errors.New("process backend: refresh with an empty token")
+	}
+	if _, err := b.status(taskID); err != nil {
+		return err
+	}
+	if err := writeAtomic(filepath.Join(b.TaskDir(taskID), tokenFile), []byte(token), 0o600); err != nil {
+		return fmt.Errorf("process backend: refresh token of %s: %w", taskID, err)
+	}
+	return nil
+}
+
+// Cleanup implements dispatch.Backend. A run still going is refused: the
+// caller cancels and waits first.
+func (b *Backend) Cleanup(_ context.Context, taskID string) error {
+	st, err := b.status(taskID)
+	if errors.Is(err, dispatch.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !st.State.Ended() {
+		return fmt.Errorf("process backend: %s is still %s; cancel it first", taskID, st.State)
+	}
+	b.mu.Lock()
+	delete(b.procs, taskID)
+	b.mu.Unlock()
+	if err := os.RemoveAll(b.TaskDir(taskID)); err != nil {
+		return fmt.Errorf("process backend: remove %s: %w", taskID, err)
+	}
+	return nil
+}
+
+func (b *Backend) lockPath(key string) string {
+	// GitHub names are case-insensitive: Owner/Repo and owner/repo share.
+	return filepath.Join(b.o.DataDir, "locks", url.PathEscape(strings.ToLower(key))+".lock")
+}
+
+// Lock implements dispatch.Backend with a file created O_EXCL per key.
+func (b *Backend) Lock(_ context.Context, key, holder string) (string, error) {
+	if key == "" || holder == "" {
+		return "", fmt.Errorf("process backend: lock needs a key and a holder (got %q, %q)", key, holder)
+	}
+	p := b.lockPath(key)
+	for attempt := 0; ; attempt++ {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err == nil {
+			_, werr := f.WriteString(holder)
+			cerr := f.Close()
+			if werr != nil || cerr != nil {
+				os.Remove(p)
+				return "", fmt.Errorf("process backend: lock %s: %w", key, errors.Join(werr, cerr))
+			}
+			return holder, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return "", fmt.Errorf("process backend: lock %s: %w", key, err)
+		}
+		cur, err := os.ReadFile(p)
+		switch {
+		case errors.Is(err, os.ErrNotExist) && attempt < 5:
+			continue // released meanwhile
+		case err != nil:
+			return "", fmt.Errorf("process backend: read lock %s: %w", key, err)
+		case len(cur) == 0 && attempt < 50:
+			// The winner created the file and is writing its name.
+			time.Sleep(time.Millisecond)
+			continue
+		case string(cur) == holder:
+			return holder, nil
+		}
+		return string(cur), dispatch.ErrLocked
+	}
+}
+
+// Unlock implements dispatch.Backend.
+func (b *Backend) Unlock(_ context.Context, key, holder string) error {
+	p := b.lockPath(key)
+	cur, err := os.ReadFile(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("process backend: read lock %s: %w", key, err)
+	}
+	if string(cur) != holder {
+		b.log.Warn().Str("key", key).Str("holder", holder).Str("current", string(cur)).Msg("unlock by a task that does not hold the lock: left in place")
+		return nil
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("process backend: unlock %s: %w", key, err)
+	}
+	return nil
+}
+
+// alive reports whether pid runs and is the process started at ticks (a
+// pid can be reused once the process is gone).
+func alive(pid int, ticks uint64) bool {
+	if pid <= 0 {
+		return false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	if ticks == 0 {
+		return true
+	}
+	t := startTicks(pid)
+	return t == 0 || t == ticks
+}
+
+// startTicks reads field 22 of /proc/<pid>/stat (start time since boot);
+// 0 where /proc is not available.
+func startTicks(pid int) uint64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces; fields restart after ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 20 {
+		return 0
+	}
+	// Field 3 (state) is fields[0], so field 22 is fields[19]. A zombie
+	// (reaped later by its parent) counts as gone.
+	if fields[0] == "Z" {
+		return 1
+	}
+	n, _ := strconv.ParseUint(fields[19], 10, 64)
+	return n
+}
+
+func writeAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func withoutKeys(env []string, keys ...string) []string {
+	out := make([]string, 0, len(env))
+next:
+	for _, e := range env {
+		for _, k := range keys {
+			if strings.HasPrefix(e, k+"=") {
+				continue next
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func bytesTrim(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
