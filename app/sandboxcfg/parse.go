@@ -234,6 +234,26 @@ type decoder struct {
 	file string
 	pos  positions
 	errs Errors
+	// work counts values and mapping entries visited, aliases and merges
+	// included each time they are used.
+	work int
+}
+
+// maxWork bounds what one file may expand to. An alias or merge key reuses
+// a subtree each time it is named, so a file of a few hundred bytes can
+// stand for billions of values; the bot reads files from every repository
+// it is installed on and must not stall on one of them.
+const maxWork = 100_000
+
+// spend charges n units of work and reports whether the budget still holds;
+// the first overdraft is reported where it happened.
+func (d *decoder) spend(n *yaml.Node, path string, units int) bool {
+	before := d.work
+	d.work += units
+	if d.work > maxWork && before <= maxWork {
+		d.fail(n, path, "the file expands to too many values (aliases and merge keys count each time they are used); limit %d", maxWork)
+	}
+	return d.work <= maxWork
 }
 
 func (d *decoder) fail(n *yaml.Node, path, format string, args ...any) {
@@ -257,6 +277,9 @@ func join(path, key string) string {
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind == yaml.AliasNode {
 		n = n.Alias
+	}
+	if !d.spend(n, path, 1) {
+		return
 	}
 	if path != "" {
 		d.pos[path] = Pos{n.Line, n.Column}
@@ -332,6 +355,9 @@ func (d *decoder) mergeEntries(n *yaml.Node, path string, active map[*yaml.Node]
 	// into the node graph, so it has to be cut here.
 	if active[n] {
 		d.fail(n, path, "merge key refers to the mapping that contains it")
+		return nil
+	}
+	if !d.spend(n, path, 1+len(n.Content)/2) {
 		return nil
 	}
 	active[n] = true

@@ -2,6 +2,7 @@ package sandboxcfg_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -727,5 +728,70 @@ func TestConfigInsideAnotherYAMLFile(t *testing.T) {
 		if !errors.As(err, &errs) || err.Error() != tc.want {
 			t.Errorf("yaml.Unmarshal(%q) = %v (%T), want %q", tc.src, err, err, tc.want)
 		}
+	}
+}
+
+// Aliases and merge keys reuse a subtree each time they are named; a small
+// file must not expand into millions of values and stall the bot. Without
+// the bound the first file decodes 4 million env entries and the second
+// 8^11 merged mappings.
+func TestParseBoundsAliasExpansion(t *testing.T) {
+	var wide strings.Builder
+	wide.WriteString("services:\n  s0: &s\n    image: a\n    env:\n")
+	for i := 0; i < 2000; i++ {
+		fmt.Fprintf(&wide, "      V%d: x\n", i)
+	}
+	for i := 1; i < 2000; i++ {
+		fmt.Fprintf(&wide, "  s%d: *s\n", i)
+	}
+
+	var deep strings.Builder
+	deep.WriteString("services:\n  s0:\n    image: a\n    env: &m0 {A: x, B: y}\n")
+	for i := 1; i < 12; i++ {
+		fmt.Fprintf(&deep, "  s%d:\n    image: a\n    env: &m%d\n      <<: [", i, i)
+		for j := 0; j < 8; j++ {
+			if j > 0 {
+				deep.WriteString(", ")
+			}
+			fmt.Fprintf(&deep, "*m%d", i-1)
+		}
+		deep.WriteString("]\n")
+	}
+
+	for name, src := range map[string]string{"aliases": wide.String(), "merge keys": deep.String()} {
+		t.Run(name, func(t *testing.T) {
+			_, err := sandboxcfg.Parse(".sandbox.yml", []byte(src))
+			var errs sandboxcfg.Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("Parse of a %d-byte file that expands without bound = %v, want sandboxcfg.Errors", len(src), err)
+			}
+			found := false
+			for _, e := range errs {
+				if strings.Contains(e.Msg, "expands to too many values") && e.Pos.Line > 0 {
+					found = true
+				}
+			}
+			if !found {
+				t.Errorf("no error about the expansion, with a line, among:\n%v", err)
+			}
+		})
+	}
+
+	// A file well inside the bound still parses: 50 services sharing one
+	// 100-variable environment.
+	var ok strings.Builder
+	ok.WriteString("services:\n  s0: &s\n    image: a\n    env:\n")
+	for i := 0; i < 100; i++ {
+		fmt.Fprintf(&ok, "      V%d: x\n", i)
+	}
+	for i := 1; i < 50; i++ {
+		fmt.Fprintf(&ok, "  s%d: *s\n", i)
+	}
+	c, err := sandboxcfg.Parse(".sandbox.yml", []byte(ok.String()))
+	if err != nil {
+		t.Fatalf("Parse of 50 aliased services: %v", err)
+	}
+	if len(c.Services) != 50 || len(c.Services["s49"].Env) != 100 {
+		t.Errorf("got %d services, s49 with %d env vars", len(c.Services), len(c.Services["s49"].Env))
 	}
 }
