@@ -290,3 +290,24 @@ func goRun(t *testing.T, args ...string) *exec.Cmd {
 	}
 	return exec.Command(gobin, append([]string{"run"}, args...)...)
 }
+
+// Every file of the Parse table that Parse accepts, the schema accepts too,
+// but for the listed, deliberate differences.
+func TestSchemaAgreesWithParseTable(t *testing.T) {
+	sch := compileSchema(t)
+	stricter := map[string]string{
+		"explicit nulls leave defaults":        "the schema has no null: an editor flags an empty key",
+		"scalars as strings in env and names": "the schema wants a string for name (env values may be any scalar)",
+	}
+	for _, tc := range validParseCases() {
+		if why, ok := stricter[tc.name]; ok {
+			if err := sch.Validate(yamlInstance(t, tc.yaml)); err == nil {
+				t.Errorf("%s: listed as stricter (%s) but the schema accepts it; drop it from the list", tc.name, why)
+			}
+			continue
+		}
+		if err := sch.Validate(yamlInstance(t, tc.yaml)); err != nil {
+			t.Errorf("%s: Parse accepts, the schema rejects:\n%s\n%v", tc.name, tc.yaml, err)
+		}
+	}
+}
