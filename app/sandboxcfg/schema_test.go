@@ -296,7 +296,7 @@ func goRun(t *testing.T, args ...string) *exec.Cmd {
 func TestSchemaAgreesWithParseTable(t *testing.T) {
 	sch := compileSchema(t)
 	stricter := map[string]string{
-		"explicit nulls leave defaults":        "the schema has no null: an editor flags an empty key",
+		"explicit nulls leave defaults":       "the schema has no null: an editor flags an empty key",
 		"scalars as strings in env and names": "the schema wants a string for name (env values may be any scalar)",
 	}
 	for _, tc := range validParseCases() {
