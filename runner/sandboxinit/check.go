@@ -53,7 +53,7 @@ func check(ctx context.Context, log zerolog.Logger, opts options, out io.Writer)
 		return 1
 	}
 	say("dockerd", "ready in %s", time.Since(start).Round(time.Millisecond))
-	info, err := newDockerCLI().run(ctx, "info", "--format", "{{.Driver}} {{.CgroupVersion}}")
+	info, err := newDockerCLI(log).run(ctx, "info", "--format", "{{.Driver}} {{.CgroupVersion}}")
 	if err != nil {
 		say("docker info", "FAILED: %v", err)
 	} else {

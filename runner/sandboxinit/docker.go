@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // dockerCLI runs the docker client against the inner daemon. The init uses
@@ -13,9 +16,10 @@ import (
 // the commands in the log are the ones to type when something goes wrong.
 type dockerCLI struct {
 	bin string
+	log zerolog.Logger
 }
 
-func newDockerCLI() dockerCLI { return dockerCLI{bin: "docker"} }
+func newDockerCLI(log zerolog.Logger) dockerCLI { return dockerCLI{bin: "docker", log: log} }
 
 // run returns the command's stdout; on failure the error carries the
 // command line (never an env value: those go through --env-file) and stderr.
@@ -23,7 +27,10 @@ func (d dockerCLI) run(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, d.bin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	start := time.Now()
+	err := cmd.Run()
+	d.log.Debug().Strs("args", args).Dur("took", time.Since(start)).Bool("ok", err == nil).Msg("docker")
+	if err != nil {
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("docker %s: %w", strings.Join(args, " "), ctx.Err())
 		}

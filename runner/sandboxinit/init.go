@@ -130,11 +130,15 @@ func Main(ctx context.Context, args []string) int {
 	if err != nil || level == zerolog.NoLevel {
 		level = zerolog.InfoLevel
 	}
+	// Start-up steps take tens of milliseconds; second-resolution times
+	// would hide where a slow start spends them. This process only logs
+	// through this logger, so setting zerolog's format here is harmless.
+	zerolog.TimeFieldFormat = time.RFC3339Nano
 	log := zerolog.New(os.Stderr).Level(level).With().Timestamp().Str("component", "sandbox-init").Logger()
 	if opts.check {
 		return check(ctx, log, opts, os.Stdout)
 	}
-	s := &sandbox{opts: opts, log: log, started: time.Now(), docker: newDockerCLI()}
+	s := &sandbox{opts: opts, log: log, started: time.Now(), docker: newDockerCLI(log)}
 	return s.run(ctx)
 }
 
@@ -337,6 +341,7 @@ func (s *sandbox) prepare(ctx, saveCtx context.Context) (map[string]string, erro
 
 // startDocker brings up the inner daemon, the network and the services.
 func (s *sandbox) startDocker(ctx, saveCtx context.Context, env map[string]string) (dispatch.Services, error) {
+	s.docker = newDockerCLI(s.log)
 	if err := prepareCgroups(s.log); err != nil {
 		return nil, err
 	}
@@ -360,9 +365,6 @@ func (s *sandbox) startDocker(ctx, saveCtx context.Context, env map[string]strin
 		cache.sweep()
 	}
 	r := &serviceRunner{docker: s.docker, log: s.log, cache: cache, getenv: os.Getenv, tmpDir: s.opts.runtimeDir}
-	if err := r.prepare(ctx); err != nil {
-		return nil, err
-	}
 	var specs map[string]sandboxcfg.Service
 	supabase := false
 	if s.order != nil {

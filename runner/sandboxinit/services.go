@@ -37,9 +37,13 @@ type serviceRunner struct {
 	tmpDir string
 }
 
-// prepare creates the inner network and removes service containers a
-// previous start of this sandbox left (their names would clash).
-func (r *serviceRunner) prepare(ctx context.Context) error {
+// removeStale removes service containers a previous start of this sandbox
+// left (their names would clash). Only a restarted container has any, so
+// a fresh /var/lib/docker skips the docker call.
+func (r *serviceRunner) removeStale(ctx context.Context) error {
+	if entries, err := os.ReadDir(filepath.Join(dockerRoot, "containers")); err == nil && len(entries) == 0 || os.IsNotExist(err) {
+		return nil
+	}
 	out, err := r.docker.run(ctx, "ps", "-aq", "--filter", "label="+labelService)
 	if err != nil {
 		return err
@@ -50,10 +54,16 @@ func (r *serviceRunner) prepare(ctx context.Context) error {
 		}
 		r.log.Info().Int("containers", len(ids)).Msg("service containers of a previous start removed")
 	}
-	if _, err := r.docker.run(ctx, "network", "inspect", "--format", "{{.Id}}", innerNetwork); err == nil {
+	return nil
+}
+
+// ensureNetwork creates the inner network the services share.
+func (r *serviceRunner) ensureNetwork(ctx context.Context) error {
+	_, err := r.docker.run(ctx, "network", "create", "--label", labelManaged+"=true", innerNetwork)
+	if err != nil && strings.Contains(err.Error(), "already exists") {
 		return nil
 	}
-	if _, err := r.docker.run(ctx, "network", "create", "--label", labelManaged+"=true", innerNetwork); err != nil {
+	if err != nil {
 		return fmt.Errorf("create the inner network %q: %w", innerNetwork, err)
 	}
 	return nil
@@ -64,8 +74,16 @@ func (r *serviceRunner) prepare(ctx context.Context) error {
 // for the image cache).
 func (r *serviceRunner) startAll(ctx context.Context, specs map[string]sandboxcfg.Service) (dispatch.Services, []string, error) {
 	addrs := dispatch.Services{}
+	if err := r.removeStale(ctx); err != nil {
+		return nil, nil, err
+	}
+	// The network is created while images load: both take a docker round
+	// trip or more, and a service needs both only when it starts.
+	netDone := make(chan error, 1)
+	go func() { netDone <- r.ensureNetwork(ctx) }()
+	network := sync.OnceValue(func() error { return <-netDone })
 	if len(specs) == 0 {
-		return addrs, nil, nil
+		return addrs, nil, network()
 	}
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -81,7 +99,7 @@ func (r *serviceRunner) startAll(ctx context.Context, specs map[string]sandboxcf
 		go func(name string, spec sandboxcfg.Service) {
 			defer wg.Done()
 			start := time.Now()
-			addr, didPull, err := r.startOne(ctx, name, spec)
+			addr, didPull, err := r.startOne(ctx, name, spec, network)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -129,9 +147,12 @@ func sortedNames[V any](m map[string]V) []string {
 	return names
 }
 
-func (r *serviceRunner) startOne(ctx context.Context, name string, spec sandboxcfg.Service) (string, bool, error) {
+func (r *serviceRunner) startOne(ctx context.Context, name string, spec sandboxcfg.Service, network func() error) (string, bool, error) {
 	pulled, err := r.ensureImage(ctx, spec.Image)
 	if err != nil {
+		return "", false, err
+	}
+	if err := network(); err != nil {
 		return "", false, err
 	}
 	args := []string{"run", "-d",
@@ -214,16 +235,18 @@ func (r *serviceRunner) logsTail(name string) string {
 // ensureImage makes ref available: already loaded, else from the image
 // cache, else pulled. It reports whether it pulled.
 func (r *serviceRunner) ensureImage(ctx context.Context, ref string) (bool, error) {
-	if _, err := r.docker.run(ctx, "image", "inspect", "--format", "{{.Id}}", ref); err == nil {
-		return false, nil
-	}
+	// In a fresh /var/lib/docker the cache is the likely source, so it is
+	// tried first; loading an image that is there already costs little.
 	loaded, err := r.cache.load(ctx, r.docker, ref)
-	if err != nil {
-		r.log.Warn().Err(err).Str("image", ref).Msg("image cache entry unusable; pulling instead")
-	}
 	if loaded {
 		r.log.Info().Str("image", ref).Msg("image loaded from the cache")
 		return false, nil
+	}
+	if _, err := r.docker.run(ctx, "image", "inspect", "--format", "{{.Id}}", ref); err == nil {
+		return false, nil
+	}
+	if err != nil {
+		r.log.Warn().Err(err).Str("image", ref).Msg("image cache entry unusable; pulling instead")
 	}
 	if _, err := r.docker.run(ctx, "pull", "--quiet", ref); err != nil {
 		where := "no image cache is mounted"

@@ -437,7 +437,7 @@ func TestRunTaskModeSupervisesTheCommand(t *testing.T) {
 	os.Chmod(runtime, 0o755)
 	opts := options{workOrder: order, cacheDir: t.TempDir(), runtimeDir: runtime, user: "nobody",
 		command: []string{"sh", "-c", `{ cat "$SANDBOX_SERVICES_FILE"; id -u; } > "` + out + `/svc"; exit 7`}}
-	s := &sandbox{opts: opts, log: zerolog.Nop(), started: time.Now(), docker: newDockerCLI()}
+	s := &sandbox{opts: opts, log: zerolog.Nop(), started: time.Now(), docker: newDockerCLI(zerolog.Nop())}
 	if code := s.run(context.Background()); code != 7 {
 		t.Errorf("exit code = %d, want the command's 7", code)
 	}

@@ -1,0 +1,114 @@
+package docker_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
+	"github.com/sandbox-bot/sandbox-bot/runner/sandboxinit"
+)
+
+// BenchmarkSandboxReady measures sandbox ready time, container start to
+// runner started with one healthy service (inner dockerd up, the service
+// image loaded from the image cache, started and probed), beside the floor
+// of a bare `docker run` of the same image running `true`, in the same
+// run. The goal is at most 1 s of overhead with a warm image:
+//
+//	go test -run '^$' -bench SandboxReady -benchtime 1x ./dispatch/docker/
+func BenchmarkSandboxReady(b *testing.B) {
+	img := testenv.SandboxImage(b)
+	svc := dockertest.ServiceImage(b)
+	cache := b.TempDir()
+	images := filepath.Join(cache, "images")
+	os.MkdirAll(images, 0o755)
+	if out, err := exec.Command("docker", "save", "--output", sandboxinit.CachedImageFile(images, svc), svc).CombinedOutput(); err != nil {
+		b.Fatalf("docker save: %v: %s", err, out)
+	}
+	order := dispatch.WorkOrder{SchemaVersion: dispatch.WorkOrderVersion, TaskID: "T-BE0C0001", Mode: dispatch.ModePlan, Attempt: 1,
+		CloneURL: "http://host.docker.internal:1/x.git", OutputDir: "/sandbox/out",
+		Config: sandboxcfg.Config{Services: map[string]sandboxcfg.Service{"web": {Image: svc, Ports: []int{8080}}}}}
+	raw, _ := json.Marshal(order)
+	orderPath := filepath.Join(b.TempDir(), "work-order.json")
+	os.WriteFile(orderPath, raw, 0o644)
+
+	// One untimed run of each warms the engine's and the kernel's caches.
+	bare(b, img)
+	ready(b, img, orderPath, cache)
+
+	var bareSum, readySum, initSum time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		bareSum += bare(b, img)
+		r, init := ready(b, img, orderPath, cache)
+		readySum += r
+		initSum += init
+	}
+	b.StopTimer()
+	n := time.Duration(b.N)
+	bareAvg, readyAvg, initAvg := bareSum/n, readySum/n, initSum/n
+	b.ReportMetric(float64(bareAvg.Milliseconds()), "bare_ms")
+	b.ReportMetric(float64(readyAvg.Milliseconds()), "ready_ms")
+	b.ReportMetric(float64(initAvg.Milliseconds()), "init_ms")
+	b.ReportMetric(float64((readyAvg - bareAvg).Milliseconds()), "overhead_ms")
+	b.ReportMetric(float64(readyAvg)/float64(bareAvg), "ratio")
+}
+
+// bare times `docker run --rm IMAGE true`, start to exit.
+func bare(b *testing.B, img string) time.Duration {
+	start := time.Now()
+	if out, err := exec.Command("docker", "run", "--rm", "--entrypoint", "true", img).CombinedOutput(); err != nil {
+		b.Fatalf("bare docker run: %v: %s", err, out)
+	}
+	return time.Since(start)
+}
+
+// ready times a caps-profile sandbox from `docker run` until its init logs
+// "runner started", and returns that and the init's own count (from its
+// start as PID 1).
+func ready(b *testing.B, img, order, cache string) (time.Duration, time.Duration) {
+	args := []string{"run", "--rm",
+		"--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
+		"--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
+		"--mount", "type=bind,source=" + b.TempDir() + ",target=/var/lib/docker",
+		"--mount", "type=bind,source=" + order + ",target=/sandbox/work-order.json,readonly",
+		"--mount", "type=bind,source=" + b.TempDir() + ",target=/sandbox/out",
+		"--mount", "type=bind,source=" + cache + ",target=/cache",
+		img, "--", "true"}
+	cmd := exec.Command("docker", args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	var took, init time.Duration
+	var lines []string
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		line := sc.Text()
+		lines = append(lines, line)
+		if took == 0 && strings.Contains(line, `"message":"runner started"`) {
+			took = time.Since(start)
+			var ev struct {
+				ReadySeconds float64 `json:"ready_seconds"`
+			}
+			json.Unmarshal([]byte(line), &ev)
+			init = time.Duration(ev.ReadySeconds * float64(time.Second))
+		}
+	}
+	if err := cmd.Wait(); err != nil || took == 0 {
+		b.Fatalf("sandbox: %v; never ready:\n%s", err, strings.Join(lines, "\n"))
+	}
+	return took, init
+}
