@@ -30,6 +30,7 @@ import (
 
 type fixture struct {
 	b      *docker.Backend
+	cache  string
 	remote *runtest.Remote
 	git    *dockertest.GitServer
 	svc    string
@@ -41,11 +42,12 @@ func newFixture(t *testing.T) *fixture {
 	f := &fixture{svc: dockertest.ServiceImage(t)}
 	f.remote = runtest.NewRemote(t, map[string]string{"README.md": "# demo\n"})
 	f.git = dockertest.ServeGit(t, f.remote.Dir, "tok-1")
+	f.cache = t.TempDir()
 	b, err := docker.New(docker.Options{
 		Image:      img,
 		Isolation:  docker.IsolationCaps,
 		DataDir:    t.TempDir(),
-		CacheDir:   t.TempDir(),
+		CacheDir:   f.cache,
 		StopGrace:  30 * time.Second,
 		ExtraHosts: []string{"host.docker.internal:host-gateway"},
 		Logger:     zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel),
@@ -196,6 +198,8 @@ id -un > agent-user.txt
 docker ps -a --format '{{.Names}}' > inner-containers.txt
 docker info --format '{{.Name}}' > docker-host.txt
 grep -c docker.sock /proc/self/mountinfo > host-socket-mounts.txt || true
+echo "$npm_config_cache $GOMODCACHE $PIP_CACHE_DIR" > caches.txt
+touch "$npm_config_cache/written-by-the-agent"
 echo '{"type":"tool_use","tool":"write","input":{"filePath":"health.txt"}}'
 while [ ! -e /sandbox/out/go ]; do sleep 0.1; done
 echo 'Checked the service.'`,
@@ -245,11 +249,15 @@ echo 'Checked the service.'`,
 		"inner-containers.txt":   "web",     // the inner daemon's containers only, not the sandbox itself
 		"docker-host.txt":        "sandbox", // the daemon the agent talks to is the sandbox's own
 		"host-socket-mounts.txt": "0",       // nothing mounts a docker.sock in
+		"caches.txt":             "/cache/npm /cache/go/mod /cache/pip",
 	} {
 		got, ok := f.remote.File(t, branch, file)
 		if !ok || strings.TrimSpace(got) != want {
 			t.Errorf("%s on %s = %q (%v), want %q", file, branch, got, ok, want)
 		}
+	}
+	if _, err := os.Stat(filepath.Join(f.cache, "npm", "written-by-the-agent")); err != nil {
+		t.Errorf("the npm cache is not shared with the host's cache directory: %v", err)
 	}
 	if f.git.Pushes() == 0 {
 		t.Error("no authenticated push reached the remote")
