@@ -376,7 +376,7 @@ func (s *sandbox) startDocker(ctx, saveCtx context.Context, env map[string]strin
 		return nil, err
 	}
 	if supabase {
-		stack, more, err := startSupabase(ctx, r)
+		stack, more, err := startSupabase(ctx, r, defaultSupabaseDir)
 		if err != nil {
 			return nil, err
 		}

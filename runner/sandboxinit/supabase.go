@@ -16,12 +16,12 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
-// supabaseDir is the Supabase project the init starts the local stack from.
+// defaultSupabaseDir is the Supabase project the init starts the local stack from.
 // The repository is not cloned yet when services start (the runner clones),
 // so the stack runs with the CLI's defaults and the repository's migrations
 // are applied by its own lifecycle.setup (`supabase db reset --db-url
 // postgresql://postgres:postgres@{supabase_db}/postgres`, or similar).
-const supabaseDir = "/var/lib/sandbox/supabase"
+const defaultSupabaseDir = "/var/lib/sandbox/supabase"
 
 // supabaseStack is the result of `supabase start`: placeholders and the
 // variables supabase-js and the CLI expect.
@@ -33,7 +33,7 @@ type supabaseStack struct {
 // startSupabase runs the Supabase local stack on the inner daemon with the
 // Supabase CLI. The CLI pulls its images (or finds them loaded from the
 // image cache) and publishes them on the sandbox's loopback.
-func startSupabase(ctx context.Context, r *serviceRunner) (supabaseStack, []string, error) {
+func startSupabase(ctx context.Context, r *serviceRunner, dir string) (supabaseStack, []string, error) {
 	bin, err := exec.LookPath("supabase")
 	if err != nil {
 		return supabaseStack{}, nil, fmt.Errorf("supabase: true needs the supabase CLI in the sandbox image (the production image installs it; the --local image cannot download it)")
@@ -48,19 +48,19 @@ func startSupabase(ctx context.Context, r *serviceRunner) (supabaseStack, []stri
 	}
 	before, _ := r.imageRefs(ctx)
 
-	if err := os.MkdirAll(supabaseDir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return supabaseStack{}, nil, err
 	}
-	if _, err := os.Stat(filepath.Join(supabaseDir, "supabase", "config.toml")); err != nil {
-		if out, err := runCLI(ctx, bin, "init", "--workdir", supabaseDir); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, "supabase", "config.toml")); err != nil {
+		if out, err := runCLI(ctx, dir, bin, "init", "--workdir", dir); err != nil {
 			return supabaseStack{}, nil, fmt.Errorf("supabase init: %w: %s", err, out)
 		}
 	}
 	start := time.Now()
-	if out, err := runCLI(ctx, bin, "start", "--workdir", supabaseDir); err != nil {
+	if out, err := runCLI(ctx, dir, bin, "start", "--workdir", dir); err != nil {
 		return supabaseStack{}, nil, fmt.Errorf("supabase start: %w: %s", err, lastLines(out, 20))
 	}
-	out, err := runCLI(ctx, bin, "status", "--workdir", supabaseDir, "--output", "json")
+	out, err := runCLI(ctx, dir, bin, "status", "--workdir", dir, "--output", "json")
 	if err != nil {
 		return supabaseStack{}, nil, fmt.Errorf("supabase status: %w: %s", err, lastLines(out, 20))
 	}
@@ -80,13 +80,13 @@ func startSupabase(ctx context.Context, r *serviceRunner) (supabaseStack, []stri
 	return stack, pulled, nil
 }
 
-func runCLI(ctx context.Context, bin string, args ...string) (string, error) {
+func runCLI(ctx context.Context, dir, bin string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.Dir = supabaseDir
+	cmd.Dir = dir
 	err := cmd.Run()
 	return out.String(), err
 }

@@ -338,9 +338,54 @@ func TestParseSupabaseStatus(t *testing.T) {
 
 func TestStartSupabaseWithoutCLI(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
-	_, _, err := startSupabase(context.Background(), &serviceRunner{log: zerolog.Nop()})
+	_, _, err := startSupabase(context.Background(), &serviceRunner{log: zerolog.Nop()}, t.TempDir())
 	if err == nil || !strings.Contains(err.Error(), "supabase CLI") {
 		t.Errorf("err = %v, want one naming the missing CLI", err)
+	}
+}
+
+// startSupabase drives the CLI (init once, start, status) and reports the
+// images the start pulled, so they can go to the image cache. The CLI and
+// docker are small fake programs here; the real stack needs a registry.
+func TestStartSupabaseDrivesTheCLI(t *testing.T) {
+	bin := t.TempDir()
+	calls := filepath.Join(t.TempDir(), "calls")
+	started := filepath.Join(t.TempDir(), "started")
+	os.WriteFile(filepath.Join(bin, "supabase"), []byte(`#!/bin/sh
+echo "$*" >> `+calls+`
+case "$1" in
+init) mkdir -p "$3/supabase" && touch "$3/supabase/config.toml" ;;
+start) touch `+started+` ;;
+status) echo 'Stopped services: []'; echo '{"API_URL":"http://127.0.0.1:54321","DB_URL":"postgresql://postgres:postgres@127.0.0.1:54322/postgres","ANON_KEY":"anon"}' ;;
+esac
+`), 0o755)
+	// The fake docker lists one image before the start and two after.
+	os.WriteFile(filepath.Join(bin, "docker"), []byte(`#!/bin/sh
+echo "redis:7"
+if [ -e `+started+` ]; then echo "public.ecr.aws/supabase/postgres:17"; echo "<none>:<none>"; fi
+`), 0o755)
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	r := &serviceRunner{log: zerolog.Nop(), docker: dockerCLI{bin: filepath.Join(bin, "docker"), log: zerolog.Nop()}}
+	dir := t.TempDir()
+	stack, pulled, err := startSupabase(context.Background(), r, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stack.Services["supabase_kong"] != "127.0.0.1:54321" || stack.Services["supabase_db"] != "127.0.0.1:54322" || stack.Env["SUPABASE_ANON_KEY"] != "anon" {
+		t.Errorf("stack = %+v", stack)
+	}
+	if strings.Join(pulled, ",") != "public.ecr.aws/supabase/postgres:17" {
+		t.Errorf("pulled = %v", pulled)
+	}
+	os.Remove(started)
+	if _, _, err := startSupabase(context.Background(), r, dir); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(calls)
+	want := "init --workdir " + dir + "\nstart --workdir " + dir + "\nstatus --workdir " + dir + " --output json\n" +
+		"start --workdir " + dir + "\nstatus --workdir " + dir + " --output json\n"
+	if string(b) != want {
+		t.Errorf("CLI calls:\n%s\nwant (init only once):\n%s", b, want)
 	}
 }
 
