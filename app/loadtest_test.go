@@ -93,8 +93,9 @@ func TestQueueFullAnswers503AndIsCounted(t *testing.T) {
 }
 
 // TestWebhookLoad drives the real server over loopback, open-loop, at 200
-// and 1000 deliveries/s, beside the bare HMAC floor, then with a small queue
-// and hung GitHub to show drops. It is run by hand (it takes about 30 s and
+// and 1000 deliveries/s, beside the same bot with its workers held (intake
+// alone) and the bare HMAC floor, then with a small queue and a hung GitHub
+// to show drops. It is run by hand (it takes about 45 s and
 // means something only on a quiet machine):
 //
 //	SANDBOX_LOADTEST=1 go test -count=1 -run TestWebhookLoad -v ./app
@@ -130,6 +131,26 @@ func TestWebhookLoad(t *testing.T) {
 	defer botHTTP.Close()
 	floorHTTP := httptest.NewServer(loadtest.Floor([]byte(testSecret)))
 	defer floorHTTP.Close()
+
+	// The same bot with its workers held on a hung GitHub and a queue that
+	// takes a whole run: the payloads wait unparsed, so its line is the
+	// intake alone, without the workers' CPU competing for the machine.
+	hung := newStallingGitHub(t)
+	heldQueue := loadtest.Plan{Rate: 1000, Duration: warmup + duration}.Requests() + 1
+	heldBot := newIntakeServer(t, hung.URL(), map[string]string{"SANDBOX_QUEUE_SIZE": strconv.Itoa(heldQueue)}, logFile(t))
+	heldHTTP := httptest.NewServer(heldBot.Handler())
+	defer heldHTTP.Close()
+	cmd := commandComment(t, "/plan")
+	holdWorkers := func(prefix string) {
+		t.Helper()
+		hung.hold()
+		for i := range DefaultWorkers {
+			if code := githubtest.Deliver(t, heldHTTP.URL+WebhookPath, "issue_comment", prefix+strconv.Itoa(i), cmd, loadtest.Sign(cmd, []byte(testSecret))); code != http.StatusOK {
+				t.Fatalf("delivery to hold a worker answered %d", code)
+			}
+		}
+		hung.waitHeld(t, DefaultWorkers)
+	}
 
 	run := func(url, prefix string, p loadtest.Plan) *loadtest.Result {
 		t.Helper()
@@ -167,14 +188,26 @@ func TestWebhookLoad(t *testing.T) {
 			drainServer(t, bot) // the workers' parsing is part of the bot's cost
 		})
 		count(res)
+
+		holdWorkers(fmt.Sprintf("hold-%d-", rate))
+		run(heldHTTP.URL, fmt.Sprintf("warm-held-%d-", rate), warm)
+		held := run(heldHTTP.URL, fmt.Sprintf("held-%d-", rate), p)
+		if held.Count2xx() != held.Sent {
+			t.Errorf("%d/s with workers held and room for every delivery: %d of %d taken (%v, %d errors, first %v)",
+				rate, held.Count2xx(), held.Sent, held.Codes, held.Errors, held.FirstError)
+		}
+		hung.release()
+		drainServer(t, heldBot)
+
 		perDelivery := func(d time.Duration) string {
 			return fmt.Sprintf("cpu %.0fµs/delivery", float64(d.Microseconds())/float64(p.Requests()))
 		}
 		rows = append(rows,
 			loadtest.Row{Label: fmt.Sprintf("bot (queue %d, %d workers)", DefaultQueueSize, DefaultWorkers), Result: res,
 				Note: fmt.Sprintf("%s, queue peak %d/%d", perDelivery(botCPU), peak, DefaultQueueSize)},
+			loadtest.Row{Label: "bot, workers held (intake only)", Result: held},
 			loadtest.Row{Label: "floor (read body + HMAC)", Result: floor, Note: perDelivery(floorCPU)})
-		verdicts = append(verdicts, verdict(res, floor, peak))
+		verdicts = append(verdicts, verdict(res, held, floor, peak))
 	}
 	drainServer(t, bot)
 	if got := metricValue(t, bot, acceptedSample); int(got) != sent2xx {
@@ -190,12 +223,10 @@ func TestWebhookLoad(t *testing.T) {
 	// A small queue with every worker stuck on a GitHub that does not answer:
 	// the queue fills at once and the rest is dropped, each drop counted.
 	const smallQueue = 16
-	stalled := newStallingGitHub(t)
-	stalled.hold()
-	small := newIntakeServer(t, stalled.URL(), map[string]string{"SANDBOX_QUEUE_SIZE": strconv.Itoa(smallQueue)}, logFile(t))
+	hung.hold()
+	small := newIntakeServer(t, hung.URL(), map[string]string{"SANDBOX_QUEUE_SIZE": strconv.Itoa(smallQueue)}, logFile(t))
 	smallHTTP := httptest.NewServer(small.Handler())
 	defer smallHTTP.Close()
-	cmd := commandComment(t, "/plan")
 	res, err := loadtest.Run(t.Context(), client, loadtest.Plan{Rate: 1000, Duration: 2 * time.Second},
 		webhookRequests(smallHTTP.URL+WebhookPath, "small-", cmd))
 	if err != nil {
@@ -211,7 +242,7 @@ func TestWebhookLoad(t *testing.T) {
 		t.Errorf("%d deliveries taken with a queue of %d and %d hung workers; want between %d and %d",
 			ok, smallQueue, DefaultWorkers, smallQueue, smallQueue+DefaultWorkers)
 	}
-	stalled.release()
+	hung.release()
 	drainServer(t, small)
 
 	fmt.Fprintln(out)
@@ -286,15 +317,15 @@ func queuePeak(s *Server, fn func()) int64 {
 
 // verdict compares one rate's run with the floor's against the issue's
 // goal: p99 within 1.5x of the floor, no drops while the queue has room.
-func verdict(bot, floor *loadtest.Result, peak int64) string {
-	ratio := func(q float64) float64 {
+func verdict(bot, held, floor *loadtest.Result, peak int64) string {
+	ratio := func(r *loadtest.Result, q float64) float64 {
 		if f := floor.Quantile(q); f > 0 {
-			return float64(bot.Quantile(q)) / float64(f)
+			return float64(r.Quantile(q)) / float64(f)
 		}
 		return 0
 	}
 	goal := "met"
-	if r := ratio(0.99); r == 0 || r > 1.5 {
+	if r := ratio(bot, 0.99); r == 0 || r > 1.5 {
 		goal = "NOT met"
 	}
 	drops := bot.Codes[http.StatusServiceUnavailable]
@@ -302,8 +333,9 @@ func verdict(bot, floor *loadtest.Result, peak int64) string {
 	if drops > 0 || peak >= DefaultQueueSize {
 		why = fmt.Sprintf("the queue filled (peak %d/%d): the workers could not keep up on this machine", peak, DefaultQueueSize)
 	}
-	return fmt.Sprintf("%d/s: p99 %.3fms vs floor %.3fms = %.2fx (goal <= 1.5x: %s), p50 %.2fx; %d dropped, %s",
-		bot.Rate, ms(bot.Quantile(0.99)), ms(floor.Quantile(0.99)), ratio(0.99), goal, ratio(0.5), drops, why)
+	return fmt.Sprintf("%d/s: p99 %.3fms vs floor %.3fms = %.2fx (goal <= 1.5x: %s), p50 %.2fx; intake alone p99 %.2fx, p50 %.2fx; %d dropped, %s",
+		bot.Rate, ms(bot.Quantile(0.99)), ms(floor.Quantile(0.99)), ratio(bot, 0.99), goal, ratio(bot, 0.5),
+		ratio(held, 0.99), ratio(held, 0.5), drops, why)
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
