@@ -44,6 +44,7 @@ const (
 	envDockerdTimeout = "SANDBOX_DOCKERD_TIMEOUT" // seconds, default 60
 	envUser           = "SANDBOX_USER"            // default sandbox
 	envLogLevel       = "SANDBOX_LOG_LEVEL"       // debug, info (default), warn
+	envDinD           = "SANDBOX_DIND"            // "0": no inner daemon whatever the mode
 )
 
 // defaultRuntimeDir holds what the init hands the runner.
@@ -314,6 +315,8 @@ func (s *sandbox) prepare(ctx, saveCtx context.Context) (map[string]string, erro
 	switch {
 	case s.taskMode():
 		s.log.Info().Msg("task mode: no inner Docker daemon")
+	case os.Getenv(envDinD) == "0":
+		s.log.Info().Msg(envDinD + "=0: no inner Docker daemon")
 	case os.Geteuid() != 0:
 		s.log.Info().Int("uid", os.Geteuid()).Msg("not root: no inner Docker daemon (coding sandboxes need the privileged or caps profile)")
 	default:
