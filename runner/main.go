@@ -24,6 +24,9 @@ const (
 	EnvTemplatesDir = "SANDBOX_TEMPLATES_DIR"
 	// EnvPushInterval overrides the periodic push interval (a Go duration).
 	EnvPushInterval = "SANDBOX_PUSH_INTERVAL"
+	// EnvEnvFile is --env-file's default, for launchers that cannot pass
+	// arguments (the process backend).
+	EnvEnvFile = "SANDBOX_ENV_FILE"
 	// EnvStartupGrace overrides how long the agent may take to print its
 	// first event (a Go duration).
 	EnvStartupGrace = "SANDBOX_AGENT_STARTUP_GRACE"
@@ -46,7 +49,7 @@ func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs := flag.NewFlagSet("sandbox-runner run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	orderPath := fs.String("work-order", getenv(dispatch.EnvWorkOrder), "path of the work order JSON (default $"+dispatch.EnvWorkOrder+")")
-	envFile := fs.String("env-file", "", "a .env file applied last (local runs)")
+	envFile := fs.String("env-file", getenv(EnvEnvFile), "a .env file applied last (local runs; default $"+EnvEnvFile+")")
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}

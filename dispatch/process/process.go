@@ -218,11 +218,16 @@ func (b *Backend) start(dir string, spec dispatch.RunSpec) (bool, error) {
 
 	cmd := exec.Command(b.o.Runner, "run", "--work-order", orderPath)
 	cmd.Dir = dir
-	cmd.Env = append(withoutKeys(b.o.Env, dispatch.EnvWorkOrder, "SANDBOX_WORKSPACE", "SANDBOX_STATE_DIR"),
-		dispatch.EnvWorkOrder+"="+orderPath,
-		"SANDBOX_WORKSPACE="+filepath.Join(dir, "work"),
-		"SANDBOX_STATE_DIR="+filepath.Join(dir, "state"),
-	)
+	cmd.Env = append(withoutKeys(b.o.Env, dispatch.EnvWorkOrder), dispatch.EnvWorkOrder+"="+orderPath)
+	// Checkout and agent state are per task unless the caller shares them
+	// on purpose: the CLI's plan revisions run one after the other and
+	// continue one agent session, which must stay in the same checkout.
+	if v, ok := lookupEnv(b.o.Env, "SANDBOX_WORKSPACE"); !ok || v == "" {
+		cmd.Env = append(cmd.Env, "SANDBOX_WORKSPACE="+filepath.Join(dir, "work"))
+	}
+	if v, ok := lookupEnv(b.o.Env, "SANDBOX_STATE_DIR"); !ok || v == "" {
+		cmd.Env = append(cmd.Env, "SANDBOX_STATE_DIR="+filepath.Join(dir, "state"))
+	}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Its own process group: a ^C meant for the bot or the CLI does not
 	// kill the runner before it has pushed; Cancel decides.
@@ -658,6 +663,15 @@ next:
 		out = append(out, e)
 	}
 	return out
+}
+
+func lookupEnv(env []string, key string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if strings.HasPrefix(env[i], key+"=") {
+			return env[i][len(key)+1:], true
+		}
+	}
+	return "", false
 }
 
 func bytesTrim(b []byte) []byte {

@@ -1,0 +1,3 @@
+#!/bin/sh
+# add A B prints A+B
+echo $(( $1 + $2 ))
