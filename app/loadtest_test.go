@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net/http"
@@ -95,8 +94,10 @@ func TestQueueFullAnswers503AndIsCounted(t *testing.T) {
 // TestWebhookLoad drives the real server over loopback, open-loop, at 200
 // and 1000 deliveries/s, beside the same bot with its workers held (intake
 // alone) and the bare HMAC floor, then with a small queue and a hung GitHub
-// to show drops. It is run by hand (it takes about 45 s and
-// means something only on a quiet machine):
+// to show drops. The load comes from a process of its own (this test
+// binary, as TestLoadGeneratorChild), so the server's goroutines cannot
+// delay the sends. It is run by hand (about 45 s; the figures mean
+// something only on a quiet machine):
 //
 //	SANDBOX_LOADTEST=1 go test -count=1 -run TestWebhookLoad -v ./app
 //
@@ -115,11 +116,11 @@ func TestWebhookLoad(t *testing.T) {
 	}
 	const warmup = time.Second
 	body := readPayload(t, intakePayload)
-	client := loadtest.NewClient(10 * time.Second)
-	defer client.CloseIdleConnections()
+	cmd := commandComment(t, "/plan")
 	out := os.Stdout
 
-	fmt.Fprintf(out, "\nWebhook intake, open loop over loopback, %s per line after %s of warm-up; latency = scheduled send to answer read.\n", duration, warmup)
+	fmt.Fprintf(out, "\nWebhook intake, open loop over loopback from a separate process, %s per line after %s of warm-up;\n", duration, warmup)
+	fmt.Fprintln(out, "latency = scheduled send to answer read; cpu = the server process's CPU time (user+sys) per delivery, warm-up included.")
 	fmt.Fprintf(out, "Event: issue_comment \"created\", the recorded @octokit/webhooks-examples payload (%d bytes), whose comment holds no command.\n", len(body))
 	fmt.Fprintln(out, "The bot parses it and returns without calling GitHub, so the workers stay cheap and the run measures intake,")
 	fmt.Fprintln(out, "not the fake GitHub (checked below: the fake receives no request).")
@@ -140,7 +141,6 @@ func TestWebhookLoad(t *testing.T) {
 	heldBot := newIntakeServer(t, hung.URL(), map[string]string{"SANDBOX_QUEUE_SIZE": strconv.Itoa(heldQueue)}, logFile(t))
 	heldHTTP := httptest.NewServer(heldBot.Handler())
 	defer heldHTTP.Close()
-	cmd := commandComment(t, "/plan")
 	holdWorkers := func(prefix string) {
 		t.Helper()
 		hung.hold()
@@ -152,64 +152,54 @@ func TestWebhookLoad(t *testing.T) {
 		hung.waitHeld(t, DefaultWorkers)
 	}
 
-	run := func(url, prefix string, p loadtest.Plan) *loadtest.Result {
-		t.Helper()
-		res, err := loadtest.Run(t.Context(), client, p, webhookRequests(url+WebhookPath, prefix, body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
 	var rows []loadtest.Row
 	var verdicts []string
 	sent2xx, sent503 := 0, 0
-	count := func(r *loadtest.Result) {
-		sent2xx += r.Count2xx()
-		sent503 += r.Codes[http.StatusServiceUnavailable]
-		if r.Errors > 0 || r.Other() > 0 {
-			t.Errorf("%d/s: %d answers neither 2xx nor 503 and %d transport errors (first: %v)", r.Rate, r.Other(), r.Errors, r.FirstError)
+	count := func(rs ...*loadtest.Result) {
+		for _, r := range rs {
+			sent2xx += r.Count2xx()
+			sent503 += r.Codes[http.StatusServiceUnavailable]
+			if r.Errors > 0 || r.Other() > 0 {
+				t.Errorf("%d/s: %d answers neither 2xx nor 503 and %d transport errors (first: %s)", r.Rate, r.Other(), r.Errors, r.FirstError)
+			}
 		}
 	}
 	for _, rate := range []int{200, 1000} {
+		p := loadtest.Plan{Rate: rate, Duration: duration}
+		warm := loadtest.Plan{Rate: rate, Duration: warmup}
+		perDelivery := func(d time.Duration) string {
+			return fmt.Sprintf("cpu %.0fµs/delivery", float64(d.Microseconds())/float64(p.Requests()+warm.Requests()))
+		}
+
+		var floor *loadtest.Outcome
+		floorCPU := cpuTime(t, func() { floor = generate(t, floorHTTP.URL, fmt.Sprintf("floor-%d-", rate), body, warm, p) })
+
 		// Warm-up opens connections and grows the heap; it is not shown,
 		// but it counts in /metrics like any delivery.
-		warm := loadtest.Plan{Rate: rate, Duration: warmup}
-		run(floorHTTP.URL, fmt.Sprintf("warm-floor-%d-", rate), warm)
-		count(run(botHTTP.URL, fmt.Sprintf("warm-%d-", rate), warm))
-		// Each measured run starts with idle workers: a backlog left from
-		// the run before would take CPU from the next one.
-		drainServer(t, bot)
-		p := loadtest.Plan{Rate: rate, Duration: duration}
-		var floor, res *loadtest.Result
-		floorCPU := cpuTime(t, func() { floor = run(floorHTTP.URL, fmt.Sprintf("floor-%d-", rate), p) })
+		var res *loadtest.Outcome
 		var peak int64
 		botCPU := cpuTime(t, func() {
-			peak = queuePeak(bot, func() { res = run(botHTTP.URL, fmt.Sprintf("bot-%d-", rate), p) })
+			peak = queuePeak(bot, func() { res = generate(t, botHTTP.URL, fmt.Sprintf("bot-%d-", rate), body, warm, p) })
 			drainServer(t, bot) // the workers' parsing is part of the bot's cost
 		})
-		count(res)
+		count(res.Warmup, res.Run)
 
 		holdWorkers(fmt.Sprintf("hold-%d-", rate))
-		run(heldHTTP.URL, fmt.Sprintf("warm-held-%d-", rate), warm)
-		held := run(heldHTTP.URL, fmt.Sprintf("held-%d-", rate), p)
-		if held.Count2xx() != held.Sent {
-			t.Errorf("%d/s with workers held and room for every delivery: %d of %d taken (%v, %d errors, first %v)",
-				rate, held.Count2xx(), held.Sent, held.Codes, held.Errors, held.FirstError)
+		held := generate(t, heldHTTP.URL, fmt.Sprintf("held-%d-", rate), body, warm, p)
+		if taken := held.Warmup.Count2xx() + held.Run.Count2xx(); taken != held.Warmup.Sent+held.Run.Sent {
+			t.Errorf("%d/s with workers held and room for every delivery: %d of %d taken (%v, %d errors, first %s)",
+				rate, taken, held.Warmup.Sent+held.Run.Sent, held.Run.Codes, held.Run.Errors, held.Run.FirstError)
 		}
 		hung.release()
 		drainServer(t, heldBot)
 
-		perDelivery := func(d time.Duration) string {
-			return fmt.Sprintf("cpu %.0fµs/delivery", float64(d.Microseconds())/float64(p.Requests()))
-		}
 		rows = append(rows,
-			loadtest.Row{Label: fmt.Sprintf("bot (queue %d, %d workers)", DefaultQueueSize, DefaultWorkers), Result: res,
+			loadtest.Row{Label: fmt.Sprintf("bot (queue %d, %d workers)", DefaultQueueSize, DefaultWorkers), Result: res.Run,
 				Note: fmt.Sprintf("%s, queue peak %d/%d", perDelivery(botCPU), peak, DefaultQueueSize)},
-			loadtest.Row{Label: "bot, workers held (intake only)", Result: held},
-			loadtest.Row{Label: "floor (read body + HMAC)", Result: floor, Note: perDelivery(floorCPU)})
-		verdicts = append(verdicts, verdict(res, held, floor, peak))
+			loadtest.Row{Label: "bot, workers held (intake only)", Result: held.Run},
+			loadtest.Row{Label: "floor (read body + HMAC)", Result: floor.Run, Note: perDelivery(floorCPU)})
+		verdicts = append(verdicts, verdict(res.Run, held.Run, floor.Run, peak))
 	}
-	drainServer(t, bot)
 	if got := metricValue(t, bot, acceptedSample); int(got) != sent2xx {
 		t.Errorf("%s = %v, but %d deliveries were answered 200", acceptedSample, got, sent2xx)
 	}
@@ -227,11 +217,7 @@ func TestWebhookLoad(t *testing.T) {
 	small := newIntakeServer(t, hung.URL(), map[string]string{"SANDBOX_QUEUE_SIZE": strconv.Itoa(smallQueue)}, logFile(t))
 	smallHTTP := httptest.NewServer(small.Handler())
 	defer smallHTTP.Close()
-	res, err := loadtest.Run(t.Context(), client, loadtest.Plan{Rate: 1000, Duration: 2 * time.Second},
-		webhookRequests(smallHTTP.URL+WebhookPath, "small-", cmd))
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := generate(t, smallHTTP.URL, "small-", cmd, loadtest.Plan{}, loadtest.Plan{Rate: 1000, Duration: 2 * time.Second}).Run
 	queueFull := metricValue(t, small, queueFullSample)
 	rows = append(rows, loadtest.Row{Label: fmt.Sprintf("bot (queue %d, GitHub hung)", smallQueue), Result: res,
 		Note: fmt.Sprintf("queue_full in /metrics: %.0f", queueFull)})
@@ -254,7 +240,40 @@ func TestWebhookLoad(t *testing.T) {
 		fmt.Fprintln(out, v)
 	}
 	fmt.Fprintf(out, "Small queue: /plan comments (%d bytes) whose handler blocks asking a hung GitHub for the sender's permission;\n", len(cmd))
-	fmt.Fprintf(out, "/metrics %s = %.0f, equal to the 503s the client counted.\n\n", queueFullSample, queueFull)
+	fmt.Fprintf(out, "/metrics %s = %.0f, equal to the 503s the generator counted.\n\n", queueFullSample, queueFull)
+}
+
+// TestLoadGeneratorChild is no test: it is TestWebhookLoad's load
+// generator, started as a process of its own by loadtest.RunChild.
+func TestLoadGeneratorChild(t *testing.T) {
+	child, err := loadtest.ServeChild(t.Context())
+	if !child {
+		t.Skip("runs only as TestWebhookLoad's load generator process")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// generate sends signed issue_comment deliveries of body to the bot at url
+// from a child process: warm (skipped when its Rate is 0), then run.
+func generate(t *testing.T, url, prefix string, body []byte, warm, run loadtest.Plan) *loadtest.Outcome {
+	t.Helper()
+	out, err := loadtest.RunChild(t.Context(), os.Args[0], []string{"-test.run=^TestLoadGeneratorChild$", "-test.count=1"}, loadtest.Spec{
+		URL: url + WebhookPath, Body: body,
+		Header: map[string]string{
+			"Content-Type": "application/json", "User-Agent": "GitHub-Hookshot/loadtest", "X-GitHub-Event": "issue_comment",
+			loadtest.SignatureHeader: loadtest.Sign(body, []byte(testSecret)),
+		},
+		IDHeader: "X-GitHub-Delivery", IDPrefix: prefix, Warmup: warm, Run: run, Timeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if warm.Rate > 0 && out.Warmup == nil || out.Run == nil {
+		t.Fatalf("load generator reported no result: %+v", out)
+	}
+	return out
 }
 
 // waitMetric waits until a /metrics sample reaches want.
@@ -273,11 +292,11 @@ func waitMetric(t *testing.T, s *Server, sample string, want float64) {
 	}
 }
 
-// cpuTime runs fn and returns the CPU time (user + system) this process
-// spent meanwhile: the generator, the server and its workers together. On
-// a machine shared with other work, CPU time per delivery stays telling
-// when wall-clock latencies no longer are; the generator's share is the
-// same for the bot and the floor, so the difference is the bot's.
+// cpuTime runs fn and returns the CPU time (user + system) this process,
+// the server with its workers, spent meanwhile; the load generator runs in
+// a child process and is not counted. On a machine shared with other work,
+// CPU time per delivery stays telling when wall-clock latencies no longer
+// are.
 func cpuTime(t *testing.T, fn func()) time.Duration {
 	t.Helper()
 	used := func() time.Duration {
@@ -339,24 +358,6 @@ func verdict(bot, held, floor *loadtest.Result, peak int64) string {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// webhookRequests builds signed issue_comment deliveries of body to url,
-// delivery ids prefix0, prefix1, ...
-func webhookRequests(url, prefix string, body []byte) loadtest.RequestFunc {
-	sig := loadtest.Sign(body, []byte(testSecret))
-	return func(i int) (*http.Request, error) {
-		req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("User-Agent", "GitHub-Hookshot/loadtest")
-		req.Header.Set("X-GitHub-Event", "issue_comment")
-		req.Header.Set("X-GitHub-Delivery", prefix+strconv.Itoa(i))
-		req.Header.Set(loadtest.SignatureHeader, sig)
-		return req, nil
-	}
-}
 
 // logFile is where a load-tested bot logs, as in production: JSON lines to
 // a file, not to the terminal the table is printed on.

@@ -172,23 +172,24 @@ func send(client *http.Client, req *http.Request, at time.Time) outcome {
 	return o
 }
 
-// Result is what a run saw.
+// Result is what a run saw. It travels as JSON from a generator process
+// (see RunChild).
 type Result struct {
-	Rate int
-	Sent int
+	Rate int `json:"rate"`
+	Sent int `json:"sent"`
 	// Codes counts answers by status code.
-	Codes map[int]int
+	Codes map[int]int `json:"codes"`
 	// Errors counts requests that got no (complete) answer; FirstError is
 	// the first of them.
-	Errors     int
-	FirstError error
+	Errors     int    `json:"errors"`
+	FirstError string `json:"first_error,omitempty"`
 	// MaxLag is the worst delay between a request's scheduled and actual
 	// send: when it nears the interval, the generator itself could not keep
 	// the schedule and the figures say more about the client than the
 	// server.
-	MaxLag time.Duration
-	// latencies of answered requests, ascending.
-	latencies []time.Duration
+	MaxLag time.Duration `json:"max_lag_ns"`
+	// Latencies of answered requests, ascending.
+	Latencies []time.Duration `json:"latencies_ns"`
 }
 
 func summarise(rate int, outcomes []outcome) *Result {
@@ -197,15 +198,15 @@ func summarise(rate int, outcomes []outcome) *Result {
 		r.MaxLag = max(r.MaxLag, o.lag)
 		if o.err != nil {
 			r.Errors++
-			if r.FirstError == nil {
-				r.FirstError = o.err
+			if r.FirstError == "" {
+				r.FirstError = o.err.Error()
 			}
 			continue
 		}
 		r.Codes[o.code]++
-		r.latencies = append(r.latencies, o.latency)
+		r.Latencies = append(r.Latencies, o.latency)
 	}
-	slices.Sort(r.latencies)
+	slices.Sort(r.Latencies)
 	return r
 }
 
@@ -228,11 +229,11 @@ func (r *Result) Other() int {
 // Quantile returns the q-quantile (0 < q <= 1) of the answered requests'
 // latency by the nearest-rank method, or 0 when none was answered.
 func (r *Result) Quantile(q float64) time.Duration {
-	if len(r.latencies) == 0 {
+	if len(r.Latencies) == 0 {
 		return 0
 	}
-	rank := int(math.Ceil(q*float64(len(r.latencies)))) - 1
-	return r.latencies[min(max(rank, 0), len(r.latencies)-1)]
+	rank := int(math.Ceil(q*float64(len(r.Latencies)))) - 1
+	return r.Latencies[min(max(rank, 0), len(r.Latencies)-1)]
 }
 
 // Row is one line of a report table.

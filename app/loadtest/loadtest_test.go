@@ -4,14 +4,29 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 )
+
+// TestMain lets this test binary act as RunChild's generator process.
+func TestMain(m *testing.M) {
+	if child, err := ServeChild(context.Background()); child {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "load generator:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
 
 func TestFloorChecksTheSignature(t *testing.T) {
 	secret := []byte("s3cret")
@@ -116,7 +131,7 @@ func TestRunCountsAnswersAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Errors != 5 || res.FirstError == nil || len(res.Codes) != 0 || res.Quantile(0.99) != 0 {
+	if res.Errors != 5 || res.FirstError == "" || len(res.Codes) != 0 || res.Quantile(0.99) != 0 {
 		t.Errorf("against a closed server: errors %d (%v), codes %v: want 5 transport errors", res.Errors, res.FirstError, res.Codes)
 	}
 }
@@ -157,7 +172,7 @@ func TestPlanValidation(t *testing.T) {
 func TestQuantileNearestRank(t *testing.T) {
 	r := &Result{}
 	for i := 1; i <= 100; i++ {
-		r.latencies = append(r.latencies, time.Duration(i)*time.Millisecond)
+		r.Latencies = append(r.Latencies, time.Duration(i)*time.Millisecond)
 	}
 	for q, want := range map[float64]time.Duration{0.5: 50 * time.Millisecond, 0.99: 99 * time.Millisecond, 1: 100 * time.Millisecond, 0.001: time.Millisecond} {
 		if got := r.Quantile(q); got != want {
@@ -183,5 +198,48 @@ func TestWriteTable(t *testing.T) {
 	want := []string{"bot", "200", "4", "2", "1", "0", "1", "2.000ms", "3.000ms", "0.100ms", "queue-peak=3/500"}
 	if strings.Join(fields, " ") != strings.Join(want, " ") {
 		t.Errorf("row %q, want %q", fields, want)
+	}
+}
+
+// A generator in a child process (this test binary, through TestMain) sends
+// the warm-up and the run with their own ids and reports both.
+func TestRunChild(t *testing.T) {
+	var mu sync.Mutex
+	ids := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		ids[r.Header.Get("X-Id")] = true
+		mu.Unlock()
+		if string(body) != "payload" || r.Header.Get("X-Static") != "yes" {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	spec := Spec{
+		URL: srv.URL, Body: []byte("payload"), Header: map[string]string{"X-Static": "yes"},
+		IDHeader: "X-Id", IDPrefix: "r-", Timeout: 5 * time.Second,
+		Warmup: Plan{Rate: 1000, Duration: 3 * time.Millisecond}, Run: Plan{Rate: 1000, Duration: 10 * time.Millisecond},
+	}
+	out, err := RunChild(t.Context(), os.Args[0], []string{"-test.run=^$"}, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Warmup.Sent != 3 || out.Run.Sent != 10 || out.Run.Codes[http.StatusAccepted] != 10 || out.Warmup.Count2xx() != 3 {
+		t.Fatalf("warm-up %+v, run %+v: want 3 and 10 requests answered 202", out.Warmup, out.Run)
+	}
+	if len(out.Run.Latencies) != 10 || out.Run.Quantile(1) <= 0 {
+		t.Errorf("latencies did not survive the trip: %v", out.Run.Latencies)
+	}
+	if !ids["warm-r-2"] || !ids["r-9"] || len(ids) != 13 {
+		t.Errorf("ids seen %v: want warm-r-0..2 and r-0..9", ids)
+	}
+
+	// A child that cannot run the spec fails with its output in the error.
+	spec.URL = "http://127.0.0.1:0/\x00"
+	if _, err := RunChild(t.Context(), os.Args[0], []string{"-test.run=^$"}, spec); err == nil || !strings.Contains(err.Error(), "load generator") {
+		t.Errorf("bad spec: got %v, want the child's failure", err)
 	}
 }
