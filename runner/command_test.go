@@ -445,3 +445,34 @@ func TestReceiptIsValidJSONWithAllFields(t *testing.T) {
 		}
 	}
 }
+
+// Work in progress reaches the remote while the agent is still working:
+// the periodic push commits a checkpoint and pushes it.
+func TestPeriodicPush(t *testing.T) {
+	remote := runtest.NewRemote(t, projectFiles())
+	seen := filepath.Join(t.TempDir(), "seen-on-remote")
+	branch := dispatch.BranchName(taskID, "Add notes")
+	// The agent writes, then waits until its work shows up on the remote
+	// (or gives up after 20s), and records what it saw.
+	cfg := commandCfg(`echo step one > STEP1.md
+for i in $(seq 1 200); do
+  if git --git-dir="$REMOTE" show "$BRANCH:STEP1.md" > "$SEEN" 2>/dev/null; then break; fi
+  sleep 0.1
+done
+echo step two > STEP2.md
+echo done`)
+	e := newRunEnv(t, nil)
+	e.opts.PushInterval = 300 * time.Millisecond
+	e.opts.Environ = append(e.opts.Environ, "REMOTE="+remote.Dir, "BRANCH="+branch, "SEEN="+seen)
+	res := run(t, e, order(t, remote.URL, dispatch.ModeExecute, cfg))
+	wantStatus(t, res, dispatch.StatusCompleted)
+	if b, err := os.ReadFile(seen); err != nil || string(b) != "step one\n" {
+		t.Fatalf("the agent never saw its first step on the remote mid-run: %q, %v", b, err)
+	}
+	if !strings.HasPrefix(res.Commits[0].Message, "WIP: checkpoint of "+taskID) {
+		t.Fatalf("commits = %+v", res.Commits)
+	}
+	if _, ok := remote.File(t, branch, "STEP2.md"); !ok {
+		t.Fatal("the final work was not pushed")
+	}
+}
