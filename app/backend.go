@@ -55,7 +55,7 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 		}
 		b, err := docker.New(docker.Options{
 			Image: cfg.Image, Isolation: cfg.Isolation, DataDir: cfg.DataDir, CacheDir: filepath.Join(cfg.DataDir, "cache"),
-			ExtraHosts: []string{"host.docker.internal:host-gateway"}, Logger: logger,
+			ExtraHosts: []string{"host.docker.internal:host-gateway"}, Env: passEnv(cfg.PassEnv), Logger: logger,
 		})
 		if err != nil {
 			return nil, nop, err
@@ -64,6 +64,17 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 	default:
 		return newProcess(cfg, logger)
 	}
+}
+
+// passEnv picks the named variables from the bot's own environment.
+func passEnv(names []string) map[string]string {
+	env := map[string]string{}
+	for _, n := range names {
+		if v, ok := os.LookupEnv(n); ok {
+			env[n] = v
+		}
+	}
+	return env
 }
 
 func newProcess(cfg *Config, logger zerolog.Logger) (dispatch.Backend, func(), error) {

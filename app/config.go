@@ -67,6 +67,11 @@ type Config struct {
 	// Limits bound what a repository may ask for.
 	Limits sandboxcfg.Limits `yaml:"limits"`
 
+	// PassEnv names environment variables of the bot that every sandbox
+	// gets (the model provider's API key, a proxy): the values are treated
+	// as secrets, redacted from everything the runner writes.
+	PassEnv []string `yaml:"pass_env"`
+
 	TemplatesDir string `yaml:"templates_dir"`
 	// RunnerBinary is the sandbox-runner executable for the process backend.
 	RunnerBinary string `yaml:"runner_binary"`
@@ -184,6 +189,9 @@ func (c *Config) applyEnv(getenv Getenv) error {
 	}
 	if v, ok := getenv("SANDBOX_ALLOW_USERS"); ok {
 		c.AllowUsers = splitList(v)
+	}
+	if v, ok := getenv("SANDBOX_PASS_ENV"); ok {
+		c.PassEnv = splitList(v)
 	}
 	if v, ok := getenv("SANDBOX_ALLOW_TEAMS"); ok {
 		c.AllowTeams = splitList(v)

@@ -41,6 +41,9 @@ type Settings struct {
 	Isolation    string
 	// CheckName is the check run that shows a run's progress.
 	CheckName string
+	// SecretEnv names the variables the backend passes to every sandbox;
+	// the runner redacts their values.
+	SecretEnv []string
 	// WebURL is GitHub's web address (https://github.com, or GHES's), for
 	// permanent media links.
 	WebURL string

@@ -122,7 +122,7 @@ func (b *Base) start(ctx context.Context, client *github.Client, req startReques
 			SchemaVersion: dispatch.WorkOrderVersion, TaskID: taskID, Mode: mode, Attempt: attempt,
 			Repo: full, Number: req.Number, CloneURL: req.Repo.GetCloneURL(), BaseBranch: base, TargetBranch: branch,
 			Task: task, Plan: req.Plan, Feedback: req.Feedback, Config: *cfg,
-			BudgetUSD: budget, TimeoutMinutes: cfg.TimeoutMinutes,
+			BudgetUSD: budget, TimeoutMinutes: cfg.TimeoutMinutes, SecretEnv: b.SecretEnv,
 		},
 		Token:     token,
 		Isolation: b.Isolation,

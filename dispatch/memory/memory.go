@@ -17,8 +17,6 @@ type run struct {
 	status   dispatch.RunStatus
 	result   *dispatch.Result
 	progress []dispatch.Progress
-	cancels  int
-	tokens   []string
 }
 
 // Backend keeps runs in memory. The zero value is not usable; call New.
@@ -28,6 +26,9 @@ type Backend struct {
 	order []string
 	// history keeps every spec ever submitted, cleaned up or not.
 	history []dispatch.RunSpec
+	// cancels and tokens outlive Cleanup, for assertions.
+	cancels map[string]int
+	tokens  map[string][]string
 	locks   map[string]string
 	// changed is closed and replaced on every state change, so waiters
 	// wake without polling.
@@ -41,7 +42,8 @@ var _ dispatch.Backend = (*Backend)(nil)
 
 // New returns an empty backend.
 func New() *Backend {
-	return &Backend{runs: map[string]*run{}, locks: map[string]string{}, changed: make(chan struct{}), CancelEndsRun: true}
+	return &Backend{runs: map[string]*run{}, locks: map[string]string{}, cancels: map[string]int{}, tokens: map[string][]string{},
+		changed: make(chan struct{}), CancelEndsRun: true}
 }
 
 func (b *Backend) notify() {
@@ -74,8 +76,8 @@ func (b *Backend) Submit(_ context.Context, spec dispatch.RunSpec) (bool, error)
 	b.runs[id] = &run{
 		spec:   spec,
 		status: dispatch.RunStatus{Meta: spec.Meta, State: dispatch.StateRunning, StartedAt: time.Now()},
-		tokens: []string{spec.Token},
 	}
+	b.tokens[id] = []string{spec.Token}
 	b.order = append(b.order, id)
 	b.history = append(b.history, spec)
 	b.notify()
@@ -161,7 +163,7 @@ func (b *Backend) Cancel(_ context.Context, taskID string) error {
 		b.mu.Unlock()
 		return dispatch.ErrNotFound
 	}
-	r.cancels++
+	b.cancels[taskID]++
 	b.notify()
 	end := b.CancelEndsRun && !r.status.State.Ended()
 	b.mu.Unlock()
@@ -176,11 +178,10 @@ func (b *Backend) Cancel(_ context.Context, taskID string) error {
 func (b *Backend) RefreshToken(_ context.Context, taskID, token string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	r, ok := b.runs[taskID]
-	if !ok {
+	if _, ok := b.runs[taskID]; !ok {
 		return dispatch.ErrNotFound
 	}
-	r.tokens = append(r.tokens, token)
+	b.tokens[taskID] = append(b.tokens[taskID], token)
 	return nil
 }
 
@@ -242,20 +243,14 @@ func (b *Backend) Spec(taskID string) (dispatch.RunSpec, bool) {
 func (b *Backend) Tokens(taskID string) []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if r, ok := b.runs[taskID]; ok {
-		return append([]string(nil), r.tokens...)
-	}
-	return nil
+	return append([]string(nil), b.tokens[taskID]...)
 }
 
 // Cancels counts Cancel calls for a run.
 func (b *Backend) Cancels(taskID string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if r, ok := b.runs[taskID]; ok {
-		return r.cancels
-	}
-	return 0
+	return b.cancels[taskID]
 }
 
 // LockHolder returns who holds key, or "".
