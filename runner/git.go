@@ -22,9 +22,10 @@ import (
 // token the bot refreshed mid-run is used at once.
 type Git struct {
 	Dir string
-	// env is the environment of every git call: the runner's system config
-	// (identity), no prompts.
-	env []string
+	// env is the environment of the runner's git calls; shared is the part
+	// the agent and the checks get as well.
+	env    []string
+	shared []string
 	// helper is the credential helper script; empty without a token file.
 	helper string
 	red    *Redactor
@@ -39,13 +40,16 @@ func gitSetup(ctx context.Context, stateDir, dir string, base []string, tokenFil
 	if err := os.WriteFile(sysFile, nil, 0o644); err != nil {
 		return nil, fmt.Errorf("git: write %s: %w", sysFile, err)
 	}
-	env := append(withoutEnv(base, "GIT_CONFIG_SYSTEM", "GIT_DIR", "GIT_WORK_TREE", "GIT_ASKPASS", "SSH_ASKPASS"),
+	// What the agent and the checks get too: the identity, no prompts, no
+	// editor that would wait for a person.
+	shared := append(withoutEnv(base, "GIT_CONFIG_SYSTEM", "GIT_DIR", "GIT_WORK_TREE", "GIT_ASKPASS", "SSH_ASKPASS"),
 		"GIT_CONFIG_SYSTEM="+sysFile,
 		"GIT_TERMINAL_PROMPT=0",
 		"GIT_EDITOR=true",
-		"LC_ALL=C",
 	)
-	g := &Git{Dir: dir, env: env, red: red}
+	// The runner parses git's output, so its own calls run untranslated.
+	env := append(append([]string(nil), shared...), "LC_ALL=C")
+	g := &Git{Dir: dir, env: env, shared: shared, red: red}
 	settings := [][2]string{
 		{"user.name", name},
 		{"user.email", email},
@@ -82,7 +86,7 @@ func gitSetup(ctx context.Context, stateDir, dir string, base []string, tokenFil
 
 // Env is the environment the agent and checks get for git: the identity,
 // but not the credential helper (the agent does not push).
-func (g *Git) Env() []string { return g.env }
+func (g *Git) Env() []string { return g.shared }
 
 // run runs git in dir (g.Dir when empty) and returns trimmed stdout. The
 // error carries git's stderr, redacted.
