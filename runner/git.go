@@ -217,6 +217,36 @@ func (g *Git) CommitAll(ctx context.Context, msg string) (string, error) {
 	return g.RevParse(ctx, "HEAD")
 }
 
+// CommitPaths commits only paths (the media commit must not sweep up
+// anything else); "" when they hold no change.
+func (g *Git) CommitPaths(ctx context.Context, msg string, paths ...string) (string, error) {
+	if _, err := g.run(ctx, "", append([]string{"add", "--all", "--"}, paths...)...); err != nil {
+		return "", err
+	}
+	if _, err := g.run(ctx, "", "diff", "--cached", "--quiet"); err == nil {
+		return "", nil
+	}
+	if _, err := g.run(ctx, "", "commit", "--quiet", "--no-verify", "-m", msg); err != nil {
+		return "", err
+	}
+	return g.RevParse(ctx, "HEAD")
+}
+
+// Untracked lists untracked, not ignored files.
+func (g *Git) Untracked(ctx context.Context) ([]string, error) {
+	out, err := g.raw(ctx, "", "ls-files", "-z", "--others", "--exclude-standard")
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, p := range strings.Split(out, "\x00") {
+		if p != "" {
+			paths = append(paths, p)
+		}
+	}
+	return paths, nil
+}
+
 // Push pushes HEAD to branch. With lease set, it force-pushes only if the
 // remote branch is still at lease (a rebase must not overwrite someone's
 // push that came in meanwhile).
@@ -300,9 +330,10 @@ func (g *Git) IsAncestor(ctx context.Context, a, b string) (bool, error) {
 	return err == nil, err
 }
 
-// Exclude adds patterns to .git/info/exclude, for files the sandbox writes
-// into the checkout (.env with resolved secrets) that must never be
-// committed, without touching the repository's .gitignore.
+// Exclude adds gitignore patterns to .git/info/exclude, for files the
+// sandbox itself makes in the checkout (.env with resolved secrets, check
+// byproducts) that must never be committed, without touching the
+// repository's .gitignore.
 func (g *Git) Exclude(patterns ...string) error {
 	p := filepath.Join(g.Dir, ".git", "info", "exclude")
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -313,8 +344,21 @@ func (g *Git) Exclude(patterns ...string) error {
 		return err
 	}
 	defer f.Close()
-	_, err = f.WriteString("# sandbox-runner: files with resolved secrets\n" + strings.Join(patterns, "\n") + "\n")
+	_, err = f.WriteString(strings.Join(patterns, "\n") + "\n")
 	return err
+}
+
+// literalPattern is a gitignore pattern matching exactly path from the top.
+func literalPattern(path string) string {
+	var b strings.Builder
+	b.WriteByte('/')
+	for _, r := range path {
+		if strings.ContainsRune(`*?[]\!#`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

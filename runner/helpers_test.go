@@ -3,6 +3,7 @@ package runner_test
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +32,17 @@ func projectFiles() map[string]string {
 }
 
 const taskID = "T-0A1B2C3D"
+
+// TestMain lets the test binary double as a project's dev server (for the
+// media tests): with RUNNER_TEST_SERVE=1 it serves its working directory
+// on $PORT.
+func TestMain(m *testing.M) {
+	if os.Getenv("RUNNER_TEST_SERVE") == "1" {
+		http.ListenAndServe("127.0.0.1:"+os.Getenv("PORT"), http.FileServer(http.Dir(".")))
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
 
 func order(t *testing.T, remote string, mode dispatch.Mode, cfg sandboxcfg.Config) dispatch.WorkOrder {
 	t.Helper()

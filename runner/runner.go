@@ -23,6 +23,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/runner/harness"
+	"github.com/sandbox-bot/sandbox-bot/runner/media"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
 
@@ -67,6 +68,9 @@ type Options struct {
 	// Timeout, when set, replaces the work order's timeout_minutes (the
 	// CLI's --timeout, which takes finer units than minutes).
 	Timeout time.Duration
+	// Chromium and FFmpeg capture media of the dev server; empty means
+	// found on PATH (media is skipped, with a warning, without Chromium).
+	Chromium, FFmpeg string
 	// GitName and GitEmail are the commit identity.
 	GitName, GitEmail string
 }
@@ -515,6 +519,7 @@ func (r *run) implement() error {
 	if !out.OK() {
 		return failed("%s", out.Problem())
 	}
+	r.captureMedia()
 	head, err := r.git.RevParse(r.work, "HEAD")
 	if err != nil {
 		return err
@@ -552,6 +557,93 @@ func (r *run) commitMessage() string {
 		trailer += fmt.Sprintf("\nIssue: %s#%d", r.order.Repo, r.order.Number)
 	}
 	return r.red.String(subject + "\n\nWritten by the sandbox-bot agent (" + string(r.order.Mode) + " mode).\n\n" + trailer)
+}
+
+// mediaDir is where screenshots and recordings are committed, per task, so
+// the PR body can link them at the media commit.
+func mediaDir(taskID string) string { return ".sandbox/media/" + taskID }
+
+// captureMedia screenshots dev.routes of the dev server and records a visit
+// of them, commits the images in a media commit and pushes it. Media is a
+// nicety: a failure is logged and reported, never fails the run.
+func (r *run) captureMedia() {
+	dev := r.cfg.Dev
+	if dev.Command == "" || dev.Port == 0 || len(dev.Routes) == 0 {
+		return
+	}
+	chromium, ffmpeg := r.opts.Chromium, r.opts.FFmpeg
+	if chromium == "" || ffmpeg == "" {
+		c, f := media.Lookup()
+		chromium, ffmpeg = firstNonEmpty(chromium, c), firstNonEmpty(ffmpeg, f)
+	}
+	if chromium == "" {
+		r.log.Warn().Msg("dev.routes are set but no Chromium is installed: no screenshots")
+		r.prog.emit(dispatch.Progress{Stage: "media", Message: "skipped: no Chromium"})
+		return
+	}
+	r.prog.emit(dispatch.Progress{Stage: "media", Message: fmt.Sprintf("capturing %d route(s)", len(dev.Routes))})
+	out := filepath.Join(r.order.OutputDir, "media")
+	res, err := media.Capture(r.work, media.Options{
+		Chromium: chromium, FFmpeg: ffmpeg, Dir: r.dir, Env: r.env,
+		Command: dev.Command, Port: dev.Port, Routes: dev.Routes, OutDir: out,
+		Log: r.log.With().Str("stage", "media").Logger(),
+	})
+	if err != nil {
+		r.log.Warn().Err(err).Msg("media capture failed")
+		r.prog.emit(dispatch.Progress{Stage: "media", Message: "failed: " + clipString(err.Error(), 200)})
+		if res == nil || len(res.Screenshots) == 0 {
+			return
+		}
+	}
+	rel := mediaDir(r.order.TaskID)
+	dst := filepath.Join(r.dir, filepath.FromSlash(rel))
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		r.log.Warn().Err(err).Msg("media: create the media directory")
+		return
+	}
+	copyIn := func(src string) (string, error) {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return "", err
+		}
+		name := filepath.Base(src)
+		if err := os.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
+			return "", err
+		}
+		return rel + "/" + name, nil
+	}
+	var shots, recs []string
+	for _, s := range res.Screenshots {
+		p, err := copyIn(s)
+		if err != nil {
+			r.log.Warn().Err(err).Msg("media: copy a screenshot")
+			return
+		}
+		shots = append(shots, p)
+	}
+	for _, s := range res.Recordings {
+		// The animated WebP is what a PR body shows; the WebM stays in
+		// the output directory.
+		if strings.HasSuffix(s, ".webp") {
+			p, err := copyIn(s)
+			if err != nil {
+				r.log.Warn().Err(err).Msg("media: copy the recording")
+				return
+			}
+			recs = append(recs, p)
+		}
+	}
+	r.gitMu.Lock()
+	sha, err := r.git.CommitPaths(r.work, fmt.Sprintf("Add screenshots of %s\n\nCaptured by sandbox-bot from the dev server.\n\nTask: %s", strings.Join(dev.Routes, ", "), r.order.TaskID), rel)
+	r.gitMu.Unlock()
+	if err != nil || sha == "" {
+		r.log.Warn().Err(err).Msg("media: commit")
+		return
+	}
+	r.res.MediaCommit, r.res.ScreenshotPaths, r.res.RecordingPaths = sha, shots, recs
+	if err := r.push(r.work); err != nil {
+		r.log.Warn().Err(err).Msg("media: push")
+	}
 }
 
 // rebase brings the branch onto the latest base, giving conflicts to the
@@ -824,9 +916,28 @@ func (r *run) validateAndRepair(mainOK bool) error {
 	return nil
 }
 
-// validate runs all checks once and records them in the receipt.
+// validate runs all checks once and records them in the receipt. Files the
+// checks leave behind (coverage reports, caches a .gitignore misses) are
+// excluded from commits: they are not the agent's work.
 func (r *run) validate() []checkRun {
 	r.prog.emit(dispatch.Progress{Stage: "validate", Message: fmt.Sprintf("running %d check(s)", len(r.cfg.Validate))})
+	if r.git != nil {
+		defer func() {
+			r.gitMu.Lock()
+			defer r.gitMu.Unlock()
+			left, err := r.git.Untracked(r.work)
+			if err == nil && len(left) > 0 {
+				r.log.Info().Strs("files", clipList(left, 20)).Msg("excluding files the checks left from commits")
+				pats := make([]string, len(left))
+				for i, l := range left {
+					pats[i] = literalPattern(l)
+				}
+				if err := r.git.Exclude(pats...); err != nil {
+					r.log.Warn().Err(err).Msg("could not exclude the checks' byproducts")
+				}
+			}
+		}()
+	}
 	return runChecks(r.work, r.dir, r.env, r.cfg.Validate, r.red, func(c checkRun) {
 		cr, ok := r.checks[c.Check.Name]
 		if !ok {

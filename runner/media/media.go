@@ -1,0 +1,439 @@
+// Package media captures what a change looks like: it starts the project's
+// dev server, drives a headless Chromium over the DevTools protocol to
+// screenshot each configured route and to record a screencast of visiting
+// them, and turns the recording into a WebM and an animated WebP (ffmpeg)
+// that a PR body can show.
+package media
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Options configure one capture.
+type Options struct {
+	// Chromium and FFmpeg are the binaries (Debian's chromium and ffmpeg).
+	Chromium string
+	FFmpeg   string
+	// Dir is where the dev server starts (the checkout); Env its
+	// environment, to which PORT is added.
+	Dir string
+	Env []string
+	// Command starts the dev server; Port is where it listens.
+	Command string
+	Port    int
+	// Routes are the paths to capture, e.g. "/" and "/settings".
+	Routes []string
+	// OutDir receives screenshots/ and recording.{webm,webp}.
+	OutDir string
+	// StartTimeout bounds the wait for the dev server (default 60s).
+	StartTimeout time.Duration
+	// Dwell is how long the recording stays on each route (default 1.5s).
+	Dwell time.Duration
+	Log   zerolog.Logger
+}
+
+// Result lists what was written, as absolute paths.
+type Result struct {
+	Screenshots []string
+	// Recordings are the WebM and the animated WebP, when frames came.
+	Recordings []string
+}
+
+// Viewport of the screenshots and the recording.
+const (
+	width  = 1280
+	height = 800
+)
+
+// Lookup finds chromium and ffmpeg on PATH; empty when missing.
+func Lookup() (chromium, ffmpeg string) {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			chromium = p
+			break
+		}
+	}
+	ffmpeg, _ = exec.LookPath("ffmpeg")
+	return chromium, ffmpeg
+}
+
+// Capture runs the dev server and the browser, and leaves the media in
+// OutDir. Both processes are gone when it returns.
+func Capture(ctx context.Context, o Options) (*Result, error) {
+	if o.Chromium == "" {
+		return nil, errors.New("media: no Chromium (apt-get install chromium)")
+	}
+	if o.Command == "" || o.Port == 0 || len(o.Routes) == 0 {
+		return nil, errors.New("media: dev.command, dev.port and dev.routes are all needed")
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = 60 * time.Second
+	}
+	if o.Dwell <= 0 {
+		o.Dwell = 1500 * time.Millisecond
+	}
+	shots := filepath.Join(o.OutDir, "screenshots")
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		return nil, err
+	}
+	stopServer, err := startDevServer(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer stopServer()
+	base := "http://127.0.0.1:" + strconv.Itoa(o.Port)
+
+	b, err := launchBrowser(ctx, o.Chromium)
+	if err != nil {
+		return nil, err
+	}
+	defer b.close()
+	page := b.page
+	if err := page.call(ctx, "Page.enable", nil, nil); err != nil {
+		return nil, err
+	}
+	if err := page.call(ctx, "Emulation.setDeviceMetricsOverride", map[string]any{"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}, nil); err != nil {
+		return nil, err
+	}
+	loads := page.subscribe("Page.loadEventFired", 16)
+	navigate := func(route string) error {
+		for len(loads) > 0 {
+			<-loads
+		}
+		var nav struct {
+			ErrorText string `json:"errorText"`
+		}
+		if err := page.call(ctx, "Page.navigate", map[string]any{"url": base + route}, &nav); err != nil {
+			return err
+		}
+		if nav.ErrorText != "" {
+			return fmt.Errorf("media: open %s: %s", route, nav.ErrorText)
+		}
+		select {
+		case <-loads:
+			return nil
+		case <-time.After(30 * time.Second):
+			return fmt.Errorf("media: %s did not finish loading in 30s", route)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+
+	res := &Result{}
+	for _, route := range o.Routes {
+		if err := navigate(route); err != nil {
+			return res, err
+		}
+		var shot struct {
+			Data string `json:"data"`
+		}
+		if err := page.call(ctx, "Page.captureScreenshot", map[string]any{"format": "png"}, &shot); err != nil {
+			return res, err
+		}
+		png, err := base64.StdEncoding.DecodeString(shot.Data)
+		if err != nil {
+			return res, fmt.Errorf("media: screenshot of %s: %w", route, err)
+		}
+		p := filepath.Join(shots, RouteFile(route)+".png")
+		if err := os.WriteFile(p, png, 0o644); err != nil {
+			return res, err
+		}
+		res.Screenshots = append(res.Screenshots, p)
+		o.Log.Info().Str("route", route).Str("file", p).Msg("screenshot")
+	}
+
+	if o.FFmpeg == "" {
+		o.Log.Warn().Msg("no ffmpeg: skipping the recording")
+		return res, nil
+	}
+	recs, err := record(ctx, o, page, navigate)
+	res.Recordings = recs
+	return res, err
+}
+
+// RouteFile names a route's screenshot: "/" is index, "/a/b" is a-b.
+func RouteFile(route string) string {
+	s := strings.Trim(route, "/")
+	if s == "" {
+		return "index"
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	return b.String()
+}
+
+// record screencasts a visit of every route and encodes it.
+func record(ctx context.Context, o Options, page *cdp, navigate func(string) error) ([]string, error) {
+	framesDir, err := os.MkdirTemp("", "sandbox-frames-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(framesDir)
+	frames := page.subscribe("Page.screencastFrame", 256)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	n := 0
+	stop := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case raw := <-frames:
+				var f struct {
+					Data      string `json:"data"`
+					SessionID int    `json:"sessionId"`
+				}
+				if json.Unmarshal(raw, &f) != nil {
+					continue
+				}
+				// Chromium sends the next frame only after an ack.
+				page.call(ctx, "Page.screencastFrameAck", map[string]any{"sessionId": f.SessionID}, nil)
+				img, err := base64.StdEncoding.DecodeString(f.Data)
+				if err != nil {
+					continue
+				}
+				mu.Lock()
+				n++
+				name := filepath.Join(framesDir, fmt.Sprintf("frame-%05d.jpg", n))
+				mu.Unlock()
+				os.WriteFile(name, img, 0o644)
+			}
+		}
+	}()
+	if err := page.call(ctx, "Page.startScreencast", map[string]any{"format": "jpeg", "quality": 80, "maxWidth": width, "maxHeight": height}, nil); err != nil {
+		close(stop)
+		wg.Wait()
+		return nil, err
+	}
+	var navErr error
+	for _, route := range o.Routes {
+		if navErr = navigate(route); navErr != nil {
+			break
+		}
+		time.Sleep(o.Dwell)
+	}
+	page.call(ctx, "Page.stopScreencast", nil, nil)
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if navErr != nil {
+		return nil, navErr
+	}
+	mu.Lock()
+	count := n
+	mu.Unlock()
+	if count == 0 {
+		o.Log.Warn().Msg("the screencast sent no frames: no recording")
+		return nil, nil
+	}
+	webm := filepath.Join(o.OutDir, "recording.webm")
+	webp := filepath.Join(o.OutDir, "recording.webp")
+	// A headless page sends a frame when it changes; two frames a second
+	// keeps each route on screen long enough to see.
+	if err := ffmpeg(ctx, o.FFmpeg, "-framerate", "2", "-i", filepath.Join(framesDir, "frame-%05d.jpg"),
+		"-vf", "scale=trunc(iw/2)*2:trunc(ih/2)*2", "-c:v", "libvpx-vp9", "-b:v", "0", "-crf", "40", "-pix_fmt", "yuv420p", webm); err != nil {
+		return nil, err
+	}
+	if err := ffmpeg(ctx, o.FFmpeg, "-i", webm, "-vcodec", "libwebp", "-lossless", "0", "-q:v", "60", "-loop", "0", "-an", webp); err != nil {
+		return []string{webm}, err
+	}
+	o.Log.Info().Int("frames", count).Str("webp", webp).Msg("recording")
+	return []string{webm, webp}, nil
+}
+
+func ffmpeg(ctx context.Context, bin string, args ...string) error {
+	cmd := exec.CommandContext(ctx, bin, append([]string{"-y", "-loglevel", "error"}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("media: ffmpeg %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// startDevServer starts the command in its own process group and waits
+// until the port answers HTTP.
+func startDevServer(ctx context.Context, o Options) (func(), error) {
+	cmd := exec.Command("sh", "-c", o.Command)
+	cmd.Dir = o.Dir
+	cmd.Env = append(append([]string(nil), o.Env...), "PORT="+strconv.Itoa(o.Port))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	logPath := filepath.Join(o.OutDir, "dev-server.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("media: start dev server `%s`: %w", o.Command, err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	stop := func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		logf.Close()
+	}
+	url := "http://127.0.0.1:" + strconv.Itoa(o.Port) + "/"
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(o.StartTimeout)
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			o.Log.Info().Str("url", url).Msg("dev server is up")
+			return stop, nil
+		}
+		select {
+		case <-exited:
+			stop()
+			return nil, fmt.Errorf("media: the dev server `%s` exited before answering on port %d (log: %s)", o.Command, o.Port, logPath)
+		case <-ctx.Done():
+			stop()
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return nil, fmt.Errorf("media: the dev server `%s` did not answer on port %d within %s (log: %s)", o.Command, o.Port, o.StartTimeout, logPath)
+		}
+	}
+}
+
+// browser is a headless Chromium with one page attached.
+type browser struct {
+	cmd     *exec.Cmd
+	dataDir string
+	page    *cdp
+	exited  chan struct{}
+}
+
+func launchBrowser(ctx context.Context, bin string) (*browser, error) {
+	dataDir, err := os.MkdirTemp("", "sandbox-chromium-")
+	if err != nil {
+		return nil, err
+	}
+	// The flags DESIGN.md lists: no sandbox (we are in one), no GPU, and
+	// nothing that phones home.
+	cmd := exec.Command(bin, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio",
+		"--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
+		"--user-data-dir="+dataDir, fmt.Sprintf("--window-size=%d,%d", width, height), "about:blank")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dataDir)
+		return nil, fmt.Errorf("media: start %s: %w", bin, err)
+	}
+	b := &browser{cmd: cmd, dataDir: dataDir, exited: make(chan struct{})}
+	go func() { cmd.Wait(); close(b.exited) }()
+	port, err := b.debugPort(ctx)
+	if err != nil {
+		b.close()
+		return nil, err
+	}
+	ws, err := pageSocket(ctx, port)
+	if err != nil {
+		b.close()
+		return nil, err
+	}
+	if b.page, err = dialCDP(ctx, ws); err != nil {
+		b.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// debugPort reads the port Chromium chose from DevToolsActivePort.
+func (b *browser) debugPort(ctx context.Context) (string, error) {
+	p := filepath.Join(b.dataDir, "DevToolsActivePort")
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if f, err := os.Open(p); err == nil {
+			sc := bufio.NewScanner(f)
+			ok := sc.Scan()
+			f.Close()
+			if ok && sc.Text() != "" {
+				return strings.TrimSpace(sc.Text()), nil
+			}
+		}
+		select {
+		case <-b.exited:
+			return "", errors.New("media: Chromium exited at start")
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return "", errors.New("media: Chromium did not open its DevTools port within 30s")
+}
+
+func pageSocket(ctx context.Context, port string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://127.0.0.1:"+port+"/json/list", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("media: list Chromium's pages: %w", err)
+	}
+	defer resp.Body.Close()
+	var targets []struct {
+		Type string `json:"type"`
+		WS   string `json:"webSocketDebuggerUrl"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&targets); err != nil {
+		return "", fmt.Errorf("media: Chromium's page list: %w", err)
+	}
+	for _, t := range targets {
+		if t.Type == "page" && t.WS != "" {
+			return t.WS, nil
+		}
+	}
+	return "", errors.New("media: Chromium has no page to drive")
+}
+
+func (b *browser) close() {
+	if b.page != nil {
+		b.page.close()
+	}
+	syscall.Kill(-b.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-b.exited:
+	case <-time.After(5 * time.Second):
+		syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+		<-b.exited
+	}
+	os.RemoveAll(b.dataDir)
+}
