@@ -47,6 +47,9 @@ echo 'Added NOTES.md.'`)
 	if len(res.Commits) != 1 || !strings.HasPrefix(res.Commits[0].Message, "Add notes") {
 		t.Fatalf("commits = %+v", res.Commits)
 	}
+	if who := runtest.Git(t, remote.Dir, "log", "-1", "--format=%an <%ae>", o.TargetBranch); who != "sandbox-bot <sandbox-bot@users.noreply.github.com>" {
+		t.Fatalf("commit author = %q", who)
+	}
 	if res.DiffStats != (dispatch.DiffStats{FilesChanged: 1, Insertions: 3}) {
 		t.Fatalf("diff_stats = %+v", res.DiffStats)
 	}

@@ -35,11 +35,8 @@ type Git struct {
 // Git for dir. The identity goes in a system-level file (GIT_CONFIG_SYSTEM,
 // i.e. what `git config --system` writes) that also includes the image's
 // /etc/gitconfig, so the agent's own commits get the same identity.
-func gitSetup(ctx context.Context, stateDir, dir string, base []string, tokenFile, name, email string, red *Redactor) (*Git, error) {
+func gitSetup(stateDir, dir string, base []string, tokenFile, name, email string, red *Redactor) (*Git, error) {
 	sysFile := filepath.Join(stateDir, "gitconfig")
-	if err := os.WriteFile(sysFile, nil, 0o644); err != nil {
-		return nil, fmt.Errorf("git: write %s: %w", sysFile, err)
-	}
 	// What the agent and the checks get too: the identity, no prompts, no
 	// editor that would wait for a person.
 	shared := append(withoutEnv(base, "GIT_CONFIG_SYSTEM", "GIT_DIR", "GIT_WORK_TREE", "GIT_ASKPASS", "SSH_ASKPASS"),
@@ -50,20 +47,17 @@ func gitSetup(ctx context.Context, stateDir, dir string, base []string, tokenFil
 	// The runner parses git's output, so its own calls run untranslated.
 	env := append(append([]string(nil), shared...), "LC_ALL=C")
 	g := &Git{Dir: dir, env: env, shared: shared, red: red}
-	settings := [][2]string{
-		{"user.name", name},
-		{"user.email", email},
-		{"init.defaultBranch", "main"},
-		{"advice.detachedHead", "false"},
-		{"safe.directory", "*"},
-	}
+	// The file `git config --system` would write, written at once: the
+	// runner starts several git processes per step and each spawn counts
+	// in its overhead over the agent.
+	var conf strings.Builder
 	if _, err := os.Stat("/etc/gitconfig"); err == nil {
-		settings = append([][2]string{{"include.path", "/etc/gitconfig"}}, settings...)
+		conf.WriteString("[include]\n\tpath = /etc/gitconfig\n")
 	}
-	for _, kv := range settings {
-		if _, err := g.run(ctx, stateDir, "config", "--system", kv[0], kv[1]); err != nil {
-			return nil, err
-		}
+	fmt.Fprintf(&conf, "[user]\n\tname = %s\n\temail = %s\n", gitQuote(name), gitQuote(email))
+	conf.WriteString("[init]\n\tdefaultBranch = main\n[advice]\n\tdetachedHead = false\n[safe]\n\tdirectory = *\n")
+	if err := os.WriteFile(sysFile, []byte(conf.String()), 0o644); err != nil {
+		return nil, fmt.Errorf("git: write %s: %w", sysFile, err)
 	}
 	if tokenFile != "" {
 		abs, err := filepath.Abs(tokenFile)
@@ -359,6 +353,12 @@ func literalPattern(path string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// gitQuote quotes a git config value.
+func gitQuote(s string) string {
+	s = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
+	return `"` + s + `"`
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -305,7 +305,7 @@ func (r *run) prepare() error {
 	if err := os.RemoveAll(r.dir); err != nil {
 		return err
 	}
-	g, err := gitSetup(r.work, r.stateDir, r.dir, r.opts.Environ, r.order.TokenFile, r.opts.GitName, r.opts.GitEmail, r.red)
+	g, err := gitSetup(r.stateDir, r.dir, r.opts.Environ, r.order.TokenFile, r.opts.GitName, r.opts.GitEmail, r.red)
 	if err != nil {
 		return err
 	}

@@ -215,7 +215,8 @@ func (p *openCodeParser) ParseStdout(line []byte) ([]Event, error) {
 		}
 		ev.Type, ev.Tool = EventToolUse, l.Part.Tool
 		if s := l.Part.State; s != nil {
-			ev.ToolInput = compactJSON(s.Input)
+			// OpenCode prints compact JSON, so the input is compact as is.
+			ev.ToolInput = string(s.Input)
 			if s.Status == "error" {
 				ev.Text = s.Error
 			}
@@ -261,17 +262,6 @@ func (p *openCodeParser) ParseStderr(line []byte) []Event {
 		return nil
 	}
 	return []Event{{Type: EventStall, Time: time.Now(), SessionID: p.sessionID, Text: "permission requested: " + m[1] + "; auto-rejected"}}
-}
-
-func compactJSON(raw json.RawMessage) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var b bytes.Buffer
-	if err := json.Compact(&b, raw); err != nil {
-		return string(raw)
-	}
-	return b.String()
 }
 
 func clip(b []byte, n int) string {
