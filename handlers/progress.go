@@ -48,6 +48,7 @@ func (p *progress) attach(sha string) {
 // update is called for each progress line; it sends at most one update per
 // interval, so a chatty agent cannot exhaust the API rate limit.
 func (p *progress) update(ev dispatch.Progress) {
+	zerolog.Ctx(p.ctx).Debug().Str("stage", ev.Stage).Int("step", ev.Step).Float64("cost_usd", ev.CostUSD).Msg("progress")
 	p.mu.Lock()
 	p.last = ev
 	if ev.HeadSHA != "" {

@@ -149,10 +149,14 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		// Keep the run and the lock: a restart reconciles and tries again.
 		return
 	}
-	if err := r.b.Backend.Unlock(ctx, dispatch.LockKey(meta.Repo, meta.Number), meta.TaskID); err != nil {
+	// The result is on GitHub: finish the bookkeeping even if the bot is
+	// shutting down, or the next start would find the run again.
+	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	if err := r.b.Backend.Unlock(done, dispatch.LockKey(meta.Repo, meta.Number), meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("release lock")
 	}
-	if err := r.b.Backend.Cleanup(ctx, meta.TaskID); err != nil {
+	if err := r.b.Backend.Cleanup(done, meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("clean up run")
 	}
 	log.Info().Msg("run finished and reported")

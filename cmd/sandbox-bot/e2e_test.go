@@ -1,0 +1,382 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
+	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
+	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
+)
+
+// The whole loop as a user meets it: the real bot binary, the fake GitHub
+// (API and git over HTTP), the docker backend running the real sandbox
+// image in the caps profile, the runner inside it driving the real
+// OpenCode against the scripted model.
+
+// e2eRepo is unique per test process: task ids derive from the repository
+// and comment ids (which the fake numbers the same way every run), so a
+// sandbox left by an interrupted earlier run cannot be mistaken for this
+// run's.
+var e2eRepo = fmt.Sprintf("octo-org/demo%d", time.Now().UnixNano()%1e6)
+
+const (
+	e2eSecret = "e2e-secret"
+	e2eWriter = "alice"
+)
+
+// loop is one end-to-end environment.
+type loop struct {
+	t       *testing.T
+	gh      *githubtest.Server
+	model   *modeltest.Server
+	bin     string
+	dataDir string
+	env     []string
+	bot     *botProcess
+}
+
+func newLoop(t *testing.T, script []modeltest.Turn) *loop {
+	t.Helper()
+	img := testenv.SandboxImage(t)
+	gw := dockertest.Gateway(t)
+	gh := githubtest.New(t, githubtest.Options{Listen: gw + ":0"})
+	model, err := modeltest.New(gw+":0", script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(model.Close)
+	provider := model.OpenCodeConfig()
+	delete(provider, "model")
+	opencodeJSON, _ := json.MarshalIndent(provider, "", "  ")
+	gh.AddRepo(e2eRepo, 7, map[string]string{
+		".sandbox.yml": fmt.Sprintf(`name: demo
+harness: opencode
+model: %s
+max_budget_usd: 2
+timeout_minutes: 10
+inactivity_timeout: 60
+validate:
+  greeting: grep -q hello greet.txt
+`, model.OpenCodeModel()),
+		// The repository's own opencode.json names the model provider: here
+		// the scripted one, reachable from the sandbox on the bridge.
+		"opencode.json": string(opencodeJSON),
+		"README.md":     "# demo\n",
+	})
+	gh.SetPermission(e2eRepo, e2eWriter, "write")
+	dataDir, err := os.MkdirTemp("", "sandbox-bot-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeAll(dataDir) })
+	l := &loop{t: t, gh: gh, model: model, bin: buildBot(t), dataDir: dataDir}
+	l.env = []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
+		"GITHUB_V3_API_URL=" + gh.URL(), "GITHUB_APP_INTEGRATION_ID=1", "GITHUB_APP_WEBHOOK_SECRET=" + e2eSecret,
+		"GITHUB_APP_PRIVATE_KEY=" + testKey(t), "SANDBOX_BACKEND=docker", "SANDBOX_ISOLATION=caps",
+		"SANDBOX_IMAGE=" + img, "SANDBOX_DATA_DIR=" + dataDir, "SANDBOX_PROGRESS_INTERVAL=1s",
+		"SANDBOX_LOG_LEVEL=debug", "SANDBOX_SHUTDOWN_TIMEOUT=5s",
+	}
+	l.bot = l.startBot()
+	return l
+}
+
+// removeAll deletes a data dir whose task directories may hold files the
+// inner daemon created as root; the backend's Cleanup normally does this.
+func removeAll(dir string) {
+	if err := os.RemoveAll(dir); err != nil {
+		_ = exec.Command("rm", "-rf", dir).Run()
+	}
+}
+
+type botProcess struct {
+	cmd  *exec.Cmd
+	addr string
+	logs *syncBuffer
+	done chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (l *loop) startBot() *botProcess {
+	l.t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	p := &botProcess{addr: addr, logs: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd = exec.Command(l.bin)
+	p.cmd.Env = append(append([]string(nil), l.env...), "SANDBOX_LISTEN="+addr)
+	p.cmd.Stderr = p.logs
+	p.cmd.Stdout = p.logs
+	if err := p.cmd.Start(); err != nil {
+		l.t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	l.t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-p.done:
+			case <-time.After(10 * time.Second):
+				_ = p.cmd.Process.Kill()
+			}
+		}
+		if l.t.Failed() {
+			l.t.Logf("bot log (%s):\n%s", addr, tail(p.logs.String(), 80))
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			return p
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	l.t.Fatalf("bot did not answer /healthz:\n%s", p.logs.String())
+	return nil
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (l *loop) deliver(event, delivery string, body []byte) {
+	l.t.Helper()
+	if code := githubtest.Deliver(l.t, "http://"+l.bot.addr+"/api/github/hook", event, delivery, body, githubtest.Sign(body, e2eSecret)); code != http.StatusOK {
+		l.t.Fatalf("%s delivery answered %d", event, code)
+	}
+}
+
+func (l *loop) label(n int) {
+	iss := l.gh.Issue(e2eRepo, n)
+	l.deliver("issues", fmt.Sprintf("label-%d-%d", n, time.Now().UnixNano()), l.gh.Payload("issues.labeled", e2eRepo, e2eWriter, func(m map[string]any) {
+		m["label"] = map[string]any{"name": "agent"}
+		m["issue"] = map[string]any{"number": n, "title": iss.Title, "body": iss.Body, "user": map[string]any{"login": iss.User}}
+	}))
+}
+
+func (l *loop) command(n int, body string) {
+	id := l.gh.AddComment(e2eRepo, n, e2eWriter, body)
+	l.deliver("issue_comment", fmt.Sprintf("comment-%d", id), l.gh.Payload("issue_comment.created", e2eRepo, e2eWriter, func(m map[string]any) {
+		m["issue"] = map[string]any{"number": n, "title": l.gh.Issue(e2eRepo, n).Title}
+		m["comment"] = map[string]any{"id": id, "body": body, "user": map[string]any{"login": e2eWriter, "type": "User"}}
+	}))
+}
+
+// waitComment waits for a bot comment on #n containing substr.
+func (l *loop) waitComment(n int, substr string, timeout time.Duration) string {
+	l.t.Helper()
+	var found string
+	l.gh.WaitFor(timeout, "a bot comment containing "+substr, func() bool {
+		for _, c := range l.gh.Issue(e2eRepo, n).Comments {
+			if c.User == githubtest.AppLogin && strings.Contains(c.Body, substr) {
+				found = c.Body
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+func usage(in, out int64) modeltest.Usage { return modeltest.Usage{PromptTokens: in, CompletionTokens: out} }
+
+func write(path, content string) modeltest.ToolCall {
+	return modeltest.ToolCall{Name: "write", Args: map[string]any{"filePath": path, "content": content}}
+}
+
+const plan = "1. Create `greet.txt` containing `hello`.\n2. Nothing else."
+
+func TestE2ELabelPlanApprovePR(t *testing.T) {
+	l := newLoop(t, []modeltest.Turn{
+		// plan run
+		{Text: plan, Usage: usage(1000, 60)},
+		// execute run
+		{ToolCalls: []modeltest.ToolCall{write("greet.txt", "hello\n")}, Usage: usage(1500, 40)},
+		{Text: "Added greet.txt, which says hello.", Usage: usage(1700, 20)},
+	})
+	n := l.gh.AddIssue(e2eRepo, e2eWriter, "Greet people", "Create greet.txt saying hello.")
+	start := time.Now()
+	l.label(n)
+	l.waitComment(n, "Planning this issue", 30*time.Second)
+	planComment := l.waitComment(n, "## 📋 Plan", 3*time.Minute)
+	planAt := time.Since(start)
+	if !strings.Contains(planComment, "Create `greet.txt` containing `hello`.") {
+		t.Fatalf("plan comment lacks the model's plan:\n%s", planComment)
+	}
+	if _, ok := l.gh.FileAt(e2eRepo, "main", "greet.txt"); ok {
+		t.Fatal("the plan run changed the repository")
+	}
+
+	approveAt := time.Now()
+	l.command(n, "/approve")
+	linked := l.waitComment(n, "🚀 Opened", 3*time.Minute)
+	prAt := time.Since(approveAt)
+	prs := l.gh.PullRequests(e2eRepo)
+	if len(prs) != 1 {
+		t.Fatalf("want 1 PR, got %d\n%s", len(prs), linked)
+	}
+	pr := prs[0]
+	content, ok := l.gh.FileAt(e2eRepo, pr.PR.Head, "greet.txt")
+	if !ok || content != "hello\n" {
+		t.Fatalf("branch %s: greet.txt = %q (exists %v)", pr.PR.Head, content, ok)
+	}
+	// The receipt carries the figures the runner measured: OpenCode's cost
+	// for the scripted usage at the scripted prices, steps, validation.
+	wantCost := (float64(1500+1700)*modeltest.InputPricePerM + float64(40+20)*modeltest.OutputPricePerM) / 1e6
+	for _, want := range []string{
+		"Added greet.txt, which says hello.", "Closes #1", "| `greeting` | ✅ passed | 1 |",
+		fmt.Sprintf("| Cost | $%.2f |", wantCost), "| Tokens | 3200 in · 60 out", "| Steps | 2 |", "approved plan",
+	} {
+		if !strings.Contains(pr.Body, want) {
+			t.Errorf("PR body lacks %q:\n%s", want, pr.Body)
+		}
+	}
+	l.gh.WaitFor(30*time.Second, "completed check run", func() bool {
+		for _, c := range l.gh.CheckRuns(e2eRepo) {
+			if c.HeadSHA == l.gh.BranchSHA(e2eRepo, pr.PR.Head) && c.Conclusion == "success" {
+				return true
+			}
+		}
+		return false
+	})
+	// Two sandboxes, two tokens narrowed to the one repository; the bot's
+	// own installation token (unnarrowed) never leaves the bot.
+	sandboxTokens := 0
+	for _, tok := range l.gh.Tokens() {
+		if len(tok.Repositories) > 0 {
+			sandboxTokens++
+			if len(tok.Repositories) != 1 || len(tok.Permissions) != 1 || tok.Permissions["contents"] != "write" {
+				t.Errorf("sandbox token must be one repository, contents:write only: %+v", tok)
+			}
+		}
+	}
+	if sandboxTokens != 2 {
+		t.Errorf("want one narrowed token per run (2), got %d", sandboxTokens)
+	}
+	for _, tok := range l.gh.Tokens() {
+		if strings.Contains(l.bot.logs.String(), tok.Value) || strings.Contains(pr.Body, tok.Value) {
+			t.Fatal("an installation token reached the bot's log or the PR body")
+		}
+	}
+	t.Logf("label → plan comment: %s; /approve → PR: %s", planAt.Round(time.Millisecond), prAt.Round(time.Millisecond))
+	logStages(t, l.bot.logs.String())
+}
+
+// logStages prints when each stage of each run began, from the bot's log of
+// the runner's progress lines.
+func logStages(t *testing.T, logs string) {
+	sc := bufio.NewScanner(strings.NewReader(logs))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var first time.Time
+	for sc.Scan() {
+		var e struct {
+			Time    time.Time `json:"time"`
+			Message string    `json:"message"`
+			Stage   string    `json:"stage"`
+			TaskID  string    `json:"task_id"`
+		}
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Time.IsZero() {
+			continue
+		}
+		if first.IsZero() {
+			first = e.Time
+		}
+		switch e.Message {
+		case "run submitted", "progress", "run finished and reported":
+			t.Logf("%8s %s %s %s", e.Time.Sub(first).Round(time.Millisecond), e.TaskID, e.Message, e.Stage)
+		}
+	}
+}
+
+func TestE2EBotRestartedMidRunStillPostsResult(t *testing.T) {
+	l := newLoop(t, []modeltest.Turn{
+		{Text: plan, Usage: usage(1000, 60), Delay: 3 * time.Second},
+	})
+	n := l.gh.AddIssue(e2eRepo, e2eWriter, "Greet people", "Create greet.txt saying hello.")
+	l.label(n)
+	l.waitComment(n, "Planning this issue", 30*time.Second)
+	// The bot dies between dispatch and completion.
+	if err := l.bot.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-l.bot.done
+	// The sandbox runs on; wait until the model has answered, then a bit.
+	l.model.WaitServed(t.Context(), 1)
+	time.Sleep(2 * time.Second)
+	l.bot = l.startBot()
+	c := l.waitComment(n, "## 📋 Plan", 3*time.Minute)
+	if !strings.Contains(c, "greet.txt") {
+		t.Fatalf("plan comment after restart:\n%s", c)
+	}
+}
+
+func TestE2EAbortDuringExecute(t *testing.T) {
+	l := newLoop(t, []modeltest.Turn{
+		{Text: plan, Usage: usage(1000, 60)},
+		{ToolCalls: []modeltest.ToolCall{write("greet.txt", "hello\n")}, Usage: usage(1500, 40)},
+		{Stall: true}, // the agent hangs after its first edit
+	})
+	n := l.gh.AddIssue(e2eRepo, e2eWriter, "Greet people", "Create greet.txt saying hello.")
+	l.label(n)
+	l.waitComment(n, "## 📋 Plan", 3*time.Minute)
+	l.command(n, "/approve")
+	l.waitComment(n, "Implementing the approved plan", 30*time.Second)
+	if err := l.model.WaitServed(t.Context(), 3); err != nil {
+		t.Fatal(err)
+	}
+	l.command(n, "/abort")
+	c := l.waitComment(n, "was aborted by", 2*time.Minute)
+	if !strings.Contains(c, "by @alice") {
+		t.Errorf("aborted comment:\n%s", c)
+	}
+	// The runner pushed what the agent had done before it stopped.
+	var branch string
+	for _, m := range l.gh.Issue(e2eRepo, n).Comments {
+		if i := strings.Index(m.Body, `"branch":"`); i >= 0 && strings.Contains(m.Body, `"kind":"ack","task"`) && strings.Contains(m.Body, `"mode":"execute"`) {
+			branch = strings.SplitN(m.Body[i+len(`"branch":"`):], `"`, 2)[0]
+		}
+	}
+	if got, ok := l.gh.FileAt(e2eRepo, branch, "greet.txt"); !ok || got != "hello\n" {
+		t.Errorf("after /abort, branch %q must hold the work done so far; greet.txt %q", branch, got)
+	}
+	if len(l.gh.PullRequests(e2eRepo)) != 0 {
+		t.Error("an aborted run must not open a PR")
+	}
+}
