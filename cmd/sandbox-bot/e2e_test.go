@@ -215,7 +215,9 @@ func (l *loop) waitComment(n int, substr string, timeout time.Duration) string {
 	return found
 }
 
-func usage(in, out int64) modeltest.Usage { return modeltest.Usage{PromptTokens: in, CompletionTokens: out} }
+func usage(in, out int64) modeltest.Usage {
+	return modeltest.Usage{PromptTokens: in, CompletionTokens: out}
+}
 
 func write(path, content string) modeltest.ToolCall {
 	return modeltest.ToolCall{Name: "write", Args: map[string]any{"filePath": path, "content": content}}
