@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru"
@@ -37,6 +38,7 @@ type Server struct {
 	registry metrics.Registry
 	prom     *prometheus.Registry
 	metrics  *serverMetrics
+	sched    *dedupeScheduler
 	handler  http.Handler
 }
 
@@ -80,6 +82,7 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 		seen:    dedupe,
 		metrics: s.metrics,
 	}
+	s.sched = scheduler
 	hook := githubapp.NewEventDispatcher(base.Handlers(), cfg.GitHub.App.WebhookSecret,
 		githubapp.WithScheduler(scheduler),
 		githubapp.WithErrorCallback(s.onWebhookError),
@@ -178,10 +181,26 @@ func isSignatureError(err error) bool {
 // dedupeScheduler drops deliveries this replica has already queued: GitHub
 // redelivers with the same X-GitHub-Delivery. Across replicas, deterministic
 // task ids and create-only submission do the same job.
+//
+// It also counts deliveries in flight (queued or being handled), which
+// Drain waits on: go-githubapp's own gauges read zero for a moment while a
+// worker has taken an event off the queue but not yet marked itself busy.
 type dedupeScheduler struct {
-	inner   githubapp.Scheduler
-	seen    *lru.Cache
-	metrics *serverMetrics
+	inner    githubapp.Scheduler
+	seen     *lru.Cache
+	metrics  *serverMetrics
+	inflight atomic.Int64
+}
+
+// doneHandler calls done when the wrapped handler returns.
+type doneHandler struct {
+	githubapp.EventHandler
+	done func()
+}
+
+func (h doneHandler) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
+	defer h.done()
+	return h.EventHandler.Handle(ctx, eventType, deliveryID, payload)
 }
 
 func (d *dedupeScheduler) Schedule(ctx context.Context, dispatch githubapp.Dispatch) error {
@@ -192,8 +211,11 @@ func (d *dedupeScheduler) Schedule(ctx context.Context, dispatch githubapp.Dispa
 			return nil
 		}
 	}
+	d.inflight.Add(1)
+	dispatch.Handler = doneHandler{EventHandler: dispatch.Handler, done: func() { d.inflight.Add(-1) }}
 	err := d.inner.Schedule(ctx, dispatch)
 	if err != nil {
+		d.inflight.Add(-1)
 		// Not queued: let GitHub's redelivery through next time.
 		d.seen.Remove(dispatch.DeliveryID)
 	}
@@ -249,13 +271,12 @@ func (s *Server) Drain(ctx context.Context) error {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if s.gauge(githubapp.MetricsKeyQueueLength) == 0 && s.gauge(githubapp.MetricsKeyActiveWorkers) == 0 {
+		if s.sched.inflight.Load() == 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("drain webhook queue: %w (%d queued, %d busy)", ctx.Err(),
-				s.gauge(githubapp.MetricsKeyQueueLength), s.gauge(githubapp.MetricsKeyActiveWorkers))
+			return fmt.Errorf("drain webhook queue: %w (%d deliveries still queued or being handled)", ctx.Err(), s.sched.inflight.Load())
 		case <-t.C:
 		}
 	}
