@@ -18,6 +18,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad/nomadtest"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
 )
 
@@ -49,6 +50,12 @@ type loop struct {
 }
 
 func newLoop(t *testing.T, script []modeltest.Turn) *loop {
+	t.Helper()
+	return newLoopOn(t, script, nil)
+}
+
+// newLoopOn starts the loop with extra bot environment (another backend).
+func newLoopOn(t *testing.T, script []modeltest.Turn, backendEnv func(img string) []string) *loop {
 	t.Helper()
 	img := testenv.SandboxImage(t)
 	gw := dockertest.Gateway(t)
@@ -89,6 +96,9 @@ validate:
 		"GITHUB_APP_PRIVATE_KEY=" + testKey(t), "SANDBOX_BACKEND=docker", "SANDBOX_ISOLATION=caps",
 		"SANDBOX_IMAGE=" + img, "SANDBOX_DATA_DIR=" + dataDir, "SANDBOX_PROGRESS_INTERVAL=1s",
 		"SANDBOX_LOG_LEVEL=debug", "SANDBOX_SHUTDOWN_TIMEOUT=5s",
+	}
+	if backendEnv != nil {
+		l.env = append(l.env, backendEnv(img)...)
 	}
 	l.bot = l.startBot()
 	return l
@@ -225,14 +235,42 @@ func write(path, content string) modeltest.ToolCall {
 
 const plan = "1. Create `greet.txt` containing `hello`.\n2. Nothing else."
 
-func TestE2ELabelPlanApprovePR(t *testing.T) {
-	l := newLoop(t, []modeltest.Turn{
+// greetScript is the model's side of the label → plan → approve → PR loop.
+func greetScript() []modeltest.Turn {
+	return []modeltest.Turn{
 		// plan run
 		{Text: plan, Usage: usage(1000, 60)},
 		// execute run
 		{ToolCalls: []modeltest.ToolCall{write("greet.txt", "hello\n")}, Usage: usage(1500, 40)},
 		{Text: "Added greet.txt, which says hello.", Usage: usage(1700, 20)},
+	}
+}
+
+func TestE2ELabelPlanApprovePR(t *testing.T) {
+	labelPlanApprovePR(t, newLoop(t, greetScript()))
+}
+
+// The same loop with sandboxes as Nomad batch jobs: the bot talks to a fake
+// Nomad agent through the real api client, and the fake runs each job the
+// way Nomad's docker driver would, on the real engine.
+func TestE2ENomadLabelPlanApprovePR(t *testing.T) {
+	testenv.Docker(t)
+	fake, err := nomadtest.New(nomadtest.Options{Heartbeat: time.Second,
+		Driver: nomadtest.DockerDriver{ExtraArgs: []string{"--add-host", "host.docker.internal:host-gateway"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	l := newLoopOn(t, greetScript(), func(string) []string {
+		return []string{"NOMAD_ADDR=" + fake.URL, "SANDBOX_BACKEND=nomad"}
 	})
+	labelPlanApprovePR(t, l)
+	if fake.Jobs() != 2 {
+		t.Errorf("want 2 Nomad jobs (plan, execute), got %d", fake.Jobs())
+	}
+}
+
+func labelPlanApprovePR(t *testing.T, l *loop) {
 	n := l.gh.AddIssue(e2eRepo, e2eWriter, "Greet people", "Create greet.txt saying hello.")
 	start := time.Now()
 	l.label(n)
