@@ -320,3 +320,25 @@ func TestRenderMarkdown(t *testing.T) {
 		t.Fatal("code fences left in the rendering")
 	}
 }
+
+// A remote repository by URL: its .sandbox.yml is read from a shallow
+// clone, and the branch is pushed back to it.
+func TestCreateAgainstRemoteURL(t *testing.T) {
+	remote := runtest.NewRemote(t, map[string]string{
+		".sandbox.yml": "harness: command\ncommand: |\n  if [ -n \"$SANDBOX_READ_ONLY\" ]; then echo '## Plan'; exit 0; fi\n  echo remote > REMOTE.md; echo done\nvalidate:\n  remote: grep -q remote REMOTE.md\n",
+	})
+	r := runCLI(t, runtest.HermeticEnv(t.TempDir()), false, "", "create", "--repo", remote.URL, "--task", "Mark the remote", "--data-dir", t.TempDir(), "--runner", sandboxRunner(t))
+	if r.code != exitOK {
+		t.Fatalf("exit %d", r.code)
+	}
+	if !strings.Contains(r.stderr, "configuration from "+remote.URL+"/.sandbox.yml") {
+		t.Fatalf("the remote's .sandbox.yml was not used:\n%s", r.stderr)
+	}
+	out := runtest.Git(t, remote.Dir, "for-each-ref", "--format=%(refname:short)", "refs/heads/agent/")
+	if !strings.HasSuffix(out, "-mark-the-remote") {
+		t.Fatalf("branches on the remote: %q", out)
+	}
+	if got, _ := remote.File(t, out, "REMOTE.md"); got != "remote" {
+		t.Fatalf("REMOTE.md = %q", got)
+	}
+}
