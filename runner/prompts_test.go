@@ -42,7 +42,10 @@ func TestPromptsRender(t *testing.T) {
 			d.Failed = []FailedCheck{{Name: "test", Command: "go test ./...", Tail: "--- FAIL: TestX\n```go\nx\n```"}}
 		}, []string{"attempt 1 of 2", "## test: `go test ./...`", "````\n--- FAIL: TestX"}, []string{"You are fixing"}},
 		{PromptTask, func(d *PromptData) { d.Mode = dispatch.ModeTask; d.WorkDir = "/out/artifacts" }, []string{"Add notes", "/out/artifacts"}, nil},
-		{PromptStall, func(d *PromptData) { d.Mode = dispatch.ModeExecute; d.Rejected = []string{"external_directory (/tmp/*)"} }, []string{"- external_directory (/tmp/*)", "inside the working directory (/work/repo)"}, []string{"read-only"}},
+		{PromptStall, func(d *PromptData) {
+			d.Mode = dispatch.ModeExecute
+			d.Rejected = []string{"external_directory (/tmp/*)"}
+		}, []string{"- external_directory (/tmp/*)", "inside the working directory (/work/repo)"}, []string{"read-only"}},
 		{PromptStall, func(d *PromptData) { d.Mode = dispatch.ModePlan; d.Rejected = []string{"Bash"} }, []string{"read-only planning run"}, nil},
 	}
 	for _, tc := range cases {
