@@ -1,0 +1,225 @@
+// Package gitserve serves one local git repository over git's smart HTTP
+// protocol (git http-backend behind net/http/cgi), with basic auth on a
+// single token, so a sandbox that can only clone by URL can work on a
+// repository that lives on the host: clones read it and pushes land in it.
+package gitserve
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/cgi"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Options configures a Server.
+type Options struct {
+	// Repo is the repository: a working tree (any directory inside one) or
+	// a bare repository.
+	Repo string
+	// Listen is the address to listen on, e.g. "172.17.0.1:0" (the docker
+	// bridge's gateway, where containers reach the host).
+	Listen string
+	// Host is the host name clients use in URL (default: the listen
+	// address), e.g. host.docker.internal inside a container.
+	Host string
+	// Token is the password clients must present; empty makes a fresh
+	// random one (Server.Token).
+	Token string
+	// Git is the git binary (default "git" on PATH).
+	Git string
+}
+
+// Server serves one repository until Close.
+type Server struct {
+	// URL is the clone URL: http://HOST:PORT/<name>.git.
+	URL string
+	// Token is the password the server accepts (any user name).
+	Token string
+	// GitDir is the repository's git directory that pushes land in.
+	GitDir string
+
+	srv *http.Server
+	ln  net.Listener
+
+	mu       sync.Mutex
+	rejected int
+	pushes   int
+}
+
+// Start serves o.Repo. The caller must Close the server.
+func Start(o Options) (*Server, error) {
+	if o.Repo == "" {
+		return nil, errors.New("gitserve: no repository given")
+	}
+	if o.Git == "" {
+		o.Git = "git"
+	}
+	gitDir, err := gitOutput(o.Git, o.Repo, "rev-parse", "--absolute-git-dir")
+	if err != nil {
+		return nil, fmt.Errorf("gitserve: %s is not a git repository: %w", o.Repo, err)
+	}
+	execPath, err := gitOutput(o.Git, "", "--exec-path")
+	if err != nil {
+		return nil, fmt.Errorf("gitserve: locate git http-backend: %w", err)
+	}
+	backendBin := filepath.Join(execPath, "git-http-backend")
+	if _, err := os.Stat(backendBin); err != nil {
+		return nil, fmt.Errorf("gitserve: git http-backend not installed with git (%s): %w", backendBin, err)
+	}
+	token := o.Token
+	if token == "" {
+		if token, err = NewToken(); err != nil {
+			return nil, err
+		}
+	}
+	name := repoName(gitDir)
+	// The URL names the repository; the handler serves only this one, with
+	// GIT_PROJECT_ROOT the git directory itself so nothing beside it is
+	// reachable through a crafted path.
+	prefix := "/" + name + ".git"
+	backend := &cgi.Handler{
+		Path: backendBin,
+		Root: prefix,
+		Dir:  gitDir,
+		Env: []string{
+			"GIT_PROJECT_ROOT=" + gitDir,
+			"GIT_HTTP_EXPORT_ALL=1",
+			// A REMOTE_USER turns receive-pack on: pushes are what the
+			// sandbox is for.
+			"REMOTE_USER=sandbox",
+		},
+		// HOME keeps the user's git identity and safe.directory settings;
+		// PATH finds git's helpers.
+		InheritEnv: []string{"PATH", "HOME", "XDG_CONFIG_HOME"},
+	}
+	ln, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("gitserve: listen on %s: %w", o.Listen, err)
+	}
+	s := &Server{Token: token, GitDir: gitDir, ln: ln}
+	s.srv = &http.Server{
+		Handler:           s.handler(prefix, backend),
+		ReadHeaderTimeout: 30 * time.Second,
+	}
+	go func() { _ = s.srv.Serve(ln) }()
+	host, port, _ := net.SplitHostPort(ln.Addr().String())
+	if o.Host != "" {
+		host = o.Host
+	}
+	s.URL = "http://" + net.JoinHostPort(host, port) + prefix
+	return s, nil
+}
+
+func (s *Server) handler(prefix string, backend http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.allowed(r) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="sandbox-agent"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path != prefix && !strings.HasPrefix(r.URL.Path, prefix+"/") {
+			http.NotFound(w, r)
+			return
+		}
+		if strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
+			s.mu.Lock()
+			s.pushes++
+			s.mu.Unlock()
+		}
+		backend.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) allowed(r *http.Request) bool {
+	ok := false
+	if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Basic ") {
+		if raw, err := base64.StdEncoding.DecodeString(a[len("Basic "):]); err == nil {
+			_, pass, _ := strings.Cut(string(raw), ":")
+			ok = subtle.ConstantTimeCompare([]byte(pass), []byte(s.Token)) == 1
+		}
+	}
+	if !ok {
+		s.mu.Lock()
+		s.rejected++
+		s.mu.Unlock()
+	}
+	return ok
+}
+
+// Counts returns how many requests were refused for a wrong or missing
+// token, and how many authenticated pushes arrived.
+func (s *Server) Counts() (rejected, pushes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rejected, s.pushes
+}
+
+// Addr is the address the server listens on.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops the server, letting requests in flight (a push) finish for
+// a few seconds.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return s.srv.Shutdown(ctx)
+}
+
+// NewToken returns 32 random bytes in hex.
+func NewToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("gitserve: random token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// repoName is the name in the URL: the working tree's directory for
+// .../calc/.git, the bare directory's name without .git otherwise.
+func repoName(gitDir string) string {
+	base := filepath.Base(gitDir)
+	if base == ".git" {
+		base = filepath.Base(filepath.Dir(gitDir))
+	}
+	base = strings.TrimSuffix(base, ".git")
+	var b strings.Builder
+	for _, r := range base {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			b.WriteRune(r)
+		default:
+			b.WriteRune('-')
+		}
+	}
+	if b.Len() == 0 {
+		return "repo"
+	}
+	return b.String()
+}
+
+func gitOutput(git, dir string, args ...string) (string, error) {
+	if dir != "" {
+		args = append([]string{"-C", dir}, args...)
+	}
+	out, err := exec.Command(git, args...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+			return "", fmt.Errorf("git %s: %s", strings.Join(args, " "), strings.TrimSpace(string(ee.Stderr)))
+		}
+		return "", fmt.Errorf("git %s: %w", strings.Join(args, " "), err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
