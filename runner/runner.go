@@ -399,8 +399,8 @@ func (r *run) resolveEnv() error {
 	if r.git != nil {
 		base = r.git.Env()
 	}
-	r.env = mergeEnv(base, res.Vars)
-	return nil
+	r.env, err = openCodeConfigEnv(mergeEnv(base, res.Vars), r.stateDir)
+	return err
 }
 
 func (r *run) setup() error {
