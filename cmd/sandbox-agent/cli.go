@@ -18,7 +18,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/process"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/docker"
 )
 
 // maxPlanRounds bounds plan revisions, as the bot's /revise does.
@@ -37,7 +37,16 @@ const (
 	envDataDir    = "SANDBOX_DATA_DIR"
 	envGlobalFile = "SANDBOX_AGENT_CONFIG"
 	envTokenVar   = "GITHUB_TOKEN"
+	envImage      = "SANDBOX_IMAGE"
+	envIsolation  = "SANDBOX_ISOLATION"
+	envOpenCode   = "OPENCODE_CONFIG"
 )
+
+// defaultImage is what deploy/sandbox/build --local tags.
+const defaultImage = "sandbox-bot/sandbox:local"
+
+// defaultPassEnv are the provider keys handed to a sandbox when set.
+var defaultPassEnv = []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"}
 
 type cli struct {
 	stdin          *bufio.Reader
@@ -45,6 +54,12 @@ type cli struct {
 	env            []string
 	// interactive is whether a person answers on stdin and reads stdout.
 	interactive bool
+	// self is how the user ran this program, for the commands it suggests.
+	self string
+	// dockerAvailable and imageExists probe the engine; tests replace them
+	// to play a machine without one.
+	dockerAvailable func(ctx context.Context) error
+	imageExists     func(ctx context.Context, ref string) error
 }
 
 func newCLI(stdin io.Reader, stdout, stderr io.Writer, env []string) *cli {
@@ -53,11 +68,14 @@ func newCLI(stdin io.Reader, stdout, stderr io.Writer, env []string) *cli {
 		return ok && (isatty.IsTerminal(file.Fd()) || isatty.IsCygwinTerminal(file.Fd()))
 	}
 	return &cli{
-		stdin:       bufio.NewReader(stdin),
-		stdout:      stdout,
-		stderr:      stderr,
-		env:         env,
-		interactive: tty(stdin) && tty(stdout),
+		stdin:           bufio.NewReader(stdin),
+		stdout:          stdout,
+		stderr:          stderr,
+		env:             env,
+		interactive:     tty(stdin) && tty(stdout),
+		self:            "sandbox-agent",
+		dockerAvailable: docker.Available,
+		imageExists:     dockerImageExists,
 	}
 }
 
@@ -79,6 +97,7 @@ Commands:
   rebase    rebase a branch onto its base, the agent resolving conflicts
   task      non-coding work: artifacts instead of a branch
   validate  check a .sandbox.yml and print the resolved configuration
+  quickstart [DIR]  write an example project to try it on (default ./calc)
 
 Run 'sandbox-agent <command> -h' for its flags.
 `
@@ -106,6 +125,8 @@ func (c *cli) run(ctx context.Context, args []string) int {
 		mode = dispatch.ModeTask
 	case "validate":
 		return c.validate(rest)
+	case "quickstart":
+		return c.quickstart(rest)
 	default:
 		fmt.Fprintf(c.stderr, "sandbox-agent: unknown command %q\n\n%s", cmd, usage)
 		return exitUsage
@@ -141,12 +162,22 @@ type options struct {
 	envFile   string
 	token     string
 	yes       bool
+	image     string
+	isolation string
+	// passEnv are the variables (provider keys) given to a sandbox and
+	// redacted as secrets.
+	passEnv []string
+	// outDir is where a run's result.json and artifacts are on this host.
+	outDir func(taskID string) string
+	// afterRun runs once the result is read (the docker backend keeps the
+	// receipt and removes the rest).
+	afterRun func(taskID string)
 }
 
 type flags struct {
 	project, repo, base, task, taskID, target, plan, feedback string
 	backend, dataDir, runner, envFile, tokenFile, model       string
-	harness                                                   string
+	harness, image, isolation, passEnv                        string
 	budget                                                    float64
 	timeout                                                   time.Duration
 	yes                                                       bool
@@ -161,7 +192,10 @@ func (c *cli) flagSet(cmd string, f *flags) *flag.FlagSet {
 		fs.StringVar(&f.base, "base", "", "base branch (default: .sandbox.yml branch, else the remote's default)")
 	}
 	fs.StringVar(&f.task, "task", "", "the task: first line is the title, the rest the body (@FILE reads a file)")
-	fs.StringVar(&f.backend, "backend", "auto", "where the runner runs: auto, process or docker")
+	fs.StringVar(&f.backend, "backend", "auto", "where the runner runs: docker (a sandbox container), process (no isolation), or auto: docker when the engine and the image are there")
+	fs.StringVar(&f.image, "image", "", "the sandbox image (default $"+envImage+", else "+defaultImage+")")
+	fs.StringVar(&f.isolation, "isolation", "", "docker isolation: privileged, or caps for hosts that refuse privileged containers (default $"+envIsolation+", else privileged)")
+	fs.StringVar(&f.passEnv, "pass-env", "", "comma-separated variables given to the sandbox as secrets (default: those of "+strings.Join(defaultPassEnv, ", ")+" that are set)")
 	fs.StringVar(&f.dataDir, "data-dir", "", "where runs keep their files (default $"+envDataDir+", else a new temporary directory)")
 	fs.StringVar(&f.runner, "runner", "", "the sandbox-runner binary (default $"+envRunner+", next to this binary, or on PATH)")
 	fs.StringVar(&f.envFile, "env-file", "", "a .env file applied after every other environment layer")
@@ -197,6 +231,9 @@ func (c *cli) parse(cmd string, mode dispatch.Mode, args []string) (*options, er
 	}
 	o := &options{cmd: cmd, mode: mode, backend: f.backend, base: f.base, target: f.target, envFile: f.envFile, yes: f.yes}
 	var err error
+	if err := c.dockerOptions(o, f); err != nil {
+		return nil, err
+	}
 	text, err := readArg("--task", f.task)
 	if err != nil {
 		return nil, err
@@ -451,43 +488,13 @@ func (c *cli) findRunner(flagValue string) (string, error) {
 	return "", fmt.Errorf("sandbox-runner not found: install it next to sandbox-agent, put it on PATH, or pass --runner (go build -o bin/ ./cmd/...)")
 }
 
-// newBackend picks where runs happen. The docker backend is wired in its
-// own issue; until then auto means the process backend, loudly.
-func (c *cli) newBackend(o *options) (dispatch.Backend, error) {
-	switch o.backend {
-	case "auto", "process":
-		if o.backend == "auto" {
-			fmt.Fprintln(c.stderr, "sandbox-agent: --backend auto: the Docker backend is not wired into the CLI yet, so the runner runs as a local child process.")
-		}
-		env := append([]string(nil), c.env...)
-		// Plan rounds run as separate tasks, one after the other; a shared
-		// checkout and state directory let a revision continue the same
-		// agent session (OpenCode continues a session only in the
-		// directory it was made in).
-		env = append(env,
-			"SANDBOX_STATE_DIR="+filepath.Join(o.dataDir, "agent-state"),
-			"SANDBOX_WORKSPACE="+filepath.Join(o.dataDir, "workspace"))
-		if o.envFile != "" {
-			abs, err := filepath.Abs(o.envFile)
-			if err != nil {
-				return nil, err
-			}
-			env = append(env, "SANDBOX_ENV_FILE="+abs)
-		}
-		return process.New(process.Options{Runner: o.runner, DataDir: o.dataDir, Env: env, Warnings: c.stderr})
-	case "docker":
-		return nil, errors.New("--backend docker is not available in the CLI yet; use --backend process (no isolation) or run the bot")
-	default:
-		return nil, fmt.Errorf("--backend %q is not auto, process or docker", o.backend)
-	}
-}
-
 func (c *cli) execute(ctx context.Context, o *options) int {
-	b, err := c.newBackend(o)
+	b, done, err := c.newBackend(ctx, o)
 	if err != nil {
 		fmt.Fprintf(c.stderr, "sandbox-agent: %v\n", err)
 		return exitUsage
 	}
+	defer done()
 	fmt.Fprintf(c.stderr, "sandbox-agent: workspace %s (runs, receipts and logs stay there)\n", o.dataDir)
 	if len(o.sources) > 0 {
 		fmt.Fprintf(c.stderr, "sandbox-agent: configuration from %s\n", strings.Join(o.sources, ", "))
@@ -614,6 +621,7 @@ func (c *cli) order(o *options, mode dispatch.Mode, taskID string) dispatch.Work
 		BudgetUSD:      o.cfg.MaxBudgetUSD,
 		TimeoutMinutes: o.cfg.TimeoutMinutes,
 		OutputDir:      "set-by-the-backend",
+		SecretEnv:      o.passEnv,
 	}
 	if mode == dispatch.ModeExecute && w.TargetBranch == "" {
 		w.TargetBranch = dispatch.BranchName(taskID, o.task.Title)
@@ -666,8 +674,11 @@ func (c *cli) runOne(ctx context.Context, b dispatch.Backend, o *options, order 
 	}
 	res, err := b.Result(context.WithoutCancel(ctx), order.TaskID)
 	if err != nil {
-		fmt.Fprintf(c.stderr, "sandbox-agent: %v\n", err)
+		fmt.Fprintf(c.stderr, "sandbox-agent: %v (the run's files are in %s)\n", err, filepath.Dir(o.outDir(order.TaskID)))
 		return nil, exitNotDone
+	}
+	if o.afterRun != nil {
+		o.afterRun(order.TaskID)
 	}
 	if res.Status != dispatch.StatusCompleted {
 		return res, exitNotDone
@@ -685,9 +696,15 @@ func (c *cli) report(o *options, order dispatch.WorkOrder, res *dispatch.Result)
 			fmt.Fprintf(w, "  agent:    last event %s, step %d (%d done), $%.4f spent\n", d.LastEventType, d.CurrentStep, d.CompletedSteps, d.CostSoFarUSD)
 		}
 	}
+	if s := strings.TrimSpace(res.PRSummary); s != "" {
+		fmt.Fprintf(w, "  summary:  %s\n", strings.ReplaceAll(s, "\n", "\n            "))
+	}
 	if res.HeadSHA != "" {
 		fmt.Fprintf(w, "  branch:   %s at %.12s, pushed to %s\n", res.Branch, res.HeadSHA, o.repoLabel)
 		fmt.Fprintf(w, "  changes:  %d file(s), +%d -%d in %d commit(s)\n", res.DiffStats.FilesChanged, res.DiffStats.Insertions, res.DiffStats.Deletions, len(res.Commits))
+		if !strings.Contains(o.repoLabel, "://") && !strings.HasPrefix(o.repoLabel, "git@") {
+			fmt.Fprintf(w, "  see it:   git -C %s log -p -n %d %s\n", shellQuote(o.repoLabel), max(len(res.Commits), 1), res.Branch)
+		}
 	}
 	tu := res.TokenUsage
 	fmt.Fprintf(w, "  usage:    $%.4f, %d input + %d output tokens, %d steps, %s\n", tu.TotalCostUSD, tu.Input, tu.Output, tu.Steps, (time.Duration(res.DurationSeconds * float64(time.Second))).Round(time.Second))
@@ -702,9 +719,9 @@ func (c *cli) report(o *options, order dispatch.WorkOrder, res *dispatch.Result)
 		fmt.Fprintf(w, "  repairs:  %d\n", len(res.Repairs))
 	}
 	for _, a := range res.Artifacts {
-		fmt.Fprintf(w, "  artifact: %s\n", filepath.Join(o.dataDir, "tasks", res.TaskID, "out", a))
+		fmt.Fprintf(w, "  artifact: %s\n", filepath.Join(o.outDir(res.TaskID), a))
 	}
-	fmt.Fprintf(w, "  receipt:  %s\n", filepath.Join(o.dataDir, "tasks", res.TaskID, "out", dispatch.ResultFile))
+	fmt.Fprintf(w, "  receipt:  %s\n", filepath.Join(o.outDir(res.TaskID), dispatch.ResultFile))
 	if res.Status == dispatch.StatusInterrupted || res.Status == dispatch.StatusTimeout {
 		fmt.Fprintf(w, "  resume:   sandbox-agent continue --repo %s --task-id %s --target-branch %s --task %q\n", o.repoLabel, res.TaskID, res.Branch, order.Task.Title)
 	}

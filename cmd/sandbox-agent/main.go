@@ -7,6 +7,7 @@
 //	sandbox-agent rebase   --target-branch BRANCH
 //	sandbox-agent task     --task TEXT
 //	sandbox-agent validate [--project FILE|DIR] [--repo PATH]
+//	sandbox-agent quickstart [DIR]
 //
 // Run `sandbox-agent <command> -h` for every flag.
 package main
@@ -25,5 +26,6 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	c := newCLI(os.Stdin, os.Stdout, os.Stderr, os.Environ())
+	c.self = os.Args[0]
 	os.Exit(c.run(ctx, os.Args[1:]))
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,27 +44,21 @@ func sandboxRunner(t *testing.T) string {
 	return runnerBin
 }
 
-// quickstart makes a local git repository from testdata/quickstart, the
-// README's example project, with overrides applied.
+// quickstart makes the example project `sandbox-agent quickstart` writes,
+// with overrides committed on top.
 func quickstart(t *testing.T, override map[string]string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "calc")
-	src := "testdata/quickstart"
-	ents, err := os.ReadDir(src)
-	if err != nil {
+	if err := writeQuickstart(dir); err != nil {
 		t.Fatal(err)
 	}
-	os.MkdirAll(dir, 0o755)
-	for _, e := range ents {
-		b, _ := os.ReadFile(filepath.Join(src, e.Name()))
-		os.WriteFile(filepath.Join(dir, e.Name()), b, 0o755)
+	if len(override) > 0 {
+		for name, content := range override {
+			os.WriteFile(filepath.Join(dir, name), []byte(content), 0o755)
+		}
+		runtest.Git(t, dir, "add", "--all")
+		runtest.Git(t, dir, "commit", "--quiet", "-m", "test overrides")
 	}
-	for name, content := range override {
-		os.WriteFile(filepath.Join(dir, name), []byte(content), 0o755)
-	}
-	runtest.Git(t, dir, "init", "--quiet", "--initial-branch=main")
-	runtest.Git(t, dir, "add", "--all")
-	runtest.Git(t, dir, "commit", "--quiet", "-m", "calc")
 	return dir
 }
 
@@ -72,11 +67,24 @@ type cliRun struct {
 	stdout, stderr string
 }
 
+// errNoEngine plays a machine without Docker: runCLI's default, so tests
+// of the CLI's own logic run on the process backend everywhere.
+var errNoEngine = errors.New("test: playing a machine without a Docker engine")
+
 func runCLI(t *testing.T, env []string, interactive bool, stdin string, args ...string) cliRun {
+	t.Helper()
+	return runCLIOn(t, func(c *cli) { c.dockerAvailable = func(context.Context) error { return errNoEngine } }, env, interactive, stdin, args...)
+}
+
+// runCLIOn runs the CLI after setup adjusts it (nil: the real engine).
+func runCLIOn(t *testing.T, setup func(*cli), env []string, interactive bool, stdin string, args ...string) cliRun {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	c := newCLI(strings.NewReader(stdin), &stdout, &stderr, env)
 	c.interactive = interactive
+	if setup != nil {
+		setup(c)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	code := c.run(ctx, args)
@@ -118,14 +126,14 @@ func TestCreateQuickStart(t *testing.T) {
 	repo := quickstart(t, nil)
 	data := t.TempDir()
 	r := runCLI(t, env, false, "", "create", "--repo", repo, "--task", "Document add.sh\n\nWrite NOTES.md explaining how to use add.sh.",
-		"--model", modeltest.ProviderID+"/"+modeltest.ModelID, "--data-dir", data, "--runner", sandboxRunner(t))
+		"--harness", "opencode", "--model", modeltest.ProviderID+"/"+modeltest.ModelID, "--data-dir", data, "--runner", sandboxRunner(t))
 	if r.code != exitOK {
 		t.Fatalf("exit %d", r.code)
 	}
 	if !strings.Contains(r.stdout, plan) || !strings.Contains(r.stdout, "execute T-") || !strings.Contains(r.stdout, ": completed") {
 		t.Fatalf("stdout does not show the plan and the completed run:\n%s", r.stdout)
 	}
-	for _, want := range []string{processWarning, "runs as a local child process", "executing the plan", "[agent] tool write", "[push] pushed agent/"} {
+	for _, want := range []string{processWarning, "WARNING: no sandbox", "no Docker engine (" + errNoEngine.Error(), "executing the plan", "[agent] tool write", "[push] pushed agent/"} {
 		if !strings.Contains(r.stderr, want) {
 			t.Fatalf("stderr lacks %q", want)
 		}
@@ -162,7 +170,7 @@ func TestCreateInteractiveRevision(t *testing.T) {
 	env, srv := openCodeRunEnvCLI(t)
 	repo := quickstart(t, nil)
 	r := runCLI(t, env, true, "r\nAlso mention subtraction is not supported.\ne\n",
-		"create", "--repo", repo, "--task", "Document add.sh", "--model", modeltest.ProviderID+"/"+modeltest.ModelID,
+		"create", "--repo", repo, "--task", "Document add.sh", "--harness", "opencode", "--model", modeltest.ProviderID+"/"+modeltest.ModelID,
 		"--data-dir", t.TempDir(), "--runner", sandboxRunner(t))
 	if r.code != exitOK {
 		t.Fatalf("exit %d", r.code)
@@ -292,7 +300,7 @@ func TestValidate(t *testing.T) {
 	if r.code != exitNotDone || !strings.Contains(r.stderr, want) {
 		t.Fatalf("exit %d, stderr %q; want %q", r.code, r.stderr, want)
 	}
-	r = runCLI(t, nil, false, "", "validate", "--project", "testdata/quickstart")
+	r = runCLI(t, nil, false, "", "validate", "--project", "quickstart")
 	if r.code != exitOK || !strings.Contains(r.stdout, "check test: sh test.sh") {
 		t.Fatalf("exit %d:\n%s", r.code, r.stdout)
 	}

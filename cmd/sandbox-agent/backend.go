@@ -1,0 +1,331 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/docker"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/gitserve"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/process"
+	"github.com/sandbox-bot/sandbox-bot/runner"
+)
+
+// sandboxHost is the host's name inside a sandbox (--add-host
+// host.docker.internal:host-gateway), where the served repository is.
+const sandboxHost = "host.docker.internal"
+
+// dockerOptions resolves the image, the isolation profile and the
+// variables passed to sandboxes from flags and environment.
+func (c *cli) dockerOptions(o *options, f flags) error {
+	o.image = firstSet(f.image, c.getenv(envImage), defaultImage)
+	o.isolation = firstSet(f.isolation, c.getenv(envIsolation), docker.IsolationPrivileged)
+	if o.isolation != docker.IsolationPrivileged && o.isolation != docker.IsolationCaps {
+		return fmt.Errorf("--isolation (or $%s) %q is not %s or %s", envIsolation, o.isolation, docker.IsolationPrivileged, docker.IsolationCaps)
+	}
+	switch o.backend {
+	case "auto", "process", "docker":
+	default:
+		return fmt.Errorf("--backend %q is not auto, process or docker", o.backend)
+	}
+	if f.passEnv == "" {
+		for _, n := range defaultPassEnv {
+			if c.getenv(n) != "" {
+				o.passEnv = append(o.passEnv, n)
+			}
+		}
+		return nil
+	}
+	for _, n := range strings.Split(f.passEnv, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		if _, ok := c.lookupEnv(n); !ok {
+			return fmt.Errorf("--pass-env %s: not set in this environment", n)
+		}
+		o.passEnv = appendNew(o.passEnv, n)
+	}
+	return nil
+}
+
+func (c *cli) lookupEnv(k string) (string, bool) {
+	for i := len(c.env) - 1; i >= 0; i-- {
+		if strings.HasPrefix(c.env[i], k+"=") {
+			return c.env[i][len(k)+1:], true
+		}
+	}
+	return "", false
+}
+
+// newBackend picks where runs happen: a docker sandbox when the engine and
+// the image are there, else (with --backend auto) a plain child process
+// after a loud warning. The returned func releases what the backend holds
+// (the repository server).
+func (c *cli) newBackend(ctx context.Context, o *options) (dispatch.Backend, func(), error) {
+	nop := func() {}
+	switch o.backend {
+	case "docker":
+		if err := c.dockerReady(ctx, o); err != nil {
+			return nil, nop, fmt.Errorf("--backend docker: %w", err)
+		}
+		return c.dockerBackend(ctx, o)
+	case "auto":
+		if err := c.dockerReady(ctx, o); err != nil {
+			c.warnNoSandbox(err)
+			b, err := c.processBackend(o)
+			return b, nop, err
+		}
+		return c.dockerBackend(ctx, o)
+	default:
+		b, err := c.processBackend(o)
+		return b, nop, err
+	}
+}
+
+// dockerReady says why the docker backend cannot run, and how to fix it.
+func (c *cli) dockerReady(ctx context.Context, o *options) error {
+	if err := c.dockerAvailable(ctx); err != nil {
+		return fmt.Errorf("no Docker engine (%v); start one, or run as a user allowed to use it", err)
+	}
+	if err := c.imageExists(ctx, o.image); err != nil {
+		return fmt.Errorf("no sandbox image %s on the Docker engine; build it with deploy/sandbox/build --local (or set $%s to one you have)", o.image, envImage)
+	}
+	return nil
+}
+
+func (c *cli) warnNoSandbox(reason error) {
+	line := strings.Repeat("*", 78)
+	fmt.Fprintf(c.stderr, "\n%s\n*  WARNING: no sandbox. --backend auto found no Docker sandbox to use:\n*    %v\n"+
+		"*  The agent runs as a plain child process of sandbox-agent, with your files,\n"+
+		"*  network and credentials in reach. Use it only on repositories you trust.\n%s\n\n", line, reason, line)
+}
+
+func (c *cli) processBackend(o *options) (dispatch.Backend, error) {
+	env := append([]string(nil), c.env...)
+	// Plan rounds run as separate tasks, one after the other; a shared
+	// checkout and state directory let a revision continue the same agent
+	// session (OpenCode continues a session only in the directory it was
+	// made in).
+	env = append(env,
+		"SANDBOX_STATE_DIR="+filepath.Join(o.dataDir, "agent-state"),
+		"SANDBOX_WORKSPACE="+filepath.Join(o.dataDir, "workspace"))
+	if o.envFile != "" {
+		abs, err := filepath.Abs(o.envFile)
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, "SANDBOX_ENV_FILE="+abs)
+	}
+	b, err := process.New(process.Options{Runner: o.runner, DataDir: o.dataDir, Env: env, Warnings: c.stderr})
+	if err != nil {
+		return nil, err
+	}
+	o.outDir = b.OutputDir
+	return b, nil
+}
+
+// dockerBackend runs each run in a sandbox container. A local repository
+// is served to it over HTTP on the bridge gateway for as long as the
+// command runs, with a fresh token delivered as the run's token file.
+func (c *cli) dockerBackend(ctx context.Context, o *options) (dispatch.Backend, func(), error) {
+	nop := func() {}
+	if o.envFile != "" {
+		return nil, nop, errors.New("--env-file is not passed into docker sandboxes; use --backend process, or put the variables in .sandbox.yml env with ${VAR} and --pass-env")
+	}
+	env := map[string]string{}
+	if p := c.getenv(envOpenCode); p != "" {
+		doc, refs, err := openCodeConfig(p)
+		if err != nil {
+			return nil, nop, err
+		}
+		env[runner.EnvOpenCodeConfigJSON] = doc
+		// Keys the configuration reads as {env:VAR} go along when set.
+		for _, n := range refs {
+			if c.getenv(n) != "" {
+				o.passEnv = appendNew(o.passEnv, n)
+			}
+		}
+	}
+	for _, n := range o.passEnv {
+		v, _ := c.lookupEnv(n)
+		if strings.ContainsAny(v, "\r\n") {
+			return nil, nop, fmt.Errorf("--pass-env %s: the value holds a newline, which an env file cannot carry", n)
+		}
+		env[n] = v
+	}
+	logger := zerolog.New(zerolog.ConsoleWriter{Out: c.stderr, NoColor: !c.interactive}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
+	db, err := docker.New(docker.Options{
+		Image:      o.image,
+		Isolation:  o.isolation,
+		DataDir:    o.dataDir,
+		ExtraHosts: []string{sandboxHost + ":host-gateway"},
+		Env:        env,
+		Logger:     logger,
+	})
+	if err != nil {
+		return nil, nop, err
+	}
+	results := filepath.Join(o.dataDir, "results")
+	o.outDir = func(id string) string {
+		if p := filepath.Join(results, id); exists(p) {
+			return p
+		}
+		return db.OutputDir(id)
+	}
+	o.afterRun = func(id string) {
+		// The receipt and media stay; the container and the inner
+		// daemon's files (root's, possibly large) go.
+		if err := os.MkdirAll(results, 0o755); err == nil {
+			if err := os.Rename(db.OutputDir(id), filepath.Join(results, id)); err != nil {
+				fmt.Fprintf(c.stderr, "sandbox-agent: keep the receipt of %s: %v\n", id, err)
+				return
+			}
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		if err := db.Cleanup(cctx, id); err != nil {
+			fmt.Fprintf(c.stderr, "sandbox-agent: remove the sandbox of %s: %v\n", id, err)
+		}
+	}
+	done := nop
+	if dir, ok := strings.CutPrefix(o.repo, "file://"); ok {
+		gw, err := bridgeGateway(ctx)
+		if err != nil {
+			return nil, nop, fmt.Errorf("serve %s to the sandbox: %w", o.repoLabel, err)
+		}
+		srv, err := gitserve.Start(gitserve.Options{Repo: dir, Listen: net.JoinHostPort(gw, "0"), Host: sandboxHost})
+		if err != nil {
+			return nil, nop, fmt.Errorf("serve %s to the sandbox: %w", o.repoLabel, err)
+		}
+		o.repo, o.token = srv.URL, srv.Token
+		done = func() { _ = srv.Close() }
+		fmt.Fprintf(c.stderr, "sandbox-agent: serving %s to the sandbox at %s (pushes land in it)\n", o.repoLabel, srv.URL)
+	}
+	fmt.Fprintf(c.stderr, "sandbox-agent: docker sandbox %s, isolation %s\n", o.image, o.isolation)
+	return sandboxes{Backend: db, isolation: o.isolation}, done, nil
+}
+
+// sandboxes is the docker backend with advice on a failed start.
+type sandboxes struct {
+	*docker.Backend
+	isolation string
+}
+
+func (s sandboxes) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
+	created, err := s.Backend.Submit(ctx, spec)
+	return created, isolationHint(err, s.isolation)
+}
+
+// isolationHint points at the caps profile when a privileged sandbox
+// does not start: some hosts refuse privileged containers ("unable to
+// apply caps").
+func isolationHint(err error, isolation string) error {
+	if err == nil || isolation != docker.IsolationPrivileged {
+		return err
+	}
+	return fmt.Errorf("%w\nIf this host refuses privileged containers (\"unable to apply caps\"), run with --isolation caps (or %s=caps)", err, envIsolation)
+}
+
+var openCodeEnvRef = regexp.MustCompile(`\{env:([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// openCodeConfig reads the operator's opencode.json as one line of JSON
+// (the env file that carries it cannot hold newlines) and the variables it
+// reads through {env:VAR}.
+func openCodeConfig(path string) (string, []string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("$%s: %w", envOpenCode, err)
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return "", nil, fmt.Errorf("$%s %s: not plain JSON (comments cannot be passed into a sandbox): %w", envOpenCode, path, err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		return "", nil, fmt.Errorf("$%s %s: not a JSON object: %w", envOpenCode, path, err)
+	}
+	var refs []string
+	for _, m := range openCodeEnvRef.FindAllStringSubmatch(buf.String(), -1) {
+		refs = appendNew(refs, m[1])
+	}
+	sort.Strings(refs)
+	return buf.String(), refs, nil
+}
+
+// bridgeGateway is the default bridge's gateway address: the host as a
+// container on that bridge reaches it.
+func bridgeGateway(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "docker", "network", "inspect", "bridge", "--format",
+		`{{range .IPAM.Config}}{{.Gateway}} {{end}}|{{index .Options "com.docker.network.bridge.name"}}`).Output()
+	if err != nil {
+		return "", fmt.Errorf("find the docker bridge's gateway: docker network inspect bridge: %w", err)
+	}
+	gws, bridge, _ := strings.Cut(strings.TrimSpace(string(out)), "|")
+	for _, f := range strings.Fields(gws) {
+		if ip := net.ParseIP(f); ip != nil && ip.To4() != nil {
+			return f, nil
+		}
+	}
+	// Engines that leave the gateway out of IPAM: the bridge interface's
+	// own address is the gateway.
+	if bridge == "" {
+		bridge = "docker0"
+	}
+	ifc, err := net.InterfaceByName(bridge)
+	if err != nil {
+		return "", fmt.Errorf("find the docker bridge's gateway: no gateway in IPAM and no interface %s: %w", bridge, err)
+	}
+	addrs, _ := ifc.Addrs()
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+			return ipn.IP.String(), nil
+		}
+	}
+	return "", fmt.Errorf("find the docker bridge's gateway: interface %s has no IPv4 address", bridge)
+}
+
+func dockerImageExists(ctx context.Context, ref string) error {
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "docker", "image", "inspect", "--format", "{{.Id}}", ref).CombinedOutput(); err != nil {
+		return fmt.Errorf("docker image inspect %s: %s", ref, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func firstSet(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func appendNew(list []string, v string) []string {
+	for _, x := range list {
+		if x == v {
+			return list
+		}
+	}
+	return append(list, v)
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
