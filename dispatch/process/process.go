@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,6 +36,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/filelock"
 )
 
 // Options configures the backend.
@@ -523,64 +523,26 @@ func (b *Backend) Cleanup(_ context.Context, taskID string) error {
 	return nil
 }
 
-func (b *Backend) lockPath(key string) string {
-	// GitHub names are case-insensitive: Owner/Repo and owner/repo share.
-	return filepath.Join(b.o.DataDir, "locks", url.PathEscape(strings.ToLower(key))+".lock")
-}
+func (b *Backend) locks() filelock.Dir { return filelock.Dir(filepath.Join(b.o.DataDir, "locks")) }
 
-// Lock implements dispatch.Backend with a file created O_EXCL per key.
+// Lock implements dispatch.Backend with one file per key under the data
+// directory, shared by every bot replica that shares the directory.
 func (b *Backend) Lock(_ context.Context, key, holder string) (string, error) {
-	if key == "" || holder == "" {
-		return "", fmt.Errorf("process backend: lock needs a key and a holder (got %q, %q)", key, holder)
+	h, err := b.locks().Lock(key, holder)
+	if err != nil && h == "" {
+		return "", fmt.Errorf("process backend: %w", err)
 	}
-	p := b.lockPath(key)
-	for attempt := 0; ; attempt++ {
-		f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-		if err == nil {
-			_, werr := f.WriteString(holder)
-			cerr := f.Close()
-			if werr != nil || cerr != nil {
-				os.Remove(p)
-				return "", fmt.Errorf("process backend: lock %s: %w", key, errors.Join(werr, cerr))
-			}
-			return holder, nil
-		}
-		if !errors.Is(err, os.ErrExist) {
-			return "", fmt.Errorf("process backend: lock %s: %w", key, err)
-		}
-		cur, err := os.ReadFile(p)
-		switch {
-		case errors.Is(err, os.ErrNotExist) && attempt < 5:
-			continue // released meanwhile
-		case err != nil:
-			return "", fmt.Errorf("process backend: read lock %s: %w", key, err)
-		case len(cur) == 0 && attempt < 50:
-			// The winner created the file and is writing its name.
-			time.Sleep(time.Millisecond)
-			continue
-		case string(cur) == holder:
-			return holder, nil
-		}
-		return string(cur), dispatch.ErrLocked
-	}
+	return h, err
 }
 
 // Unlock implements dispatch.Backend.
 func (b *Backend) Unlock(_ context.Context, key, holder string) error {
-	p := b.lockPath(key)
-	cur, err := os.ReadFile(p)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+	other, err := b.locks().Unlock(key, holder)
 	if err != nil {
-		return fmt.Errorf("process backend: read lock %s: %w", key, err)
+		return fmt.Errorf("process backend: %w", err)
 	}
-	if string(cur) != holder {
-		b.log.Warn().Str("key", key).Str("holder", holder).Str("current", string(cur)).Msg("unlock by a task that does not hold the lock: left in place")
-		return nil
-	}
-	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("process backend: unlock %s: %w", key, err)
+	if other != "" {
+		b.log.Warn().Str("key", key).Str("holder", holder).Str("current", other).Msg("unlock by a task that does not hold the lock: left in place")
 	}
 	return nil
 }
