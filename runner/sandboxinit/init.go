@@ -150,9 +150,11 @@ type sandbox struct {
 	started time.Time
 	docker  dockerCLI
 
-	order  *dispatch.WorkOrder
-	daemon *daemon
-	saves  sync.WaitGroup
+	order    *dispatch.WorkOrder
+	daemon   *daemon
+	services dispatch.Services
+	egress   *egress // network.allow's proxy, when set
+	saves    sync.WaitGroup
 }
 
 func (s *sandbox) run(parent context.Context) int {
@@ -209,6 +211,15 @@ func (s *sandbox) run(parent context.Context) int {
 		acct = &a
 		if err := s.handOver(a); err != nil {
 			return s.fail(dispatch.StatusFailed, err)
+		}
+	}
+	if s.order != nil && len(s.order.Config.Network.Allow) > 0 {
+		env, err := s.startEgress(ctx, acct, execIPTables)
+		if err != nil {
+			return s.fail(dispatch.StatusFailed, err)
+		}
+		for k, v := range env {
+			extraEnv[k] = v
 		}
 	}
 
@@ -325,6 +336,7 @@ func (s *sandbox) prepare(ctx, saveCtx context.Context) (map[string]string, erro
 			return nil, err
 		}
 	}
+	s.services = svcs
 	servicesFile := filepath.Join(runtimeDir, "services.json")
 	if err := writeJSONFile(servicesFile, svcs); err != nil {
 		return nil, err
@@ -558,6 +570,10 @@ func (s *sandbox) writeReceiptIfMissing(status dispatch.Status, msg string) {
 }
 
 func (s *sandbox) shutdown() {
+	if s.egress != nil {
+		s.egress.stop()
+		s.egress = nil
+	}
 	if s.daemon != nil {
 		_ = s.daemon.stop()
 		s.daemon = nil

@@ -1,0 +1,539 @@
+package sandboxinit
+
+// The egress allowlist (network.allow in .sandbox.yml). When it is set the
+// init runs a filtering forward proxy on loopback, points the runner and
+// the agent at it with the usual proxy variables, and fences the sandbox
+// user in with iptables so that a program ignoring those variables cannot
+// get out either. The proxy itself runs in the init, as root, which the
+// fence does not cover: it is the only way out for the sandbox user.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// ProxyAddr is where the filtering proxy listens inside the sandbox.
+const ProxyAddr = "127.0.0.1:3128"
+
+// Chains the init owns. A restarted container gets a fresh network
+// namespace, but the rules are written to be re-applied anyway.
+const (
+	chainEgress  = "SANDBOX-EGRESS"
+	chainForward = "SANDBOX-EGRESS-FWD"
+	chainDocker  = "DOCKER-USER"
+)
+
+// allowlist decides which hosts the proxy lets the sandbox reach.
+type allowlist struct {
+	exact    map[string]string // host -> where the permission comes from
+	suffixes []allowSuffix
+	entries  []string // for messages, in the order given
+}
+
+type allowSuffix struct {
+	suffix string // ".example.com"
+	source string
+}
+
+// newAllowlist parses network.allow entries (an exact host or IP, or
+// "*.domain" for every subdomain of domain, not domain itself) plus the
+// hosts the sandbox cannot work without, keyed by why they are allowed.
+func newAllowlist(entries []string, always map[string]string) (*allowlist, error) {
+	a := &allowlist{exact: map[string]string{}}
+	for i, e := range entries {
+		h := normalizeHost(e)
+		where := fmt.Sprintf("network.allow[%d] %q", i, e)
+		switch {
+		case h == "" || h == "*" || h == "*.":
+			return nil, fmt.Errorf("%s: empty host", where)
+		case strings.HasPrefix(h, "*."):
+			rest := h[1:]
+			if strings.Contains(rest, "*") || strings.Trim(rest, ".") == "" {
+				return nil, fmt.Errorf("%s: want *.domain with a plain domain after the *.", where)
+			}
+			a.suffixes = append(a.suffixes, allowSuffix{suffix: rest, source: "network.allow"})
+		case strings.ContainsAny(h, "*/ @"):
+			return nil, fmt.Errorf("%s: want a host name, an IP address or *.domain", where)
+		default:
+			a.exact[h] = "network.allow"
+		}
+		a.entries = append(a.entries, e)
+	}
+	for h, why := range always {
+		if h = normalizeHost(h); h != "" {
+			if _, ok := a.exact[h]; !ok {
+				a.exact[h] = why
+			}
+		}
+	}
+	return a, nil
+}
+
+// normalizeHost lowercases, drops a port, IPv6 brackets and the root dot.
+func normalizeHost(h string) string {
+	h = strings.ToLower(strings.TrimSpace(h))
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	h = strings.TrimPrefix(strings.TrimSuffix(h, "]"), "[")
+	return strings.TrimSuffix(h, ".")
+}
+
+// allows reports whether host may be reached and on what grounds, or why not.
+func (a *allowlist) allows(host string) (bool, string) {
+	h := normalizeHost(host)
+	if h == "" {
+		return false, "no host in the request"
+	}
+	if why, ok := a.exact[h]; ok {
+		return true, why
+	}
+	for _, s := range a.suffixes {
+		if strings.HasSuffix(h, s.suffix) && len(h) > len(s.suffix) {
+			return true, s.source + " *" + s.suffix
+		}
+	}
+	return false, "not in network.allow of .sandbox.yml"
+}
+
+// alwaysAllowed lists the hosts a run needs whatever the repository asks:
+// its git remote. The model provider is the operator's to list (in the
+// repository's or the server's default network.allow); the sandbox has no
+// reliable way to know which provider an agent will call.
+func alwaysAllowed(o *dispatch.WorkOrder) map[string]string {
+	m := map[string]string{}
+	if o == nil || o.CloneURL == "" {
+		return m
+	}
+	if u, err := url.Parse(o.CloneURL); err == nil && u.Hostname() != "" {
+		m[u.Hostname()] = "the clone URL's host"
+	} else if i := strings.Index(o.CloneURL, "@"); i >= 0 {
+		// scp-like git@host:owner/repo
+		if host, _, ok := strings.Cut(o.CloneURL[i+1:], ":"); ok {
+			m[host] = "the clone URL's host"
+		}
+	}
+	return m
+}
+
+// egressProxy is an HTTP forward proxy: CONNECT tunnels for HTTPS and
+// absolute-URL requests for plain HTTP, both only to allowed hosts.
+type egressProxy struct {
+	allow     *allowlist
+	log       zerolog.Logger
+	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
+	transport http.RoundTripper
+	forward   *httputil.ReverseProxy
+}
+
+func newEgressProxy(allow *allowlist, log zerolog.Logger) *egressProxy {
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	p := &egressProxy{
+		allow: allow,
+		log:   log,
+		dial:  d.DialContext,
+		// Proxy is nil on purpose: the init's own environment may carry
+		// proxy variables meant for the sandbox's programs, not for us.
+		transport: &http.Transport{
+			DialContext:           d.DialContext,
+			MaxIdleConns:          32,
+			IdleConnTimeout:       90 * time.Second,
+			ResponseHeaderTimeout: 10 * time.Minute,
+		},
+	}
+	p.forward = &httputil.ReverseProxy{
+		// Rewrite (rather than Director) adds no X-Forwarded-* headers:
+		// the destination has no business knowing the sandbox's layout.
+		Rewrite:       func(r *httputil.ProxyRequest) { r.Out.Host = r.In.Host },
+		Transport:     p.transport,
+		FlushInterval: -1, // git's smart HTTP streams
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			p.log.Warn().Err(err).Str("host", r.URL.Hostname()).Msg("egress proxy: upstream request failed")
+			http.Error(w, fmt.Sprintf("sandbox egress proxy: %s: %v", r.URL.Host, err), http.StatusBadGateway)
+		},
+	}
+	return p
+}
+
+func (p *egressProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodConnect {
+		p.connect(w, r)
+		return
+	}
+	if !r.URL.IsAbs() || r.URL.Host == "" {
+		http.Error(w, "sandbox egress proxy: this is a forward proxy; send absolute URLs (http://host/path) or CONNECT host:port", http.StatusBadRequest)
+		return
+	}
+	if r.URL.Scheme != "http" {
+		http.Error(w, fmt.Sprintf("sandbox egress proxy: scheme %q is not proxied; use CONNECT for https", r.URL.Scheme), http.StatusBadRequest)
+		return
+	}
+	host := r.URL.Hostname()
+	if !p.check(w, r.Method, host) {
+		return
+	}
+	p.forward.ServeHTTP(w, r)
+}
+
+// check answers 403 and logs when host is not allowed. Only the host is
+// logged, never the URL: query strings carry tokens.
+func (p *egressProxy) check(w http.ResponseWriter, method, host string) bool {
+	ok, why := p.allow.allows(host)
+	if !ok {
+		p.log.Warn().Str("host", host).Str("method", method).Str("why", why).Msg("egress denied")
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprintf(w, "sandbox egress proxy: %s is not allowed (%s); allowed: %s\n", host, why, p.describe())
+		return false
+	}
+	p.log.Debug().Str("host", host).Str("method", method).Str("why", why).Msg("egress allowed")
+	return true
+}
+
+func (p *egressProxy) describe() string {
+	var hs []string
+	hs = append(hs, p.allow.entries...)
+	for h, why := range p.allow.exact {
+		if why != "network.allow" {
+			hs = append(hs, h)
+		}
+	}
+	sort.Strings(hs)
+	return strings.Join(hs, ", ")
+}
+
+func (p *egressProxy) connect(w http.ResponseWriter, r *http.Request) {
+	host, port, err := net.SplitHostPort(r.Host)
+	if err != nil || port == "" {
+		http.Error(w, fmt.Sprintf("sandbox egress proxy: CONNECT needs host:port, got %q", r.Host), http.StatusBadRequest)
+		return
+	}
+	if !p.check(w, r.Method, host) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	upstream, err := p.dial(ctx, "tcp", r.Host)
+	cancel()
+	if err != nil {
+		p.log.Warn().Err(err).Str("host", host).Msg("egress proxy: cannot reach an allowed host")
+		http.Error(w, fmt.Sprintf("sandbox egress proxy: cannot reach %s: %v", r.Host, err), http.StatusBadGateway)
+		return
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		upstream.Close()
+		http.Error(w, "sandbox egress proxy: connection cannot be taken over", http.StatusInternalServerError)
+		return
+	}
+	client, buf, err := hj.Hijack()
+	if err != nil {
+		upstream.Close()
+		p.log.Warn().Err(err).Msg("egress proxy: hijack")
+		return
+	}
+	if _, err := client.Write([]byte("HTTP/1.1 200 Connection established\r\n\r\n")); err != nil {
+		client.Close()
+		upstream.Close()
+		return
+	}
+	// A client may send its TLS hello right behind the CONNECT line; what
+	// the server's reader already took must go first.
+	if n := buf.Reader.Buffered(); n > 0 {
+		b, _ := buf.Reader.Peek(n)
+		if _, err := upstream.Write(b); err != nil {
+			client.Close()
+			upstream.Close()
+			return
+		}
+	}
+	tunnel(client, upstream)
+}
+
+// tunnel copies both ways until both sides are done, passing half-closes
+// on so that protocols that end with a shutdown(SHUT_WR) still work.
+func tunnel(a, b net.Conn) {
+	var wg sync.WaitGroup
+	pipe := func(dst, src net.Conn) {
+		defer wg.Done()
+		_, _ = io.Copy(dst, src)
+		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		} else {
+			_ = dst.Close()
+		}
+	}
+	wg.Add(2)
+	go pipe(a, b)
+	go pipe(b, a)
+	wg.Wait()
+	a.Close()
+	b.Close()
+}
+
+// proxyEnv is what the runner and the agent get: the proxy in both the
+// upper- and lower-case spellings (curl reads only http_proxy, Go and Node
+// tools the upper case), and NO_PROXY for loopback and the services, which
+// are reached directly.
+func proxyEnv(addr string, svcs dispatch.Services) map[string]string {
+	u := "http://" + addr
+	noProxy := []string{"localhost", "127.0.0.1", "::1"}
+	for _, name := range sortedNames(svcs) {
+		noProxy = append(noProxy, name)
+		if h, _, err := net.SplitHostPort(svcs[name]); err == nil {
+			noProxy = append(noProxy, h)
+		}
+	}
+	np := strings.Join(dedupe(noProxy), ",")
+	return map[string]string{
+		"HTTP_PROXY": u, "HTTPS_PROXY": u, "http_proxy": u, "https_proxy": u,
+		"NO_PROXY": np, "no_proxy": np,
+	}
+}
+
+func dedupe(xs []string) []string {
+	seen := map[string]bool{}
+	out := xs[:0]
+	for _, x := range xs {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// ipTables runs one iptables-family command (iptables or ip6tables).
+type ipTables func(ctx context.Context, bin string, args ...string) ([]byte, error)
+
+func execIPTables(ctx context.Context, bin string, args ...string) ([]byte, error) {
+	// -w: the inner dockerd edits the same tables and holds the lock.
+	return exec.CommandContext(ctx, bin, append([]string{"-w", "5"}, args...)...).CombinedOutput()
+}
+
+// fenceRules are the rules that keep uid's connections on loopback (the
+// proxy and local dev servers), the inner Docker networks (services) and
+// the resolvers of resolv.conf. Everything else it opens is rejected at
+// once (a TCP reset, not a silent drop), so a tool fails fast with
+// "connection refused" instead of hanging.
+func fenceRules(uid int, nameservers []string) [][]string {
+	rules := [][]string{
+		{"-A", chainEgress, "-o", "lo", "-j", "RETURN"},
+		// The inner daemon's default bridge and its user-defined networks
+		// (the sandbox network, and any the agent creates later).
+		{"-A", chainEgress, "-o", "docker0", "-j", "RETURN"},
+		{"-A", chainEgress, "-o", "br-+", "-j", "RETURN"},
+	}
+	for _, ns := range nameservers {
+		rules = append(rules,
+			[]string{"-A", chainEgress, "-d", ns, "-p", "udp", "--dport", "53", "-j", "RETURN"},
+			[]string{"-A", chainEgress, "-d", ns, "-p", "tcp", "--dport", "53", "-j", "RETURN"})
+	}
+	return append(rules,
+		[]string{"-A", chainEgress, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"},
+		[]string{"-A", chainEgress, "-j", "REJECT"},
+	)
+}
+
+// jumpRule sends the sandbox user's packets through the fence.
+func jumpRule(uid int) []string {
+	return []string{"OUTPUT", "-m", "owner", "--uid-owner", strconv.Itoa(uid), "-j", chainEgress}
+}
+
+// forwardRules keep the inner containers (which the sandbox user starts
+// through the inner daemon, as root, in their own namespaces) from going
+// around the fence: they may talk to each other and answer, not go out.
+func forwardRules() [][]string {
+	return [][]string{
+		{"-A", chainForward, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "RETURN"},
+		{"-A", chainForward, "-o", "docker0", "-j", "RETURN"},
+		{"-A", chainForward, "-o", "br-+", "-j", "RETURN"},
+		{"-A", chainForward, "-j", "REJECT"},
+	}
+}
+
+// fence installs the rules for uid with iptables and, when the sandbox has
+// IPv6 beyond loopback, ip6tables. withForward adds the inner-container
+// rules (only when an inner daemon runs: DOCKER-USER is its chain).
+func fence(ctx context.Context, run ipTables, uid int, resolvConf string, hasIPv6, withForward bool) error {
+	v4, v6 := nameservers(resolvConf)
+	if err := fenceFamily(ctx, run, "iptables", uid, v4); err != nil {
+		return err
+	}
+	if hasIPv6 {
+		if err := fenceFamily(ctx, run, "ip6tables", uid, v6); err != nil {
+			return fmt.Errorf("the sandbox has IPv6 addresses, so it needs the IPv6 fence too: %w", err)
+		}
+	}
+	if withForward {
+		if err := resetChain(ctx, run, "iptables", chainForward); err != nil {
+			return err
+		}
+		for _, r := range forwardRules() {
+			if err := apply(ctx, run, "iptables", r...); err != nil {
+				return err
+			}
+		}
+		for _, in := range []string{"br-+", "docker0"} {
+			if err := ensureJump(ctx, run, "iptables", []string{chainDocker, "-i", in, "-j", chainForward}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func fenceFamily(ctx context.Context, run ipTables, bin string, uid int, ns []string) error {
+	if err := resetChain(ctx, run, bin, chainEgress); err != nil {
+		return err
+	}
+	for _, r := range fenceRules(uid, ns) {
+		if err := apply(ctx, run, bin, r...); err != nil {
+			return err
+		}
+	}
+	if err := ensureJump(ctx, run, bin, jumpRule(uid)); err != nil {
+		return fmt.Errorf("%w (the owner match, xt_owner / nft meta skuid, must be available: without it the sandbox user cannot be told apart)", err)
+	}
+	return nil
+}
+
+// resetChain creates chain or empties it when a previous start left it.
+func resetChain(ctx context.Context, run ipTables, bin, chain string) error {
+	if _, err := run(ctx, bin, "-N", chain); err != nil {
+		if out, ferr := run(ctx, bin, "-F", chain); ferr != nil {
+			return fmt.Errorf("%s: create chain %s: %v: %s", bin, chain, ferr, strings.TrimSpace(string(out)))
+		}
+	}
+	return nil
+}
+
+// ensureJump inserts rule (chain first) at the top of its chain unless it
+// is there already.
+func ensureJump(ctx context.Context, run ipTables, bin string, rule []string) error {
+	if _, err := run(ctx, bin, append([]string{"-C"}, rule...)...); err == nil {
+		return nil
+	}
+	return apply(ctx, run, bin, append([]string{"-I", rule[0], "1"}, rule[1:]...)...)
+}
+
+func apply(ctx context.Context, run ipTables, bin string, args ...string) error {
+	if out, err := run(ctx, bin, args...); err != nil {
+		return fmt.Errorf("%s %s: %v: %s", bin, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// nameservers reads the resolvers from a resolv.conf, by address family.
+func nameservers(path string) (v4, v6 []string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 || f[0] != "nameserver" {
+			continue
+		}
+		ip := net.ParseIP(strings.SplitN(f[1], "%", 2)[0])
+		switch {
+		case ip == nil:
+		case ip.To4() != nil:
+			v4 = append(v4, ip.String())
+		default:
+			v6 = append(v6, ip.String())
+		}
+	}
+	return v4, v6
+}
+
+// hasIPv6 reports whether any interface has an IPv6 address other than
+// loopback: only then is there an IPv6 way out to fence.
+func hasIPv6() bool {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return true // fail closed: fence it (and fail if we cannot)
+	}
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() == nil && ipn.IP.To16() != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// egress is the running allowlist: the proxy's server.
+type egress struct {
+	srv  *http.Server
+	done chan struct{}
+}
+
+func (e *egress) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = e.srv.Shutdown(ctx)
+	<-e.done
+}
+
+// startEgress enforces network.allow for acct: proxy first (so that the
+// fence never cuts the runner off from a way out that does not exist yet),
+// then the fence. It returns the variables the runner gets.
+func (s *sandbox) startEgress(ctx context.Context, acct *account, run ipTables) (map[string]string, error) {
+	cfg := s.order.Config.Network
+	if acct == nil || os.Geteuid() != 0 {
+		return nil, errors.New("network.allow is set, but the sandbox init is not root, so it cannot fence the sandbox user in " +
+			"(task mode runs unprivileged: drop network.allow there, or run a coding sandbox)")
+	}
+	allow, err := newAllowlist(cfg.Allow, alwaysAllowed(s.order))
+	if err != nil {
+		return nil, err
+	}
+	l, err := net.Listen("tcp", ProxyAddr)
+	if err != nil {
+		return nil, fmt.Errorf("egress proxy: listen on %s: %w", ProxyAddr, err)
+	}
+	log := s.log.With().Str("component", "egress-proxy").Logger()
+	e := &egress{
+		srv: &http.Server{
+			Handler:           newEgressProxy(allow, log),
+			ReadHeaderTimeout: 30 * time.Second,
+		},
+		done: make(chan struct{}),
+	}
+	go func() {
+		defer close(e.done)
+		if err := e.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error().Err(err).Msg("egress proxy stopped")
+		}
+	}()
+	s.egress = e
+	if err := fence(ctx, run, acct.UID, "/etc/resolv.conf", hasIPv6(), s.daemon != nil); err != nil {
+		return nil, fmt.Errorf("network.allow is set but the egress fence could not be installed, so the sandbox would run unrestricted: %w", err)
+	}
+	log.Info().Strs("allow", cfg.Allow).Str("proxy", ProxyAddr).Int("uid", acct.UID).Msg("egress allowlist enforced")
+	return proxyEnv(ProxyAddr, s.services), nil
+}

@@ -1,0 +1,431 @@
+package sandboxinit
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+func TestAllowlistMatches(t *testing.T) {
+	a, err := newAllowlist([]string{"registry.npmjs.org", "*.GitHub.com", "10.0.0.7", "proxy.golang.org."},
+		map[string]string{"git.example.com": "the clone URL's host"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]bool{
+		"registry.npmjs.org":      true,
+		"REGISTRY.npmjs.org.":     true, // case and the root dot do not matter
+		"registry.npmjs.org:443":  true,
+		"npmjs.org":               false, // an exact entry covers no other name
+		"evil-registry.npmjs.org": false,
+		"api.github.com":          true,
+		"a.b.github.com":          true,
+		"github.com":              false, // *.domain is subdomains only
+		"notgithub.com":           false, // a suffix match is on a label boundary
+		"github.com.evil.io":      false,
+		"10.0.0.7":                true,
+		"10.0.0.8":                false,
+		"proxy.golang.org":        true,
+		"git.example.com":         true, // always allowed: the remote
+		"":                        false,
+	} {
+		if got, why := a.allows(host); got != want {
+			t.Errorf("allows(%q) = %v (%s), want %v", host, got, why, want)
+		}
+	}
+	if ok, why := a.allows("git.example.com"); !ok || why != "the clone URL's host" {
+		t.Errorf("the clone host is allowed on the wrong grounds: %v %q", ok, why)
+	}
+	if ok, why := a.allows("evil.io"); ok || !strings.Contains(why, "network.allow") {
+		t.Errorf("denial reason %q does not name network.allow", why)
+	}
+}
+
+func TestAllowlistRejectsBadEntries(t *testing.T) {
+	for _, e := range []string{"", "*", "*.", "a*.example.com", "*.*.example.com", "user@host", "a/b"} {
+		_, err := newAllowlist([]string{"ok.example.com", e}, nil)
+		if err == nil {
+			t.Errorf("entry %q accepted", e)
+			continue
+		}
+		if !strings.Contains(err.Error(), "network.allow[1]") {
+			t.Errorf("error for %q does not say which entry: %v", e, err)
+		}
+	}
+}
+
+func TestAlwaysAllowedIsTheCloneHost(t *testing.T) {
+	for clone, want := range map[string]string{
+		"https://github.com/acme/demo.git":             "github.com",
+		"http://host.docker.internal:8080/demo.git":    "host.docker.internal",
+		"https://x-access-token@ghe.corp:8443/a/b.git": "ghe.corp",
+		"git@github.com:acme/demo.git":                 "github.com",
+	} {
+		got := alwaysAllowed(&dispatch.WorkOrder{CloneURL: clone})
+		if len(got) != 1 || got[want] == "" {
+			t.Errorf("alwaysAllowed(%s) = %v, want %s", clone, got, want)
+		}
+	}
+	if got := alwaysAllowed(&dispatch.WorkOrder{Mode: dispatch.ModeTask}); len(got) != 0 {
+		t.Errorf("task without a repo allows %v", got)
+	}
+}
+
+// proxyFixture runs the proxy on loopback with a log the test reads.
+type proxyFixture struct {
+	url *url.URL
+	mu  sync.Mutex
+	log bytes.Buffer
+}
+
+func (f *proxyFixture) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.log.Write(p)
+}
+
+func (f *proxyFixture) logged() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.log.String()
+}
+
+func startProxy(t *testing.T, allow ...string) *proxyFixture {
+	t.Helper()
+	a, err := newAllowlist(allow, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &proxyFixture{}
+	srv := httptest.NewServer(newEgressProxy(a, zerolog.New(f).Level(zerolog.DebugLevel)))
+	t.Cleanup(srv.Close)
+	f.url, _ = url.Parse(srv.URL)
+	return f
+}
+
+func (f *proxyFixture) client(tlsCfg *tls.Config) *http.Client {
+	// http.ProxyURL, unlike ProxyFromEnvironment, also proxies loopback.
+	return &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(f.url), TLSClientConfig: tlsCfg}}
+}
+
+// An HTTPS request through the proxy is a CONNECT tunnel: TLS is end to
+// end, the proxy only checks the host and copies bytes.
+func TestProxyTunnelsHTTPS(t *testing.T) {
+	upstream := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "secure %s", r.URL.Path)
+	}))
+	defer upstream.Close()
+	p := startProxy(t, "127.0.0.1")
+	pool := upstream.Client().Transport.(*http.Transport).TLSClientConfig
+	resp, err := p.client(pool).Get(upstream.URL + "/hello")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(b) != "secure /hello" {
+		t.Fatalf("through the tunnel: %d %q", resp.StatusCode, b)
+	}
+	if !strings.Contains(p.logged(), `"method":"CONNECT"`) || !strings.Contains(p.logged(), `"message":"egress allowed"`) {
+		t.Errorf("allowed CONNECT not logged at debug: %s", p.logged())
+	}
+}
+
+// Raw bytes in both directions, including what the client sends in the same
+// write as the CONNECT line and a half-close at the end.
+func TestProxyTunnelCopiesBytesBothWays(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		b, _ := io.ReadAll(c) // until the client's half-close
+		c.Write(bytes.ToUpper(b))
+	}()
+	p := startProxy(t, "localhost")
+	c, err := net.Dial("tcp", p.url.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	fmt.Fprintf(c, "CONNECT localhost:%s HTTP/1.1\r\nHost: localhost:%s\r\n\r\nearly bytes, ", port, port)
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("CONNECT answered %s", resp.Status)
+	}
+	io.WriteString(c, "late bytes")
+	c.(*net.TCPConn).CloseWrite()
+	got, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != "EARLY BYTES, LATE BYTES" {
+		t.Fatalf("tunnel returned %q", got)
+	}
+}
+
+func TestProxyDeniesHostsOffTheList(t *testing.T) {
+	p := startProxy(t, "*.allowed.test")
+	// CONNECT: the client sees the 403 as a proxy error.
+	c, err := net.Dial("tcp", p.url.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	fmt.Fprint(c, "CONNECT exfil.example:443 HTTP/1.1\r\nHost: exfil.example:443\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "exfil.example is not allowed") || !strings.Contains(string(body), "*.allowed.test") {
+		t.Fatalf("CONNECT to a denied host: %s %q", resp.Status, body)
+	}
+	// Plain HTTP, with a query string that must not reach the log.
+	resp, err = p.client(nil).Get("http://allowed.test/?token=s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "allowed.test is not allowed") {
+		t.Fatalf("GET of a denied host: %s %q", resp.Status, body)
+	}
+	log := p.logged()
+	for _, want := range []string{`"host":"exfil.example","method":"CONNECT"`, `"host":"allowed.test","method":"GET"`, `"why":"not in network.allow of .sandbox.yml"`, `"message":"egress denied"`} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %s:\n%s", want, log)
+		}
+	}
+	if strings.Contains(log, "s3cret") {
+		t.Error("the URL's query reached the log")
+	}
+}
+
+// Plain HTTP is forwarded as a request: method, body and headers pass,
+// hop-by-hop and proxy headers do not, and the answer streams back.
+func TestProxyForwardsPlainHTTP(t *testing.T) {
+	type seen struct {
+		method, host, body, auth, proxyAuth, xff string
+	}
+	got := make(chan seen, 1)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.Method, r.Host, string(b), r.Header.Get("Authorization"), r.Header.Get("Proxy-Authorization"), r.Header.Get("X-Forwarded-For")}
+		w.Header().Set("X-Upstream", "yes")
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, "stored")
+	}))
+	defer upstream.Close()
+	_, port, _ := net.SplitHostPort(upstream.Listener.Addr().String())
+	p := startProxy(t, "localhost")
+
+	req, _ := http.NewRequest(http.MethodPost, "http://localhost:"+port+"/git-receive-pack", strings.NewReader("pack data"))
+	req.Header.Set("Authorization", "Basic eDp0b2s=")
+	req.Header.Set("Proxy-Authorization", "Basic cHJveHk6cHc=")
+	resp, err := p.client(nil).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || string(b) != "stored" || resp.Header.Get("X-Upstream") != "yes" {
+		t.Fatalf("response through the proxy: %d %q %v", resp.StatusCode, b, resp.Header)
+	}
+	s := <-got
+	want := seen{method: "POST", host: "localhost:" + port, body: "pack data", auth: "Basic eDp0b2s="}
+	if s != want {
+		t.Fatalf("upstream saw %+v, want %+v", s, want)
+	}
+	// A request that is not for a proxy at all.
+	resp, err = http.Get(p.url.String() + "/just/a/path")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("origin-form request answered %d, want 400", resp.StatusCode)
+	}
+}
+
+func TestProxyReportsUnreachableAllowedHost(t *testing.T) {
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	p := startProxy(t, "127.0.0.1")
+	resp, err := p.client(nil).Get("http://" + addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Errorf("unreachable allowed host answered %d, want 502", resp.StatusCode)
+	}
+}
+
+func TestProxyEnv(t *testing.T) {
+	env := proxyEnv(ProxyAddr, dispatch.Services{"web": "172.18.0.2:8080", "db": "172.18.0.3:5432"})
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+		if env[k] != "http://127.0.0.1:3128" {
+			t.Errorf("%s = %q", k, env[k])
+		}
+	}
+	want := "localhost,127.0.0.1,::1,db,172.18.0.3,web,172.18.0.2"
+	if env["NO_PROXY"] != want || env["no_proxy"] != want {
+		t.Errorf("NO_PROXY = %q, no_proxy = %q; want %q", env["NO_PROXY"], env["no_proxy"], want)
+	}
+}
+
+// fakeTables records iptables commands and fails those fail says to.
+type fakeTables struct {
+	cmds []string
+	fail func(cmd string) (string, bool)
+}
+
+func (f *fakeTables) run(_ context.Context, bin string, args ...string) ([]byte, error) {
+	cmd := bin + " " + strings.Join(args, " ")
+	f.cmds = append(f.cmds, cmd)
+	if f.fail != nil {
+		if out, failed := f.fail(cmd); failed {
+			return []byte(out), errors.New("exit status 1")
+		}
+	}
+	return nil, nil
+}
+
+func resolvConf(t *testing.T, text string) string {
+	p := filepath.Join(t.TempDir(), "resolv.conf")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestFenceRules(t *testing.T) {
+	rc := resolvConf(t, "# comment\nnameserver 10.255.255.53\nnameserver fd00::53\noptions ndots:0\n")
+	f := &fakeTables{fail: func(cmd string) (string, bool) {
+		// A fresh namespace: the jump is not there yet.
+		return "", strings.Contains(cmd, " -C ")
+	}}
+	if err := fence(context.Background(), f.run, 1000, rc, false, true); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"iptables -N SANDBOX-EGRESS",
+		"iptables -A SANDBOX-EGRESS -o lo -j RETURN",
+		"iptables -A SANDBOX-EGRESS -o docker0 -j RETURN",
+		"iptables -A SANDBOX-EGRESS -o br-+ -j RETURN",
+		"iptables -A SANDBOX-EGRESS -d 10.255.255.53 -p udp --dport 53 -j RETURN",
+		"iptables -A SANDBOX-EGRESS -d 10.255.255.53 -p tcp --dport 53 -j RETURN",
+		"iptables -A SANDBOX-EGRESS -p tcp -j REJECT --reject-with tcp-reset",
+		"iptables -A SANDBOX-EGRESS -j REJECT",
+		"iptables -C OUTPUT -m owner --uid-owner 1000 -j SANDBOX-EGRESS",
+		"iptables -I OUTPUT 1 -m owner --uid-owner 1000 -j SANDBOX-EGRESS",
+		"iptables -N SANDBOX-EGRESS-FWD",
+		"iptables -A SANDBOX-EGRESS-FWD -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN",
+		"iptables -A SANDBOX-EGRESS-FWD -o docker0 -j RETURN",
+		"iptables -A SANDBOX-EGRESS-FWD -o br-+ -j RETURN",
+		"iptables -A SANDBOX-EGRESS-FWD -j REJECT",
+		"iptables -C DOCKER-USER -i br-+ -j SANDBOX-EGRESS-FWD",
+		"iptables -I DOCKER-USER 1 -i br-+ -j SANDBOX-EGRESS-FWD",
+		"iptables -C DOCKER-USER -i docker0 -j SANDBOX-EGRESS-FWD",
+		"iptables -I DOCKER-USER 1 -i docker0 -j SANDBOX-EGRESS-FWD",
+	}
+	if got := strings.Join(f.cmds, "\n"); got != strings.Join(want, "\n") {
+		t.Fatalf("commands:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	}
+}
+
+// A second start in the same namespace empties the chains and does not
+// add the jumps twice; IPv6 is fenced when the sandbox has it.
+func TestFenceReapplies(t *testing.T) {
+	f := &fakeTables{fail: func(cmd string) (string, bool) {
+		return "iptables: Chain already exists.", strings.Contains(cmd, " -N ")
+	}}
+	if err := fence(context.Background(), f.run, 1001, resolvConf(t, "nameserver fd00::53\n"), true, false); err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(f.cmds, "\n")
+	for _, want := range []string{"iptables -F SANDBOX-EGRESS", "ip6tables -F SANDBOX-EGRESS", "ip6tables -A SANDBOX-EGRESS -d fd00::53 -p udp --dport 53 -j RETURN", "ip6tables -C OUTPUT -m owner --uid-owner 1001 -j SANDBOX-EGRESS"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("no %q among:\n%s", want, all)
+		}
+	}
+	if strings.Contains(all, " -I ") || strings.Contains(all, "DOCKER-USER") {
+		t.Errorf("jumps added again, or forward rules without an inner daemon:\n%s", all)
+	}
+}
+
+func TestFenceFailsClosed(t *testing.T) {
+	for name, tc := range map[string]struct {
+		fail     func(string) (string, bool)
+		ipv6     bool
+		contains string
+	}{
+		"no iptables": {
+			fail:     func(string) (string, bool) { return "exec: iptables: not found", true },
+			contains: "create chain SANDBOX-EGRESS",
+		},
+		"no owner match": {
+			fail: func(cmd string) (string, bool) {
+				return "iptables: Couldn't load match `owner'", strings.Contains(cmd, "--uid-owner")
+			},
+			contains: "owner match",
+		},
+		"no ip6tables with IPv6": {
+			fail:     func(cmd string) (string, bool) { return "ip6tables: not found", strings.HasPrefix(cmd, "ip6tables") },
+			ipv6:     true,
+			contains: "IPv6",
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := &fakeTables{fail: tc.fail}
+			err := fence(context.Background(), f.run, 1000, resolvConf(t, ""), tc.ipv6, false)
+			if err == nil || !strings.Contains(err.Error(), tc.contains) {
+				t.Fatalf("fence = %v, want an error about %q", err, tc.contains)
+			}
+		})
+	}
+}
+
+// Without root (task mode) the allowlist cannot be enforced: the start
+// fails instead of running unrestricted.
+func TestStartEgressNeedsRoot(t *testing.T) {
+	s := &sandbox{log: zerolog.Nop(), order: &dispatch.WorkOrder{}}
+	s.order.Config.Network.Allow = []string{"example.com"}
+	_, err := s.startEgress(context.Background(), nil, (&fakeTables{}).run)
+	if err == nil || !strings.Contains(err.Error(), "not root") {
+		t.Fatalf("startEgress without root = %v", err)
+	}
+	if s.egress != nil {
+		t.Error("a proxy was started although the start failed")
+	}
+}
