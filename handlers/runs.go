@@ -149,6 +149,7 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		// Keep the run and the lock: a restart reconciles and tries again.
 		return
 	}
+	log.Info().Msg("result posted")
 	// The result is on GitHub: finish the bookkeeping even if the bot is
 	// shutting down, or the next start would find the run again.
 	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)

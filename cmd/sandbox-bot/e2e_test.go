@@ -339,12 +339,20 @@ func labelPlanApprovePR(t *testing.T, l *loop) {
 	logStages(t, l.bot.logs.String())
 }
 
-// logStages prints when each stage of each run began, from the bot's log of
-// the runner's progress lines.
+// logStages splits each run's time into stages from the bot's log (its own
+// lines and the runner's progress lines it relays): the bot's share is
+// dispatch (webhook received → run submitted) and report (runner done →
+// result posted); the rest is the sandbox's.
 func logStages(t *testing.T, logs string) {
 	sc := bufio.NewScanner(strings.NewReader(logs))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var first time.Time
+	type mark struct {
+		at    time.Time
+		label string
+	}
+	var received time.Time
+	runs := map[string][]mark{}
+	var order []string
 	for sc.Scan() {
 		var e struct {
 			Time    time.Time `json:"time"`
@@ -355,13 +363,32 @@ func logStages(t *testing.T, logs string) {
 		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Time.IsZero() {
 			continue
 		}
-		if first.IsZero() {
-			first = e.Time
+		switch {
+		case e.Message == "Received webhook event":
+			received = e.Time
+		case e.Message == "run submitted":
+			order = append(order, e.TaskID)
+			runs[e.TaskID] = []mark{{received, "webhook"}, {e.Time, "submitted"}}
+		case e.Message == "progress" && len(runs[e.TaskID]) > 0:
+			if last := runs[e.TaskID][len(runs[e.TaskID])-1]; last.label != e.Stage {
+				runs[e.TaskID] = append(runs[e.TaskID], mark{e.Time, e.Stage})
+			}
+		case e.Message == "result posted" && len(runs[e.TaskID]) > 0:
+			runs[e.TaskID] = append(runs[e.TaskID], mark{e.Time, "reported"})
 		}
-		switch e.Message {
-		case "run submitted", "progress", "run finished and reported":
-			t.Logf("%8s %s %s %s", e.Time.Sub(first).Round(time.Millisecond), e.TaskID, e.Message, e.Stage)
+	}
+	for _, id := range order {
+		m := runs[id]
+		var parts []string
+		var bot time.Duration
+		for i := 1; i < len(m); i++ {
+			d := m[i].at.Sub(m[i-1].at)
+			parts = append(parts, fmt.Sprintf("%s→%s %s", m[i-1].label, m[i].label, d.Round(time.Millisecond)))
+			if m[i].label == "submitted" || m[i].label == "reported" {
+				bot += d
+			}
 		}
+		t.Logf("%s total %s, bot's own share %s: %s", id, m[len(m)-1].at.Sub(m[0].at).Round(time.Millisecond), bot.Round(time.Millisecond), strings.Join(parts, ", "))
 	}
 }
 

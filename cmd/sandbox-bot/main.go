@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/app"
 )
 
@@ -27,6 +29,8 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "sandbox-bot: "+err.Error())
 		return 2
 	}
+	// Sub-second timestamps: stage timings of a run are read from the log.
+	zerolog.TimeFieldFormat = time.RFC3339Nano
 	logger := app.NewLogger(cfg, os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
