@@ -149,14 +149,13 @@ func (b *Base) command(ctx context.Context, client *github.Client, cc commandCon
 		if hasPlan {
 			req.Plan = extractPlan(plan.Comment.GetBody())
 		}
-		if cmd.Name == "continue" {
+		// /continue resumes the last run's branch; /retry of a continue
+		// run does the same, any other /retry starts the step afresh.
+		if cmd.Name == "continue" || last.Mode == dispatch.ModeContinue {
 			if last.Branch == "" || !last.Mode.WritesCode() {
 				return b.replyText(ctx, client, owner, name, cc.number, "The last run pushed no branch to continue; use `/retry`.")
 			}
 			req.Mode, req.Branch = dispatch.ModeContinue, last.Branch
-		}
-		if req.Mode == dispatch.ModeContinue && req.Branch == "" {
-			req.Branch = last.Branch
 		}
 		return b.start(ctx, client, req)
 	case "rebase":
