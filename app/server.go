@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -204,6 +205,11 @@ func (h doneHandler) Handle(ctx context.Context, eventType, deliveryID string, p
 }
 
 func (d *dedupeScheduler) Schedule(ctx context.Context, dispatch githubapp.Dispatch) error {
+	// A body that is not JSON is answered 400 now rather than failing in a
+	// worker after GitHub was told 200.
+	if !json.Valid(dispatch.Payload) {
+		return githubapp.ValidationError{EventType: dispatch.EventType, DeliveryID: dispatch.DeliveryID, Cause: errors.New("payload is not valid JSON")}
+	}
 	if dispatch.DeliveryID != "" {
 		if ok, _ := d.seen.ContainsOrAdd(dispatch.DeliveryID, struct{}{}); ok {
 			d.metrics.rejected.WithLabelValues("duplicate").Inc()

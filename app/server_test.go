@@ -211,8 +211,8 @@ func TestWebhookRejections(t *testing.T) {
 		t.Errorf("missing signature: got %d, want 401", code)
 	}
 	bad := []byte(`{"action": "labeled", "issue": `)
-	if code := h.deliver("issues", "d3", bad); code != http.StatusOK && code != http.StatusBadRequest {
-		t.Errorf("malformed JSON: got %d", code)
+	if code := h.deliver("issues", "d3", bad); code != http.StatusBadRequest {
+		t.Errorf("malformed JSON: got %d, want 400", code)
 	}
 	if code := h.deliver("star", "d4", []byte(`{"action":"created"}`)); code != http.StatusAccepted {
 		t.Errorf("unknown event: got %d, want 202", code)
@@ -228,7 +228,7 @@ func TestWebhookRejections(t *testing.T) {
 	defer resp.Body.Close()
 	var buf bytes.Buffer
 	buf.ReadFrom(resp.Body)
-	for _, want := range []string{`sandbox_bot_webhook_rejected_total{reason="bad_signature"} 2`, `sandbox_bot_webhook_rejected_total{reason="too_large"} 1`} {
+	for _, want := range []string{`sandbox_bot_webhook_rejected_total{reason="bad_signature"} 2`, `sandbox_bot_webhook_rejected_total{reason="too_large"} 1`, `sandbox_bot_webhook_rejected_total{reason="malformed"} 1`} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
