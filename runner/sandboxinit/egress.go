@@ -516,7 +516,9 @@ func (s *sandbox) startEgress(ctx context.Context, acct *account, run ipTables) 
 	if err != nil {
 		return nil, fmt.Errorf("egress proxy: listen on %s: %w", ProxyAddr, err)
 	}
-	log := s.log.With().Str("component", "egress-proxy").Logger()
+	// The init's logger already names its component; the messages say
+	// "egress" so that a grep for it finds every decision.
+	log := s.log
 	e := &egress{
 		srv: &http.Server{
 			Handler:           newEgressProxy(allow, log),
