@@ -115,6 +115,9 @@ func (c *cli) warnNoSandbox(reason error) {
 }
 
 func (c *cli) processBackend(o *options) (dispatch.Backend, error) {
+	if o.runnerErr != nil {
+		return nil, o.runnerErr
+	}
 	env := append([]string(nil), c.env...)
 	// Plan rounds run as separate tasks, one after the other; a shared
 	// checkout and state directory let a revision continue the same agent

@@ -159,6 +159,7 @@ type options struct {
 	backend   string
 	dataDir   string
 	runner    string
+	runnerErr error
 	envFile   string
 	token     string
 	yes       bool
@@ -296,9 +297,9 @@ func (c *cli) parse(cmd string, mode dispatch.Mode, args []string) (*options, er
 	if o.dataDir, err = c.dataDir(f.dataDir); err != nil {
 		return nil, err
 	}
-	if o.runner, err = c.findRunner(f.runner); err != nil {
-		return nil, err
-	}
+	// Only the process backend runs sandbox-runner here; a docker sandbox
+	// has its own.
+	o.runner, o.runnerErr = c.findRunner(f.runner)
 	tokenFile := f.tokenFile
 	if tokenFile != "" {
 		b, err := os.ReadFile(tokenFile)
@@ -495,7 +496,11 @@ func (c *cli) execute(ctx context.Context, o *options) int {
 		return exitUsage
 	}
 	defer done()
-	fmt.Fprintf(c.stderr, "sandbox-agent: workspace %s (runs, receipts and logs stay there)\n", o.dataDir)
+	if b.Name() == "docker" {
+		fmt.Fprintf(c.stderr, "sandbox-agent: workspace %s (receipts stay there; sandboxes are removed after each run)\n", o.dataDir)
+	} else {
+		fmt.Fprintf(c.stderr, "sandbox-agent: workspace %s (runs, receipts and logs stay there)\n", o.dataDir)
+	}
 	if len(o.sources) > 0 {
 		fmt.Fprintf(c.stderr, "sandbox-agent: configuration from %s\n", strings.Join(o.sources, ", "))
 	}
@@ -702,12 +707,19 @@ func (c *cli) report(o *options, order dispatch.WorkOrder, res *dispatch.Result)
 	if res.HeadSHA != "" {
 		fmt.Fprintf(w, "  branch:   %s at %.12s, pushed to %s\n", res.Branch, res.HeadSHA, o.repoLabel)
 		fmt.Fprintf(w, "  changes:  %d file(s), +%d -%d in %d commit(s)\n", res.DiffStats.FilesChanged, res.DiffStats.Insertions, res.DiffStats.Deletions, len(res.Commits))
-		if !strings.Contains(o.repoLabel, "://") && !strings.HasPrefix(o.repoLabel, "git@") {
-			fmt.Fprintf(w, "  see it:   git -C %s log -p -n %d %s\n", shellQuote(o.repoLabel), max(len(res.Commits), 1), res.Branch)
+		if len(res.Commits) > 0 && !strings.Contains(o.repoLabel, "://") && !strings.HasPrefix(o.repoLabel, "git@") {
+			fmt.Fprintf(w, "  see it:   git -C %s log -p -n %d %s\n", shellQuote(o.repoLabel), len(res.Commits), res.Branch)
 		}
 	}
 	tu := res.TokenUsage
-	fmt.Fprintf(w, "  usage:    $%.4f, %d input + %d output tokens, %d steps, %s\n", tu.TotalCostUSD, tu.Input, tu.Output, tu.Steps, (time.Duration(res.DurationSeconds * float64(time.Second))).Round(time.Second))
+	took := (time.Duration(res.DurationSeconds * float64(time.Second))).Round(time.Second)
+	if tu.TotalCostUSD == 0 && tu.Input == 0 && tu.Output == 0 && tu.Steps == 0 {
+		// A command agent that reports no usage: zeros would read as a
+		// measurement.
+		fmt.Fprintf(w, "  usage:    none reported by the agent, %s\n", took)
+	} else {
+		fmt.Fprintf(w, "  usage:    $%.4f, %d input + %d output tokens, %d steps, %s\n", tu.TotalCostUSD, tu.Input, tu.Output, tu.Steps, took)
+	}
 	for _, ch := range res.Validation {
 		mark := "passed"
 		if !ch.Passed {
