@@ -10,6 +10,7 @@ package sandboxinit
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/net/http/httpproxy"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
@@ -137,22 +139,32 @@ func alwaysAllowed(o *dispatch.WorkOrder) map[string]string {
 // egressProxy is an HTTP forward proxy: CONNECT tunnels for HTTPS and
 // absolute-URL requests for plain HTTP, both only to allowed hosts.
 type egressProxy struct {
-	allow     *allowlist
-	log       zerolog.Logger
-	dial      func(ctx context.Context, network, addr string) (net.Conn, error)
+	allow *allowlist
+	log   zerolog.Logger
+	dial  func(ctx context.Context, network, addr string) (net.Conn, error)
+	// upstream is the operator's proxy for a destination (nil: direct).
+	upstream  func(*url.URL) (*url.URL, error)
 	transport http.RoundTripper
 	forward   *httputil.ReverseProxy
 }
 
-func newEgressProxy(allow *allowlist, log zerolog.Logger) *egressProxy {
+// newEgressProxy filters for allow; upstream, when not nil, says which
+// proxy of the operator's (HTTPS_PROXY given to the sandbox) a request
+// must go through, so an allowlist works behind a corporate proxy too.
+func newEgressProxy(allow *allowlist, log zerolog.Logger, upstream func(*url.URL) (*url.URL, error)) *egressProxy {
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	p := &egressProxy{
-		allow: allow,
-		log:   log,
-		dial:  d.DialContext,
-		// Proxy is nil on purpose: the init's own environment may carry
-		// proxy variables meant for the sandbox's programs, not for us.
+		allow:    allow,
+		log:      log,
+		dial:     d.DialContext,
+		upstream: upstream,
 		transport: &http.Transport{
+			Proxy: func(r *http.Request) (*url.URL, error) {
+				if upstream == nil {
+					return nil, nil
+				}
+				return upstream(r.URL)
+			},
 			DialContext:           d.DialContext,
 			MaxIdleConns:          32,
 			IdleConnTimeout:       90 * time.Second,
@@ -230,7 +242,7 @@ func (p *egressProxy) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-	upstream, err := p.dial(ctx, "tcp", r.Host)
+	upstream, err := p.dialTunnel(ctx, r.Host)
 	cancel()
 	if err != nil {
 		p.log.Warn().Err(err).Str("host", host).Msg("egress proxy: cannot reach an allowed host")
@@ -265,6 +277,98 @@ func (p *egressProxy) connect(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	tunnel(client, upstream)
+}
+
+// dialTunnel connects to addr (host:port), through the upstream proxy's
+// own CONNECT when there is one for it.
+func (p *egressProxy) dialTunnel(ctx context.Context, addr string) (net.Conn, error) {
+	var via *url.URL
+	if p.upstream != nil {
+		u, err := p.upstream(&url.URL{Scheme: "https", Host: addr})
+		if err != nil {
+			return nil, fmt.Errorf("upstream proxy for %s: %w", addr, err)
+		}
+		via = u
+	}
+	if via == nil {
+		return p.dial(ctx, "tcp", addr)
+	}
+	if via.Scheme != "http" {
+		return nil, fmt.Errorf("upstream proxy %s: only http:// proxies are supported, got %s://", via.Host, via.Scheme)
+	}
+	proxyAddr := via.Host
+	if via.Port() == "" {
+		proxyAddr = net.JoinHostPort(via.Hostname(), "80")
+	}
+	c, err := p.dial(ctx, "tcp", proxyAddr)
+	if err != nil {
+		return nil, fmt.Errorf("upstream proxy %s: %w", via.Host, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	req := "CONNECT " + addr + " HTTP/1.1\r\nHost: " + addr + "\r\n"
+	if via.User != nil {
+		pw, _ := via.User.Password()
+		req += "Proxy-Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte(via.User.Username()+":"+pw)) + "\r\n"
+	}
+	br := bufio.NewReader(c)
+	if _, err := io.WriteString(c, req+"\r\n"); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("upstream proxy %s: %w", via.Host, err)
+	}
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("upstream proxy %s: %w", via.Host, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		c.Close()
+		return nil, fmt.Errorf("upstream proxy %s answered CONNECT %s with %s", via.Host, addr, resp.Status)
+	}
+	_ = c.SetDeadline(time.Time{})
+	return &bufferedConn{Conn: c, r: br}, nil
+}
+
+// bufferedConn is a connection whose first bytes a bufio.Reader already
+// took (the upstream proxy's answer may come with the server's first
+// bytes behind it).
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+func (c *bufferedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return c.Conn.Close()
+}
+
+// upstreamFromEnv is the operator's proxy from the sandbox's environment
+// (the init's own, before the runner's variables point at the filter), or
+// nil when none is set.
+func upstreamFromEnv(getenv func(string) string) func(*url.URL) (*url.URL, error) {
+	first := func(keys ...string) string {
+		for _, k := range keys {
+			if v := getenv(k); v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	cfg := httpproxy.Config{
+		HTTPProxy:  first("HTTP_PROXY", "http_proxy"),
+		HTTPSProxy: first("HTTPS_PROXY", "https_proxy"),
+		NoProxy:    first("NO_PROXY", "no_proxy"),
+	}
+	if cfg.HTTPProxy == "" && cfg.HTTPSProxy == "" {
+		return nil
+	}
+	return cfg.ProxyFunc()
 }
 
 // tunnel copies both ways until both sides are done, passing half-closes
@@ -519,9 +623,14 @@ func (s *sandbox) startEgress(ctx context.Context, acct *account, run ipTables) 
 	// The init's logger already names its component; the messages say
 	// "egress" so that a grep for it finds every decision.
 	log := s.log
+	upstream := upstreamFromEnv(os.Getenv)
+	if upstream != nil {
+		// Never the URL itself: it may carry the proxy's credentials.
+		log.Info().Msg("egress proxy connects through the sandbox's upstream proxy (HTTP(S)_PROXY)")
+	}
 	e := &egress{
 		srv: &http.Server{
-			Handler:           newEgressProxy(allow, log),
+			Handler:           newEgressProxy(allow, log, upstream),
 			ReadHeaderTimeout: 30 * time.Second,
 		},
 		done: make(chan struct{}),

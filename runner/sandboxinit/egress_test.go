@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -114,7 +115,7 @@ func startProxy(t *testing.T, allow ...string) *proxyFixture {
 		t.Fatal(err)
 	}
 	f := &proxyFixture{}
-	srv := httptest.NewServer(newEgressProxy(a, zerolog.New(f).Level(zerolog.DebugLevel)))
+	srv := httptest.NewServer(newEgressProxy(a, zerolog.New(f).Level(zerolog.DebugLevel), nil))
 	t.Cleanup(srv.Close)
 	f.url, _ = url.Parse(srv.URL)
 	return f
@@ -427,5 +428,85 @@ func TestStartEgressNeedsRoot(t *testing.T) {
 	}
 	if s.egress != nil {
 		t.Error("a proxy was started although the start failed")
+	}
+}
+
+// Behind an operator's proxy (HTTPS_PROXY given to the sandbox) the filter
+// still decides, and what it allows goes out through that proxy: CONNECT
+// with the proxy's credentials, plain HTTP as a proxied request.
+func TestProxyChainsToTheUpstreamProxy(t *testing.T) {
+	site := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "tls ok") }))
+	defer site.Close()
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "plain ok") }))
+	defer plain.Close()
+
+	// The upstream: the same proxy allowing loopback, behind a recorder.
+	everything, _ := newAllowlist([]string{"127.0.0.1"}, nil)
+	inner := newEgressProxy(everything, zerolog.Nop(), nil)
+	var mu sync.Mutex
+	var seen []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.Header.Get("Proxy-Authorization"))
+		mu.Unlock()
+		inner.ServeHTTP(w, r)
+	}))
+	defer up.Close()
+	// http.ProxyURL: the environment's rules skip loopback destinations,
+	// and the test's sites are on loopback.
+	upURL, _ := url.Parse(strings.Replace(up.URL, "http://", "http://corp:pw@", 1))
+	upstream := func(*url.URL) (*url.URL, error) { return upURL, nil }
+	allow, _ := newAllowlist([]string{"127.0.0.1"}, nil)
+	filter := httptest.NewServer(newEgressProxy(allow, zerolog.Nop(), upstream))
+	defer filter.Close()
+	fu, _ := url.Parse(filter.URL)
+	tlsCfg := site.Client().Transport.(*http.Transport).TLSClientConfig
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(fu), TLSClientConfig: tlsCfg}}
+	for target, want := range map[string]string{site.URL: "tls ok", plain.URL: "plain ok"} {
+		resp, err := c.Get(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(b) != want {
+			t.Errorf("%s through both proxies: %d %q", target, resp.StatusCode, b)
+		}
+	}
+	// Denied hosts never reach the upstream.
+	resp, err := c.Get("http://denied.example/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	auth := "Basic Y29ycDpwdw==" // corp:pw
+	want := []string{"CONNECT " + auth, "GET " + auth}
+	sort.Strings(seen)
+	if resp.StatusCode != http.StatusForbidden || strings.Join(seen, "|") != strings.Join(want, "|") {
+		t.Fatalf("upstream saw %q (denied answered %d), want %q", seen, resp.StatusCode, want)
+	}
+}
+
+func TestUpstreamFromEnv(t *testing.T) {
+	if upstreamFromEnv(func(string) string { return "" }) != nil {
+		t.Error("an upstream proxy out of an empty environment")
+	}
+	env := map[string]string{"https_proxy": "http://corp-proxy:8080", "HTTP_PROXY": "http://corp-plain:8080", "NO_PROXY": "internal.corp"}
+	up := upstreamFromEnv(func(k string) string { return env[k] })
+	for target, want := range map[string]string{
+		"https://registry.npmjs.org": "corp-proxy:8080",
+		"http://deb.debian.org":      "corp-plain:8080",
+		"https://git.internal.corp":  "", // NO_PROXY: direct
+	} {
+		u, _ := url.Parse(target)
+		got, err := up(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (got == nil && want != "") || (got != nil && got.Host != want) {
+			t.Errorf("upstream for %s = %v, want %q", target, got, want)
+		}
 	}
 }
