@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -33,6 +34,7 @@ const sandboxHost = "host.docker.internal"
 func (c *cli) dockerOptions(o *options, f flags) error {
 	o.image = firstSet(f.image, c.getenv(envImage), defaultImage)
 	o.isolation = firstSet(f.isolation, c.getenv(envIsolation), docker.IsolationPrivileged)
+	o.isolationChosen = f.isolation != "" || c.getenv(envIsolation) != ""
 	if o.isolation != docker.IsolationPrivileged && o.isolation != docker.IsolationCaps {
 		return fmt.Errorf("--isolation (or $%s) %q is not %s or %s", envIsolation, o.isolation, docker.IsolationPrivileged, docker.IsolationCaps)
 	}
@@ -219,17 +221,31 @@ func (c *cli) dockerBackend(ctx context.Context, o *options) (dispatch.Backend, 
 		fmt.Fprintf(c.stderr, "sandbox-agent: serving %s to the sandbox at %s (pushes land in it)\n", o.repoLabel, srv.URL)
 	}
 	fmt.Fprintf(c.stderr, "sandbox-agent: docker sandbox %s, isolation %s\n", o.image, o.isolation)
-	return sandboxes{Backend: db, isolation: o.isolation}, done, nil
+	return &sandboxes{Backend: db, isolation: o.isolation, fallback: !o.isolationChosen, stderr: c.stderr}, done, nil
 }
 
-// sandboxes is the docker backend with advice on a failed start.
+// sandboxes is the docker backend with advice on a failed start. When
+// nobody chose the isolation profile and the host refuses privileged
+// containers, it falls back to caps once and says so, so the quick start
+// works on such hosts too.
 type sandboxes struct {
 	*docker.Backend
 	isolation string
+	fallback  bool
+	stderr    io.Writer
 }
 
-func (s sandboxes) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
+func (s *sandboxes) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
+	spec.Isolation = s.isolation
 	created, err := s.Backend.Submit(ctx, spec)
+	if err != nil && s.fallback && s.isolation == docker.IsolationPrivileged && strings.Contains(err.Error(), "unable to apply caps") {
+		fmt.Fprintf(s.stderr, "sandbox-agent: this host refuses privileged containers; using --isolation caps (set it, or %s=caps, to skip this try)\n", envIsolation)
+		if cerr := s.Backend.Cleanup(ctx, spec.Order.TaskID); cerr != nil {
+			return false, fmt.Errorf("%w (and removing the failed sandbox: %v)", err, cerr)
+		}
+		s.isolation, spec.Isolation = docker.IsolationCaps, docker.IsolationCaps
+		created, err = s.Backend.Submit(ctx, spec)
+	}
 	return created, isolationHint(err, s.isolation)
 }
 

@@ -165,6 +165,8 @@ type options struct {
 	yes       bool
 	image     string
 	isolation string
+	// isolationChosen: set by flag or environment, so never overridden.
+	isolationChosen bool
 	// passEnv are the variables (provider keys) given to a sandbox and
 	// redacted as secrets.
 	passEnv []string
