@@ -141,6 +141,9 @@ func (c *Config) validate(file string, pos positions) Errors {
 	if c.Resources.MemoryMB < 0 {
 		bad("resources.memory_mb", "must not be negative")
 	}
+	if c.Mode == ModeTask && len(c.Network.Allow) > 0 {
+		bad("network.allow", "task mode runs without privileges, so the sandbox cannot fence its network; drop the allowlist or use mode coding")
+	}
 	if c.Mode == ModeTask && len(c.Services) > 0 {
 		bad("services", "task mode has no inner Docker daemon, so it cannot run services")
 	}
