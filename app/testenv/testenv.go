@@ -82,7 +82,7 @@ func NPMBin(t testing.TB, name string) string {
 	t.Helper()
 	p := filepath.Join(ModuleRoot(t), "node_modules", ".bin", name)
 	if _, err := os.Stat(p); err != nil {
-		Missing(t, "the npm CLI "+name, "run `npm ci` at the repository root")
+		Missing(t, "the npm CLI "+name, "run `npm install` at the repository root")
 	}
 	return p
 }
@@ -92,7 +92,7 @@ func NPMPackageDir(t testing.TB, name string) string {
 	t.Helper()
 	p := filepath.Join(ModuleRoot(t), "node_modules", name)
 	if _, err := os.Stat(p); err != nil {
-		Missing(t, "the npm package "+name, "run `npm ci` at the repository root")
+		Missing(t, "the npm package "+name, "run `npm install` at the repository root")
 	}
 	return p
 }
