@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -345,40 +344,8 @@ func TestOpenCodeRejectedOperationGetsAnotherPass(t *testing.T) {
 	}
 }
 
-var (
-	buildOnce sync.Once
-	runnerBin string
-	buildErr  error
-)
-
 // sandboxRunner builds cmd/sandbox-runner once per test binary.
-func sandboxRunner(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sandbox-runner-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		runnerBin = filepath.Join(dir, "sandbox-runner")
-		cmd := exec.Command("go", "build", "-o", runnerBin, "./cmd/sandbox-runner")
-		cmd.Dir = testenv.ModuleRoot(t)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = &buildError{out: string(out), err: err}
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("go build ./cmd/sandbox-runner: %v", buildErr)
-	}
-	return runnerBin
-}
-
-type buildError struct {
-	out string
-	err error
-}
-
-func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
+func sandboxRunner(t *testing.T) string { return testenv.BuildCommand(t, "sandbox-runner") }
 
 // SIGTERM to the real sandbox-runner binary mid-run: the agent is stopped,
 // its committed work pushed, and the receipt says interrupted.

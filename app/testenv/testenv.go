@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -116,5 +117,35 @@ func Binary(t testing.TB, name, install string) string {
 	if err != nil {
 		Missing(t, name, install)
 	}
+	return p
+}
+
+// builds caches the binaries built by BuildCommand for the test binary's
+// lifetime: building a command takes seconds, and many tests need one.
+var builds = struct {
+	sync.Mutex
+	paths map[string]string
+}{paths: map[string]string{}}
+
+// BuildCommand builds ./cmd/NAME of this module once per test binary and
+// returns the executable's path.
+func BuildCommand(t testing.TB, name string) string {
+	t.Helper()
+	builds.Lock()
+	defer builds.Unlock()
+	if p, ok := builds.paths[name]; ok {
+		return p
+	}
+	dir, err := os.MkdirTemp("", "sandbox-bot-test-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", p, "./cmd/"+name)
+	cmd.Dir = ModuleRoot(t)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
+	}
+	builds.paths[name] = p
 	return p
 }

@@ -5,10 +5,8 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,31 +16,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/runner/runtest"
 )
 
-var (
-	buildOnce sync.Once
-	runnerBin string
-	buildOut  []byte
-	buildErr  error
-)
-
-func sandboxRunner(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "sandbox-agent-test-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		runnerBin = filepath.Join(dir, "sandbox-runner")
-		cmd := exec.Command("go", "build", "-o", runnerBin, "./cmd/sandbox-runner")
-		cmd.Dir = testenv.ModuleRoot(t)
-		buildOut, buildErr = cmd.CombinedOutput()
-	})
-	if buildErr != nil {
-		t.Fatalf("go build ./cmd/sandbox-runner: %v\n%s", buildErr, buildOut)
-	}
-	return runnerBin
-}
+func sandboxRunner(t *testing.T) string { return testenv.BuildCommand(t, "sandbox-runner") }
 
 // quickstart makes the example project `sandbox-agent quickstart` writes,
 // with overrides committed on top.

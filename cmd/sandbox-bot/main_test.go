@@ -11,21 +11,15 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 )
 
-func buildBot(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sandbox-bot")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
+func buildBot(t *testing.T) string { return testenv.BuildCommand(t, "sandbox-bot") }
 
 // A missing or bad setting fails at start with one line naming it.
 func TestBadSettingsFailWithOneLine(t *testing.T) {
@@ -57,10 +51,7 @@ func TestBadSettingsFailWithOneLine(t *testing.T) {
 // SIGTERM stops the bot cleanly: it answers until then, drains and exits 0.
 func TestServesAndStopsOnSIGTERM(t *testing.T) {
 	bin := buildBot(t)
-	runner := filepath.Join(t.TempDir(), "sandbox-runner")
-	if out, err := exec.Command("go", "build", "-o", runner, "../sandbox-runner").CombinedOutput(); err != nil {
-		t.Fatalf("build runner: %v\n%s", err, out)
-	}
+	runner := testenv.BuildCommand(t, "sandbox-runner")
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

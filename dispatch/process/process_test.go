@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,32 +19,8 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/runner/runtest"
 )
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildOut  []byte
-	buildErr  error
-)
-
 // runnerBin builds the real cmd/sandbox-runner once.
-func runnerBin(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "process-backend-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "sandbox-runner")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/sandbox-runner")
-		cmd.Dir = testenv.ModuleRoot(t)
-		buildOut, buildErr = cmd.CombinedOutput()
-	})
-	if buildErr != nil {
-		t.Fatalf("go build ./cmd/sandbox-runner: %v\n%s", buildErr, buildOut)
-	}
-	return binPath
-}
+func runnerBin(t *testing.T) string { return testenv.BuildCommand(t, "sandbox-runner") }
 
 func newBackend(t *testing.T, runner string, dataDir string) (*process.Backend, *bytes.Buffer) {
 	t.Helper()
