@@ -271,3 +271,20 @@ func TestCheckRunRerequestedRetries(t *testing.T) {
 		t.Errorf("re-run of a failed execute must retry execute, got %s", retry.Order.Mode)
 	}
 }
+
+func TestAbortReleasesAStaleLock(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	n := h.gh.AddIssue(testRepo, writer, "x", "")
+	// A bot died between taking the lock and submitting the run.
+	if _, err := h.backend.Lock(t.Context(), dispatch.LockKey(testRepo, n), "T-DEADBEEF"); err != nil {
+		t.Fatal(err)
+	}
+	h.comment(n, writer, "/plan")
+	h.waitComment(n, "busy reply", func(c string) bool { return strings.Contains(c, "T-DEADBEEF") && strings.Contains(c, "still running") })
+	h.comment(n, writer, "/abort")
+	h.waitComment(n, "stale lock released", func(c string) bool { return strings.Contains(c, "is not running any more; I released it") })
+	h.comment(n, writer, "/plan")
+	if spec := h.waitSubmitted(1)[0]; spec.Order.Mode != dispatch.ModePlan {
+		t.Fatalf("after the stale lock is released a plan run starts, got %s", spec.Order.Mode)
+	}
+}

@@ -234,7 +234,14 @@ func (b *Base) abort(ctx context.Context, client *github.Client, cc commandConte
 	}
 	b.Runs.MarkAborted(holder, cc.sender)
 	b.react(ctx, client, owner, name, cc.commentID, "+1")
-	if err := b.Backend.Cancel(ctx, holder); err != nil && !errors.Is(err, dispatch.ErrNotFound) {
+	if err := b.Backend.Cancel(ctx, holder); errors.Is(err, dispatch.ErrNotFound) {
+		// The lock outlived its run (a bot stopped between taking the lock
+		// and submitting): /abort is how a person clears it.
+		if err := b.Backend.Unlock(ctx, key, holder); err != nil {
+			return fmt.Errorf("release stale lock of %s: %w", holder, err)
+		}
+		return b.replyText(ctx, client, owner, name, cc.number, fmt.Sprintf("`%s` held this issue but is not running any more; I released it. Start again with `/plan` or `/retry`.", holder))
+	} else if err != nil {
 		return fmt.Errorf("cancel %s: %w", holder, err)
 	}
 	return b.replyText(ctx, client, owner, name, cc.number, fmt.Sprintf("Aborting `%s` as @%s asked. The sandbox pushes what it has and stops; I'll post the receipt here.", holder, cc.sender))
