@@ -109,7 +109,7 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 		return false, fmt.Errorf("submit %s: look up job %s: %w", spec.Order.TaskID, id, err)
 	}
 
-	hasToken := spec.Token != ""
+	hasToken := spec.Token != "" || len(b.o.Env) > 0
 	if hasToken {
 		if err := b.writeToken(ctx, id, spec.Token); err != nil {
 			return false, fmt.Errorf("submit %s: %w", spec.Order.TaskID, err)
@@ -137,7 +137,11 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 // writeToken stores the token where the job's template reads it. The
 // value never reaches a log line or an error message.
 func (b *Backend) writeToken(ctx context.Context, jobID, token string) error {
-	v := &api.Variable{Namespace: b.o.Namespace, Path: TokenVarPath(jobID), Items: api.VariableItems{TokenItem: token}}
+	items := api.VariableItems{TokenItem: token}
+	for k, val := range b.o.Env {
+		items[EnvItemPrefix+k] = val
+	}
+	v := &api.Variable{Namespace: b.o.Namespace, Path: TokenVarPath(jobID), Items: items}
 	if _, _, err := b.c.Variables().Update(v, b.wopts(ctx)); err != nil {
 		return fmt.Errorf("write token variable %s: %w", TokenVarPath(jobID), err)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -165,9 +166,36 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 			Gid:        ptr(o.TaskGID),
 		})
 	}
+	if len(o.Env) > 0 {
+		task.Templates = append(task.Templates, &api.Template{
+			EmbeddedTmpl: ptr(envTemplate(TokenVarPath(id), o.Env)),
+			DestPath:     ptr("secrets/env"),
+			Envvars:      ptr(true),
+			ChangeMode:   ptr("noop"),
+			Perms:        ptr("0400"),
+		})
+	}
 	group.AddTask(task)
 	job.AddTaskGroup(group)
 	return job, nil
+}
+
+// envTemplate renders the sandbox environment from the run's Variable, one
+// KEY=value line per name; the values never enter the job.
+func envTemplate(varPath string, env map[string]string) string {
+	names := make([]string, 0, len(env))
+	for k := range env {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString(`{{ with nomadVar "` + varPath + `" }}`)
+	for _, k := range names {
+		// toJSON quotes the value the way the env file parser reads it.
+		b.WriteString(k + "={{ ." + EnvItemPrefix + k + " | toJSON }}\n")
+	}
+	b.WriteString("{{ end }}")
+	return b.String()
 }
 
 func dockerConfig(image, isolation string, taskMode bool) map[string]any {

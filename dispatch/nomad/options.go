@@ -18,6 +18,7 @@ package nomad
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -87,6 +88,11 @@ const (
 )
 
 // Resources of one sandbox.
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// EnvItemPrefix marks the Variable items that are sandbox environment.
+const EnvItemPrefix = "env_"
+
 type Resources struct {
 	CPU      int // MHz
 	MemoryMB int
@@ -145,6 +151,11 @@ type Options struct {
 	// Purge removes the job from Nomad in Cleanup; otherwise the job is
 	// stopped and left to Nomad's garbage collector.
 	Purge bool
+	// Env is given to every sandbox (the model provider's API key, a
+	// proxy). The values are secrets: they travel in the run's Variable
+	// next to the token and are rendered into the task's environment by a
+	// template, so they never appear in the job.
+	Env map[string]string
 	// LogDrain bounds how long Wait keeps reading the log after the
 	// allocation ended, for the last progress lines.
 	LogDrain time.Duration
@@ -156,6 +167,14 @@ type Options struct {
 func (o *Options) setDefaults() error {
 	if strings.TrimSpace(o.Image) == "" {
 		return errors.New("nomad backend: Image (the sandbox image reference, SANDBOX_IMAGE) is required")
+	}
+	for k, v := range o.Env {
+		if !envName.MatchString(k) {
+			return fmt.Errorf("nomad backend: sandbox environment variable name %q is not a valid name", k)
+		}
+		if strings.ContainsAny(v, "\r\n") {
+			return fmt.Errorf("nomad backend: sandbox environment variable %s holds a newline, which an env template cannot carry", k)
+		}
 	}
 	switch o.Isolation {
 	case "":
