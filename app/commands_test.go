@@ -288,3 +288,14 @@ func TestAbortReleasesAStaleLock(t *testing.T) {
 		t.Fatalf("after the stale lock is released a plan run starts, got %s", spec.Order.Mode)
 	}
 }
+
+func TestPlanNotRequiredGoesStraightToExecute(t *testing.T) {
+	h := newHarness(t, map[string]string{".sandbox.yml": "plan:\n  required: false\n"}, nil)
+	n := h.gh.AddIssue(testRepo, writer, "Small fix", "Fix it.")
+	h.label(n, writer, "d-noplan")
+	spec := h.waitSubmitted(1)[0]
+	if spec.Order.Mode != dispatch.ModeExecute || spec.Order.TargetBranch == "" || spec.Order.Plan != "" {
+		t.Fatalf("plan.required false: want an execute run on a new branch without a plan, got %s on %q", spec.Order.Mode, spec.Order.TargetBranch)
+	}
+	h.waitComment(n, "ack", func(c string) bool { return strings.Contains(c, "Implementing this issue (no plan step") })
+}

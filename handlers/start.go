@@ -152,7 +152,7 @@ func (b *Base) start(ctx context.Context, client *github.Client, req startReques
 	b.setState(ctx, client, owner, name, req.Number, label)
 	err = b.reply(ctx, client, owner, name, req.Number, "github/ack", map[string]any{
 		"TaskID": taskID, "Mode": mode, "Branch": branch, "Budget": budget, "Excluded": excluded,
-		"Round": req.Round, "Attempt": attempt, "Harness": cfg.Harness,
+		"Round": req.Round, "Attempt": attempt, "Harness": cfg.Harness, "HasPlan": req.Plan != "",
 		"Marker": Marker{Kind: KindAck, TaskID: taskID, Mode: mode, Issue: req.Issue, Branch: branch, Round: req.Round, Attempt: attempt}.String(),
 	})
 	if err != nil {
