@@ -714,7 +714,12 @@ func (c *cli) report(o *options, order dispatch.WorkOrder, res *dispatch.Result)
 		}
 	}
 	tu := res.TokenUsage
-	took := (time.Duration(res.DurationSeconds * float64(time.Second))).Round(time.Second)
+	took := time.Duration(res.DurationSeconds * float64(time.Second))
+	if took < 10*time.Second {
+		took = took.Round(time.Millisecond) // a quick run must not read as 0s
+	} else {
+		took = took.Round(time.Second)
+	}
 	if tu.TotalCostUSD == 0 && tu.Input == 0 && tu.Output == 0 && tu.Steps == 0 {
 		// A command agent that reports no usage: zeros would read as a
 		// measurement.
