@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -137,7 +138,7 @@ func (b *Base) isIgnoredSender(u *github.User) bool {
 		return true
 	}
 	if u.GetType() == "Bot" || strings.HasSuffix(u.GetLogin(), "[bot]") {
-		return !contains(b.AllowBots, u.GetLogin())
+		return !slices.Contains(b.AllowBots, u.GetLogin())
 	}
 	return false
 }
@@ -145,7 +146,7 @@ func (b *Base) isIgnoredSender(u *github.User) bool {
 // canWrite reports whether login may drive the bot on repo: write, maintain
 // or admin permission, or a place on the operator's allowlist.
 func (b *Base) canWrite(ctx context.Context, client *github.Client, owner, repo, login string) (bool, error) {
-	if contains(b.AllowUsers, login) {
+	if slices.Contains(b.AllowUsers, login) {
 		return true, nil
 	}
 	perm, _, err := client.Repositories.GetPermissionLevel(ctx, owner, repo, login)

@@ -3,6 +3,7 @@ package handlers
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -128,7 +129,7 @@ func parseFlags(cmd *Command, spec commandSpec, rest string) (string, error) {
 			val, after, _ = strings.Cut(rest, " ")
 			rest = strings.TrimSpace(after)
 		}
-		if !contains(spec.flags, key) {
+		if !slices.Contains(spec.flags, key) {
 			msg := fmt.Sprintf("`/%s` has no flag `--%s`.", cmd.Name, key)
 			if s := closest(key, spec.flags); s != "" {
 				msg += fmt.Sprintf(" Did you mean `--%s`?", s)
@@ -214,13 +215,4 @@ func closest(s string, valid []string) string {
 		}
 	}
 	return best
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/google/go-github/v62/github"
@@ -182,7 +183,7 @@ func (b *Base) taskText(ctx context.Context, client *github.Client, owner, repo 
 	}
 	var excluded []string
 	exclude := func(login string) {
-		if !contains(excluded, login) {
+		if !slices.Contains(excluded, login) {
 			excluded = append(excluded, login)
 		}
 	}
@@ -250,7 +251,7 @@ func (b *Base) setState(ctx context.Context, client *github.Client, owner, repo 
 		return
 	}
 	for _, l := range issue.Labels {
-		if contains(stateLabels, l.GetName()) && l.GetName() != label {
+		if slices.Contains(stateLabels, l.GetName()) && l.GetName() != label {
 			if _, err := client.Issues.RemoveLabelForIssue(ctx, owner, repo, number, l.GetName()); err != nil {
 				log.Warn().Err(err).Str("label", l.GetName()).Msg("remove state label")
 			}
@@ -266,7 +267,7 @@ func (b *Base) setState(ctx context.Context, client *github.Client, owner, repo 
 // stateOf returns the state label an issue carries, or "".
 func stateOf(labels []*github.Label) string {
 	for _, l := range labels {
-		if contains(stateLabels, l.GetName()) {
+		if slices.Contains(stateLabels, l.GetName()) {
 			return l.GetName()
 		}
 	}

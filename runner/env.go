@@ -6,10 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -61,7 +62,7 @@ func ResolveEnv(src EnvSources) (*ResolvedEnv, error) {
 		}
 	}
 	res := &ResolvedEnv{Vars: vars}
-	for _, k := range sortedKeys(vars) {
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		vars[k] = dollarVar.ReplaceAllStringFunc(vars[k], func(m string) string {
 			name := m[2 : len(m)-1]
 			if v, ok := src.Secrets[name]; ok {
@@ -80,7 +81,7 @@ func ResolveEnv(src EnvSources) (*ResolvedEnv, error) {
 			vars[k] = v
 		}
 	}
-	for _, k := range sortedKeys(vars) {
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		var missing []string
 		vars[k] = placeholder.ReplaceAllStringFunc(vars[k], func(m string) string {
 			name := m[1 : len(m)-1]
@@ -92,7 +93,7 @@ func ResolveEnv(src EnvSources) (*ResolvedEnv, error) {
 		})
 		for _, name := range missing {
 			if src.Services != nil {
-				return nil, fmt.Errorf("env %s: placeholder {%s} names no running service (running: %s)", k, name, strings.Join(sortedKeys(src.Services), ", "))
+				return nil, fmt.Errorf("env %s: placeholder {%s} names no running service (running: %s)", k, name, strings.Join(slices.Sorted(maps.Keys(src.Services)), ", "))
 			}
 			res.Unresolved = append(res.Unresolved, fmt.Sprintf("%s: {%s} left as is (no services file: %s is not set)", k, name, dispatch.EnvServicesFile))
 		}
@@ -224,7 +225,7 @@ func mergeEnv(base []string, vars map[string]string) []string {
 		}
 		out = append(out, e)
 	}
-	for _, k := range sortedKeys(vars) {
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		out = append(out, k+"="+vars[k])
 	}
 	return out
@@ -238,15 +239,6 @@ func lookupEnv(env []string, key string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // EnvOpenCodeConfigJSON carries the operator's opencode.json (providers,

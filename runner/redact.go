@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -53,7 +54,7 @@ func (r *Redactor) Add(values ...string) {
 			}
 		}
 		for _, f := range forms {
-			if !contains(r.secrets, f) {
+			if !slices.Contains(r.secrets, f) {
 				r.secrets = append(r.secrets, f)
 			}
 		}
@@ -110,13 +111,4 @@ func (rw *redactWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -817,7 +818,7 @@ func (s *Server) addLabels(w http.ResponseWriter, r *http.Request, repo *Repo) {
 	}
 	for _, l := range labels {
 		repo.Labels[l] = true // GitHub creates missing labels on add
-		if !containsString(iss.Labels, l) {
+		if !slices.Contains(iss.Labels, l) {
 			iss.Labels = append(iss.Labels, l)
 		}
 	}
@@ -831,7 +832,7 @@ func (s *Server) addLabels(w http.ResponseWriter, r *http.Request, repo *Repo) {
 func (s *Server) removeLabel(w http.ResponseWriter, r *http.Request, repo *Repo) {
 	iss := repo.Issues[number(r)]
 	name := r.PathValue("name")
-	if iss == nil || !containsString(iss.Labels, name) {
+	if iss == nil || !slices.Contains(iss.Labels, name) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Label does not exist"})
 		return
 	}
@@ -1147,7 +1148,7 @@ func (t *Token) allows(repo *Repo) bool {
 	if time.Now().After(t.ExpiresAt) || t.InstallationID != repo.InstallationID {
 		return false
 	}
-	if len(t.Repositories) > 0 && !containsString(t.Repositories, repo.Name) {
+	if len(t.Repositories) > 0 && !slices.Contains(t.Repositories, repo.Name) {
 		return false
 	}
 	if t.Permissions != nil && t.Permissions["contents"] != "write" {
@@ -1162,13 +1163,4 @@ func mustGit() string {
 		return "/usr/bin/git"
 	}
 	return p
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -2,7 +2,9 @@ package sandboxcfg
 
 import (
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -41,7 +43,7 @@ func Resolve(serverDefaults Config, repo *Config, repoFile string, flags Flags, 
 	var errs Errors
 	if repo != nil && len(limits.AllowedOverrides) > 0 {
 		for _, key := range setKeys(repo) {
-			if !contains(limits.AllowedOverrides, key) {
+			if !slices.Contains(limits.AllowedOverrides, key) {
 				errs = append(errs, &FieldError{File: repoFile, Field: key, Msg: fmt.Sprintf("the server does not let repositories set this (allowed: %s)", strings.Join(limits.AllowedOverrides, ", "))})
 			}
 		}
@@ -49,9 +51,9 @@ func Resolve(serverDefaults Config, repo *Config, repoFile string, flags Flags, 
 	// The server's defaults are shared by every concurrent Resolve: copy
 	// what merge and ApplyDefaults write to (maps, check timeouts).
 	c := serverDefaults
-	c.Services = cloneMap(serverDefaults.Services)
-	c.Env = cloneMap(serverDefaults.Env)
-	c.MCP = cloneMap(serverDefaults.MCP)
+	c.Services = maps.Clone(serverDefaults.Services)
+	c.Env = maps.Clone(serverDefaults.Env)
+	c.MCP = maps.Clone(serverDefaults.MCP)
 	c.Validate = append(Checks(nil), serverDefaults.Validate...)
 	if repo != nil {
 		merge(&c, repo)
@@ -90,14 +92,14 @@ func (l Limits) check(c *Config, file string) Errors {
 	if l.MaxTimeoutMinutes > 0 && c.TimeoutMinutes > l.MaxTimeoutMinutes {
 		bad("timeout_minutes", "%d is over the server ceiling of %d", c.TimeoutMinutes, l.MaxTimeoutMinutes)
 	}
-	if len(l.AllowedHarnesses) > 0 && !contains(l.AllowedHarnesses, c.Harness) {
+	if len(l.AllowedHarnesses) > 0 && !slices.Contains(l.AllowedHarnesses, c.Harness) {
 		bad("harness", "%q is not allowed on this server (allowed: %s)", c.Harness, strings.Join(l.AllowedHarnesses, ", "))
 	}
 	if len(l.AllowedModels) > 0 && c.Model != "" && !matchAny(l.AllowedModels, c.Model) {
 		bad("model", "%q is not allowed on this server (allowed: %s)", c.Model, strings.Join(l.AllowedModels, ", "))
 	}
 	if len(l.AllowedImages) > 0 {
-		for _, name := range sortedKeys(c.Services) {
+		for _, name := range slices.Sorted(maps.Keys(c.Services)) {
 			if img := c.Services[name].Image; !matchAny(l.AllowedImages, img) {
 				bad("services."+name+".image", "%q is not allowed on this server (allowed: %s)", img, strings.Join(l.AllowedImages, ", "))
 			}
@@ -244,15 +246,4 @@ func setKeys(c *Config) []string {
 	add(len(c.Network.Allow) > 0, "network")
 	add(c.Resources != (Resources{}), "resources")
 	return keys
-}
-
-func cloneMap[V any](m map[string]V) map[string]V {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]V, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

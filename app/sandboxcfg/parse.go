@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -171,7 +172,7 @@ func syntaxError(file string, data []byte, err error) error {
 	}
 	e := &FieldError{File: file, Msg: "invalid YAML: " + msg}
 	switch {
-	case contains(parserProblems, msg):
+	case slices.Contains(parserProblems, msg):
 		e.Pos = Pos{Line: line + 1}
 	case line > 0:
 		e.Pos = Pos{Line: line}

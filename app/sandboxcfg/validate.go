@@ -2,8 +2,9 @@ package sandboxcfg
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -34,7 +35,7 @@ func (c *Config) validate(file string, pos positions) Errors {
 	if c.Mode != "" && c.Mode != ModeCoding && c.Mode != ModeTask {
 		bad("mode", "must be coding or task, got %q", c.Mode)
 	}
-	if c.Harness != "" && !contains(knownHarnesses, c.Harness) {
+	if c.Harness != "" && !slices.Contains(knownHarnesses, c.Harness) {
 		bad("harness", "must be one of %s, got %q%s", strings.Join(knownHarnesses, ", "), c.Harness, suggest(c.Harness, knownHarnesses))
 	}
 	if c.Harness == "command" && strings.TrimSpace(c.Command) == "" {
@@ -49,7 +50,7 @@ func (c *Config) validate(file string, pos positions) Errors {
 	if c.InactivitySeconds < 0 {
 		bad("inactivity_timeout", "must be at least 1, got %d", c.InactivitySeconds)
 	}
-	for _, name := range sortedKeys(c.Services) {
+	for _, name := range slices.Sorted(maps.Keys(c.Services)) {
 		s := c.Services[name]
 		p := "services." + name
 		if !serviceName.MatchString(name) {
@@ -85,12 +86,12 @@ func (c *Config) validate(file string, pos positions) Errors {
 			}
 		}
 	}
-	for _, k := range sortedKeys(c.Env) {
+	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
 		for _, m := range placeholder.FindAllStringSubmatch(c.Env[k], -1) {
 			if !c.knowsPlaceholder(m[1]) {
 				known := "no services are defined"
 				if len(c.Services) > 0 {
-					known = "services: " + strings.Join(sortedKeys(c.Services), ", ")
+					known = "services: " + strings.Join(slices.Sorted(maps.Keys(c.Services)), ", ")
 				}
 				bad("env."+k, "placeholder {%s} names no service (%s)", m[1], known)
 			}
@@ -115,7 +116,7 @@ func (c *Config) validate(file string, pos positions) Errors {
 			bad(fmt.Sprintf("dev.routes[%d]", i), "must start with /, got %q", r)
 		}
 	}
-	for _, name := range sortedKeys(c.MCP) {
+	for _, name := range slices.Sorted(maps.Keys(c.MCP)) {
 		m := c.MCP[name]
 		if (len(m.Command) == 0) == (m.URL == "") {
 			bad("mcp."+name, "set exactly one of command, url")
@@ -159,22 +160,4 @@ func (c *Config) knowsPlaceholder(name string) bool {
 		return true
 	}
 	return c.Supabase && strings.HasPrefix(name, "supabase_")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -7,13 +7,14 @@ package runtest
 import (
 	"bytes"
 	"encoding/base64"
+	"maps"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -93,7 +94,7 @@ func (r *Remote) Commit(t testing.TB, branch, from string, files map[string]stri
 		Git(t, work, "fetch", "--quiet", "origin", from)
 		Git(t, work, "checkout", "--quiet", "-B", branch, "FETCH_HEAD")
 	}
-	for _, name := range sortedKeys(files) {
+	for _, name := range slices.Sorted(maps.Keys(files)) {
 		p := filepath.Join(work, name)
 		if files[name] == "" {
 			os.Remove(p)
@@ -253,13 +254,4 @@ func HermeticEnv(home string) []string {
 		"XDG_STATE_HOME="+filepath.Join(home, ".local", "state"),
 		"GIT_CONFIG_GLOBAL=/dev/null",
 	)
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
