@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/runner/harness"
 )
 
 // EnvSources are the layers of the environment given to setup, the agent
@@ -255,7 +256,7 @@ func openCodeConfigEnv(env []string, stateDir string) ([]string, error) {
 	if !ok {
 		return env, nil
 	}
-	env = withoutEnv(env, EnvOpenCodeConfigJSON)
+	env = harness.WithoutEnv(env, EnvOpenCodeConfigJSON)
 	if strings.TrimSpace(content) == "" {
 		return env, nil
 	}
@@ -268,5 +269,5 @@ func openCodeConfigEnv(env []string, stateDir string) ([]string, error) {
 	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
 		return nil, fmt.Errorf("write %s: %w", EnvOpenCodeConfigJSON, err)
 	}
-	return append(withoutEnv(env, "OPENCODE_CONFIG"), "OPENCODE_CONFIG="+p), nil
+	return append(harness.WithoutEnv(env, "OPENCODE_CONFIG"), "OPENCODE_CONFIG="+p), nil
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/runner/harness"
 )
 
 // Git runs git for one checkout. Network operations authenticate through a
@@ -39,7 +40,7 @@ func gitSetup(stateDir, dir string, base []string, tokenFile, name, email string
 	sysFile := filepath.Join(stateDir, "gitconfig")
 	// What the agent and the checks get too: the identity, no prompts, no
 	// editor that would wait for a person.
-	shared := append(withoutEnv(base, "GIT_CONFIG_SYSTEM", "GIT_DIR", "GIT_WORK_TREE", "GIT_ASKPASS", "SSH_ASKPASS"),
+	shared := append(harness.WithoutEnv(base, "GIT_CONFIG_SYSTEM", "GIT_DIR", "GIT_WORK_TREE", "GIT_ASKPASS", "SSH_ASKPASS"),
 		"GIT_CONFIG_SYSTEM="+sysFile,
 		"GIT_TERMINAL_PROMPT=0",
 		"GIT_EDITOR=true",
@@ -367,20 +368,6 @@ var urlUserinfo = regexp.MustCompile(`://[^/@]+@`)
 
 // redactURL drops credentials someone put in a clone URL against advice.
 func redactURL(u string) string { return urlUserinfo.ReplaceAllString(u, "://"+Redacted+"@") }
-
-func withoutEnv(env []string, keys ...string) []string {
-	out := make([]string, 0, len(env))
-next:
-	for _, e := range env {
-		for _, k := range keys {
-			if strings.HasPrefix(e, k+"=") {
-				continue next
-			}
-		}
-		out = append(out, e)
-	}
-	return out
-}
 
 // tail keeps the last n bytes of s, cut at a line start when possible.
 func tail(s string, n int) string {

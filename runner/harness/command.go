@@ -35,7 +35,7 @@ func (c *Command) Command(req Request) (*exec.Cmd, error) {
 	}
 	cmd := exec.Command("sh", "-c", c.script)
 	cmd.Dir = req.Dir
-	env := withoutKeys(req.Env, "PWD", "SANDBOX_READ_ONLY", "SANDBOX_SESSION_ID", "SANDBOX_MODEL")
+	env := WithoutEnv(req.Env, "PWD", "SANDBOX_READ_ONLY", "SANDBOX_SESSION_ID", "SANDBOX_MODEL")
 	env = append(env, "PWD="+req.Dir)
 	if req.ReadOnly {
 		env = append(env, "SANDBOX_READ_ONLY=1")

@@ -71,7 +71,7 @@ func (o *OpenCode) Command(req Request) (*exec.Cmd, error) {
 	cmd.Dir = req.Dir
 	// OpenCode resolves relative paths against $PWD, not the process's
 	// working directory: an inherited PWD would send writes elsewhere.
-	env := withoutKeys(req.Env, "PWD", "OPENCODE_CONFIG_CONTENT")
+	env := WithoutEnv(req.Env, "PWD", "OPENCODE_CONFIG_CONTENT")
 	env = append(env, "PWD="+req.Dir, "OPENCODE_CONFIG_CONTENT="+content)
 	cmd.Env = envDefaults(env, openCodeEnv())
 	cmd.Stdin = strings.NewReader(req.Prompt)
@@ -271,8 +271,8 @@ func clip(b []byte, n int) string {
 	return string(b[:n]) + "..."
 }
 
-// withoutKeys drops KEY=... entries for the given keys.
-func withoutKeys(env []string, keys ...string) []string {
+// WithoutEnv drops KEY=... entries for the given keys from an environment.
+func WithoutEnv(env []string, keys ...string) []string {
 	out := make([]string, 0, len(env))
 next:
 	for _, e := range env {
