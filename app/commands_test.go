@@ -299,3 +299,23 @@ func TestPlanNotRequiredGoesStraightToExecute(t *testing.T) {
 	}
 	h.waitComment(n, "ack", func(c string) bool { return strings.Contains(c, "Implementing this issue (no plan step") })
 }
+
+// An /abort survives a bot restart: the restarted bot reads the abort from
+// its reply's marker and does not continue the interrupted run.
+func TestAbortSurvivesRestart(t *testing.T) {
+	h := newHarness(t, nil, nil)
+	h.backend.CancelEndsRun = false // the sandbox takes its grace period
+	n, _ := h.planned("Slow task")
+	h.comment(n, writer, "/approve")
+	exec := h.waitSubmitted(2)[1]
+	h.comment(n, writer, "/abort")
+	h.waitComment(n, "abort reply", func(c string) bool { return strings.Contains(c, "Aborting `"+exec.Order.TaskID+"`") })
+	h.stop()
+	h.backend.Finish(exec.Order.TaskID, &dispatch.Result{Mode: dispatch.ModeExecute, Status: dispatch.StatusInterrupted, Branch: exec.Order.TargetBranch})
+	h.start(nil)
+	h.waitComment(n, "aborted receipt", func(c string) bool { return strings.Contains(c, "was aborted") && strings.Contains(c, `"kind":"aborted"`) })
+	time.Sleep(200 * time.Millisecond)
+	if got := len(h.backend.Specs()); got != 2 {
+		t.Fatalf("an aborted run must not be continued after a restart; runs: %d", got)
+	}
+}

@@ -244,7 +244,8 @@ func (b *Base) abort(ctx context.Context, client *github.Client, cc commandConte
 	} else if err != nil {
 		return fmt.Errorf("cancel %s: %w", holder, err)
 	}
-	return b.replyText(ctx, client, owner, name, cc.number, fmt.Sprintf("Aborting `%s` as @%s asked. The sandbox pushes what it has and stops; I'll post the receipt here.", holder, cc.sender))
+	return b.replyText(ctx, client, owner, name, cc.number, fmt.Sprintf("%s\nAborting `%s` as @%s asked. The sandbox pushes what it has and stops; I'll post the receipt here.",
+		Marker{Kind: KindAbortRequested, TaskID: holder}, holder, cc.sender))
 }
 
 // agentPR reads a PR and tells whether the agent opened it (its body carries

@@ -36,6 +36,8 @@ const (
 	KindFailure  = "failure"
 	KindProgress = "progress"
 	KindAborted  = "aborted"
+	// KindAbortRequested marks the reply to /abort, before the run ends.
+	KindAbortRequested = "abort-requested"
 )
 
 var markerRE = regexp.MustCompile(`<!-- sandbox-bot:(\{.*?\}) -->`)

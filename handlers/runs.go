@@ -144,7 +144,7 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		log.Error().Str("result_task", res.TaskID).Msg("result.json belongs to another task; ignoring it")
 		res = nil
 	}
-	if err := r.finish(ctx, client, owner, repo, meta, st, res, prog); err != nil {
+	if err := r.finish(ctx, client, owner, repo, meta, res, prog); err != nil {
 		log.Error().Err(err).Msg("post result")
 		// Keep the run and the lock: a restart reconciles and tries again.
 		return
@@ -189,7 +189,7 @@ func (r *Runs) refreshTokens(ctx context.Context, meta dispatch.Meta, done <-cha
 // finish posts what the run produced. It is idempotent: if a comment with
 // this task's result marker exists (posted before a restart), it does not
 // post again.
-func (r *Runs) finish(ctx context.Context, client *github.Client, owner, repo string, meta dispatch.Meta, st dispatch.RunStatus, res *dispatch.Result, prog *progress) error {
+func (r *Runs) finish(ctx context.Context, client *github.Client, owner, repo string, meta dispatch.Meta, res *dispatch.Result, prog *progress) error {
 	log := zerolog.Ctx(ctx)
 	comments, err := listComments(ctx, client, owner, repo, meta.Number)
 	if err != nil {
@@ -213,7 +213,13 @@ func (r *Runs) finish(ctx context.Context, client *github.Client, owner, repo st
 	if res != nil {
 		status = res.Status
 	}
-	if by, ok := r.abortedBy(meta.TaskID); ok || (res == nil && st.State == dispatch.StateComplete && r.hasAbortMarker(marked, meta.TaskID)) {
+	// An abort is remembered in memory and in the /abort reply's marker, so
+	// a bot restarted between /abort and the run's end does not continue it.
+	by, aborted := r.abortedBy(meta.TaskID)
+	if !aborted {
+		_, aborted = lastMarked(marked, KindAbortRequested, meta.TaskID)
+	}
+	if aborted {
 		prog.complete(ctx, "cancelled", "Aborted", "The run was aborted.", res)
 		r.b.setState(ctx, client, owner, repo, meta.Number, "")
 		return r.b.reply(ctx, client, owner, repo, meta.Number, "github/aborted", map[string]any{
@@ -237,11 +243,6 @@ func (r *Runs) finish(ctx context.Context, client *github.Client, owner, repo st
 		r.b.setState(ctx, client, owner, repo, meta.Number, LabelDone)
 		return r.b.reply(ctx, client, owner, repo, meta.Number, "github/done", r.receipt(rc, res, KindResult))
 	}
-}
-
-func (r *Runs) hasAbortMarker(marked []markedComment, taskID string) bool {
-	_, ok := lastMarked(marked, KindAborted, taskID)
-	return ok
 }
 
 // runContext is what finishing a run needs to know about where it came from.
