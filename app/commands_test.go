@@ -313,7 +313,9 @@ func TestAbortSurvivesRestart(t *testing.T) {
 	h.stop()
 	h.backend.Finish(exec.Order.TaskID, &dispatch.Result{Mode: dispatch.ModeExecute, Status: dispatch.StatusInterrupted, Branch: exec.Order.TargetBranch})
 	h.start(nil)
-	h.waitComment(n, "aborted receipt", func(c string) bool { return strings.Contains(c, "was aborted") && strings.Contains(c, `"kind":"aborted"`) })
+	h.waitComment(n, "aborted receipt", func(c string) bool {
+		return strings.Contains(c, "was aborted") && strings.Contains(c, `"kind":"aborted"`)
+	})
 	time.Sleep(200 * time.Millisecond)
 	if got := len(h.backend.Specs()); got != 2 {
 		t.Fatalf("an aborted run must not be continued after a restart; runs: %d", got)
