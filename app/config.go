@@ -17,7 +17,8 @@ import (
 	"github.com/rs/zerolog"
 	"gopkg.in/yaml.v3"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 // Config is the server configuration: an optional YAML file
@@ -28,10 +29,10 @@ type Config struct {
 	Listen string `yaml:"listen"`
 	// Backend is nomad, docker or process (a plain child process, no
 	// isolation: for trying the bot on a machine without Docker).
-	Backend   string `yaml:"backend"`
-	Image     string `yaml:"image"`
-	Isolation string `yaml:"isolation"`
-	DataDir   string `yaml:"data_dir"`
+	Backend   string             `yaml:"backend"`
+	Image     string             `yaml:"image"`
+	Isolation dispatch.Isolation `yaml:"isolation"`
+	DataDir   string             `yaml:"data_dir"`
 	// PublicURL is where people reach the bot (links in comments); the
 	// dashboard and check-run details link to it when set.
 	PublicURL string `yaml:"public_url"`
@@ -165,7 +166,9 @@ func (c *Config) applyEnv(getenv Getenv) error {
 	str("SANDBOX_LISTEN", &c.Listen)
 	str("SANDBOX_BACKEND", &c.Backend)
 	str("SANDBOX_IMAGE", &c.Image)
-	str("SANDBOX_ISOLATION", &c.Isolation)
+	if v, ok := getenv("SANDBOX_ISOLATION"); ok {
+		c.Isolation = dispatch.Isolation(v)
+	}
 	str("SANDBOX_DATA_DIR", &c.DataDir)
 	str("SANDBOX_PUBLIC_URL", &c.PublicURL)
 	str("SANDBOX_TRIGGER_LABEL", &c.TriggerLabel)
@@ -248,7 +251,7 @@ func (c *Config) applyDefaults() {
 		c.Image = DefaultImage
 	}
 	if c.Isolation == "" {
-		c.Isolation = "privileged"
+		c.Isolation = dispatch.IsolationPrivileged
 	}
 	if c.DataDir == "" {
 		c.DataDir = "/var/lib/sandbox-bot"
@@ -311,8 +314,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("SANDBOX_BACKEND: %q is not nomad, docker or process", c.Backend)
 	case c.Backend == "nomad" && c.Nomad.Addr == "":
 		return errors.New("NOMAD_ADDR: required with SANDBOX_BACKEND=nomad")
-	case c.Isolation != "privileged" && c.Isolation != "caps":
-		return fmt.Errorf("SANDBOX_ISOLATION: %q is not privileged or caps", c.Isolation)
+	case c.Isolation != dispatch.IsolationPrivileged && c.Isolation != dispatch.IsolationCaps:
+		return fmt.Errorf("SANDBOX_ISOLATION: %q is not %s or %s", c.Isolation, dispatch.IsolationPrivileged, dispatch.IsolationCaps)
 	case c.QueueSize < 1:
 		return errors.New("SANDBOX_QUEUE_SIZE: must be at least 1")
 	case c.Workers < 1:

@@ -14,7 +14,8 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/app"
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 // appKeyPEM is a real App private key, made once per test binary: the
@@ -84,7 +85,7 @@ func TestLoadConfigFromEnvOnly(t *testing.T) {
 		{"listen", c.Listen, ":8080"},
 		{"backend", c.Backend, "docker"},
 		{"image", c.Image, app.DefaultImage},
-		{"isolation", c.Isolation, "privileged"},
+		{"isolation", c.Isolation, dispatch.IsolationPrivileged},
 		{"data dir", c.DataDir, "/var/lib/sandbox-bot"},
 		{"trigger label", c.TriggerLabel, "agent"},
 		{"workers", c.Workers, app.DefaultWorkers},
@@ -150,7 +151,7 @@ func TestLoadConfigEveryVariable(t *testing.T) {
 		{"nomad region", c.Nomad.Region, "eu"},
 		{"listen", c.Listen, "127.0.0.1:9000"},
 		{"image", c.Image, "registry.local/sandbox:1.2"},
-		{"isolation", c.Isolation, "caps"},
+		{"isolation", c.Isolation, dispatch.IsolationCaps},
 		{"data dir", c.DataDir, "/srv/bot"},
 		{"public url", c.PublicURL, "https://bot.example.com"},
 		{"trigger label", c.TriggerLabel, "ai"},
@@ -272,7 +273,7 @@ func TestLoadConfigFileWithEnvOverrides(t *testing.T) {
 		{"v3 url from the file", c.GitHub.V3APIURL, "https://ghe.example.com/api/v3/"},
 		{"listen: env over file", c.Listen, ":7070"},
 		{"workers: env over file", c.Workers, 6},
-		{"isolation: env over file", c.Isolation, "privileged"},
+		{"isolation: env over file", c.Isolation, dispatch.IsolationPrivileged},
 		{"backend from the file", c.Backend, "nomad"},
 		{"image from the file", c.Image, "registry.local/sandbox:file"},
 		{"data dir from the file", c.DataDir, "/srv/file"},

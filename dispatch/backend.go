@@ -39,8 +39,9 @@ type RunSpec struct {
 	// Token is the repo-scoped installation token. The backend delivers it
 	// as a file (never an env var or argument) and keeps it out of logs.
 	Token string
-	// Isolation is "privileged" or "caps"; task mode ignores it.
-	Isolation string
+	// Isolation is the profile of a coding sandbox; "" is the backend's
+	// default, and task mode ignores it.
+	Isolation Isolation
 }
 
 // State is where a run is in its life.

@@ -19,8 +19,8 @@ import (
 	"github.com/palantir/go-githubapp/appconfig"
 	"github.com/palantir/go-githubapp/githubapp"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
 
@@ -39,7 +39,7 @@ type Settings struct {
 	TokenRefresh time.Duration
 	Defaults     sandboxcfg.Config
 	Limits       sandboxcfg.Limits
-	Isolation    string
+	Isolation    dispatch.Isolation
 	// CheckName is the check run that shows a run's progress.
 	CheckName string
 	// SecretEnv names the variables the backend passes to every sandbox;
@@ -78,9 +78,6 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 	}
 	if s.TokenRefresh == 0 {
 		s.TokenRefresh = 45 * time.Minute
-	}
-	if s.Isolation == "" {
-		s.Isolation = "privileged"
 	}
 	if s.WebURL == "" {
 		s.WebURL = "https://github.com"

@@ -10,8 +10,8 @@ import (
 	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 // startRequest is everything a handler knows when it asks for a run.

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/runner"
 	"github.com/sandbox-bot/sandbox-bot/runner/harness"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"

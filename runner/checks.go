@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 // Output tails kept in the receipt and sent to the agent for repair: enough

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/runner/harness"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
 	"github.com/sandbox-bot/sandbox-bot/runner/runtest"

@@ -242,32 +242,27 @@ func lookupEnv(env []string, key string) (string, bool) {
 	return "", false
 }
 
-// EnvOpenCodeConfigJSON carries the operator's opencode.json (providers,
-// base URLs, {env:VAR} keys) into a sandbox, where the host path the
-// operator's OPENCODE_CONFIG names does not exist.
-const EnvOpenCodeConfigJSON = "SANDBOX_OPENCODE_CONFIG_JSON"
-
-// openCodeConfigEnv writes EnvOpenCodeConfigJSON, when env has it, to a
+// openCodeConfigEnv writes dispatch.EnvOpenCodeConfigJSON, when env has it, to a
 // file in stateDir and points OPENCODE_CONFIG at it, so OpenCode layers it
 // under the runner's own overlay as it would the operator's file. The
 // variable itself is dropped: setup and checks have no use for it.
 func openCodeConfigEnv(env []string, stateDir string) ([]string, error) {
-	content, ok := lookupEnv(env, EnvOpenCodeConfigJSON)
+	content, ok := lookupEnv(env, dispatch.EnvOpenCodeConfigJSON)
 	if !ok {
 		return env, nil
 	}
-	env = harness.WithoutEnv(env, EnvOpenCodeConfigJSON)
+	env = harness.WithoutEnv(env, dispatch.EnvOpenCodeConfigJSON)
 	if strings.TrimSpace(content) == "" {
 		return env, nil
 	}
 	var doc map[string]any
 	if err := json.Unmarshal([]byte(content), &doc); err != nil {
-		return nil, fmt.Errorf("%s is not a JSON object (an opencode.json): %w", EnvOpenCodeConfigJSON, err)
+		return nil, fmt.Errorf("%s is not a JSON object (an opencode.json): %w", dispatch.EnvOpenCodeConfigJSON, err)
 	}
 	p := filepath.Join(stateDir, "opencode-operator.json")
 	// 0600: provider keys may be written in it literally.
 	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		return nil, fmt.Errorf("write %s: %w", EnvOpenCodeConfigJSON, err)
+		return nil, fmt.Errorf("write %s: %w", dispatch.EnvOpenCodeConfigJSON, err)
 	}
 	return append(harness.WithoutEnv(env, "OPENCODE_CONFIG"), "OPENCODE_CONFIG="+p), nil
 }

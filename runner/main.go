@@ -14,24 +14,6 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
 
-// Environment variables the runner reads besides the dispatch ones.
-const (
-	// EnvWorkspace is where the checkout goes (default: a temp directory).
-	EnvWorkspace = "SANDBOX_WORKSPACE"
-	// EnvStateDir keeps the agent session across runner processes.
-	EnvStateDir = "SANDBOX_STATE_DIR"
-	// EnvTemplatesDir holds operator overrides of the prompt templates.
-	EnvTemplatesDir = "SANDBOX_TEMPLATES_DIR"
-	// EnvPushInterval overrides the periodic push interval (a Go duration).
-	EnvPushInterval = "SANDBOX_PUSH_INTERVAL"
-	// EnvEnvFile is --env-file's default, for launchers that cannot pass
-	// arguments (the process backend).
-	EnvEnvFile = "SANDBOX_ENV_FILE"
-	// EnvStartupGrace overrides how long the agent may take to print its
-	// first event (a Go duration).
-	EnvStartupGrace = "SANDBOX_AGENT_STARTUP_GRACE"
-)
-
 // Exit codes of `sandbox-runner run`.
 const (
 	ExitCompleted = 0
@@ -49,7 +31,7 @@ func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	fs := flag.NewFlagSet("sandbox-runner run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	orderPath := fs.String("work-order", getenv(dispatch.EnvWorkOrder), "path of the work order JSON (default $"+dispatch.EnvWorkOrder+")")
-	envFile := fs.String("env-file", getenv(EnvEnvFile), "a .env file applied last (local runs; default $"+EnvEnvFile+")")
+	envFile := fs.String("env-file", getenv(dispatch.EnvEnvFile), "a .env file applied last (local runs; default $"+dispatch.EnvEnvFile+")")
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
@@ -71,7 +53,7 @@ func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		}
 		return ExitNotDone
 	}
-	set, err := templates.Load(getenv(EnvTemplatesDir))
+	set, err := templates.Load(getenv(dispatch.EnvTemplatesDir))
 	if err != nil {
 		fmt.Fprintf(stderr, "sandbox-runner run: %v\n", err)
 		return ExitUsage
@@ -81,15 +63,15 @@ func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		Bins:         harness.LookupBins(getenv),
 		Progress:     stdout,
 		Log:          stderr,
-		WorkDir:      getenv(EnvWorkspace),
-		StateDir:     getenv(EnvStateDir),
+		WorkDir:      getenv(dispatch.EnvWorkspace),
+		StateDir:     getenv(dispatch.EnvStateDir),
 		ServicesFile: getenv(dispatch.EnvServicesFile),
 		EnvFile:      *envFile,
 	}
-	if d, err := time.ParseDuration(getenv(EnvPushInterval)); err == nil {
+	if d, err := time.ParseDuration(getenv(dispatch.EnvPushInterval)); err == nil {
 		opts.PushInterval = d
 	}
-	if d, err := time.ParseDuration(getenv(EnvStartupGrace)); err == nil {
+	if d, err := time.ParseDuration(getenv(dispatch.EnvStartupGrace)); err == nil {
 		opts.StartupGrace = d
 	}
 	res := Run(ctx, *order, opts)

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
 // The operator's opencode.json arrives as a variable and leaves as a file
@@ -12,7 +14,7 @@ import (
 func TestOpenCodeConfigEnv(t *testing.T) {
 	state := t.TempDir()
 	doc := `{"provider":{"corp":{"options":{"baseURL":"http://llm:8080/v1","apiKey":"{env:CORP_KEY}"}}}}`
-	env, err := openCodeConfigEnv([]string{"PATH=/bin", "OPENCODE_CONFIG=/home/op/opencode.json", EnvOpenCodeConfigJSON + "=" + doc}, state)
+	env, err := openCodeConfigEnv([]string{"PATH=/bin", "OPENCODE_CONFIG=/home/op/opencode.json", dispatch.EnvOpenCodeConfigJSON + "=" + doc}, state)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,7 +22,7 @@ func TestOpenCodeConfigEnv(t *testing.T) {
 	if got, _ := lookupEnv(env, "OPENCODE_CONFIG"); got != want {
 		t.Fatalf("OPENCODE_CONFIG = %q, want %q", got, want)
 	}
-	if _, ok := lookupEnv(env, EnvOpenCodeConfigJSON); ok || strings.Contains(strings.Join(env, "\n"), "/home/op/") {
+	if _, ok := lookupEnv(env, dispatch.EnvOpenCodeConfigJSON); ok || strings.Contains(strings.Join(env, "\n"), "/home/op/") {
 		t.Fatalf("env still carries the variable or the host path: %q", env)
 	}
 	b, err := os.ReadFile(want)
@@ -36,7 +38,7 @@ func TestOpenCodeConfigEnv(t *testing.T) {
 	if env, err := openCodeConfigEnv(plain, state); err != nil || len(env) != 1 || env[0] != plain[0] {
 		t.Fatalf("env = %q, %v", env, err)
 	}
-	if _, err := openCodeConfigEnv([]string{EnvOpenCodeConfigJSON + "={not json"}, state); err == nil || !strings.Contains(err.Error(), EnvOpenCodeConfigJSON+" is not a JSON object") {
+	if _, err := openCodeConfigEnv([]string{dispatch.EnvOpenCodeConfigJSON + "={not json"}, state); err == nil || !strings.Contains(err.Error(), dispatch.EnvOpenCodeConfigJSON+" is not a JSON object") {
 		t.Fatalf("bad JSON: %v", err)
 	}
 }

@@ -20,8 +20,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/runner/harness"
 	"github.com/sandbox-bot/sandbox-bot/runner/media"
 	"github.com/sandbox-bot/sandbox-bot/templates"

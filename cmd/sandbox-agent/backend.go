@@ -22,7 +22,6 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/gitserve"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/process"
-	"github.com/sandbox-bot/sandbox-bot/runner"
 )
 
 // sandboxHost is the host's name inside a sandbox (--add-host
@@ -33,11 +32,12 @@ const sandboxHost = "host.docker.internal"
 // variables passed to sandboxes from flags and environment.
 func (c *cli) dockerOptions(o *options, f flags) error {
 	o.image = firstSet(f.image, c.getenv(envImage), defaultImage)
-	o.isolation = firstSet(f.isolation, c.getenv(envIsolation), docker.IsolationPrivileged)
-	o.isolationChosen = f.isolation != "" || c.getenv(envIsolation) != ""
-	if o.isolation != docker.IsolationPrivileged && o.isolation != docker.IsolationCaps {
-		return fmt.Errorf("--isolation (or $%s) %q is not %s or %s", envIsolation, o.isolation, docker.IsolationPrivileged, docker.IsolationCaps)
+	iso, err := dispatch.ParseIsolation(firstSet(f.isolation, c.getenv(envIsolation)))
+	if err != nil {
+		return fmt.Errorf("--isolation (or $%s): %w", envIsolation, err)
 	}
+	o.isolation = iso
+	o.isolationChosen = f.isolation != "" || c.getenv(envIsolation) != ""
 	switch o.backend {
 	case "auto", "process", "docker":
 	default:
@@ -157,7 +157,7 @@ func (c *cli) dockerBackend(ctx context.Context, o *options) (dispatch.Backend, 
 		if err != nil {
 			return nil, nop, err
 		}
-		env[runner.EnvOpenCodeConfigJSON] = doc
+		env[dispatch.EnvOpenCodeConfigJSON] = doc
 		// Keys the configuration reads as {env:VAR} go along when set.
 		for _, n := range refs {
 			if c.getenv(n) != "" {
@@ -230,7 +230,7 @@ func (c *cli) dockerBackend(ctx context.Context, o *options) (dispatch.Backend, 
 // works on such hosts too.
 type sandboxes struct {
 	*docker.Backend
-	isolation string
+	isolation dispatch.Isolation
 	fallback  bool
 	stderr    io.Writer
 }
@@ -238,12 +238,12 @@ type sandboxes struct {
 func (s *sandboxes) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
 	spec.Isolation = s.isolation
 	created, err := s.Backend.Submit(ctx, spec)
-	if err != nil && s.fallback && s.isolation == docker.IsolationPrivileged && strings.Contains(err.Error(), "unable to apply caps") {
+	if err != nil && s.fallback && s.isolation == dispatch.IsolationPrivileged && strings.Contains(err.Error(), "unable to apply caps") {
 		fmt.Fprintf(s.stderr, "sandbox-agent: this host refuses privileged containers; using --isolation caps (set it, or %s=caps, to skip this try)\n", envIsolation)
 		if cerr := s.Backend.Cleanup(ctx, spec.Order.TaskID); cerr != nil {
 			return false, fmt.Errorf("%w (and removing the failed sandbox: %v)", err, cerr)
 		}
-		s.isolation, spec.Isolation = docker.IsolationCaps, docker.IsolationCaps
+		s.isolation, spec.Isolation = dispatch.IsolationCaps, dispatch.IsolationCaps
 		created, err = s.Backend.Submit(ctx, spec)
 	}
 	return created, isolationHint(err, s.isolation)
@@ -252,8 +252,8 @@ func (s *sandboxes) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, er
 // isolationHint points at the caps profile when a privileged sandbox
 // does not start: some hosts refuse privileged containers ("unable to
 // apply caps").
-func isolationHint(err error, isolation string) error {
-	if err == nil || isolation != docker.IsolationPrivileged {
+func isolationHint(err error, isolation dispatch.Isolation) error {
+	if err == nil || isolation != dispatch.IsolationPrivileged {
 		return err
 	}
 	return fmt.Errorf("%w\nIf this host refuses privileged containers (\"unable to apply caps\"), run with --isolation caps (or %s=caps)", err, envIsolation)

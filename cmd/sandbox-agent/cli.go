@@ -16,9 +16,9 @@ import (
 
 	"github.com/mattn/go-isatty"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 // maxPlanRounds bounds plan revisions, as the bot's /revise does.
@@ -164,7 +164,7 @@ type options struct {
 	token     string
 	yes       bool
 	image     string
-	isolation string
+	isolation dispatch.Isolation
 	// isolationChosen: set by flag or environment, so never overridden.
 	isolationChosen bool
 	// passEnv are the variables (provider keys) given to a sandbox and

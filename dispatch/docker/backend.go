@@ -31,26 +31,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
-	"github.com/sandbox-bot/sandbox-bot/runner/sandboxinit"
-)
-
-// Isolation profiles of a coding sandbox.
-const (
-	// IsolationPrivileged runs the sandbox --privileged (production default).
-	IsolationPrivileged = "privileged"
-	// IsolationCaps grants every capability but SYS_RESOURCE with seccomp
-	// and AppArmor unconfined, for hosts that refuse privileged containers;
-	// the sandbox's init remounts the cgroup hierarchies read-write.
-	IsolationCaps = "caps"
-)
-
-// Paths inside the sandbox.
-const (
-	WorkOrderPath = "/sandbox/work-order.json"
-	SecretsDir    = "/sandbox/secrets"
-	TokenPath     = SecretsDir + "/token"
-	OutputDir     = "/sandbox/out"
-	CacheDir      = "/cache"
 )
 
 // Container labels.
@@ -70,9 +50,9 @@ const (
 type Options struct {
 	// Image is the sandbox image (deploy/sandbox/build prints it).
 	Image string
-	// Isolation is IsolationPrivileged (default) or IsolationCaps; a
+	// Isolation is the default profile (privileged when empty); a
 	// RunSpec's own Isolation wins. Task mode uses neither.
-	Isolation string
+	Isolation dispatch.Isolation
 	// DataDir holds tasks/ and locks/. Bot replicas that share it share
 	// locks. It must be on the engine's host (it is bind-mounted).
 	DataDir string
@@ -121,10 +101,7 @@ func New(o Options) (*Backend, error) {
 		return nil, fmt.Errorf("docker backend: data directory %q: %w", o.DataDir, err)
 	}
 	o.DataDir = abs
-	if o.Isolation == "" {
-		o.Isolation = IsolationPrivileged
-	}
-	if err := checkIsolation(o.Isolation); err != nil {
+	if o.Isolation, err = dispatch.ParseIsolation(string(o.Isolation)); err != nil {
 		return nil, fmt.Errorf("docker backend: %w", err)
 	}
 	if o.StopGrace <= 0 {
@@ -169,13 +146,6 @@ func New(o Options) (*Backend, error) {
 
 var cacheDirs = []string{"images", "npm", "go", "pip"}
 
-func checkIsolation(v string) error {
-	if v != IsolationPrivileged && v != IsolationCaps {
-		return fmt.Errorf("isolation %q is not %q or %q", v, IsolationPrivileged, IsolationCaps)
-	}
-	return nil
-}
-
 // Available reports whether a Docker engine answers, with the reason when
 // none does.
 func Available(ctx context.Context) error {
@@ -208,11 +178,11 @@ func containerName(taskID string, mode dispatch.Mode) string {
 
 // record is meta.json.
 type record struct {
-	Meta        dispatch.Meta `json:"meta"`
-	Container   string        `json:"container"`
-	Image       string        `json:"image"`
-	Isolation   string        `json:"isolation,omitempty"`
-	SubmittedAt time.Time     `json:"submitted_at"`
+	Meta        dispatch.Meta      `json:"meta"`
+	Container   string             `json:"container"`
+	Image       string             `json:"image"`
+	Isolation   dispatch.Isolation `json:"isolation,omitempty"`
+	SubmittedAt time.Time          `json:"submitted_at"`
 }
 
 func (b *Backend) readRecord(taskID string) (*record, error) {
@@ -253,7 +223,7 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 	if isolation == "" {
 		isolation = b.o.Isolation
 	}
-	if err := checkIsolation(isolation); err != nil {
+	if _, err := dispatch.ParseIsolation(string(isolation)); err != nil {
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
 	}
 	log := b.runLogger(m)
@@ -266,10 +236,10 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 	}
 
 	order := spec.Order
-	order.OutputDir = OutputDir
+	order.OutputDir = dispatch.OutputDir
 	order.TokenFile = ""
 	if spec.Token != "" {
-		order.TokenFile = TokenPath
+		order.TokenFile = dispatch.TokenPath
 	}
 	if err := order.Validate(); err != nil {
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
@@ -302,7 +272,7 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 		_, _ = b.cli.run(rmCtx, "rm", "-f", name)
 		return false, fmt.Errorf("docker backend: start %s: %w", m.TaskID, err)
 	}
-	log.Info().Str("container", name).Str("image", b.o.Image).Str("isolation", rec.Isolation).Msg("sandbox started")
+	log.Info().Str("container", name).Str("image", b.o.Image).Str("isolation", string(rec.Isolation)).Msg("sandbox started")
 	return true, nil
 }
 
@@ -448,14 +418,14 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 		"--label", labelNumber + "=" + strconv.Itoa(m.Number),
 		"--label", labelAttempt + "=" + strconv.Itoa(m.Attempt),
 		"--label", labelInstallation + "=" + strconv.FormatInt(m.InstallationID, 10),
-		"--env", "SANDBOX_WORK_ORDER=" + WorkOrderPath,
+		"--env", "SANDBOX_WORK_ORDER=" + dispatch.WorkOrderPath,
 		"--stop-timeout", strconv.Itoa(int(b.o.StopGrace.Round(time.Second) / time.Second)),
 		// Wait follows the log, so the log driver must be readable; "local"
 		// is, and rotates.
 		"--log-driver", "local",
-		"--mount", bind(filepath.Join(dir, "work-order.json"), WorkOrderPath, true),
-		"--mount", bind(filepath.Join(dir, "secrets"), SecretsDir, true),
-		"--mount", bind(filepath.Join(dir, "out"), OutputDir, false),
+		"--mount", bind(filepath.Join(dir, "work-order.json"), dispatch.WorkOrderPath, true),
+		"--mount", bind(filepath.Join(dir, "secrets"), dispatch.SecretsDir, true),
+		"--mount", bind(filepath.Join(dir, "out"), dispatch.OutputDir, false),
 	}
 	if m.DeliveryID != "" {
 		args = append(args, "--label", labelDelivery+"="+m.DeliveryID)
@@ -468,7 +438,7 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 			if task && d == "images" {
 				continue
 			}
-			args = append(args, "--mount", bind(filepath.Join(b.o.CacheDir, d), CacheDir+"/"+d, false))
+			args = append(args, "--mount", bind(filepath.Join(b.o.CacheDir, d), dispatch.CacheDir+"/"+d, false))
 		}
 	}
 	if task {
@@ -482,9 +452,9 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 	} else {
 		args = append(args, "--mount", bind(filepath.Join(dir, "docker"), "/var/lib/docker", false))
 		switch rec.Isolation {
-		case IsolationPrivileged:
+		case dispatch.IsolationPrivileged:
 			args = append(args, "--privileged")
-		case IsolationCaps:
+		case dispatch.IsolationCaps:
 			args = append(args,
 				"--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
 				"--security-opt", "seccomp=unconfined",
@@ -793,7 +763,7 @@ func (b *Backend) CacheImage(ctx context.Context, ref string) error {
 		return errors.New("docker backend: no cache directory configured")
 	}
 	dir := filepath.Join(b.o.CacheDir, "images")
-	tmp := filepath.Join(dir, fmt.Sprintf("%s%d-%d.tar", sandboxinit.CacheTmpPrefix, os.Getpid(), time.Now().UnixNano()))
+	tmp := filepath.Join(dir, fmt.Sprintf("%s%d-%d.tar", dispatch.CacheTmpPrefix, os.Getpid(), time.Now().UnixNano()))
 	defer os.Remove(tmp)
 	if _, err := b.cli.run(ctx, "save", "--output", tmp, ref); err != nil {
 		return fmt.Errorf("docker backend: cache image %s: %w", ref, err)
@@ -803,7 +773,7 @@ func (b *Backend) CacheImage(ctx context.Context, ref string) error {
 	if err := os.Chmod(tmp, 0o644); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp, sandboxinit.CachedImageFile(dir, ref)); err != nil {
+	if err := os.Rename(tmp, dispatch.CachedImageFile(dir, ref)); err != nil {
 		return fmt.Errorf("docker backend: cache image %s: %w", ref, err)
 	}
 	return nil

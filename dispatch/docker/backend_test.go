@@ -14,8 +14,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 // These tests need no engine: they cover what the backend decides (locks,
@@ -159,7 +159,7 @@ func testSpec(mode dispatch.Mode) dispatch.RunSpec {
 	}
 }
 
-func argsOf(t *testing.T, b *Backend, spec dispatch.RunSpec, isolation string) string {
+func argsOf(t *testing.T, b *Backend, spec dispatch.RunSpec, isolation dispatch.Isolation) string {
 	t.Helper()
 	task := spec.Order.Mode == dispatch.ModeTask
 	rec := record{Meta: spec.Meta, Container: containerName(spec.Meta.TaskID, spec.Meta.Mode), Isolation: isolation}
@@ -208,11 +208,11 @@ func TestRunArgsPerProfile(t *testing.T) {
 			t.Errorf("%s: a token or the host socket on the command line: %s", name, got)
 		}
 	}
-	check("privileged", argsOf(t, b, testSpec(dispatch.ModeExecute), IsolationPrivileged),
+	check("privileged", argsOf(t, b, testSpec(dispatch.ModeExecute), dispatch.IsolationPrivileged),
 		[]string{"--privileged", "target=/var/lib/docker", "target=/cache/images"},
 		[]string{"--cap-add", "--user"})
 	caps := []string{"--cap-add ALL --cap-drop SYS_RESOURCE", "seccomp=unconfined", "apparmor=unconfined", "target=/var/lib/docker"}
-	check("caps", argsOf(t, b, testSpec(dispatch.ModePlan), IsolationCaps), caps, []string{"--privileged"})
+	check("caps", argsOf(t, b, testSpec(dispatch.ModePlan), dispatch.IsolationCaps), caps, []string{"--privileged"})
 	check("task", argsOf(t, b, testSpec(dispatch.ModeTask), ""),
 		[]string{"--user 1000:1000", "--cap-drop ALL", "no-new-privileges", "target=/cache/npm"},
 		[]string{"--privileged", "--cap-add", "/var/lib/docker", "/cache/images"})
@@ -222,7 +222,7 @@ func TestWriteTaskDir(t *testing.T) {
 	b := unitBackend(t, func(o *Options) { o.Env = map[string]string{"HTTPS_PROXY": "http://proxy:3128"} })
 	spec := testSpec(dispatch.ModeExecute)
 	order := spec.Order
-	order.OutputDir, order.TokenFile = OutputDir, TokenPath
+	order.OutputDir, order.TokenFile = dispatch.OutputDir, dispatch.TokenPath
 	dir := b.TaskDir(spec.Meta.TaskID)
 	if err := b.writeTaskDir(dir, order, spec.Token, false); err != nil {
 		t.Fatal(err)
@@ -232,7 +232,7 @@ func TestWriteTaskDir(t *testing.T) {
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Fatal(err)
 	}
-	if got.OutputDir != OutputDir || got.TokenFile != TokenPath || got.TaskID != spec.Meta.TaskID {
+	if got.OutputDir != dispatch.OutputDir || got.TokenFile != dispatch.TokenPath || got.TaskID != spec.Meta.TaskID {
 		t.Errorf("work order = %+v", got)
 	}
 	if strings.Contains(string(raw), spec.Token) {

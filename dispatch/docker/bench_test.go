@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
-	"github.com/sandbox-bot/sandbox-bot/runner/sandboxinit"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 // BenchmarkSandboxReady measures sandbox ready time, container start to
@@ -30,7 +29,7 @@ func BenchmarkSandboxReady(b *testing.B) {
 	cache := b.TempDir()
 	images := filepath.Join(cache, "images")
 	os.MkdirAll(images, 0o755)
-	if out, err := exec.Command("docker", "save", "--output", sandboxinit.CachedImageFile(images, svc), svc).CombinedOutput(); err != nil {
+	if out, err := exec.Command("docker", "save", "--output", dispatch.CachedImageFile(images, svc), svc).CombinedOutput(); err != nil {
 		b.Fatalf("docker save: %v: %s", err, out)
 	}
 	order := dispatch.WorkOrder{SchemaVersion: dispatch.WorkOrderVersion, TaskID: "T-BE0C0001", Mode: dispatch.ModePlan, Attempt: 1,

@@ -15,11 +15,11 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/runner/runtest"
 )
 
@@ -60,7 +60,7 @@ func egressFixture(t *testing.T) *fixture {
 	f.cache = t.TempDir()
 	b, err := docker.New(docker.Options{
 		Image:     img,
-		Isolation: docker.IsolationCaps,
+		Isolation: dispatch.IsolationCaps,
 		DataDir:   t.TempDir(),
 		CacheDir:  f.cache,
 		StopGrace: 30 * time.Second,

@@ -13,11 +13,11 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/runner/runtest"
 )
 
@@ -45,7 +45,7 @@ func newFixture(t *testing.T) *fixture {
 	f.cache = t.TempDir()
 	b, err := docker.New(docker.Options{
 		Image:      img,
-		Isolation:  docker.IsolationCaps,
+		Isolation:  dispatch.IsolationCaps,
 		DataDir:    t.TempDir(),
 		CacheDir:   f.cache,
 		StopGrace:  30 * time.Second,

@@ -59,10 +59,10 @@ func (b *Backend) Submit(_ context.Context, spec dispatch.RunSpec) (bool, error)
 	// Like the real backends, it decides where the sandbox finds its token
 	// and leaves its receipt.
 	if spec.Order.OutputDir == "" {
-		spec.Order.OutputDir = "/sandbox/out"
+		spec.Order.OutputDir = dispatch.OutputDir
 	}
 	if spec.Order.TokenFile == "" {
-		spec.Order.TokenFile = "/sandbox/secrets/token"
+		spec.Order.TokenFile = dispatch.TokenPath
 	}
 	if err := spec.Order.Validate(); err != nil {
 		return false, err

@@ -41,7 +41,7 @@ func TestReferenceJobMatchesBuildJob(t *testing.T) {
 		`privileged = true`,
 		fmt.Sprintf(`volumes = ["%s"]`, task.Config["volumes"].([]string)[0]),
 		fmt.Sprintf(`SANDBOX_WORK_ORDER = "%s"`, task.Env[dispatch.EnvWorkOrder]),
-		fmt.Sprintf(`SANDBOX_DIND = "%s"`, task.Env[nomad.EnvDinD]),
+		fmt.Sprintf(`SANDBOX_DIND = "%s"`, task.Env[dispatch.EnvDinD]),
 		fmt.Sprintf(`destination = "%s" change_mode = "%s" perms = "%s"`, *task.Templates[0].DestPath, *task.Templates[0].ChangeMode, *task.Templates[0].Perms),
 		fmt.Sprintf(`destination = "%s" change_mode = "%s" perms = "%s" uid = %d # the image's sandbox user gid = %d`, *task.Templates[1].DestPath, *task.Templates[1].ChangeMode, *task.Templates[1].Perms, *task.Templates[1].Uid, *task.Templates[1].Gid),
 		`data = "{{ base64Decode \"${var.work_order_b64}\" }}"`,

@@ -65,7 +65,7 @@ func TestJobRunsInDocker(t *testing.T) {
 	e := newEnv(t, nomadtest.Options{Driver: nomadtest.DockerDriver{}})
 	b := e.backend(func(o *nomad.Options) {
 		o.Image = image
-		o.Isolation = nomad.IsolationCaps
+		o.Isolation = dispatch.IsolationCaps
 		o.KillTimeout = 10 * time.Second
 	})
 	ctx := ctxT(t)

@@ -75,8 +75,8 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 	if isolation == "" {
 		isolation = o.Isolation
 	}
-	if isolation != IsolationPrivileged && isolation != IsolationCaps {
-		return nil, fmt.Errorf("build nomad job %s: isolation %q is not %s or %s", order.TaskID, isolation, IsolationPrivileged, IsolationCaps)
+	if _, err := dispatch.ParseIsolation(string(isolation)); err != nil {
+		return nil, fmt.Errorf("build nomad job %s: %w", order.TaskID, err)
 	}
 	taskMode := order.Mode == dispatch.ModeTask
 	if taskMode {
@@ -113,7 +113,7 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 	for _, c := range o.Constraints {
 		job.Constrain(api.NewConstraint(c.LTarget, c.Operand, c.RTarget))
 	}
-	if isolation == IsolationPrivileged {
+	if isolation == dispatch.IsolationPrivileged {
 		// Place the sandbox only on clients whose docker plugin allows it,
 		// instead of failing the task at start on the others.
 		job.Constrain(api.NewConstraint("${attr.driver.docker.privileged.enabled}", "=", "true"))
@@ -136,9 +136,9 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 	task.Config = dockerConfig(o.Image, isolation, taskMode)
 	task.Env = map[string]string{
 		dispatch.EnvWorkOrder: WorkOrderPath,
-		EnvDinD:               boolFlag(!taskMode),
-		EnvIsolation:          isolation,
-		EnvTaskID:             order.TaskID,
+		dispatch.EnvDinD:      boolFlag(!taskMode),
+		dispatch.EnvIsolation: string(isolation),
+		dispatch.EnvTaskID:    order.TaskID,
 	}
 	task.Resources = &api.Resources{CPU: ptr(res.CPU), MemoryMB: ptr(res.MemoryMB)}
 	task.KillTimeout = ptr(o.KillTimeout)
@@ -198,7 +198,7 @@ func envTemplate(varPath string, env map[string]string) string {
 	return b.String()
 }
 
-func dockerConfig(image, isolation string, taskMode bool) map[string]any {
+func dockerConfig(image string, isolation dispatch.Isolation, taskMode bool) map[string]any {
 	cfg := map[string]any{
 		"image": image,
 		"labels": []map[string]string{{
@@ -214,9 +214,9 @@ func dockerConfig(image, isolation string, taskMode bool) map[string]any {
 	// deletes with the allocation.
 	cfg["volumes"] = []string{DockerDataDir + ":/var/lib/docker"}
 	switch isolation {
-	case IsolationPrivileged:
+	case dispatch.IsolationPrivileged:
 		cfg["privileged"] = true
-	case IsolationCaps:
+	case dispatch.IsolationCaps:
 		cfg["cap_add"] = []string{"all"}
 		cfg["cap_drop"] = []string{"sys_resource"}
 		cfg["security_opt"] = []string{"seccomp=unconfined", "apparmor=unconfined"}
@@ -224,12 +224,12 @@ func dockerConfig(image, isolation string, taskMode bool) map[string]any {
 	return cfg
 }
 
-func jobMeta(m dispatch.Meta, order dispatch.WorkOrder, isolation string) map[string]string {
+func jobMeta(m dispatch.Meta, order dispatch.WorkOrder, isolation dispatch.Isolation) map[string]string {
 	meta := map[string]string{
 		MetaTaskID:    order.TaskID,
 		MetaMode:      string(order.Mode),
 		MetaAttempt:   strconv.Itoa(max(m.Attempt, order.Attempt, 1)),
-		MetaIsolation: isolation,
+		MetaIsolation: string(isolation),
 	}
 	set := func(k, v string) {
 		if v != "" {

@@ -40,11 +40,11 @@ func TestBuildJobGolden(t *testing.T) {
 	cases := []struct {
 		name      string
 		spec      dispatch.RunSpec
-		isolation string
+		isolation dispatch.Isolation
 	}{
 		{"plan", spec(dispatch.ModePlan, "1"), ""},
 		{"execute", spec(dispatch.ModeExecute, "2"), ""},
-		{"execute-caps", spec(dispatch.ModeExecute, "2"), nomad.IsolationCaps},
+		{"execute-caps", spec(dispatch.ModeExecute, "2"), dispatch.IsolationCaps},
 		{"revise", spec(dispatch.ModeRevise, "3"), ""},
 		{"continue", spec(dispatch.ModeContinue, "4"), ""},
 		{"rebase", spec(dispatch.ModeRebase, "5"), ""},
@@ -140,10 +140,10 @@ func checkJob(t *testing.T, job *api.Job, s dispatch.RunSpec) {
 		_, caps := task.Config["cap_add"]
 		switch {
 		case taskMode:
-			if privileged || volumes || caps || task.Env[nomad.EnvDinD] != "0" || len(task.Templates) != 1 {
+			if privileged || volumes || caps || task.Env[dispatch.EnvDinD] != "0" || len(task.Templates) != 1 {
 				fail("task mode must run without privileges, inner daemon or token: %v env %v", task.Config, task.Env)
 			}
-		case s.Isolation == nomad.IsolationCaps:
+		case s.Isolation == dispatch.IsolationCaps:
 			if privileged || !caps || task.Config["cap_drop"].([]string)[0] != "sys_resource" || len(task.Config["security_opt"].([]string)) != 2 {
 				fail("caps profile config %v", task.Config)
 			}
@@ -156,7 +156,7 @@ func checkJob(t *testing.T, job *api.Job, s dispatch.RunSpec) {
 			if v := task.Config["volumes"].([]string); len(v) != 1 || v[0] != "docker-data:/var/lib/docker" {
 				fail("/var/lib/docker must be bound from the task dir: %v", v)
 			}
-			if task.Env[nomad.EnvDinD] != "1" {
+			if task.Env[dispatch.EnvDinD] != "1" {
 				fail("env %v", task.Env)
 			}
 			tok := task.Templates[1]

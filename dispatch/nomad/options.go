@@ -23,18 +23,9 @@ import (
 	"time"
 
 	"github.com/hashicorp/nomad/api"
-	"github.com/rs/zerolog"
-)
 
-// Isolation profiles of a coding sandbox. Task mode runs with neither.
-const (
-	// IsolationPrivileged runs the sandbox with `privileged = true`; the
-	// clients need the docker plugin's allow_privileged.
-	IsolationPrivileged = "privileged"
-	// IsolationCaps grants every capability but SYS_RESOURCE with seccomp
-	// and AppArmor unconfined, for hosts that refuse privileged containers;
-	// the clients need allow_caps = ["all"].
-	IsolationCaps = "caps"
+	"github.com/rs/zerolog"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
 // Defaults that an operator rarely needs to change.
@@ -75,18 +66,6 @@ const (
 	GroupName     = "sandbox"
 )
 
-// Environment variables the sandbox's init reads besides
-// dispatch.EnvWorkOrder.
-const (
-	// EnvDinD is "1" when init must start the inner Docker daemon and "0"
-	// in task mode, which has neither privileges nor an inner daemon.
-	EnvDinD = "SANDBOX_DIND"
-	// EnvIsolation is privileged, caps or none.
-	EnvIsolation = "SANDBOX_ISOLATION"
-	// EnvTaskID names the run in the sandbox's own logs.
-	EnvTaskID = "SANDBOX_TASK_ID"
-)
-
 // Resources of one sandbox.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -119,7 +98,7 @@ type Options struct {
 	Image string
 	// Isolation is the default profile, privileged or caps; a RunSpec may
 	// override it. Empty means privileged.
-	Isolation string
+	Isolation dispatch.Isolation
 
 	Region      string
 	Namespace   string   // empty: the client's namespace
@@ -176,13 +155,11 @@ func (o *Options) setDefaults() error {
 			return fmt.Errorf("nomad backend: sandbox environment variable %s holds a newline, which an env template cannot carry", k)
 		}
 	}
-	switch o.Isolation {
-	case "":
-		o.Isolation = IsolationPrivileged
-	case IsolationPrivileged, IsolationCaps:
-	default:
-		return fmt.Errorf("nomad backend: isolation %q is not %s or %s", o.Isolation, IsolationPrivileged, IsolationCaps)
+	iso, err := dispatch.ParseIsolation(string(o.Isolation))
+	if err != nil {
+		return fmt.Errorf("nomad backend: %w", err)
 	}
+	o.Isolation = iso
 	if len(o.Datacenters) == 0 {
 		o.Datacenters = []string{"*"}
 	}

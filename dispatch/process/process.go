@@ -222,10 +222,10 @@ func (b *Backend) start(dir string, spec dispatch.RunSpec) (bool, error) {
 	// Checkout and agent state are per task unless the caller shares them
 	// on purpose: the CLI's plan revisions run one after the other and
 	// continue one agent session, which must stay in the same checkout.
-	if v, ok := lookupEnv(b.o.Env, "SANDBOX_WORKSPACE"); !ok || v == "" {
+	if v, ok := lookupEnv(b.o.Env, dispatch.EnvWorkspace); !ok || v == "" {
 		cmd.Env = append(cmd.Env, "SANDBOX_WORKSPACE="+filepath.Join(dir, "work"))
 	}
-	if v, ok := lookupEnv(b.o.Env, "SANDBOX_STATE_DIR"); !ok || v == "" {
+	if v, ok := lookupEnv(b.o.Env, dispatch.EnvStateDir); !ok || v == "" {
 		cmd.Env = append(cmd.Env, "SANDBOX_STATE_DIR="+filepath.Join(dir, "state"))
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 // OpenCode runs `opencode run --format json` (sst/opencode, the npm package

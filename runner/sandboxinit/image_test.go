@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
-	"github.com/sandbox-bot/sandbox-bot/runner/sandboxinit"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 // These tests run the init inside the real sandbox image under the caps
@@ -90,7 +89,7 @@ func cachedService(t *testing.T) string {
 	ref := dockertest.ServiceImage(t)
 	cache := t.TempDir()
 	os.MkdirAll(filepath.Join(cache, "images"), 0o755)
-	if out, err := exec.Command("docker", "save", "--output", sandboxinit.CachedImageFile(filepath.Join(cache, "images"), ref), ref).CombinedOutput(); err != nil {
+	if out, err := exec.Command("docker", "save", "--output", dispatch.CachedImageFile(filepath.Join(cache, "images"), ref), ref).CombinedOutput(); err != nil {
 		t.Fatalf("docker save: %v: %s", err, out)
 	}
 	return cache

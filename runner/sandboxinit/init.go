@@ -33,8 +33,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 // Environment the init reads (besides dispatch.EnvWorkOrder).
@@ -44,7 +44,7 @@ const (
 	envDockerdTimeout = "SANDBOX_DOCKERD_TIMEOUT" // seconds, default 60
 	envUser           = "SANDBOX_USER"            // default sandbox
 	envLogLevel       = "SANDBOX_LOG_LEVEL"       // debug, info (default), warn
-	envDinD           = "SANDBOX_DIND"            // "0": no inner daemon whatever the mode
+	envDinD           = dispatch.EnvDinD          // "0": no inner daemon whatever the mode
 )
 
 // defaultRuntimeDir holds what the init hands the runner.

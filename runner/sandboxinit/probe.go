@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 // probe answers nil once a service is ready.

@@ -17,8 +17,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 // Names on the inner daemon.
@@ -299,19 +299,7 @@ type imageCache struct {
 	log zerolog.Logger
 }
 
-// CacheTmpPrefix starts the name of a cache file being written; loaders
-// skip such files and the init sweeps old ones.
-const CacheTmpPrefix = ".tmp-"
-
-// CachedImageFile is where the image cache directory dir keeps ref: query
-// escaping makes one readable, reversible file name per reference
-// ("redis%3A7.tar", "ghcr.io%2Fo%2Fsvc%3A1.tar"). Whoever fills the cache
-// (the docker backend, an operator with `docker save`) uses this name.
-func CachedImageFile(dir, ref string) string {
-	return filepath.Join(dir, url.QueryEscape(ref)+".tar")
-}
-
-func (c imageCache) path(ref string) string { return CachedImageFile(c.dir, ref) }
+func (c imageCache) path(ref string) string { return dispatch.CachedImageFile(c.dir, ref) }
 
 // refs lists the references the cache holds.
 func (c imageCache) refs() []string {
@@ -325,7 +313,7 @@ func (c imageCache) refs() []string {
 	var refs []string
 	for _, e := range entries {
 		n := e.Name()
-		if strings.HasPrefix(n, CacheTmpPrefix) || !strings.HasSuffix(n, ".tar") {
+		if strings.HasPrefix(n, dispatch.CacheTmpPrefix) || !strings.HasSuffix(n, ".tar") {
 			continue
 		}
 		if ref, err := url.QueryUnescape(strings.TrimSuffix(n, ".tar")); err == nil {
@@ -354,7 +342,7 @@ func (c imageCache) save(ctx context.Context, docker dockerCLI, ref string) erro
 	if c.dir == "" {
 		return nil
 	}
-	tmp := filepath.Join(c.dir, fmt.Sprintf("%s%d-%d.tar", CacheTmpPrefix, os.Getpid(), time.Now().UnixNano()))
+	tmp := filepath.Join(c.dir, fmt.Sprintf("%s%d-%d.tar", dispatch.CacheTmpPrefix, os.Getpid(), time.Now().UnixNano()))
 	if _, err := docker.run(ctx, "save", "--output", tmp, ref); err != nil {
 		os.Remove(tmp)
 		return err
@@ -372,7 +360,7 @@ func (c imageCache) sweep() {
 	if c.dir == "" {
 		return
 	}
-	old, _ := filepath.Glob(filepath.Join(c.dir, CacheTmpPrefix+"*"))
+	old, _ := filepath.Glob(filepath.Join(c.dir, dispatch.CacheTmpPrefix+"*"))
 	for _, p := range old {
 		if st, err := os.Stat(p); err == nil && time.Since(st.ModTime()) > time.Hour {
 			if os.Remove(p) == nil {

@@ -17,8 +17,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 // A mountinfo excerpt of a caps-profile container on a cgroup v1 host.
@@ -281,8 +281,8 @@ func TestImageCacheNamesAndSweep(t *testing.T) {
 		t.Errorf("cache file = %s", c.path("redis:7"))
 	}
 	// A killed save leaves a temporary file: never listed, swept when old.
-	old := filepath.Join(dir, CacheTmpPrefix+"1-2.tar")
-	fresh := filepath.Join(dir, CacheTmpPrefix+"3-4.tar")
+	old := filepath.Join(dir, dispatch.CacheTmpPrefix+"1-2.tar")
+	fresh := filepath.Join(dir, dispatch.CacheTmpPrefix+"3-4.tar")
 	for _, p := range []string{old, fresh} {
 		if err := os.WriteFile(p, []byte("partial"), 0o644); err != nil {
 			t.Fatal(err)

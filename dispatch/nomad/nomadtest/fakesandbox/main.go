@@ -41,7 +41,7 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "fakesandbox:", err)
 		return 2
 	}
-	summary := []string{"dind=" + os.Getenv("SANDBOX_DIND"), "isolation=" + os.Getenv("SANDBOX_ISOLATION")}
+	summary := []string{"dind=" + os.Getenv(dispatch.EnvDinD), "isolation=" + os.Getenv(dispatch.EnvIsolation)}
 	if order.TokenFile != "" {
 		tok, err := os.ReadFile(order.TokenFile)
 		if err != nil || len(tok) == 0 {
@@ -50,7 +50,7 @@ func run() int {
 		}
 		summary = append(summary, fmt.Sprintf("token=%d bytes", len(tok)))
 	}
-	if os.Getenv("SANDBOX_DIND") == "1" {
+	if os.Getenv(dispatch.EnvDinD) == "1" {
 		if err := os.WriteFile("/var/lib/docker/probe", []byte(order.TaskID), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "fakesandbox: /var/lib/docker:", err)
 			return 4

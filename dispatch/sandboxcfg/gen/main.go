@@ -1,5 +1,5 @@
 // Command gen writes the JSON Schema of .sandbox.yml (run through
-// `go generate ./app/sandboxcfg`); the package's tests fail when the
+// `go generate ./dispatch/sandboxcfg`); the package's tests fail when the
 // committed file differs from what the model produces.
 package main
 
@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 func main() {

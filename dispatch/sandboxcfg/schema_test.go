@@ -15,7 +15,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 var update = flag.Bool("update", false, "rewrite sandbox.schema.json from the model")
@@ -34,10 +34,10 @@ func TestSchemaUpToDate(t *testing.T) {
 	}
 	got, err := os.ReadFile(schemaFile)
 	if err != nil {
-		t.Fatalf("%v (run: go generate ./app/sandboxcfg)", err)
+		t.Fatalf("%v (run: go generate ./dispatch/sandboxcfg)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("app/sandboxcfg/%s is out of date with the Config model: run `go generate ./app/sandboxcfg` (or go test ./app/sandboxcfg -run TestSchemaUpToDate -update) and commit it", schemaFile)
+		t.Errorf("dispatch/sandboxcfg/%s is out of date with the Config model: run `go generate ./dispatch/sandboxcfg` (or go test ./dispatch/sandboxcfg -run TestSchemaUpToDate -update) and commit it", schemaFile)
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sandbox-bot/sandbox-bot/app/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 func mustParse(t *testing.T, src string) *sandboxcfg.Config {

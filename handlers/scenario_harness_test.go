@@ -1,12 +1,8 @@
-package app
+package handlers_test
 
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
 	"flag"
 	"fmt"
 	"net/http/httptest"
@@ -19,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sandbox-bot/sandbox-bot/app"
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/memory"
@@ -34,15 +31,7 @@ const (
 	reader           = "mallory"
 )
 
-// testKey is one RSA key for the whole test binary: generating one per test
-// would dominate the run time.
-var testKey = func() string {
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		panic(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}))
-}()
+var testKey = githubtest.AppKey()
 
 // harness is the real bot HTTP handler wired to a fake GitHub and an
 // in-memory backend.
@@ -50,7 +39,7 @@ type harness struct {
 	t       *testing.T
 	gh      *githubtest.Server
 	backend *memory.Backend
-	srv     *Server
+	srv     *app.Server
 	http    *httptest.Server
 	logs    *bytes.Buffer
 }
@@ -97,12 +86,12 @@ func (h *harness) startWith(backend dispatch.Backend, env map[string]string) {
 	for k, v := range env {
 		vars[k] = v
 	}
-	cfg, err := LoadConfig(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	cfg, err := app.LoadConfig(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {
 		h.t.Fatal(err)
 	}
 	logger := zerolog.New(zerolog.SyncWriter(h.logs)).Level(zerolog.DebugLevel)
-	srv, err := NewServer(cfg, backend, logger)
+	srv, err := app.NewServer(cfg, backend, logger)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -143,7 +132,7 @@ func (h *harness) deliver(event, delivery string, body []byte) int {
 
 func (h *harness) deliverSigned(event, delivery string, body []byte, sig string) int {
 	h.t.Helper()
-	return githubtest.Deliver(h.t, h.http.URL+WebhookPath, event, delivery, body, sig)
+	return githubtest.Deliver(h.t, h.http.URL+app.WebhookPath, event, delivery, body, sig)
 }
 
 // label delivers "issue #n labeled agent" by sender.

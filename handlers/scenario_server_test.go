@@ -1,4 +1,4 @@
-package app
+package handlers_test
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/app"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
@@ -217,7 +219,7 @@ func TestWebhookRejections(t *testing.T) {
 	if code := h.deliver("star", "d4", []byte(`{"action":"created"}`)); code != http.StatusAccepted {
 		t.Errorf("unknown event: got %d, want 202", code)
 	}
-	huge := bytes.Repeat([]byte("x"), MaxPayloadBytes+1)
+	huge := bytes.Repeat([]byte("x"), app.MaxPayloadBytes+1)
 	if code := h.deliver("issues", "d5", huge); code != http.StatusRequestEntityTooLarge {
 		t.Errorf("oversized payload: got %d, want 413", code)
 	}

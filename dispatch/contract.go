@@ -1,0 +1,105 @@
+package dispatch
+
+import (
+	"fmt"
+	"net/url"
+	"path/filepath"
+)
+
+// Names shared by the bot's backends and the sandbox (its init and the
+// runner). They are part of the contract between the two sides, so they live
+// here, and neither side imports the other's packages for them.
+
+// Environment variables a backend sets on the sandbox, read by its init
+// (PID 1) and passed on to the runner.
+const (
+	// EnvWorkOrder is the path of the work order JSON inside the sandbox.
+	EnvWorkOrder = "SANDBOX_WORK_ORDER"
+	// EnvServicesFile is the path of the JSON map of service name to
+	// address that the init process writes once services are healthy; the
+	// runner resolves {name} placeholders from it.
+	EnvServicesFile = "SANDBOX_SERVICES_FILE"
+	// EnvDinD is "1" when init must start the inner Docker daemon and "0"
+	// in task mode, which has neither privileges nor an inner daemon.
+	EnvDinD = "SANDBOX_DIND"
+	// EnvIsolation is the sandbox's Isolation profile, or "none".
+	EnvIsolation = "SANDBOX_ISOLATION"
+	// EnvTaskID names the run in the sandbox's own logs.
+	EnvTaskID = "SANDBOX_TASK_ID"
+	// EnvOpenCodeConfigJSON carries the operator's opencode.json
+	// (providers, base URLs, {env:VAR} keys) into a sandbox, where the host
+	// path the operator's OPENCODE_CONFIG names does not exist.
+	EnvOpenCodeConfigJSON = "SANDBOX_OPENCODE_CONFIG_JSON"
+)
+
+// Environment variables the runner reads, set by launchers that run it
+// without a sandbox init (the process backend, the local CLI).
+const (
+	// EnvWorkspace is where the checkout goes (default: a temp directory).
+	EnvWorkspace = "SANDBOX_WORKSPACE"
+	// EnvStateDir keeps the agent session across runner processes.
+	EnvStateDir = "SANDBOX_STATE_DIR"
+	// EnvTemplatesDir holds operator overrides of the prompt templates.
+	EnvTemplatesDir = "SANDBOX_TEMPLATES_DIR"
+	// EnvPushInterval overrides the periodic push interval (a Go duration).
+	EnvPushInterval = "SANDBOX_PUSH_INTERVAL"
+	// EnvEnvFile is --env-file's default, for launchers that cannot pass
+	// arguments (the process backend).
+	EnvEnvFile = "SANDBOX_ENV_FILE"
+	// EnvStartupGrace overrides how long the agent may take to print its
+	// first event (a Go duration).
+	EnvStartupGrace = "SANDBOX_AGENT_STARTUP_GRACE"
+)
+
+// Paths inside a container sandbox (the docker backend binds the task
+// directory's parts there; Nomad uses its own task directories).
+const (
+	WorkOrderPath = "/sandbox/work-order.json"
+	SecretsDir    = "/sandbox/secrets"
+	TokenPath     = SecretsDir + "/token"
+	OutputDir     = "/sandbox/out"
+	CacheDir      = "/cache"
+)
+
+// CacheTmpPrefix starts the name of a cache file being written; loaders
+// skip such files and the init sweeps old ones.
+const CacheTmpPrefix = ".tmp-"
+
+// CachedImageFile is where the image cache directory dir keeps ref: query
+// escaping makes one readable, reversible file name per reference
+// ("redis%3A7.tar", "ghcr.io%2Fo%2Fsvc%3A1.tar"). Whoever fills the cache
+// (the docker backend, an operator with `docker save`) uses this name.
+func CachedImageFile(dir, ref string) string {
+	return filepath.Join(dir, url.QueryEscape(ref)+".tar")
+}
+
+// Services is the content of the services file: placeholder name to
+// host:port reachable from the runner.
+type Services map[string]string
+
+// Isolation is how a coding sandbox is confined by its host. Task mode runs
+// with neither profile (no privileges, no inner daemon).
+type Isolation string
+
+// The isolation profiles.
+const (
+	// IsolationPrivileged runs the sandbox privileged (production default);
+	// Nomad clients need the docker plugin's allow_privileged.
+	IsolationPrivileged Isolation = "privileged"
+	// IsolationCaps grants every capability but SYS_RESOURCE with seccomp
+	// and AppArmor unconfined, for hosts that refuse privileged containers;
+	// the sandbox's init remounts the cgroup hierarchies read-write. Nomad
+	// clients need allow_caps = ["all"].
+	IsolationCaps Isolation = "caps"
+)
+
+// ParseIsolation checks a profile name; "" is the default, privileged.
+func ParseIsolation(s string) (Isolation, error) {
+	switch i := Isolation(s); i {
+	case "":
+		return IsolationPrivileged, nil
+	case IsolationPrivileged, IsolationCaps:
+		return i, nil
+	}
+	return "", fmt.Errorf("isolation %q is not %q or %q", s, IsolationPrivileged, IsolationCaps)
+}
