@@ -315,7 +315,8 @@ func (c *Config) validate() error {
 	case c.Backend == "nomad" && c.Nomad.Addr == "":
 		return errors.New("NOMAD_ADDR: required with SANDBOX_BACKEND=nomad")
 	case c.Isolation != dispatch.IsolationPrivileged && c.Isolation != dispatch.IsolationCaps:
-		return fmt.Errorf("SANDBOX_ISOLATION: %q is not %s or %s", c.Isolation, dispatch.IsolationPrivileged, dispatch.IsolationCaps)
+		_, err := dispatch.ParseIsolation(string(c.Isolation))
+		return fmt.Errorf("SANDBOX_ISOLATION: %w", err)
 	case c.QueueSize < 1:
 		return errors.New("SANDBOX_QUEUE_SIZE: must be at least 1")
 	case c.Workers < 1:

@@ -93,7 +93,8 @@ const (
 	IsolationCaps Isolation = "caps"
 )
 
-// ParseIsolation checks a profile name; "" is the default, privileged.
+// ParseIsolation checks a profile name; "" is the default, privileged. Its
+// error names the value; callers say where it came from.
 func ParseIsolation(s string) (Isolation, error) {
 	switch i := Isolation(s); i {
 	case "":
@@ -101,5 +102,5 @@ func ParseIsolation(s string) (Isolation, error) {
 	case IsolationPrivileged, IsolationCaps:
 		return i, nil
 	}
-	return "", fmt.Errorf("isolation %q is not %q or %q", s, IsolationPrivileged, IsolationCaps)
+	return "", fmt.Errorf("%q is not %s or %s", s, IsolationPrivileged, IsolationCaps)
 }

@@ -34,7 +34,7 @@ func (c *cli) dockerOptions(o *options, f flags) error {
 	o.image = firstSet(f.image, c.getenv(envImage), defaultImage)
 	iso, err := dispatch.ParseIsolation(firstSet(f.isolation, c.getenv(envIsolation)))
 	if err != nil {
-		return fmt.Errorf("--isolation (or $%s): %w", envIsolation, err)
+		return fmt.Errorf("--isolation (or $%s) %w", envIsolation, err)
 	}
 	o.isolation = iso
 	o.isolationChosen = f.isolation != "" || c.getenv(envIsolation) != ""

@@ -102,7 +102,7 @@ func New(o Options) (*Backend, error) {
 	}
 	o.DataDir = abs
 	if o.Isolation, err = dispatch.ParseIsolation(string(o.Isolation)); err != nil {
-		return nil, fmt.Errorf("docker backend: %w", err)
+		return nil, fmt.Errorf("docker backend: isolation %w", err)
 	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = 60 * time.Second
@@ -224,7 +224,7 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 		isolation = b.o.Isolation
 	}
 	if _, err := dispatch.ParseIsolation(string(isolation)); err != nil {
-		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
+		return false, fmt.Errorf("docker backend: %s: isolation %w", m.TaskID, err)
 	}
 	log := b.runLogger(m)
 	name := containerName(m.TaskID, m.Mode)

@@ -76,7 +76,7 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 		isolation = o.Isolation
 	}
 	if _, err := dispatch.ParseIsolation(string(isolation)); err != nil {
-		return nil, fmt.Errorf("build nomad job %s: %w", order.TaskID, err)
+		return nil, fmt.Errorf("build nomad job %s: isolation %w", order.TaskID, err)
 	}
 	taskMode := order.Mode == dispatch.ModeTask
 	if taskMode {

@@ -157,7 +157,7 @@ func (o *Options) setDefaults() error {
 	}
 	iso, err := dispatch.ParseIsolation(string(o.Isolation))
 	if err != nil {
-		return fmt.Errorf("nomad backend: %w", err)
+		return fmt.Errorf("nomad backend: isolation %w", err)
 	}
 	o.Isolation = iso
 	if len(o.Datacenters) == 0 {

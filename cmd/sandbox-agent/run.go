@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+func (c *cli) execute(ctx context.Context, spec runCommand, o *options) int {
+	b, done, err := c.newBackend(ctx, o)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "sandbox-agent: %v\n", err)
+		return exitUsage
+	}
+	defer done()
+	if b.Name() == "docker" {
+		fmt.Fprintf(c.stderr, "sandbox-agent: workspace %s (receipts stay there; sandboxes are removed after each run)\n", o.dataDir)
+	} else {
+		fmt.Fprintf(c.stderr, "sandbox-agent: workspace %s (runs, receipts and logs stay there)\n", o.dataDir)
+	}
+	if len(o.sources) > 0 {
+		fmt.Fprintf(c.stderr, "sandbox-agent: configuration from %s\n", strings.Join(o.sources, ", "))
+	}
+	if spec.run != nil {
+		return spec.run(c, ctx, b, o)
+	}
+	order := c.order(o, o.mode, "")
+	if o.taskID != "" {
+		// Each run is its own task in the backend; the interrupted task is
+		// what this one continues.
+		fmt.Fprintf(c.stderr, "sandbox-agent: continuing %s on %s as run %s\n", o.taskID, o.target, order.TaskID)
+		order.Attempt = 2
+	}
+	res, code := c.runOne(ctx, b, o, order)
+	if res != nil {
+		c.report(o, order, res)
+	}
+	return code
+}
+
+// create plans (when plan.required, the default), lets a person on a
+// terminal execute, revise or abort, then executes the approved plan.
+func (c *cli) create(ctx context.Context, b dispatch.Backend, o *options) int {
+	plan := ""
+	if o.cfg.PlanRequired() {
+		var feedback string
+		for round := 1; ; round++ {
+			po := c.order(o, dispatch.ModePlan, "")
+			po.Plan, po.Feedback = plan, feedback
+			res, code := c.runOne(ctx, b, o, po)
+			if res == nil || res.Status != dispatch.StatusCompleted {
+				if res != nil {
+					c.report(o, po, res)
+				}
+				return code
+			}
+			plan = res.Plan
+			fmt.Fprintf(c.stdout, "\n%s\n", renderMarkdown(plan, c.interactive))
+			if !c.interactive || o.yes {
+				fmt.Fprintln(c.stderr, "sandbox-agent: no terminal to ask: executing the plan (it is kept in the receipt)")
+				break
+			}
+			choice, text, err := c.ask(round)
+			if err != nil {
+				fmt.Fprintf(c.stderr, "sandbox-agent: %v\n", err)
+				return exitUsage
+			}
+			if choice == "abort" {
+				fmt.Fprintln(c.stdout, "Aborted; nothing was changed.")
+				return exitNotDone
+			}
+			if choice == "execute" {
+				break
+			}
+			feedback = text
+		}
+	}
+	eo := c.order(o, dispatch.ModeExecute, "")
+	eo.Plan = plan
+	res, code := c.runOne(ctx, b, o, eo)
+	if res != nil {
+		c.report(o, eo, res)
+	}
+	return code
+}
+
+// ask offers the choices after a plan; revise is offered while rounds
+// remain.
+func (c *cli) ask(round int) (string, string, error) {
+	for {
+		if round < maxPlanRounds {
+			fmt.Fprintf(c.stdout, "[e]xecute this plan, [r]evise it with feedback (round %d of %d), or [a]bort? ", round, maxPlanRounds)
+		} else {
+			fmt.Fprint(c.stdout, "[e]xecute this plan or [a]bort (no revision rounds left)? ")
+		}
+		line, err := c.stdin.ReadString('\n')
+		if err != nil && line == "" {
+			return "", "", errors.New("no answer on stdin")
+		}
+		switch strings.ToLower(strings.TrimSpace(line)) {
+		case "e", "execute", "y", "yes":
+			return "execute", "", nil
+		case "a", "abort", "q", "quit":
+			return "abort", "", nil
+		case "r", "revise":
+			if round >= maxPlanRounds {
+				continue
+			}
+			fmt.Fprint(c.stdout, "Feedback (one line): ")
+			fb, err := c.stdin.ReadString('\n')
+			if strings.TrimSpace(fb) == "" {
+				if err != nil {
+					return "", "", errors.New("no feedback on stdin")
+				}
+				continue
+			}
+			return "revise", strings.TrimSpace(fb), nil
+		}
+	}
+}
+
+// order builds a work order for o in mode; taskID is derived when empty.
+func (c *cli) order(o *options, mode dispatch.Mode, taskID string) dispatch.WorkOrder {
+	if taskID == "" {
+		// Unique per run: every plan round and the execution are their own
+		// task in the backend, like the bot's runs of one issue.
+		taskID = dispatch.NewTaskID("local/"+o.repoLabel, 0, mode, o.taskID+strconv.FormatInt(time.Now().UnixNano(), 36)+strconv.Itoa(os.Getpid()))
+	}
+	w := dispatch.WorkOrder{
+		SchemaVersion:  dispatch.WorkOrderVersion,
+		TaskID:         taskID,
+		Mode:           mode,
+		Attempt:        1,
+		CloneURL:       o.repo,
+		BaseBranch:     o.base,
+		TargetBranch:   o.target,
+		Task:           o.task,
+		Plan:           o.plan,
+		Feedback:       o.feedback,
+		Config:         *o.cfg,
+		BudgetUSD:      o.cfg.MaxBudgetUSD,
+		TimeoutMinutes: o.cfg.TimeoutMinutes,
+		OutputDir:      "set-by-the-backend",
+		SecretEnv:      o.passEnv,
+	}
+	if mode == dispatch.ModeExecute && w.TargetBranch == "" {
+		w.TargetBranch = dispatch.BranchName(taskID, o.task.Title)
+	}
+	if mode == dispatch.ModeTask {
+		w.CloneURL = ""
+	}
+	return w
+}
+
+// runOne submits order and follows it to the end, printing progress. ^C
+// cancels the run: the runner pushes and writes its interrupted receipt.
+func (c *cli) runOne(ctx context.Context, b dispatch.Backend, o *options, order dispatch.WorkOrder) (*dispatch.Result, int) {
+	spec := dispatch.RunSpec{
+		Meta:  dispatch.Meta{TaskID: order.TaskID, Mode: order.Mode, Repo: order.Repo, Attempt: 1},
+		Order: order,
+	}
+	if strings.HasPrefix(order.CloneURL, "http") {
+		// Delivered as the run's 0600 token file, never in the work order.
+		spec.Token = o.token
+	}
+	fmt.Fprintf(c.stderr, "sandbox-agent: %s run %s\n", order.Mode, order.TaskID)
+	if _, err := b.Submit(context.WithoutCancel(ctx), spec); err != nil {
+		fmt.Fprintf(c.stderr, "sandbox-agent: %v\n", err)
+		return nil, exitUsage
+	}
+	cancelled := false
+	for {
+		_, err := b.Wait(ctx, order.TaskID, func(p dispatch.Progress) {
+			line := fmt.Sprintf("  [%s] %s", p.Stage, p.Message)
+			if p.CostUSD > 0 {
+				line += fmt.Sprintf("  ($%.4f)", p.CostUSD)
+			}
+			fmt.Fprintln(c.stderr, line)
+		})
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil && !cancelled {
+			cancelled = true
+			fmt.Fprintln(c.stderr, "sandbox-agent: stopping the run; the work so far is pushed...")
+			if err := b.Cancel(context.WithoutCancel(ctx), order.TaskID); err != nil {
+				fmt.Fprintf(c.stderr, "sandbox-agent: %v\n", err)
+			}
+			ctx = context.WithoutCancel(ctx)
+			continue
+		}
+		fmt.Fprintf(c.stderr, "sandbox-agent: %v\n", err)
+		return nil, exitNotDone
+	}
+	res, err := b.Result(context.WithoutCancel(ctx), order.TaskID)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "sandbox-agent: %v (the run's files are in %s)\n", err, filepath.Dir(o.outDir(order.TaskID)))
+		return nil, exitNotDone
+	}
+	if o.afterRun != nil {
+		o.afterRun(order.TaskID)
+	}
+	if res.Status != dispatch.StatusCompleted {
+		return res, exitNotDone
+	}
+	return res, exitOK
+}
+
+// report prints the receipt's essentials and where the full one is.
+func (c *cli) report(o *options, order dispatch.WorkOrder, res *dispatch.Result) {
+	w := c.stdout
+	fmt.Fprintf(w, "\n%s %s: %s\n", res.Mode, res.TaskID, res.Status)
+	if res.Error != nil {
+		fmt.Fprintf(w, "  why:      %s\n", res.Error.Message)
+		if d := res.Error.Diagnostic; d != nil {
+			fmt.Fprintf(w, "  agent:    last event %s, step %d (%d done), $%.4f spent\n", d.LastEventType, d.CurrentStep, d.CompletedSteps, d.CostSoFarUSD)
+		}
+	}
+	if s := strings.TrimSpace(res.PRSummary); s != "" {
+		fmt.Fprintf(w, "  summary:  %s\n", strings.ReplaceAll(s, "\n", "\n            "))
+	}
+	if res.HeadSHA != "" {
+		fmt.Fprintf(w, "  branch:   %s at %.12s, pushed to %s\n", res.Branch, res.HeadSHA, o.repoLabel)
+		fmt.Fprintf(w, "  changes:  %d file(s), +%d -%d in %d commit(s)\n", res.DiffStats.FilesChanged, res.DiffStats.Insertions, res.DiffStats.Deletions, len(res.Commits))
+		if len(res.Commits) > 0 && !strings.Contains(o.repoLabel, "://") && !strings.HasPrefix(o.repoLabel, "git@") {
+			fmt.Fprintf(w, "  see it:   git -C %s log -p -n %d %s\n", shellQuote(o.repoLabel), len(res.Commits), res.Branch)
+		}
+	}
+	tu := res.TokenUsage
+	took := time.Duration(res.DurationSeconds * float64(time.Second))
+	if took < 10*time.Second {
+		took = took.Round(time.Millisecond) // a quick run must not read as 0s
+	} else {
+		took = took.Round(time.Second)
+	}
+	if tu.TotalCostUSD == 0 && tu.Input == 0 && tu.Output == 0 && tu.Steps == 0 {
+		// A command agent that reports no usage: zeros would read as a
+		// measurement.
+		fmt.Fprintf(w, "  usage:    none reported by the agent, %s\n", took)
+	} else {
+		fmt.Fprintf(w, "  usage:    $%.4f, %d input + %d output tokens, %d steps, %s\n", tu.TotalCostUSD, tu.Input, tu.Output, tu.Steps, took)
+	}
+	for _, ch := range res.Validation {
+		mark := "passed"
+		if !ch.Passed {
+			mark = "FAILED"
+		}
+		fmt.Fprintf(w, "  check:    %s %s (%d run(s))\n", ch.Name, mark, ch.Attempts)
+	}
+	if len(res.Repairs) > 0 {
+		fmt.Fprintf(w, "  repairs:  %d\n", len(res.Repairs))
+	}
+	for _, a := range res.Artifacts {
+		fmt.Fprintf(w, "  artifact: %s\n", filepath.Join(o.outDir(res.TaskID), a))
+	}
+	fmt.Fprintf(w, "  receipt:  %s\n", filepath.Join(o.outDir(res.TaskID), dispatch.ResultFile))
+	if res.Status == dispatch.StatusInterrupted || res.Status == dispatch.StatusTimeout {
+		fmt.Fprintf(w, "  resume:   sandbox-agent continue --repo %s --task-id %s --target-branch %s --task %q\n", o.repoLabel, res.TaskID, res.Branch, order.Task.Title)
+	}
+}
