@@ -71,6 +71,13 @@ func (p *Policy) CreateContainer(ctx context.Context, body []byte) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
+	// The engine (20.10) still reads HostConfig fields written at the top
+	// level of the body when there is no HostConfig object.
+	for k, v := range o {
+		if name := canonical(k, hostConfigFields); name != "" && !isZero(v) {
+			return nil, refuse("%s at the top level of a create body is refused: host settings belong in HostConfig", k)
+		}
+	}
 	hc, err := o.obj("HostConfig")
 	if err != nil {
 		return nil, err

@@ -120,9 +120,11 @@ func (f *Filter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var read []byte
 	req := request{
-		method: r.Method,
-		path:   splitPath(p),
-		query:  r.URL.Query(),
+		method:  r.Method,
+		minor:   apiMinor(p),
+		path:    splitPath(p),
+		query:   r.URL.Query(),
+		hasBody: r.ContentLength != 0,
 		body: func() ([]byte, error) {
 			b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
 			if err != nil {

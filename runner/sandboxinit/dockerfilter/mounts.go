@@ -3,8 +3,8 @@ package dockerfilter
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 

@@ -61,10 +61,12 @@ func testPolicy() *Policy {
 func decideFor(p *Policy, method, path, body string) verdict {
 	u, _ := url.Parse(path)
 	return p.decide(context.Background(), request{
-		method: method,
-		path:   splitPath(u.Path),
-		query:  u.Query(),
-		body:   func() ([]byte, error) { return []byte(body), nil },
+		method:  method,
+		minor:   apiMinor(u.Path),
+		hasBody: body != "",
+		path:    splitPath(u.Path),
+		query:   u.Query(),
+		body:    func() ([]byte, error) { return []byte(body), nil },
 	})
 }
 
@@ -175,6 +177,10 @@ func TestPolicyTable(t *testing.T) {
 		{"plugin install", "POST", "/v1.41/plugins/pull?remote=x", "", "plugins are refused"},
 		{"swarm init", "POST", "/v1.41/swarm/init", `{}`, "swarm mode (/swarm) is refused"},
 		{"service create", "POST", "/v1.41/services/create", `{}`, "swarm mode"},
+		{"top-level host config", "POST", create, `{"Image":"svc","Privileged":true}`, "Privileged at the top level"},
+		{"top-level host config folded", "POST", create, `{"Image":"svc","capadd":["ALL"]}`, "capadd at the top level"},
+		{"start with a host config", "POST", "/v1.41/containers/mine/start", `{"Privileged":true}`, "a body on POST /containers/mine/start is refused"},
+		{"old API", "POST", "/v1.23/containers/mine/start", "", "API version 1.23 is refused"},
 		{"unknown endpoint", "POST", "/v1.41/containers/mine/checkpoints", "", "does not forward this endpoint"},
 	}
 	p := testPolicy()
@@ -226,6 +232,9 @@ func TestSplitPath(t *testing.T) {
 		"/version":                 "version",
 		"/v1.41/version":           "version",
 	} {
+		if m := apiMinor(in); strings.HasPrefix(in, "/v1.41/") && m != 41 || !strings.HasPrefix(in, "/v") && m != -1 {
+			t.Errorf("apiMinor(%q) = %d", in, m)
+		}
 		if got := strings.Join(splitPath(in), " "); got != want {
 			t.Errorf("splitPath(%q) = %q, want %q", in, got, want)
 		}

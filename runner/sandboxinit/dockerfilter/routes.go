@@ -4,18 +4,27 @@ import (
 	"context"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
 // versionPrefix is the API version the CLI puts before every path.
 var versionPrefix = regexp.MustCompile(`^/v[0-9]+(\.[0-9]+)?/`)
 
+// minAPIVersion is the oldest API version forwarded: before 1.24 the
+// engine took a HostConfig in the body of POST /containers/{id}/start.
+const minAPIVersion = 24
+
 // request is what a route needs of an HTTP request.
 type request struct {
 	method string
-	path   []string // segments after the version prefix
-	query  map[string][]string
-	body   func() ([]byte, error)
+	// minor is the API version's minor number (-1 for an unversioned path).
+	minor int
+	path  []string // segments after the version prefix
+	query map[string][]string
+	// hasBody says whether the request carries a body (or may: chunked).
+	hasBody bool
+	body    func() ([]byte, error)
 }
 
 // verdict is what the filter does with a request: forward it as it is
@@ -43,6 +52,9 @@ func (p *Policy) decide(ctx context.Context, r request) verdict {
 	n := len(seg)
 	if n == 0 {
 		return verdict{err: refuse("the API root is not an endpoint")}
+	}
+	if r.minor >= 0 && r.minor < minAPIVersion {
+		return verdict{err: refuse("API version 1.%d is refused: the filter forwards API 1.%d and later (older versions took host settings at container start)", r.minor, minAPIVersion)}
 	}
 	withBody := func(check func([]byte) ([]byte, error)) verdict {
 		b, err := r.body()
@@ -122,6 +134,8 @@ func (p *Policy) decideContainer(ctx context.Context, r request, withBody func(f
 			return verdict{}
 		case op == "archive" && (r.method == http.MethodGet || r.method == http.MethodHead):
 			return verdict{}
+		case op == "start" && r.hasBody:
+			return verdict{err: refuse("a body on POST /containers/%s/start is refused: host settings belong in the create request", id)}
 		case op == "start" || op == "restart" || op == "attach" || op == "archive":
 			return verdict{err: p.checkExisting(ctx, id, op)}
 		case op == "exec":
@@ -131,6 +145,20 @@ func (p *Policy) decideContainer(ctx context.Context, r request, withBody func(f
 		}
 	}
 	return verdict{err: refuse("%s /%s is refused: the filter does not forward this endpoint", r.method, strings.Join(seg, "/"))}
+}
+
+// apiMinor returns the minor number of the path's API version: -1 when
+// it has none, 0 for a bare major ("/v1/") or one that is not 1.x.
+func apiMinor(p string) int {
+	m := versionPrefix.FindStringSubmatch(p)
+	if m == nil {
+		return -1
+	}
+	if !strings.HasPrefix(m[0], "/v1.") && !strings.HasPrefix(m[0], "/v1/") {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimPrefix(m[1], "."))
+	return n
 }
 
 // splitPath strips the version prefix and splits the rest.
