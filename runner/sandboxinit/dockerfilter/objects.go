@@ -164,6 +164,10 @@ func checkBuildQuery(q url.Values) error {
 				if v != "" && v != "default" {
 					return refuse("docker build --isolation=%s is refused", v)
 				}
+			case "remote":
+				if v != "" {
+					return refuse("docker build from a remote context (%s) is refused: the daemon would fetch it as root, past the agent's egress fence; clone or download it first", v)
+				}
 			case "securityopt", "entitlements", "allow":
 				if v != "" && v != "[]" {
 					return refuse("docker build %s=%s is refused: builds get no extra privileges (network.host, security.insecure)", k, v)

@@ -181,6 +181,9 @@ func TestPolicyTable(t *testing.T) {
 		{"top-level host config folded", "POST", create, `{"Image":"svc","capadd":["ALL"]}`, "capadd at the top level"},
 		{"start with a host config", "POST", "/v1.41/containers/mine/start", `{"Privileged":true}`, "a body on POST /containers/mine/start is refused"},
 		{"old API", "POST", "/v1.23/containers/mine/start", "", "API version 1.23 is refused"},
+		{"import from a URL", "POST", "/v1.41/images/create?fromSrc=http://example.test/x.tar&repo=x", "", "docker import from a URL is refused"},
+		{"import from stdin", "POST", "/v1.41/images/create?fromSrc=-&repo=x", "", ""},
+		{"remote build context", "POST", "/v1.41/build?remote=https://example.test/x.git", "", "remote context"},
 		{"unknown endpoint", "POST", "/v1.41/containers/mine/checkpoints", "", "does not forward this endpoint"},
 	}
 	p := testPolicy()

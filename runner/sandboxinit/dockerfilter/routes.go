@@ -66,6 +66,8 @@ func (p *Policy) decide(ctx context.Context, r request) verdict {
 	}
 	get := r.method == http.MethodGet || r.method == http.MethodHead
 	switch root := seg[0]; {
+	case root == "images" && n == 2 && seg[1] == "create" && len(r.query["fromSrc"]) > 0 && r.query["fromSrc"][0] != "-":
+		return verdict{err: refuse("docker import from a URL is refused: the daemon would fetch it as root, past the agent's egress fence; download it and import the file")}
 	case root == "_ping" || root == "version" || root == "info" || root == "events" || root == "auth" ||
 		root == "system" || root == "commit" || root == "session" || root == "images" || root == "exec":
 		return verdict{}
