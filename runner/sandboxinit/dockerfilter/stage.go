@@ -32,7 +32,6 @@ type Workspace struct {
 	mu     sync.Mutex
 	staged map[fileKey]string
 	paths  map[string]bool
-	next   int
 }
 
 type fileKey struct{ dev, ino uint64 }
@@ -174,13 +173,15 @@ func (w *Workspace) Stage(src string, create bool) (string, error) {
 	if err := os.MkdirAll(w.StageDir, 0o700); err != nil {
 		return "", fmt.Errorf("create %s: %w", w.StageDir, err)
 	}
-	w.next++
-	target := filepath.Join(w.StageDir, strconv.Itoa(w.next))
+	// Fresh names: a restarted sandbox finds the empty staging points of
+	// its previous start (their mounts went with its mount namespace).
+	var target string
 	if st.Mode&syscall.S_IFMT == syscall.S_IFDIR {
-		err = os.Mkdir(target, 0o700)
+		target, err = os.MkdirTemp(w.StageDir, "d")
 	} else {
 		var f *os.File
-		if f, err = os.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+		if f, err = os.CreateTemp(w.StageDir, "f"); err == nil {
+			target = f.Name()
 			f.Close()
 		}
 	}
