@@ -174,6 +174,9 @@ func startDaemon(ctx context.Context, log zerolog.Logger, cfg daemonConfig) (*da
 	d.dockerd, err = startProc("dockerd", filepath.Join(logDir, "dockerd.log"),
 		"dockerd",
 		"--host", "unix://"+dockerSocket,
+		// The socket is root's alone: the agent reaches the daemon only
+		// through the filter (dockerfilter.go), whatever its groups.
+		"--group", "root",
 		"--containerd", containerdSocket,
 		"--data-root", dockerRoot,
 		"--storage-driver", cfg.Driver,

@@ -35,6 +35,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/runner/sandboxinit/dockerfilter"
 )
 
 // Environment the init reads (besides dispatch.EnvWorkOrder).
@@ -155,6 +156,8 @@ type sandbox struct {
 	services dispatch.Services
 	egress   *egress // network.allow's proxy, when set
 	saves    sync.WaitGroup
+
+	dockerFilter *dockerfilter.Filter // the agent's Docker socket
 }
 
 func (s *sandbox) run(parent context.Context) int {
@@ -373,6 +376,9 @@ func (s *sandbox) startDocker(ctx, saveCtx context.Context, env map[string]strin
 		return nil, err
 	}
 	s.daemon = d
+	if err := s.startDockerFilter(env); err != nil {
+		return nil, err
+	}
 
 	cache := imageCache{log: s.log}
 	if dir := filepath.Join(s.opts.cacheDir, "images"); isDir(dir) {
@@ -570,6 +576,7 @@ func (s *sandbox) writeReceiptIfMissing(status dispatch.Status, msg string) {
 }
 
 func (s *sandbox) shutdown() {
+	s.stopDockerFilter()
 	if s.egress != nil {
 		s.egress.stop()
 		s.egress = nil

@@ -1,0 +1,80 @@
+package sandboxinit
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/runner/sandboxinit/dockerfilter"
+)
+
+// The agent's Docker: the init serves a filtering socket in front of the
+// inner daemon and points DOCKER_HOST at it. The daemon's own socket is
+// root's alone (dockerd --group root), so the filter is the only way in.
+const (
+	agentDockerSocket = defaultRuntimeDir + "/docker.sock"
+	dockerStageDir    = defaultRuntimeDir + "/binds"
+	// defaultWorkspace is the checkout directory when the sandbox's
+	// environment names none: the filter must know it before the runner
+	// runs, and a temporary directory of the runner's choosing is unknown.
+	defaultWorkspace = "/workspace"
+)
+
+// startDockerFilter starts the filter and adds DOCKER_HOST (and the
+// workspace it guards) to env.
+func (s *sandbox) startDockerFilter(env map[string]string) error {
+	ws := os.Getenv(dispatch.EnvWorkspace)
+	if ws == "" {
+		ws = defaultWorkspace
+		env[dispatch.EnvWorkspace] = ws
+	}
+	if err := s.makeWorkspace(ws); err != nil {
+		return err
+	}
+	f, err := dockerfilter.Start(dockerfilter.Config{
+		Socket:    agentDockerSocket,
+		Upstream:  dockerSocket,
+		Workspace: ws,
+		StageDir:  dockerStageDir,
+		Log:       s.log.With().Str("part", "docker-filter").Logger(),
+	})
+	if err != nil {
+		return err
+	}
+	s.dockerFilter = f
+	env["DOCKER_HOST"] = "unix://" + agentDockerSocket
+	return nil
+}
+
+// makeWorkspace creates the workspace for the user the runner runs as
+// when it does not exist yet.
+func (s *sandbox) makeWorkspace(ws string) error {
+	if !filepath.IsAbs(ws) {
+		return fmt.Errorf("%s=%q: want an absolute path", dispatch.EnvWorkspace, ws)
+	}
+	if isDir(ws) {
+		return nil
+	}
+	if err := os.MkdirAll(ws, 0o755); err != nil {
+		return fmt.Errorf("create the workspace %s: %w", ws, err)
+	}
+	a, err := lookupAccount(s.opts.user)
+	if err != nil {
+		return err
+	}
+	if err := os.Lchown(ws, a.UID, a.GID); err != nil {
+		return fmt.Errorf("give the workspace %s to %s: %w", ws, a.Name, err)
+	}
+	return nil
+}
+
+func (s *sandbox) stopDockerFilter() {
+	if s.dockerFilter == nil {
+		return
+	}
+	if err := s.dockerFilter.Close(); err != nil {
+		s.log.Warn().Err(err).Msg("docker filter did not stop cleanly")
+	}
+	s.dockerFilter = nil
+}

@@ -1,0 +1,217 @@
+package dockerfilter
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rs/zerolog"
+)
+
+// fakeDaemon is an engine on a unix socket: it records what reaches it,
+// answers inspects, and hijacks attach like dockerd does.
+type fakeDaemon struct {
+	mu     sync.Mutex
+	bodies map[string]string
+}
+
+func (d *fakeDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	d.mu.Lock()
+	d.bodies[r.URL.Path] = string(b)
+	d.mu.Unlock()
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/json") && strings.Contains(r.URL.Path, "/containers/"):
+		io.WriteString(w, `{"HostConfig":{"NetworkMode":"bridge"},"Mounts":[]}`)
+	case strings.HasSuffix(r.URL.Path, "/attach"):
+		conn, rw, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		rw.WriteString("HTTP/1.1 101 UPGRADED\r\nContent-Type: application/vnd.docker.raw-stream\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\n")
+		rw.Flush()
+		// Like a container reading stdin to its end and then answering.
+		in, _ := io.ReadAll(rw)
+		conn.Write([]byte("got:" + string(in)))
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"Id":"abc"}`)
+	}
+}
+
+func (d *fakeDaemon) body(p string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.bodies[p]
+}
+
+func startFilter(t *testing.T) (*fakeDaemon, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	up := filepath.Join(dir, "docker.sock")
+	ln, err := net.Listen("unix", up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &fakeDaemon{bodies: map[string]string{}}
+	srv := &http.Server{Handler: d}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	ws := filepath.Join(dir, "ws")
+	os.Mkdir(ws, 0o755)
+	f, err := Start(Config{Socket: filepath.Join(dir, "run", "agent.sock"), Upstream: up, Workspace: ws,
+		StageDir: filepath.Join(dir, "stage"), Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return d, filepath.Join(dir, "run", "agent.sock"), ws
+}
+
+func unixClient(sock string) *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+}
+
+// A refusal is a 403 in the engine's error format; what passes reaches the
+// engine, versioned or not.
+func TestFilterForwardsAndRefuses(t *testing.T) {
+	t.Parallel()
+	d, sock, _ := startFilter(t)
+	st, err := os.Stat(sock)
+	if err != nil || st.Mode().Perm() != 0o666 {
+		t.Fatalf("socket %s: %v %v, want mode 0666", sock, st.Mode(), err)
+	}
+	c := unixClient(sock)
+	resp, err := c.Post("http://docker/v1.41/containers/create", "application/json", strings.NewReader(`{"Image":"x","HostConfig":{"Privileged":true}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e struct{ Message string }
+	json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(e.Message, "HostConfig.Privileged is refused") {
+		t.Errorf("privileged create: %s %q", resp.Status, e.Message)
+	}
+	if got := d.body("/v1.41/containers/create"); got != "" {
+		t.Errorf("the refused body reached the engine: %s", got)
+	}
+	for _, p := range []string{"/v1.41/containers/create?name=a", "/containers/create"} {
+		resp, err := c.Post("http://docker"+p, "application/json", strings.NewReader(`{"Image":"x","HostConfig":{"Memory":1048576}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"abc"`) {
+			t.Errorf("%s: %s %s", p, resp.Status, b)
+		}
+		path, _, _ := strings.Cut(p, "?")
+		if got := d.body(path); !strings.Contains(got, `"Memory":1048576`) {
+			t.Errorf("%s: engine got %q", p, got)
+		}
+	}
+	resp, err = c.Post("http://docker/v1.41/containers/x/../../swarm/init", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 400 {
+		t.Errorf("unclean path: %s", resp.Status)
+	}
+}
+
+// attach and exec are hijacked streams: the 101 upgrade passes and a
+// client's half-close reaches the container before its answer comes back.
+func TestFilterUpgradesAttach(t *testing.T) {
+	t.Parallel()
+	_, sock, _ := startFilter(t)
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	io.WriteString(conn, "POST /v1.41/containers/abc/attach?stream=1&stdin=1 HTTP/1.1\r\nHost: docker\r\nConnection: Upgrade\r\nUpgrade: tcp\r\nContent-Length: 0\r\n\r\n")
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("attach: %s", resp.Status)
+	}
+	io.WriteString(conn, "hello")
+	conn.(*net.UnixConn).CloseWrite()
+	out, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != "got:hello" {
+		t.Errorf("stream = %q, want got:hello", out)
+	}
+}
+
+// Staging binds the object that was checked: a path swapped for a symlink
+// afterwards changes nothing, and symlinks out of the workspace are
+// refused. Mounting needs root, as the init is.
+func TestWorkspaceStagesWhatWasChecked(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("staging bind mounts needs root (the init runs as root)")
+	}
+	dir := t.TempDir()
+	ws := &Workspace{Root: filepath.Join(dir, "ws"), StageDir: filepath.Join(dir, "stage")}
+	t.Cleanup(func() { ws.Close() })
+	os.MkdirAll(filepath.Join(ws.Root, "app"), 0o755)
+	os.WriteFile(filepath.Join(ws.Root, "app", "marker"), []byte("checked"), 0o644)
+	os.Symlink("/", filepath.Join(ws.Root, "root"))
+	os.Symlink("../..", filepath.Join(ws.Root, "app", "up"))
+	os.Symlink("app", filepath.Join(ws.Root, "inside"))
+
+	for _, bad := range []string{"/", ws.Root + "/root", ws.Root + "/root/etc", ws.Root + "/app/up", ws.Root + "/app/up/ws/app", ws.Root + "/../ws2"} {
+		if _, err := ws.Stage(bad, true); err == nil || !IsRefusal(err) {
+			t.Errorf("Stage(%s) = %v, want a refusal", bad, err)
+		}
+	}
+	staged, err := ws.Stage(ws.Root+"/inside", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := ws.Stage(ws.Root+"/app", false)
+	if err != nil || again != staged {
+		t.Errorf("the same directory staged twice: %s, %s (%v)", staged, again, err)
+	}
+	if !ws.Known(staged) || ws.Known(ws.Root+"/app") {
+		t.Error("Known does not tell staged paths from others")
+	}
+	// The agent swaps the checked directory for a symlink to /.
+	os.Rename(filepath.Join(ws.Root, "app"), filepath.Join(ws.Root, "app.old"))
+	os.Symlink("/", filepath.Join(ws.Root, "app"))
+	if b, err := os.ReadFile(filepath.Join(staged, "marker")); err != nil || string(b) != "checked" {
+		t.Errorf("staged mount after the swap: %q %v", b, err)
+	}
+	// Binds create missing directories, owned like the workspace.
+	made, err := ws.Stage(ws.Root+"/data/pg", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(filepath.Join(ws.Root, "data", "pg")); err != nil || !st.IsDir() {
+		t.Errorf("missing bind source not created: %v", err)
+	}
+	if err := ws.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(made); err == nil {
+		t.Errorf("staged mount %s left behind", made)
+	}
+}

@@ -1,0 +1,179 @@
+package dockerfilter
+
+import (
+	"context"
+	"encoding/json"
+	"net/url"
+	"strings"
+)
+
+// CreateVolume checks POST /volumes/create.
+func (p *Policy) CreateVolume(body []byte) ([]byte, error) {
+	o, err := decodeBody(body)
+	if err != nil {
+		return nil, err
+	}
+	driver, err := o.str("Driver")
+	if err != nil {
+		return nil, err
+	}
+	if err := checkVolumeDriver("Driver", driver); err != nil {
+		return nil, err
+	}
+	if v, k, _ := o.field("ClusterVolumeSpec"); !isZero(v) {
+		return nil, refuse("%s is refused: cluster volumes belong to swarm", k)
+	}
+	opts, err := o.obj("DriverOpts")
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLocalVolumeOptions("DriverOpts", opts); err != nil {
+		return nil, err
+	}
+	return json.Marshal(o)
+}
+
+// bridgeOptions are the driver options a bridge network may set. The
+// bridge's name is not among them: naming an existing interface would
+// attach the network to it.
+var bridgeOptions = []string{
+	"com.docker.network.bridge.enable_icc",
+	"com.docker.network.bridge.enable_ip_masquerade",
+	"com.docker.network.bridge.host_binding_ipv4",
+	"com.docker.network.driver.mtu",
+	"com.docker.network.container_iface_prefix",
+}
+
+// CreateNetwork checks POST /networks/create: bridge networks only
+// (macvlan and ipvlan sit on the sandbox's own interface, past any fence
+// on its bridge), no swarm scope.
+func (p *Policy) CreateNetwork(body []byte) ([]byte, error) {
+	o, err := decodeBody(body)
+	if err != nil {
+		return nil, err
+	}
+	driver, err := o.str("Driver")
+	if err != nil {
+		return nil, err
+	}
+	if driver != "" && driver != "bridge" {
+		return nil, refuse("network Driver %q is refused: only bridge networks are allowed", driver)
+	}
+	for _, k := range []string{"Ingress", "ConfigOnly", "ConfigFrom"} {
+		if v, key, _ := o.field(k); !isZero(v) {
+			return nil, refuse("network %s is refused: swarm and config-only networks are not allowed", key)
+		}
+	}
+	if scope, _ := o.str("Scope"); scope != "" && scope != "local" {
+		return nil, refuse("network Scope %q is refused: only local networks are allowed", scope)
+	}
+	ipam, err := o.obj("IPAM")
+	if err != nil {
+		return nil, err
+	}
+	if ipam != nil {
+		if d, _ := ipam.str("Driver"); d != "" && d != "default" {
+			return nil, refuse("network IPAM.Driver %q is refused: only the default IPAM driver is allowed", d)
+		}
+	}
+	opts, err := o.obj("Options")
+	if err != nil {
+		return nil, err
+	}
+	for k := range opts {
+		if canonical(k, bridgeOptions) == "" {
+			return nil, refuse("network option %q is refused: allowed options are %s", k, strings.Join(bridgeOptions, ", "))
+		}
+	}
+	return json.Marshal(o)
+}
+
+// ConnectNetwork checks POST /networks/{id}/connect.
+func (p *Policy) ConnectNetwork(ctx context.Context, network string, body []byte) ([]byte, error) {
+	o, err := decodeBody(body)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.checkNetworkName(ctx, "network", network); err != nil {
+		return nil, err
+	}
+	return json.Marshal(o)
+}
+
+var execFields = []string{"AttachStdin", "AttachStdout", "AttachStderr", "ConsoleSize", "DetachKeys",
+	"Tty", "Env", "Cmd", "Privileged", "User", "WorkingDir"}
+
+// CreateExec checks POST /containers/{id}/exec.
+func (p *Policy) CreateExec(ctx context.Context, container string, body []byte) ([]byte, error) {
+	o, err := decodeBody(body)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range o {
+		name := canonical(k, execFields)
+		switch {
+		case name == "Privileged" && !isZero(v):
+			return nil, refuse("exec Privileged is refused: a privileged exec is root on the host")
+		case name == "" && !isZero(v):
+			return nil, refuse("exec %s is refused: the filter does not know this setting", k)
+		}
+	}
+	if err := p.checkExisting(ctx, container, "exec in"); err != nil {
+		return nil, err
+	}
+	return json.Marshal(o)
+}
+
+// UpdateContainer checks POST /containers/{id}/update.
+func (p *Policy) UpdateContainer(body []byte) ([]byte, error) {
+	o, err := decodeBody(body)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range o {
+		name := canonical(k, resourceFields)
+		if name == "" {
+			if isZero(v) {
+				continue
+			}
+			return nil, refuse("update %s is refused: the filter does not know this setting", k)
+		}
+		if why, ok := mustBeUnset[name]; ok && !isZero(v) {
+			return nil, refuse("update %s is refused: %s", name, why)
+		}
+	}
+	return json.Marshal(o)
+}
+
+// buildQuery are the query parameters of POST /build that the filter
+// weighs; the rest (tags, build args, labels, cache settings, limits of
+// the build's own containers) are a project's business.
+func checkBuildQuery(q url.Values) error {
+	for k, vs := range q {
+		for _, v := range vs {
+			switch strings.ToLower(k) {
+			case "networkmode":
+				if strings.EqualFold(v, "host") || strings.HasPrefix(v, "container:") {
+					return refuse("docker build --network=%s is refused: builds may use their own network only", v)
+				}
+			case "cgroupparent":
+				if v != "" {
+					return refuse("docker build --cgroup-parent is refused: a cgroup parent places the build outside the sandbox's cgroup")
+				}
+			case "isolation":
+				if v != "" && v != "default" {
+					return refuse("docker build --isolation=%s is refused", v)
+				}
+			case "remote":
+				if v != "" {
+					return refuse("docker build from a remote context (%s) is refused: the daemon would fetch it as root, past the agent's egress fence; clone or download it first", v)
+				}
+			case "securityopt", "entitlements", "allow":
+				if v != "" && v != "[]" {
+					return refuse("docker build %s=%s is refused: builds get no extra privileges (network.host, security.insecure)", k, v)
+				}
+			}
+		}
+	}
+	return nil
+}
