@@ -61,6 +61,18 @@ const (
 	CacheDir      = "/cache"
 )
 
+// RunnerUID and RunnerGID are the runner's own identity inside a coding
+// sandbox, apart from the agent's `sandbox` user (uid 1000): the token file
+// and the work order belong to the runner and are mode 0400, so the agent
+// and everything it starts cannot read them. Backends that render these
+// files (the Nomad job's templates) give them this owner; the image creates
+// the runner user with these ids (deploy/sandbox, runner/sandboxinit), so
+// the two sides must change together.
+const (
+	RunnerUID = 1001
+	RunnerGID = 1001
+)
+
 // CacheTmpPrefix starts the name of a cache file being written; loaders
 // skip such files and the init sweeps old ones.
 const CacheTmpPrefix = ".tmp-"
