@@ -289,6 +289,17 @@ func (c *cli) parse(cmd string, mode dispatch.Mode, args []string) (*options, er
 	if f.timeout > 0 {
 		flagsLayer.TimeoutMinutes = int((f.timeout + time.Minute - 1) / time.Minute)
 	}
+	// The token is read first: a remote's .sandbox.yml may need it.
+	tokenFile := f.tokenFile
+	if tokenFile != "" {
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		o.token = strings.TrimSpace(string(b))
+	} else {
+		o.token = c.getenv(envTokenVar)
+	}
 	o.cfg, o.sources, err = c.loadConfig(o, f.project, flagsLayer)
 	if err != nil {
 		return nil, err
@@ -302,16 +313,6 @@ func (c *cli) parse(cmd string, mode dispatch.Mode, args []string) (*options, er
 	// Only the process backend runs sandbox-runner here; a docker sandbox
 	// has its own.
 	o.runner, o.runnerErr = c.findRunner(f.runner)
-	tokenFile := f.tokenFile
-	if tokenFile != "" {
-		b, err := os.ReadFile(tokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("--token-file: %w", err)
-		}
-		o.token = strings.TrimSpace(string(b))
-	} else {
-		o.token = c.getenv(envTokenVar)
-	}
 	return o, nil
 }
 
@@ -365,7 +366,7 @@ func (c *cli) loadConfig(o *options, project string, fl sandboxcfg.Flags) (*sand
 	}
 	var layers []layer
 	if o.repo != "" {
-		file, data, err := repoConfig(o.repo)
+		file, data, err := repoConfig(o.repo, o.token)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -429,7 +430,7 @@ func (c *cli) globalFile() string {
 
 // repoConfig reads the repository's .sandbox.yml: from the working tree of
 // a local repository, or from a shallow clone of a remote one.
-func repoConfig(url string) (string, []byte, error) {
+func repoConfig(url, token string) (string, []byte, error) {
 	if dir, ok := strings.CutPrefix(url, "file://"); ok {
 		if out, err := exec.Command("git", "-C", dir, "rev-parse", "--is-bare-repository").Output(); err == nil && strings.TrimSpace(string(out)) == "false" {
 			p := filepath.Join(dir, sandboxcfg.FileName)
@@ -446,7 +447,7 @@ func repoConfig(url string) (string, []byte, error) {
 	}
 	defer os.RemoveAll(tmp)
 	cmd := exec.Command("git", "clone", "--quiet", "--depth=1", "--no-checkout", url, tmp)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
+	cmd.Env = append(append(os.Environ(), "GIT_TERMINAL_PROMPT=0"), gitAuthEnv(token)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", nil, fmt.Errorf("read %s from %s: %v: %s", sandboxcfg.FileName, url, err, strings.TrimSpace(string(out)))
 	}
