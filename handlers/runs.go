@@ -121,6 +121,7 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		return
 	}
 	prog := newProgress(ctx, r.b, client, owner, repo, meta)
+	r.adoptToken(ctx, meta.TaskID)
 	refreshDone, refreshed := make(chan struct{}), make(chan struct{})
 	go func() { defer close(refreshed); r.refreshTokens(ctx, meta, refreshDone) }()
 	st, err := r.b.Backend.Wait(ctx, meta.TaskID, prog.update)

@@ -256,3 +256,20 @@ func TestRevocationFailuresAreRetriedNeverFatal(t *testing.T) {
 		})
 	}
 }
+
+// A bot restarted while a run lives reads the run's token back from the
+// backend, and revokes it when the run ends.
+func TestRestartedBotRevokesTokenOfEarlierRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, nil)
+	n := h.gh.AddIssue(testRepo, writer, "Task", "")
+	h.label(n, writer, "d-restart")
+	spec := h.waitSubmitted(1)[0]
+	h.stop()
+	h.start(nil)
+	h.requireLive(spec.Order.TaskID)
+	end := time.Now()
+	h.backend.Finish(spec.Order.TaskID, &dispatch.Result{Mode: dispatch.ModePlan, Status: dispatch.StatusCompleted, Plan: "1. Do."})
+	h.waitComment(n, "plan", func(c string) bool { return strings.Contains(c, "## 📋 Plan") })
+	h.requireRevokedAfter(spec.Order.TaskID, end)
+}

@@ -118,6 +118,27 @@ func (t *runTokens) delivered(taskID, token string) {
 	}
 }
 
+func (t *runTokens) has(taskID string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byTask[taskID]) > 0
+}
+
+// adopt remembers the token a run holds when nothing is remembered for it
+// yet, and reports whether it did.
+func (t *runTokens) adopt(taskID, token string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.byTask[taskID]) > 0 {
+		return false
+	}
+	if t.byTask == nil {
+		t.byTask, t.current = map[string][]string{}, map[string]string{}
+	}
+	t.byTask[taskID], t.current[taskID] = []string{token}, token
+	return true
+}
+
 // take forgets and returns every token of the run.
 func (t *runTokens) take(taskID string) []string {
 	t.mu.Lock()
@@ -179,6 +200,24 @@ func (b *Base) handOver(ctx context.Context, taskID, token string, created bool,
 		why = "submission failed"
 	}
 	b.Runs.revoke(ctx, taskID, []string{token}, why)
+}
+
+// adoptToken remembers the token of a run this bot process did not start
+// (it began before a restart, or on another replica), read back from the
+// backend, so the run's end revokes it too.
+func (r *Runs) adoptToken(ctx context.Context, taskID string) {
+	tr, ok := r.b.Backend.(dispatch.TokenReader)
+	if !ok || r.tokens.has(taskID) {
+		return
+	}
+	tok, err := tr.CurrentToken(ctx, taskID)
+	if err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("read back the run's token; it is not revoked when the run ends, but expires within the hour")
+		return
+	}
+	if tok != "" && r.tokens.adopt(taskID, tok) {
+		zerolog.Ctx(ctx).Debug().Msg("adopted the token of a run started earlier")
+	}
 }
 
 // endRun revokes every token minted for a run that ended.

@@ -50,3 +50,22 @@ func TestRunTokensSuperseded(t *testing.T) {
 		t.Fatalf("another run's tokens: %v", got)
 	}
 }
+
+// A token read back from the backend is remembered only for a run this
+// process knows nothing about.
+func TestRunTokensAdopt(t *testing.T) {
+	t.Parallel()
+	var rt runTokens
+	if !rt.adopt("T-1", "old") || rt.adopt("T-1", "other") {
+		t.Fatal("adopt must take the first token of an unknown run only")
+	}
+	rt.add("T-2", "mine")
+	if rt.adopt("T-2", "theirs") {
+		t.Fatal("adopt replaced a token this process minted")
+	}
+	rt.add("T-1", "new")
+	rt.delivered("T-1", "new")
+	if got := rt.takeSuperseded("T-1"); !slices.Equal(got, []string{"old"}) {
+		t.Fatalf("the adopted token is superseded by a refresh: got %v", got)
+	}
+}
