@@ -49,6 +49,19 @@ const (
 	// EnvStartupGrace overrides how long the agent may take to print its
 	// first event (a Go duration).
 	EnvStartupGrace = "SANDBOX_AGENT_STARTUP_GRACE"
+	// EnvAgentUser names the account the agent runs as when it is not the
+	// runner's own: the sandbox init sets it when it starts the runner as
+	// RunnerUser with the capabilities to switch users.
+	EnvAgentUser = "SANDBOX_AGENT_USER"
+)
+
+// The sandbox image's accounts. The runner's uid is fixed so that the
+// docker backend can give it the task directory's token and work order.
+const (
+	RunnerUser = "runner"
+	RunnerUID  = 1001
+	AgentUser  = "sandbox"
+	AgentUID   = 1000
 )
 
 // Paths inside a container sandbox (the docker backend binds the task
@@ -59,18 +72,6 @@ const (
 	TokenPath     = SecretsDir + "/token"
 	OutputDir     = "/sandbox/out"
 	CacheDir      = "/cache"
-)
-
-// RunnerUID and RunnerGID are the runner's own identity inside a coding
-// sandbox, apart from the agent's `sandbox` user (uid 1000): the token file
-// and the work order belong to the runner and are mode 0400, so the agent
-// and everything it starts cannot read them. Backends that render these
-// files (the Nomad job's templates) give them this owner; the image creates
-// the runner user with these ids (deploy/sandbox, runner/sandboxinit), so
-// the two sides must change together.
-const (
-	RunnerUID = 1001
-	RunnerGID = 1001
 )
 
 // CacheTmpPrefix starts the name of a cache file being written; loaders

@@ -171,7 +171,7 @@ func checkJob(t *testing.T, job *api.Job, s dispatch.RunSpec) {
 			if strings.HasPrefix(*tp.DestPath, "secrets/env") {
 				continue
 			}
-			if *tp.Perms != "0400" || tp.Uid == nil || *tp.Uid != dispatch.RunnerUID || tp.Gid == nil || *tp.Gid != dispatch.RunnerGID {
+			if *tp.Perms != "0400" || tp.Uid == nil || *tp.Uid != dispatch.RunnerUID || tp.Gid == nil || *tp.Gid != dispatch.RunnerUID {
 				fail("%s must be the runner's (uid %d) with mode 0400: perms %s uid %v gid %v", *tp.DestPath, dispatch.RunnerUID, *tp.Perms, tp.Uid, tp.Gid)
 			}
 		}

@@ -128,7 +128,8 @@ type Options struct {
 	Limits   Limits
 
 	// SecretsUID and SecretsGID own the files the runner alone may read
-	// (secrets/token, the work order); default dispatch.RunnerUID/GID.
+	// (secrets/token, the work order); default dispatch.RunnerUID, the
+	// image's runner account: the agent runs as dispatch.AgentUID.
 	SecretsUID, SecretsGID int
 
 	// JobPrefix starts every job id the bot creates; the watcher ignores
@@ -207,7 +208,8 @@ func (o *Options) setDefaults() error {
 		o.SecretsUID = dispatch.RunnerUID
 	}
 	if o.SecretsGID == 0 {
-		o.SecretsGID = dispatch.RunnerGID
+		// The image creates the runner with a group of its own, same id.
+		o.SecretsGID = dispatch.RunnerUID
 	}
 	if o.NodePool == "" {
 		o.NodePool = DefaultNodePool
