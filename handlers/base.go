@@ -201,21 +201,3 @@ type ConfigError struct {
 }
 
 func (e *ConfigError) Error() string { return e.Err.Error() }
-
-// mintToken creates an installation token for one repository with
-// contents:write only: all the sandbox needs to clone and push. Everything
-// else (comments, PRs, checks) the bot does itself.
-func (b *Base) mintToken(ctx context.Context, installationID int64, repo string) (string, time.Time, error) {
-	app, err := b.NewAppClient()
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("create app client: %w", err)
-	}
-	tok, _, err := app.Apps.CreateInstallationToken(ctx, installationID, &github.InstallationTokenOptions{
-		Repositories: []string{repo},
-		Permissions:  &github.InstallationPermissions{Contents: github.String("write")},
-	})
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("mint token for installation %d, repo %s: %w", installationID, repo, err)
-	}
-	return tok.GetToken(), tok.GetExpiresAt().Time, nil
-}

@@ -27,6 +27,7 @@ type Runs struct {
 	cancel    context.CancelFunc
 	following map[string]bool
 	aborted   map[string]string // task id -> who aborted
+	tokens    runTokens         // every token minted for a live run (tokens.go)
 	wg        sync.WaitGroup
 	logger    zerolog.Logger
 }
@@ -120,10 +121,12 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		return
 	}
 	prog := newProgress(ctx, r.b, client, owner, repo, meta)
-	refreshDone := make(chan struct{})
-	go r.refreshTokens(ctx, meta, refreshDone)
+	r.adoptToken(ctx, meta.TaskID)
+	refreshDone, refreshed := make(chan struct{}), make(chan struct{})
+	go func() { defer close(refreshed); r.refreshTokens(ctx, meta, refreshDone) }()
 	st, err := r.b.Backend.Wait(ctx, meta.TaskID, prog.update)
 	close(refreshDone)
+	<-refreshed // no refresh mints a token after the run's are revoked
 	if ctx.Err() != nil {
 		return // shutting down: the run goes on and is reconciled later
 	}
@@ -135,6 +138,7 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		log.Warn().Msg("run vanished from the backend")
 		st.State = dispatch.StateLost
 	}
+	r.endRun(ctx, meta.TaskID)
 	res, rerr := r.b.Backend.Result(ctx, meta.TaskID)
 	if rerr != nil && !errors.Is(rerr, dispatch.ErrNoResult) && !errors.Is(rerr, dispatch.ErrNotFound) {
 		log.Error().Err(rerr).Msg("read result.json")
@@ -161,29 +165,6 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		log.Warn().Err(err).Msg("clean up run")
 	}
 	log.Info().Msg("run finished and reported")
-}
-
-// refreshTokens replaces the run's token before it expires.
-func (r *Runs) refreshTokens(ctx context.Context, meta dispatch.Meta, done <-chan struct{}) {
-	t := time.NewTicker(r.b.TokenRefresh)
-	defer t.Stop()
-	_, repo, _ := strings.Cut(meta.Repo, "/")
-	for {
-		select {
-		case <-done:
-			return
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			tok, _, err := r.b.mintToken(ctx, meta.InstallationID, repo)
-			if err == nil {
-				err = r.b.Backend.RefreshToken(ctx, meta.TaskID, tok)
-			}
-			if err != nil {
-				zerolog.Ctx(ctx).Warn().Err(err).Msg("refresh run token")
-			}
-		}
-	}
 }
 
 // finish posts what the run produced. It is idempotent: if a comment with

@@ -65,12 +65,37 @@ func TestTokenIsRefreshedWhileRunLives(t *testing.T) {
 		seen[tok] = true
 	}
 	for _, minted := range h.gh.Tokens() {
-		if seen[minted.Value] && (minted.Permissions["contents"] != "write" || len(minted.Permissions) != 1) {
-			t.Errorf("refreshed token has permissions %v", minted.Permissions)
+		if seen[minted.Value] && (minted.Permissions["contents"] != "read" || len(minted.Permissions) != 1) {
+			t.Errorf("a plan run's refreshed token has permissions %v, want contents:read only", minted.Permissions)
+		}
+	}
+	// A replaced token is revoked a grace period after its successor was
+	// delivered, while the run goes on.
+	h.gh.WaitRevoked(5*time.Second, toks[0], toks[1])
+	end := time.Now()
+	var live []string
+	for _, v := range h.backend.Tokens(spec.Order.TaskID) {
+		if !h.token(v).Revoked() {
+			live = append(live, v)
 		}
 	}
 	h.backend.Finish(spec.Order.TaskID, &dispatch.Result{Mode: dispatch.ModePlan, Status: dispatch.StatusCompleted, Plan: "p"})
 	h.waitComment(n, "plan", func(c string) bool { return strings.Contains(c, "Plan") })
+	// The run's end revokes every token it was given, and refreshing stops:
+	// once the bot is stopped, nothing minted for the run is left valid.
+	for _, tok := range h.gh.WaitRevoked(5*time.Second, live...) {
+		if tok.RevokedAt.Before(end) {
+			t.Errorf("a token the sandbox held was revoked before the run ended")
+		}
+	}
+	h.gh.WaitRevoked(5*time.Second, h.backend.Tokens(spec.Order.TaskID)...)
+	h.stop()
+	delivered := h.backend.Tokens(spec.Order.TaskID)
+	for _, tok := range h.sandboxTokens() {
+		if !tok.Revoked() {
+			t.Errorf("a token minted for the run (%d delivered) is still valid after it ended", len(delivered))
+		}
+	}
 }
 
 // Progress reaches GitHub at most once per interval, however chatty the

@@ -41,14 +41,14 @@ func TestLabelPlanApprovePR(t *testing.T) {
 	if plan.Order.CloneURL != h.gh.GitURL(testRepo) || plan.Order.BaseBranch != "main" {
 		t.Errorf("clone url %q base %q", plan.Order.CloneURL, plan.Order.BaseBranch)
 	}
-	// The token is scoped to this repo with contents:write only.
+	// The plan run's token is scoped to this repo with contents:read only.
 	toks := h.gh.Tokens()
 	var minted bool
 	for _, tok := range toks {
 		if tok.Value == plan.Token {
 			minted = true
-			if len(tok.Repositories) != 1 || tok.Repositories[0] != "hello" || len(tok.Permissions) != 1 || tok.Permissions["contents"] != "write" {
-				t.Errorf("run token must be repo-scoped contents:write only, got repos %v perms %v", tok.Repositories, tok.Permissions)
+			if len(tok.Repositories) != 1 || tok.Repositories[0] != "hello" || len(tok.Permissions) != 1 || tok.Permissions["contents"] != "read" {
+				t.Errorf("plan run token must be repo-scoped contents:read only, got repos %v perms %v", tok.Repositories, tok.Permissions)
 			}
 		}
 	}

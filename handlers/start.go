@@ -105,7 +105,7 @@ func (b *Base) start(ctx context.Context, client *github.Client, req startReques
 	if branch == "" && mode == dispatch.ModeExecute {
 		branch = dispatch.BranchName(taskID, task.Title)
 	}
-	token, _, err := b.mintToken(ctx, req.InstallationID, name)
+	token, _, err := b.mintToken(ctx, req.InstallationID, name, mode)
 	if err != nil {
 		return err
 	}
@@ -132,6 +132,7 @@ func (b *Base) start(ctx context.Context, client *github.Client, req startReques
 		spec.Order.CloneURL, spec.Order.TargetBranch = "", ""
 	}
 	created, err := b.Backend.Submit(ctx, spec)
+	b.handOver(ctx, taskID, token, created, err)
 	if err != nil {
 		return fmt.Errorf("submit %s run %s: %w", mode, taskID, err)
 	}

@@ -2,7 +2,8 @@
 // sandbox-bot uses, served by httptest and spoken to by the real go-github
 // client, plus real git repositories served over smart HTTP by
 // `git http-backend` (through net/http/cgi) that only accept installation
-// tokens minted with contents:write for that repository.
+// tokens minted for that repository, with GitHub's token semantics
+// (tokens.go).
 //
 // State is kept the way GitHub keeps it (issues, comments, labels, pull
 // requests, check runs) so tests assert on what a person would see.
@@ -96,6 +97,8 @@ type Token struct {
 	Repositories   []string
 	Permissions    map[string]string
 	ExpiresAt      time.Time
+	// RevokedAt is when DELETE /installation/token revoked it (zero: live).
+	RevokedAt time.Time
 }
 
 // Repo is one repository with a real bare git repository behind it.
@@ -133,6 +136,8 @@ type Server struct {
 	teams     map[string][]string
 	changed   chan struct{}
 	gitPushes int
+	// revokeFailures is how many revocations still fail (FailRevocations).
+	revokeFailures int
 }
 
 // Options configure New.
@@ -501,6 +506,7 @@ func (s *Server) routes() http.Handler {
 		})
 	}
 	h("POST /app/installations/{id}/access_tokens", s.createToken)
+	h("DELETE /installation/token", s.revokeToken)
 	h("GET /app/installations", s.listInstallations)
 	h("GET /installation/repositories", s.installationRepos)
 	h("GET /repos/{owner}/{repo}", s.getRepo)
@@ -538,6 +544,13 @@ func (s *Server) routes() http.Handler {
 			s.mu.Unlock()
 			if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") && !strings.HasPrefix(r.Header.Get("Authorization"), "token ") {
 				writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Requires authentication"})
+				return
+			}
+			s.mu.Lock()
+			dead := s.deadToken(bearer(r))
+			s.mu.Unlock()
+			if dead {
+				writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Bad credentials"})
 				return
 			}
 		}
@@ -1095,9 +1108,10 @@ func (c *CheckRun) json() map[string]any {
 	return map[string]any{"id": c.ID, "name": c.Name, "head_sha": c.HeadSHA, "status": c.Status, "conclusion": c.Conclusion}
 }
 
-// serveGit runs git http-backend for /git/<owner>/<repo>.git/..., accepting
-// only a token minted for that repository with contents:write (or the
-// unrestricted default), sent as basic auth the way git sends it.
+// serveGit runs git http-backend for /git/<owner>/<repo>.git/..., with
+// the token sent as basic auth the way git sends it: fetches need a live
+// token for the repository with contents read or write, pushes write
+// (gitAccess).
 func (s *Server) serveGit(w http.ResponseWriter, r *http.Request) {
 	rest := strings.TrimPrefix(r.URL.Path, "/git/")
 	parts := strings.SplitN(rest, "/", 3)
@@ -1115,15 +1129,18 @@ func (s *Server) serveGit(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if !ok || tok == nil || !tok.allows(repo) {
-		w.Header().Set("WWW-Authenticate", `Basic realm="GitHub"`)
-		http.Error(w, "authentication failed", http.StatusUnauthorized)
-		return
+	if !ok {
+		tok = nil
 	}
-	if strings.Contains(r.URL.RawQuery, "git-receive-pack") || strings.HasSuffix(r.URL.Path, "git-receive-pack") {
-		s.mu.Lock()
+	push := strings.Contains(r.URL.RawQuery, "git-receive-pack") || strings.HasSuffix(r.URL.Path, "git-receive-pack")
+	s.mu.Lock()
+	allowed := s.gitAccess(w, repo, tok, push)
+	if allowed && push {
 		s.gitPushes++
-		s.mu.Unlock()
+	}
+	s.mu.Unlock()
+	if !allowed {
+		return
 	}
 	h := &cgi.Handler{
 		Path: mustGit(),
@@ -1142,19 +1159,6 @@ func (s *Server) serveGit(w http.ResponseWriter, r *http.Request) {
 		s.notify()
 		s.mu.Unlock()
 	}
-}
-
-func (t *Token) allows(repo *Repo) bool {
-	if time.Now().After(t.ExpiresAt) || t.InstallationID != repo.InstallationID {
-		return false
-	}
-	if len(t.Repositories) > 0 && !slices.Contains(t.Repositories, repo.Name) {
-		return false
-	}
-	if t.Permissions != nil && t.Permissions["contents"] != "write" {
-		return false
-	}
-	return true
 }
 
 func mustGit() string {

@@ -59,6 +59,9 @@ func (c *cli) dockerOptions(o *options, f flags) error {
 		if _, ok := c.lookupEnv(n); !ok {
 			return fmt.Errorf("--pass-env %s: not set in this environment", n)
 		}
+		if n == envTokenVar {
+			return fmt.Errorf("--pass-env %s: %s", n, errTokenPassEnv)
+		}
 		o.passEnv = appendNew(o.passEnv, n)
 	}
 	return nil
@@ -120,7 +123,7 @@ func (c *cli) processBackend(o *options) (dispatch.Backend, error) {
 	if o.runnerErr != nil {
 		return nil, o.runnerErr
 	}
-	env := append([]string(nil), c.env...)
+	env := withoutTokenVar(c.env)
 	// Plan rounds run as separate tasks, one after the other; a shared
 	// checkout and state directory let a revision continue the same agent
 	// session (OpenCode continues a session only in the directory it was
@@ -160,7 +163,7 @@ func (c *cli) dockerBackend(ctx context.Context, o *options) (dispatch.Backend, 
 		env[dispatch.EnvOpenCodeConfigJSON] = doc
 		// Keys the configuration reads as {env:VAR} go along when set.
 		for _, n := range refs {
-			if c.getenv(n) != "" {
+			if c.getenv(n) != "" && n != envTokenVar {
 				o.passEnv = appendNew(o.passEnv, n)
 			}
 		}
@@ -211,6 +214,9 @@ func (c *cli) dockerBackend(ctx context.Context, o *options) (dispatch.Backend, 
 		gw, err := bridgeGateway(ctx)
 		if err != nil {
 			return nil, nop, fmt.Errorf("serve %s to the sandbox: %w", o.repoLabel, err)
+		}
+		if o.target != "" && !strings.HasPrefix("refs/heads/"+o.target, gitserve.AllowedRefPrefix) {
+			return nil, nop, fmt.Errorf("--target-branch %s: a sandbox pushes only to agent/* branches of a local repository", o.target)
 		}
 		srv, err := gitserve.Start(gitserve.Options{Repo: dir, Listen: net.JoinHostPort(gw, "0"), Host: sandboxHost})
 		if err != nil {

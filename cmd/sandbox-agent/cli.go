@@ -242,6 +242,17 @@ func (c *cli) parse(cmd string, spec runCommand, args []string) (*options, error
 	if f.timeout > 0 {
 		flagsLayer.TimeoutMinutes = int((f.timeout + time.Minute - 1) / time.Minute)
 	}
+	// The token is read first: a remote's .sandbox.yml may need it.
+	tokenFile := f.tokenFile
+	if tokenFile != "" {
+		b, err := os.ReadFile(tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		o.token = strings.TrimSpace(string(b))
+	} else {
+		o.token = c.getenv(envTokenVar)
+	}
 	o.cfg, o.sources, err = c.loadConfig(o, f.project, flagsLayer)
 	if err != nil {
 		return nil, err
@@ -255,16 +266,6 @@ func (c *cli) parse(cmd string, spec runCommand, args []string) (*options, error
 	// Only the process backend runs sandbox-runner here; a docker sandbox
 	// has its own.
 	o.runner, o.runnerErr = c.findRunner(f.runner)
-	tokenFile := f.tokenFile
-	if tokenFile != "" {
-		b, err := os.ReadFile(tokenFile)
-		if err != nil {
-			return nil, fmt.Errorf("--token-file: %w", err)
-		}
-		o.token = strings.TrimSpace(string(b))
-	} else {
-		o.token = c.getenv(envTokenVar)
-	}
 	return o, nil
 }
 

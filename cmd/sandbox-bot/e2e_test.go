@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -316,20 +317,24 @@ func labelPlanApprovePR(t *testing.T, l *loop) {
 		}
 		return false
 	})
-	// Two sandboxes, two tokens narrowed to the one repository; the bot's
-	// own installation token (unnarrowed) never leaves the bot.
-	sandboxTokens := 0
+	// Two sandboxes, two tokens narrowed to the one repository: the plan
+	// run's reads, the execute run's writes, both revoked once their runs
+	// ended. The bot's own installation token (unnarrowed) never leaves
+	// the bot.
+	var sandboxTokens, perms []string
 	for _, tok := range l.gh.Tokens() {
 		if len(tok.Repositories) > 0 {
-			sandboxTokens++
-			if len(tok.Repositories) != 1 || len(tok.Permissions) != 1 || tok.Permissions["contents"] != "write" {
-				t.Errorf("sandbox token must be one repository, contents:write only: %+v", tok)
+			sandboxTokens = append(sandboxTokens, tok.Value)
+			perms = append(perms, tok.Permissions["contents"])
+			if len(tok.Repositories) != 1 || len(tok.Permissions) != 1 {
+				t.Errorf("sandbox token must be one repository, contents only: %v %v", tok.Repositories, tok.Permissions)
 			}
 		}
 	}
-	if sandboxTokens != 2 {
-		t.Errorf("want one narrowed token per run (2), got %d", sandboxTokens)
+	if slices.Sort(perms); strings.Join(perms, ",") != "read,write" {
+		t.Errorf("want one narrowed token per run, contents:read for the plan and :write for the execute run; got %v", perms)
 	}
+	l.gh.WaitRevoked(30*time.Second, sandboxTokens...)
 	for _, tok := range l.gh.Tokens() {
 		if strings.Contains(l.bot.logs.String(), tok.Value) || strings.Contains(pr.Body, tok.Value) {
 			t.Fatal("an installation token reached the bot's log or the PR body")

@@ -38,6 +38,10 @@ variable "sandbox_namespace" {
 job "sandbox-bot" {
   type        = "service"
   datacenters = ["*"]
+  # The bot holds the App's private key: it never shares a node with a
+  # sandbox, which run in their own pool (nomad.node_pool in the server
+  # config, default "sandbox"; deploy/nomad/client.hcl).
+  node_pool = "default"
 
   group "bot" {
     count = 2

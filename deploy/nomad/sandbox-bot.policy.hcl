@@ -22,3 +22,9 @@ namespace "default" {
 node {
   policy = "read"
 }
+
+# Sandboxes run in their own node pool (deploy/nomad/client.hcl); registering
+# a job in a pool needs read on it. The bot's own job stays in "default".
+node_pool "sandbox" {
+  policy = "read"
+}

@@ -46,9 +46,12 @@ variable "datacenters" {
   default = ["*"]
 }
 
+# Sandboxes get nodes of their own (deploy/nomad/client.hcl puts sandbox
+# clients in this pool); the bot and everything else stay in "default", so a
+# sandbox that escapes its container finds no App key or other job beside it.
 variable "node_pool" {
   type    = string
-  default = "default"
+  default = "sandbox"
 }
 
 job "sandbox" {
@@ -141,12 +144,15 @@ job "sandbox" {
       }
 
       # The work order. base64 keeps issue text such as "{{" out of the
-      # template language.
+      # template language. Like the token, it is the runner's alone: the
+      # agent runs as the image's sandbox user (1000) and cannot read it.
       template {
         data        = "{{ base64Decode \"${var.work_order_b64}\" }}"
         destination = "local/work-order.json"
         change_mode = "noop"
-        perms       = "0644"
+        perms       = "0400"
+        uid         = 1001 # the image's runner user (dispatch.RunnerUID)
+        gid         = 1001
       }
 
       # The repository token, from the Variable the bot writes and refreshes
@@ -158,8 +164,8 @@ job "sandbox" {
         destination = "secrets/token"
         change_mode = "noop"
         perms       = "0400"
-        uid         = 1000 # the image's sandbox user
-        gid         = 1000
+        uid         = 1001 # the image's runner user (dispatch.RunnerUID)
+        gid         = 1001
       }
 
       resources {

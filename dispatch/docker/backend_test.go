@@ -278,6 +278,13 @@ func TestWriteTaskDir(t *testing.T) {
 	if err := b.RefreshToken(context.Background(), "T-FFFFFFFF", "x"); !errors.Is(err, dispatch.ErrNotFound) {
 		t.Errorf("refresh of an unknown task = %v, want ErrNotFound", err)
 	}
+	// A restarted bot reads back the token the run holds, to revoke it.
+	if tok, err := b.CurrentToken(context.Background(), spec.Meta.TaskID); err != nil || tok != "ghs_new" {
+		t.Errorf("CurrentToken = %q, %v", tok, err)
+	}
+	if _, err := b.CurrentToken(context.Background(), "T-FFFFFFFF"); !errors.Is(err, dispatch.ErrNotFound) {
+		t.Errorf("CurrentToken of an unknown task = %v, want ErrNotFound", err)
+	}
 }
 
 func TestSubmitRejectsMismatchedSpec(t *testing.T) {

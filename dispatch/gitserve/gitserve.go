@@ -1,7 +1,9 @@
 // Package gitserve serves one local git repository over git's smart HTTP
 // protocol (git http-backend behind net/http/cgi), with basic auth on a
 // single token, so a sandbox that can only clone by URL can work on a
-// repository that lives on the host: clones read it and pushes land in it.
+// repository that lives on the host: clones read it and pushes land in it,
+// but only on refs/heads/agent/* branches (refs.go): no other branch, no
+// tag, no deletion.
 package gitserve
 
 import (
@@ -56,6 +58,7 @@ type Server struct {
 	mu       sync.Mutex
 	rejected int
 	pushes   int
+	refused  int
 }
 
 // Start serves o.Repo. The caller must Close the server.
@@ -134,6 +137,9 @@ func (s *Server) handler(prefix string, backend http.Handler) http.Handler {
 			return
 		}
 		if strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
+			if !s.screenPush(w, r) {
+				return
+			}
 			s.mu.Lock()
 			s.pushes++
 			s.mu.Unlock()
@@ -164,6 +170,13 @@ func (s *Server) Counts() (rejected, pushes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rejected, s.pushes
+}
+
+// Refused counts pushes refused for the refs they would change.
+func (s *Server) Refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
 }
 
 // Addr is the address the server listens on.

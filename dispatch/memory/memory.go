@@ -38,7 +38,10 @@ type Backend struct {
 	CancelEndsRun bool
 }
 
-var _ dispatch.Backend = (*Backend)(nil)
+var (
+	_ dispatch.Backend     = (*Backend)(nil)
+	_ dispatch.TokenReader = (*Backend)(nil)
+)
 
 // New returns an empty backend.
 func New() *Backend {
@@ -244,6 +247,20 @@ func (b *Backend) Tokens(taskID string) []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return append([]string(nil), b.tokens[taskID]...)
+}
+
+// CurrentToken implements dispatch.TokenReader: the last token delivered.
+func (b *Backend) CurrentToken(_ context.Context, taskID string) (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.runs[taskID]; !ok {
+		return "", dispatch.ErrNotFound
+	}
+	toks := b.tokens[taskID]
+	if len(toks) == 0 {
+		return "", nil
+	}
+	return toks[len(toks)-1], nil
 }
 
 // Cancels counts Cancel calls for a run.

@@ -504,8 +504,15 @@ func TestRefreshTokenRewritesTheVariableAndFile(t *testing.T) {
 		return st.State == dispatch.StateRunning
 	})
 	const fresh = "ghs_FRESHTOKEN000000000000000000000002"
+	if tok, err := b.CurrentToken(ctx, s.Order.TaskID); err != nil || tok != testToken {
+		t.Fatalf("CurrentToken before the refresh: %q, %v", tok, err)
+	}
 	if err := b.RefreshToken(ctx, s.Order.TaskID, fresh); err != nil {
 		t.Fatal(err)
+	}
+	// A restarted bot reads back what the sandbox holds, to revoke it.
+	if tok, err := b.CurrentToken(ctx, s.Order.TaskID); err != nil || tok != fresh {
+		t.Fatalf("CurrentToken after the refresh: %q, %v", tok, err)
 	}
 	after := e.fake.Var("default", path)
 	if after.Items[nomad.TokenItem] != fresh || after.ModifyIndex <= before.ModifyIndex {

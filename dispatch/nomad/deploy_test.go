@@ -42,8 +42,9 @@ func TestReferenceJobMatchesBuildJob(t *testing.T) {
 		fmt.Sprintf(`volumes = ["%s"]`, task.Config["volumes"].([]string)[0]),
 		fmt.Sprintf(`SANDBOX_WORK_ORDER = "%s"`, task.Env[dispatch.EnvWorkOrder]),
 		fmt.Sprintf(`SANDBOX_DIND = "%s"`, task.Env[dispatch.EnvDinD]),
-		fmt.Sprintf(`destination = "%s" change_mode = "%s" perms = "%s"`, *task.Templates[0].DestPath, *task.Templates[0].ChangeMode, *task.Templates[0].Perms),
-		fmt.Sprintf(`destination = "%s" change_mode = "%s" perms = "%s" uid = %d # the image's sandbox user gid = %d`, *task.Templates[1].DestPath, *task.Templates[1].ChangeMode, *task.Templates[1].Perms, *task.Templates[1].Uid, *task.Templates[1].Gid),
+		fmt.Sprintf(`variable "node_pool" { type = string default = "%s" }`, *job.NodePool),
+		fmt.Sprintf(`destination = "%s" change_mode = "%s" perms = "%s" uid = %d # the image's runner user (dispatch.RunnerUID) gid = %d`, *task.Templates[0].DestPath, *task.Templates[0].ChangeMode, *task.Templates[0].Perms, *task.Templates[0].Uid, *task.Templates[0].Gid),
+		fmt.Sprintf(`destination = "%s" change_mode = "%s" perms = "%s" uid = %d # the image's runner user (dispatch.RunnerUID) gid = %d`, *task.Templates[1].DestPath, *task.Templates[1].ChangeMode, *task.Templates[1].Perms, *task.Templates[1].Uid, *task.Templates[1].Gid),
 		`data = "{{ base64Decode \"${var.work_order_b64}\" }}"`,
 		`data = "{{ with nomadVar \"nomad/jobs/sandbox-${lower(var.task_id)}-${var.mode}\" }}{{ .token }}{{ end }}"`,
 		fmt.Sprintf(`cpu = %d`, *task.Resources.CPU),
@@ -60,4 +61,34 @@ func TestReferenceJobMatchesBuildJob(t *testing.T) {
 
 func minutes(d interface{ Minutes() float64 }) string {
 	return fmt.Sprintf("%dm", int(d.Minutes()))
+}
+
+// The bot's own job and the sandboxes do not share nodes by default: the
+// bot's jobspec stays in Nomad's "default" pool, sandboxes go to theirs,
+// and the sandbox client configuration joins that pool.
+func TestBotAndSandboxesDoNotShareANodePool(t *testing.T) {
+	read := func(name string) string {
+		raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nomad", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(strings.Fields(string(raw)), " ")
+	}
+	bot, client := read("sandbox-bot.nomad.hcl"), read("client.hcl")
+	if !strings.Contains(bot, `node_pool = "default"`) {
+		t.Error(`deploy/nomad/sandbox-bot.nomad.hcl must place the bot in node_pool "default"`)
+	}
+	if strings.Contains(bot, `node_pool = "`+nomad.DefaultNodePool+`"`) {
+		t.Errorf("the bot's jobspec names the sandbox pool %q", nomad.DefaultNodePool)
+	}
+	if !strings.Contains(client, `node_pool = "`+nomad.DefaultNodePool+`"`) {
+		t.Errorf("deploy/nomad/client.hcl must put sandbox clients in node_pool %q", nomad.DefaultNodePool)
+	}
+	job, err := nomad.BuildJob(nomad.Options{Image: testImage}, spec(dispatch.ModeExecute, "pool"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *job.NodePool == "default" {
+		t.Error("sandbox jobs default to the bot's node pool")
+	}
 }

@@ -107,9 +107,7 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 		job.Namespace = ptr(o.Namespace)
 	}
 	job.Datacenters = append([]string(nil), o.Datacenters...)
-	if o.NodePool != "" {
-		job.NodePool = ptr(o.NodePool)
-	}
+	job.NodePool = ptr(o.NodePool)
 	for _, c := range o.Constraints {
 		job.Constrain(api.NewConstraint(c.LTarget, c.Operand, c.RTarget))
 	}
@@ -151,7 +149,11 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 			EmbeddedTmpl: ptr(`{{ base64Decode "` + base64.StdEncoding.EncodeToString(orderJSON) + `" }}`),
 			DestPath:     ptr("local/work-order.json"),
 			ChangeMode:   ptr("noop"),
-			Perms:        ptr("0644"),
+			// The runner's alone, like the token: it names the secrets
+			// given to the run and carries text only writers may see.
+			Perms: ptr("0400"),
+			Uid:   ptr(o.SecretsUID),
+			Gid:   ptr(o.SecretsGID),
 		},
 	}
 	if order.TokenFile != "" {
@@ -161,9 +163,10 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 			// The runner's git credential helper reads the file on every
 			// use, so a refreshed token needs no signal or restart.
 			ChangeMode: ptr("noop"),
-			Perms:      ptr("0400"),
-			Uid:        ptr(o.TaskUID),
-			Gid:        ptr(o.TaskGID),
+			// The runner's alone: the agent runs as another user.
+			Perms: ptr("0400"),
+			Uid:   ptr(o.SecretsUID),
+			Gid:   ptr(o.SecretsGID),
 		})
 	}
 	if len(o.Env) > 0 {

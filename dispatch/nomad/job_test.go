@@ -165,6 +165,16 @@ func checkJob(t *testing.T, job *api.Job, s dispatch.RunSpec) {
 				fail("token template %+v", tok)
 			}
 		}
+		// What the runner alone may read is the runner's, mode 0400: the
+		// agent's user (1000) cannot open it.
+		for _, tp := range task.Templates {
+			if strings.HasPrefix(*tp.DestPath, "secrets/env") {
+				continue
+			}
+			if *tp.Perms != "0400" || tp.Uid == nil || *tp.Uid != dispatch.RunnerUID || tp.Gid == nil || *tp.Gid != dispatch.RunnerUID {
+				fail("%s must be the runner's (uid %d) with mode 0400: perms %s uid %v gid %v", *tp.DestPath, dispatch.RunnerUID, *tp.Perms, tp.Uid, tp.Gid)
+			}
+		}
 		// The work order travels base64-encoded through base64Decode, so
 		// "{{" in the issue text stays text.
 		wo := task.Templates[0]
@@ -186,6 +196,20 @@ func checkJob(t *testing.T, job *api.Job, s dispatch.RunSpec) {
 		}
 		if err := order.Validate(); err != nil {
 			fail("%v", err)
+		}
+	}
+}
+
+// Sandboxes go to their own node pool unless the operator names another.
+func TestSandboxNodePool(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ set, want string }{{"", nomad.DefaultNodePool}, {"default", "default"}, {"gpu-sandbox", "gpu-sandbox"}} {
+		job, err := nomad.BuildJob(nomad.Options{Image: testImage, NodePool: tc.set}, spec(dispatch.ModePlan, "pool"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if job.NodePool == nil || *job.NodePool != tc.want {
+			t.Errorf("NodePool %q: job's node_pool %v, want %q", tc.set, job.NodePool, tc.want)
 		}
 	}
 }

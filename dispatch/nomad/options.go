@@ -42,8 +42,12 @@ const (
 	DefaultCPU            = 2000  // MHz
 	DefaultMemoryMB       = 4096  // MB
 	DefaultDiskMB         = 20480 // MB, scheduling hint for images and the workspace
-	DefaultTaskUID        = 1000  // the sandbox user of the image, owner of secrets/token
 	DefaultPriority       = 50
+	// DefaultNodePool keeps sandboxes off the nodes of everything else,
+	// the bot included: a sandbox that escaped its container must find
+	// neither the App's private key nor other jobs' secrets on its node.
+	// deploy/nomad/client.hcl puts sandbox clients in this pool.
+	DefaultNodePool = "sandbox"
 	// TokenItem is the item of the job's Variable holding the token.
 	TokenItem = "token"
 )
@@ -103,6 +107,8 @@ type Options struct {
 	Region      string
 	Namespace   string   // empty: the client's namespace
 	Datacenters []string // empty: ["*"], every datacenter
+	// NodePool is where sandboxes run; empty: DefaultNodePool. Setting the
+	// bot's own pool lets sandboxes share its nodes.
 	NodePool    string
 	Constraints []*api.Constraint
 	Priority    int
@@ -121,8 +127,10 @@ type Options struct {
 	Defaults Resources
 	Limits   Limits
 
-	// TaskUID and TaskGID own secrets/token inside the sandbox.
-	TaskUID, TaskGID int
+	// SecretsUID and SecretsGID own the files the runner alone may read
+	// (secrets/token, the work order); default dispatch.RunnerUID, the
+	// image's runner account: the agent runs as dispatch.AgentUID.
+	SecretsUID, SecretsGID int
 
 	// JobPrefix starts every job id the bot creates; the watcher ignores
 	// jobs without it.
@@ -196,11 +204,15 @@ func (o *Options) setDefaults() error {
 	if o.Limits.MaxMemoryMB > 0 && o.Defaults.MemoryMB > o.Limits.MaxMemoryMB {
 		o.Defaults.MemoryMB = o.Limits.MaxMemoryMB
 	}
-	if o.TaskUID == 0 {
-		o.TaskUID = DefaultTaskUID
+	if o.SecretsUID == 0 {
+		o.SecretsUID = dispatch.RunnerUID
 	}
-	if o.TaskGID == 0 {
-		o.TaskGID = o.TaskUID
+	if o.SecretsGID == 0 {
+		// The image creates the runner with a group of its own, same id.
+		o.SecretsGID = dispatch.RunnerUID
+	}
+	if o.NodePool == "" {
+		o.NodePool = DefaultNodePool
 	}
 	if o.JobPrefix == "" {
 		o.JobPrefix = DefaultJobPrefix

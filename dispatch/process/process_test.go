@@ -249,6 +249,16 @@ echo '{"event":"progress","stage":"done","message":"token refreshed"}'
 	if st2, _ := b2.Status(ctx, taskID); st2.State != dispatch.StateComplete {
 		t.Fatalf("second backend sees %s", st2.State)
 	}
+	// The restarted bot reads back the token the run holds, to revoke it.
+	if tok, err := b2.CurrentToken(ctx, taskID); err != nil || tok != "ghs_refreshed" {
+		t.Fatalf("CurrentToken = %q, %v", tok, err)
+	}
+	if err := b2.Cleanup(ctx, taskID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b2.CurrentToken(ctx, taskID); !errors.Is(err, dispatch.ErrNotFound) {
+		t.Fatalf("CurrentToken after Cleanup: %v, want ErrNotFound", err)
+	}
 }
 
 func TestLocks(t *testing.T) {

@@ -1,0 +1,14 @@
+package process
+
+import (
+	"context"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+var _ dispatch.TokenReader = (*Backend)(nil)
+
+// CurrentToken implements dispatch.TokenReader from the task directory.
+func (b *Backend) CurrentToken(_ context.Context, taskID string) (string, error) {
+	return dispatch.ReadTokenFile(b.TaskDir(taskID), tokenFile, taskID)
+}
