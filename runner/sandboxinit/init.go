@@ -153,7 +153,8 @@ type sandbox struct {
 	order    *dispatch.WorkOrder
 	daemon   *daemon
 	services dispatch.Services
-	egress   *egress // network.allow's proxy, when set
+	egress   *egress   // network.allow's proxy, when set
+	deny     denyState // the egress defaults (egress_deny.go)
 	saves    sync.WaitGroup
 }
 
@@ -199,6 +200,9 @@ func (s *sandbox) run(parent context.Context) int {
 		if ctx.Err() != nil {
 			return s.fail(dispatch.StatusInterrupted, fmt.Errorf("stopped while the sandbox was starting: %w", err))
 		}
+		return s.fail(dispatch.StatusFailed, err)
+	}
+	if err := s.enforceEgressDefaults(ctx, execIPTables); err != nil {
 		return s.fail(dispatch.StatusFailed, err)
 	}
 
@@ -373,6 +377,9 @@ func (s *sandbox) startDocker(ctx, saveCtx context.Context, env map[string]strin
 		return nil, err
 	}
 	s.daemon = d
+	if err := s.enforceEgressDefaults(ctx, execIPTables); err != nil {
+		return nil, err
+	}
 
 	cache := imageCache{log: s.log}
 	if dir := filepath.Join(s.opts.cacheDir, "images"); isDir(dir) {
