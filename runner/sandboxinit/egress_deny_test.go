@@ -1,6 +1,7 @@
 package sandboxinit
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -136,12 +137,15 @@ func connectStatus(t *testing.T, p *proxyFixture, target string) (int, string) {
 	}
 	defer c.Close()
 	fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", target, target)
-	buf := make([]byte, 4096)
-	n, _ := io.ReadAtLeast(c, buf, 12)
-	resp := string(buf[:n])
-	var code int
-	fmt.Sscanf(resp, "HTTP/1.1 %d", &code)
-	return code, resp
+	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		return resp.StatusCode, "" // a tunnel: no body to wait for
+	}
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }
 
 // A name that resolves to a private address (here localhost → 127.0.0.1)
