@@ -381,11 +381,7 @@ func (s *sandbox) startDocker(ctx, saveCtx context.Context, env map[string]strin
 		return nil, err
 	}
 
-	cache := imageCache{log: s.log}
-	if dir := filepath.Join(s.opts.cacheDir, "images"); isDir(dir) {
-		cache.dir = dir
-		cache.sweep()
-	}
+	cache := newImageCache(s.opts.cacheDir, s.log)
 	r := &serviceRunner{docker: s.docker, log: s.log, cache: cache, getenv: os.Getenv, tmpDir: s.opts.runtimeDir}
 	var specs map[string]sandboxcfg.Service
 	supabase := false
