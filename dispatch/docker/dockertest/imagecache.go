@@ -37,3 +37,12 @@ func CacheImage(t testing.TB, dir, ref string) {
 		t.Fatalf("cache %s: %v", ref, err)
 	}
 }
+
+// ProbeImageRef is the egress tests' client image (testdata/probe).
+const ProbeImageRef = "sandbox-test/probe:1"
+
+// ProbeImage builds the probe image on the host engine.
+func ProbeImage(t testing.TB) string {
+	t.Helper()
+	return goImage(t, "probe", ProbeImageRef)
+}
