@@ -121,6 +121,12 @@ type Options struct {
 	Defaults Resources
 	Limits   Limits
 
+	// DenyNets are what no sandbox may reach beyond link-local: the Nomad
+	// API (NOMAD_ADDR's addresses), the bot, the operator's networks.
+	// Every job also denies the Nomad agent of its own node
+	// (NodeAgentDenyNet).
+	DenyNets []dispatch.DenyNet
+
 	// TaskUID and TaskGID own secrets/token inside the sandbox.
 	TaskUID, TaskGID int
 
