@@ -373,7 +373,7 @@ func execIPTables(ctx context.Context, bin string, args ...string) ([]byte, erro
 // the resolvers of resolv.conf. Everything else it opens is rejected at
 // once (a TCP reset, not a silent drop), so a tool fails fast with
 // "connection refused" instead of hanging.
-func fenceRules(uid int, nameservers []string) [][]string {
+func fenceRules(nameservers []string) [][]string {
 	rules := [][]string{
 		{"-A", chainEgress, "-o", "lo", "-j", "RETURN"},
 		// The inner daemon's default bridge and its user-defined networks
@@ -409,16 +409,16 @@ func forwardRules() [][]string {
 	}
 }
 
-// fence installs the rules for uid with iptables and, when the sandbox has
-// IPv6 beyond loopback, ip6tables. withForward adds the inner-container
+// fence installs the rules for uids with iptables and, when the sandbox
+// has IPv6 beyond loopback, ip6tables. withForward adds the inner-container
 // rules (only when an inner daemon runs: DOCKER-USER is its chain).
-func fence(ctx context.Context, run ipTables, uid int, resolvConf string, hasIPv6, withForward bool) error {
+func fence(ctx context.Context, run ipTables, uids []int, resolvConf string, hasIPv6, withForward bool) error {
 	v4, v6 := nameservers(resolvConf)
-	if err := fenceFamily(ctx, run, "iptables", uid, v4); err != nil {
+	if err := fenceFamily(ctx, run, "iptables", uids, v4); err != nil {
 		return err
 	}
 	if hasIPv6 {
-		if err := fenceFamily(ctx, run, "ip6tables", uid, v6); err != nil {
+		if err := fenceFamily(ctx, run, "ip6tables", uids, v6); err != nil {
 			return fmt.Errorf("the sandbox has IPv6 addresses, so it needs the IPv6 fence too: %w", err)
 		}
 	}
@@ -440,17 +440,19 @@ func fence(ctx context.Context, run ipTables, uid int, resolvConf string, hasIPv
 	return nil
 }
 
-func fenceFamily(ctx context.Context, run ipTables, bin string, uid int, ns []string) error {
+func fenceFamily(ctx context.Context, run ipTables, bin string, uids []int, ns []string) error {
 	if err := resetChain(ctx, run, bin, chainEgress); err != nil {
 		return err
 	}
-	for _, r := range fenceRules(uid, ns) {
+	for _, r := range fenceRules(ns) {
 		if err := apply(ctx, run, bin, r...); err != nil {
 			return err
 		}
 	}
-	if err := ensureJump(ctx, run, bin, jumpRule(uid)); err != nil {
-		return fmt.Errorf("%w (the owner match, xt_owner / nft meta skuid, must be available: without it the sandbox user cannot be told apart)", err)
+	for _, uid := range uids {
+		if err := ensureJump(ctx, run, bin, jumpRule(uid)); err != nil {
+			return fmt.Errorf("%w (the owner match, xt_owner / nft meta skuid, must be available: without it the sandbox user cannot be told apart)", err)
+		}
 	}
 	return nil
 }
@@ -578,9 +580,24 @@ func (s *sandbox) startEgress(ctx context.Context, acct *account, run ipTables) 
 		}
 	}()
 	s.egress = e
-	if err := fence(ctx, run, acct.UID, "/etc/resolv.conf", hasIPv6(), s.daemon != nil); err != nil {
+	if err := fence(ctx, run, fenceUIDs(*acct), "/etc/resolv.conf", hasIPv6(), s.daemon != nil); err != nil {
 		return nil, fmt.Errorf("network.allow is set but the egress fence could not be installed, so the sandbox would run unrestricted: %w", err)
 	}
-	log.Info().Strs("allow", cfg.Allow).Str("proxy", ProxyAddr).Int("uid", acct.UID).Msg("egress allowlist enforced")
+	log.Info().Strs("allow", cfg.Allow).Str("proxy", ProxyAddr).Ints("uids", fenceUIDs(*acct)).Msg("egress allowlist enforced")
 	return proxyEnv(ProxyAddr, s.services), nil
+}
+
+// agentUser is the account the agent runs as. The runner may get an
+// account of its own; the allowlist fences both, since whatever the agent
+// starts runs as one of them.
+const agentUser = "sandbox"
+
+// fenceUIDs are the uids network.allow holds: the account the runner was
+// started as and the agent's.
+func fenceUIDs(runner account) []int {
+	uids := []int{runner.UID}
+	if a, err := lookupAccount(agentUser); err == nil && a.UID != runner.UID {
+		uids = append(uids, a.UID)
+	}
+	return uids
 }

@@ -359,7 +359,7 @@ func TestFenceRules(t *testing.T) {
 		// A fresh namespace: the jump is not there yet.
 		return "", strings.Contains(cmd, " -C ")
 	}}
-	if err := fence(context.Background(), f.run, 1000, rc, false, true); err != nil {
+	if err := fence(context.Background(), f.run, []int{1000}, rc, false, true); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -394,11 +394,11 @@ func TestFenceReapplies(t *testing.T) {
 	f := &fakeTables{fail: func(cmd string) (string, bool) {
 		return "iptables: Chain already exists.", strings.Contains(cmd, " -N ")
 	}}
-	if err := fence(context.Background(), f.run, 1001, resolvConf(t, "nameserver fd00::53\n"), true, false); err != nil {
+	if err := fence(context.Background(), f.run, []int{1001, 1002}, resolvConf(t, "nameserver fd00::53\n"), true, false); err != nil {
 		t.Fatal(err)
 	}
 	all := strings.Join(f.cmds, "\n")
-	for _, want := range []string{"iptables -F SANDBOX-EGRESS", "ip6tables -F SANDBOX-EGRESS", "ip6tables -A SANDBOX-EGRESS -d fd00::53 -p udp --dport 53 -j RETURN", "ip6tables -C OUTPUT -m owner --uid-owner 1001 -j SANDBOX-EGRESS"} {
+	for _, want := range []string{"iptables -F SANDBOX-EGRESS", "ip6tables -F SANDBOX-EGRESS", "ip6tables -A SANDBOX-EGRESS -d fd00::53 -p udp --dport 53 -j RETURN", "ip6tables -C OUTPUT -m owner --uid-owner 1001 -j SANDBOX-EGRESS", "ip6tables -C OUTPUT -m owner --uid-owner 1002 -j SANDBOX-EGRESS"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no %q among:\n%s", want, all)
 		}
@@ -432,7 +432,7 @@ func TestFenceFailsClosed(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := &fakeTables{fail: tc.fail}
-			err := fence(context.Background(), f.run, 1000, resolvConf(t, ""), tc.ipv6, false)
+			err := fence(context.Background(), f.run, []int{1000}, resolvConf(t, ""), tc.ipv6, false)
 			if err == nil || !strings.Contains(err.Error(), tc.contains) {
 				t.Fatalf("fence = %v, want an error about %q", err, tc.contains)
 			}
