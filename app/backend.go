@@ -40,6 +40,7 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 			Config: nc, Image: cfg.Image, Isolation: cfg.Isolation, Region: cfg.Nomad.Region, Namespace: cfg.Nomad.Namespace,
 			Datacenters: cfg.Nomad.Datacenters, NodePool: cfg.Nomad.NodePool, KillTimeout: cfg.Nomad.KillTimeout, Purge: cfg.Nomad.Purge,
 			Limits: nomad.Limits{MaxCPU: cfg.Limits.MaxCPU, MaxMemoryMB: cfg.Limits.MaxMemoryMB}, Env: passEnv(cfg.PassEnv), Logger: logger,
+			DenyNets: nomadDenyNets(ctx, cfg, logger),
 		})
 		if err != nil {
 			return nil, nop, err
@@ -56,6 +57,7 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 		b, err := docker.New(docker.Options{
 			Image: cfg.Image, Isolation: cfg.Isolation, DataDir: cfg.DataDir, CacheDir: filepath.Join(cfg.DataDir, "cache"),
 			ExtraHosts: []string{"host.docker.internal:host-gateway"}, Env: passEnv(cfg.PassEnv), Logger: logger,
+			CacheScope: cfg.CacheScope, DenyNets: cfg.denyNets(), BotListen: []string{cfg.Listen},
 		})
 		if err != nil {
 			return nil, nop, err

@@ -67,6 +67,14 @@ type Config struct {
 	Defaults sandboxcfg.Config `yaml:"defaults"`
 	// Limits bound what a repository may ask for.
 	Limits sandboxcfg.Limits `yaml:"limits"`
+	// DenyNetworks are networks ("10.0.0.0/8", "10.1.2.3:5432") no
+	// sandbox may reach, on top of link-local, the bot's listener and the
+	// Nomad API, which are always denied.
+	DenyNetworks []string `yaml:"deny_networks"`
+	// CacheScope is who shares the docker backend's image cache:
+	// repository (default) or installation. Package caches are always per
+	// repository.
+	CacheScope string `yaml:"cache_scope"`
 
 	// PassEnv names environment variables of the bot that every sandbox
 	// gets (the model provider's API key, a proxy): the values are treated
@@ -196,6 +204,10 @@ func (c *Config) applyEnv(getenv Getenv) error {
 	if v, ok := getenv("SANDBOX_PASS_ENV"); ok {
 		c.PassEnv = splitList(v)
 	}
+	if v, ok := getenv("SANDBOX_DENY_NETWORKS"); ok {
+		c.DenyNetworks = splitList(v)
+	}
+	str("SANDBOX_CACHE_SCOPE", &c.CacheScope)
 	if v, ok := getenv("SANDBOX_ALLOW_TEAMS"); ok {
 		c.AllowTeams = splitList(v)
 	}
@@ -329,6 +341,9 @@ func (c *Config) validate() error {
 		if !strings.Contains(t, "/") {
 			return fmt.Errorf("SANDBOX_ALLOW_TEAMS: %q is not org/team", t)
 		}
+	}
+	if err := c.validateEgress(); err != nil {
+		return err
 	}
 	if err := c.Defaults.Verify(); err != nil {
 		return fmt.Errorf("SANDBOX_CONFIG defaults: %w", err)

@@ -30,6 +30,10 @@ const (
 	// (providers, base URLs, {env:VAR} keys) into a sandbox, where the host
 	// path the operator's OPENCODE_CONFIG names does not exist.
 	EnvOpenCodeConfigJSON = "SANDBOX_OPENCODE_CONFIG_JSON"
+	// EnvDenyNets lists destinations (ParseDenyNets) the init fences off
+	// for every process and inner container, on top of DefaultDenyNets:
+	// the bot's listener, the Nomad API, the operator's extra networks.
+	EnvDenyNets = "SANDBOX_DENY_NETS"
 )
 
 // Environment variables the runner reads, set by launchers that run it

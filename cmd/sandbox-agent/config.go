@@ -21,7 +21,7 @@ func (c *cli) loadConfig(o *options, project string, fl sandboxcfg.Flags) (*sand
 	}
 	var layers []layer
 	if o.repo != "" {
-		file, data, err := repoConfig(o.repo)
+		file, data, err := repoConfig(o.repo, o.token)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -85,7 +85,7 @@ func (c *cli) globalFile() string {
 
 // repoConfig reads the repository's .sandbox.yml: from the working tree of
 // a local repository, or from a shallow clone of a remote one.
-func repoConfig(url string) (string, []byte, error) {
+func repoConfig(url, token string) (string, []byte, error) {
 	if dir, ok := strings.CutPrefix(url, "file://"); ok {
 		if out, err := exec.Command("git", "-C", dir, "rev-parse", "--is-bare-repository").Output(); err == nil && strings.TrimSpace(string(out)) == "false" {
 			p := filepath.Join(dir, sandboxcfg.FileName)
@@ -102,7 +102,7 @@ func repoConfig(url string) (string, []byte, error) {
 	}
 	defer os.RemoveAll(tmp)
 	cmd := exec.Command("git", "clone", "--quiet", "--depth=1", "--no-checkout", url, tmp)
-	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0")
+	cmd.Env = append(append(os.Environ(), "GIT_TERMINAL_PROMPT=0"), gitAuthEnv(token)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", nil, fmt.Errorf("read %s from %s: %v: %s", sandboxcfg.FileName, url, err, strings.TrimSpace(string(out)))
 	}

@@ -141,6 +141,11 @@ job "sandbox" {
         SANDBOX_DIND       = "1" # "0" in task mode: no inner daemon
         SANDBOX_ISOLATION  = "privileged"
         SANDBOX_TASK_ID    = var.task_id
+        # Fenced off for every process and inner container (besides
+        # link-local): the Nomad API and the bot (the bot fills them from
+        # NOMAD_ADDR, SANDBOX_LISTEN and deny_networks), and this node's
+        # own agent. Coding modes only.
+        SANDBOX_DENY_NETS = "${attr.unique.network.ip-address}:4646"
       }
 
       # The work order. base64 keeps issue text such as "{{" out of the

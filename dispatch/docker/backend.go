@@ -26,6 +26,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -56,10 +57,22 @@ type Options struct {
 	// DataDir holds tasks/ and locks/. Bot replicas that share it share
 	// locks. It must be on the engine's host (it is bind-mounted).
 	DataDir string
-	// CacheDir, if set, holds caches shared by sandboxes and surviving
-	// them: images/ (docker save tarballs the init loads instead of
-	// pulling), npm/, go/, pip/. Created when missing.
+	// CacheDir, if set, holds caches that survive sandboxes: images/ (the
+	// operator's seed images, CacheImage, read-only to sandboxes) and one
+	// directory per repository (repos/<owner%2Fname>/{images,npm,go,pip})
+	// or, for images with CacheScope installation, per installation
+	// (installations/<id>/images). Created when missing.
 	CacheDir string
+	// CacheScope is CacheScopeRepository (default) or
+	// CacheScopeInstallation.
+	CacheScope string
+	// DenyNets are networks no sandbox may reach, on top of link-local
+	// (dispatch.DefaultDenyNets), e.g. the operator's internal networks.
+	DenyNets []dispatch.DenyNet
+	// BotListen are the bot's listen addresses (":8080"): sandboxes are
+	// fenced off them on every address of this host and the sandbox
+	// network's gateway.
+	BotListen []string
 	// StopGrace is what Cancel gives the runner to push and write its
 	// interrupted receipt (default 60s).
 	StopGrace time.Duration
@@ -84,6 +97,9 @@ type Backend struct {
 	o   Options
 	cli cli
 	log zerolog.Logger
+
+	denyOnce sync.Once
+	deny     string // EnvDenyNets' value, worked out at the first Submit
 }
 
 var _ dispatch.Backend = (*Backend)(nil)
@@ -129,22 +145,17 @@ func New(o Options) (*Backend, error) {
 		if o.CacheDir, err = filepath.Abs(o.CacheDir); err != nil {
 			return nil, fmt.Errorf("docker backend: cache directory: %w", err)
 		}
-		for _, d := range cacheDirs {
-			p := filepath.Join(o.CacheDir, d)
-			if err := os.MkdirAll(p, 0o755); err != nil {
-				return nil, fmt.Errorf("docker backend: create cache %s: %w", p, err)
-			}
-			if d != "images" {
-				// The sandbox user writes these; root inside owns images/.
-				_ = os.Chown(p, o.SandboxUID, o.SandboxGID)
-			}
+		p := filepath.Join(o.CacheDir, seedImages)
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return nil, fmt.Errorf("docker backend: create cache %s: %w", p, err)
 		}
+	}
+	if o.CacheScope, err = ParseCacheScope(o.CacheScope); err != nil {
+		return nil, fmt.Errorf("docker backend: %w", err)
 	}
 	b := &Backend{o: o, cli: cli{bin: o.Docker}, log: o.Logger.With().Str("backend", "docker").Logger()}
 	return b, nil
 }
-
-var cacheDirs = []string{"images", "npm", "go", "pip"}
 
 // Available reports whether a Docker engine answers, with the reason when
 // none does.
@@ -256,6 +267,10 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 	if err := writeJSON(filepath.Join(dir, "meta.json"), rec, 0o600); err != nil {
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
 	}
+	if err := b.prepareCaches(m); err != nil {
+		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
+	}
+	b.denyOnce.Do(func() { b.deny = dispatch.FormatDenyNets(b.denyNets(ctx)) })
 	args, err := b.runArgs(rec, order, dir, task)
 	if err != nil {
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
@@ -433,14 +448,10 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 	if b.o.Env != nil {
 		args = append(args, "--env-file", filepath.Join(dir, "env"))
 	}
-	if b.o.CacheDir != "" {
-		for _, d := range cacheDirs {
-			if task && d == "images" {
-				continue
-			}
-			args = append(args, "--mount", bind(filepath.Join(b.o.CacheDir, d), dispatch.CacheDir+"/"+d, false))
-		}
+	if b.deny != "" {
+		args = append(args, "--env", dispatch.EnvDenyNets+"="+b.deny)
 	}
+	args = append(args, b.cacheMounts(m, task)...)
 	if task {
 		// No inner daemon, no privileges: the init and the runner run as
 		// the sandbox user from the start.
@@ -750,31 +761,6 @@ func (b *Backend) Cleanup(ctx context.Context, taskID string) error {
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		return fmt.Errorf("docker backend: remove %s: %w", dir, err)
-	}
-	return nil
-}
-
-// CacheImage saves an image of the host's engine into the image cache, so
-// sandboxes load it instead of pulling it: an image a registry-less host
-// built itself, or one most repositories use. The file appears by rename;
-// sandboxes starting meanwhile never see half of it.
-func (b *Backend) CacheImage(ctx context.Context, ref string) error {
-	if b.o.CacheDir == "" {
-		return errors.New("docker backend: no cache directory configured")
-	}
-	dir := filepath.Join(b.o.CacheDir, "images")
-	tmp := filepath.Join(dir, fmt.Sprintf("%s%d-%d.tar", dispatch.CacheTmpPrefix, os.Getpid(), time.Now().UnixNano()))
-	defer os.Remove(tmp)
-	if _, err := b.cli.run(ctx, "save", "--output", tmp, ref); err != nil {
-		return fmt.Errorf("docker backend: cache image %s: %w", ref, err)
-	}
-	// docker save writes 0600; the sandbox's init runs as root, but an
-	// operator looking at the cache should not need to be.
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, dispatch.CachedImageFile(dir, ref)); err != nil {
-		return fmt.Errorf("docker backend: cache image %s: %w", ref, err)
 	}
 	return nil
 }

@@ -27,11 +27,7 @@ func BenchmarkSandboxReady(b *testing.B) {
 	img := testenv.SandboxImage(b)
 	svc := dockertest.ServiceImage(b)
 	cache := b.TempDir()
-	images := filepath.Join(cache, "images")
-	os.MkdirAll(images, 0o755)
-	if out, err := exec.Command("docker", "save", "--output", dispatch.CachedImageFile(images, svc), svc).CombinedOutput(); err != nil {
-		b.Fatalf("docker save: %v: %s", err, out)
-	}
+	dockertest.CacheImage(b, filepath.Join(cache, "images"), svc)
 	order := dispatch.WorkOrder{SchemaVersion: dispatch.WorkOrderVersion, TaskID: "T-BE0C0001", Mode: dispatch.ModePlan, Attempt: 1,
 		CloneURL: "http://host.docker.internal:1/x.git", OutputDir: "/sandbox/out",
 		Config: sandboxcfg.Config{Services: map[string]sandboxcfg.Service{"web": {Image: svc, Ports: []int{8080}}}}}

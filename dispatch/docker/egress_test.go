@@ -28,6 +28,10 @@ import (
 const (
 	egressAllowedHost = "egress-ok.test"
 	egressDeniedHost  = "egress-blocked.test"
+	// Listed by name only: its address (the gateway) is private.
+	egressPrivateHost = "egress-private.test"
+	// Listed without a port: 443 and 80 only.
+	egressPortHost = "egress-port.test"
 )
 
 // serveOnGateway runs an HTTP server on the bridge gateway, where a
@@ -68,6 +72,8 @@ func egressFixture(t *testing.T) *fixture {
 			"host.docker.internal:host-gateway",
 			egressAllowedHost + ":host-gateway",
 			egressDeniedHost + ":host-gateway",
+			egressPrivateHost + ":host-gateway",
+			egressPortHost + ":host-gateway",
 		},
 		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel),
 	})
@@ -85,10 +91,11 @@ func egressFixture(t *testing.T) *fixture {
 
 // With network.allow set, the agent (the command harness, as the sandbox
 // user) reaches an allowed host through the proxy, gets a 403 from the
-// proxy for a host off the list, cannot go around the proxy to the host
-// directly, and still reaches its service on the inner network; the runner
-// clones and pushes through the proxy (the remote's host is always
-// allowed).
+// proxy for a host off the list, for a listed name whose address is
+// private and not listed, and for a port the entry does not name (plain
+// HTTP and CONNECT), cannot go around the proxy to the host directly, and
+// still reaches its service on the inner network; the runner clones and
+// pushes through the proxy (the remote's host is always allowed).
 func TestEgressAllowlist(t *testing.T) {
 	f := egressFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -96,22 +103,34 @@ func TestEgressAllowlist(t *testing.T) {
 	gw := dockertest.Gateway(t)
 	okPort, okHits := serveOnGateway(t, "allowed-ok")
 	badPort, badHits := serveOnGateway(t, "should-never-be-seen")
+	privPort, privHits := serveOnGateway(t, "private-should-never-be-seen")
 
 	cfg := sandboxcfg.Config{
 		Harness:  "command",
 		Services: webService(f.svc),
-		Network:  sandboxcfg.Network{Allow: []string{egressAllowedHost, "*.npmjs.org"}},
+		Network: sandboxcfg.Network{Allow: []string{
+			egressAllowedHost + ":" + okPort, gw + ":" + okPort, // the name and its private address
+			egressPrivateHost + ":" + privPort, // the name only
+			egressPortHost,                     // 443 and 80 only
+			"*.npmjs.org",
+		}},
 		Env: map[string]string{
-			"OK_URL":     "http://" + egressAllowedHost + ":" + okPort + "/",
-			"DENIED_URL": "http://" + egressDeniedHost + ":" + badPort + "/",
-			"DIRECT_URL": "http://" + gw + ":" + badPort + "/",
-			"AROUND_URL": "http://" + gw + ":" + okPort + "/",
-			"WEB_URL":    "http://{web}/health",
+			"OK_URL":      "http://" + egressAllowedHost + ":" + okPort + "/",
+			"DENIED_URL":  "http://" + egressDeniedHost + ":" + badPort + "/",
+			"PRIVATE_URL": "http://" + egressPrivateHost + ":" + privPort + "/",
+			"PORT_URL":    "http://" + egressPortHost + ":" + okPort + "/",
+			"DIRECT_URL":  "http://" + gw + ":" + badPort + "/",
+			"AROUND_URL":  "http://" + gw + ":" + okPort + "/",
+			"WEB_URL":     "http://{web}/health",
 		},
 		Command: `set -u
 echo "$https_proxy" > proxy.txt
 curl -sS -m 20 "$OK_URL" > allowed.txt 2>&1 || echo " curl=$?" >> allowed.txt
 curl -sS -m 20 -o denied-body.txt -w '%{http_code}' "$DENIED_URL" > denied.txt 2>/dev/null || true
+curl -sS -m 20 -o private-body.txt -w '%{http_code}' "$PRIVATE_URL" > private.txt 2>/dev/null || true
+curl -sS -m 20 -o port-body.txt -w '%{http_code}' "$PORT_URL" > port.txt 2>/dev/null || true
+curl -sS -m 20 --proxytunnel "$OK_URL" > tunnel.txt 2>&1 || echo " curl=$?" >> tunnel.txt
+curl -sS -m 20 --proxytunnel "$PORT_URL" > port-tunnel.txt 2>&1; echo " curl=$?" >> port-tunnel.txt
 curl -sS -m 20 --noproxy '*' "$DIRECT_URL" > direct.txt 2>&1; echo "curl=$?" >> direct.txt
 curl -sS -m 20 --noproxy '*' "$AROUND_URL" > around.txt 2>&1; echo "curl=$?" >> around.txt
 curl -sS -m 20 "$WEB_URL" > service.txt 2>&1 || echo " curl=$?" >> service.txt
@@ -174,6 +193,25 @@ echo 'Checked the network.'`,
 	if got := file("denied-body.txt"); !strings.Contains(got, egressDeniedHost+" is not allowed") {
 		t.Errorf("403 body %q does not say what was denied", got)
 	}
+	if got := file("private.txt"); got != "403" {
+		t.Errorf("a listed name on an unlisted private address answered %q, want 403", got)
+	}
+	if got := file("private-body.txt"); !strings.Contains(got, "resolves to the private address "+gw) {
+		t.Errorf("403 body %q does not name the private address", got)
+	}
+	if got := file("port.txt"); got != "403" {
+		t.Errorf("a port the entry does not name answered %q, want 403", got)
+	}
+	if got := file("port-body.txt"); !strings.Contains(got, "port "+okPort+" is not allowed") {
+		t.Errorf("403 body %q does not name the port", got)
+	}
+	if got := file("tunnel.txt"); got != "allowed-ok" {
+		t.Errorf("CONNECT to a listed host and port: %q", got)
+	}
+	// curl's exit code 56: the proxy refused the CONNECT.
+	if got := file("port-tunnel.txt"); !strings.Contains(got, "403") || !strings.HasSuffix(got, "curl=56") {
+		t.Errorf("CONNECT to a port the entry does not name: %q, want a 403 (curl=56)", got)
+	}
 	// curl's exit code 7: connection refused, the REJECT's TCP reset.
 	if got := file("direct.txt"); !strings.HasSuffix(got, "curl=7") {
 		t.Errorf("direct connection around the proxy: %q, want it refused (curl=7)", got)
@@ -184,28 +222,35 @@ echo 'Checked the network.'`,
 	if got := file("service.txt"); got != "ok" {
 		t.Errorf("service on the inner network: %q", got)
 	}
-	if n := badHits.Load(); n != 0 {
-		t.Errorf("the server off the list got %d requests", n)
+	if n := badHits.Load() + privHits.Load(); n != 0 {
+		t.Errorf("the servers off the list got %d requests", n)
 	}
-	if okHits.Load() != 1 {
-		t.Errorf("the allowed server got %d requests, want 1 (through the proxy only)", okHits.Load())
+	if okHits.Load() != 2 {
+		t.Errorf("the allowed server got %d requests, want 2 (GET and CONNECT through the proxy only)", okHits.Load())
 	}
 	log := sandboxLog(t, id, spec.Meta.Mode)
 	if !strings.Contains(log, `"message":"egress allowlist enforced"`) {
 		t.Error("sandbox log lacks the allowlist's start")
 	}
-	denial := `"host":"` + egressDeniedHost + `","method":"GET","why":"not in network.allow of .sandbox.yml"`
-	var denials int
+	want := []string{
+		`"host":"` + egressDeniedHost + `","method":"GET","why":"not in network.allow of .sandbox.yml"`,
+		`"host":"` + egressPrivateHost + `","method":"GET","why":"` + egressPrivateHost + ` resolves to the private address ` + gw,
+		`"host":"` + egressPortHost + `","method":"GET","why":"port ` + okPort + ` is not allowed by ` + egressPortHost,
+		`"host":"` + egressPortHost + `","method":"CONNECT","why":"port ` + okPort + ` is not allowed by ` + egressPortHost,
+	}
+	var denials []string
 	for _, line := range strings.Split(log, "\n") {
 		if strings.Contains(line, `"message":"egress denied"`) {
-			denials++
-			if !strings.Contains(line, denial) {
-				t.Errorf("denial logged as %s, want %s", line, denial)
-			}
+			denials = append(denials, line)
 		}
 	}
-	if denials != 1 {
-		t.Errorf("%d denials logged, want 1 (the request to %s)", denials, egressDeniedHost)
+	if len(denials) != len(want) {
+		t.Errorf("%d denials logged, want %d:\n%s", len(denials), len(want), strings.Join(denials, "\n"))
+	}
+	for _, w := range want {
+		if !strings.Contains(strings.Join(denials, "\n"), w) {
+			t.Errorf("no denial logged as %s among:\n%s", w, strings.Join(denials, "\n"))
+		}
 	}
 	if strings.Contains(log, "tok-1") {
 		t.Error("the token reached the sandbox log")

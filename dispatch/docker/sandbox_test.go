@@ -256,8 +256,8 @@ echo 'Checked the service.'`,
 			t.Errorf("%s on %s = %q (%v), want %q", file, branch, got, ok, want)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(f.cache, "npm", "written-by-the-agent")); err != nil {
-		t.Errorf("the npm cache is not shared with the host's cache directory: %v", err)
+	if _, err := os.Stat(filepath.Join(f.cache, "repos", "acme%2Fdemo", "npm", "written-by-the-agent")); err != nil {
+		t.Errorf("the npm cache is not the repository's cache directory on the host: %v", err)
 	}
 	if f.git.Pushes() == 0 {
 		t.Error("no authenticated push reached the remote")

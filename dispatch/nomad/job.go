@@ -138,6 +138,9 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 		dispatch.EnvIsolation: string(isolation),
 		dispatch.EnvTaskID:    order.TaskID,
 	}
+	if !taskMode {
+		task.Env[dispatch.EnvDenyNets] = denyNetsEnv(o.DenyNets)
+	}
 	task.Resources = &api.Resources{CPU: ptr(res.CPU), MemoryMB: ptr(res.MemoryMB)}
 	task.KillTimeout = ptr(o.KillTimeout)
 	task.KillSignal = "SIGTERM"
@@ -305,3 +308,16 @@ func firstNonEmpty(s ...string) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// NodeAgentDenyNet is the HTTP API of the Nomad agent on the sandbox's own
+// node, which Nomad interpolates into the job's environment at placement.
+const NodeAgentDenyNet = "${attr.unique.network.ip-address}:4646"
+
+// denyNetsEnv is EnvDenyNets' value: the configured networks and the
+// node's own agent.
+func denyNetsEnv(nets []dispatch.DenyNet) string {
+	if s := dispatch.FormatDenyNets(nets); s != "" {
+		return s + "," + NodeAgentDenyNet
+	}
+	return NodeAgentDenyNet
+}

@@ -131,6 +131,11 @@ type Options struct {
 	// (secrets/token, the work order); default dispatch.RunnerUID, the
 	// image's runner account: the agent runs as dispatch.AgentUID.
 	SecretsUID, SecretsGID int
+	// DenyNets are what no sandbox may reach beyond link-local: the Nomad
+	// API (NOMAD_ADDR's addresses), the bot, the operator's networks.
+	// Every job also denies the Nomad agent of its own node
+	// (NodeAgentDenyNet).
+	DenyNets []dispatch.DenyNet
 
 	// JobPrefix starts every job id the bot creates; the watcher ignores
 	// jobs without it.

@@ -113,7 +113,7 @@ type Repair struct {
 
 // Network is the sandbox egress policy.
 type Network struct {
-	Allow []string `yaml:"allow,omitempty" json:"allow,omitempty" desc:"Hosts (or *.domain) the sandbox may reach over HTTP(S); empty means unrestricted."`
+	Allow []string `yaml:"allow,omitempty" json:"allow,omitempty" desc:"Hosts, *.domain, IP addresses or CIDR networks, each with an optional :port (443 and 80 otherwise), the sandbox may reach through its filtering proxy; a name never reaches a private address unless the address is listed too. Empty means no proxy: only the default deny list (link-local, the bot, Nomad) applies."`
 }
 
 // Resources requested for the sandbox.

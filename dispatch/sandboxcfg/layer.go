@@ -25,6 +25,10 @@ type Limits struct {
 	MaxCPU           int      `yaml:"max_cpu,omitempty" json:"max_cpu,omitempty"`
 	MaxMemoryMB      int      `yaml:"max_memory_mb,omitempty" json:"max_memory_mb,omitempty"`
 	AllowSupabase    *bool    `yaml:"allow_supabase,omitempty" json:"allow_supabase,omitempty"`
+	// NetworkAllow is the ceiling of network.allow (same entry syntax): a
+	// repository's entries must each fall inside one of these, and a
+	// coding sandbox whose configuration sets none gets this list.
+	NetworkAllow []string `yaml:"network_allow,omitempty" json:"network_allow,omitempty"`
 }
 
 // Flags are one-off settings from a command comment or the CLI
@@ -70,6 +74,9 @@ func Resolve(serverDefaults Config, repo *Config, repoFile string, flags Flags, 
 	if flags.Harness != "" {
 		c.Harness = flags.Harness
 	}
+	if len(limits.NetworkAllow) > 0 && len(c.Network.Allow) == 0 && c.Mode != ModeTask {
+		c.Network.Allow = slices.Clone(limits.NetworkAllow)
+	}
 	c.ApplyDefaults()
 	if err := c.Verify(); err != nil {
 		errs = append(errs, err.(Errors)...)
@@ -114,7 +121,7 @@ func (l Limits) check(c *Config, file string) Errors {
 	if c.Supabase && l.AllowSupabase != nil && !*l.AllowSupabase {
 		bad("supabase", "the Supabase stack is not allowed on this server")
 	}
-	return errs
+	return append(errs, l.checkNetworkCeiling(c, file)...)
 }
 
 func matchAny(patterns []string, s string) bool {

@@ -591,10 +591,19 @@ func errorParseCases() []errorCase {
 			name: "network allow and resources",
 			yaml: "network:\n  allow: [\"https://x.com/\", \"\"]\nresources:\n  cpu: -1\n  memory_mb: -2\n",
 			want: []string{
-				`ci/.sandbox.yml:2:11: network.allow[0]: must be a host name or *.domain, got "https://x.com/"`,
-				`ci/.sandbox.yml:2:29: network.allow[1]: must be a host name or *.domain, got ""`,
+				`ci/.sandbox.yml:2:11: network.allow[0]: must be a host, not a URL (write example.com, or example.com:8443 for a port other than 443), got "https://x.com/"`,
+				`ci/.sandbox.yml:2:29: network.allow[1]: must be a host name, *.domain, an IP address or a CIDR network, optionally with :port, got ""`,
 				`ci/.sandbox.yml:4:8: resources.cpu: must not be negative`,
 				`ci/.sandbox.yml:5:14: resources.memory_mb: must not be negative`,
+			},
+		},
+		{
+			name: "network allow ports",
+			yaml: "network:\n  allow:\n    - registry.npmjs.org:443\n    - git.corp:0\n    - \"[fd00::1]:70000\"\n    - a*b.example.com\n",
+			want: []string{
+				`ci/.sandbox.yml:4:7: network.allow[1]: port "0" is not a number between 1 and 65535, got "git.corp:0"`,
+				`ci/.sandbox.yml:5:7: network.allow[2]: port "70000" is not a number between 1 and 65535, got "[fd00::1]:70000"`,
+				`ci/.sandbox.yml:6:7: network.allow[3]: must be a host name, *.domain, an IP address or a CIDR network, optionally with :port, got "a*b.example.com"`,
 			},
 		},
 		{

@@ -132,8 +132,8 @@ func (c *Config) validate(file string, pos positions) Errors {
 		bad("repair.min_budget_usd", "must not be negative")
 	}
 	for i, h := range c.Network.Allow {
-		if h == "" || strings.ContainsAny(h, "/ :") {
-			bad(fmt.Sprintf("network.allow[%d]", i), "must be a host name or *.domain, got %q", h)
+		if _, err := ParseAllowEntry(h); err != nil {
+			bad(fmt.Sprintf("network.allow[%d]", i), "%v, got %q", err, h)
 		}
 	}
 	if c.Resources.CPU < 0 {

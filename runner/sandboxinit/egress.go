@@ -43,52 +43,6 @@ const (
 	chainDocker  = "DOCKER-USER"
 )
 
-// allowlist decides which hosts the proxy lets the sandbox reach.
-type allowlist struct {
-	exact    map[string]string // host -> where the permission comes from
-	suffixes []allowSuffix
-	entries  []string // for messages, in the order given
-}
-
-type allowSuffix struct {
-	suffix string // ".example.com"
-	source string
-}
-
-// newAllowlist parses network.allow entries (an exact host or IP, or
-// "*.domain" for every subdomain of domain, not domain itself) plus the
-// hosts the sandbox cannot work without, keyed by why they are allowed.
-func newAllowlist(entries []string, always map[string]string) (*allowlist, error) {
-	a := &allowlist{exact: map[string]string{}}
-	for i, e := range entries {
-		h := normalizeHost(e)
-		where := fmt.Sprintf("network.allow[%d] %q", i, e)
-		switch {
-		case h == "" || h == "*" || h == "*.":
-			return nil, fmt.Errorf("%s: empty host", where)
-		case strings.HasPrefix(h, "*."):
-			rest := h[1:]
-			if strings.Contains(rest, "*") || strings.Trim(rest, ".") == "" {
-				return nil, fmt.Errorf("%s: want *.domain with a plain domain after the *.", where)
-			}
-			a.suffixes = append(a.suffixes, allowSuffix{suffix: rest, source: "network.allow"})
-		case strings.ContainsAny(h, "*/ @"):
-			return nil, fmt.Errorf("%s: want a host name, an IP address or *.domain", where)
-		default:
-			a.exact[h] = "network.allow"
-		}
-		a.entries = append(a.entries, e)
-	}
-	for h, why := range always {
-		if h = normalizeHost(h); h != "" {
-			if _, ok := a.exact[h]; !ok {
-				a.exact[h] = why
-			}
-		}
-	}
-	return a, nil
-}
-
 // normalizeHost lowercases, drops a port, IPv6 brackets and the root dot.
 func normalizeHost(h string) string {
 	h = strings.ToLower(strings.TrimSpace(h))
@@ -99,49 +53,13 @@ func normalizeHost(h string) string {
 	return strings.TrimSuffix(h, ".")
 }
 
-// allows reports whether host may be reached and on what grounds, or why not.
-func (a *allowlist) allows(host string) (bool, string) {
-	h := normalizeHost(host)
-	if h == "" {
-		return false, "no host in the request"
-	}
-	if why, ok := a.exact[h]; ok {
-		return true, why
-	}
-	for _, s := range a.suffixes {
-		if strings.HasSuffix(h, s.suffix) && len(h) > len(s.suffix) {
-			return true, s.source + " *" + s.suffix
-		}
-	}
-	return false, "not in network.allow of .sandbox.yml"
-}
-
-// alwaysAllowed lists the hosts a run needs whatever the repository asks:
-// its git remote. The model provider is the operator's to list (in the
-// repository's or the server's default network.allow); the sandbox has no
-// reliable way to know which provider an agent will call.
-func alwaysAllowed(o *dispatch.WorkOrder) map[string]string {
-	m := map[string]string{}
-	if o == nil || o.CloneURL == "" {
-		return m
-	}
-	if u, err := url.Parse(o.CloneURL); err == nil && u.Hostname() != "" {
-		m[u.Hostname()] = "the clone URL's host"
-	} else if i := strings.Index(o.CloneURL, "@"); i >= 0 {
-		// scp-like git@host:owner/repo
-		if host, _, ok := strings.Cut(o.CloneURL[i+1:], ":"); ok {
-			m[host] = "the clone URL's host"
-		}
-	}
-	return m
-}
-
 // egressProxy is an HTTP forward proxy: CONNECT tunnels for HTTPS and
 // absolute-URL requests for plain HTTP, both only to allowed hosts.
 type egressProxy struct {
 	allow *allowlist
 	log   zerolog.Logger
-	dial  func(ctx context.Context, network, addr string) (net.Conn, error)
+	// baseDialer is copied for every dial, with the address check added.
+	baseDialer *net.Dialer
 	// upstream is the operator's proxy for a destination (nil: direct).
 	upstream  func(*url.URL) (*url.URL, error)
 	transport http.RoundTripper
@@ -152,24 +70,23 @@ type egressProxy struct {
 // proxy of the operator's (HTTPS_PROXY given to the sandbox) a request
 // must go through, so an allowlist works behind a corporate proxy too.
 func newEgressProxy(allow *allowlist, log zerolog.Logger, upstream func(*url.URL) (*url.URL, error)) *egressProxy {
-	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	p := &egressProxy{
-		allow:    allow,
-		log:      log,
-		dial:     d.DialContext,
-		upstream: upstream,
-		transport: &http.Transport{
-			Proxy: func(r *http.Request) (*url.URL, error) {
-				if upstream == nil {
-					return nil, nil
-				}
-				return upstream(r.URL)
-			},
-			DialContext:           d.DialContext,
-			MaxIdleConns:          32,
-			IdleConnTimeout:       90 * time.Second,
-			ResponseHeaderTimeout: 10 * time.Minute,
+		allow:      allow,
+		log:        log,
+		baseDialer: &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second},
+		upstream:   upstream,
+	}
+	p.transport = &http.Transport{
+		Proxy: func(r *http.Request) (*url.URL, error) {
+			if upstream == nil {
+				return nil, nil
+			}
+			return upstream(r.URL)
 		},
+		DialContext:           p.dialFromContext,
+		MaxIdleConns:          32,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: 10 * time.Minute,
 	}
 	p.forward = &httputil.ReverseProxy{
 		// Rewrite (rather than Director) adds no X-Forwarded-* headers:
@@ -178,6 +95,10 @@ func newEgressProxy(allow *allowlist, log zerolog.Logger, upstream func(*url.URL
 		Transport:     p.transport,
 		FlushInterval: -1, // git's smart HTTP streams
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if ref, ok := asRefusal(err); ok {
+				p.deny(w, r.Method, r.URL.Hostname(), ref.msg)
+				return
+			}
 			p.log.Warn().Err(err).Str("host", r.URL.Hostname()).Msg("egress proxy: upstream request failed")
 			http.Error(w, fmt.Sprintf("sandbox egress proxy: %s: %v", r.URL.Host, err), http.StatusBadGateway)
 		},
@@ -198,34 +119,43 @@ func (p *egressProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, fmt.Sprintf("sandbox egress proxy: scheme %q is not proxied; use CONNECT for https", r.URL.Scheme), http.StatusBadRequest)
 		return
 	}
-	host := r.URL.Hostname()
-	if !p.check(w, r.Method, host) {
+	port, err := requestPort(r.URL)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("sandbox egress proxy: bad %v in %s", err, r.URL.Host), http.StatusBadRequest)
 		return
 	}
-	p.forward.ServeHTTP(w, r)
+	g, ok := p.check(w, r.Method, r.URL.Hostname(), port, false)
+	if !ok {
+		return
+	}
+	p.forward.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), grantKey{}, g)))
 }
 
-// check answers 403 and logs when host is not allowed. Only the host is
-// logged, never the URL: query strings carry tokens.
-func (p *egressProxy) check(w http.ResponseWriter, method, host string) bool {
-	ok, why := p.allow.allows(host)
+// check answers 403 and logs when host:port is not allowed. Only the host
+// is logged, never the URL: query strings carry tokens.
+func (p *egressProxy) check(w http.ResponseWriter, method, host string, port uint16, connect bool) (grant, bool) {
+	g, ok := p.allow.allows(host, port, connect)
 	if !ok {
-		p.log.Warn().Str("host", host).Str("method", method).Str("why", why).Msg("egress denied")
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(http.StatusForbidden)
-		fmt.Fprintf(w, "sandbox egress proxy: %s is not allowed (%s); allowed: %s\n", host, why, p.describe())
-		return false
+		p.deny(w, method, host, g.why)
+		return g, false
 	}
-	p.log.Debug().Str("host", host).Str("method", method).Str("why", why).Msg("egress allowed")
-	return true
+	p.log.Debug().Str("host", host).Uint16("port", port).Str("method", method).Str("why", g.why).Msg("egress allowed")
+	return g, true
+}
+
+func (p *egressProxy) deny(w http.ResponseWriter, method, host, why string) {
+	p.log.Warn().Str("host", host).Str("method", method).Str("why", why).Msg("egress denied")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusForbidden)
+	fmt.Fprintf(w, "sandbox egress proxy: %s is not allowed (%s); allowed: %s\n", host, why, p.describe())
 }
 
 func (p *egressProxy) describe() string {
 	var hs []string
 	hs = append(hs, p.allow.entries...)
-	for h, why := range p.allow.exact {
-		if why != "network.allow" {
-			hs = append(hs, h)
+	for _, r := range p.allow.rules {
+		if r.source != "network.allow" {
+			hs = append(hs, r.entry.String())
 		}
 	}
 	sort.Strings(hs)
@@ -233,17 +163,23 @@ func (p *egressProxy) describe() string {
 }
 
 func (p *egressProxy) connect(w http.ResponseWriter, r *http.Request) {
-	host, port, err := net.SplitHostPort(r.Host)
-	if err != nil || port == "" {
+	host, portText, err := net.SplitHostPort(r.Host)
+	port, perr := strconv.ParseUint(portText, 10, 16)
+	if err != nil || perr != nil || port == 0 {
 		http.Error(w, fmt.Sprintf("sandbox egress proxy: CONNECT needs host:port, got %q", r.Host), http.StatusBadRequest)
 		return
 	}
-	if !p.check(w, r.Method, host) {
+	g, ok := p.check(w, r.Method, host, uint16(port), true)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
-	upstream, err := p.dialTunnel(ctx, r.Host)
+	upstream, err := p.dialTunnel(ctx, g, r.Host)
 	cancel()
+	if ref, ok := asRefusal(err); ok {
+		p.deny(w, r.Method, host, ref.msg)
+		return
+	}
 	if err != nil {
 		p.log.Warn().Err(err).Str("host", host).Msg("egress proxy: cannot reach an allowed host")
 		http.Error(w, fmt.Sprintf("sandbox egress proxy: cannot reach %s: %v", r.Host, err), http.StatusBadGateway)
@@ -281,7 +217,7 @@ func (p *egressProxy) connect(w http.ResponseWriter, r *http.Request) {
 
 // dialTunnel connects to addr (host:port), through the upstream proxy's
 // own CONNECT when there is one for it.
-func (p *egressProxy) dialTunnel(ctx context.Context, addr string) (net.Conn, error) {
+func (p *egressProxy) dialTunnel(ctx context.Context, g grant, addr string) (net.Conn, error) {
 	var via *url.URL
 	if p.upstream != nil {
 		u, err := p.upstream(&url.URL{Scheme: "https", Host: addr})
@@ -291,7 +227,7 @@ func (p *egressProxy) dialTunnel(ctx context.Context, addr string) (net.Conn, er
 		via = u
 	}
 	if via == nil {
-		return p.dial(ctx, "tcp", addr)
+		return p.dialGranted(ctx, g, "tcp", addr)
 	}
 	if via.Scheme != "http" {
 		return nil, fmt.Errorf("upstream proxy %s: only http:// proxies are supported, got %s://", via.Host, via.Scheme)
@@ -300,7 +236,7 @@ func (p *egressProxy) dialTunnel(ctx context.Context, addr string) (net.Conn, er
 	if via.Port() == "" {
 		proxyAddr = net.JoinHostPort(via.Hostname(), "80")
 	}
-	c, err := p.dial(ctx, "tcp", proxyAddr)
+	c, err := p.dialGranted(ctx, g, "tcp", proxyAddr)
 	if err != nil {
 		return nil, fmt.Errorf("upstream proxy %s: %w", via.Host, err)
 	}
@@ -437,7 +373,7 @@ func execIPTables(ctx context.Context, bin string, args ...string) ([]byte, erro
 // the resolvers of resolv.conf. Everything else it opens is rejected at
 // once (a TCP reset, not a silent drop), so a tool fails fast with
 // "connection refused" instead of hanging.
-func fenceRules(uid int, nameservers []string) [][]string {
+func fenceRules(nameservers []string) [][]string {
 	rules := [][]string{
 		{"-A", chainEgress, "-o", "lo", "-j", "RETURN"},
 		// The inner daemon's default bridge and its user-defined networks
@@ -473,16 +409,16 @@ func forwardRules() [][]string {
 	}
 }
 
-// fence installs the rules for uid with iptables and, when the sandbox has
-// IPv6 beyond loopback, ip6tables. withForward adds the inner-container
+// fence installs the rules for uids with iptables and, when the sandbox
+// has IPv6 beyond loopback, ip6tables. withForward adds the inner-container
 // rules (only when an inner daemon runs: DOCKER-USER is its chain).
-func fence(ctx context.Context, run ipTables, uid int, resolvConf string, hasIPv6, withForward bool) error {
+func fence(ctx context.Context, run ipTables, uids []int, resolvConf string, hasIPv6, withForward bool) error {
 	v4, v6 := nameservers(resolvConf)
-	if err := fenceFamily(ctx, run, "iptables", uid, v4); err != nil {
+	if err := fenceFamily(ctx, run, "iptables", uids, v4); err != nil {
 		return err
 	}
 	if hasIPv6 {
-		if err := fenceFamily(ctx, run, "ip6tables", uid, v6); err != nil {
+		if err := fenceFamily(ctx, run, "ip6tables", uids, v6); err != nil {
 			return fmt.Errorf("the sandbox has IPv6 addresses, so it needs the IPv6 fence too: %w", err)
 		}
 	}
@@ -504,17 +440,19 @@ func fence(ctx context.Context, run ipTables, uid int, resolvConf string, hasIPv
 	return nil
 }
 
-func fenceFamily(ctx context.Context, run ipTables, bin string, uid int, ns []string) error {
+func fenceFamily(ctx context.Context, run ipTables, bin string, uids []int, ns []string) error {
 	if err := resetChain(ctx, run, bin, chainEgress); err != nil {
 		return err
 	}
-	for _, r := range fenceRules(uid, ns) {
+	for _, r := range fenceRules(ns) {
 		if err := apply(ctx, run, bin, r...); err != nil {
 			return err
 		}
 	}
-	if err := ensureJump(ctx, run, bin, jumpRule(uid)); err != nil {
-		return fmt.Errorf("%w (the owner match, xt_owner / nft meta skuid, must be available: without it the sandbox user cannot be told apart)", err)
+	for _, uid := range uids {
+		if err := ensureJump(ctx, run, bin, jumpRule(uid)); err != nil {
+			return fmt.Errorf("%w (the owner match, xt_owner / nft meta skuid, must be available: without it the sandbox user cannot be told apart)", err)
+		}
 	}
 	return nil
 }
@@ -612,7 +550,7 @@ func (s *sandbox) startEgress(ctx context.Context, acct *account, run ipTables) 
 		return nil, errors.New("network.allow is set, but the sandbox init is not root, so it cannot fence the sandbox user in " +
 			"(task mode runs unprivileged: drop network.allow there, or run a coding sandbox)")
 	}
-	allow, err := newAllowlist(cfg.Allow, alwaysAllowed(s.order))
+	allow, err := newAllowlist(cfg.Allow, alwaysAllowed(s.order), s.deny.nets)
 	if err != nil {
 		return nil, err
 	}
@@ -642,9 +580,24 @@ func (s *sandbox) startEgress(ctx context.Context, acct *account, run ipTables) 
 		}
 	}()
 	s.egress = e
-	if err := fence(ctx, run, acct.UID, "/etc/resolv.conf", hasIPv6(), s.daemon != nil); err != nil {
+	if err := fence(ctx, run, fenceUIDs(*acct), "/etc/resolv.conf", hasIPv6(), s.daemon != nil); err != nil {
 		return nil, fmt.Errorf("network.allow is set but the egress fence could not be installed, so the sandbox would run unrestricted: %w", err)
 	}
-	log.Info().Strs("allow", cfg.Allow).Str("proxy", ProxyAddr).Int("uid", acct.UID).Msg("egress allowlist enforced")
+	log.Info().Strs("allow", cfg.Allow).Str("proxy", ProxyAddr).Ints("uids", fenceUIDs(*acct)).Msg("egress allowlist enforced")
 	return proxyEnv(ProxyAddr, s.services), nil
+}
+
+// agentUser is the account the agent runs as. The runner may get an
+// account of its own; the allowlist fences both, since whatever the agent
+// starts runs as one of them.
+const agentUser = "sandbox"
+
+// fenceUIDs are the uids network.allow holds: the account the runner was
+// started as and the agent's.
+func fenceUIDs(runner account) []int {
+	uids := []int{runner.UID}
+	if a, err := lookupAccount(agentUser); err == nil && a.UID != runner.UID {
+		uids = append(uids, a.UID)
+	}
+	return uids
 }

@@ -25,43 +25,58 @@ import (
 )
 
 func TestAllowlistMatches(t *testing.T) {
-	a, err := newAllowlist([]string{"registry.npmjs.org", "*.GitHub.com", "10.0.0.7", "proxy.golang.org."},
-		map[string]string{"git.example.com": "the clone URL's host"})
+	t.Parallel()
+	a, err := newAllowlist([]string{"registry.npmjs.org", "*.GitHub.com", "10.0.0.7", "proxy.golang.org.", "git.corp:8443"},
+		alwaysAllowed(&dispatch.WorkOrder{CloneURL: "https://git.example.com/a/b.git"}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for host, want := range map[string]bool{
-		"registry.npmjs.org":      true,
-		"REGISTRY.npmjs.org.":     true, // case and the root dot do not matter
-		"registry.npmjs.org:443":  true,
-		"npmjs.org":               false, // an exact entry covers no other name
-		"evil-registry.npmjs.org": false,
-		"api.github.com":          true,
-		"a.b.github.com":          true,
-		"github.com":              false, // *.domain is subdomains only
-		"notgithub.com":           false, // a suffix match is on a label boundary
-		"github.com.evil.io":      false,
-		"10.0.0.7":                true,
-		"10.0.0.8":                false,
-		"proxy.golang.org":        true,
-		"git.example.com":         true, // always allowed: the remote
-		"":                        false,
+	for _, c := range []struct {
+		host    string
+		port    uint16
+		connect bool
+		want    bool
+	}{
+		{"registry.npmjs.org", 443, true, true},
+		{"REGISTRY.npmjs.org.", 443, true, true}, // case and the root dot do not matter
+		{"registry.npmjs.org", 80, false, true},  // plain HTTP on its default port
+		{"registry.npmjs.org", 8443, true, false},
+		{"registry.npmjs.org", 22, true, false},
+		{"registry.npmjs.org", 443, false, false}, // plain HTTP to 443 is not HTTPS
+		{"npmjs.org", 443, true, false},           // an exact entry covers no other name
+		{"evil-registry.npmjs.org", 443, true, false},
+		{"api.github.com", 443, true, true},
+		{"a.b.github.com", 443, true, true},
+		{"github.com", 443, true, false}, // *.domain is subdomains only
+		{"notgithub.com", 443, true, false},
+		{"github.com.evil.io", 443, true, false},
+		{"10.0.0.7", 443, true, true},
+		{"10.0.0.8", 443, true, false},
+		{"proxy.golang.org", 443, true, true},
+		{"git.corp", 8443, true, true},
+		{"git.corp", 443, true, false}, // a listed port replaces the defaults
+		{"git.example.com", 443, true, true},
+		{"", 443, true, false},
 	} {
-		if got, why := a.allows(host); got != want {
-			t.Errorf("allows(%q) = %v (%s), want %v", host, got, why, want)
+		if g, got := a.allows(c.host, c.port, c.connect); got != c.want {
+			t.Errorf("allows(%q, %d, connect=%v) = %v (%s), want %v", c.host, c.port, c.connect, got, g.why, c.want)
 		}
 	}
-	if ok, why := a.allows("git.example.com"); !ok || why != "the clone URL's host" {
-		t.Errorf("the clone host is allowed on the wrong grounds: %v %q", ok, why)
+	if g, ok := a.allows("git.example.com", 443, true); !ok || g.why != "the clone URL's host git.example.com" || !g.trusted {
+		t.Errorf("the clone host is allowed on the wrong grounds: %v %+v", ok, g)
 	}
-	if ok, why := a.allows("evil.io"); ok || !strings.Contains(why, "network.allow") {
-		t.Errorf("denial reason %q does not name network.allow", why)
+	if g, ok := a.allows("evil.io", 443, true); ok || !strings.Contains(g.why, "network.allow") {
+		t.Errorf("denial reason %q does not name network.allow", g.why)
+	}
+	if g, ok := a.allows("registry.npmjs.org", 8443, true); ok || !strings.Contains(g.why, "list registry.npmjs.org:8443") {
+		t.Errorf("a port denial does not say how to allow it: %q", g.why)
 	}
 }
 
 func TestAllowlistRejectsBadEntries(t *testing.T) {
-	for _, e := range []string{"", "*", "*.", "a*.example.com", "*.*.example.com", "user@host", "a/b"} {
-		_, err := newAllowlist([]string{"ok.example.com", e}, nil)
+	t.Parallel()
+	for _, e := range []string{"", "*", "*.", "a*.example.com", "*.*.example.com", "user@host", "a/b", "x.com:0", "https://x.com"} {
+		_, err := newAllowlist([]string{"ok.example.com", e}, nil, nil)
 		if err == nil {
 			t.Errorf("entry %q accepted", e)
 			continue
@@ -73,15 +88,17 @@ func TestAllowlistRejectsBadEntries(t *testing.T) {
 }
 
 func TestAlwaysAllowedIsTheCloneHost(t *testing.T) {
+	t.Parallel()
 	for clone, want := range map[string]string{
 		"https://github.com/acme/demo.git":             "github.com",
-		"http://host.docker.internal:8080/demo.git":    "host.docker.internal",
-		"https://x-access-token@ghe.corp:8443/a/b.git": "ghe.corp",
-		"git@github.com:acme/demo.git":                 "github.com",
+		"http://host.docker.internal:8080/demo.git":    "host.docker.internal:8080",
+		"https://x-access-token@ghe.corp:8443/a/b.git": "ghe.corp:8443",
+		"git@github.com:acme/demo.git":                 "github.com:22",
+		"http://172.17.0.1:3000/a.git":                 "172.17.0.1:3000",
 	} {
 		got := alwaysAllowed(&dispatch.WorkOrder{CloneURL: clone})
-		if len(got) != 1 || got[want] == "" {
-			t.Errorf("alwaysAllowed(%s) = %v, want %s", clone, got, want)
+		if len(got) != 1 || got[0].entry.String() != want || !got[0].trusted {
+			t.Errorf("alwaysAllowed(%s) = %+v, want %s", clone, got, want)
 		}
 	}
 	if got := alwaysAllowed(&dispatch.WorkOrder{Mode: dispatch.ModeTask}); len(got) != 0 {
@@ -110,7 +127,12 @@ func (f *proxyFixture) logged() string {
 
 func startProxy(t *testing.T, allow ...string) *proxyFixture {
 	t.Helper()
-	a, err := newAllowlist(allow, nil)
+	return startProxyDenying(t, nil, allow...)
+}
+
+func startProxyDenying(t *testing.T, deny []dispatch.DenyNet, allow ...string) *proxyFixture {
+	t.Helper()
+	a, err := newAllowlist(allow, nil, deny)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +155,7 @@ func TestProxyTunnelsHTTPS(t *testing.T) {
 		fmt.Fprintf(w, "secure %s", r.URL.Path)
 	}))
 	defer upstream.Close()
-	p := startProxy(t, "127.0.0.1")
+	p := startProxy(t, upstream.Listener.Addr().String())
 	pool := upstream.Client().Transport.(*http.Transport).TLSClientConfig
 	resp, err := p.client(pool).Get(upstream.URL + "/hello")
 	if err != nil {
@@ -166,13 +188,14 @@ func TestProxyTunnelCopiesBytesBothWays(t *testing.T) {
 		b, _ := io.ReadAll(c) // until the client's half-close
 		c.Write(bytes.ToUpper(b))
 	}()
-	p := startProxy(t, "localhost")
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	// localhost is a private address: listing the name is not enough.
+	p := startProxy(t, "localhost:"+port, l.Addr().String())
 	c, err := net.Dial("tcp", p.url.Host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
 	fmt.Fprintf(c, "CONNECT localhost:%s HTTP/1.1\r\nHost: localhost:%s\r\n\r\nearly bytes, ", port, port)
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
@@ -247,7 +270,7 @@ func TestProxyForwardsPlainHTTP(t *testing.T) {
 	}))
 	defer upstream.Close()
 	_, port, _ := net.SplitHostPort(upstream.Listener.Addr().String())
-	p := startProxy(t, "localhost")
+	p := startProxy(t, "localhost:"+port, upstream.Listener.Addr().String())
 
 	req, _ := http.NewRequest(http.MethodPost, "http://localhost:"+port+"/git-receive-pack", strings.NewReader("pack data"))
 	req.Header.Set("Authorization", "Basic eDp0b2s=")
@@ -281,7 +304,7 @@ func TestProxyReportsUnreachableAllowedHost(t *testing.T) {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
-	p := startProxy(t, "127.0.0.1")
+	p := startProxy(t, addr)
 	resp, err := p.client(nil).Get("http://" + addr + "/")
 	if err != nil {
 		t.Fatal(err)
@@ -336,7 +359,7 @@ func TestFenceRules(t *testing.T) {
 		// A fresh namespace: the jump is not there yet.
 		return "", strings.Contains(cmd, " -C ")
 	}}
-	if err := fence(context.Background(), f.run, 1000, rc, false, true); err != nil {
+	if err := fence(context.Background(), f.run, []int{1000}, rc, false, true); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -371,11 +394,11 @@ func TestFenceReapplies(t *testing.T) {
 	f := &fakeTables{fail: func(cmd string) (string, bool) {
 		return "iptables: Chain already exists.", strings.Contains(cmd, " -N ")
 	}}
-	if err := fence(context.Background(), f.run, 1001, resolvConf(t, "nameserver fd00::53\n"), true, false); err != nil {
+	if err := fence(context.Background(), f.run, []int{1001, 1002}, resolvConf(t, "nameserver fd00::53\n"), true, false); err != nil {
 		t.Fatal(err)
 	}
 	all := strings.Join(f.cmds, "\n")
-	for _, want := range []string{"iptables -F SANDBOX-EGRESS", "ip6tables -F SANDBOX-EGRESS", "ip6tables -A SANDBOX-EGRESS -d fd00::53 -p udp --dport 53 -j RETURN", "ip6tables -C OUTPUT -m owner --uid-owner 1001 -j SANDBOX-EGRESS"} {
+	for _, want := range []string{"iptables -F SANDBOX-EGRESS", "ip6tables -F SANDBOX-EGRESS", "ip6tables -A SANDBOX-EGRESS -d fd00::53 -p udp --dport 53 -j RETURN", "ip6tables -C OUTPUT -m owner --uid-owner 1001 -j SANDBOX-EGRESS", "ip6tables -C OUTPUT -m owner --uid-owner 1002 -j SANDBOX-EGRESS"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no %q among:\n%s", want, all)
 		}
@@ -409,7 +432,7 @@ func TestFenceFailsClosed(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := &fakeTables{fail: tc.fail}
-			err := fence(context.Background(), f.run, 1000, resolvConf(t, ""), tc.ipv6, false)
+			err := fence(context.Background(), f.run, []int{1000}, resolvConf(t, ""), tc.ipv6, false)
 			if err == nil || !strings.Contains(err.Error(), tc.contains) {
 				t.Fatalf("fence = %v, want an error about %q", err, tc.contains)
 			}
@@ -441,7 +464,8 @@ func TestProxyChainsToTheUpstreamProxy(t *testing.T) {
 	defer plain.Close()
 
 	// The upstream: the same proxy allowing loopback, behind a recorder.
-	everything, _ := newAllowlist([]string{"127.0.0.1"}, nil)
+	sites := []string{site.Listener.Addr().String(), plain.Listener.Addr().String()}
+	everything, _ := newAllowlist(sites, nil, nil)
 	inner := newEgressProxy(everything, zerolog.Nop(), nil)
 	var mu sync.Mutex
 	var seen []string
@@ -456,7 +480,7 @@ func TestProxyChainsToTheUpstreamProxy(t *testing.T) {
 	// and the test's sites are on loopback.
 	upURL, _ := url.Parse(strings.Replace(up.URL, "http://", "http://corp:pw@", 1))
 	upstream := func(*url.URL) (*url.URL, error) { return upURL, nil }
-	allow, _ := newAllowlist([]string{"127.0.0.1"}, nil)
+	allow, _ := newAllowlist(sites, nil, nil)
 	filter := httptest.NewServer(newEgressProxy(allow, zerolog.Nop(), upstream))
 	defer filter.Close()
 	fu, _ := url.Parse(filter.URL)

@@ -88,10 +88,7 @@ func cachedService(t *testing.T) string {
 	t.Helper()
 	ref := dockertest.ServiceImage(t)
 	cache := t.TempDir()
-	os.MkdirAll(filepath.Join(cache, "images"), 0o755)
-	if out, err := exec.Command("docker", "save", "--output", dispatch.CachedImageFile(filepath.Join(cache, "images"), ref), ref).CombinedOutput(); err != nil {
-		t.Fatalf("docker save: %v: %s", err, out)
-	}
+	dockertest.CacheImage(t, filepath.Join(cache, "images"), ref)
 	return cache
 }
 

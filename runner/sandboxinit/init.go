@@ -154,7 +154,8 @@ type sandbox struct {
 	order    *dispatch.WorkOrder
 	daemon   *daemon
 	services dispatch.Services
-	egress   *egress // network.allow's proxy, when set
+	egress   *egress   // network.allow's proxy, when set
+	deny     denyState // the egress defaults (egress_deny.go)
 	saves    sync.WaitGroup
 
 	dockerFilter *dockerfilter.Filter // the agent's Docker socket
@@ -202,6 +203,9 @@ func (s *sandbox) run(parent context.Context) int {
 		if ctx.Err() != nil {
 			return s.fail(dispatch.StatusInterrupted, fmt.Errorf("stopped while the sandbox was starting: %w", err))
 		}
+		return s.fail(dispatch.StatusFailed, err)
+	}
+	if err := s.enforceEgressDefaults(ctx, execIPTables); err != nil {
 		return s.fail(dispatch.StatusFailed, err)
 	}
 
@@ -379,12 +383,11 @@ func (s *sandbox) startDocker(ctx, saveCtx context.Context, env map[string]strin
 	if err := s.startDockerFilter(env); err != nil {
 		return nil, err
 	}
-
-	cache := imageCache{log: s.log}
-	if dir := filepath.Join(s.opts.cacheDir, "images"); isDir(dir) {
-		cache.dir = dir
-		cache.sweep()
+	if err := s.enforceEgressDefaults(ctx, execIPTables); err != nil {
+		return nil, err
 	}
+
+	cache := newImageCache(s.opts.cacheDir, s.log)
 	r := &serviceRunner{docker: s.docker, log: s.log, cache: cache, getenv: os.Getenv, tmpDir: s.opts.runtimeDir}
 	var specs map[string]sandboxcfg.Service
 	supabase := false

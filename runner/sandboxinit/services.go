@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -246,15 +245,19 @@ func (r *serviceRunner) ensureImage(ctx context.Context, ref string) (bool, erro
 		return false, nil
 	}
 	if err != nil {
-		r.log.Warn().Err(err).Str("image", ref).Msg("image cache entry unusable; pulling instead")
+		r.log.Warn().Err(err).Str("image", ref).Msg("image cache entry refused; pulling instead")
 	}
-	if _, err := r.docker.run(ctx, "pull", "--quiet", ref); err != nil {
+	if _, perr := r.docker.run(ctx, "pull", "--quiet", ref); perr != nil {
 		where := "no image cache is mounted"
-		if r.cache.dir != "" {
+		switch {
+		case err != nil:
+			where = "its cached copy was refused (" + err.Error() + ")"
+		case r.cache.dir != "":
 			where = "it is not in the image cache " + r.cache.dir
 		}
-		return false, fmt.Errorf("image %s: %s and pulling it failed: %w", ref, where, err)
+		return false, fmt.Errorf("image %s: %s and pulling it failed: %w", ref, where, perr)
 	}
+	r.cache.recordPulled(ctx, r.docker, ref)
 	return true, nil
 }
 
@@ -288,84 +291,4 @@ func (r *serviceRunner) writeEnvFile(name string, env map[string]string) (string
 		return "", fmt.Errorf("write env file for service %s: %w", name, err)
 	}
 	return f.Name(), nil
-}
-
-// imageCache is a directory of `docker save` tarballs shared by sandboxes,
-// one per image reference. It holds image content only, never daemon state,
-// and entries appear by rename, so a sandbox killed while saving leaves at
-// most a temporary file that nobody loads.
-type imageCache struct {
-	dir string // "" means no cache
-	log zerolog.Logger
-}
-
-func (c imageCache) path(ref string) string { return dispatch.CachedImageFile(c.dir, ref) }
-
-// refs lists the references the cache holds.
-func (c imageCache) refs() []string {
-	if c.dir == "" {
-		return nil
-	}
-	entries, err := os.ReadDir(c.dir)
-	if err != nil {
-		return nil
-	}
-	var refs []string
-	for _, e := range entries {
-		n := e.Name()
-		if strings.HasPrefix(n, dispatch.CacheTmpPrefix) || !strings.HasSuffix(n, ".tar") {
-			continue
-		}
-		if ref, err := url.QueryUnescape(strings.TrimSuffix(n, ".tar")); err == nil {
-			refs = append(refs, ref)
-		}
-	}
-	return refs
-}
-
-func (c imageCache) load(ctx context.Context, docker dockerCLI, ref string) (bool, error) {
-	if c.dir == "" {
-		return false, nil
-	}
-	p := c.path(ref)
-	if _, err := os.Stat(p); err != nil {
-		return false, nil
-	}
-	if _, err := docker.run(ctx, "load", "--quiet", "--input", p); err != nil {
-		return false, fmt.Errorf("load %s: %w", p, err)
-	}
-	return true, nil
-}
-
-// save writes ref into the cache under a temporary name and renames it.
-func (c imageCache) save(ctx context.Context, docker dockerCLI, ref string) error {
-	if c.dir == "" {
-		return nil
-	}
-	tmp := filepath.Join(c.dir, fmt.Sprintf("%s%d-%d.tar", dispatch.CacheTmpPrefix, os.Getpid(), time.Now().UnixNano()))
-	if _, err := docker.run(ctx, "save", "--output", tmp, ref); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Rename(tmp, c.path(ref)); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("image cache: %w", err)
-	}
-	return nil
-}
-
-// sweep removes temporary files old enough that no live sandbox is still
-// writing them.
-func (c imageCache) sweep() {
-	if c.dir == "" {
-		return
-	}
-	old, _ := filepath.Glob(filepath.Join(c.dir, dispatch.CacheTmpPrefix+"*"))
-	for _, p := range old {
-		if st, err := os.Stat(p); err == nil && time.Since(st.ModTime()) > time.Hour {
-			if os.Remove(p) == nil {
-				c.log.Info().Str("file", p).Msg("image cache: removed a temporary file a killed sandbox left")
-			}
-		}
-	}
 }

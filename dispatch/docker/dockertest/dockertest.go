@@ -71,14 +71,21 @@ func Gateway(t testing.TB) string {
 // It uses `docker import`, which needs no builder.
 func ServiceImage(t testing.TB) string {
 	t.Helper()
+	return goImage(t, "svc", ServiceImageRef)
+}
+
+// goImage builds testdata/<name> into a FROM-scratch image ref whose
+// entrypoint is the binary.
+func goImage(t testing.TB, name, ref string) string {
+	t.Helper()
 	testenv.Docker(t)
-	bin := filepath.Join(t.TempDir(), "svc")
-	src := filepath.Join(testenv.ModuleRoot(t), "dispatch", "docker", "dockertest", "testdata", "svc")
+	bin := filepath.Join(t.TempDir(), name)
+	src := filepath.Join(testenv.ModuleRoot(t), "dispatch", "docker", "dockertest", "testdata", name)
 	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the test service: %v\n%s", err, out)
+		t.Fatalf("build the test image %s: %v\n%s", name, err, out)
 	}
 	exe, err := os.ReadFile(bin)
 	if err != nil {
@@ -88,23 +95,23 @@ func ServiceImage(t testing.TB) string {
 	// checksum is this one: importing again would only leave the old image
 	// dangling.
 	sum := fmt.Sprintf("%x", sha256.Sum256(exe))
-	if out, err := exec.Command("docker", "image", "inspect", "--format", `{{index .Config.Labels "`+testImageLabel+`"}}`, ServiceImageRef).Output(); err == nil && strings.TrimSpace(string(out)) == sum {
-		return ServiceImageRef
+	if out, err := exec.Command("docker", "image", "inspect", "--format", `{{index .Config.Labels "`+testImageLabel+`"}}`, ref).Output(); err == nil && strings.TrimSpace(string(out)) == sum {
+		return ref
 	}
 	var layer bytes.Buffer
 	tw := tar.NewWriter(&layer)
-	if err := tw.WriteHeader(&tar.Header{Name: "svc", Mode: 0o755, Size: int64(len(exe)), ModTime: time.Unix(0, 0)}); err != nil {
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(exe)), ModTime: time.Unix(0, 0)}); err != nil {
 		t.Fatal(err)
 	}
 	tw.Write(exe)
 	tw.Close()
-	imp := exec.Command("docker", "import", "--change", `ENTRYPOINT ["/svc"]`, "--change", "LABEL "+testImageLabel+"="+sum, "-", ServiceImageRef)
+	imp := exec.Command("docker", "import", "--change", `ENTRYPOINT ["/`+name+`"]`, "--change", "LABEL "+testImageLabel+"="+sum, "-", ref)
 	imp.Stdin = &layer
 	if out, err := imp.CombinedOutput(); err != nil {
-		t.Fatalf("docker import the test service: %v\n%s", err, out)
+		t.Fatalf("docker import the test image %s: %v\n%s", name, err, out)
 	}
 	exec.Command("docker", "image", "prune", "--force", "--filter", "label="+testImageLabel).Run()
-	return ServiceImageRef
+	return ref
 }
 
 // GitServer serves one bare repository over smart HTTP (git http-backend)

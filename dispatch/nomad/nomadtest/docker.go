@@ -26,7 +26,13 @@ type DockerDriver struct {
 	// ExtraArgs go to `docker run` before the image, e.g.
 	// "--add-host", "host.docker.internal:host-gateway".
 	ExtraArgs []string
+	// NodeAddr is what ${attr.unique.network.ip-address} becomes in the
+	// task's environment, as a Nomad client interpolates its node's
+	// attributes; default 127.0.0.1.
+	NodeAddr string
 }
+
+var nodeAddrRef = regexp.MustCompile(`\$\{attr\.unique\.network\.ip-address\}`)
 
 var nomadVarRef = regexp.MustCompile(`\$\{(NOMAD_[A-Za-z0-9_]+)\}`)
 
@@ -93,8 +99,12 @@ func (d DockerDriver) Run(ctx context.Context, t *Task) (int, error) {
 	}
 	// Values come from the job, which never holds a secret: the token is a
 	// file under /secrets.
+	nodeAddr := d.NodeAddr
+	if nodeAddr == "" {
+		nodeAddr = "127.0.0.1"
+	}
 	for _, kv := range SortedEnv(t.Env) {
-		args = append(args, "-e", kv)
+		args = append(args, "-e", nodeAddrRef.ReplaceAllLiteralString(kv, nodeAddr))
 	}
 	args = append(args, d.ExtraArgs...)
 	args = append(args, image)

@@ -1,0 +1,36 @@
+package nomad_test
+
+import (
+	"testing"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad"
+)
+
+// Coding jobs tell the init what to fence off: the configured networks
+// (the Nomad API, the bot) and the Nomad agent of the node the job lands
+// on, which Nomad interpolates; task jobs, which cannot fence, get nothing.
+func TestJobDeniesNomadAndTheBot(t *testing.T) {
+	t.Parallel()
+	o := goldenOptions()
+	var err error
+	o.DenyNets, err = dispatch.ParseDenyNets("10.0.0.5:4646,10.0.0.9:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := nomad.BuildJob(o, spec(dispatch.ModeExecute, "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "10.0.0.5/32:4646,10.0.0.9/32:8080," + nomad.NodeAgentDenyNet
+	if got := job.TaskGroups[0].Tasks[0].Env[dispatch.EnvDenyNets]; got != want {
+		t.Errorf("%s = %q, want %q", dispatch.EnvDenyNets, got, want)
+	}
+	task, err := nomad.BuildJob(o, spec(dispatch.ModeTask, "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := task.TaskGroups[0].Tasks[0].Env[dispatch.EnvDenyNets]; ok {
+		t.Errorf("task job carries %s=%q", dispatch.EnvDenyNets, v)
+	}
+}

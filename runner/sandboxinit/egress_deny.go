@@ -1,0 +1,143 @@
+package sandboxinit
+
+// Egress defaults: whatever network.allow says, nothing in a coding
+// sandbox (the runner, the agent, root's own processes, the inner daemon's
+// containers) opens a connection to link-local addresses (cloud metadata),
+// the bot's listener, the Nomad API or the operator's extra networks. The
+// backend names them in SANDBOX_DENY_NETS; the init rejects them with
+// iptables in OUTPUT (every uid: nothing inside needs them) and in the
+// inner daemon's DOCKER-USER chain (forwarded container traffic), before
+// any service or agent runs. DNS to the configured resolvers stays open,
+// even when a resolver sits on a denied network (AWS's 169.254.169.253).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+const chainDeny = "SANDBOX-DENY"
+
+// denyNetsFromEnv is the default deny list plus the backend's.
+func denyNetsFromEnv(getenv func(string) string) ([]dispatch.DenyNet, error) {
+	extra, err := dispatch.ParseDenyNets(getenv(dispatch.EnvDenyNets))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", dispatch.EnvDenyNets, err)
+	}
+	return append(dispatch.DefaultDenyNets(), extra...), nil
+}
+
+// denyRules fills chainDeny for one address family. A TCP connection gets
+// a reset and anything else an ICMP error, so a client fails at once with
+// "connection refused" instead of waiting for a timeout.
+func denyRules(nets []dispatch.DenyNet, nameservers []string, v6 bool) [][]string {
+	var rules [][]string
+	for _, ns := range nameservers {
+		rules = append(rules,
+			[]string{"-A", chainDeny, "-d", ns, "-p", "udp", "--dport", "53", "-j", "RETURN"},
+			[]string{"-A", chainDeny, "-d", ns, "-p", "tcp", "--dport", "53", "-j", "RETURN"})
+	}
+	for _, n := range nets {
+		if n.Prefix.Addr().Is6() != v6 {
+			continue
+		}
+		d := n.Prefix.String()
+		if n.Port == 0 {
+			rules = append(rules,
+				[]string{"-A", chainDeny, "-d", d, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"},
+				[]string{"-A", chainDeny, "-d", d, "-j", "REJECT"})
+			continue
+		}
+		port := strconv.Itoa(int(n.Port))
+		rules = append(rules,
+			[]string{"-A", chainDeny, "-d", d, "-p", "tcp", "--dport", port, "-j", "REJECT", "--reject-with", "tcp-reset"},
+			[]string{"-A", chainDeny, "-d", d, "-p", "udp", "--dport", port, "-j", "REJECT"})
+	}
+	return rules
+}
+
+// installDeny writes the deny chain and its jumps for IPv4 and, when the
+// sandbox has IPv6 beyond loopback, IPv6. withForward adds the jump for
+// the inner daemon's containers: DOCKER-USER for IPv4 (the daemon keeps it
+// first in FORWARD), FORWARD itself for IPv6 (the daemon leaves ip6tables
+// alone unless told otherwise).
+func installDeny(ctx context.Context, run ipTables, nets []dispatch.DenyNet, resolvConf string, hasIPv6, withForward bool) error {
+	v4, v6 := nameservers(resolvConf)
+	type family struct {
+		bin     string
+		ns      []string
+		v6      bool
+		forward string
+	}
+	fams := []family{{"iptables", v4, false, chainDocker}}
+	if hasIPv6 {
+		fams = append(fams, family{"ip6tables", v6, true, "FORWARD"})
+	}
+	for _, f := range fams {
+		if err := resetChain(ctx, run, f.bin, chainDeny); err != nil {
+			return err
+		}
+		for _, r := range denyRules(nets, f.ns, f.v6) {
+			if err := apply(ctx, run, f.bin, r...); err != nil {
+				return err
+			}
+		}
+		if err := ensureJump(ctx, run, f.bin, []string{"OUTPUT", "-j", chainDeny}); err != nil {
+			return err
+		}
+		if withForward {
+			if err := ensureJump(ctx, run, f.bin, []string{f.forward, "-j", chainDeny}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// denyState is what the init did about the egress defaults.
+type denyState struct {
+	nets []dispatch.DenyNet
+	done bool
+}
+
+// enforceEgressDefaults installs the deny fence once per start. A coding
+// sandbox whose init cannot install it does not run: the agent would
+// reach the cloud's metadata and the bot. Task mode has no privileges to
+// fence with (see the README's security model).
+func (s *sandbox) enforceEgressDefaults(ctx context.Context, run ipTables) error {
+	return s.applyEgressDefaults(ctx, run, os.Geteuid(), os.Getenv, "/etc/resolv.conf")
+}
+
+func (s *sandbox) applyEgressDefaults(ctx context.Context, run ipTables, euid int, getenv func(string) string, resolvConf string) error {
+	if s.deny.done {
+		return nil
+	}
+	nets, err := denyNetsFromEnv(getenv)
+	if err != nil {
+		return err
+	}
+	s.deny.nets = nets
+	if euid != 0 {
+		switch {
+		case s.order == nil:
+			s.log.Info().Msg("no work order and not root: egress defaults not enforced")
+		case s.taskMode():
+			s.log.Warn().Msg("task mode runs without privileges: egress defaults (link-local, the bot, Nomad) are not fenced inside the sandbox; the host's network policy applies")
+		default:
+			return errors.New("the sandbox init is not root, so it cannot fence off link-local addresses and the bot's own addresses " +
+				"(coding sandboxes need the privileged or caps profile)")
+		}
+		s.deny.done = true
+		return nil
+	}
+	if err := installDeny(ctx, run, nets, resolvConf, hasIPv6(), s.daemon != nil); err != nil {
+		return fmt.Errorf("egress defaults could not be installed, so the sandbox would reach cloud metadata and the bot: %w", err)
+	}
+	s.deny.done = true
+	s.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Bool("inner_containers", s.daemon != nil).Msg("egress defaults enforced")
+	return nil
+}
