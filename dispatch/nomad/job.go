@@ -61,6 +61,10 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 	if order.Mode != dispatch.ModeTask || order.TokenFile != "" || spec.Token != "" {
 		order.TokenFile = TokenPath
 	}
+	order.GatewayFile = ""
+	if o.Gateway != nil {
+		order.GatewayFile = GatewayPath
+	}
 	if err := order.Validate(); err != nil {
 		return nil, fmt.Errorf("build nomad job: %w", err)
 	}
@@ -165,6 +169,9 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 			Uid:        ptr(o.TaskUID),
 			Gid:        ptr(o.TaskGID),
 		})
+	}
+	if order.GatewayFile != "" {
+		task.Templates = append(task.Templates, gatewayTemplate(o, id, taskMode))
 	}
 	if len(o.Env) > 0 {
 		task.Templates = append(task.Templates, &api.Template{

@@ -1,0 +1,122 @@
+package nomad_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad/nomadtest"
+)
+
+const gatewayKey = "sk-ant-canary-nomad-0123456789"
+
+func gatewayConfig() *dispatch.GatewayConfig {
+	return &dispatch.GatewayConfig{Providers: []dispatch.GatewayProvider{
+		{Name: "anthropic", BaseURL: "https://api.anthropic.com", API: dispatch.APIAnthropic, Key: gatewayKey},
+	}}
+}
+
+// The provider keys are rendered only into secrets/gateway/, root-owned
+// 0400 (the sandbox user's in task mode, whose container runs as it), and
+// never into the task's environment: the golden files pin the template.
+func TestBuildJobGatewayGolden(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mode dispatch.Mode
+		uid  int
+	}{{"execute-gateway", dispatch.ModeExecute, 0}, {"task-gateway", dispatch.ModeTask, nomad.DefaultTaskUID}} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := goldenOptions()
+			o.Gateway = gatewayConfig()
+			s := spec(tc.mode, "7")
+			job, err := nomad.BuildJob(o, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := json.MarshalIndent(job, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, '\n')
+			if strings.Contains(string(got), gatewayKey) {
+				t.Fatal("the provider key is in the job")
+			}
+			path := filepath.Join("testdata", tc.name+".golden.json")
+			if *update {
+				if err := os.WriteFile(path, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./dispatch/nomad -run TestBuildJobGatewayGolden -update to create it)", err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("job differs from %s (rerun with -update after reviewing the change):\n%s", path, got)
+			}
+			task := job.TaskGroups[0].Tasks[0]
+			var gw *struct{ uid, gid int }
+			for _, tmpl := range task.Templates {
+				if *tmpl.DestPath != "secrets/gateway/providers.json" {
+					if tmpl.Envvars != nil && *tmpl.Envvars && strings.Contains(*tmpl.EmbeddedTmpl, nomad.GatewayItem) {
+						t.Error("the gateway item is rendered into the environment")
+					}
+					continue
+				}
+				if *tmpl.Perms != "0400" || tmpl.Envvars != nil && *tmpl.Envvars || !strings.Contains(*tmpl.EmbeddedTmpl, "."+nomad.GatewayItem) {
+					t.Errorf("gateway template %+v", tmpl)
+				}
+				gw = &struct{ uid, gid int }{*tmpl.Uid, *tmpl.Gid}
+			}
+			if gw == nil || gw.uid != tc.uid || gw.gid != tc.uid {
+				t.Fatalf("gateway template owner = %+v, want uid %d", gw, tc.uid)
+			}
+			m := regexp.MustCompile(`base64Decode "([A-Za-z0-9+/=]+)"`).FindStringSubmatch(*task.Templates[0].EmbeddedTmpl)
+			if m == nil {
+				t.Fatal("no work order template first")
+			}
+			raw, _ := base64.StdEncoding.DecodeString(m[1])
+			var order dispatch.WorkOrder
+			if err := json.Unmarshal(raw, &order); err != nil || order.GatewayFile != nomad.GatewayPath {
+				t.Errorf("work order gateway_file = %q, %v; want %s", order.GatewayFile, err, nomad.GatewayPath)
+			}
+		})
+	}
+}
+
+// Submit and refresh keep the providers file in the run's Variable; the
+// sandbox environment item list has no provider key.
+func TestGatewayTravelsInTheVariable(t *testing.T) {
+	e := newEnv(t, nomadtest.Options{})
+	b := e.backend(func(o *nomad.Options) { o.Gateway = gatewayConfig() })
+	s := spec(dispatch.ModeExecute, "gw")
+	if _, err := b.Submit(ctxT(t), s); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		v := e.fake.Var("default", nomad.TokenVarPath(jobIDOf(s)))
+		if v == nil {
+			t.Fatalf("%s: no variable", when)
+		}
+		cfg, err := dispatch.ParseGatewayConfig([]byte(v.Items[nomad.GatewayItem]))
+		if err != nil || len(cfg.Providers) != 1 || cfg.Providers[0].Key != gatewayKey {
+			t.Fatalf("%s: gateway item = %q, %v", when, v.Items[nomad.GatewayItem], err)
+		}
+		for k := range v.Items {
+			if strings.HasPrefix(k, nomad.EnvItemPrefix) {
+				t.Errorf("%s: environment item %s", when, k)
+			}
+		}
+	}
+	check("submit")
+	if err := b.RefreshToken(ctxT(t), s.Order.TaskID, "ghs_refreshed"); err != nil {
+		t.Fatal(err)
+	}
+	check("refresh")
+}
