@@ -209,13 +209,9 @@ func ResolveProviders(passEnv []string, configured []ModelProvider, lookup func(
 		}
 		explicit = append(explicit, p)
 	}
-	keyVars := map[string]bool{}
 	cfg := &GatewayConfig{}
 	add := func(p ModelProvider, key string) {
 		cfg.Providers = append(cfg.Providers, GatewayProvider{Name: p.Name, BaseURL: p.BaseURL, API: p.API, Key: key})
-		if p.KeyEnv != "" {
-			keyVars[p.KeyEnv] = true
-		}
 	}
 	for _, p := range explicit {
 		key := ""
@@ -236,20 +232,24 @@ func ResolveProviders(passEnv []string, configured []ModelProvider, lookup func(
 			add(b, v)
 		}
 	}
-	var rest []string
-	for _, n := range passEnv {
-		if !keyVars[n] && !isBuiltinKey(n) {
-			rest = append(rest, n)
-		}
-	}
+	rest := ProjectEnv(passEnv, explicit)
 	if len(cfg.Providers) == 0 {
 		return nil, rest, nil
 	}
 	return cfg, rest, nil
 }
 
-// isBuiltinKey is true for a built-in provider's key variable: it never
-// reaches a sandbox's environment, served or not.
-func isBuiltinKey(name string) bool {
-	return slices.ContainsFunc(BuiltinProviders(), func(p ModelProvider) bool { return p.KeyEnv == name })
+// ProjectEnv is passEnv without the provider key variables (the built-in
+// ones and those of the configured providers): what still reaches a
+// sandbox's environment, for ${VAR} and the project's own code. A provider
+// key never does, served or not.
+func ProjectEnv(passEnv []string, configured []ModelProvider) []string {
+	var rest []string
+	for _, n := range passEnv {
+		isKey := func(p ModelProvider) bool { return p.KeyEnv == n }
+		if !slices.ContainsFunc(BuiltinProviders(), isKey) && !slices.ContainsFunc(configured, isKey) {
+			rest = append(rest, n)
+		}
+	}
+	return rest
 }
