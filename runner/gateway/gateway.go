@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	stdlog "log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -90,7 +91,9 @@ func New(cfg dispatch.GatewayConfig, o Options) (*Gateway, error) {
 			// by event, or its watchdog sees a silent model.
 			FlushInterval: -1,
 			ErrorHandler:  g.upstreamError(r),
-			ErrorLog:      nil,
+			// A stream cut short (the agent killed mid-answer) is logged
+			// here, not on the process's stderr.
+			ErrorLog: stdlog.New(o.Logger.With().Str("provider", p.Name).Logger(), "model gateway: ", 0),
 		}
 		g.routes[p.Name] = r
 	}
@@ -131,17 +134,17 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	// A cleaned path cannot climb out of the provider's base path with
-	// the provider's key on it.
-	out := req.Clone(req.Context())
-	out.URL.Path = path.Clean("/" + rest)
-	if strings.HasSuffix(rest, "/") && out.URL.Path != "/" {
-		out.URL.Path += "/"
+	// the provider's key on it. The handler owns req: ReverseProxy clones
+	// it for the outbound request.
+	req.URL.Path = path.Clean("/" + rest)
+	if strings.HasSuffix(rest, "/") && req.URL.Path != "/" {
+		req.URL.Path += "/"
 	}
-	out.URL.RawPath = ""
+	req.URL.RawPath = ""
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
-	r.proxy.ServeHTTP(sw, out)
-	g.log.Debug().Str("provider", name).Str("method", req.Method).Str("path", out.URL.Path).
+	r.proxy.ServeHTTP(sw, req)
+	g.log.Debug().Str("provider", name).Str("method", req.Method).Str("path", req.URL.Path).
 		Int("status", sw.status).Dur("duration", time.Since(start)).Msg("model request")
 }
 
