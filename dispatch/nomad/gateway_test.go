@@ -3,6 +3,7 @@ package nomad_test
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -87,6 +88,29 @@ func TestBuildJobGatewayGolden(t *testing.T) {
 				t.Errorf("work order gateway_file = %q, %v; want %s", order.GatewayFile, err, nomad.GatewayPath)
 			}
 		})
+	}
+}
+
+// The reference job carries the gateway template as BuildJob makes it.
+func TestReferenceJobHasTheGatewayTemplate(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nomad", "sandbox.nomad.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hcl := strings.Join(strings.Fields(string(raw)), " ")
+	o := nomad.Options{Image: testImage, Gateway: gatewayConfig()}
+	job, err := nomad.BuildJob(o, spec(dispatch.ModeExecute, "ref"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := job.TaskGroups[0].Tasks[0].Templates[2]
+	for _, w := range []string{
+		`data = "{{ with nomadVar \"nomad/jobs/sandbox-${lower(var.task_id)}-${var.mode}\" }}{{ .` + nomad.GatewayItem + ` }}{{ end }}"`,
+		fmt.Sprintf(`destination = "%s" change_mode = "%s" perms = "%s" uid = %d gid = %d`, *tmpl.DestPath, *tmpl.ChangeMode, *tmpl.Perms, *tmpl.Uid, *tmpl.Gid),
+	} {
+		if !strings.Contains(hcl, w) {
+			t.Errorf("deploy/nomad/sandbox.nomad.hcl lacks %s", w)
+		}
 	}
 }
 
