@@ -29,7 +29,7 @@ func (s *sandbox) startGateway(ctx context.Context, acct *account, env map[strin
 	if err != nil {
 		return err
 	}
-	if err := hideGatewayFile(s.log, file, acct); err != nil {
+	if err := hideGatewayFile(s.log, file, acct, mountEmpty); err != nil {
 		return err
 	}
 	log := s.log.With().Str("component", "model-gateway").Logger()
@@ -52,10 +52,9 @@ func (s *sandbox) startGateway(ctx context.Context, acct *account, env map[strin
 // profiles). Without it the file's own permissions must keep the sandbox
 // user out; in a sandbox with no second identity (acct nil: task mode, the
 // init is the sandbox user) nothing can, and that is said in the log.
-func hideGatewayFile(log zerolog.Logger, file string, acct *account) error {
+func hideGatewayFile(log zerolog.Logger, file string, acct *account, mount func(dir string) error) error {
 	dir := filepath.Dir(file)
-	err := syscall.Mount("tmpfs", dir, "tmpfs",
-		syscall.MS_RDONLY|syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "size=4k,mode=0755")
+	err := mount(dir)
 	if err == nil {
 		if _, statErr := os.Stat(file); !errors.Is(statErr, os.ErrNotExist) {
 			return fmt.Errorf("model gateway: %s is still visible after mounting over %s", file, dir)
@@ -77,6 +76,12 @@ func hideGatewayFile(log zerolog.Logger, file string, acct *account) error {
 	}
 	log.Debug().Err(err).Str("file", file).Msg("model gateway: providers file not hidden; its permissions keep the sandbox user out")
 	return nil
+}
+
+// mountEmpty mounts an empty read-only tmpfs on dir.
+func mountEmpty(dir string) error {
+	return syscall.Mount("tmpfs", dir, "tmpfs",
+		syscall.MS_RDONLY|syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "size=4k,mode=0755")
 }
 
 // readableBy is the permission check the kernel makes for a user without
