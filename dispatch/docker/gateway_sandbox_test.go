@@ -21,32 +21,10 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/runner/runtest"
 )
 
-// The canary provider key and a project secret, each written in two halves
-// in the agent's search command, so the command text (which OpenCode
-// stores in its session files) never holds either whole.
 const (
-	keyA, keyB         = "sk-canary-", "docker-gateway-9d1f3e7a"
-	projectA, projectB = "proj-canary-", "4242-visible"
+	dockerKey     = "sk-canary-docker-gateway-9d1f3e7a"
+	dockerProject = "proj-canary-4242-visible"
 )
-
-// agentSearch is what the agent runs, as the sandbox user, through its
-// shell tool: every file it can read, every /proc/*/environ it can read,
-// and its own environment, searched for the provider key; the project
-// secret, which is the agent's by design, is the control that shows the
-// search finds what is there.
-const agentSearch = `a='` + keyA + `'; b='` + keyB + `'; k="$a$b"
-c='` + projectA + `'; d='` + projectB + `'; p="$c$d"
-echo "USER:$(id -un)"
-echo "FILES:[$(grep -rlsIF --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev -e "$k" / 2>/dev/null | tr '\n' ' ')]"
-echo "SCANNED:$(find / -xdev \( -path /proc -o -path /sys -o -path /dev \) -prune -o -type f -readable -print 2>/dev/null | wc -l)"
-echo "ENVIRON:[$(for f in /proc/[0-9]*/environ; do grep -lsaF -e "$k" "$f"; done | tr '\n' ' ')]"
-echo "ENVIRON_READ:$(for f in /proc/[0-9]*/environ; do [ -r "$f" ] && cat "$f" >/dev/null 2>&1 && echo "$f"; done | wc -l)"
-echo "ENV:$(env | grep -cF -e "$k")"
-echo "PROJECT_ENV:$(env | grep -cF -e "$p")"
-echo "PROJECT_ENVIRON:$(for f in /proc/[0-9]*/environ; do grep -lsaF -e "$p" "$f"; done | wc -l)"
-echo "GATEWAY_DIR:[$(ls -A /sandbox/secrets/gateway 2>&1)]"
-echo "GATEWAY:$SANDBOX_MODEL_GATEWAY"
-echo "END"`
 
 // OpenCode in the real sandbox image, its provider served by the init's
 // model gateway: the scripted model on the host receives the key; the
@@ -58,11 +36,11 @@ func TestGatewayKeepsTheProviderKeyFromTheAgent(t *testing.T) {
 		t.Skip("runs the real sandbox image")
 	}
 	img := testenv.SandboxImage(t)
-	key, project := keyA+keyB, projectA+projectB
+	key, project := dockerKey, dockerProject
 	remote := runtest.NewRemote(t, map[string]string{"README.md": "# demo\n"})
 	git := dockertest.ServeGit(t, remote.Dir, "tok-1")
 	srv, err := modeltest.New(dockertest.Gateway(t)+":0", []modeltest.Turn{
-		{ToolCalls: []modeltest.ToolCall{{Name: "bash", Args: map[string]any{"command": agentSearch, "description": "search", "timeout": 170000}}},
+		{ToolCalls: []modeltest.ToolCall{{Name: "bash", Args: map[string]any{"command": dockertest.KeySearch(key, project), "description": "search", "timeout": 170000}}},
 			Usage: modeltest.Usage{PromptTokens: 100, CompletionTokens: 10}},
 		{Text: "1. Nothing to change.", Usage: modeltest.Usage{PromptTokens: 200, CompletionTokens: 10}},
 	})
@@ -144,39 +122,7 @@ func TestGatewayKeepsTheProviderKeyFromTheAgent(t *testing.T) {
 	if len(results) != 1 {
 		t.Fatalf("tool results: %q", results)
 	}
-	out := results[0]
-	t.Logf("the agent's search:\n%s", out)
-	if strings.Contains(out, key) {
-		t.Fatal("the agent's search output holds the key")
-	}
-	field := func(name string) string {
-		for _, l := range strings.Split(out, "\n") {
-			if v, ok := strings.CutPrefix(l, name+":"); ok {
-				return v
-			}
-		}
-		t.Fatalf("the search printed no %s line:\n%s", name, out)
-		return ""
-	}
-	if !strings.Contains(out, "\nEND") {
-		t.Fatalf("the search did not run to its end:\n%s", out)
-	}
-	for name, want := range map[string]string{
-		"USER": "sandbox", "FILES": "[]", "ENVIRON": "[]", "ENV": "0", "PROJECT_ENV": "1", "GATEWAY_DIR": "[]",
-	} {
-		if got := field(name); got != want {
-			t.Errorf("%s = %q, want %q", name, got, want)
-		}
-	}
-	if n := field("PROJECT_ENVIRON"); n == "0" {
-		t.Error("the control failed: the project secret was not found in any /proc/*/environ, so the search proves nothing")
-	}
-	if n := field("SCANNED"); len(n) < 4 {
-		t.Errorf("the agent could read only %s files: the search proves little", n)
-	}
-	if !strings.HasPrefix(field("GATEWAY"), "http://127.0.0.1:") {
-		t.Errorf("SANDBOX_MODEL_GATEWAY = %q", field("GATEWAY"))
-	}
+	dockertest.CheckSearch(t, key, results[0])
 
 	inspect, err := exec.Command("docker", "inspect", "--format", "{{json .Config.Env}} {{json .HostConfig.Binds}} {{json .Mounts}}", container).CombinedOutput()
 	if err != nil {
