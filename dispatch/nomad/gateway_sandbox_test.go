@@ -2,6 +2,8 @@ package nomad_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -27,12 +29,16 @@ func TestNomadGatewayKeepsTheProviderKeyFromClaudeCode(t *testing.T) {
 		t.Skip("runs the real sandbox image")
 	}
 	img := testenv.SandboxImage(t)
-	const key, project = "sk-ant-canary-nomad-claude-51c8e2", "proj-canary-nomad-7070"
+	const key = "sk-ant-canary-nomad-claude-51c8e2"
+	s := spec(dispatch.ModeExecute, "gateway-claude")
+	// The control the search must find: the run's id, in the sandbox's
+	// environment (SANDBOX_TASK_ID) and so in the agent's.
+	control := s.Order.TaskID
 	remote := runtest.NewRemote(t, map[string]string{"README.md": "# demo\n"})
 	git := dockertest.ServeGit(t, remote.Dir, testToken)
 	srv, err := modeltest.NewAnthropic(dockertest.Gateway(t)+":0", modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{
 		{Usage: modeltest.AnthropicUsage{InputTokens: 100, OutputTokens: 10}, ToolUses: []modeltest.AnthropicToolUse{
-			{Name: "Bash", Input: map[string]any{"command": dockertest.KeySearch(key, project), "timeout": 170000}}}},
+			{Name: "Bash", Input: map[string]any{"command": dockertest.KeySearch(key, control), "timeout": 170000}}}},
 		{Text: "Nothing to change.", Usage: modeltest.AnthropicUsage{InputTokens: 200, OutputTokens: 10}},
 	}})
 	if err != nil {
@@ -45,21 +51,34 @@ func TestNomadGatewayKeepsTheProviderKeyFromClaudeCode(t *testing.T) {
 		o.Image = img
 		o.Isolation = dispatch.IsolationCaps
 		o.KillTimeout = 10 * time.Second
-		o.Env = map[string]string{"PROJECT_TOKEN": project}
 		o.Gateway = &dispatch.GatewayConfig{Providers: []dispatch.GatewayProvider{
 			{Name: "anthropic", BaseURL: srv.URL, API: dispatch.APIAnthropic, Key: key}}}
 	})
-	s := spec(dispatch.ModeExecute, "gateway-claude")
-	cfg := sandboxcfg.Config{Harness: "claude-code", Model: modeltest.AnthropicModelID, InactivitySeconds: 240,
-		Env: map[string]string{"PROJECT_TOKEN": "${PROJECT_TOKEN}"}}
+	cfg := sandboxcfg.Config{Harness: "claude-code", Model: modeltest.AnthropicModelID, InactivitySeconds: 240}
 	cfg.ApplyDefaults()
-	s.Order.Config, s.Order.CloneURL, s.Order.SecretEnv = cfg, git.URL, []string{"PROJECT_TOKEN"}
+	s.Order.Config, s.Order.CloneURL = cfg, git.URL
 
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	if _, err := b.Submit(ctx, s); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, a := range e.fake.Allocs("default", jobIDOf(s)) {
+			for task, ts := range a.TaskStates {
+				for _, ev := range ts.Events {
+					t.Logf("task %s event %s: %s %s", task, ev.Type, ev.DisplayMessage, ev.DriverError)
+				}
+			}
+			for _, stream := range []string{"stdout", "stderr"} {
+				b, _ := os.ReadFile(filepath.Join(e.fake.AllocDir(a.ID), "alloc", "logs", "sandbox."+stream+".0"))
+				t.Logf("allocation %s %s:\n%s", a.ID, stream, b)
+			}
+		}
+	})
 	st, err := b.Wait(ctx, s.Order.TaskID, func(dispatch.Progress) {})
 	if err != nil {
 		t.Fatal(err)
