@@ -41,20 +41,27 @@ func TestBuildJobGolden(t *testing.T) {
 		name      string
 		spec      dispatch.RunSpec
 		isolation dispatch.Isolation
+		opts      func(*nomad.Options)
 	}{
-		{"plan", spec(dispatch.ModePlan, "1"), ""},
-		{"execute", spec(dispatch.ModeExecute, "2"), ""},
-		{"execute-caps", spec(dispatch.ModeExecute, "2"), dispatch.IsolationCaps},
-		{"revise", spec(dispatch.ModeRevise, "3"), ""},
-		{"continue", spec(dispatch.ModeContinue, "4"), ""},
-		{"rebase", spec(dispatch.ModeRebase, "5"), ""},
-		{"task", spec(dispatch.ModeTask, "6"), ""},
+		{"plan", spec(dispatch.ModePlan, "1"), "", nil},
+		{"execute", spec(dispatch.ModeExecute, "2"), "", nil},
+		{"execute-caps", spec(dispatch.ModeExecute, "2"), dispatch.IsolationCaps, nil},
+		{"revise", spec(dispatch.ModeRevise, "3"), "", nil},
+		{"continue", spec(dispatch.ModeContinue, "4"), "", nil},
+		{"rebase", spec(dispatch.ModeRebase, "5"), "", nil},
+		{"task", spec(dispatch.ModeTask, "6"), "", nil},
+		// Provider keys only in secrets/gateway/ (gateway_test.go checks it).
+		{"execute-gateway", spec(dispatch.ModeExecute, "7"), "", withGateway},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.spec
 			s.Isolation = tc.isolation
-			job, err := nomad.BuildJob(goldenOptions(), s)
+			o := goldenOptions()
+			if tc.opts != nil {
+				tc.opts(&o)
+			}
+			job, err := nomad.BuildJob(o, s)
 			if err != nil {
 				t.Fatal(err)
 			}
