@@ -23,6 +23,10 @@ import (
 // isolation. The returned func releases the backend's resources.
 func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispatch.Backend, func(), error) {
 	nop := func() {}
+	gw, projectEnv, err := dispatch.ResolveProviders(cfg.PassEnv, cfg.Providers, os.LookupEnv)
+	if err != nil {
+		return nil, nop, err
+	}
 	switch cfg.Backend {
 	case "nomad":
 		nc := api.DefaultConfig()
@@ -39,7 +43,7 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 		b, err := nomad.New(nomad.Options{
 			Config: nc, Image: cfg.Image, Isolation: cfg.Isolation, Region: cfg.Nomad.Region, Namespace: cfg.Nomad.Namespace,
 			Datacenters: cfg.Nomad.Datacenters, NodePool: cfg.Nomad.NodePool, KillTimeout: cfg.Nomad.KillTimeout, Purge: cfg.Nomad.Purge,
-			Limits: nomad.Limits{MaxCPU: cfg.Limits.MaxCPU, MaxMemoryMB: cfg.Limits.MaxMemoryMB}, Env: passEnv(cfg.PassEnv), Logger: logger,
+			Limits: nomad.Limits{MaxCPU: cfg.Limits.MaxCPU, MaxMemoryMB: cfg.Limits.MaxMemoryMB}, Env: passEnv(projectEnv), Gateway: gw, Logger: logger,
 			DenyNets: nomadDenyNets(ctx, cfg, logger),
 		})
 		if err != nil {
@@ -56,7 +60,7 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 		}
 		b, err := docker.New(docker.Options{
 			Image: cfg.Image, Isolation: cfg.Isolation, DataDir: cfg.DataDir, CacheDir: filepath.Join(cfg.DataDir, "cache"),
-			ExtraHosts: []string{"host.docker.internal:host-gateway"}, Env: passEnv(cfg.PassEnv), Logger: logger,
+			ExtraHosts: []string{"host.docker.internal:host-gateway"}, Env: passEnv(projectEnv), Gateway: gw, Logger: logger,
 			CacheScope: cfg.CacheScope, DenyNets: cfg.denyNets(), BotListen: []string{cfg.Listen},
 		})
 		if err != nil {

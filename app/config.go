@@ -80,6 +80,13 @@ type Config struct {
 	// gets (the model provider's API key, a proxy): the values are treated
 	// as secrets, redacted from everything the runner writes.
 	PassEnv []string `yaml:"pass_env"`
+	// Providers are model providers the sandboxes' model gateway serves
+	// besides the built-in ones whose key is named in PassEnv; one with a
+	// built-in's name (anthropic, openai, ...) overrides its base URL.
+	// Their keys are read from the bot's environment and reach only the
+	// gateway, never the agent (env: SANDBOX_PROVIDERS, space-separated
+	// NAME=BASE_URL[,KEY_ENV[,API]]).
+	Providers []dispatch.ModelProvider `yaml:"providers"`
 
 	TemplatesDir string `yaml:"templates_dir"`
 	// RunnerBinary is the sandbox-runner executable for the process backend.
@@ -146,6 +153,12 @@ func LoadConfig(getenv Getenv) (*Config, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	// Only checked here (a provider whose key variable is unset fails the
+	// start); the keys are read again where the backend is built, and never
+	// kept in the configuration.
+	if _, _, err := dispatch.ResolveProviders(c.PassEnv, c.Providers, getenv); err != nil {
+		return nil, err
+	}
 	return c, nil
 }
 
@@ -208,6 +221,16 @@ func (c *Config) applyEnv(getenv Getenv) error {
 		c.DenyNetworks = splitList(v)
 	}
 	str("SANDBOX_CACHE_SCOPE", &c.CacheScope)
+	if v, ok := getenv("SANDBOX_PROVIDERS"); ok {
+		c.Providers = nil
+		for _, f := range strings.Fields(v) {
+			p, err := dispatch.ParseProvider(f)
+			if err != nil {
+				return fmt.Errorf("SANDBOX_PROVIDERS: %w", err)
+			}
+			c.Providers = append(c.Providers, p)
+		}
+	}
 	if v, ok := getenv("SANDBOX_ALLOW_TEAMS"); ok {
 		c.AllowTeams = splitList(v)
 	}
@@ -350,3 +373,8 @@ func (c *Config) validate() error {
 	}
 	return nil
 }
+
+// ProjectSecretEnv are the pass_env names that reach a sandbox's
+// environment (and resolve ${VAR}): pass_env without the provider keys,
+// which only the model gateway gets.
+func (c *Config) ProjectSecretEnv() []string { return dispatch.ProjectEnv(c.PassEnv, c.Providers) }

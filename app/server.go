@@ -61,7 +61,7 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	base := handlers.NewBase(cc, handlers.Settings{
 		TriggerLabel: cfg.TriggerLabel, AllowUsers: cfg.AllowUsers, AllowTeams: cfg.AllowTeams, AllowBots: cfg.AllowBots,
 		MaxContinues: cfg.MaxContinues, MaxPlanRounds: cfg.MaxPlanRounds, ProgressInterval: cfg.ProgressInterval, TokenRefresh: cfg.TokenRefresh,
-		Defaults: cfg.Defaults, Limits: cfg.Limits, Isolation: cfg.Isolation, WebURL: cfg.GitHub.WebURL, SecretEnv: cfg.PassEnv,
+		Defaults: cfg.Defaults, Limits: cfg.Limits, Isolation: cfg.Isolation, WebURL: cfg.GitHub.WebURL, SecretEnv: cfg.ProjectSecretEnv(),
 	}, backend, tmpl)
 	base.Runs.SetLogger(logger)
 

@@ -122,6 +122,9 @@ type WorkOrder struct {
 	TokenFile string `json:"token_file,omitempty"`
 	// OutputDir receives result.json and media.
 	OutputDir string `json:"output_dir"`
+	// GatewayFile is the model gateway's providers file (keys included),
+	// read by the sandbox's init only; empty when no provider is served.
+	GatewayFile string `json:"gateway_file,omitempty"`
 	// SecretEnv names the environment variables that hold secrets given to
 	// the run; their values resolve ${VAR} and are redacted from output.
 	SecretEnv []string `json:"secret_env,omitempty"`

@@ -38,6 +38,16 @@ func (c *cli) dockerOptions(o *options, f flags) error {
 	}
 	o.isolation = iso
 	o.isolationChosen = f.isolation != "" || c.getenv(envIsolation) != ""
+	o.providers = f.providers
+	if len(o.providers) == 0 {
+		for _, v := range strings.Fields(c.getenv(envProviders)) {
+			p, err := dispatch.ParseProvider(v)
+			if err != nil {
+				return fmt.Errorf("$%s: %w", envProviders, err)
+			}
+			o.providers = append(o.providers, p)
+		}
+	}
 	switch o.backend {
 	case "auto", "process", "docker":
 	default:
@@ -168,7 +178,13 @@ func (c *cli) dockerBackend(ctx context.Context, o *options) (dispatch.Backend, 
 			}
 		}
 	}
-	for _, n := range o.passEnv {
+	// Provider keys go to the sandbox's model gateway only; the rest of
+	// --pass-env stays the project's secrets, in the environment.
+	gw, projectEnv, err := dispatch.ResolveProviders(o.passEnv, o.providers, c.lookupEnv)
+	if err != nil {
+		return nil, nop, fmt.Errorf("--provider: %w", err)
+	}
+	for _, n := range projectEnv {
 		v, _ := c.lookupEnv(n)
 		if strings.ContainsAny(v, "\r\n") {
 			return nil, nop, fmt.Errorf("--pass-env %s: the value holds a newline, which an env file cannot carry", n)
@@ -182,6 +198,7 @@ func (c *cli) dockerBackend(ctx context.Context, o *options) (dispatch.Backend, 
 		DataDir:    o.dataDir,
 		ExtraHosts: []string{sandboxHost + ":host-gateway"},
 		Env:        env,
+		Gateway:    gw,
 		Logger:     logger,
 	})
 	if err != nil {

@@ -38,6 +38,7 @@ const (
 	envTokenVar   = "GITHUB_TOKEN"
 	envImage      = "SANDBOX_IMAGE"
 	envIsolation  = "SANDBOX_ISOLATION"
+	envProviders  = "SANDBOX_PROVIDERS"
 	envOpenCode   = "OPENCODE_CONFIG"
 )
 
@@ -160,6 +161,9 @@ type options struct {
 	// passEnv are the variables (provider keys) given to a sandbox and
 	// redacted as secrets.
 	passEnv []string
+	// providers are --provider's (and $SANDBOX_PROVIDERS') model providers
+	// for the sandbox's model gateway.
+	providers []dispatch.ModelProvider
 	// outDir is where a run's result.json and artifacts are on this host.
 	outDir func(taskID string) string
 	// afterRun runs once the result is read (the docker backend keeps the
@@ -171,6 +175,7 @@ type flags struct {
 	project, repo, base, task, taskID, target, plan, feedback string
 	backend, dataDir, runner, envFile, tokenFile, model       string
 	harness, image, isolation, passEnv                        string
+	providers                                                 []dispatch.ModelProvider
 	budget                                                    float64
 	timeout                                                   time.Duration
 	yes                                                       bool
@@ -189,6 +194,14 @@ func (c *cli) flagSet(cmd string, spec runCommand, f *flags) *flag.FlagSet {
 	fs.StringVar(&f.image, "image", "", "the sandbox image (default $"+envImage+", else "+defaultImage+")")
 	fs.StringVar(&f.isolation, "isolation", "", "docker isolation: privileged, or caps for hosts that refuse privileged containers (default $"+envIsolation+", else privileged)")
 	fs.StringVar(&f.passEnv, "pass-env", "", "comma-separated variables given to the sandbox as secrets (default: those of "+strings.Join(defaultPassEnv, ", ")+" that are set)")
+	fs.Func("provider", "a model provider for the sandbox's model gateway, NAME=BASE_URL[,KEY_ENV[,API]] (repeatable; API openai or anthropic); its key reaches the gateway only, never the agent", func(v string) error {
+		p, err := dispatch.ParseProvider(v)
+		if err != nil {
+			return err
+		}
+		f.providers = append(f.providers, p)
+		return nil
+	})
 	fs.StringVar(&f.dataDir, "data-dir", "", "where runs keep their files (default $"+envDataDir+", else a new temporary directory)")
 	fs.StringVar(&f.runner, "runner", "", "the sandbox-runner binary (default $"+envRunner+", next to this binary, or on PATH)")
 	fs.StringVar(&f.envFile, "env-file", "", "a .env file applied after every other environment layer")

@@ -173,6 +173,19 @@ job "sandbox" {
         gid         = 1001
       }
 
+      # The model gateway's providers and keys (present when the bot serves
+      # providers), from the same Variable: root's, 0400, read once by the
+      # sandbox's init, which hides the directory and serves the keys to
+      # the agent's model requests without the agent ever seeing them.
+      template {
+        data        = "{{ with nomadVar \"nomad/jobs/sandbox-${lower(var.task_id)}-${var.mode}\" }}{{ .gateway }}{{ end }}"
+        destination = "secrets/gateway/providers.json"
+        change_mode = "noop"
+        perms       = "0400"
+        uid         = 0
+        gid         = 0
+      }
+
       resources {
         cpu    = 2000 # MHz; .sandbox.yml resources.cpu within the server's max_cpu
         memory = 4096 # MB;  resources.memory_mb within max_memory_mb

@@ -82,8 +82,12 @@ type Options struct {
 	// engine's default bridge).
 	Network string
 	// Env is given to every sandbox (proxy settings, secrets for ${VAR}).
-	// It travels in an env file, never on a command line.
+	// It travels in an env file, never on a command line. Provider keys
+	// do not belong here: they go to Gateway.
 	Env map[string]string
+	// Gateway holds the model providers and their keys, served inside the
+	// sandbox by the init's model gateway; the agent never sees a key.
+	Gateway *dispatch.GatewayConfig
 	// SandboxUID and SandboxGID are the image's sandbox user (default 1000).
 	SandboxUID, SandboxGID int
 	// Docker is the docker CLI (default "docker" on PATH).
@@ -252,6 +256,7 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 	if spec.Token != "" {
 		order.TokenFile = dispatch.TokenPath
 	}
+	order.GatewayFile = b.gatewayFile()
 	if err := order.Validate(); err != nil {
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
 	}
@@ -333,6 +338,9 @@ func (b *Backend) writeTaskDir(dir string, order dispatch.WorkOrder, token strin
 		if err := b.writeToken(dir, token); err != nil {
 			return err
 		}
+	}
+	if err := b.writeGateway(dir, task); err != nil {
+		return err
 	}
 	if b.o.Env != nil {
 		var sb strings.Builder

@@ -109,7 +109,7 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 		return false, fmt.Errorf("submit %s: look up job %s: %w", spec.Order.TaskID, id, err)
 	}
 
-	hasToken := spec.Token != "" || len(b.o.Env) > 0
+	hasToken := spec.Token != "" || len(b.o.Env) > 0 || b.o.Gateway != nil
 	if hasToken {
 		if err := b.writeToken(ctx, id, spec.Token); err != nil {
 			return false, fmt.Errorf("submit %s: %w", spec.Order.TaskID, err)
@@ -140,6 +140,9 @@ func (b *Backend) writeToken(ctx context.Context, jobID, token string) error {
 	items := api.VariableItems{TokenItem: token}
 	for k, val := range b.o.Env {
 		items[EnvItemPrefix+k] = val
+	}
+	if err := b.addGatewayItem(items); err != nil {
+		return err
 	}
 	v := &api.Variable{Namespace: b.o.Namespace, Path: TokenVarPath(jobID), Items: items}
 	if _, _, err := b.c.Variables().Update(v, b.wopts(ctx)); err != nil {

@@ -61,6 +61,10 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 	if order.Mode != dispatch.ModeTask || order.TokenFile != "" || spec.Token != "" {
 		order.TokenFile = TokenPath
 	}
+	order.GatewayFile = ""
+	if o.Gateway != nil {
+		order.GatewayFile = GatewayPath
+	}
 	if err := order.Validate(); err != nil {
 		return nil, fmt.Errorf("build nomad job: %w", err)
 	}
@@ -145,6 +149,13 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 	task.KillTimeout = ptr(o.KillTimeout)
 	task.KillSignal = "SIGTERM"
 	task.LogConfig = &api.LogConfig{MaxFiles: ptr(5), MaxFileSizeMB: ptr(20)}
+	// Task mode runs as the agent's user alone (no init, no second
+	// identity), which must read its own work order and token.
+	secretsUID, secretsGID := o.SecretsUID, o.SecretsGID
+	if taskMode {
+		secretsUID, secretsGID = dispatch.AgentUID, dispatch.AgentUID
+		task.User = fmt.Sprintf("%d:%d", dispatch.AgentUID, dispatch.AgentUID)
+	}
 	task.Templates = []*api.Template{
 		{
 			// base64 keeps the issue text, which may contain "{{", out of
@@ -155,8 +166,8 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 			// The runner's alone, like the token: it names the secrets
 			// given to the run and carries text only writers may see.
 			Perms: ptr("0400"),
-			Uid:   ptr(o.SecretsUID),
-			Gid:   ptr(o.SecretsGID),
+			Uid:   ptr(secretsUID),
+			Gid:   ptr(secretsGID),
 		},
 	}
 	if order.TokenFile != "" {
@@ -168,9 +179,12 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 			ChangeMode: ptr("noop"),
 			// The runner's alone: the agent runs as another user.
 			Perms: ptr("0400"),
-			Uid:   ptr(o.SecretsUID),
-			Gid:   ptr(o.SecretsGID),
+			Uid:   ptr(secretsUID),
+			Gid:   ptr(secretsGID),
 		})
+	}
+	if order.GatewayFile != "" {
+		task.Templates = append(task.Templates, gatewayTemplate(o, id, taskMode))
 	}
 	if len(o.Env) > 0 {
 		task.Templates = append(task.Templates, &api.Template{

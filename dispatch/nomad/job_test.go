@@ -41,20 +41,27 @@ func TestBuildJobGolden(t *testing.T) {
 		name      string
 		spec      dispatch.RunSpec
 		isolation dispatch.Isolation
+		opts      func(*nomad.Options)
 	}{
-		{"plan", spec(dispatch.ModePlan, "1"), ""},
-		{"execute", spec(dispatch.ModeExecute, "2"), ""},
-		{"execute-caps", spec(dispatch.ModeExecute, "2"), dispatch.IsolationCaps},
-		{"revise", spec(dispatch.ModeRevise, "3"), ""},
-		{"continue", spec(dispatch.ModeContinue, "4"), ""},
-		{"rebase", spec(dispatch.ModeRebase, "5"), ""},
-		{"task", spec(dispatch.ModeTask, "6"), ""},
+		{"plan", spec(dispatch.ModePlan, "1"), "", nil},
+		{"execute", spec(dispatch.ModeExecute, "2"), "", nil},
+		{"execute-caps", spec(dispatch.ModeExecute, "2"), dispatch.IsolationCaps, nil},
+		{"revise", spec(dispatch.ModeRevise, "3"), "", nil},
+		{"continue", spec(dispatch.ModeContinue, "4"), "", nil},
+		{"rebase", spec(dispatch.ModeRebase, "5"), "", nil},
+		{"task", spec(dispatch.ModeTask, "6"), "", nil},
+		// Provider keys only in secrets/gateway/ (gateway_test.go checks it).
+		{"execute-gateway", spec(dispatch.ModeExecute, "7"), "", withGateway},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := tc.spec
 			s.Isolation = tc.isolation
-			job, err := nomad.BuildJob(goldenOptions(), s)
+			o := goldenOptions()
+			if tc.opts != nil {
+				tc.opts(&o)
+			}
+			job, err := nomad.BuildJob(o, s)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -166,13 +173,21 @@ func checkJob(t *testing.T, job *api.Job, s dispatch.RunSpec) {
 			}
 		}
 		// What the runner alone may read is the runner's, mode 0400: the
-		// agent's user (1000) cannot open it.
+		// agent's user (1000) cannot open it. Task mode has one identity,
+		// the agent's, as its container runs as that user.
+		owner := dispatch.RunnerUID
+		if taskMode {
+			owner = dispatch.AgentUID
+			if task.User != "1000:1000" {
+				fail("task mode must run as the agent's user: %q", task.User)
+			}
+		}
 		for _, tp := range task.Templates {
-			if strings.HasPrefix(*tp.DestPath, "secrets/env") {
+			if strings.HasPrefix(*tp.DestPath, "secrets/env") || strings.HasPrefix(*tp.DestPath, "secrets/gateway") {
 				continue
 			}
-			if *tp.Perms != "0400" || tp.Uid == nil || *tp.Uid != dispatch.RunnerUID || tp.Gid == nil || *tp.Gid != dispatch.RunnerUID {
-				fail("%s must be the runner's (uid %d) with mode 0400: perms %s uid %v gid %v", *tp.DestPath, dispatch.RunnerUID, *tp.Perms, tp.Uid, tp.Gid)
+			if *tp.Perms != "0400" || tp.Uid == nil || *tp.Uid != owner || tp.Gid == nil || *tp.Gid != owner {
+				fail("%s must be uid %d's with mode 0400: perms %s uid %v gid %v", *tp.DestPath, owner, *tp.Perms, tp.Uid, tp.Gid)
 			}
 		}
 		// The work order travels base64-encoded through base64Decode, so

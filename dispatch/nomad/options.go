@@ -148,6 +148,11 @@ type Options struct {
 	// next to the token and are rendered into the task's environment by a
 	// template, so they never appear in the job.
 	Env map[string]string
+	// Gateway holds the model providers and their keys. They travel in
+	// the run's Variable and are rendered into secrets/gateway/, readable
+	// by root only, where the sandbox's init reads them and serves the
+	// model gateway; the agent never sees a key.
+	Gateway *dispatch.GatewayConfig
 	// LogDrain bounds how long Wait keeps reading the log after the
 	// allocation ended, for the last progress lines.
 	LogDrain time.Duration

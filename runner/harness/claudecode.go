@@ -120,7 +120,11 @@ func (c *ClaudeCode) Command(req Request) (*exec.Cmd, error) {
 	}
 	cmd := exec.Command(c.bin, args...)
 	cmd.Dir = req.Dir
-	cmd.Env = claudeEnvDefaults(req.Env, claudeOfflineEnv())
+	env := req.Env
+	if gw := gatewayFromEnv(env); gw != nil {
+		env = gw.anthropicEnv(env)
+	}
+	cmd.Env = claudeEnvDefaults(env, claudeOfflineEnv())
 	cmd.Stdin = strings.NewReader(req.Prompt)
 	return cmd, nil
 }

@@ -56,7 +56,7 @@ func (o *OpenCode) Command(req Request) (*exec.Cmd, error) {
 	if req.Dir == "" {
 		return nil, errors.New("opencode harness: no working directory")
 	}
-	content, err := o.ConfigContent(req.ReadOnly)
+	content, err := o.configContent(req.ReadOnly, gatewayFromEnv(req.Env))
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +87,12 @@ func (o *OpenCode) Command(req Request) (*exec.Cmd, error) {
 // removes the edit tools; shell stays, because exploring a repository needs
 // it, and the runner verifies afterwards that the tree is unchanged.
 func (o *OpenCode) ConfigContent(readOnly bool) (string, error) {
+	return o.configContent(readOnly, nil)
+}
+
+// configContent is ConfigContent with the providers the model gateway
+// serves re-addressed to it.
+func (o *OpenCode) configContent(readOnly bool, gw *modelGateway) (string, error) {
 	perm := map[string]any{"edit": "allow", "bash": "allow", "webfetch": "allow"}
 	if readOnly {
 		perm["edit"] = "deny"
@@ -100,6 +106,9 @@ func (o *OpenCode) ConfigContent(readOnly bool) (string, error) {
 		// only cost time and disk on a big checkout.
 		"snapshot":   false,
 		"permission": perm,
+	}
+	if gw != nil {
+		doc["provider"] = gw.openCodeProviders()
 	}
 	if len(o.MCP) > 0 {
 		mcp := map[string]any{}

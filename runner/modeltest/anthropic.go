@@ -78,14 +78,17 @@ type AnthropicScript struct {
 }
 
 // AnthropicRequest is what the server received, recorded for assertions.
-// The API key and authorization headers are not kept.
+// The credential headers are kept apart from Header, in APIKey and
+// Authorization, so a test asserts which key reached the provider.
 type AnthropicRequest struct {
-	Time   time.Time
-	Method string
-	Path   string // URL path, without the query (Claude Code adds ?beta=true)
-	Header http.Header
-	Model  string
-	Stream bool
+	Time          time.Time
+	APIKey        string // x-api-key
+	Authorization string
+	Method        string
+	Path          string // URL path, without the query (Claude Code adds ?beta=true)
+	Header        http.Header
+	Model         string
+	Stream        bool
 	// Tools are the names of the tools offered.
 	Tools    []string
 	Messages []AnthropicMessage
@@ -299,12 +302,14 @@ func (s *AnthropicServer) record(r *http.Request, body []byte) AnthropicRequest 
 	h.Del("X-Api-Key")
 	h.Del("Authorization")
 	return AnthropicRequest{
-		Time:   time.Now(),
-		Method: r.Method,
-		Path:   r.URL.Path,
-		Header: h,
-		Body:   body,
-		Turn:   -1,
+		Time:          time.Now(),
+		APIKey:        r.Header.Get("X-Api-Key"),
+		Authorization: r.Header.Get("Authorization"),
+		Method:        r.Method,
+		Path:          r.URL.Path,
+		Header:        h,
+		Body:          body,
+		Turn:          -1,
 	}
 }
 

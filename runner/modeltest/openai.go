@@ -70,6 +70,9 @@ type Request struct {
 	// Turn is the index of the scripted turn answered, -1 for side requests
 	// and past the end of the script.
 	Turn int
+	// Authorization is the header as received, so a test can assert which
+	// key reached the provider (through the model gateway, for one).
+	Authorization string
 }
 
 // Message is one chat message of a request, flattened to text.
@@ -264,7 +267,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, apiError("invalid JSON body: "+err.Error()))
 		return
 	}
-	rec := Request{Time: time.Now(), Model: req.Model, Stream: req.Stream, Turn: -1}
+	rec := Request{Time: time.Now(), Model: req.Model, Stream: req.Stream, Turn: -1, Authorization: r.Header.Get("Authorization")}
 	for _, t := range req.Tools {
 		rec.Tools = append(rec.Tools, t.Function.Name)
 	}

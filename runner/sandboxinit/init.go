@@ -230,6 +230,10 @@ func (s *sandbox) run(parent context.Context) int {
 		}
 	}
 
+	if err := s.startGateway(ctx, acct, extraEnv); err != nil {
+		return s.fail(dispatch.StatusFailed, err)
+	}
+
 	argv := s.opts.command
 	if len(argv) == 0 {
 		exe, err := os.Executable()

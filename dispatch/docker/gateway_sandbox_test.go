@@ -1,0 +1,149 @@
+package docker_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/docker"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
+	"github.com/sandbox-bot/sandbox-bot/runner/runtest"
+)
+
+const (
+	dockerKey     = "sk-canary-docker-gateway-9d1f3e7a"
+	dockerProject = "proj-canary-4242-visible"
+)
+
+// OpenCode in the real sandbox image, its provider served by the init's
+// model gateway: the scripted model on the host receives the key; the
+// agent finds it in no file it can read, no process environment and not
+// its own; the container's configuration and the sandbox log do not hold it
+// either.
+func TestGatewayKeepsTheProviderKeyFromTheAgent(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real sandbox image")
+	}
+	img := testenv.SandboxImage(t)
+	key, project := dockerKey, dockerProject
+	remote := runtest.NewRemote(t, map[string]string{"README.md": "# demo\n"})
+	git := dockertest.ServeGit(t, remote.Dir, "tok-1")
+	srv, err := modeltest.New(dockertest.Gateway(t)+":0", []modeltest.Turn{
+		{ToolCalls: []modeltest.ToolCall{{Name: "bash", Args: map[string]any{"command": dockertest.KeySearch(key, project), "description": "search", "timeout": 170000}}},
+			Usage: modeltest.Usage{PromptTokens: 100, CompletionTokens: 10}},
+		{Text: "1. Nothing to change.", Usage: modeltest.Usage{PromptTokens: 200, CompletionTokens: 10}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Close)
+
+	// The operator's provider definition has no key and a base URL that
+	// does not answer: only the gateway can carry the requests.
+	operator := srv.OpenCodeConfig()
+	opts := operator["provider"].(map[string]any)[modeltest.ProviderID].(map[string]any)["options"].(map[string]any)
+	opts["baseURL"] = "http://127.0.0.1:1/v1"
+	delete(opts, "apiKey")
+	doc, _ := json.Marshal(operator)
+	b, err := docker.New(docker.Options{
+		Image: img, Isolation: dispatch.IsolationCaps, DataDir: t.TempDir(), StopGrace: 30 * time.Second,
+		ExtraHosts: []string{"host.docker.internal:host-gateway"},
+		Env:        map[string]string{"PROJECT_TOKEN": project, dispatch.EnvOpenCodeConfigJSON: string(doc)},
+		Gateway: &dispatch.GatewayConfig{Providers: []dispatch.GatewayProvider{
+			{Name: modeltest.ProviderID, BaseURL: srv.URL, API: dispatch.APIOpenAI, Key: key}}},
+		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "T-6A7E0001"
+	cfg := sandboxcfg.Config{Harness: "opencode", Model: srv.OpenCodeModel(), InactivitySeconds: 240,
+		Env: map[string]string{"PROJECT_TOKEN": "${PROJECT_TOKEN}"}}
+	spec := dispatch.RunSpec{
+		Meta: dispatch.Meta{TaskID: id, Mode: dispatch.ModePlan, Repo: "acme/demo", Number: 7, InstallationID: 1, Attempt: 1},
+		Order: dispatch.WorkOrder{
+			SchemaVersion: dispatch.WorkOrderVersion, TaskID: id, Mode: dispatch.ModePlan, Attempt: 1,
+			Repo: "acme/demo", Number: 7, CloneURL: git.URL, BaseBranch: "main",
+			Task: dispatch.TaskText{Title: "Search", Body: "Look around."}, Config: cfg, BudgetUSD: 5,
+			SecretEnv: []string{"PROJECT_TOKEN"},
+		},
+		Token: "tok-1",
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	if created, err := b.Submit(ctx, spec); err != nil || !created {
+		t.Fatalf("Submit = %v, %v", created, err)
+	}
+	container := "sandbox-" + id + "-plan"
+	t.Cleanup(func() {
+		if t.Failed() {
+			out, _ := exec.Command("docker", "logs", "--tail", "80", container).CombinedOutput()
+			t.Logf("sandbox log tail:\n%s", out)
+		}
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+		defer ccancel()
+		if err := b.Cleanup(cctx, id); err != nil {
+			t.Errorf("Cleanup: %v", err)
+		}
+	})
+	st, err := b.Wait(ctx, id, func(dispatch.Progress) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Result(ctx, id)
+	if err != nil {
+		t.Fatalf("no result (state %+v): %v", st, err)
+	}
+	if res.Status != dispatch.StatusCompleted {
+		t.Fatalf("status %s: %+v", res.Status, res.Error)
+	}
+
+	scripted := srv.ScriptedRequests()
+	if len(scripted) != 2 {
+		t.Fatalf("scripted turns served: %d of 2", len(scripted))
+	}
+	for i, q := range srv.Requests() {
+		if q.Authorization != "Bearer "+key {
+			t.Errorf("request %d reached the model with Authorization %q, want the gateway's key", i, q.Authorization)
+		}
+	}
+	results := scripted[1].ToolResults()
+	if len(results) != 1 {
+		t.Fatalf("tool results: %q", results)
+	}
+	dockertest.CheckSearch(t, key, results[0])
+
+	inspect, err := exec.Command("docker", "inspect", "--format", "{{json .Config.Env}} {{json .HostConfig.Binds}} {{json .Mounts}}", container).CombinedOutput()
+	if err != nil {
+		t.Fatalf("docker inspect: %v\n%s", err, inspect)
+	}
+	logs, _ := exec.Command("docker", "logs", container).CombinedOutput()
+	for what, s := range map[string]string{"container configuration": string(inspect), "sandbox log": string(logs), "result.json": mustRead(t, filepath.Join(b.OutputDir(id), dispatch.ResultFile))} {
+		if strings.Contains(s, key) {
+			t.Errorf("the %s holds the provider key", what)
+		}
+	}
+	if !strings.Contains(string(logs), `"message":"model gateway serving"`) {
+		t.Error("the sandbox log does not show the gateway starting")
+	}
+}
+
+func mustRead(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
