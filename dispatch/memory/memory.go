@@ -5,6 +5,7 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -146,10 +147,13 @@ func (b *Backend) Result(_ context.Context, taskID string) (*dispatch.Result, er
 	defer b.mu.Unlock()
 	r, ok := b.runs[taskID]
 	if !ok {
-		return nil, dispatch.ErrNotFound
+		return nil, fmt.Errorf("memory backend: %s: %w", taskID, dispatch.ErrNotFound)
+	}
+	if !r.status.State.Ended() {
+		return nil, fmt.Errorf("memory backend: %s is %s: %w", taskID, r.status.State, dispatch.ErrRunning)
 	}
 	if r.result == nil {
-		return nil, dispatch.ErrNoResult
+		return nil, fmt.Errorf("memory backend: %s: %w", taskID, dispatch.ErrNoResult)
 	}
 	cp := *r.result
 	return &cp, nil
@@ -178,8 +182,12 @@ func (b *Backend) Cancel(_ context.Context, taskID string) error {
 func (b *Backend) RefreshToken(_ context.Context, taskID, token string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if _, ok := b.runs[taskID]; !ok {
-		return dispatch.ErrNotFound
+	r, ok := b.runs[taskID]
+	if !ok {
+		return fmt.Errorf("memory backend: refresh token of %s: %w", taskID, dispatch.ErrNotFound)
+	}
+	if r.status.State.Ended() {
+		return fmt.Errorf("memory backend: refresh token of %s: the run has ended (%s)", taskID, r.status.State)
 	}
 	b.tokens[taskID] = append(b.tokens[taskID], token)
 	return nil
@@ -205,7 +213,7 @@ func (b *Backend) Lock(_ context.Context, key, holder string) (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if cur, ok := b.locks[key]; ok && cur != holder {
-		return cur, dispatch.ErrLocked
+		return cur, fmt.Errorf("lock %s is held by %s: %w", key, cur, dispatch.ErrLocked)
 	}
 	b.locks[key] = holder
 	return holder, nil
@@ -251,6 +259,11 @@ func (b *Backend) Cancels(taskID string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.cancels[taskID]
+}
+
+// Holder implements dispatch.Backend.
+func (b *Backend) Holder(_ context.Context, key string) (string, error) {
+	return b.LockHolder(key), nil
 }
 
 // LockHolder returns who holds key, or "".

@@ -526,8 +526,8 @@ func TestRefreshTokenRewritesTheVariableAndFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	// After the end there is nothing to refresh, and nothing is written.
-	if err := b.RefreshToken(ctx, s.Order.TaskID, "ghs_LATE"); err != nil {
-		t.Fatal(err)
+	if err := b.RefreshToken(ctx, s.Order.TaskID, "ghs_LATE"); err == nil {
+		t.Fatal("a refresh after the end must say the run has ended")
 	}
 	if v := e.fake.Var("default", path); v != nil {
 		t.Fatalf("a refresh after the end wrote the token again: %+v", v.Items)
