@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -208,8 +209,10 @@ func (b *Backend) Cleanup(_ context.Context, taskID string) error {
 	return nil
 }
 
-// Lock implements dispatch.Backend.
+// Lock implements dispatch.Backend. Keys are lower-cased, as GitHub names
+// are case-insensitive (the real backends do the same).
 func (b *Backend) Lock(_ context.Context, key, holder string) (string, error) {
+	key = strings.ToLower(key)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if cur, ok := b.locks[key]; ok && cur != holder {
@@ -221,6 +224,7 @@ func (b *Backend) Lock(_ context.Context, key, holder string) (string, error) {
 
 // Unlock implements dispatch.Backend.
 func (b *Backend) Unlock(_ context.Context, key, holder string) error {
+	key = strings.ToLower(key)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.locks[key] == holder {
@@ -270,7 +274,7 @@ func (b *Backend) Holder(_ context.Context, key string) (string, error) {
 func (b *Backend) LockHolder(key string) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.locks[key]
+	return b.locks[strings.ToLower(key)]
 }
 
 // Emit adds a progress line to a running run.
