@@ -67,7 +67,7 @@ func TestAbortCancelsRun(t *testing.T) {
 		t.Errorf("abort comment %q, cancels %d", c, h.backend.Cancels(exec.Order.TaskID))
 	}
 	// An aborted run is not continued automatically.
-	time.Sleep(200 * time.Millisecond)
+	h.idle()
 	if got := len(h.backend.Specs()); got != 2 {
 		t.Errorf("after /abort there must be no continue run; runs: %d", got)
 	}
@@ -146,7 +146,7 @@ func TestRestartedBotPostsResultOfRunThatEndedWhileDown(t *testing.T) {
 	if err := h.srv.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	h.idle()
 	plans := 0
 	for _, c := range h.botComments(n) {
 		if strings.Contains(c, "Restart-proof") {
@@ -178,7 +178,7 @@ func TestEditedCommentsAndBotsDoNothing(t *testing.T) {
 	h.deliver("issue_comment", "d-edited", edited)
 	h.comment(n, "renovate[bot]", "/approve")
 	h.label(n+0, "dependabot[bot]", "d-bot-label")
-	time.Sleep(300 * time.Millisecond)
+	h.idle()
 	if got := len(h.backend.Specs()); got != 1 {
 		t.Fatalf("edited comments and bots must not start runs; runs: %d", got)
 	}
@@ -316,7 +316,7 @@ func TestAbortSurvivesRestart(t *testing.T) {
 	h.waitComment(n, "aborted receipt", func(c string) bool {
 		return strings.Contains(c, "was aborted") && strings.Contains(c, `"kind":"aborted"`)
 	})
-	time.Sleep(200 * time.Millisecond)
+	h.idle()
 	if got := len(h.backend.Specs()); got != 2 {
 		t.Fatalf("an aborted run must not be continued after a restart; runs: %d", got)
 	}

@@ -160,7 +160,7 @@ func TestDuplicateDeliveryDispatchesOnce(t *testing.T) {
 	h.stop()
 	h.start(nil)
 	h.label(n, writer, "same-delivery")
-	time.Sleep(300 * time.Millisecond) // nothing to wait for: the absence of a second run is the point
+	h.idle()
 	if got := len(h.backend.Specs()); got != 1 {
 		t.Fatalf("redelivered label started %d runs, want 1", got)
 	}

@@ -6,7 +6,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -199,12 +201,13 @@ func TestTimeoutPushesWork(t *testing.T) {
 func TestWatchdogStopsSilentCommand(t *testing.T) {
 	remote := runtest.NewRemote(t, projectFiles())
 	marker := filepath.Join(t.TempDir(), "grandchild-alive")
+	pidFile := filepath.Join(t.TempDir(), "grandchild-pid")
 	// The grandchild would outlive a kill of the shell alone.
 	cfg := commandCfg(`echo draft > DRAFT.md
 echo '{"type":"step_start"}'
 echo '{"type":"step_finish","tokens":{"input":10,"output":5},"cost_usd":0.01}'
 echo '{"type":"step_start"}'
-(sleep 4; touch ` + marker + `) &
+sh -c 'echo $$ > ` + pidFile + `; sleep 4; touch ` + marker + `' &
 sleep 60`)
 	cfg.InactivitySeconds = 1
 	e := newRunEnv(t, nil)
@@ -219,7 +222,23 @@ sleep 60`)
 	if _, ok := remote.File(t, o.TargetBranch, "DRAFT.md"); !ok {
 		t.Fatal("work not pushed after the watchdog stopped the agent")
 	}
-	time.Sleep(5 * time.Second)
+	// The grandchild is gone (not merely quiet): it can never write its
+	// marker.
+	raw, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("the grandchild never started: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatalf("grandchild pid %q: %v", raw, err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for processAlive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent's background child (pid %d) survived the watchdog", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the agent's background child survived the watchdog")
 	}
@@ -555,4 +574,19 @@ echo "Added pages."`)
 	if _, err := os.Stat(filepath.Join(o.OutputDir, "media", "recording.webm")); err != nil {
 		t.Fatalf("the WebM is not in the output dir: %v", err)
 	}
+}
+
+// processAlive reports whether pid runs; a zombie waiting for its reaper
+// counts as gone.
+func processAlive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
