@@ -106,6 +106,7 @@ func (r *runner) Run(ctx context.Context, t *nomadtest.Task) (int, error) {
 }
 
 func TestSubmitWaitResultWholeRun(t *testing.T) {
+	t.Parallel()
 	r := &runner{steps: 5}
 	e := newEnv(t, nomadtest.Options{Driver: r})
 	b := e.backend()
@@ -166,6 +167,7 @@ func TestSubmitWaitResultWholeRun(t *testing.T) {
 }
 
 func TestDuplicateSubmitRunsOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nomadtest.Options{})
 	b := e.backend()
 	ctx := ctxT(t)
@@ -203,6 +205,7 @@ func TestDuplicateSubmitRunsOnce(t *testing.T) {
 // TestConcurrentReplicasSubmitOnce races replicas past the existence check
 // so that Nomad's EnforceIndex is what keeps the second sandbox out.
 func TestConcurrentReplicasSubmitOnce(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nomadtest.Options{})
 	ctx := ctxT(t)
 	s := spec(dispatch.ModeExecute, "race")
@@ -233,6 +236,7 @@ func TestConcurrentReplicasSubmitOnce(t *testing.T) {
 }
 
 func TestLockContentionBetweenReplicas(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nomadtest.Options{})
 	a, b := e.backend(), e.backend()
 	ctx := ctxT(t)
@@ -390,6 +394,7 @@ func TestEventStreamDropReconnectsFromLastIndex(t *testing.T) {
 }
 
 func TestLostAllocationEndsLostWithoutResult(t *testing.T) {
+	t.Parallel()
 	r := &runner{steps: 2, hold: make(chan struct{}), noReceiptOnKill: true}
 	e := newEnv(t, nomadtest.Options{Driver: r})
 	b := e.backend()
@@ -428,6 +433,7 @@ func TestLostAllocationEndsLostWithoutResult(t *testing.T) {
 }
 
 func TestCancelHonoursKillTimeoutAndKeepsReceipt(t *testing.T) {
+	t.Parallel()
 	r := &runner{steps: 1, hold: make(chan struct{})}
 	e := newEnv(t, nomadtest.Options{Driver: r})
 	b := e.backend()
@@ -470,6 +476,7 @@ func TestCancelHonoursKillTimeoutAndKeepsReceipt(t *testing.T) {
 }
 
 func TestKilledWithoutReceiptIsLost(t *testing.T) {
+	t.Parallel()
 	r := &runner{steps: 1, hold: make(chan struct{}), noReceiptOnKill: true}
 	e := newEnv(t, nomadtest.Options{Driver: r})
 	b := e.backend()
@@ -493,6 +500,7 @@ func TestKilledWithoutReceiptIsLost(t *testing.T) {
 }
 
 func TestFailedRunIsCompleteWithExitCode(t *testing.T) {
+	t.Parallel()
 	r := &runner{steps: 1, exit: 3}
 	e := newEnv(t, nomadtest.Options{Driver: r})
 	b := e.backend()
@@ -511,6 +519,7 @@ func TestFailedRunIsCompleteWithExitCode(t *testing.T) {
 }
 
 func TestRefreshTokenRewritesTheVariableAndFile(t *testing.T) {
+	t.Parallel()
 	r := &runner{steps: 1, hold: make(chan struct{}), tokenSeen: make(chan string, 1)}
 	e := newEnv(t, nomadtest.Options{Driver: r})
 	b := e.backend()
@@ -560,6 +569,7 @@ func TestRefreshTokenRewritesTheVariableAndFile(t *testing.T) {
 }
 
 func TestListAfterRestartAndPurge(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nomadtest.Options{})
 	b := e.backend(func(o *nomad.Options) { o.Purge = true })
 	ctx := ctxT(t)
@@ -607,6 +617,7 @@ func TestListAfterRestartAndPurge(t *testing.T) {
 }
 
 func TestSubmitNeedsTokenOutsideTaskModeAndTaskModeNeedsNone(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nomadtest.Options{})
 	b := e.backend()
 	ctx := ctxT(t)
@@ -625,6 +636,7 @@ func TestSubmitNeedsTokenOutsideTaskModeAndTaskModeNeedsNone(t *testing.T) {
 }
 
 func TestACLTokenIsSentAndBadTokenExplains(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nomadtest.Options{ACLToken: "s3cr3t-nomad-acl"})
 	ctx := ctxT(t)
 	cfg := api.DefaultConfig()
@@ -665,6 +677,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func TestCloseEndsWaits(t *testing.T) {
+	t.Parallel()
 	r := &runner{steps: 1, hold: make(chan struct{})}
 	e := newEnv(t, nomadtest.Options{Driver: r})
 	b := e.backend()
