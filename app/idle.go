@@ -14,19 +14,19 @@ func (s *Server) Idle(ctx context.Context) error {
 	t := time.NewTicker(10 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if s.sched.inflight.Load() == 0 {
-			if err := s.base.Runs.Idle(ctx); err != nil {
-				return err
-			}
-			// A delivery may have arrived and started a follower while the
-			// runs were checked: idle only if both hold at once.
-			if s.sched.inflight.Load() == 0 {
-				return nil
-			}
+		// Deliveries are counted before and after the runs are read: a
+		// delivery handled in between may have started a follower.
+		queued := s.sched.inflight.Load()
+		busy, err := s.base.Runs.Busy(ctx)
+		if err != nil {
+			return fmt.Errorf("bot not idle: %w", err)
+		}
+		if queued == 0 && len(busy) == 0 && s.sched.inflight.Load() == 0 {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("bot not idle: %w (%d deliveries queued or being handled)", ctx.Err(), s.sched.inflight.Load())
+			return fmt.Errorf("bot not idle: %w (%d deliveries queued or being handled, followers still finishing %v)", ctx.Err(), s.sched.inflight.Load(), busy)
 		case <-t.C:
 		}
 	}

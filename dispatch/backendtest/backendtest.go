@@ -30,6 +30,35 @@ const (
 	NoReceipt Behavior = "no-receipt"
 )
 
+// Behaviors remembers which behaviour each run of a harness has, for its
+// runner and its Release. The zero value is ready to use.
+type Behaviors struct {
+	mu sync.Mutex
+	n  int
+	of map[string]Behavior
+}
+
+// Add numbers a new run (1, 2, ...), asks newID for its task id, and
+// records be for it.
+func (k *Behaviors) Add(be Behavior, newID func(n int) string) string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.n++
+	id := newID(k.n)
+	if k.of == nil {
+		k.of = map[string]Behavior{}
+	}
+	k.of[id] = be
+	return id
+}
+
+// Of returns the behaviour recorded for taskID.
+func (k *Behaviors) Of(taskID string) Behavior {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.of[taskID]
+}
+
 // Harness is one backend under test and the hooks to drive its runner.
 type Harness struct {
 	Backend dispatch.Backend

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -35,19 +34,15 @@ func TestConformance(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var mu sync.Mutex
-		behaviors := map[string]backendtest.Behavior{}
-		n := 0
+		var runs backendtest.Behaviors
 		return backendtest.Harness{
 			Backend:  b,
 			Progress: true,
 			Timeout:  4 * time.Minute,
 			Spec: func(be backendtest.Behavior) dispatch.RunSpec {
-				mu.Lock()
-				defer mu.Unlock()
-				n++
-				id := dispatch.NewTaskID("acme/demo", 7, dispatch.ModeTask, fmt.Sprintf("%s-%d", t.Name(), n))
-				behaviors[id] = be
+				id := runs.Add(be, func(n int) string {
+					return dispatch.NewTaskID("acme/demo", 7, dispatch.ModeTask, fmt.Sprintf("%s-%d", t.Name(), n))
+				})
 				cfg := sandboxcfg.Config{Mode: sandboxcfg.ModeTask, Harness: "command", Command: `echo '{"type":"step_start"}'
 while [ ! -e ` + dispatch.OutputDir + `/release ]; do sleep 0.1; done
 echo Done.`}
@@ -61,10 +56,7 @@ echo Done.`}
 				}
 			},
 			Release: func(id string) {
-				mu.Lock()
-				be := behaviors[id]
-				mu.Unlock()
-				if be == backendtest.NoReceipt {
+				if runs.Of(id) == backendtest.NoReceipt {
 					if out, err := exec.Command("docker", "kill", "sandbox-"+id+"-"+string(dispatch.ModeTask)).CombinedOutput(); err != nil {
 						t.Errorf("docker kill: %v: %s", err, out)
 					}

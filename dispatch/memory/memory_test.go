@@ -2,7 +2,6 @@ package memory_test
 
 import (
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -16,17 +15,11 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	backendtest.Run(t, func(t *testing.T) backendtest.Harness {
 		b := memory.New()
-		var mu sync.Mutex
-		behaviors := map[string]backendtest.Behavior{}
-		n := 0
+		var runs backendtest.Behaviors
 		return backendtest.Harness{
 			Backend: b,
 			Spec: func(be backendtest.Behavior) dispatch.RunSpec {
-				mu.Lock()
-				defer mu.Unlock()
-				n++
-				id := dispatch.NewTaskID("acme/web", 42, dispatch.ModeExecute, fmt.Sprint(n))
-				behaviors[id] = be
+				id := runs.Add(be, func(n int) string { return dispatch.NewTaskID("acme/web", 42, dispatch.ModeExecute, fmt.Sprint(n)) })
 				return dispatch.RunSpec{
 					Meta: dispatch.Meta{TaskID: id, Mode: dispatch.ModeExecute, Repo: "acme/web", Number: 42, Attempt: 1},
 					Order: dispatch.WorkOrder{
@@ -40,10 +33,7 @@ func TestConformance(t *testing.T) {
 			},
 			// The memory backend has no runner: Release plays its end.
 			Release: func(id string) {
-				mu.Lock()
-				be := behaviors[id]
-				mu.Unlock()
-				if be == backendtest.NoReceipt {
+				if runs.Of(id) == backendtest.NoReceipt {
 					b.Finish(id, nil)
 					return
 				}

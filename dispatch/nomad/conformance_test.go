@@ -20,9 +20,9 @@ import (
 // agent stage, waits for its release, and leaves the receipt the behaviour
 // asks for; stopped (the job deregistered), it writes an interrupted one.
 type conformanceRunner struct {
-	mu        sync.Mutex
-	behaviors map[string]backendtest.Behavior
-	released  map[string]chan struct{}
+	runs     backendtest.Behaviors
+	mu       sync.Mutex
+	released map[string]chan struct{}
 }
 
 func (r *conformanceRunner) gate(id string) chan struct{} {
@@ -45,9 +45,7 @@ func (r *conformanceRunner) Run(ctx context.Context, t *nomadtest.Task) (int, er
 	if err := json.Unmarshal(raw, &order); err != nil {
 		return 1, fmt.Errorf("work order: %w", err)
 	}
-	r.mu.Lock()
-	be := r.behaviors[order.TaskID]
-	r.mu.Unlock()
+	be := r.runs.Of(order.TaskID)
 	line, _ := json.Marshal(dispatch.Progress{Event: "progress", TaskID: order.TaskID, Stage: "agent", Message: "agent started"})
 	fmt.Fprintf(t.Stdout, "%s\n", line)
 	receipt := func(status dispatch.Status) error {
@@ -70,19 +68,18 @@ func (r *conformanceRunner) Run(ctx context.Context, t *nomadtest.Task) (int, er
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	backendtest.Run(t, func(t *testing.T) backendtest.Harness {
-		r := &conformanceRunner{behaviors: map[string]backendtest.Behavior{}, released: map[string]chan struct{}{}}
+		r := &conformanceRunner{released: map[string]chan struct{}{}}
 		e := newEnv(t, nomadtest.Options{Driver: r})
 		b := e.backend()
-		n := 0
 		return backendtest.Harness{
 			Backend:  b,
 			Progress: true,
 			Spec: func(be backendtest.Behavior) dispatch.RunSpec {
-				r.mu.Lock()
-				defer r.mu.Unlock()
-				n++
-				s := spec(dispatch.ModeExecute, fmt.Sprintf("conformance-%d", n))
-				r.behaviors[s.Order.TaskID] = be
+				var s dispatch.RunSpec
+				r.runs.Add(be, func(n int) string {
+					s = spec(dispatch.ModeExecute, fmt.Sprintf("conformance-%d", n))
+					return s.Order.TaskID
+				})
 				return s
 			},
 			Release: func(id string) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,18 +27,14 @@ func TestConformance(t *testing.T) {
 		remote := runtest.NewRemote(t, map[string]string{"README.md": "hi\n"})
 		b, _ := newBackend(t, runner, t.TempDir())
 		release := t.TempDir()
-		var mu sync.Mutex
-		behaviors := map[string]backendtest.Behavior{}
-		n := 0
+		var runs backendtest.Behaviors
 		return backendtest.Harness{
 			Backend:  b,
 			Progress: true,
 			Spec: func(be backendtest.Behavior) dispatch.RunSpec {
-				mu.Lock()
-				defer mu.Unlock()
-				n++
-				id := dispatch.NewTaskID("acme/calc", 3, dispatch.ModeExecute, fmt.Sprintf("%s-%d", t.Name(), n))
-				behaviors[id] = be
+				id := runs.Add(be, func(n int) string {
+					return dispatch.NewTaskID("acme/calc", 3, dispatch.ModeExecute, fmt.Sprintf("%s-%d", t.Name(), n))
+				})
 				s := spec(remote.URL, fmt.Sprintf(`echo '{"type":"step_start"}'
 while [ ! -e %q ]; do sleep 0.05; done
 echo notes > NOTES.md
@@ -50,10 +45,7 @@ echo Done.`, filepath.Join(release, id)))
 				return s
 			},
 			Release: func(id string) {
-				mu.Lock()
-				be := behaviors[id]
-				mu.Unlock()
-				if be == backendtest.NoReceipt {
+				if runs.Of(id) == backendtest.NoReceipt {
 					killRunner(t, b, id)
 					return
 				}
