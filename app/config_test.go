@@ -68,6 +68,7 @@ func writeServerConfig(t *testing.T, content string) string {
 }
 
 func TestLoadConfigFromEnvOnly(t *testing.T) {
+	t.Parallel()
 	c, err := app.LoadConfig(lookup(appEnv(nil)))
 	if err != nil {
 		t.Fatalf("LoadConfig: %v", err)
@@ -106,6 +107,7 @@ func TestLoadConfigFromEnvOnly(t *testing.T) {
 }
 
 func TestLoadConfigEveryVariable(t *testing.T) {
+	t.Parallel()
 	c, err := app.LoadConfig(lookup(appEnv(map[string]string{
 		"GITHUB_APP_INTEGRATION_ID": " 987 ",
 		"GITHUB_V3_API_URL":         "https://ghe.example.com/api/v3",
@@ -176,6 +178,7 @@ func TestLoadConfigEveryVariable(t *testing.T) {
 }
 
 func TestLoadConfigBackendDefault(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -252,6 +255,7 @@ limits:
 `
 
 func TestLoadConfigFileWithEnvOverrides(t *testing.T) {
+	t.Parallel()
 	path := writeServerConfig(t, serverConfigFile)
 	env := without(appEnv(map[string]string{
 		"SANDBOX_CONFIG":    path,
@@ -310,6 +314,7 @@ func TestLoadConfigFileWithEnvOverrides(t *testing.T) {
 }
 
 func TestLoadConfigEmptyFile(t *testing.T) {
+	t.Parallel()
 	c, err := app.LoadConfig(lookup(appEnv(map[string]string{"SANDBOX_CONFIG": writeServerConfig(t, "")})))
 	if err != nil {
 		t.Fatalf("LoadConfig with an empty file: %v", err)
@@ -320,6 +325,7 @@ func TestLoadConfigEmptyFile(t *testing.T) {
 }
 
 func TestLoadConfigFileErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		file string
@@ -360,6 +366,7 @@ func TestLoadConfigFileErrors(t *testing.T) {
 }
 
 func TestLoadConfigMissingFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "nope.yml")
 	_, err := app.LoadConfig(lookup(appEnv(map[string]string{"SANDBOX_CONFIG": path})))
 	if err == nil || !strings.HasPrefix(err.Error(), "SANDBOX_CONFIG: ") || !strings.Contains(err.Error(), path) {
@@ -368,6 +375,7 @@ func TestLoadConfigMissingFile(t *testing.T) {
 }
 
 func TestLoadConfigValidationNamesTheVariable(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		env  map[string]string

@@ -8,6 +8,7 @@ import (
 // The example server configuration in deploy/ stays loadable and means
 // what its comments say.
 func TestExampleServerConfigLoads(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{
 		"SANDBOX_CONFIG":            "../deploy/sandbox-bot.example.yml",
 		"GITHUB_APP_WEBHOOK_SECRET": "s", "GITHUB_APP_PRIVATE_KEY": testKey,

@@ -16,6 +16,7 @@ import (
 // sends installation events to every App unasked), and asks for no more
 // permissions than the bot uses.
 func TestManifestMatchesHandlers(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../app.yml")
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,8 @@ var (
 	ErrNoResult = errors.New("run left no result.json")
 	// ErrLocked: another task holds the issue's lock.
 	ErrLocked = errors.New("another task is active on this issue")
+	// ErrRunning: the run has not ended, so there is no result to read yet.
+	ErrRunning = errors.New("run has not ended yet")
 )
 
 // Meta is what the bot needs to pick a run up again after a restart; the
@@ -84,24 +86,40 @@ type Backend interface {
 	// Wait blocks until the run ends, calling progress for each progress
 	// line the runner prints, and returns the final status.
 	Wait(ctx context.Context, taskID string, progress func(Progress)) (RunStatus, error)
-	// Result reads result.json of an ended run, or returns ErrNoResult.
+	// Result reads result.json of an ended run. It returns ErrRunning
+	// while the run is pending or running, ErrNoResult when it ended
+	// without one, and ErrNotFound for an unknown task id.
 	Result(ctx context.Context, taskID string) (*Result, error)
 	// Cancel asks the run to stop, giving the runner its grace period to
 	// push and write an interrupted receipt.
 	Cancel(ctx context.Context, taskID string) error
-	// RefreshToken replaces the token file of a live run.
+	// RefreshToken replaces the token file of a live run. Once the run has
+	// ended it returns an error and writes nothing: a token no sandbox
+	// reads any more must not be left lying around.
 	RefreshToken(ctx context.Context, taskID, token string) error
 	// Cleanup removes what the run left (job, directories, token) once the
 	// bot has taken the result.
 	Cleanup(ctx context.Context, taskID string) error
 
-	// Lock takes the per-issue lock key (owner/repo#N) for holder (a task
-	// id). It is shared by every bot replica using this backend. If another
-	// holder has it, it returns that holder and ErrLocked. Taking a lock one
-	// already holds succeeds.
+	// Locker is the per-issue lock, shared by every bot replica using
+	// this backend.
+	Locker
+}
+
+// Locker is the per-issue lock that makes one task run per issue or PR at
+// a time. Implementations: dispatch/filelock (one machine) and Nomad
+// Variables (dispatch/nomad).
+type Locker interface {
+	// Lock takes key (owner/repo#N, see LockKey) for holder (a task id).
+	// If another holder has it, it returns that holder and ErrLocked.
+	// Taking a lock one already holds succeeds.
 	Lock(ctx context.Context, key, holder string) (current string, err error)
-	// Unlock releases key if holder holds it; releasing a free lock is fine.
+	// Unlock releases key if holder holds it. Releasing a free lock, or
+	// one another holder has, is not an error and leaves it as it is.
 	Unlock(ctx context.Context, key, holder string) error
+	// Holder returns who holds key, or "" when it is free. It takes
+	// nothing: /abort asks it to find the run to stop.
+	Holder(ctx context.Context, key string) (holder string, err error)
 }
 
 // LockKey is the per-issue lock name.

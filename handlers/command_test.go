@@ -86,6 +86,7 @@ func validCommands() []commandCase {
 }
 
 func TestParseCommand(t *testing.T) {
+	t.Parallel()
 	for _, tc := range validCommands() {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := handlers.ParseCommand(tc.body)
@@ -140,6 +141,7 @@ func commandErrors() []commandErrorCase {
 }
 
 func TestParseCommandErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range commandErrors() {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd, err := handlers.ParseCommand(tc.body)
@@ -158,6 +160,7 @@ func TestParseCommandErrors(t *testing.T) {
 }
 
 func TestCommandNames(t *testing.T) {
+	t.Parallel()
 	want := []string{"abort", "approve", "continue", "plan", "rebase", "retry", "revise"}
 	if got := handlers.CommandNames(); !reflect.DeepEqual(got, want) {
 		t.Errorf("CommandNames() = %v, want %v", got, want)

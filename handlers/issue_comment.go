@@ -221,16 +221,12 @@ func (b *Base) prCommand(ctx context.Context, client *github.Client, cc commandC
 func (b *Base) abort(ctx context.Context, client *github.Client, cc commandContext) error {
 	owner, name := cc.owner(), cc.name()
 	key := dispatch.LockKey(cc.repo.GetFullName(), cc.number)
-	holder, err := b.Backend.Lock(ctx, key, "probe-"+strconv.FormatInt(cc.commentID, 10))
-	if err == nil {
-		// Nobody held it: give it back at once.
-		if uerr := b.Backend.Unlock(ctx, key, holder); uerr != nil {
-			return uerr
-		}
-		return b.replyText(ctx, client, owner, name, cc.number, "Nothing is running here, so there is nothing to abort.")
+	holder, err := b.Backend.Holder(ctx, key)
+	if err != nil {
+		return fmt.Errorf("find the run to abort: %w", err)
 	}
-	if !errors.Is(err, dispatch.ErrLocked) {
-		return err
+	if holder == "" {
+		return b.replyText(ctx, client, owner, name, cc.number, "Nothing is running here, so there is nothing to abort.")
 	}
 	b.Runs.MarkAborted(holder, cc.sender)
 	b.react(ctx, client, owner, name, cc.commentID, "+1")

@@ -37,6 +37,7 @@ func (h *harness) agentPR(issue int) int {
 }
 
 func TestReviseRoundsReplanWithFeedback(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, nil)
 	n, _ := h.planned("Add caching")
 	h.comment(n, writer, "/revise use an LRU\nand keep it under 100 lines")
@@ -52,6 +53,7 @@ func TestReviseRoundsReplanWithFeedback(t *testing.T) {
 }
 
 func TestAbortCancelsRun(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, nil)
 	n, _ := h.planned("Slow task")
 	h.comment(n, writer, "/approve")
@@ -67,7 +69,7 @@ func TestAbortCancelsRun(t *testing.T) {
 		t.Errorf("abort comment %q, cancels %d", c, h.backend.Cancels(exec.Order.TaskID))
 	}
 	// An aborted run is not continued automatically.
-	time.Sleep(200 * time.Millisecond)
+	h.idle()
 	if got := len(h.backend.Specs()); got != 2 {
 		t.Errorf("after /abort there must be no continue run; runs: %d", got)
 	}
@@ -76,6 +78,7 @@ func TestAbortCancelsRun(t *testing.T) {
 }
 
 func TestBusyIssueGetsAReply(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, nil)
 	n := h.gh.AddIssue(testRepo, writer, "Task", "")
 	h.label(n, writer, "d-1")
@@ -91,6 +94,7 @@ func TestBusyIssueGetsAReply(t *testing.T) {
 }
 
 func TestInterruptedRunContinuesThenGivesUp(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, map[string]string{"SANDBOX_MAX_CONTINUES": "1"})
 	n, _ := h.planned("Long task")
 	h.comment(n, writer, "/approve")
@@ -115,6 +119,7 @@ func TestInterruptedRunContinuesThenGivesUp(t *testing.T) {
 }
 
 func TestHungRunFailureCommentHasDiagnostic(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, nil)
 	n, _ := h.planned("Flaky")
 	h.comment(n, writer, "/approve")
@@ -133,6 +138,7 @@ func TestHungRunFailureCommentHasDiagnostic(t *testing.T) {
 }
 
 func TestRestartedBotPostsResultOfRunThatEndedWhileDown(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, nil)
 	n := h.gh.AddIssue(testRepo, writer, "Plan me", "")
 	h.label(n, writer, "d-restart")
@@ -146,7 +152,7 @@ func TestRestartedBotPostsResultOfRunThatEndedWhileDown(t *testing.T) {
 	if err := h.srv.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	h.idle()
 	plans := 0
 	for _, c := range h.botComments(n) {
 		if strings.Contains(c, "Restart-proof") {
@@ -159,6 +165,7 @@ func TestRestartedBotPostsResultOfRunThatEndedWhileDown(t *testing.T) {
 }
 
 func TestTypoCommandGetsDidYouMean(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, nil)
 	n := h.gh.AddIssue(testRepo, writer, "x", "")
 	h.comment(n, writer, "/aprove")
@@ -169,6 +176,7 @@ func TestTypoCommandGetsDidYouMean(t *testing.T) {
 }
 
 func TestEditedCommentsAndBotsDoNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, nil)
 	n, _ := h.planned("x")
 	edited := h.payload("issue_comment.edited.json", writer, func(m map[string]any) {
@@ -178,13 +186,14 @@ func TestEditedCommentsAndBotsDoNothing(t *testing.T) {
 	h.deliver("issue_comment", "d-edited", edited)
 	h.comment(n, "renovate[bot]", "/approve")
 	h.label(n+0, "dependabot[bot]", "d-bot-label")
-	time.Sleep(300 * time.Millisecond)
+	h.idle()
 	if got := len(h.backend.Specs()); got != 1 {
 		t.Fatalf("edited comments and bots must not start runs; runs: %d", got)
 	}
 }
 
 func TestReviewStartsReviseWithInlineComments(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, nil)
 	issue := h.gh.AddIssue(testRepo, writer, "Feature", "")
 	pr := h.agentPR(issue)
@@ -215,6 +224,7 @@ func TestReviewStartsReviseWithInlineComments(t *testing.T) {
 }
 
 func TestPushUpdatesAgentPRsThenRebasesOnConflict(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, nil)
 	issue := h.gh.AddIssue(testRepo, writer, "Feature", "")
 	clean := h.agentPR(issue)
@@ -243,6 +253,7 @@ func TestPushUpdatesAgentPRsThenRebasesOnConflict(t *testing.T) {
 }
 
 func TestInstallationDeletedCancelsRuns(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, nil)
 	n := h.gh.AddIssue(testRepo, writer, "x", "")
 	h.label(n, writer, "d-x")
@@ -255,6 +266,7 @@ func TestInstallationDeletedCancelsRuns(t *testing.T) {
 }
 
 func TestCheckRunRerequestedRetries(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, nil)
 	n, _ := h.planned("x")
 	h.comment(n, writer, "/approve")
@@ -273,6 +285,7 @@ func TestCheckRunRerequestedRetries(t *testing.T) {
 }
 
 func TestAbortReleasesAStaleLock(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, nil)
 	n := h.gh.AddIssue(testRepo, writer, "x", "")
 	// A bot died between taking the lock and submitting the run.
@@ -290,6 +303,7 @@ func TestAbortReleasesAStaleLock(t *testing.T) {
 }
 
 func TestPlanNotRequiredGoesStraightToExecute(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, map[string]string{".sandbox.yml": "plan:\n  required: false\n"}, nil)
 	n := h.gh.AddIssue(testRepo, writer, "Small fix", "Fix it.")
 	h.label(n, writer, "d-noplan")
@@ -303,6 +317,7 @@ func TestPlanNotRequiredGoesStraightToExecute(t *testing.T) {
 // An /abort survives a bot restart: the restarted bot reads the abort from
 // its reply's marker and does not continue the interrupted run.
 func TestAbortSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, nil)
 	h.backend.CancelEndsRun = false // the sandbox takes its grace period
 	n, _ := h.planned("Slow task")
@@ -316,7 +331,7 @@ func TestAbortSurvivesRestart(t *testing.T) {
 	h.waitComment(n, "aborted receipt", func(c string) bool {
 		return strings.Contains(c, "was aborted") && strings.Contains(c, `"kind":"aborted"`)
 	})
-	time.Sleep(200 * time.Millisecond)
+	h.idle()
 	if got := len(h.backend.Specs()); got != 2 {
 		t.Fatalf("an aborted run must not be continued after a restart; runs: %d", got)
 	}

@@ -115,6 +115,17 @@ func (h *harness) stop() {
 	}
 }
 
+// idle waits until the bot has handled every delivery and no follower has a
+// result left to post: after it, what has not happened will not.
+func (h *harness) idle() {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(h.t.Context(), 10*time.Second)
+	defer cancel()
+	if err := h.srv.Idle(ctx); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
 // payload loads a recorded webhook (file names as in githubtest/payloads)
 // and points it at the fake's repository, installation and sender.
 func (h *harness) payload(file, sender string, mutate func(map[string]any)) []byte {

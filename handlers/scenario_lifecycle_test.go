@@ -22,6 +22,7 @@ func (g *gatedBackend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool,
 }
 
 func TestDrainWaitsForQueuedWork(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, nil)
 	gated := &gatedBackend{Backend: h.backend, gate: make(chan struct{})}
 	h.stop()
@@ -51,6 +52,7 @@ func TestDrainWaitsForQueuedWork(t *testing.T) {
 }
 
 func TestTokenIsRefreshedWhileRunLives(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, map[string]string{"SANDBOX_TOKEN_REFRESH": "50ms"})
 	n := h.gh.AddIssue(testRepo, writer, "x", "")
 	h.label(n, writer, "d-refresh")
@@ -101,6 +103,7 @@ func TestTokenIsRefreshedWhileRunLives(t *testing.T) {
 // Progress reaches GitHub at most once per interval, however chatty the
 // agent: one progress comment, then only the final edit.
 func TestProgressIsThrottled(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil, map[string]string{"SANDBOX_PROGRESS_INTERVAL": "1h"})
 	n := h.gh.AddIssue(testRepo, writer, "x", "")
 	h.label(n, writer, "d-progress")

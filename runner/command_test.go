@@ -6,7 +6,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,6 +27,7 @@ func commandCfg(script string) sandboxcfg.Config {
 }
 
 func TestCommandExecuteCommitsAndPushes(t *testing.T) {
+	t.Parallel()
 	remote := runtest.NewRemote(t, projectFiles())
 	cfg := commandCfg(`cat > /dev/null
 echo '{"type":"step_start"}'
@@ -77,6 +80,7 @@ echo 'Added NOTES.md.'`)
 }
 
 func TestEnvLayersAndSetup(t *testing.T) {
+	t.Parallel()
 	files := projectFiles()
 	files[".env"] = "FROM_DOTENV=dotenv\nOVERRIDDEN=dotenv\n# a comment\nexport QUOTED=\"two\\nlines\"\n"
 	files[".gitignore"] = ".env.local\n"
@@ -136,6 +140,7 @@ func TestEnvLayersAndSetup(t *testing.T) {
 }
 
 func TestEnvPrecedenceOfRepoFiles(t *testing.T) {
+	t.Parallel()
 	files := projectFiles()
 	files[".env"] = "A=dotenv\nB=dotenv\n"
 	files[".env.local"] = "B=local\n"
@@ -154,6 +159,7 @@ func TestEnvPrecedenceOfRepoFiles(t *testing.T) {
 }
 
 func TestInvalidWorkOrderLeavesFailedReceipt(t *testing.T) {
+	t.Parallel()
 	e := newRunEnv(t, nil)
 	o := order(t, "", dispatch.ModeExecute, commandCfg("true"))
 	res := run(t, e, o)
@@ -164,6 +170,7 @@ func TestInvalidWorkOrderLeavesFailedReceipt(t *testing.T) {
 }
 
 func TestSetupFailure(t *testing.T) {
+	t.Parallel()
 	remote := runtest.NewRemote(t, projectFiles())
 	cfg := commandCfg("echo never runs > ran.txt")
 	cfg.Lifecycle.Setup = []string{"true", "echo cannot install deps; exit 3"}
@@ -178,6 +185,7 @@ func TestSetupFailure(t *testing.T) {
 }
 
 func TestTimeoutPushesWork(t *testing.T) {
+	t.Parallel()
 	remote := runtest.NewRemote(t, projectFiles())
 	cfg := commandCfg(`echo started > WORK.md; echo '{"type":"step_start"}'; sleep 60`)
 	e := newRunEnv(t, nil)
@@ -197,14 +205,16 @@ func TestTimeoutPushesWork(t *testing.T) {
 }
 
 func TestWatchdogStopsSilentCommand(t *testing.T) {
+	t.Parallel()
 	remote := runtest.NewRemote(t, projectFiles())
 	marker := filepath.Join(t.TempDir(), "grandchild-alive")
+	pidFile := filepath.Join(t.TempDir(), "grandchild-pid")
 	// The grandchild would outlive a kill of the shell alone.
 	cfg := commandCfg(`echo draft > DRAFT.md
 echo '{"type":"step_start"}'
 echo '{"type":"step_finish","tokens":{"input":10,"output":5},"cost_usd":0.01}'
 echo '{"type":"step_start"}'
-(sleep 4; touch ` + marker + `) &
+sh -c 'echo $$ > ` + pidFile + `; sleep 4; touch ` + marker + `' &
 sleep 60`)
 	cfg.InactivitySeconds = 1
 	e := newRunEnv(t, nil)
@@ -219,13 +229,30 @@ sleep 60`)
 	if _, ok := remote.File(t, o.TargetBranch, "DRAFT.md"); !ok {
 		t.Fatal("work not pushed after the watchdog stopped the agent")
 	}
-	time.Sleep(5 * time.Second)
+	// The grandchild is gone (not merely quiet): it can never write its
+	// marker.
+	raw, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("the grandchild never started: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil {
+		t.Fatalf("grandchild pid %q: %v", raw, err)
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for processAlive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent's background child (pid %d) survived the watchdog", pid)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the agent's background child survived the watchdog")
 	}
 }
 
 func TestCancelMeansInterrupted(t *testing.T) {
+	t.Parallel()
 	remote := runtest.NewRemote(t, projectFiles())
 	e := newRunEnv(t, nil)
 	cfg := commandCfg(`echo half > HALF.md; echo '{"type":"step_start"}'; sleep 60`)
@@ -256,6 +283,7 @@ func TestCancelMeansInterrupted(t *testing.T) {
 // file on every use: a token the bot refreshes mid-run is the one the final
 // push uses, and neither token lands anywhere the run writes.
 func TestTokenThroughCredentialHelper(t *testing.T) {
+	t.Parallel()
 	const tokenA, tokenB = "ghs_CANARYtokenAAAAAAAAAAAAAAAAAAAAAA", "ghs_CANARYtokenBBBBBBBBBBBBBBBBBBBBBB"
 	remote := runtest.NewRemote(t, projectFiles())
 	secrets := t.TempDir()
@@ -296,6 +324,7 @@ func TestTokenThroughCredentialHelper(t *testing.T) {
 }
 
 func TestContinueResumesBranch(t *testing.T) {
+	t.Parallel()
 	remote := runtest.NewRemote(t, projectFiles())
 	branch := dispatch.BranchName(taskID, "Add notes")
 	wip := remote.Commit(t, branch, "main", map[string]string{"NOTES.md": "# Notes\n(unfinished)\n"}, "WIP: Add notes (interrupted)")
@@ -321,6 +350,7 @@ func TestContinueResumesBranch(t *testing.T) {
 }
 
 func TestReviseAppliesFeedback(t *testing.T) {
+	t.Parallel()
 	remote := runtest.NewRemote(t, projectFiles())
 	branch := dispatch.BranchName(taskID, "Add notes")
 	remote.Commit(t, branch, "main", map[string]string{"NOTES.md": "notes\n"}, "Add notes")
@@ -345,6 +375,7 @@ func TestReviseAppliesFeedback(t *testing.T) {
 }
 
 func TestReviseWithoutBranchFails(t *testing.T) {
+	t.Parallel()
 	remote := runtest.NewRemote(t, projectFiles())
 	res := run(t, newRunEnv(t, nil), order(t, remote.URL, dispatch.ModeRevise, commandCfg("true")))
 	wantStatus(t, res, dispatch.StatusFailed)
@@ -354,6 +385,7 @@ func TestReviseWithoutBranchFails(t *testing.T) {
 }
 
 func TestRebaseWithConflictResolvedByAgent(t *testing.T) {
+	t.Parallel()
 	remote := runtest.NewRemote(t, projectFiles())
 	branch := dispatch.BranchName(taskID, "Add notes")
 	remote.Commit(t, branch, "main", map[string]string{"README.md": "# calc\n\nAdds two numbers, quickly.\n"}, "Describe speed")
@@ -387,6 +419,7 @@ func TestRebaseWithConflictResolvedByAgent(t *testing.T) {
 }
 
 func TestRebaseLeftMarkersFails(t *testing.T) {
+	t.Parallel()
 	remote := runtest.NewRemote(t, projectFiles())
 	branch := dispatch.BranchName(taskID, "Add notes")
 	remote.Commit(t, branch, "main", map[string]string{"README.md": "branch\n"}, "Branch change")
@@ -403,6 +436,7 @@ func TestRebaseLeftMarkersFails(t *testing.T) {
 }
 
 func TestTaskModeArtifacts(t *testing.T) {
+	t.Parallel()
 	cfg := commandCfg(`mkdir -p charts; echo '# Report' > report.md; echo png > charts/a.png; echo "Wrote the report."`)
 	cfg.Mode = sandboxcfg.ModeTask
 	cfg.Validate = checks("report", "grep -q Report report.md")
@@ -422,6 +456,7 @@ func TestTaskModeArtifacts(t *testing.T) {
 }
 
 func TestMalformedAgentLinesAreSkipped(t *testing.T) {
+	t.Parallel()
 	remote := runtest.NewRemote(t, projectFiles())
 	cfg := commandCfg(`echo '{"type":"step_finish","cost_usd":0.5'
 echo '{"type":"mystery"}'
@@ -436,6 +471,7 @@ echo ok`)
 }
 
 func TestReceiptIsValidJSONWithAllFields(t *testing.T) {
+	t.Parallel()
 	remote := runtest.NewRemote(t, projectFiles())
 	o := order(t, remote.URL, dispatch.ModePlan, commandCfg(`echo "## Plan"`))
 	run(t, newRunEnv(t, nil), o)
@@ -454,6 +490,7 @@ func TestReceiptIsValidJSONWithAllFields(t *testing.T) {
 // Work in progress reaches the remote while the agent is still working:
 // the periodic push commits a checkpoint and pushes it.
 func TestPeriodicPush(t *testing.T) {
+	t.Parallel()
 	remote := runtest.NewRemote(t, projectFiles())
 	seen := filepath.Join(t.TempDir(), "seen-on-remote")
 	branch := dispatch.BranchName(taskID, "Add notes")
@@ -484,6 +521,7 @@ echo done`)
 
 // Files the checks leave behind are not committed with the agent's work.
 func TestCheckByproductsAreNotCommitted(t *testing.T) {
+	t.Parallel()
 	remote := runtest.NewRemote(t, projectFiles())
 	count := filepath.Join(t.TempDir(), "count")
 	cfg := commandCfg(`n=$(cat "$COUNT" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$COUNT"; echo "v$n" > NOTES.md; echo "wrote v$n"`)
@@ -509,6 +547,7 @@ func TestCheckByproductsAreNotCommitted(t *testing.T) {
 // dev.routes are screenshotted with Chromium, recorded, and committed in a
 // media commit that the receipt names.
 func TestMediaCommit(t *testing.T) {
+	t.Parallel()
 	testenv.Chromium(t)
 	testenv.Binary(t, "ffmpeg", "apt-get install ffmpeg")
 	self, err := os.Executable()
@@ -555,4 +594,19 @@ echo "Added pages."`)
 	if _, err := os.Stat(filepath.Join(o.OutputDir, "media", "recording.webm")); err != nil {
 		t.Fatalf("the WebM is not in the output dir: %v", err)
 	}
+}
+
+// processAlive reports whether pid runs; a zombie waiting for its reaper
+// counts as gone.
+func processAlive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }

@@ -12,6 +12,7 @@ import (
 )
 
 func TestParseDotenv(t *testing.T) {
+	t.Parallel()
 	got, err := runner.ParseDotenv(".env", []byte(`# comment
 PLAIN=value
 export EXPORTED=yes
@@ -48,6 +49,7 @@ URL=postgres://u:p@db:5432/x?sslmode=disable
 }
 
 func TestResolveEnvPlaceholders(t *testing.T) {
+	t.Parallel()
 	res, err := runner.ResolveEnv(runner.EnvSources{
 		YAML:     map[string]string{"DB": "postgres://{db}/app", "JSON": `{"a":1}`, "KEY": "${API_KEY}", "MISSING": "${NOT_GIVEN}"},
 		Secrets:  map[string]string{"API_KEY": "k-123456"},
@@ -74,6 +76,7 @@ func TestResolveEnvPlaceholders(t *testing.T) {
 }
 
 func TestRedactor(t *testing.T) {
+	t.Parallel()
 	r := runner.NewRedactor("", "s3cr3t-value", `quo"ted-secret`, "ab")
 	if got := r.String("a s3cr3t-value and ab"); got != "a [REDACTED] and ab" {
 		t.Fatalf("String = %q (values under 4 characters are not redacted)", got)

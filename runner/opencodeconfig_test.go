@@ -12,6 +12,7 @@ import (
 // The operator's opencode.json arrives as a variable and leaves as a file
 // OPENCODE_CONFIG names, replacing a host path that means nothing here.
 func TestOpenCodeConfigEnv(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	doc := `{"provider":{"corp":{"options":{"baseURL":"http://llm:8080/v1","apiKey":"{env:CORP_KEY}"}}}}`
 	env, err := openCodeConfigEnv([]string{"PATH=/bin", "OPENCODE_CONFIG=/home/op/opencode.json", dispatch.EnvOpenCodeConfigJSON + "=" + doc}, state)

@@ -12,6 +12,7 @@ import (
 // Every prompt renders with the data the runner gives it, and says what
 // the mode needs said.
 func TestPromptsRender(t *testing.T) {
+	t.Parallel()
 	set := templates.MustLoadEmbedded()
 	base := PromptData{
 		TaskID: "T-00000001", Repo: "acme/calc", Number: 7,

@@ -8,6 +8,7 @@ import (
 )
 
 func TestEmbeddedTemplatesLoad(t *testing.T) {
+	t.Parallel()
 	s, err := Load("")
 	if err != nil {
 		t.Fatal(err)
@@ -25,6 +26,7 @@ func TestEmbeddedTemplatesLoad(t *testing.T) {
 }
 
 func TestOverrides(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "github"), 0o755)
 	os.WriteFile(filepath.Join(dir, "github", "refusal.tmpl"), []byte("Sorry @{{.User}}, writers only."), 0o644)

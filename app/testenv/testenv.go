@@ -33,6 +33,16 @@ func Missing(t testing.TB, what, how string) {
 	t.Skipf("SKIPPED LOUDLY: %s", msg)
 }
 
+// Long skips t under -short: it starts the Docker engine, a real agent CLI,
+// Chromium or another program that takes seconds, and the fast tier
+// (go test -short ./...) leaves those to the full suite (.ci/run).
+func Long(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: %s; the full suite runs it", what)
+	}
+}
+
 // ModuleRoot is the directory holding go.mod.
 func ModuleRoot(t testing.TB) string {
 	t.Helper()
@@ -55,6 +65,7 @@ func ModuleRoot(t testing.TB) string {
 // Docker requires a reachable Docker engine.
 func Docker(t testing.TB) {
 	t.Helper()
+	Long(t, "starts containers on the Docker engine")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
@@ -81,6 +92,7 @@ func SandboxImage(t testing.TB) string {
 // (node_modules/.bin/NAME).
 func NPMBin(t testing.TB, name string) string {
 	t.Helper()
+	Long(t, "runs the real "+name+" CLI")
 	p := filepath.Join(ModuleRoot(t), "node_modules", ".bin", name)
 	if _, err := os.Stat(p); err != nil {
 		Missing(t, "the npm CLI "+name, "run `npm install` at the repository root")
@@ -101,6 +113,7 @@ func NPMPackageDir(t testing.TB, name string) string {
 // Chromium returns the path of a headless-capable Chromium.
 func Chromium(t testing.TB) string {
 	t.Helper()
+	Long(t, "starts Chromium")
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad/nomadtest"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
@@ -409,9 +411,19 @@ func TestE2EBotRestartedMidRunStillPostsResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-l.bot.done
-	// The sandbox runs on; wait until the model has answered, then a bit.
+	// The sandbox runs on and ends while the bot is down: its receipt
+	// appears in the task directory.
 	l.model.WaitServed(t.Context(), 1)
-	time.Sleep(2 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		if done, _ := filepath.Glob(filepath.Join(l.dataDir, "tasks", "*", "out", dispatch.ResultFile)); len(done) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sandbox left no result.json within 3 minutes of the model's answer")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	l.bot = l.startBot()
 	c := l.waitComment(n, "## 📋 Plan", 3*time.Minute)
 	if !strings.Contains(c, "greet.txt") {

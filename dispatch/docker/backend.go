@@ -32,6 +32,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/filelock"
 )
 
 // Container labels.
@@ -98,6 +99,9 @@ type Options struct {
 
 // Backend runs sandboxes on the local engine.
 type Backend struct {
+	// Locks are files under <data-dir>/locks, shared by every bot replica
+	// that shares the directory.
+	*filelock.Locks
 	o   Options
 	cli cli
 	log zerolog.Logger
@@ -157,7 +161,8 @@ func New(o Options) (*Backend, error) {
 	if o.CacheScope, err = ParseCacheScope(o.CacheScope); err != nil {
 		return nil, fmt.Errorf("docker backend: %w", err)
 	}
-	b := &Backend{o: o, cli: cli{bin: o.Docker}, log: o.Logger.With().Str("backend", "docker").Logger()}
+	log := o.Logger.With().Str("backend", "docker").Logger()
+	b := &Backend{Locks: filelock.New(filepath.Join(o.DataDir, "locks"), log), o: o, cli: cli{bin: o.Docker}, log: log}
 	return b, nil
 }
 
@@ -686,13 +691,16 @@ func (b *Backend) List(ctx context.Context) ([]dispatch.RunStatus, error) {
 }
 
 // Result implements dispatch.Backend.
-func (b *Backend) Result(_ context.Context, taskID string) (*dispatch.Result, error) {
+func (b *Backend) Result(ctx context.Context, taskID string) (*dispatch.Result, error) {
 	if _, err := os.Stat(b.TaskDir(taskID)); errors.Is(err, os.ErrNotExist) {
-		return nil, dispatch.ErrNotFound
+		return nil, fmt.Errorf("docker backend: %s: %w", taskID, dispatch.ErrNotFound)
+	}
+	if err := b.notRunning(ctx, taskID); err != nil {
+		return nil, err
 	}
 	raw, err := os.ReadFile(filepath.Join(b.OutputDir(taskID), dispatch.ResultFile))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, dispatch.ErrNoResult
+		return nil, fmt.Errorf("docker backend: %s: %w", taskID, dispatch.ErrNoResult)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("docker backend: %w", err)
@@ -727,11 +735,31 @@ func (b *Backend) Cancel(ctx context.Context, taskID string) error {
 	return nil
 }
 
+// notRunning returns ErrRunning while the run's container has not ended.
+// A task directory whose container cannot be found is left to the caller:
+// it reads what the directory holds.
+func (b *Backend) notRunning(ctx context.Context, taskID string) error {
+	st, err := b.Status(ctx, taskID)
+	switch {
+	case errors.Is(err, dispatch.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case !st.State.Ended():
+		return fmt.Errorf("docker backend: %s is %s: %w", taskID, st.State, dispatch.ErrRunning)
+	}
+	return nil
+}
+
 // RefreshToken implements dispatch.Backend.
-func (b *Backend) RefreshToken(_ context.Context, taskID, token string) error {
+func (b *Backend) RefreshToken(ctx context.Context, taskID, token string) error {
 	dir := b.TaskDir(taskID)
 	if _, err := os.Stat(filepath.Join(dir, "secrets")); errors.Is(err, os.ErrNotExist) {
-		return dispatch.ErrNotFound
+		return fmt.Errorf("docker backend: refresh token of %s: %w", taskID, dispatch.ErrNotFound)
+	}
+	if st, err := b.Status(ctx, taskID); err == nil && st.State.Ended() {
+		// Writing it now would leave a live token for nobody.
+		return fmt.Errorf("docker backend: refresh token of %s: the run has ended (%s); nothing written", taskID, st.State)
 	}
 	if err := b.writeToken(dir, token); err != nil {
 		return fmt.Errorf("docker backend: %s: %w", taskID, err)

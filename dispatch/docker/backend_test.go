@@ -36,6 +36,7 @@ func unitBackend(t *testing.T, mod func(*Options)) *Backend {
 }
 
 func TestNewRejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		o    Options
 		want string
@@ -53,6 +54,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 }
 
 func TestNewCreatesPrivateDataDir(t *testing.T) {
+	t.Parallel()
 	b := unitBackend(t, func(o *Options) {
 		o.DataDir = filepath.Join(t.TempDir(), "data")
 		o.CacheDir = filepath.Join(t.TempDir(), "cache")
@@ -72,6 +74,7 @@ func TestNewCreatesPrivateDataDir(t *testing.T) {
 }
 
 func TestLockIsExclusivePerIssue(t *testing.T) {
+	t.Parallel()
 	b := unitBackend(t, nil)
 	ctx := context.Background()
 	key := dispatch.LockKey("Acme/Calc", 7)
@@ -114,6 +117,7 @@ func TestLockIsExclusivePerIssue(t *testing.T) {
 // Two replicas (two Backends on one data directory) racing for one issue:
 // exactly one wins.
 func TestLockRaceHasOneWinner(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -169,6 +173,7 @@ func argsOf(t *testing.T, b *Backend, spec dispatch.RunSpec, isolation dispatch.
 }
 
 func TestRunArgsPerProfile(t *testing.T) {
+	t.Parallel()
 	b := unitBackend(t, func(o *Options) {
 		o.CacheDir = t.TempDir()
 		o.ExtraHosts = []string{"host.docker.internal:host-gateway"}
@@ -217,6 +222,7 @@ func TestRunArgsPerProfile(t *testing.T) {
 }
 
 func TestWriteTaskDir(t *testing.T) {
+	t.Parallel()
 	b := unitBackend(t, func(o *Options) { o.Env = map[string]string{"HTTPS_PROXY": "http://proxy:3128"} })
 	spec := testSpec(dispatch.ModeExecute)
 	order := spec.Order
@@ -286,6 +292,7 @@ func TestWriteTaskDir(t *testing.T) {
 }
 
 func TestSubmitRejectsMismatchedSpec(t *testing.T) {
+	t.Parallel()
 	b := unitBackend(t, nil)
 	spec := testSpec(dispatch.ModeExecute)
 	spec.Meta.TaskID = "T-XYZ"
@@ -305,6 +312,7 @@ func TestSubmitRejectsMismatchedSpec(t *testing.T) {
 }
 
 func TestStateMapping(t *testing.T) {
+	t.Parallel()
 	for engine, want := range map[string]dispatch.State{
 		"created": dispatch.StatePending, "running": dispatch.StateRunning, "paused": dispatch.StateRunning,
 		"restarting": dispatch.StateRunning, "exited": dispatch.StateComplete, "dead": dispatch.StateLost,
@@ -320,6 +328,7 @@ func TestStateMapping(t *testing.T) {
 }
 
 func TestOrphanTaskDirIsPendingThenLost(t *testing.T) {
+	t.Parallel()
 	b := unitBackend(t, nil)
 	fresh := &record{Meta: dispatch.Meta{TaskID: "T-00000001"}, SubmittedAt: time.Now()}
 	old := &record{Meta: dispatch.Meta{TaskID: "T-00000002"}, SubmittedAt: time.Now().Add(-2 * orphanGrace)}
@@ -332,6 +341,7 @@ func TestOrphanTaskDirIsPendingThenLost(t *testing.T) {
 }
 
 func TestScanLinesSplitsTimestamps(t *testing.T) {
+	t.Parallel()
 	in := "2026-11-21T21:22:00.123456789Z {\"event\":\"progress\",\"stage\":\"clone\"}\n" +
 		"2026-11-21T21:22:01Z plain line\n" +
 		"Error: No such container: x\n"
@@ -346,6 +356,7 @@ func TestScanLinesSplitsTimestamps(t *testing.T) {
 }
 
 func TestResultErrors(t *testing.T) {
+	t.Parallel()
 	b := unitBackend(t, nil)
 	if _, err := b.Result(context.Background(), "T-00000001"); !errors.Is(err, dispatch.ErrNotFound) {
 		t.Errorf("no task dir: %v", err)

@@ -1,44 +1,56 @@
 package filelock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
 	"testing"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
 func TestLockUnlock(t *testing.T) {
-	d := Dir(t.TempDir())
-	if h, err := d.Lock("Octo/Repo#1", "T-1"); err != nil || h != "T-1" {
+	t.Parallel()
+	ctx := context.Background()
+	d := New(t.TempDir(), zerolog.Nop())
+	if h, err := d.Lock(ctx, "Octo/Repo#1", "T-1"); err != nil || h != "T-1" {
 		t.Fatalf("first lock: %q %v", h, err)
 	}
-	if h, err := d.Lock("octo/repo#1", "T-1"); err != nil || h != "T-1" {
+	if h, err := d.Lock(ctx, "octo/repo#1", "T-1"); err != nil || h != "T-1" {
 		t.Fatalf("re-lock by the holder (names are case-insensitive): %q %v", h, err)
 	}
-	if h, err := d.Lock("octo/repo#1", "T-2"); !errors.Is(err, dispatch.ErrLocked) || h != "T-1" {
+	if h, err := d.Lock(ctx, "octo/repo#1", "T-2"); !errors.Is(err, dispatch.ErrLocked) || h != "T-1" {
 		t.Fatalf("contended lock: %q %v", h, err)
 	}
-	if other, err := d.Unlock("octo/repo#1", "T-2"); err != nil || other != "T-1" {
-		t.Fatalf("unlock by a non-holder must leave the lock: %q %v", other, err)
+	if err := d.Unlock(ctx, "octo/repo#1", "T-2"); err != nil {
+		t.Fatalf("unlock by a non-holder: %v", err)
 	}
-	if _, err := d.Unlock("octo/repo#1", "T-1"); err != nil {
+	if h, err := d.Holder(ctx, "OCTO/repo#1"); err != nil || h != "T-1" {
+		t.Fatalf("unlock by a non-holder must leave the lock: holder %q %v", h, err)
+	}
+	if err := d.Unlock(ctx, "octo/repo#1", "T-1"); err != nil {
 		t.Fatal(err)
 	}
-	if h, err := d.Lock("octo/repo#1", "T-2"); err != nil || h != "T-2" {
+	if h, err := d.Holder(ctx, "octo/repo#1"); err != nil || h != "" {
+		t.Fatalf("holder after release: %q %v", h, err)
+	}
+	if h, err := d.Lock(ctx, "octo/repo#1", "T-2"); err != nil || h != "T-2" {
 		t.Fatalf("lock after release: %q %v", h, err)
 	}
-	if _, err := d.Unlock("octo/repo#9", "T-2"); err != nil {
+	if err := d.Unlock(ctx, "octo/repo#9", "T-2"); err != nil {
 		t.Fatalf("releasing a free lock is fine: %v", err)
 	}
-	if _, err := d.Lock("", "T"); err == nil {
+	if _, err := d.Lock(ctx, "", "T"); err == nil {
 		t.Fatal("empty key must be an error")
 	}
 }
 
 func TestOneWinnerUnderContention(t *testing.T) {
-	d := Dir(t.TempDir())
+	t.Parallel()
+	dir := t.TempDir()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	winners := map[string]bool{}
@@ -46,8 +58,10 @@ func TestOneWinnerUnderContention(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
+			// One Locks per contender: replicas share only the directory.
+			d := New(dir, zerolog.Nop())
 			holder := fmt.Sprintf("T-%d", i)
-			h, err := d.Lock("o/r#1", holder)
+			h, err := d.Lock(context.Background(), "o/r#1", holder)
 			if err != nil && !errors.Is(err, dispatch.ErrLocked) {
 				t.Error(err)
 				return

@@ -39,6 +39,7 @@ func withAuth(raw, user, pass string) string {
 // pushed branch lands in the working tree's repository, and the checked
 // out branch is left alone.
 func TestCloneAndPushWorkingTree(t *testing.T) {
+	t.Parallel()
 	repo := filepath.Join(t.TempDir(), "my calc")
 	os.MkdirAll(repo, 0o755)
 	git(t, repo, "init", "--quiet")
@@ -84,6 +85,7 @@ func TestCloneAndPushWorkingTree(t *testing.T) {
 }
 
 func TestBareRepositoryAndClose(t *testing.T) {
+	t.Parallel()
 	src := t.TempDir()
 	git(t, src, "init", "--quiet")
 	git(t, src, "commit", "--quiet", "--allow-empty", "-m", "first")
@@ -111,6 +113,7 @@ func TestBareRepositoryAndClose(t *testing.T) {
 }
 
 func TestNotARepository(t *testing.T) {
+	t.Parallel()
 	_, err := Start(Options{Repo: t.TempDir(), Listen: "127.0.0.1:0"})
 	if err == nil || !strings.Contains(err.Error(), "is not a git repository") {
 		t.Fatalf("err = %v", err)

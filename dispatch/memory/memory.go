@@ -5,7 +5,9 @@ package memory
 
 import (
 	"context"
+	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -149,10 +151,13 @@ func (b *Backend) Result(_ context.Context, taskID string) (*dispatch.Result, er
 	defer b.mu.Unlock()
 	r, ok := b.runs[taskID]
 	if !ok {
-		return nil, dispatch.ErrNotFound
+		return nil, fmt.Errorf("memory backend: %s: %w", taskID, dispatch.ErrNotFound)
+	}
+	if !r.status.State.Ended() {
+		return nil, fmt.Errorf("memory backend: %s is %s: %w", taskID, r.status.State, dispatch.ErrRunning)
 	}
 	if r.result == nil {
-		return nil, dispatch.ErrNoResult
+		return nil, fmt.Errorf("memory backend: %s: %w", taskID, dispatch.ErrNoResult)
 	}
 	cp := *r.result
 	return &cp, nil
@@ -181,8 +186,12 @@ func (b *Backend) Cancel(_ context.Context, taskID string) error {
 func (b *Backend) RefreshToken(_ context.Context, taskID, token string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if _, ok := b.runs[taskID]; !ok {
-		return dispatch.ErrNotFound
+	r, ok := b.runs[taskID]
+	if !ok {
+		return fmt.Errorf("memory backend: refresh token of %s: %w", taskID, dispatch.ErrNotFound)
+	}
+	if r.status.State.Ended() {
+		return fmt.Errorf("memory backend: refresh token of %s: the run has ended (%s)", taskID, r.status.State)
 	}
 	b.tokens[taskID] = append(b.tokens[taskID], token)
 	return nil
@@ -203,12 +212,14 @@ func (b *Backend) Cleanup(_ context.Context, taskID string) error {
 	return nil
 }
 
-// Lock implements dispatch.Backend.
+// Lock implements dispatch.Backend. Keys are lower-cased, as GitHub names
+// are case-insensitive (the real backends do the same).
 func (b *Backend) Lock(_ context.Context, key, holder string) (string, error) {
+	key = strings.ToLower(key)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if cur, ok := b.locks[key]; ok && cur != holder {
-		return cur, dispatch.ErrLocked
+		return cur, fmt.Errorf("lock %s is held by %s: %w", key, cur, dispatch.ErrLocked)
 	}
 	b.locks[key] = holder
 	return holder, nil
@@ -216,6 +227,7 @@ func (b *Backend) Lock(_ context.Context, key, holder string) (string, error) {
 
 // Unlock implements dispatch.Backend.
 func (b *Backend) Unlock(_ context.Context, key, holder string) error {
+	key = strings.ToLower(key)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.locks[key] == holder {
@@ -270,11 +282,16 @@ func (b *Backend) Cancels(taskID string) int {
 	return b.cancels[taskID]
 }
 
+// Holder implements dispatch.Backend.
+func (b *Backend) Holder(_ context.Context, key string) (string, error) {
+	return b.LockHolder(key), nil
+}
+
 // LockHolder returns who holds key, or "".
 func (b *Backend) LockHolder(key string) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.locks[key]
+	return b.locks[strings.ToLower(key)]
 }
 
 // Emit adds a progress line to a running run.

@@ -277,6 +277,9 @@ func (b *Backend) Result(ctx context.Context, taskID string) (*dispatch.Result, 
 	if err != nil {
 		return nil, fmt.Errorf("result of %s: %w", taskID, err)
 	}
+	if st := v.status(); !st.State.Ended() {
+		return nil, fmt.Errorf("result of %s: job %s is %s: %w", taskID, id, st.State, dispatch.ErrRunning)
+	}
 	raw, err := b.readResult(ctx, v)
 	if err != nil {
 		return nil, fmt.Errorf("result of %s: %w", taskID, err)
@@ -357,8 +360,7 @@ func (b *Backend) RefreshToken(ctx context.Context, taskID, token string) error 
 	}
 	if (job.Stop != nil && *job.Stop) || (job.Status != nil && *job.Status == "dead") {
 		// Writing it now would leave a live token in Nomad for nobody.
-		b.log.Debug().Str("task_id", taskID).Str("job_id", id).Msg("run has ended; token not refreshed")
-		return nil
+		return fmt.Errorf("refresh token of %s: job %s has ended; nothing written", taskID, id)
 	}
 	if err := b.writeToken(ctx, id, token); err != nil {
 		return fmt.Errorf("refresh token of %s: %w", taskID, err)

@@ -15,6 +15,7 @@ import (
 // step with the job the Go code builds: every decision BuildJob makes must
 // appear in the reference job with the same value.
 func TestReferenceJobMatchesBuildJob(t *testing.T) {
+	t.Parallel()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nomad", "sandbox.nomad.hcl"))
 	if err != nil {
 		t.Fatal(err)

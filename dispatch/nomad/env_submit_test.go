@@ -11,6 +11,7 @@ import (
 // Submit and refresh both keep the sandbox environment in the run's
 // Variable next to the token.
 func TestSandboxEnvTravelsInTheVariable(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, nomadtest.Options{})
 	b := e.backend(func(o *nomad.Options) { o.Env = map[string]string{"ANTHROPIC_API_KEY": "sk-canary"} })
 	s := spec(dispatch.ModeExecute, "env")

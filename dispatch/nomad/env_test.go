@@ -11,6 +11,7 @@ import (
 // Secrets given to every sandbox travel in the run's Variable and reach the
 // task through an env template; the job itself never holds a value.
 func TestSandboxEnvIsRenderedFromTheVariable(t *testing.T) {
+	t.Parallel()
 	o := Options{Image: "sandbox:test", Env: map[string]string{"ANTHROPIC_API_KEY": "sk-canary-123", "HTTPS_PROXY": "http://proxy:3128"}}
 	if err := o.setDefaults(); err != nil {
 		t.Fatal(err)

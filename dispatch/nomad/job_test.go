@@ -37,6 +37,7 @@ func goldenOptions() nomad.Options {
 // template, resources, logs); deploy/nomad/sandbox.nomad.hcl is the same
 // job in HCL.
 func TestBuildJobGolden(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name      string
 		spec      dispatch.RunSpec
@@ -230,6 +231,7 @@ func TestSandboxNodePool(t *testing.T) {
 }
 
 func TestBuildJobRejectsBadInput(t *testing.T) {
+	t.Parallel()
 	over := spec(dispatch.ModeExecute, "x")
 	over.Order.Config.Resources.MemoryMB = 32768
 	badIso := spec(dispatch.ModePlan, "y")
@@ -256,6 +258,7 @@ func TestBuildJobRejectsBadInput(t *testing.T) {
 }
 
 func TestLockPath(t *testing.T) {
+	t.Parallel()
 	for key, want := range map[string]string{
 		"acme/web#42":    "sandbox-bot/locks/acme/web~2342",
 		"Acme/My.Repo#7": "sandbox-bot/locks/acme/my~2erepo~237",

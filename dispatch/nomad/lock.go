@@ -43,7 +43,7 @@ func LockPath(key string) string {
 	return p
 }
 
-// Lock implements dispatch.Backend with a Variable created under
+// Lock implements dispatch.Locker with a Variable created under
 // check-and-set index 0: of two replicas racing for the same issue, Nomad
 // lets exactly one create it.
 func (b *Backend) Lock(ctx context.Context, key, holder string) (string, error) {
@@ -77,7 +77,7 @@ func (b *Backend) Lock(ctx context.Context, key, holder string) (string, error) 
 	return "", fmt.Errorf("lock %s (variable %s): changing too fast to take", key, path)
 }
 
-// Unlock implements dispatch.Backend. It deletes the Variable with
+// Unlock implements dispatch.Locker. It deletes the Variable with
 // check-and-set on the index it read, so it never removes a lock another
 // holder took in between.
 func (b *Backend) Unlock(ctx context.Context, key, holder string) error {
@@ -105,4 +105,18 @@ func (b *Backend) Unlock(ctx context.Context, key, holder string) error {
 		}
 	}
 	return fmt.Errorf("unlock %s (variable %s): changing too fast to release", key, path)
+}
+
+// Holder implements dispatch.Locker by reading the Variable without taking
+// it.
+func (b *Backend) Holder(ctx context.Context, key string) (string, error) {
+	path := LockPath(key)
+	v, _, err := b.c.Variables().Peek(path, b.qopts(ctx))
+	if err != nil {
+		return "", fmt.Errorf("lock holder of %s (variable %s): %w", key, path, err)
+	}
+	if v == nil {
+		return "", nil
+	}
+	return v.Items["holder"], nil
 }

@@ -11,6 +11,7 @@ import (
 // TestRunViewMergesOutOfOrder: events and query answers arrive in any order;
 // only a newer modify index changes what the bot believes.
 func TestRunViewMergesOutOfOrder(t *testing.T) {
+	t.Parallel()
 	v := newRunView("sandbox-t-00000001-plan")
 	create, modify, status, stop := uint64(10), uint64(12), "running", false
 	v.setJob(&api.Job{CreateIndex: &create, ModifyIndex: &modify, Status: &status, Stop: &stop})
@@ -31,6 +32,7 @@ func TestRunViewMergesOutOfOrder(t *testing.T) {
 }
 
 func TestRunViewStates(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		client, desired string
 		events          []*api.TaskEvent

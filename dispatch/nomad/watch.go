@@ -38,6 +38,9 @@ type watched struct {
 	refs    int
 	changed chan struct{} // closed and replaced on every change
 	gone    bool          // the job was purged
+	// primed: the run was read by a query since it is watched; from then
+	// on only the event stream (and the resync after a reconnect) moves it.
+	primed bool
 }
 
 func newWatcher(b *Backend) *watcher {
@@ -188,6 +191,7 @@ func (w *watcher) prime(ctx context.Context, r *watched) error {
 	for _, a := range v.allocs {
 		r.view.merge(a)
 	}
+	r.primed = true
 	r.notify()
 	return nil
 }

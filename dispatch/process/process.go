@@ -59,6 +59,9 @@ type Options struct {
 
 // Backend runs sandbox-runner processes on this machine.
 type Backend struct {
+	// Locks are files under <data-dir>/locks, shared by every bot replica
+	// that shares the directory.
+	*filelock.Locks
 	o   Options
 	log zerolog.Logger
 
@@ -122,7 +125,8 @@ func New(o Options) (*Backend, error) {
 	if o.Warnings == nil {
 		o.Warnings = os.Stderr
 	}
-	b := &Backend{o: o, log: o.Logger.With().Str("backend", "process").Logger(), procs: map[string]*child{}}
+	log := o.Logger.With().Str("backend", "process").Logger()
+	b := &Backend{Locks: filelock.New(filepath.Join(o.DataDir, "locks"), log), o: o, log: log, procs: map[string]*child{}}
 	fmt.Fprintln(o.Warnings, Warning)
 	b.log.Warn().Msg("process backend: no isolation between the agent and this machine")
 	return b, nil
@@ -419,7 +423,7 @@ func (b *Backend) Result(_ context.Context, taskID string) (*dispatch.Result, er
 		return nil, err
 	}
 	if !st.State.Ended() {
-		return nil, fmt.Errorf("process backend: %s is still %s", taskID, st.State)
+		return nil, fmt.Errorf("process backend: %s is %s: %w", taskID, st.State, dispatch.ErrRunning)
 	}
 	rb, err := os.ReadFile(filepath.Join(b.OutputDir(taskID), dispatch.ResultFile))
 	if errors.Is(err, os.ErrNotExist) {
@@ -492,8 +496,13 @@ func (b *Backend) RefreshToken(_ context.Context, taskID, token string) error {
 	if token == "" {
 		return errors.New("process backend: refresh with an empty token")
 	}
-	if _, err := b.status(taskID); err != nil {
+	st, err := b.status(taskID)
+	if err != nil {
 		return err
+	}
+	if st.State.Ended() {
+		// Writing it now would leave a live token for nobody.
+		return fmt.Errorf("process backend: refresh token of %s: the run has ended (%s); nothing written", taskID, st.State)
 	}
 	if err := writeAtomic(filepath.Join(b.TaskDir(taskID), tokenFile), []byte(token), 0o600); err != nil {
 		return fmt.Errorf("process backend: refresh token of %s: %w", taskID, err)
@@ -519,30 +528,6 @@ func (b *Backend) Cleanup(_ context.Context, taskID string) error {
 	b.mu.Unlock()
 	if err := os.RemoveAll(b.TaskDir(taskID)); err != nil {
 		return fmt.Errorf("process backend: remove %s: %w", taskID, err)
-	}
-	return nil
-}
-
-func (b *Backend) locks() filelock.Dir { return filelock.Dir(filepath.Join(b.o.DataDir, "locks")) }
-
-// Lock implements dispatch.Backend with one file per key under the data
-// directory, shared by every bot replica that shares the directory.
-func (b *Backend) Lock(_ context.Context, key, holder string) (string, error) {
-	h, err := b.locks().Lock(key, holder)
-	if err != nil && h == "" {
-		return "", fmt.Errorf("process backend: %w", err)
-	}
-	return h, err
-}
-
-// Unlock implements dispatch.Backend.
-func (b *Backend) Unlock(_ context.Context, key, holder string) error {
-	other, err := b.locks().Unlock(key, holder)
-	if err != nil {
-		return fmt.Errorf("process backend: %w", err)
-	}
-	if other != "" {
-		b.log.Warn().Str("key", key).Str("holder", holder).Str("current", other).Msg("unlock by a task that does not hold the lock: left in place")
 	}
 	return nil
 }

@@ -63,6 +63,7 @@ func spec(remote string, script string) dispatch.RunSpec {
 }
 
 func TestSubmitWaitResult(t *testing.T) {
+	t.Parallel()
 	remote := runtest.NewRemote(t, map[string]string{"README.md": "hi\n"})
 	b, warn := newBackend(t, runnerBin(t), t.TempDir())
 	if !strings.Contains(warn.String(), "NO isolation") {
@@ -129,6 +130,7 @@ func TestSubmitWaitResult(t *testing.T) {
 // Cancel is SIGTERM: the runner stops the agent, pushes the work so far
 // and writes an interrupted receipt.
 func TestCancelInterruptsAndPushes(t *testing.T) {
+	t.Parallel()
 	remote := runtest.NewRemote(t, map[string]string{"README.md": "hi\n"})
 	b, _ := newBackend(t, runnerBin(t), t.TempDir())
 	ctx := context.Background()
@@ -169,6 +171,7 @@ func TestCancelInterruptsAndPushes(t *testing.T) {
 
 // A runner that ignores SIGTERM is killed after the grace period.
 func TestCancelEscalatesToSIGKILL(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	stubborn := filepath.Join(dir, "stubborn-runner")
 	os.WriteFile(stubborn, []byte("#!/bin/sh\ntrap '' TERM\necho '{\"event\":\"progress\",\"stage\":\"agent\",\"message\":\"ignoring TERM\"}'\nsleep 300 &\nwait\n"), 0o755)
@@ -204,6 +207,7 @@ func TestCancelEscalatesToSIGKILL(t *testing.T) {
 
 // A second Backend on the same data dir (a restarted bot) sees the runs.
 func TestStatusAfterRestartAndRefreshToken(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	script := filepath.Join(t.TempDir(), "slow-runner")
 	// A stand-in runner that waits until its token file changes.
@@ -262,6 +266,7 @@ echo '{"event":"progress","stage":"done","message":"token refreshed"}'
 }
 
 func TestLocks(t *testing.T) {
+	t.Parallel()
 	b, _ := newBackend(t, "/bin/true", t.TempDir())
 	ctx := context.Background()
 	key := dispatch.LockKey("Acme/Calc", 3)
@@ -308,6 +313,7 @@ func TestLocks(t *testing.T) {
 }
 
 func TestBadSubmit(t *testing.T) {
+	t.Parallel()
 	b, _ := newBackend(t, runnerBin(t), t.TempDir())
 	s := spec("file:///x", "true")
 	s.Order.TaskID = "nope"

@@ -26,6 +26,7 @@ func withDefaults(c sandboxcfg.Config) *sandboxcfg.Config {
 }
 
 func TestResolveLayers(t *testing.T) {
+	t.Parallel()
 	server := sandboxcfg.Config{
 		Model:        "anthropic/claude-haiku-4-5",
 		MaxBudgetUSD: 4,
@@ -117,6 +118,7 @@ func TestResolveLayers(t *testing.T) {
 }
 
 func TestResolveAppliesDefaults(t *testing.T) {
+	t.Parallel()
 	got, err := sandboxcfg.Resolve(sandboxcfg.Config{}, mustParse(t, "validate:\n  lint: make lint\n"), ".sandbox.yml", sandboxcfg.Flags{}, sandboxcfg.Limits{})
 	if err != nil {
 		t.Fatal(err)
@@ -131,6 +133,7 @@ func TestResolveAppliesDefaults(t *testing.T) {
 }
 
 func TestResolveLimits(t *testing.T) {
+	t.Parallel()
 	no := false
 	for _, tc := range []struct {
 		name   string
@@ -318,6 +321,7 @@ func TestResolveLimits(t *testing.T) {
 // The server's defaults are one value shared by every webhook worker; a
 // Resolve for one repository must not leak into the next.
 func TestResolveLeavesServerDefaultsAlone(t *testing.T) {
+	t.Parallel()
 	server := sandboxcfg.Config{
 		Env:      map[string]string{"A": "1"},
 		Services: map[string]sandboxcfg.Service{"db": {Image: "postgres:16", Ports: []int{5432}}},
@@ -371,6 +375,7 @@ func TestResolveLeavesServerDefaultsAlone(t *testing.T) {
 }
 
 func TestApplyDefaults(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		in   sandboxcfg.Config
@@ -423,6 +428,7 @@ func TestApplyDefaults(t *testing.T) {
 }
 
 func TestApplyDefaultsDoesNotWriteThroughSharedHealthchecks(t *testing.T) {
+	t.Parallel()
 	hc := &sandboxcfg.Healthcheck{HTTP: "/health"}
 	c := sandboxcfg.Config{Services: map[string]sandboxcfg.Service{"api": {Image: "api", Healthcheck: hc}}}
 	c.ApplyDefaults()
@@ -432,6 +438,7 @@ func TestApplyDefaultsDoesNotWriteThroughSharedHealthchecks(t *testing.T) {
 }
 
 func TestRepairBudgetUSD(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name   string
 		budget float64
@@ -463,6 +470,7 @@ func nearly(a, b float64) bool {
 }
 
 func TestRepairAttemptsAndPlanRequired(t *testing.T) {
+	t.Parallel()
 	var c sandboxcfg.Config
 	if c.RepairAttempts() != 2 {
 		t.Errorf("default RepairAttempts() = %d, want 2", c.RepairAttempts())
@@ -481,6 +489,7 @@ func TestRepairAttemptsAndPlanRequired(t *testing.T) {
 }
 
 func TestVerifyNamesFieldsWithoutPositions(t *testing.T) {
+	t.Parallel()
 	c := sandboxcfg.Config{Harness: "nope", Dev: sandboxcfg.Dev{Port: 3000}}
 	err := c.Verify()
 	want := "harness: must be one of opencode, claude-code, command, got \"nope\"\ndev.command: is required when dev.port is set"

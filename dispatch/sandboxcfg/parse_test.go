@@ -87,6 +87,7 @@ func readTestdata(t testing.TB, name string) []byte {
 }
 
 func TestParseFullFile(t *testing.T) {
+	t.Parallel()
 	got, err := sandboxcfg.Parse(".sandbox.yml", readTestdata(t, "full.sandbox.yml"))
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
@@ -105,6 +106,7 @@ func TestParseFullFile(t *testing.T) {
 // TestParseEveryFieldIsCovered keeps fullConfig honest: a field added to the
 // model without a line in full.sandbox.yml fails here.
 func TestParseEveryFieldIsCovered(t *testing.T) {
+	t.Parallel()
 	var walk func(v reflect.Value, path string)
 	walk = func(v reflect.Value, path string) {
 		switch v.Kind() {
@@ -289,6 +291,7 @@ func validParseCases() []validCase {
 }
 
 func TestParseValid(t *testing.T) {
+	t.Parallel()
 	for _, tc := range validParseCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := sandboxcfg.Parse(".sandbox.yml", []byte(tc.yaml))
@@ -620,6 +623,7 @@ func errorParseCases() []errorCase {
 }
 
 func TestParseErrors(t *testing.T) {
+	t.Parallel()
 	for _, tc := range errorParseCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := sandboxcfg.Parse("ci/.sandbox.yml", []byte(tc.yaml))
@@ -643,6 +647,7 @@ func TestParseErrors(t *testing.T) {
 }
 
 func TestParseErrorsAreBounded(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	for i := 0; i < 50; i++ {
 		b.WriteString("unknown_" + strings.Repeat("x", i+1) + ": 1\n")
@@ -661,6 +666,7 @@ func TestParseErrorsAreBounded(t *testing.T) {
 }
 
 func TestParseSemanticErrorsAreBounded(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	b.WriteString("env:\n")
 	for i := 0; i < 30; i++ {
@@ -674,6 +680,7 @@ func TestParseSemanticErrorsAreBounded(t *testing.T) {
 }
 
 func TestFieldErrorFormat(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		e    sandboxcfg.FieldError
 		want string
@@ -692,6 +699,7 @@ func TestFieldErrorFormat(t *testing.T) {
 }
 
 func TestLevenshtein(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		a, b string
 		want int
@@ -711,6 +719,7 @@ func TestLevenshtein(t *testing.T) {
 // A Config inside another YAML file (the server config's defaults) follows
 // Parse's rules, with the enclosing file's lines.
 func TestConfigInsideAnotherYAMLFile(t *testing.T) {
+	t.Parallel()
 	var server struct {
 		Listen   string            `yaml:"listen"`
 		Defaults sandboxcfg.Config `yaml:"defaults"`
@@ -745,6 +754,7 @@ func TestConfigInsideAnotherYAMLFile(t *testing.T) {
 // the bound the first file decodes 4 million env entries and the second
 // 8^11 merged mappings.
 func TestParseBoundsAliasExpansion(t *testing.T) {
+	t.Parallel()
 	var wide strings.Builder
 	wide.WriteString("services:\n  s0: &s\n    image: a\n    env:\n")
 	for i := 0; i < 2000; i++ {

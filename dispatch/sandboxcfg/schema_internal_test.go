@@ -9,6 +9,7 @@ import (
 // The generator must refuse a model field it cannot describe rather than
 // write a schema that silently accepts anything there.
 func TestSchemaOfUnsupportedTypes(t *testing.T) {
+	t.Parallel()
 	type withChan struct {
 		Events chan int `yaml:"events"`
 	}
@@ -40,6 +41,7 @@ func TestSchemaOfUnsupportedTypes(t *testing.T) {
 }
 
 func TestSchemaSkipsUntaggedAndHiddenFields(t *testing.T) {
+	t.Parallel()
 	type s struct {
 		Shown  string `yaml:"shown" desc:"d"`
 		Hidden string `yaml:"-"`

@@ -23,6 +23,7 @@ var update = flag.Bool("update", false, "rewrite sandbox.schema.json from the mo
 const schemaFile = "sandbox.schema.json"
 
 func TestSchemaUpToDate(t *testing.T) {
+	t.Parallel()
 	want, err := sandboxcfg.MarshalSchema()
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +90,7 @@ func yamlInstance(t *testing.T, src string) any {
 }
 
 func TestSchemaAcceptsValidFiles(t *testing.T) {
+	t.Parallel()
 	sch := compileSchema(t)
 	for _, tc := range []struct{ name, yaml string }{
 		{"full example", string(readTestdata(t, "full.sandbox.yml"))},
@@ -112,6 +114,7 @@ func TestSchemaAcceptsValidFiles(t *testing.T) {
 }
 
 func TestSchemaRejectsInvalidFiles(t *testing.T) {
+	t.Parallel()
 	sch := compileSchema(t)
 	for _, tc := range []struct {
 		name, yaml string
@@ -165,6 +168,7 @@ func blames(e *jsonschema.ValidationError, where string) bool {
 }
 
 func TestSchemaShape(t *testing.T) {
+	t.Parallel()
 	s, err := sandboxcfg.JSONSchema()
 	if err != nil {
 		t.Fatal(err)
@@ -261,6 +265,7 @@ func TestSchemaShape(t *testing.T) {
 }
 
 func TestSchemaGeneratorWritesTheCommittedFile(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the generator")
 	}
@@ -294,6 +299,7 @@ func goRun(t *testing.T, args ...string) *exec.Cmd {
 // Every file of the Parse table that Parse accepts, the schema accepts too,
 // but for the listed, deliberate differences.
 func TestSchemaAgreesWithParseTable(t *testing.T) {
+	t.Parallel()
 	sch := compileSchema(t)
 	stricter := map[string]string{
 		"explicit nulls leave defaults":       "the schema has no null: an editor flags an empty key",

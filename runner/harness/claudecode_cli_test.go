@@ -188,6 +188,7 @@ var claudeUUIDRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9
 // model writes a new file, edits a tracked one and runs git through Bash;
 // the files on disk, the events and the cost must all follow.
 func TestClaudeCodeExecuteEditsFiles(t *testing.T) {
+	t.Parallel()
 	bin := testenv.NPMBin(t, "claude")
 	repo := claudeGitRepo(t)
 	hello := filepath.Join(repo, "hello.txt")
@@ -321,6 +322,7 @@ func TestClaudeCodeExecuteEditsFiles(t *testing.T) {
 // change, the denied Bash call must show as a stall, and the edit tools
 // must not even be offered.
 func TestClaudeCodeReadOnly(t *testing.T) {
+	t.Parallel()
 	bin := testenv.NPMBin(t, "claude")
 	repo := claudeGitRepo(t)
 	plan := "## Plan\n\n1. Change the greeting in README.md.\n2. Add hello.txt."
@@ -381,6 +383,7 @@ func TestClaudeCodeReadOnly(t *testing.T) {
 // first run's session id, must send the model the first conversation and
 // report the same session.
 func TestClaudeCodeResume(t *testing.T) {
+	t.Parallel()
 	bin := testenv.NPMBin(t, "claude")
 	repo := claudeGitRepo(t)
 	home := t.TempDir()
@@ -441,6 +444,7 @@ func TestClaudeCodeResume(t *testing.T) {
 // or back-off). The run must end with an error event and a result that
 // keeps the cost of the first turn, and a non-zero exit.
 func TestClaudeCodeAPIError(t *testing.T) {
+	t.Parallel()
 	bin := testenv.NPMBin(t, "claude")
 	repo := claudeGitRepo(t)
 	srv := modeltest.StartAnthropic(t, modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{
@@ -474,6 +478,7 @@ func TestClaudeCodeAPIError(t *testing.T) {
 
 // TestClaudeCodeMaxTurns stops the agent after one turn.
 func TestClaudeCodeMaxTurns(t *testing.T) {
+	t.Parallel()
 	bin := testenv.NPMBin(t, "claude")
 	repo := claudeGitRepo(t)
 	srv := modeltest.StartAnthropic(t, modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{
@@ -504,6 +509,7 @@ func TestClaudeCodeMaxTurns(t *testing.T) {
 // TestClaudeCodeLongPrompt sends a prompt larger than one argv string may
 // be (MAX_ARG_STRLEN, 128 KiB on Linux): it must reach the model whole.
 func TestClaudeCodeLongPrompt(t *testing.T) {
+	t.Parallel()
 	bin := testenv.NPMBin(t, "claude")
 	repo := claudeGitRepo(t)
 	srv := modeltest.StartAnthropic(t, modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{
@@ -534,6 +540,7 @@ func TestClaudeCodeLongPrompt(t *testing.T) {
 // TestClaudeCodeMaxBudget lets the CLI stop itself once its cost passes
 // MaxBudgetUSD: the first turn costs $0.0165, the budget is one cent.
 func TestClaudeCodeMaxBudget(t *testing.T) {
+	t.Parallel()
 	bin := testenv.NPMBin(t, "claude")
 	repo := claudeGitRepo(t)
 	turn := modeltest.AnthropicTurn{Usage: modeltest.AnthropicUsage{InputTokens: 5000, OutputTokens: 100}, ToolUses: []modeltest.AnthropicToolUse{
@@ -565,6 +572,7 @@ func TestClaudeCodeMaxBudget(t *testing.T) {
 // MCP server (stdio, newline-delimited JSON-RPC) for TestClaudeCodeMCP. Its
 // one tool, stamp, answers "stamped:<word>".
 func TestClaudeCodeMCPHelperProcess(t *testing.T) {
+	t.Parallel()
 	if os.Getenv("CLAUDE_MCP_HELPER") != "1" {
 		return
 	}
@@ -609,6 +617,7 @@ func TestClaudeCodeMCPHelperProcess(t *testing.T) {
 // JSON text the harness factory renders from .sandbox.yml) and has the
 // model call its tool.
 func TestClaudeCodeMCP(t *testing.T) {
+	t.Parallel()
 	bin := testenv.NPMBin(t, "claude")
 	repo := claudeGitRepo(t)
 	srv := modeltest.StartAnthropic(t, modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{

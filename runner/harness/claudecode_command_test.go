@@ -12,6 +12,7 @@ import (
 )
 
 func TestClaudeCodeCommand(t *testing.T) {
+	t.Parallel()
 	const key = "sk-ant-api03-SECRET-never-in-argv"
 	env := []string{"PATH=/usr/bin", "HOME=/home/sandbox", "ANTHROPIC_API_KEY=" + key, "DISABLE_TELEMETRY=0"}
 	base := []string{"-p", "--output-format=stream-json", "--verbose", "--include-partial-messages"}
@@ -152,6 +153,7 @@ func TestClaudeCodeCommand(t *testing.T) {
 // TestClaudeCodeParsersAreIndependent: each process gets its own parser;
 // one's open step must not leak into another's.
 func TestClaudeCodeParsersAreIndependent(t *testing.T) {
+	t.Parallel()
 	h := harness.NewClaudeCode("claude")
 	a, b := h.NewParser(), h.NewParser()
 	line := []byte(`{"type":"assistant","message":{"id":"msg_1","content":[{"type":"text","text":"hi"}],"usage":{"input_tokens":3}},"session_id":"s"}`)

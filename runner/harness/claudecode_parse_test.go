@@ -84,6 +84,7 @@ func claudeLastResult(t *testing.T, evs []harness.Event) harness.Event {
 // TestClaudeCodeParseRecorded replays the recorded runs. The expectations
 // come from the scripts that produced them, not from the parser's output.
 func TestClaudeCodeParseRecorded(t *testing.T) {
+	t.Parallel()
 	tok := func(in, out, cr, cw int64) harness.Tokens {
 		return harness.Tokens{Input: in, Output: out, CacheRead: cr, CacheWrite: cw}
 	}
@@ -190,6 +191,7 @@ func TestClaudeCodeParseRecorded(t *testing.T) {
 // minus the stream events): the steps, tools and result must not change;
 // only the output counts fall back to message_start's placeholder.
 func TestClaudeCodeParseWithoutStreamEvents(t *testing.T) {
+	t.Parallel()
 	var lines [][]byte
 	for _, l := range readClaudeFixture(t, "execute") {
 		if !bytes.Contains(l, []byte(`"type":"stream_event"`)) {
@@ -219,6 +221,7 @@ func TestClaudeCodeParseWithoutStreamEvents(t *testing.T) {
 // TestClaudeCodeParseLines covers single lines and short sequences: bad
 // input, unknown input and the shapes the recorded runs do not show.
 func TestClaudeCodeParseLines(t *testing.T) {
+	t.Parallel()
 	const sid = `"session_id":"2f1c1c0e-7a43-4f4e-9d1a-5b8d8e0c9a11"`
 	asst := func(id, parent, content, usage string) string {
 		return `{"type":"assistant","message":{"id":"` + id + `","type":"message","role":"assistant","content":` + content +
@@ -420,6 +423,7 @@ func TestClaudeCodeParseLines(t *testing.T) {
 
 // TestClaudeCodeParseStderr: stderr never yields events (see ParseStderr).
 func TestClaudeCodeParseStderr(t *testing.T) {
+	t.Parallel()
 	p := harness.NewClaudeCode("claude").NewParser()
 	for _, l := range []string{"", "Error: Invalid API key", "warning: something"} {
 		if evs := p.ParseStderr([]byte(l)); len(evs) != 0 {
@@ -432,6 +436,7 @@ func TestClaudeCodeParseStderr(t *testing.T) {
 // edits: every line is JSON, and each run starts with the CLI's init line
 // naming the pinned version and ends with its result.
 func TestClaudeCodeFixturesAreRealRuns(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "claudecode", "*.jsonl"))
 	if err != nil || len(files) < 6 {
 		t.Fatalf("fixtures: %v, %v", files, err)
@@ -508,6 +513,7 @@ func BenchmarkClaudeCodeParse(b *testing.B) {
 // byte: each strict prefix is a partial line and must be an error, on
 // whichever path (skipped stream event or full parse) the line takes.
 func TestClaudeCodeParseEveryPartialLine(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "claudecode", "*.jsonl"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no fixtures: %v", err)

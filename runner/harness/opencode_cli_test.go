@@ -110,6 +110,7 @@ func countType(evs []harness.Event, typ harness.EventType) int {
 // session, steps with tokens and cost, the tool call and the final text.
 // A second invocation continues the same session.
 func TestOpenCodeHarnessRealCLI(t *testing.T) {
+	t.Parallel()
 	bin := testenv.NPMBin(t, "opencode")
 	srv := modeltest.Start(t, []modeltest.Turn{
 		{Text: "Writing the file.", ToolCalls: []modeltest.ToolCall{{Name: "write", Args: map[string]any{"filePath": "hello.txt", "content": "hello\n"}}}, Usage: modeltest.Usage{PromptTokens: 1000, CompletionTokens: 100}},
@@ -187,6 +188,7 @@ func TestOpenCodeHarnessRealCLI(t *testing.T) {
 // which `opencode run` auto-rejects; the parser reports the stall from
 // stderr and the failed tool call from stdout.
 func TestOpenCodeHarnessStall(t *testing.T) {
+	t.Parallel()
 	bin := testenv.NPMBin(t, "opencode")
 	outside := filepath.Join(t.TempDir(), "outside.txt")
 	srv := modeltest.Start(t, []modeltest.Turn{
@@ -217,6 +219,7 @@ func TestOpenCodeHarnessStall(t *testing.T) {
 
 // TestOpenCodeHarnessReadOnly: plan mode takes the edit tools away.
 func TestOpenCodeHarnessReadOnly(t *testing.T) {
+	t.Parallel()
 	bin := testenv.NPMBin(t, "opencode")
 	srv := modeltest.Start(t, []modeltest.Turn{
 		{ToolCalls: []modeltest.ToolCall{{Name: "write", Args: map[string]any{"filePath": "x.txt", "content": "x"}}}},
@@ -237,6 +240,7 @@ func TestOpenCodeHarnessReadOnly(t *testing.T) {
 
 // TestOpenCodeHarnessAPIError: a provider error becomes an error event.
 func TestOpenCodeHarnessAPIError(t *testing.T) {
+	t.Parallel()
 	bin := testenv.NPMBin(t, "opencode")
 	srv := modeltest.Start(t, []modeltest.Turn{{Status: 400}})
 	run := runOpenCode(t, harness.NewOpenCode(bin), harness.Request{Dir: t.TempDir(), Prompt: "x", Model: srv.OpenCodeModel(), Env: openCodeEnv(t, srv)})

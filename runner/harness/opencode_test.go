@@ -51,6 +51,7 @@ func types(evs []harness.Event) string {
 // Recorded from real opencode-ai 1.18.33 runs (go test -run
 // TestOpenCodeHarness -update-opencode rewrites them).
 func TestOpenCodeParserRecorded(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		file      string
 		wantTypes string
@@ -114,6 +115,7 @@ func TestOpenCodeParserRecorded(t *testing.T) {
 // Malformed and partial lines are errors the runner counts and skips; they
 // never stop the parser from reading the lines after them.
 func TestOpenCodeParserMalformed(t *testing.T) {
+	t.Parallel()
 	good := readLines(t, "write.jsonl")
 	full := good[2] // a tool_use line
 	lines := [][]byte{
@@ -145,6 +147,7 @@ func TestOpenCodeParserMalformed(t *testing.T) {
 }
 
 func TestOpenCodeParserStderr(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("testdata", "opencode", "rejected.stderr"))
 	if err != nil {
 		t.Fatal(err)
@@ -163,6 +166,7 @@ func TestOpenCodeParserStderr(t *testing.T) {
 }
 
 func TestOpenCodeCommand(t *testing.T) {
+	t.Parallel()
 	h := harness.NewOpenCode("/opt/opencode")
 	h.MCP = map[string]sandboxcfg.MCPServer{
 		"db":   {Command: []string{"npx", "db-mcp"}, Env: map[string]string{"DB_URL": "${DATABASE_URL}"}},
@@ -195,6 +199,7 @@ func TestOpenCodeCommand(t *testing.T) {
 }
 
 func TestCommandParser(t *testing.T) {
+	t.Parallel()
 	p := harness.NewCommand("true").NewParser()
 	lines := [][]byte{
 		[]byte(`plain output`),
@@ -217,6 +222,7 @@ func TestCommandParser(t *testing.T) {
 }
 
 func TestByName(t *testing.T) {
+	t.Parallel()
 	bins := harness.Bins{OpenCode: "/bin/opencode", ClaudeCode: "/bin/claude"}
 	for _, tc := range []struct {
 		cfg  sandboxcfg.Config

@@ -1,0 +1,33 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Idle waits until the bot has nothing left to do of its own: no webhook
+// delivery queued or being handled, and no follower with a result to post
+// (runs still going in their sandboxes do not count). It is how tests
+// assert that nothing more happens, instead of sleeping.
+func (s *Server) Idle(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		// Deliveries are counted before and after the runs are read: a
+		// delivery handled in between may have started a follower.
+		queued := s.sched.inflight.Load()
+		busy, err := s.base.Runs.Busy(ctx)
+		if err != nil {
+			return fmt.Errorf("bot not idle: %w", err)
+		}
+		if queued == 0 && len(busy) == 0 && s.sched.inflight.Load() == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("bot not idle: %w (%d deliveries queued or being handled, followers still finishing %v)", ctx.Err(), s.sched.inflight.Load(), busy)
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,24 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+)
+
+// Busy lists the followed runs whose follower still has work to do: the run
+// ended (its result is being posted) or is gone from the backend. Runs still
+// going in their sandboxes are not listed: their followers only wait. An
+// empty list is how app.Server.Idle knows nothing more will happen.
+func (r *Runs) Busy(ctx context.Context) ([]string, error) {
+	var busy []string
+	for _, id := range r.Active() {
+		st, err := r.b.Backend.Status(ctx, id)
+		if err != nil && ctx.Err() != nil {
+			return nil, fmt.Errorf("status of %s: %w", id, ctx.Err())
+		}
+		if err != nil || st.State.Ended() {
+			busy = append(busy, id)
+		}
+	}
+	return busy, nil
+}
