@@ -121,6 +121,9 @@ echo DONE
 // volume, a workspace bind, compose, a build, exec, attach with stdin)
 // works through the filter.
 func TestAgentDockerIsFiltered(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a sandbox and about fifty inner containers; skipped under -short")
+	}
 	img := testenv.SandboxImage(t)
 	cache := cachedService(t)
 	out := t.TempDir()
