@@ -25,6 +25,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -81,6 +82,12 @@ func Start(cfg Config) (*Filter, error) {
 			cfg.Log.Error().Err(err).Msg("docker filter stopped serving")
 		}
 	}()
+	// A workspace bind shows the container every hard link in it; only the
+	// kernel's protected_hardlinks stops the agent from linking a file of
+	// root's (/etc/shadow) into the workspace.
+	if b, err := os.ReadFile("/proc/sys/fs/protected_hardlinks"); err == nil && strings.TrimSpace(string(b)) != "1" {
+		cfg.Log.Warn().Msg("fs.protected_hardlinks is off on this host: the agent can hard-link root's files into the workspace and bind them into a container; turn it on (sysctl fs.protected_hardlinks=1)")
+	}
 	cfg.Log.Info().Str("socket", cfg.Socket).Str("workspace", cfg.Workspace).Msg("docker filter serving")
 	return f, nil
 }

@@ -165,7 +165,8 @@ func checkBuildQuery(q url.Values) error {
 					return refuse("docker build --isolation=%s is refused", v)
 				}
 			case "remote":
-				if v != "" {
+				// BuildKit's own context comes through the session.
+				if v != "" && v != "client-session" {
 					return refuse("docker build from a remote context (%s) is refused: the daemon would fetch it as root, past the agent's egress fence; clone or download it first", v)
 				}
 			case "securityopt", "entitlements", "allow":

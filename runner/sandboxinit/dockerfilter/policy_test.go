@@ -183,6 +183,7 @@ func TestPolicyTable(t *testing.T) {
 		{"old API", "POST", "/v1.23/containers/mine/start", "", "API version 1.23 is refused"},
 		{"import from a URL", "POST", "/v1.41/images/create?fromSrc=http://example.test/x.tar&repo=x", "", "docker import from a URL is refused"},
 		{"import from stdin", "POST", "/v1.41/images/create?fromSrc=-&repo=x", "", ""},
+		{"buildkit build", "POST", "/v1.41/build?remote=client-session&session=abc&version=2&t=x", "", ""},
 		{"remote build context", "POST", "/v1.41/build?remote=https://example.test/x.git", "", "remote context"},
 		{"unknown endpoint", "POST", "/v1.41/containers/mine/checkpoints", "", "does not forward this endpoint"},
 	}
