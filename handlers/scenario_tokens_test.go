@@ -3,9 +3,7 @@ package handlers_test
 import (
 	"context"
 	"errors"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,6 +36,15 @@ func (h *harness) token(value string) githubtest.Token {
 	return t
 }
 
+// labelled opens an issue, labels it as a writer in delivery, and returns
+// the issue and the run it started.
+func (h *harness) labelled(delivery string) (int, dispatch.RunSpec) {
+	h.t.Helper()
+	n := h.gh.AddIssue(testRepo, writer, "Task", "")
+	h.label(n, writer, delivery)
+	return n, h.waitSubmitted(1)[0]
+}
+
 // requireLive fails unless every token the run was given is still valid.
 func (h *harness) requireLive(taskID string) {
 	h.t.Helper()
@@ -68,23 +75,6 @@ func (h *harness) requireRevokedAfter(taskID string, end time.Time) {
 	}
 }
 
-// gitAs runs git with token as the password of the fake's remote.
-func gitAs(dir, token string, args ...string) (string, error) {
-	for i, a := range args {
-		if strings.HasPrefix(a, "http://") {
-			u, _ := url.Parse(a)
-			u.User = url.UserPassword("x-access-token", token)
-			args[i] = u.String()
-		}
-	}
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
-		"GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@localhost", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@localhost")
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
 // Plan runs get contents:read, runs that push contents:write, each for the
 // one repository; the plan token really cannot push (the fake refuses it
 // as GitHub does), and once revoked it cannot even clone.
@@ -100,16 +90,16 @@ func TestTokensByMode(t *testing.T) {
 	}
 
 	work := filepath.Join(t.TempDir(), "w")
-	if out, err := gitAs("", plan.Token, "clone", "-q", h.gh.GitURL(testRepo), work); err != nil {
+	if out, err := h.gh.GitAs("", plan.Token, "clone", "-q", h.gh.GitURL(testRepo), work); err != nil {
 		t.Fatalf("clone with the plan token: %v\n%s", err, out)
 	}
 	if err := os.WriteFile(filepath.Join(work, "evil.txt"), []byte("pwned\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	gitAs(work, "", "add", "evil.txt")
-	gitAs(work, "", "commit", "-qm", "evil")
+	h.gh.GitAs(work, "", "add", "evil.txt")
+	h.gh.GitAs(work, "", "commit", "-qm", "evil")
 	mainBefore := h.gh.BranchSHA(testRepo, "main")
-	out, err := gitAs(work, plan.Token, "push", h.gh.GitURL(testRepo), "HEAD:main")
+	out, err := h.gh.GitAs(work, plan.Token, "push", h.gh.GitURL(testRepo), "HEAD:main")
 	if err == nil || !strings.Contains(out, "Permission to "+testRepo+".git denied") {
 		t.Fatalf("a push to main with the plan token was not refused with GitHub's 403:\n%s", out)
 	}
@@ -121,7 +111,7 @@ func TestTokensByMode(t *testing.T) {
 	h.backend.Finish(plan.Order.TaskID, &dispatch.Result{Mode: dispatch.ModePlan, Status: dispatch.StatusCompleted, Plan: "1. Greet."})
 	h.waitComment(n, "plan", func(c string) bool { return strings.Contains(c, "## 📋 Plan") })
 	h.requireRevokedAfter(plan.Order.TaskID, end)
-	if out, err := gitAs("", plan.Token, "ls-remote", h.gh.GitURL(testRepo)); err == nil || !strings.Contains(out, "Authentication failed") {
+	if out, err := h.gh.GitAs("", plan.Token, "ls-remote", h.gh.GitURL(testRepo)); err == nil || !strings.Contains(out, "Authentication failed") {
 		t.Fatalf("the revoked plan token still reads the repository:\n%s", out)
 	}
 
@@ -183,9 +173,7 @@ func TestTokensRevokedWhateverTheOutcome(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, nil, map[string]string{"SANDBOX_MAX_CONTINUES": "1"})
-			n := h.gh.AddIssue(testRepo, writer, "Task", "")
-			h.label(n, writer, "d-"+strings.ReplaceAll(name, " ", "-"))
-			spec := h.waitSubmitted(1)[0]
+			n, spec := h.labelled("d-" + strings.ReplaceAll(name, " ", "-"))
 			h.requireLive(spec.Order.TaskID)
 			at := time.Now()
 			end(h, n, spec)
@@ -197,26 +185,23 @@ func TestTokensRevokedWhateverTheOutcome(t *testing.T) {
 		})
 	}
 
-	t.Run("submission failed", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t, nil, nil)
-		h.stop()
-		h.startWith(failingBackend{h.backend}, nil)
-		n := h.gh.AddIssue(testRepo, writer, "Task", "")
-		h.label(n, writer, "d-fail")
-		h.gh.WaitFor(10*time.Second, "a minted sandbox token", func() bool { return len(h.sandboxTokens()) == 1 })
-		h.gh.WaitRevoked(10*time.Second, h.sandboxTokens()[0].Value)
-	})
-	t.Run("run existed already", func(t *testing.T) {
-		t.Parallel()
-		h := newHarness(t, nil, nil)
-		h.stop()
-		h.startWith(existingBackend{h.backend}, nil)
-		n := h.gh.AddIssue(testRepo, writer, "Task", "")
-		h.label(n, writer, "d-exists")
-		h.gh.WaitFor(10*time.Second, "a minted sandbox token", func() bool { return len(h.sandboxTokens()) == 1 })
-		h.gh.WaitRevoked(10*time.Second, h.sandboxTokens()[0].Value)
-	})
+	// Nobody holds the token of a run that was never started: the
+	// submission failed, or another replica's run with that id exists.
+	for name, backend := range map[string]func(*memory.Backend) dispatch.Backend{
+		"submission failed":   func(m *memory.Backend) dispatch.Backend { return failingBackend{m} },
+		"run existed already": func(m *memory.Backend) dispatch.Backend { return existingBackend{m} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, nil, nil)
+			h.stop()
+			h.startWith(backend(h.backend), nil)
+			n := h.gh.AddIssue(testRepo, writer, "Task", "")
+			h.label(n, writer, "d-"+strings.ReplaceAll(name, " ", "-"))
+			h.gh.WaitFor(10*time.Second, "a minted sandbox token", func() bool { return len(h.sandboxTokens()) == 1 })
+			h.gh.WaitRevoked(10*time.Second, h.sandboxTokens()[0].Value)
+		})
+	}
 }
 
 func (f failingBackend) Submit(context.Context, dispatch.RunSpec) (bool, error) {
@@ -237,9 +222,7 @@ func TestRevocationFailuresAreRetriedNeverFatal(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, nil, nil)
-			n := h.gh.AddIssue(testRepo, writer, "Task", "")
-			h.label(n, writer, "d-revoke")
-			spec := h.waitSubmitted(1)[0]
+			n, spec := h.labelled("d-revoke")
 			h.gh.FailRevocations(tc.failures)
 			h.backend.Finish(spec.Order.TaskID, &dispatch.Result{Mode: dispatch.ModePlan, Status: dispatch.StatusCompleted, Plan: "1. Do."})
 			h.waitComment(n, "plan", func(c string) bool { return strings.Contains(c, "## 📋 Plan") })
@@ -262,9 +245,7 @@ func TestRevocationFailuresAreRetriedNeverFatal(t *testing.T) {
 func TestRestartedBotRevokesTokenOfEarlierRun(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil, nil)
-	n := h.gh.AddIssue(testRepo, writer, "Task", "")
-	h.label(n, writer, "d-restart")
-	spec := h.waitSubmitted(1)[0]
+	n, spec := h.labelled("d-restart")
 	h.stop()
 	h.start(nil)
 	h.requireLive(spec.Order.TaskID)

@@ -211,6 +211,9 @@ func (r *Runs) adoptToken(ctx context.Context, taskID string) {
 		return
 	}
 	tok, err := tr.CurrentToken(ctx, taskID)
+	if errors.Is(err, dispatch.ErrNotFound) {
+		return // gone already: Wait reports it
+	}
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("read back the run's token; it is not revoked when the run ends, but expires within the hour")
 		return

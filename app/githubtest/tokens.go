@@ -3,6 +3,9 @@ package githubtest
 import (
 	"fmt"
 	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"time"
@@ -139,4 +142,26 @@ func (s *Server) FailRevocations(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.revokeFailures = n
+}
+
+// GitAs runs git in dir as a sandbox would, with token as the password of
+// every URL of this fake among args, and returns its combined output.
+func (s *Server) GitAs(dir, token string, args ...string) (string, error) {
+	args = slices.Clone(args)
+	for i, a := range args {
+		if strings.HasPrefix(a, s.srv.URL+"/") {
+			u, err := url.Parse(a)
+			if err != nil {
+				return "", err
+			}
+			u.User = url.UserPassword("x-access-token", token)
+			args[i] = u.String()
+		}
+	}
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
+		"GIT_AUTHOR_NAME=Agent", "GIT_AUTHOR_EMAIL=agent@localhost", "GIT_COMMITTER_NAME=Agent", "GIT_COMMITTER_EMAIL=agent@localhost")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }

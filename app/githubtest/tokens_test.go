@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -56,34 +55,18 @@ func tokenClient(t *testing.T, gh *githubtest.Server, token string) *github.Clie
 	return c
 }
 
-// git runs git with token as the remote's password and returns its output.
-func git(dir string, args ...string) (string, error) {
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@localhost", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@localhost")
-	out, err := cmd.CombinedOutput()
-	return string(out), err
-}
-
-func authURL(raw, token string) string {
-	u, _ := url.Parse(raw)
-	u.User = url.UserPassword("x-access-token", token)
-	return u.String()
-}
-
 // cloneAndCommit clones repo with token and commits a file on a new branch.
 func cloneAndCommit(t *testing.T, gh *githubtest.Server, repo, token string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "w")
-	if out, err := git("", "clone", "-q", authURL(gh.GitURL(repo), token), dir); err != nil {
+	if out, err := gh.GitAs("", token, "clone", "-q", gh.GitURL(repo), dir); err != nil {
 		t.Fatalf("clone %s: %v\n%s", repo, err, out)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "x.txt"), []byte("x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, args := range [][]string{{"checkout", "-qb", "agent/t-1-x"}, {"add", "x.txt"}, {"commit", "-qm", "x"}} {
-		if out, err := git(dir, args...); err != nil {
+		if out, err := gh.GitAs(dir, "", args...); err != nil {
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
 	}
@@ -97,7 +80,7 @@ func TestReadTokenCannotPush(t *testing.T) {
 	gh, app := newFake(t)
 	read := mint(t, app, "alpha", "read")
 	dir := cloneAndCommit(t, gh, repoA, read)
-	out, err := git(dir, "push", "-q", "origin", "agent/t-1-x")
+	out, err := gh.GitAs(dir, "", "push", "-q", "origin", "agent/t-1-x")
 	if err == nil {
 		t.Fatalf("a push with a contents:read token succeeded:\n%s", out)
 	}
@@ -107,12 +90,12 @@ func TestReadTokenCannotPush(t *testing.T) {
 	if gh.BranchSHA(repoA, "agent/t-1-x") != "" {
 		t.Fatal("the refused push created the branch")
 	}
-	if out, err := git(dir, "fetch", "-q", "origin"); err != nil {
+	if out, err := gh.GitAs(dir, "", "fetch", "-q", "origin"); err != nil {
 		t.Fatalf("fetch with a contents:read token: %v\n%s", err, out)
 	}
 
 	write := mint(t, app, "alpha", "write")
-	if out, err := git(dir, "push", "-q", authURL(gh.GitURL(repoA), write), "agent/t-1-x"); err != nil {
+	if out, err := gh.GitAs(dir, write, "push", "-q", gh.GitURL(repoA), "agent/t-1-x"); err != nil {
 		t.Fatalf("push with a contents:write token: %v\n%s", err, out)
 	}
 	if gh.BranchSHA(repoA, "agent/t-1-x") == "" {
@@ -126,7 +109,7 @@ func TestTokenIsNarrowedToItsRepository(t *testing.T) {
 	t.Parallel()
 	gh, app := newFake(t)
 	tok := mint(t, app, "alpha", "write")
-	out, err := git("", "ls-remote", authURL(gh.GitURL(repoB), tok))
+	out, err := gh.GitAs("", tok, "ls-remote", gh.GitURL(repoB))
 	if err == nil || !strings.Contains(out, "Repository not found.") {
 		t.Fatalf("ls-remote of another repository: err %v\n%s", err, out)
 	}
@@ -169,11 +152,11 @@ func TestRevokedTokenIsRefusedEverywhere(t *testing.T) {
 	if resp, err := c.Apps.RevokeInstallationToken(ctx); err == nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("revoking a revoked token: %v", err)
 	}
-	out, err := git("", "ls-remote", authURL(gh.GitURL(repoA), tok))
+	out, err := gh.GitAs("", tok, "ls-remote", gh.GitURL(repoA))
 	if err == nil || !strings.Contains(out, "Authentication failed") {
 		t.Fatalf("git with a revoked token: err %v\n%s", err, out)
 	}
-	if out, err := git("", "ls-remote", authURL(gh.GitURL(repoA), keep)); err != nil {
+	if out, err := gh.GitAs("", keep, "ls-remote", gh.GitURL(repoA)); err != nil {
 		t.Fatalf("the other token stopped working: %v\n%s", err, out)
 	}
 	// An App JWT names no installation token: nothing to revoke.
