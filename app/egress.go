@@ -75,7 +75,7 @@ func nomadDenyNets(ctx context.Context, c *Config, log zerolog.Logger) []dispatc
 		add("nomad_addr", u.Hostname(), port)
 	}
 	if host, p, err := net.SplitHostPort(c.Listen); err == nil {
-		if port, err := strconv.ParseUint(p, 10, 16); err == nil {
+		if port, err := strconv.ParseUint(p, 10, 16); err == nil && port != 0 {
 			add("listen", host, port)
 		}
 	}

@@ -120,8 +120,10 @@ func (b *Backend) denyNets(ctx context.Context) []dispatch.DenyNet {
 	for _, l := range b.o.BotListen {
 		host, portText, err := net.SplitHostPort(l)
 		port, perr := strconv.ParseUint(portText, 10, 16)
-		if err != nil || perr != nil {
-			b.log.Warn().Str("listen", l).Msg("bot listen address not understood: sandboxes are not fenced off it")
+		if err != nil || perr != nil || port == 0 {
+			// Port 0 would deny every port of the host: the listener's
+			// real port is not known here.
+			b.log.Warn().Str("listen", l).Msg("bot listen address without a fixed port: sandboxes are not fenced off it")
 			continue
 		}
 		var addrs []netip.Addr

@@ -113,3 +113,24 @@ func TestNetworkAllowCeiling(t *testing.T) {
 		t.Errorf("a bad ceiling is not reported: %v", err)
 	}
 }
+
+// An entry that parses prints as an entry that parses to the same thing,
+// and a ceiling always holds its own entries.
+func FuzzParseAllowEntry(f *testing.F) {
+	for _, s := range []string{"x.com", "*.x.com:8443", "10.0.0.0/8", "[fd00::1]:80", "::1", "a_b.c", "https://x", "x:"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		e, err := sandboxcfg.ParseAllowEntry(s)
+		if err != nil {
+			return
+		}
+		again, err := sandboxcfg.ParseAllowEntry(e.String())
+		if err != nil || again != e {
+			t.Fatalf("%q parsed as %s, which parses as %+v, %v", s, e, again, err)
+		}
+		if !e.Within(e) {
+			t.Fatalf("%s is not within itself", e)
+		}
+	})
+}
