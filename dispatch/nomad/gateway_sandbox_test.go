@@ -91,11 +91,7 @@ func TestNomadGatewayKeepsTheProviderKeyFromClaudeCode(t *testing.T) {
 	if len(scripted) != 2 {
 		t.Fatalf("scripted turns served: %d of 2 (status %s, %+v)", len(scripted), res.Status, res.Error)
 	}
-	for i, q := range srv.Requests() {
-		if q.APIKey != key || q.Authorization != "" {
-			t.Errorf("request %d %s reached the model with x-api-key %q authorization %q, want the gateway's key", i, q.Path, q.APIKey, q.Authorization)
-		}
-	}
+	srv.CheckCredential(t, key)
 	results := scripted[1].ToolResults()
 	if len(results) != 1 {
 		t.Fatalf("tool results: %+v", results)
