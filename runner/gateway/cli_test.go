@@ -72,7 +72,7 @@ func newAgentRun(t *testing.T, gw map[string]string, extra ...string) *agentRun 
 	}
 	r.opts = runner.Options{
 		Environ: append(env, extra...), Progress: &buf{}, Log: r.log,
-		WorkDir: r.work, StateDir: r.state, KillGrace: 2 * time.Second, StartupGrace: 90 * time.Second,
+		WorkDir: r.work, StateDir: r.state, KillGrace: 2 * time.Second, StartupGrace: 5 * time.Minute,
 	}
 	t.Cleanup(func() {
 		if t.Failed() || os.Getenv("GATEWAY_TEST_LOG") != "" {
@@ -92,7 +92,7 @@ func (r *agentRun) run(t *testing.T, mode dispatch.Mode, cfg sandboxcfg.Config) 
 		Task:         dispatch.TaskText{Title: "Dump", Body: "Show your environment."},
 		Plan:         "1. Dump the environment.", Config: cfg, BudgetUSD: 5, OutputDir: r.out,
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	return runner.Run(ctx, o, r.opts)
 }
