@@ -40,7 +40,7 @@ func TestGatewayKeepsTheProviderKeyFromTheAgent(t *testing.T) {
 	remote := runtest.NewRemote(t, map[string]string{"README.md": "# demo\n"})
 	git := dockertest.ServeGit(t, remote.Dir, "tok-1")
 	srv, err := modeltest.New(dockertest.Gateway(t)+":0", []modeltest.Turn{
-		{ToolCalls: []modeltest.ToolCall{{Name: "bash", Args: map[string]any{"command": dockertest.KeySearch(key, project), "description": "search", "timeout": 170000}}},
+		{ToolCalls: []modeltest.ToolCall{{Name: "bash", Args: map[string]any{"command": dockertest.KeySearch(key, project), "description": "search", "timeout": 540000}}},
 			Usage: modeltest.Usage{PromptTokens: 100, CompletionTokens: 10}},
 		{Text: "1. Nothing to change.", Usage: modeltest.Usage{PromptTokens: 200, CompletionTokens: 10}},
 	})
@@ -68,7 +68,9 @@ func TestGatewayKeepsTheProviderKeyFromTheAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := "T-6A7E0001"
-	cfg := sandboxcfg.Config{Harness: "opencode", Model: srv.OpenCodeModel(), InactivitySeconds: 240,
+	// OpenCode's start in the sandbox has taken over four minutes on a
+	// loaded two-core machine; the watchdog is not what this test is about.
+	cfg := sandboxcfg.Config{Harness: "opencode", Model: srv.OpenCodeModel(), InactivitySeconds: 600,
 		Env: map[string]string{"PROJECT_TOKEN": "${PROJECT_TOKEN}"}}
 	spec := dispatch.RunSpec{
 		Meta: dispatch.Meta{TaskID: id, Mode: dispatch.ModePlan, Repo: "acme/demo", Number: 7, InstallationID: 1, Attempt: 1},
@@ -80,7 +82,7 @@ func TestGatewayKeepsTheProviderKeyFromTheAgent(t *testing.T) {
 		},
 		Token: "tok-1",
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	if created, err := b.Submit(ctx, spec); err != nil || !created {
 		t.Fatalf("Submit = %v, %v", created, err)
@@ -113,11 +115,7 @@ func TestGatewayKeepsTheProviderKeyFromTheAgent(t *testing.T) {
 	if len(scripted) != 2 {
 		t.Fatalf("scripted turns served: %d of 2", len(scripted))
 	}
-	for i, q := range srv.Requests() {
-		if q.Authorization != "Bearer "+key {
-			t.Errorf("request %d reached the model with Authorization %q, want the gateway's key", i, q.Authorization)
-		}
-	}
+	srv.CheckCredential(t, key)
 	results := scripted[1].ToolResults()
 	if len(results) != 1 {
 		t.Fatalf("tool results: %q", results)

@@ -38,7 +38,7 @@ func TestNomadGatewayKeepsTheProviderKeyFromClaudeCode(t *testing.T) {
 	git := dockertest.ServeGit(t, remote.Dir, testToken)
 	srv, err := modeltest.NewAnthropic(dockertest.Gateway(t)+":0", modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{
 		{Usage: modeltest.AnthropicUsage{InputTokens: 100, OutputTokens: 10}, ToolUses: []modeltest.AnthropicToolUse{
-			{Name: "Bash", Input: map[string]any{"command": dockertest.KeySearch(key, control), "timeout": 170000}}}},
+			{Name: "Bash", Input: map[string]any{"command": dockertest.KeySearch(key, control), "timeout": 540000}}}},
 		{Text: "Nothing to change.", Usage: modeltest.AnthropicUsage{InputTokens: 200, OutputTokens: 10}},
 	}})
 	if err != nil {
@@ -54,11 +54,11 @@ func TestNomadGatewayKeepsTheProviderKeyFromClaudeCode(t *testing.T) {
 		o.Gateway = &dispatch.GatewayConfig{Providers: []dispatch.GatewayProvider{
 			{Name: "anthropic", BaseURL: srv.URL, API: dispatch.APIAnthropic, Key: key}}}
 	})
-	cfg := sandboxcfg.Config{Harness: "claude-code", Model: modeltest.AnthropicModelID, InactivitySeconds: 240}
+	cfg := sandboxcfg.Config{Harness: "claude-code", Model: modeltest.AnthropicModelID, InactivitySeconds: 600}
 	cfg.ApplyDefaults()
 	s.Order.Config, s.Order.CloneURL = cfg, git.URL
 
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	if _, err := b.Submit(ctx, s); err != nil {
 		t.Fatal(err)
@@ -91,11 +91,7 @@ func TestNomadGatewayKeepsTheProviderKeyFromClaudeCode(t *testing.T) {
 	if len(scripted) != 2 {
 		t.Fatalf("scripted turns served: %d of 2 (status %s, %+v)", len(scripted), res.Status, res.Error)
 	}
-	for i, q := range srv.Requests() {
-		if q.APIKey != key || q.Authorization != "" {
-			t.Errorf("request %d %s reached the model with x-api-key %q authorization %q, want the gateway's key", i, q.Path, q.APIKey, q.Authorization)
-		}
-	}
+	srv.CheckCredential(t, key)
 	results := scripted[1].ToolResults()
 	if len(results) != 1 {
 		t.Fatalf("tool results: %+v", results)

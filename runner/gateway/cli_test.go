@@ -72,7 +72,7 @@ func newAgentRun(t *testing.T, gw map[string]string, extra ...string) *agentRun 
 	}
 	r.opts = runner.Options{
 		Environ: append(env, extra...), Progress: &buf{}, Log: r.log,
-		WorkDir: r.work, StateDir: r.state, KillGrace: 2 * time.Second, StartupGrace: 90 * time.Second,
+		WorkDir: r.work, StateDir: r.state, KillGrace: 2 * time.Second, StartupGrace: 5 * time.Minute,
 	}
 	t.Cleanup(func() {
 		if t.Failed() || os.Getenv("GATEWAY_TEST_LOG") != "" {
@@ -92,7 +92,7 @@ func (r *agentRun) run(t *testing.T, mode dispatch.Mode, cfg sandboxcfg.Config) 
 		Task:         dispatch.TaskText{Title: "Dump", Body: "Show your environment."},
 		Plan:         "1. Dump the environment.", Config: cfg, BudgetUSD: 5, OutputDir: r.out,
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	return runner.Run(ctx, o, r.opts)
 }
@@ -152,15 +152,10 @@ func TestOpenCodeThroughTheGateway(t *testing.T) {
 	if res.Status != dispatch.StatusCompleted {
 		t.Fatalf("status %s: %+v", res.Status, res.Error)
 	}
-	reqs := srv.Requests()
 	if len(srv.ScriptedRequests()) != 2 {
 		t.Fatalf("scripted turns served: %d of 2", len(srv.ScriptedRequests()))
 	}
-	for i, q := range reqs {
-		if q.Authorization != "Bearer "+key {
-			t.Errorf("request %d reached the model with Authorization %q, want the gateway's key", i, q.Authorization)
-		}
-	}
+	srv.CheckCredential(t, key)
 	results := srv.ScriptedRequests()[1].ToolResults()
 	if len(results) != 1 {
 		t.Fatalf("tool results: %q", results)
@@ -193,11 +188,7 @@ func TestClaudeCodeThroughTheGateway(t *testing.T) {
 	if len(scripted) != 2 {
 		t.Fatalf("scripted turns served: %d of 2 (status %s %+v)", len(scripted), res.Status, res.Error)
 	}
-	for i, q := range srv.Requests() {
-		if q.APIKey != key || q.Authorization != "" {
-			t.Errorf("request %d %s reached the model with x-api-key %q authorization %q, want the gateway's key", i, q.Path, q.APIKey, q.Authorization)
-		}
-	}
+	srv.CheckCredential(t, key)
 	results := scripted[1].ToolResults()
 	if len(results) != 1 {
 		t.Fatalf("tool results: %+v", results)

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"os"
 	"strings"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -19,8 +20,11 @@ type gatewayRoute struct {
 	api  dispatch.ProviderAPI
 }
 
-// gatewayFromEnv reads dispatch.EnvModelGateway and EnvModelProviders; nil
-// when no gateway runs (the process backend, a developer's machine).
+// gatewayFromEnv reads dispatch.EnvModelGateway and EnvModelProviders from
+// the agent's environment, else from this process's own (the init gives
+// them to the runner, and an agent environment built from an allowlist may
+// leave them out); nil when no gateway runs (the process backend, a
+// developer's machine).
 func gatewayFromEnv(env []string) *modelGateway {
 	var url, providers string
 	for _, e := range env {
@@ -30,6 +34,9 @@ func gatewayFromEnv(env []string) *modelGateway {
 		if v, ok := strings.CutPrefix(e, dispatch.EnvModelProviders+"="); ok {
 			providers = v
 		}
+	}
+	if url == "" {
+		url, providers = os.Getenv(dispatch.EnvModelGateway), os.Getenv(dispatch.EnvModelProviders)
 	}
 	if url == "" {
 		return nil
