@@ -185,11 +185,13 @@ func TestSetupFailure(t *testing.T) {
 }
 
 func TestTimeoutPushesWork(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it measures time, and a busy machine stretches it.
 	remote := runtest.NewRemote(t, projectFiles())
 	cfg := commandCfg(`echo started > WORK.md; echo '{"type":"step_start"}'; sleep 60`)
 	e := newRunEnv(t, nil)
-	e.opts.Timeout = 2 * time.Second
+	// The timeout covers clone and setup too: it must leave the agent
+	// time to write its file.
+	e.opts.Timeout = 5 * time.Second
 	o := order(t, remote.URL, dispatch.ModeExecute, cfg)
 	res := run(t, e, o)
 	wantStatus(t, res, dispatch.StatusTimeout)
@@ -205,7 +207,7 @@ func TestTimeoutPushesWork(t *testing.T) {
 }
 
 func TestWatchdogStopsSilentCommand(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it measures time, and a busy machine stretches it.
 	remote := runtest.NewRemote(t, projectFiles())
 	marker := filepath.Join(t.TempDir(), "grandchild-alive")
 	pidFile := filepath.Join(t.TempDir(), "grandchild-pid")
@@ -490,7 +492,7 @@ func TestReceiptIsValidJSONWithAllFields(t *testing.T) {
 // Work in progress reaches the remote while the agent is still working:
 // the periodic push commits a checkpoint and pushes it.
 func TestPeriodicPush(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it measures time, and a busy machine stretches it.
 	remote := runtest.NewRemote(t, projectFiles())
 	seen := filepath.Join(t.TempDir(), "seen-on-remote")
 	branch := dispatch.BranchName(taskID, "Add notes")

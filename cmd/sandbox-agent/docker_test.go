@@ -161,7 +161,7 @@ func TestBackendChoice(t *testing.T) {
 		}
 	}
 	r = runCLI(t, append(env, envIsolation+"=none"), false, "", base...)
-	if r.code != exitUsage || !strings.Contains(r.stderr, "$SANDBOX_ISOLATION) \"none\"") {
+	if r.code != exitUsage || !strings.Contains(r.stderr, "$SANDBOX_ISOLATION") || !strings.Contains(r.stderr, `"none"`) {
 		t.Fatalf("bad $SANDBOX_ISOLATION: exit %d, %q", r.code, r.stderr)
 	}
 }

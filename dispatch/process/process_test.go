@@ -144,7 +144,15 @@ func TestCancelInterruptsAndPushes(t *testing.T) {
 		if p.Stage == "agent" && strings.Contains(p.Message, "started") {
 			go func() {
 				// Let the script write its file first.
-				time.Sleep(500 * time.Millisecond)
+				half := filepath.Join(b.TaskDir(taskID), "work", "repo", "HALF.md")
+				deadline := time.Now().Add(time.Minute)
+				for _, err := os.Stat(half); err != nil; _, err = os.Stat(half) {
+					if time.Now().After(deadline) {
+						t.Errorf("the agent never wrote %s", half)
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
 				if err := b.Cancel(ctx, taskID); err != nil {
 					t.Error(err)
 				}

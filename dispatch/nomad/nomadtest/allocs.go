@@ -559,6 +559,11 @@ func (s *Server) runAlloc(a *allocEntry) {
 
 	taskDir := filepath.Join(a.dir, t.Name)
 	env := taskEnv(job, group, t, alloc)
+	// Taken before the first rendering: a variable written from here on
+	// renders again, as Nomad's template runner never misses a change.
+	s.mu.Lock()
+	wake := s.varWake
+	s.mu.Unlock()
 	if err := s.renderTemplates(ctx, t, taskDir, env); err != nil {
 		s.mu.Lock()
 		if !isTerminal(a.alloc) {
@@ -580,7 +585,7 @@ func (s *Server) runAlloc(a *allocEntry) {
 	}
 	s.startLocked(a)
 	s.mu.Unlock()
-	go s.rerenderOnChange(ctx, t, taskDir, env)
+	go s.rerenderOnChange(ctx, t, taskDir, env, wake)
 
 	code, err := s.opts.Driver.Run(ctx, &Task{
 		Alloc: alloc, Job: job, Group: group, Task: t,
@@ -662,16 +667,18 @@ func ListenOn(addr string) (net.Listener, error) { return net.Listen("tcp", addr
 // rerenderOnChange re-renders the task's templates whenever a variable
 // changes, as the client's template runner does for nomadVar; with
 // change_mode noop the task is not signalled, it just finds the new file.
-func (s *Server) rerenderOnChange(ctx context.Context, t *api.Task, taskDir string, env map[string]string) {
+func (s *Server) rerenderOnChange(ctx context.Context, t *api.Task, taskDir string, env map[string]string, wake <-chan struct{}) {
 	for {
-		s.mu.Lock()
-		wake := s.varWake
-		s.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
 		case <-wake:
 		}
+		// The next wake is taken before rendering, so a write during the
+		// rendering is not lost.
+		s.mu.Lock()
+		wake = s.varWake
+		s.mu.Unlock()
 		// A variable that disappeared keeps the last rendering.
 		rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		s.renderTemplates(rctx, t, taskDir, env)
