@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
@@ -111,11 +110,10 @@ func (b *Base) command(ctx context.Context, client *github.Client, cc commandCon
 	if cc.isPR {
 		return b.prCommand(ctx, client, cc, cmd, req)
 	}
-	comments, err := listComments(ctx, client, owner, name, cc.number)
+	marked, err := b.botMarked(ctx, client, owner, name, cc.number)
 	if err != nil {
 		return err
 	}
-	marked := markedComments(comments)
 	plan, hasPlan := lastMarked(marked, KindPlan, "")
 	switch cmd.Name {
 	case "plan":
@@ -178,7 +176,7 @@ func lastOutcome(marked []markedComment) (Marker, bool) {
 // prCommand runs a command typed on a pull request.
 func (b *Base) prCommand(ctx context.Context, client *github.Client, cc commandContext, cmd *Command, req startRequest) error {
 	owner, name := cc.owner(), cc.name()
-	pr, issue, ok, err := agentPR(ctx, client, owner, name, cc.number)
+	pr, issue, ok, err := b.agentPR(ctx, client, owner, name, cc.number)
 	if err != nil {
 		return err
 	}
@@ -198,11 +196,11 @@ func (b *Base) prCommand(ctx context.Context, client *github.Client, cc commandC
 	case "abort":
 		return b.abort(ctx, client, cc)
 	case "retry", "continue":
-		comments, err := listComments(ctx, client, owner, name, cc.number)
+		marked, err := b.botMarked(ctx, client, owner, name, cc.number)
 		if err != nil {
 			return err
 		}
-		last, ok := lastOutcome(markedComments(comments))
+		last, ok := lastOutcome(marked)
 		if !ok {
 			last.Mode = dispatch.ModeRevise
 		}
@@ -248,18 +246,19 @@ func (b *Base) abort(ctx context.Context, client *github.Client, cc commandConte
 		Marker{Kind: KindAbortRequested, TaskID: holder}, holder, cc.sender))
 }
 
-// agentPR reads a PR and tells whether the agent opened it (its body carries
-// the marker), and for which issue.
-func agentPR(ctx context.Context, client *github.Client, owner, repo string, number int) (*github.PullRequest, int, bool, error) {
+// agentPR reads a PR and tells whether this App opened it (isAgentPR), and
+// for which issue.
+func (b *Base) agentPR(ctx context.Context, client *github.Client, owner, repo string, number int) (*github.PullRequest, int, bool, error) {
+	login, err := b.LoadIdentity(ctx)
+	if err != nil {
+		return nil, 0, false, err
+	}
 	pr, _, err := client.PullRequests.Get(ctx, owner, repo, number)
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("read PR #%d: %w", number, err)
 	}
-	m, ok := ParseMarker(pr.GetBody())
-	if !ok || m.Kind != KindPR || !strings.HasPrefix(pr.GetHead().GetRef(), "agent/") {
-		return pr, 0, false, nil
-	}
-	return pr, m.Issue, true, nil
+	issue, ok := isAgentPR(pr, login)
+	return pr, issue, ok, nil
 }
 
 func (b *Base) replyText(ctx context.Context, client *github.Client, owner, repo string, number int, text string) error {
