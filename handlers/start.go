@@ -151,10 +151,11 @@ func (b *Base) start(ctx context.Context, client *github.Client, req startReques
 		label = LabelPlanning
 	}
 	b.setState(ctx, client, owner, name, req.Number, label)
-	err = b.reply(ctx, client, owner, name, req.Number, "github/ack", map[string]any{
-		"TaskID": taskID, "Mode": mode, "Branch": branch, "Budget": budget, "Excluded": excluded,
-		"Round": req.Round, "Attempt": attempt, "Harness": cfg.Harness, "HasPlan": req.Plan != "",
-		"Marker": Marker{Kind: KindAck, TaskID: taskID, Mode: mode, Issue: req.Issue, Branch: branch, Round: req.Round, Attempt: attempt}.String(),
+	err = b.reply(ctx, client, owner, name, req.Number, "github/ack", AckData{
+		TaskID: taskID, Mode: mode, Branch: branch, Budget: budget, Excluded: excluded.Commenters,
+		IssueAuthorExcluded: excluded.IssueAuthor, Issue: req.Issue,
+		Round: req.Round, Attempt: attempt, Harness: cfg.Harness, HasPlan: req.Plan != "",
+		Marker: Marker{Kind: KindAck, TaskID: taskID, Mode: mode, Issue: req.Issue, Branch: branch, Round: req.Round, Attempt: attempt}.String(),
 	})
 	if err != nil {
 		log.Warn().Err(err).Msg("post acknowledgement")
@@ -165,12 +166,15 @@ func (b *Base) start(ctx context.Context, client *github.Client, req startReques
 
 // taskText collects the issue's title and body and the comments of people
 // who can write to the repo. Text from anyone else never reaches the agent:
-// it is how a stranger would inject instructions. excluded names the
-// authors left out so the acknowledgement can say so.
-func (b *Base) taskText(ctx context.Context, client *github.Client, owner, repo string, number int) (dispatch.TaskText, []string, error) {
+// it is how a stranger would inject instructions. The title is text by the
+// issue's author like the body: an outsider's issue reaches the agent as
+// "Issue #N" only. excluded names whose text was left out so the
+// acknowledgement can say so.
+func (b *Base) taskText(ctx context.Context, client *github.Client, owner, repo string, number int) (dispatch.TaskText, excludedText, error) {
+	var excluded excludedText
 	issue, _, err := client.Issues.Get(ctx, owner, repo, number)
 	if err != nil {
-		return dispatch.TaskText{}, nil, fmt.Errorf("read %s/%s#%d: %w", owner, repo, number, err)
+		return dispatch.TaskText{}, excluded, fmt.Errorf("read %s/%s#%d: %w", owner, repo, number, err)
 	}
 	writers := map[string]bool{}
 	isWriter := func(login string) (bool, error) {
@@ -181,23 +185,19 @@ func (b *Base) taskText(ctx context.Context, client *github.Client, owner, repo 
 		writers[login] = ok
 		return ok, err
 	}
-	var excluded []string
-	exclude := func(login string) {
-		if !slices.Contains(excluded, login) {
-			excluded = append(excluded, login)
-		}
-	}
-	task := dispatch.TaskText{Title: issue.GetTitle(), URL: issue.GetHTMLURL()}
-	if ok, err := isWriter(issue.GetUser().GetLogin()); err != nil {
-		return task, nil, err
+	task := dispatch.TaskText{URL: issue.GetHTMLURL()}
+	author := issue.GetUser().GetLogin()
+	if ok, err := isWriter(author); err != nil {
+		return task, excluded, err
 	} else if ok {
-		task.Body = issue.GetBody()
+		task.Title, task.Body = issue.GetTitle(), issue.GetBody()
 	} else {
-		exclude(issue.GetUser().GetLogin())
+		task.Title = outsiderTitle(number)
+		excluded.IssueAuthor = author
 	}
 	comments, err := listComments(ctx, client, owner, repo, number)
 	if err != nil {
-		return task, nil, err
+		return task, excluded, err
 	}
 	for _, c := range comments {
 		login := c.GetUser().GetLogin()
@@ -206,10 +206,12 @@ func (b *Base) taskText(ctx context.Context, client *github.Client, owner, repo 
 		}
 		ok, err := isWriter(login)
 		if err != nil {
-			return task, nil, err
+			return task, excluded, err
 		}
 		if !ok {
-			exclude(login)
+			if login != excluded.IssueAuthor && !slices.Contains(excluded.Commenters, login) {
+				excluded.Commenters = append(excluded.Commenters, login)
+			}
 			continue
 		}
 		task.Comments = append(task.Comments, dispatch.Comment{Author: login, Body: c.GetBody()})
