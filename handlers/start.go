@@ -80,6 +80,12 @@ func (b *Base) start(ctx context.Context, client *github.Client, req startReques
 	}
 	taskID := dispatch.NewTaskID(full, req.Number, mode, req.Trigger)
 	ctx, log := withTask(ctx, taskID)
+	if acted, err := b.actedOn(ctx, client, owner, name, req.Number, taskID); err != nil {
+		return err
+	} else if acted {
+		log.Info().Msg("task already acted on (its marker is on GitHub): redelivered event, nothing to do")
+		return nil
+	}
 	lockKey := dispatch.LockKey(full, req.Number)
 	if holder, err := b.Backend.Lock(ctx, lockKey, taskID); err != nil {
 		if errors.Is(err, dispatch.ErrLocked) {
