@@ -39,7 +39,7 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 		b, err := nomad.New(nomad.Options{
 			Config: nc, Image: cfg.Image, Isolation: cfg.Isolation, Region: cfg.Nomad.Region, Namespace: cfg.Nomad.Namespace,
 			Datacenters: cfg.Nomad.Datacenters, NodePool: cfg.Nomad.NodePool, KillTimeout: cfg.Nomad.KillTimeout, Purge: cfg.Nomad.Purge,
-			Limits: nomad.Limits{MaxCPU: cfg.Limits.MaxCPU, MaxMemoryMB: cfg.Limits.MaxMemoryMB}, Env: passEnv(cfg.PassEnv), Logger: logger,
+			Limits: nomad.Limits{MaxCPU: cfg.Limits.MaxCPU, MaxMemoryMB: cfg.Limits.MaxMemoryMB}, PidsLimit: cfg.Limits.PidsLimit, Env: passEnv(cfg.PassEnv), Logger: logger,
 		})
 		if err != nil {
 			return nil, nop, err
@@ -56,6 +56,7 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 		b, err := docker.New(docker.Options{
 			Image: cfg.Image, Isolation: cfg.Isolation, DataDir: cfg.DataDir, CacheDir: filepath.Join(cfg.DataDir, "cache"),
 			ExtraHosts: []string{"host.docker.internal:host-gateway"}, Env: passEnv(cfg.PassEnv), Logger: logger,
+			MemoryMB: cfg.Limits.MaxMemoryMB, CPU: cfg.Limits.MaxCPU, PidsLimit: cfg.Limits.PidsLimit,
 		})
 		if err != nil {
 			return nil, nop, err

@@ -86,6 +86,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 	if s.CheckName == "" {
 		s.CheckName = "sandbox-agent"
 	}
+	s.Limits = s.Limits.WithDefaults()
 	b := &Base{
 		ClientCreator: cc,
 		Settings:      s,

@@ -105,7 +105,7 @@ func (b *Base) command(ctx context.Context, client *github.Client, cc commandCon
 	req := startRequest{
 		InstallationID: cc.installationID, Repo: cc.repo, Number: cc.number, IsPR: cc.isPR,
 		Trigger: strconv.FormatInt(cc.commentID, 10), DeliveryID: cc.deliveryID, Sender: cc.sender,
-		Flags: cmd.Flags, CommentID: cc.commentID,
+		Flags: cmd.Flags, CommentID: cc.commentID, Command: cmd.Name,
 	}
 	if cc.isPR {
 		return b.prCommand(ctx, client, cc, cmd, req)

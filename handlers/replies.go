@@ -105,6 +105,8 @@ type OverCeilingData struct {
 	Flag    string
 	Asked   string
 	Ceiling string
+	// Within is the flag value at the ceiling, for the example.
+	Within string
 	// Setting is the server configuration key that raises the ceiling.
 	Setting string
 }

@@ -168,3 +168,24 @@ func TestOutsiderTitleIsLeftOut(t *testing.T) {
 	}
 	golden(t, "ack_outsider.md", ack)
 }
+
+// With no server configuration the default ceilings hold: a one-off
+// budget over $10 is refused with the ceiling and the setting that raises
+// it, and nothing runs.
+func TestApproveOverDefaultCeilingIsRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, nil)
+	n, _ := h.planned("Expensive")
+	h.comment(n, writer, "/approve --budget 500")
+	c := h.waitComment(n, "ceiling refusal", func(c string) bool { return strings.Contains(c, "ceiling") })
+	for _, want := range []string{"$10.00", "limits.max_budget_usd", "$500.00"} {
+		if !strings.Contains(c, want) {
+			t.Errorf("the refusal must name %q:\n%s", want, c)
+		}
+	}
+	golden(t, "over_ceiling.md", c)
+	h.idle()
+	if got := len(h.backend.Specs()); got != 1 {
+		t.Fatalf("/approve --budget 500 started a run; runs: %d", got)
+	}
+}

@@ -39,6 +39,9 @@ type startRequest struct {
 	BaseBranch string
 	// CommentID is the command comment, which gets the 👀 reaction.
 	CommentID int64
+	// Command is the command that asked for the run ("" for labels,
+	// reviews and pushes), for replies.
+	Command string
 }
 
 func (r *startRequest) owner() string { return r.Repo.GetOwner().GetLogin() }
@@ -52,6 +55,10 @@ func (b *Base) start(ctx context.Context, client *github.Client, req startReques
 	owner, name, full := req.owner(), req.name(), req.Repo.GetFullName()
 	if req.Issue == 0 {
 		req.Issue = req.Number
+	}
+	if over, ok := b.flagOverCeiling(req.Command, req.Flags); ok {
+		logger.Info().Str("flag", over.Flag).Str("asked", over.Asked).Msg("refusing: flag over the server ceiling")
+		return b.reply(ctx, client, owner, name, req.Number, "github/over_ceiling", over)
 	}
 	base := req.BaseBranch
 	cfg, err := b.loadConfig(ctx, client, owner, name, base, req.Flags)

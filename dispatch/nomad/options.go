@@ -120,6 +120,9 @@ type Options struct {
 
 	Defaults Resources
 	Limits   Limits
+	// PidsLimit bounds the sandbox's processes, inner containers included
+	// (the docker driver's pids_limit); zero leaves the client's default.
+	PidsLimit int
 
 	// TaskUID and TaskGID own secrets/token inside the sandbox.
 	TaskUID, TaskGID int
