@@ -74,7 +74,7 @@ type Options struct {
 	// SandboxUID and SandboxGID are the image's sandbox user (default 1000).
 	SandboxUID, SandboxGID int
 	// MemoryMB and CPU (millicores) bound a sandbox whose work order asks
-	// for no resources; PidsLimit bounds every sandbox's processes, inner
+	// for no resources (CPU no more than the engine's host has); PidsLimit bounds every sandbox's processes, inner
 	// containers included. Zero leaves the engine's default (none).
 	MemoryMB, CPU, PidsLimit int
 	// Docker is the docker CLI (default "docker" on PATH).
@@ -143,6 +143,9 @@ func New(o Options) (*Backend, error) {
 				_ = os.Chown(p, o.SandboxUID, o.SandboxGID)
 			}
 		}
+	}
+	if o.CPU > 0 {
+		o.CPU = defaultCPU(o.CPU, engineCPUs(o.Docker))
 	}
 	b := &Backend{o: o, cli: cli{bin: o.Docker}, log: o.Logger.With().Str("backend", "docker").Logger()}
 	return b, nil

@@ -384,3 +384,14 @@ func TestRunArgsCeilings(t *testing.T) {
 		t.Errorf("no PidsLimit configured: args must not carry one:\n%s", got)
 	}
 }
+
+func TestDefaultCPUFitsTheHost(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ configured, host, want int }{
+		{4000, 2, 2000}, {4000, 8, 4000}, {4000, 0, 4000}, {1500, 2, 1500},
+	} {
+		if got := defaultCPU(c.configured, c.host); got != c.want {
+			t.Errorf("defaultCPU(%d, %d host CPUs) = %d, want %d", c.configured, c.host, got, c.want)
+		}
+	}
+}
