@@ -95,11 +95,13 @@ func (b *Base) command(ctx context.Context, client *github.Client, cc commandCon
 			what = "use `/" + cmd.Name + "`"
 		}
 		log.Info().Str("sender", cc.sender).Msg("refusing command: sender cannot write to the repository")
-		return b.reply(ctx, client, owner, name, cc.number, "github/refusal", map[string]any{"User": cc.sender, "Action": what})
+		return b.refuse(ctx, client, cc.repo, cc.number, cc.sender, what)
 	}
 	var cerr *CommandError
 	if errors.As(perr, &cerr) {
-		return b.reply(ctx, client, owner, name, cc.number, "github/command_error", map[string]any{"Error": cerr.Msg, "Commands": commandHelp()})
+		return b.reply(ctx, client, owner, name, cc.number, "github/command_error", CommandErrorData{
+			Error: cerr.Msg, Commands: commandsFor(cc.isPR), OnPR: cc.isPR, State: stateOf(cc.labels),
+		})
 	}
 	log.Info().Str("command", cmd.Name).Str("sender", cc.sender).Msg("command")
 	req := startRequest{
@@ -115,20 +117,27 @@ func (b *Base) command(ctx context.Context, client *github.Client, cc commandCon
 		return err
 	}
 	plan, hasPlan := lastMarked(marked, KindPlan, "")
+	reply := func(tmpl string, data any) error { return b.reply(ctx, client, owner, name, cc.number, tmpl, data) }
 	switch cmd.Name {
 	case "plan":
 		req.Mode, req.Round = dispatch.ModePlan, 1
 		return b.start(ctx, client, req)
-	case "approve":
-		if !hasPlan {
-			return b.replyText(ctx, client, owner, name, cc.number, "There is no plan to approve yet. Label the issue `"+b.TriggerLabel+"` or comment `/plan` to get one.")
+	case "approve", "revise":
+		// While a plan is being written there is nothing (new) to approve
+		// or revise yet; the busy reply would not say why.
+		if ack, writing := planInProgress(marked); writing {
+			return reply("github/plan_in_progress", PlanInProgressData{Command: cmd.Name, TaskID: ack.TaskID, Round: max(ack.Round, 1)})
 		}
-		req.Mode, req.Plan = dispatch.ModeExecute, extractPlan(plan.Comment.GetBody())
-		return b.start(ctx, client, req)
-	case "revise":
+		if cmd.Name == "approve" {
+			if !hasPlan {
+				return reply("github/no_plan", NoPlanData{TriggerLabel: b.TriggerLabel})
+			}
+			req.Mode, req.Plan = dispatch.ModeExecute, extractPlan(plan.Comment.GetBody())
+			return b.start(ctx, client, req)
+		}
 		round := plan.Marker.Round + 1
 		if round > b.MaxPlanRounds {
-			return b.replyText(ctx, client, owner, name, cc.number, fmt.Sprintf("This plan has had %d rounds, the most allowed. `/approve` it, or start over with `/plan`.", b.MaxPlanRounds))
+			return reply("github/max_rounds", MaxRoundsData{MaxRounds: b.MaxPlanRounds})
 		}
 		req.Mode, req.Round, req.Feedback = dispatch.ModePlan, round, cmd.Text
 		if hasPlan {
@@ -140,7 +149,7 @@ func (b *Base) command(ctx context.Context, client *github.Client, cc commandCon
 	case "retry", "continue":
 		last, ok := lastOutcome(marked)
 		if !ok {
-			return b.replyText(ctx, client, owner, name, cc.number, "There is no earlier run to "+cmd.Name+" on this issue.")
+			return reply("github/no_earlier_run", NoEarlierRunData{Command: cmd.Name})
 		}
 		req.Mode, req.Round = last.Mode, last.Round
 		if hasPlan {
@@ -150,15 +159,14 @@ func (b *Base) command(ctx context.Context, client *github.Client, cc commandCon
 		// run does the same, any other /retry starts the step afresh.
 		if cmd.Name == "continue" || last.Mode == dispatch.ModeContinue {
 			if last.Branch == "" || !last.Mode.WritesCode() {
-				return b.replyText(ctx, client, owner, name, cc.number, "The last run pushed no branch to continue; use `/retry`.")
+				return reply("github/nothing_to_continue", NothingToContinueData{Mode: last.Mode})
 			}
 			req.Mode, req.Branch = dispatch.ModeContinue, last.Branch
 		}
 		return b.start(ctx, client, req)
-	case "rebase":
-		return b.replyText(ctx, client, owner, name, cc.number, "`/rebase` works on the agent's pull request, not on the issue.")
+	default: // /rebase: a PR command
+		return reply("github/wrong_place", WrongPlaceData{Command: cmd.Name, Commands: commandsFor(false)})
 	}
-	return nil
 }
 
 // lastOutcome is the marker of the newest run that ended (or was started)
@@ -181,7 +189,7 @@ func (b *Base) prCommand(ctx context.Context, client *github.Client, cc commandC
 		return err
 	}
 	if !ok {
-		return b.replyText(ctx, client, owner, name, cc.number, "This pull request was not opened by the agent, so its commands do not apply here.")
+		return b.reply(ctx, client, owner, name, cc.number, "github/wrong_place", WrongPlaceData{Command: cmd.Name, OnPR: true, NotAgentPR: true})
 	}
 	req.Issue, req.Branch, req.BaseBranch = issue, pr.GetHead().GetRef(), pr.GetBase().GetRef()
 	switch cmd.Name {
@@ -210,7 +218,7 @@ func (b *Base) prCommand(ctx context.Context, client *github.Client, cc commandC
 		}
 		return b.start(ctx, client, req)
 	default:
-		return b.replyText(ctx, client, owner, name, cc.number, fmt.Sprintf("`/%s` works on the issue, not on the pull request. On a pull request: `/revise <feedback>`, `/rebase`, `/abort`, `/retry`, `/continue`.", cmd.Name))
+		return b.reply(ctx, client, owner, name, cc.number, "github/wrong_place", WrongPlaceData{Command: cmd.Name, OnPR: true, Commands: commandsFor(true)})
 	}
 }
 
@@ -266,12 +274,4 @@ func (b *Base) replyText(ctx context.Context, client *github.Client, owner, repo
 		return fmt.Errorf("comment on %s/%s#%d: %w", owner, repo, number, err)
 	}
 	return nil
-}
-
-func commandHelp() []string {
-	var out []string
-	for _, n := range CommandNames() {
-		out = append(out, fmt.Sprintf("`/%s` — %s", n, commands[n].help))
-	}
-	return out
 }

@@ -81,7 +81,7 @@ func (b *Base) rebase(ctx context.Context, client *github.Client, installationID
 	if err == nil || isAccepted(err) {
 		log.Info().Msg("PR branch updated through the API")
 		if explicit {
-			return b.replyText(ctx, client, owner, name, pr.GetNumber(), "Updated this branch with `"+pr.GetBase().GetRef()+"` (no conflicts, no sandbox needed).")
+			return b.reply(ctx, client, owner, name, pr.GetNumber(), "github/branch_updated", BranchUpdatedData{Base: pr.GetBase().GetRef()})
 		}
 		return nil
 	}

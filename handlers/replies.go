@@ -50,9 +50,10 @@ type CommandErrorData struct {
 	Error string
 	// Commands are the commands that apply where the comment was typed.
 	Commands []string
-	// Next is what makes sense in the state now ("" when nothing
-	// in particular).
-	Next string
+	OnPR     bool
+	// State is the state label (agent:planning, ...), "" for none,
+	// so the reply can say what makes sense now.
+	State string
 }
 
 // NoPlanData is github/no_plan: /approve with no plan and none being written.

@@ -97,7 +97,7 @@ func (b *Base) start(ctx context.Context, client *github.Client, req startReques
 	if holder, err := b.Backend.Lock(ctx, lockKey, taskID); err != nil {
 		if errors.Is(err, dispatch.ErrLocked) {
 			log.Info().Str("holder", holder).Msg("issue busy; not starting a second run")
-			return b.reply(ctx, client, owner, name, req.Number, "github/busy", map[string]any{"Holder": holder, "Mode": mode})
+			return b.replyBusy(ctx, client, req, holder, mode)
 		}
 		return fmt.Errorf("lock %s: %w", lockKey, err)
 	}

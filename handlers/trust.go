@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	lru "github.com/hashicorp/golang-lru"
+	"github.com/rs/zerolog"
 )
 
 // What the bot trusts, and for how long it remembers it.
@@ -111,4 +112,14 @@ func (b *Base) refuseOnce(fullRepo string, number int, login string) bool {
 	}
 	b.trust.refusals.Add(key, now)
 	return true
+}
+
+// refuse tells login, at most once per issue per hour, that only writers
+// can do what they tried; nothing runs either way.
+func (b *Base) refuse(ctx context.Context, client *github.Client, repo *github.Repository, number int, login, action string) error {
+	if !b.refuseOnce(repo.GetFullName(), number, login) {
+		zerolog.Ctx(ctx).Info().Str("sender", login).Msg("refused within the hour already; not replying again")
+		return nil
+	}
+	return b.reply(ctx, client, repo.GetOwner().GetLogin(), repo.GetName(), number, "github/refusal", RefusalData{User: login, Action: action})
 }
