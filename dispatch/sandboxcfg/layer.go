@@ -27,8 +27,8 @@ type Limits struct {
 	MaxMemoryMB      int      `yaml:"max_memory_mb,omitempty" json:"max_memory_mb,omitempty"`
 	// PidsLimit is the number of processes one sandbox may have, its inner
 	// containers included (docker --pids-limit, Nomad pids_limit).
-	PidsLimit int `yaml:"pids_limit,omitempty" json:"pids_limit,omitempty"`
-	AllowSupabase    *bool    `yaml:"allow_supabase,omitempty" json:"allow_supabase,omitempty"`
+	PidsLimit     int   `yaml:"pids_limit,omitempty" json:"pids_limit,omitempty"`
+	AllowSupabase *bool `yaml:"allow_supabase,omitempty" json:"allow_supabase,omitempty"`
 }
 
 // Flags are one-off settings from a command comment or the CLI
