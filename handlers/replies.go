@@ -24,6 +24,15 @@ type AckData struct {
 	Marker   string
 }
 
+// ConfigErrorData is github/config_error: the resolved configuration
+// cannot be used.
+type ConfigErrorData struct {
+	// Source is where it was read (repository or org default).
+	Source string
+	Error  string
+	File   string
+}
+
 // RefusalData is github/refusal: someone without write access tried to
 // drive the bot.
 type RefusalData struct {

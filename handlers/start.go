@@ -65,8 +65,8 @@ func (b *Base) start(ctx context.Context, client *github.Client, req startReques
 	var cfgErr *ConfigError
 	if errors.As(err, &cfgErr) {
 		logger.Info().Err(err).Msg("refusing to dispatch: invalid configuration")
-		return b.reply(ctx, client, owner, name, req.Number, "github/config_error", map[string]any{
-			"Source": cfgErr.Source, "Error": cfgErr.Error(), "File": sandboxcfg.FileName,
+		return b.reply(ctx, client, owner, name, req.Number, "github/config_error", ConfigErrorData{
+			Source: cfgErr.Source, Error: cfgErr.Error(), File: sandboxcfg.FileName,
 		})
 	}
 	if err != nil {
