@@ -87,6 +87,7 @@ func TestRepliesFitTheIssueState(t *testing.T) {
 	n := h.gh.AddIssue(testRepo, writer, "Busy", "")
 	h.label(n, writer, "d-busy-state")
 	plan := h.waitSubmitted(1)[0]
+	h.waitComment(n, "ack", func(c string) bool { return strings.Contains(c, plan.Order.TaskID) })
 	h.comment(n, writer, "/plan")
 	busy := h.waitComment(n, "busy reply", func(c string) bool { return strings.Contains(c, "still running here") })
 	if !strings.Contains(busy, "(a plan run)") || !strings.Contains(busy, "Wait for the plan to be posted") || !strings.Contains(busy, "`/plan`") {
