@@ -22,9 +22,7 @@ func TestApproveInsideBlocksDoesNothing(t *testing.T) {
 		h.comment(n, writer, body)
 	}
 	h.idle()
-	if got := len(h.backend.Specs()); got != 1 {
-		t.Fatalf("a hidden, quoted or code /approve started a run; runs: %d", got)
-	}
+	h.wantRuns(1, "/approve in code, comments, quotes and details")
 	if got := h.botComments(n)[before:]; len(got) != 0 {
 		t.Errorf("the bot replied to non-commands: %q", got)
 	}
@@ -46,9 +44,7 @@ func TestApproveWhilePlanningSaysThePlanIsComing(t *testing.T) {
 	}
 	golden(t, "plan_in_progress.md", c)
 	h.idle()
-	if got := len(h.backend.Specs()); got != 1 {
-		t.Fatalf("/approve while planning started a run; runs: %d", got)
-	}
+	h.wantRuns(1, "/approve while planning")
 }
 
 // A non-writer repeating commands gets one refusal per issue per hour, and
@@ -61,21 +57,13 @@ func TestRepeatedOutsiderCommandsGetOneRefusal(t *testing.T) {
 		h.comment(n, reader, body)
 		h.idle()
 	}
-	refusals := 0
-	for _, c := range h.botComments(n) {
-		if strings.Contains(c, "Only people with write access") {
-			refusals++
-		}
-	}
-	if refusals != 1 {
+	if refusals := h.countBotComments(n, "Only people with write access"); refusals != 1 {
 		t.Errorf("three commands by a non-writer got %d refusals, want 1", refusals)
 	}
 	if got := h.gh.CountRequests("GET /repos/" + testRepo + "/collaborators/" + reader + "/permission"); got != 1 {
 		t.Errorf("permission of %s looked up %d times within a minute, want 1", reader, got)
 	}
-	if got := len(h.backend.Specs()); got != 0 {
-		t.Fatalf("a non-writer's commands started %d runs", got)
-	}
+	h.wantRuns(0, "a non-writer's commands")
 }
 
 // The replies fit the state: a busy reply names what runs, a typo on an

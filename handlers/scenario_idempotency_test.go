@@ -40,9 +40,7 @@ func TestRedeliveryAfterRestartAndCleanupStartsNothing(t *testing.T) {
 		t.Fatalf("redelivery answered %d", code)
 	}
 	h.idle()
-	if got := len(h.backend.Specs()); got != 1 {
-		t.Fatalf("a redelivered label after restart and cleanup started %d runs, want 1", got)
-	}
+	h.wantRuns(1, "a redelivered label after restart and cleanup")
 	if got := len(h.gh.Issue(testRepo, n).Comments); got != comments {
 		t.Errorf("the redelivery added %d comments", got-comments)
 	}

@@ -27,6 +27,26 @@ func (h *harness) idle() {
 	}
 }
 
+// wantRuns fails the test unless exactly n runs were ever submitted; call
+// it once the bot is idle.
+func (h *harness) wantRuns(n int, what string) {
+	h.t.Helper()
+	if got := len(h.backend.Specs()); got != n {
+		h.t.Fatalf("%s: %d runs submitted, want %d", what, got, n)
+	}
+}
+
+// countBotComments counts the bot's comments on #n that contain s.
+func (h *harness) countBotComments(n int, s string) int {
+	count := 0
+	for _, c := range h.botComments(n) {
+		if strings.Contains(c, s) {
+			count++
+		}
+	}
+	return count
+}
+
 // pushMain delivers a push to main and waits until it was handled.
 func (h *harness) pushMain(delivery string) {
 	h.t.Helper()
@@ -72,9 +92,7 @@ func TestForgedForkPRGetsNoRebase(t *testing.T) {
 	h.gh.SetUpdateBranchFails(testRepo, fork, true)
 
 	h.pushMain("d-push-fork")
-	if got := len(h.backend.Specs()); got != 0 {
-		t.Fatalf("a forged fork PR got %d sandbox runs", got)
-	}
+	h.wantRuns(0, "a push with a forged fork PR open")
 	if got := h.writesTo(fork); got != 0 {
 		t.Errorf("the bot wrote %d times on the forged fork PR", got)
 	}
@@ -118,9 +136,7 @@ func TestForeignBotPlanMarkerIsNotApproved(t *testing.T) {
 	c := h.waitComment(n, "no-plan reply", func(c string) bool { return strings.Contains(c, "no plan to approve") })
 	golden(t, "no_plan.md", c)
 	h.idle()
-	if got := len(h.backend.Specs()); got != 0 {
-		t.Fatalf("another App's plan marker was executed: %d runs", got)
-	}
+	h.wantRuns(0, "/approve with only another App's plan marker")
 }
 
 // Another App's failure marker naming main is not the last run: /continue
@@ -185,7 +201,5 @@ func TestApproveOverDefaultCeilingIsRefused(t *testing.T) {
 	}
 	golden(t, "over_ceiling.md", c)
 	h.idle()
-	if got := len(h.backend.Specs()); got != 1 {
-		t.Fatalf("/approve --budget 500 started a run; runs: %d", got)
-	}
+	h.wantRuns(1, "/approve --budget 500 over the default ceiling")
 }
