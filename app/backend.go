@@ -43,7 +43,7 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 		b, err := nomad.New(nomad.Options{
 			Config: nc, Image: cfg.Image, Isolation: cfg.Isolation, Region: cfg.Nomad.Region, Namespace: cfg.Nomad.Namespace,
 			Datacenters: cfg.Nomad.Datacenters, NodePool: cfg.Nomad.NodePool, KillTimeout: cfg.Nomad.KillTimeout, Purge: cfg.Nomad.Purge,
-			Limits: nomad.Limits{MaxCPU: cfg.Limits.MaxCPU, MaxMemoryMB: cfg.Limits.MaxMemoryMB}, Env: passEnv(projectEnv), Gateway: gw, Logger: logger,
+			Limits: nomad.Limits{MaxCPU: cfg.Limits.MaxCPU, MaxMemoryMB: cfg.Limits.MaxMemoryMB}, PidsLimit: cfg.Limits.PidsLimit, Env: passEnv(projectEnv), Gateway: gw, Logger: logger,
 			DenyNets: nomadDenyNets(ctx, cfg, logger),
 		})
 		if err != nil {
@@ -62,6 +62,7 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 			Image: cfg.Image, Isolation: cfg.Isolation, DataDir: cfg.DataDir, CacheDir: filepath.Join(cfg.DataDir, "cache"),
 			ExtraHosts: []string{"host.docker.internal:host-gateway"}, Env: passEnv(projectEnv), Gateway: gw, Logger: logger,
 			CacheScope: cfg.CacheScope, DenyNets: cfg.denyNets(), BotListen: []string{cfg.Listen},
+			MemoryMB: cfg.Limits.MaxMemoryMB, CPU: cfg.Limits.MaxCPU, PidsLimit: cfg.Limits.PidsLimit,
 		})
 		if err != nil {
 			return nil, nop, err

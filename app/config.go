@@ -332,6 +332,7 @@ func (c *Config) applyDefaults() {
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
 	}
+	c.Limits = c.Limits.WithDefaults()
 }
 
 // validate returns the first problem as one line naming the setting.

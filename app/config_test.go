@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/app"
+	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
@@ -303,7 +304,7 @@ func TestLoadConfigFileWithEnvOverrides(t *testing.T) {
 			MaxBudgetUSD: 10, MaxTimeoutMinutes: 120,
 			AllowedHarnesses: []string{"opencode"}, AllowedImages: []string{"postgres:*"},
 			AllowedModels: []string{"anthropic/*"}, AllowedOverrides: []string{"env", "validate"},
-			MaxCPU: 4000, MaxMemoryMB: 8192, AllowSupabase: &no,
+			MaxCPU: 4000, MaxMemoryMB: 8192, PidsLimit: sandboxcfg.CeilingPids, AllowSupabase: &no,
 		}},
 	}
 	for _, ch := range checks {
@@ -446,5 +447,20 @@ func TestLoadConfigValidationNamesTheVariable(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// With no server configuration the ceilings still hold: $10 and 120
+// minutes per run, 8 GiB, 4 CPUs and 4096 processes per sandbox.
+func TestDefaultCeilingsWithoutConfiguration(t *testing.T) {
+	t.Parallel()
+	vars := map[string]string{"GITHUB_APP_INTEGRATION_ID": "1", "GITHUB_APP_WEBHOOK_SECRET": "s", "GITHUB_APP_PRIVATE_KEY": githubtest.AppKey()}
+	c, err := app.LoadConfig(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sandboxcfg.Limits{MaxBudgetUSD: 10, MaxTimeoutMinutes: 120, MaxMemoryMB: 8192, MaxCPU: 4000, PidsLimit: 4096}
+	if !reflect.DeepEqual(c.Limits, want) {
+		t.Errorf("default limits = %+v, want %+v", c.Limits, want)
 	}
 }

@@ -270,6 +270,12 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 
 // Start reconciles runs left from a previous life of the bot.
 func (s *Server) Start(ctx context.Context) error {
+	// Handlers read the identity again when this fails (GitHub down).
+	if login, err := s.base.LoadIdentity(ctx); err != nil {
+		s.logger.Error().Err(err).Msg("read the App's bot account; markers and agent PRs are checked once it is known")
+	} else {
+		s.logger.Info().Str("bot", login).Msg("the App's bot account")
+	}
 	return s.base.Runs.Reconcile(ctx)
 }
 

@@ -60,6 +60,7 @@ type Base struct {
 	Loader    *appconfig.Loader
 	Runs      *Runs
 	Now       func() time.Time
+	trust     *trustState
 }
 
 // NewBase wires a Base and its Runs.
@@ -85,6 +86,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 	if s.CheckName == "" {
 		s.CheckName = "sandbox-agent"
 	}
+	s.Limits = s.Limits.WithDefaults()
 	b := &Base{
 		ClientCreator: cc,
 		Settings:      s,
@@ -92,6 +94,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 		Templates:     tmpl,
 		Loader:        appconfig.NewLoader([]string{sandboxcfg.FileName}, appconfig.WithOwnerDefault(".github", []string{sandboxcfg.FileName})),
 		Now:           time.Now,
+		trust:         newTrustState(),
 	}
 	b.Runs = newRuns(b)
 	return b
@@ -140,9 +143,9 @@ func (b *Base) isIgnoredSender(u *github.User) bool {
 	return false
 }
 
-// canWrite reports whether login may drive the bot on repo: write, maintain
-// or admin permission, or a place on the operator's allowlist.
-func (b *Base) canWrite(ctx context.Context, client *github.Client, owner, repo, login string) (bool, error) {
+// fetchCanWrite reports whether login may drive the bot on repo: write,
+// maintain or admin permission, or a place on the operator's allowlist.
+func (b *Base) fetchCanWrite(ctx context.Context, client *github.Client, owner, repo, login string) (bool, error) {
 	if slices.Contains(b.AllowUsers, login) {
 		return true, nil
 	}

@@ -18,11 +18,12 @@ import (
 //	flag     = "--" key ( "=" value | " " value )
 //	name     = approve | revise | abort | retry | continue | rebase | plan
 //
-// A command must start a line (leading spaces allowed). Lines inside fenced
-// code blocks (``` or ~~~) and quoted lines (">") are never commands, so
-// quoting someone's "/approve" does not approve anything. Flags come right
-// after the name; the rest of the line and every following line is the
-// command's text (the feedback of /revise).
+// A command must start a line (up to three leading spaces). Lines the
+// rendered comment shows as code, hides, quotes or folds away are never
+// commands (see commandable), so quoting someone's "/approve" does not
+// approve anything. Flags come right after the name; the rest of the line
+// and every following line is the command's text (the feedback of
+// /revise).
 
 // Command is a parsed comment command.
 type Command struct {
@@ -42,16 +43,19 @@ type commandSpec struct {
 	help     string
 	flags    []string // allowed flag keys
 	needText bool
+	// onPR: the command works on the agent's pull request (else on the
+	// issue); onBoth: on either.
+	onPR, onBoth bool
 }
 
 // commands is the grammar's vocabulary; it never changes at run time.
 var commands = map[string]commandSpec{
 	"approve":  {help: "start the implementation of the posted plan", flags: []string{"budget", "model", "timeout", "harness"}},
-	"revise":   {help: "re-plan (on an issue) or change the PR (on a PR) with your feedback", flags: []string{"budget", "model", "timeout"}, needText: true},
-	"abort":    {help: "stop the active run; work pushed so far stays on its branch"},
-	"retry":    {help: "run the last failed step again", flags: []string{"budget", "timeout", "model"}},
-	"continue": {help: "resume an interrupted run on its branch", flags: []string{"budget", "timeout"}},
-	"rebase":   {help: "bring the PR branch up to date with its base"},
+	"revise":   {help: "re-plan (on an issue) or change the PR (on a PR) with your feedback", flags: []string{"budget", "model", "timeout"}, needText: true, onBoth: true},
+	"abort":    {help: "stop the active run; work pushed so far stays on its branch", onBoth: true},
+	"retry":    {help: "run the last failed step again", flags: []string{"budget", "timeout", "model"}, onBoth: true},
+	"continue": {help: "resume an interrupted run on its branch", flags: []string{"budget", "timeout"}, onBoth: true},
+	"rebase":   {help: "bring the PR branch up to date with its base", onPR: true},
 	"plan":     {help: "write a (new) plan for this issue", flags: []string{"budget", "model", "harness"}},
 }
 
@@ -70,20 +74,10 @@ func CommandNames() []string {
 // line is almost a command (a typo, a bad flag) so the bot can help.
 func ParseCommand(body string) (*Command, error) {
 	lines := strings.Split(strings.ReplaceAll(body, "\r\n", "\n"), "\n")
-	fence := ""
+	ok := commandable(lines)
 	for i, raw := range lines {
 		line := strings.TrimSpace(raw)
-		if fence != "" {
-			if strings.HasPrefix(line, fence) {
-				fence = ""
-			}
-			continue
-		}
-		if strings.HasPrefix(line, "```") || strings.HasPrefix(line, "~~~") {
-			fence = line[:3]
-			continue
-		}
-		if !strings.HasPrefix(line, "/") || strings.HasPrefix(line, ">") {
+		if !ok[i] || !strings.HasPrefix(line, "/") {
 			continue
 		}
 		name, rest, _ := strings.Cut(line[1:], " ")

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
@@ -96,41 +95,49 @@ func (b *Base) command(ctx context.Context, client *github.Client, cc commandCon
 			what = "use `/" + cmd.Name + "`"
 		}
 		log.Info().Str("sender", cc.sender).Msg("refusing command: sender cannot write to the repository")
-		return b.reply(ctx, client, owner, name, cc.number, "github/refusal", map[string]any{"User": cc.sender, "Action": what})
+		return b.refuse(ctx, client, cc.repo, cc.number, cc.sender, what)
 	}
 	var cerr *CommandError
 	if errors.As(perr, &cerr) {
-		return b.reply(ctx, client, owner, name, cc.number, "github/command_error", map[string]any{"Error": cerr.Msg, "Commands": commandHelp()})
+		return b.reply(ctx, client, owner, name, cc.number, "github/command_error", CommandErrorData{
+			Error: cerr.Msg, Commands: commandsFor(cc.isPR), OnPR: cc.isPR, State: stateOf(cc.labels),
+		})
 	}
 	log.Info().Str("command", cmd.Name).Str("sender", cc.sender).Msg("command")
 	req := startRequest{
 		InstallationID: cc.installationID, Repo: cc.repo, Number: cc.number, IsPR: cc.isPR,
 		Trigger: strconv.FormatInt(cc.commentID, 10), DeliveryID: cc.deliveryID, Sender: cc.sender,
-		Flags: cmd.Flags, CommentID: cc.commentID,
+		Flags: cmd.Flags, CommentID: cc.commentID, Command: cmd.Name,
 	}
 	if cc.isPR {
 		return b.prCommand(ctx, client, cc, cmd, req)
 	}
-	comments, err := listComments(ctx, client, owner, name, cc.number)
+	marked, err := b.botMarked(ctx, client, owner, name, cc.number)
 	if err != nil {
 		return err
 	}
-	marked := markedComments(comments)
 	plan, hasPlan := lastMarked(marked, KindPlan, "")
+	reply := func(tmpl string, data any) error { return b.reply(ctx, client, owner, name, cc.number, tmpl, data) }
 	switch cmd.Name {
 	case "plan":
 		req.Mode, req.Round = dispatch.ModePlan, 1
 		return b.start(ctx, client, req)
-	case "approve":
-		if !hasPlan {
-			return b.replyText(ctx, client, owner, name, cc.number, "There is no plan to approve yet. Label the issue `"+b.TriggerLabel+"` or comment `/plan` to get one.")
+	case "approve", "revise":
+		// While a plan is being written there is nothing (new) to approve
+		// or revise yet; the busy reply would not say why.
+		if ack, writing := planInProgress(marked); writing {
+			return reply("github/plan_in_progress", PlanInProgressData{Command: cmd.Name, TaskID: ack.TaskID, Round: max(ack.Round, 1)})
 		}
-		req.Mode, req.Plan = dispatch.ModeExecute, extractPlan(plan.Comment.GetBody())
-		return b.start(ctx, client, req)
-	case "revise":
+		if cmd.Name == "approve" {
+			if !hasPlan {
+				return reply("github/no_plan", NoPlanData{TriggerLabel: b.TriggerLabel})
+			}
+			req.Mode, req.Plan = dispatch.ModeExecute, extractPlan(plan.Comment.GetBody())
+			return b.start(ctx, client, req)
+		}
 		round := plan.Marker.Round + 1
 		if round > b.MaxPlanRounds {
-			return b.replyText(ctx, client, owner, name, cc.number, fmt.Sprintf("This plan has had %d rounds, the most allowed. `/approve` it, or start over with `/plan`.", b.MaxPlanRounds))
+			return reply("github/max_rounds", MaxRoundsData{MaxRounds: b.MaxPlanRounds})
 		}
 		req.Mode, req.Round, req.Feedback = dispatch.ModePlan, round, cmd.Text
 		if hasPlan {
@@ -142,7 +149,7 @@ func (b *Base) command(ctx context.Context, client *github.Client, cc commandCon
 	case "retry", "continue":
 		last, ok := lastOutcome(marked)
 		if !ok {
-			return b.replyText(ctx, client, owner, name, cc.number, "There is no earlier run to "+cmd.Name+" on this issue.")
+			return reply("github/no_earlier_run", NoEarlierRunData{Command: cmd.Name})
 		}
 		req.Mode, req.Round = last.Mode, last.Round
 		if hasPlan {
@@ -152,15 +159,14 @@ func (b *Base) command(ctx context.Context, client *github.Client, cc commandCon
 		// run does the same, any other /retry starts the step afresh.
 		if cmd.Name == "continue" || last.Mode == dispatch.ModeContinue {
 			if last.Branch == "" || !last.Mode.WritesCode() {
-				return b.replyText(ctx, client, owner, name, cc.number, "The last run pushed no branch to continue; use `/retry`.")
+				return reply("github/nothing_to_continue", NothingToContinueData{Mode: last.Mode})
 			}
 			req.Mode, req.Branch = dispatch.ModeContinue, last.Branch
 		}
 		return b.start(ctx, client, req)
-	case "rebase":
-		return b.replyText(ctx, client, owner, name, cc.number, "`/rebase` works on the agent's pull request, not on the issue.")
+	default: // /rebase: a PR command
+		return reply("github/wrong_place", WrongPlaceData{Command: cmd.Name, Commands: commandsFor(false)})
 	}
-	return nil
 }
 
 // lastOutcome is the marker of the newest run that ended (or was started)
@@ -178,12 +184,12 @@ func lastOutcome(marked []markedComment) (Marker, bool) {
 // prCommand runs a command typed on a pull request.
 func (b *Base) prCommand(ctx context.Context, client *github.Client, cc commandContext, cmd *Command, req startRequest) error {
 	owner, name := cc.owner(), cc.name()
-	pr, issue, ok, err := agentPR(ctx, client, owner, name, cc.number)
+	pr, issue, ok, err := b.agentPR(ctx, client, owner, name, cc.number)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return b.replyText(ctx, client, owner, name, cc.number, "This pull request was not opened by the agent, so its commands do not apply here.")
+		return b.reply(ctx, client, owner, name, cc.number, "github/wrong_place", WrongPlaceData{Command: cmd.Name, OnPR: true, NotAgentPR: true})
 	}
 	req.Issue, req.Branch, req.BaseBranch = issue, pr.GetHead().GetRef(), pr.GetBase().GetRef()
 	switch cmd.Name {
@@ -198,11 +204,11 @@ func (b *Base) prCommand(ctx context.Context, client *github.Client, cc commandC
 	case "abort":
 		return b.abort(ctx, client, cc)
 	case "retry", "continue":
-		comments, err := listComments(ctx, client, owner, name, cc.number)
+		marked, err := b.botMarked(ctx, client, owner, name, cc.number)
 		if err != nil {
 			return err
 		}
-		last, ok := lastOutcome(markedComments(comments))
+		last, ok := lastOutcome(marked)
 		if !ok {
 			last.Mode = dispatch.ModeRevise
 		}
@@ -212,7 +218,7 @@ func (b *Base) prCommand(ctx context.Context, client *github.Client, cc commandC
 		}
 		return b.start(ctx, client, req)
 	default:
-		return b.replyText(ctx, client, owner, name, cc.number, fmt.Sprintf("`/%s` works on the issue, not on the pull request. On a pull request: `/revise <feedback>`, `/rebase`, `/abort`, `/retry`, `/continue`.", cmd.Name))
+		return b.reply(ctx, client, owner, name, cc.number, "github/wrong_place", WrongPlaceData{Command: cmd.Name, OnPR: true, Commands: commandsFor(true)})
 	}
 }
 
@@ -244,18 +250,19 @@ func (b *Base) abort(ctx context.Context, client *github.Client, cc commandConte
 		Marker{Kind: KindAbortRequested, TaskID: holder}, holder, cc.sender))
 }
 
-// agentPR reads a PR and tells whether the agent opened it (its body carries
-// the marker), and for which issue.
-func agentPR(ctx context.Context, client *github.Client, owner, repo string, number int) (*github.PullRequest, int, bool, error) {
+// agentPR reads a PR and tells whether this App opened it (isAgentPR), and
+// for which issue.
+func (b *Base) agentPR(ctx context.Context, client *github.Client, owner, repo string, number int) (*github.PullRequest, int, bool, error) {
+	login, err := b.LoadIdentity(ctx)
+	if err != nil {
+		return nil, 0, false, err
+	}
 	pr, _, err := client.PullRequests.Get(ctx, owner, repo, number)
 	if err != nil {
 		return nil, 0, false, fmt.Errorf("read PR #%d: %w", number, err)
 	}
-	m, ok := ParseMarker(pr.GetBody())
-	if !ok || m.Kind != KindPR || !strings.HasPrefix(pr.GetHead().GetRef(), "agent/") {
-		return pr, 0, false, nil
-	}
-	return pr, m.Issue, true, nil
+	issue, ok := isAgentPR(pr, login)
+	return pr, issue, ok, nil
 }
 
 func (b *Base) replyText(ctx context.Context, client *github.Client, owner, repo string, number int, text string) error {
@@ -263,12 +270,4 @@ func (b *Base) replyText(ctx context.Context, client *github.Client, owner, repo
 		return fmt.Errorf("comment on %s/%s#%d: %w", owner, repo, number, err)
 	}
 	return nil
-}
-
-func commandHelp() []string {
-	var out []string
-	for _, n := range CommandNames() {
-		out = append(out, fmt.Sprintf("`/%s` — %s", n, commands[n].help))
-	}
-	return out
 }

@@ -51,7 +51,7 @@ func (h *Issues) Handle(ctx context.Context, eventType, deliveryID string, paylo
 	}
 	if !ok {
 		log.Info().Str("sender", sender).Msg("refusing: sender cannot write to the repository")
-		return h.reply(ctx, client, owner, name, issue.GetNumber(), "github/refusal", map[string]any{"User": sender, "Action": "label this issue `" + h.TriggerLabel + "`"})
+		return h.refuse(ctx, client, repo, issue.GetNumber(), sender, "label this issue `"+h.TriggerLabel+"`")
 	}
 	return h.start(ctx, client, startRequest{
 		InstallationID: githubapp.GetInstallationIDFromEvent(&event), Repo: repo, Number: issue.GetNumber(),

@@ -100,11 +100,14 @@ func listComments(ctx context.Context, client *github.Client, owner, repo string
 	}
 }
 
-// markedComments filters comments to the bot's marked ones.
-func markedComments(comments []*github.IssueComment) []markedComment {
+// markedComments filters comments to the marked ones this App's bot
+// account wrote. A marker anyone else wrote (a person, another App, a
+// quoted copy of the bot's own) is text, never state: otherwise another
+// App's comment could supply the plan a writer's /approve executes.
+func markedComments(comments []*github.IssueComment, botLogin string) []markedComment {
 	var out []markedComment
 	for _, c := range comments {
-		if !isBotLogin(c.GetUser()) {
+		if !isOwnBot(c.GetUser(), botLogin) {
 			continue
 		}
 		if m, ok := ParseMarker(c.GetBody()); ok {
@@ -112,6 +115,46 @@ func markedComments(comments []*github.IssueComment) []markedComment {
 		}
 	}
 	return out
+}
+
+// botMarked lists an issue's or PR's comments and returns the marked ones
+// this App wrote.
+func (b *Base) botMarked(ctx context.Context, client *github.Client, owner, repo string, number int) ([]markedComment, error) {
+	login, err := b.LoadIdentity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	comments, err := listComments(ctx, client, owner, repo, number)
+	if err != nil {
+		return nil, err
+	}
+	return markedComments(comments, login), nil
+}
+
+// isAgentPR tells whether pr is one this App opened for an issue: its
+// author is the App's bot account, its head branch is an agent/ branch in
+// the base repository itself (never a fork, whose owner controls the
+// branch), and its body carries the App's PR marker. It returns the issue.
+func isAgentPR(pr *github.PullRequest, botLogin string) (int, bool) {
+	if !isOwnBot(pr.GetUser(), botLogin) || !strings.HasPrefix(pr.GetHead().GetRef(), "agent/") {
+		return 0, false
+	}
+	head, base := pr.GetHead().GetRepo(), pr.GetBase().GetRepo()
+	if head == nil || base == nil || head.GetFork() {
+		return 0, false
+	}
+	if head.GetID() != 0 && base.GetID() != 0 {
+		if head.GetID() != base.GetID() {
+			return 0, false
+		}
+	} else if head.GetFullName() == "" || !strings.EqualFold(head.GetFullName(), base.GetFullName()) {
+		return 0, false
+	}
+	m, ok := ParseMarker(pr.GetBody())
+	if !ok || m.Kind != KindPR {
+		return 0, false
+	}
+	return m.Issue, true
 }
 
 func isBotLogin(u *github.User) bool {

@@ -60,7 +60,7 @@ func (h *PullRequestReview) Handle(ctx context.Context, eventType, deliveryID st
 		log.Info().Str("sender", sender).Msg("review by a non-writer; not revising")
 		return nil
 	}
-	_, issue, isAgent, err := agentPR(ctx, client, owner, name, pr.GetNumber())
+	_, issue, isAgent, err := h.agentPR(ctx, client, owner, name, pr.GetNumber())
 	if err != nil || !isAgent {
 		return err
 	}

@@ -42,12 +42,19 @@ func (h *Push) Handle(ctx context.Context, eventType, deliveryID string, payload
 		return err
 	}
 	owner, name := repo.GetOwner().GetLogin(), repo.GetName()
+	login, err := h.LoadIdentity(ctx)
+	if err != nil {
+		return err
+	}
 	prs, _, err := client.PullRequests.List(ctx, owner, name, &github.PullRequestListOptions{State: "open", Base: branch, ListOptions: github.ListOptions{PerPage: 100}})
 	if err != nil {
 		return fmt.Errorf("list PRs into %s: %w", branch, err)
 	}
 	for _, pr := range prs {
-		if !strings.HasPrefix(pr.GetHead().GetRef(), "agent/") {
+		// Only PRs this App opened from the base repository: a fork's
+		// agent/... branch with a copied marker, or a person's PR on an
+		// agent/ branch, must get neither an update nor a sandbox.
+		if _, ok := isAgentPR(pr, login); !ok {
 			continue
 		}
 		if err := h.rebase(ctx, client, installationID, repo, pr, "push-"+event.GetAfter(), deliveryID, false); err != nil {
@@ -74,14 +81,17 @@ func (b *Base) rebase(ctx context.Context, client *github.Client, installationID
 	if err == nil || isAccepted(err) {
 		log.Info().Msg("PR branch updated through the API")
 		if explicit {
-			return b.replyText(ctx, client, owner, name, pr.GetNumber(), "Updated this branch with `"+pr.GetBase().GetRef()+"` (no conflicts, no sandbox needed).")
+			return b.reply(ctx, client, owner, name, pr.GetNumber(), "github/branch_updated", BranchUpdatedData{Base: pr.GetBase().GetRef()})
 		}
 		return nil
 	}
 	log.Info().Err(err).Msg("API update failed; starting a rebase run")
-	_, issue, _, perr := agentPR(ctx, client, owner, name, pr.GetNumber())
+	_, issue, ok, perr := b.agentPR(ctx, client, owner, name, pr.GetNumber())
 	if perr != nil {
 		return perr
+	}
+	if !ok {
+		return fmt.Errorf("PR #%d is not an agent PR of this App; not starting a rebase run", pr.GetNumber())
 	}
 	if repo.GetCloneURL() == "" || repo.GetDefaultBranch() == "" {
 		full, _, err := client.Repositories.Get(ctx, owner, name)

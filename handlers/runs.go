@@ -172,11 +172,10 @@ func (r *Runs) follow(meta dispatch.Meta) {
 // post again.
 func (r *Runs) finish(ctx context.Context, client *github.Client, owner, repo string, meta dispatch.Meta, res *dispatch.Result, prog *progress) error {
 	log := zerolog.Ctx(ctx)
-	comments, err := listComments(ctx, client, owner, repo, meta.Number)
+	marked, err := r.b.botMarked(ctx, client, owner, repo, meta.Number)
 	if err != nil {
 		return err
 	}
-	marked := markedComments(comments)
 	for _, m := range marked {
 		if m.Marker.TaskID == meta.TaskID && (m.Marker.Kind == KindPlan || m.Marker.Kind == KindResult || m.Marker.Kind == KindFailure || m.Marker.Kind == KindAborted) {
 			log.Info().Str("kind", m.Marker.Kind).Msg("result already posted")

@@ -168,6 +168,11 @@ func (h *harness) comment(n int, sender, body string) int {
 	return h.deliver("issue_comment", fmt.Sprintf("comment-%d", id), h.payload("issue_comment.created.json", sender, func(m map[string]any) {
 		issue := m["issue"].(map[string]any)
 		issue["number"], issue["title"] = n, iss.Title
+		labels := []any{}
+		for _, l := range iss.Labels {
+			labels = append(labels, map[string]any{"name": l})
+		}
+		issue["labels"] = labels
 		delete(issue, "pull_request")
 		if iss.PR != nil {
 			issue["pull_request"] = map[string]any{"url": "x"}

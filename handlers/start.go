@@ -39,6 +39,9 @@ type startRequest struct {
 	BaseBranch string
 	// CommentID is the command comment, which gets the 👀 reaction.
 	CommentID int64
+	// Command is the command that asked for the run ("" for labels,
+	// reviews and pushes), for replies.
+	Command string
 }
 
 func (r *startRequest) owner() string { return r.Repo.GetOwner().GetLogin() }
@@ -53,13 +56,17 @@ func (b *Base) start(ctx context.Context, client *github.Client, req startReques
 	if req.Issue == 0 {
 		req.Issue = req.Number
 	}
+	if over, ok := b.flagOverCeiling(req.Command, req.Flags); ok {
+		logger.Info().Str("flag", over.Flag).Str("asked", over.Asked).Msg("refusing: flag over the server ceiling")
+		return b.reply(ctx, client, owner, name, req.Number, "github/over_ceiling", over)
+	}
 	base := req.BaseBranch
 	cfg, err := b.loadConfig(ctx, client, owner, name, base, req.Flags)
 	var cfgErr *ConfigError
 	if errors.As(err, &cfgErr) {
 		logger.Info().Err(err).Msg("refusing to dispatch: invalid configuration")
-		return b.reply(ctx, client, owner, name, req.Number, "github/config_error", map[string]any{
-			"Source": cfgErr.Source, "Error": cfgErr.Error(), "File": sandboxcfg.FileName,
+		return b.reply(ctx, client, owner, name, req.Number, "github/config_error", ConfigErrorData{
+			Source: cfgErr.Source, Error: cfgErr.Error(), File: sandboxcfg.FileName,
 		})
 	}
 	if err != nil {
@@ -80,11 +87,17 @@ func (b *Base) start(ctx context.Context, client *github.Client, req startReques
 	}
 	taskID := dispatch.NewTaskID(full, req.Number, mode, req.Trigger)
 	ctx, log := withTask(ctx, taskID)
+	if acted, err := b.actedOn(ctx, client, owner, name, req.Number, taskID); err != nil {
+		return err
+	} else if acted {
+		log.Info().Msg("task already acted on (its marker is on GitHub): redelivered event, nothing to do")
+		return nil
+	}
 	lockKey := dispatch.LockKey(full, req.Number)
 	if holder, err := b.Backend.Lock(ctx, lockKey, taskID); err != nil {
 		if errors.Is(err, dispatch.ErrLocked) {
 			log.Info().Str("holder", holder).Msg("issue busy; not starting a second run")
-			return b.reply(ctx, client, owner, name, req.Number, "github/busy", map[string]any{"Holder": holder, "Mode": mode})
+			return b.replyBusy(ctx, client, req, holder, mode)
 		}
 		return fmt.Errorf("lock %s: %w", lockKey, err)
 	}
@@ -152,10 +165,11 @@ func (b *Base) start(ctx context.Context, client *github.Client, req startReques
 		label = LabelPlanning
 	}
 	b.setState(ctx, client, owner, name, req.Number, label)
-	err = b.reply(ctx, client, owner, name, req.Number, "github/ack", map[string]any{
-		"TaskID": taskID, "Mode": mode, "Branch": branch, "Budget": budget, "Excluded": excluded,
-		"Round": req.Round, "Attempt": attempt, "Harness": cfg.Harness, "HasPlan": req.Plan != "",
-		"Marker": Marker{Kind: KindAck, TaskID: taskID, Mode: mode, Issue: req.Issue, Branch: branch, Round: req.Round, Attempt: attempt}.String(),
+	err = b.reply(ctx, client, owner, name, req.Number, "github/ack", AckData{
+		TaskID: taskID, Mode: mode, Branch: branch, Budget: budget, Excluded: excluded.Commenters,
+		IssueAuthorExcluded: excluded.IssueAuthor, Issue: req.Issue,
+		Round: req.Round, Attempt: attempt, Harness: cfg.Harness, HasPlan: req.Plan != "",
+		Marker: Marker{Kind: KindAck, TaskID: taskID, Mode: mode, Issue: req.Issue, Branch: branch, Round: req.Round, Attempt: attempt}.String(),
 	})
 	if err != nil {
 		log.Warn().Err(err).Msg("post acknowledgement")
@@ -166,12 +180,15 @@ func (b *Base) start(ctx context.Context, client *github.Client, req startReques
 
 // taskText collects the issue's title and body and the comments of people
 // who can write to the repo. Text from anyone else never reaches the agent:
-// it is how a stranger would inject instructions. excluded names the
-// authors left out so the acknowledgement can say so.
-func (b *Base) taskText(ctx context.Context, client *github.Client, owner, repo string, number int) (dispatch.TaskText, []string, error) {
+// it is how a stranger would inject instructions. The title is text by the
+// issue's author like the body: an outsider's issue reaches the agent as
+// "Issue #N" only. excluded names whose text was left out so the
+// acknowledgement can say so.
+func (b *Base) taskText(ctx context.Context, client *github.Client, owner, repo string, number int) (dispatch.TaskText, excludedText, error) {
+	var excluded excludedText
 	issue, _, err := client.Issues.Get(ctx, owner, repo, number)
 	if err != nil {
-		return dispatch.TaskText{}, nil, fmt.Errorf("read %s/%s#%d: %w", owner, repo, number, err)
+		return dispatch.TaskText{}, excluded, fmt.Errorf("read %s/%s#%d: %w", owner, repo, number, err)
 	}
 	writers := map[string]bool{}
 	isWriter := func(login string) (bool, error) {
@@ -182,23 +199,19 @@ func (b *Base) taskText(ctx context.Context, client *github.Client, owner, repo 
 		writers[login] = ok
 		return ok, err
 	}
-	var excluded []string
-	exclude := func(login string) {
-		if !slices.Contains(excluded, login) {
-			excluded = append(excluded, login)
-		}
-	}
-	task := dispatch.TaskText{Title: issue.GetTitle(), URL: issue.GetHTMLURL()}
-	if ok, err := isWriter(issue.GetUser().GetLogin()); err != nil {
-		return task, nil, err
+	task := dispatch.TaskText{URL: issue.GetHTMLURL()}
+	author := issue.GetUser().GetLogin()
+	if ok, err := isWriter(author); err != nil {
+		return task, excluded, err
 	} else if ok {
-		task.Body = issue.GetBody()
+		task.Title, task.Body = issue.GetTitle(), issue.GetBody()
 	} else {
-		exclude(issue.GetUser().GetLogin())
+		task.Title = outsiderTitle(number)
+		excluded.IssueAuthor = author
 	}
 	comments, err := listComments(ctx, client, owner, repo, number)
 	if err != nil {
-		return task, nil, err
+		return task, excluded, err
 	}
 	for _, c := range comments {
 		login := c.GetUser().GetLogin()
@@ -207,10 +220,12 @@ func (b *Base) taskText(ctx context.Context, client *github.Client, owner, repo 
 		}
 		ok, err := isWriter(login)
 		if err != nil {
-			return task, nil, err
+			return task, excluded, err
 		}
 		if !ok {
-			exclude(login)
+			if login != excluded.IssueAuthor && !slices.Contains(excluded.Commenters, login) {
+				excluded.Commenters = append(excluded.Commenters, login)
+			}
 			continue
 		}
 		task.Comments = append(task.Comments, dispatch.Comment{Author: login, Body: c.GetBody()})

@@ -75,6 +75,9 @@ type PullRequest struct {
 	// the bot falls back to a sandbox rebase.
 	UpdateBranchFails bool
 	UpdateBranchCalls int
+	// HeadRepo is the full name of the repository the head branch lives
+	// in when it is not the base repository (a fork).
+	HeadRepo string
 }
 
 // CheckRun is a check run as last updated.
@@ -354,6 +357,18 @@ func (s *Server) SetBody(fullName string, number int, body string) {
 	s.notify()
 }
 
+// AddForkPullRequest opens a pull request as user from branch head of the
+// fork headRepo (owner/name) into base of fullName.
+func (s *Server) AddForkPullRequest(fullName, user, title, headRepo, head, base string) int {
+	n := s.AddPullRequest(fullName, user, title, head, base)
+	r := s.Repo(fullName)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.Issues[n].PR.HeadRepo = headRepo
+	r.Issues[n].PR.HeadSHA = ""
+	return n
+}
+
 // SetUpdateBranchFails makes the PR's update-branch API report a conflict.
 func (s *Server) SetUpdateBranchFails(fullName string, number int, fails bool) {
 	r := s.Repo(fullName)
@@ -505,6 +520,7 @@ func (s *Server) routes() http.Handler {
 			s.notify()
 		})
 	}
+	h("GET /app", s.getApp)
 	h("POST /app/installations/{id}/access_tokens", s.createToken)
 	h("DELETE /installation/token", s.revokeToken)
 	h("GET /app/installations", s.listInstallations)
@@ -744,8 +760,20 @@ func (s *Server) listComments(w http.ResponseWriter, r *http.Request, repo *Repo
 	writeJSON(w, http.StatusOK, out)
 }
 
+// AppSlug is the App's slug (GET /app); its bot account is AppLogin.
+const AppSlug = "sandbox-bot"
+
 // AppLogin is the login the bot's own comments are recorded under.
-const AppLogin = "sandbox-bot[bot]"
+const AppLogin = AppSlug + "[bot]"
+
+// getApp is GET /app, which only the App's JWT may call.
+func (s *Server) getApp(w http.ResponseWriter, r *http.Request, _ *Repo) {
+	if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+		writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "A JSON web token could not be decoded"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": 1, "slug": AppSlug, "name": "Sandbox Bot", "owner": map[string]any{"login": "octo-org", "type": "Organization"}})
+}
 
 func (s *Server) createComment(w http.ResponseWriter, r *http.Request, repo *Repo) {
 	iss := repo.Issues[number(r)]
@@ -886,7 +914,13 @@ func (s *Server) createLabel(w http.ResponseWriter, r *http.Request, repo *Repo)
 
 func (s *Server) pullJSON(repo *Repo, iss *Issue) map[string]any {
 	m := s.issueJSON(repo, iss)
-	m["head"] = map[string]any{"ref": iss.PR.Head, "sha": iss.PR.HeadSHA, "repo": s.repoJSON(repo)}
+	head := s.repoJSON(repo)
+	if iss.PR.HeadRepo != "" {
+		owner, name, _ := strings.Cut(iss.PR.HeadRepo, "/")
+		head = map[string]any{"id": repo.ID + 100000, "name": name, "full_name": iss.PR.HeadRepo, "fork": true,
+			"owner": map[string]any{"login": owner, "type": "User"}, "clone_url": s.srv.URL + "/git/" + iss.PR.HeadRepo + ".git"}
+	}
+	m["head"] = map[string]any{"ref": iss.PR.Head, "sha": iss.PR.HeadSHA, "repo": head}
 	m["base"] = map[string]any{"ref": iss.PR.Base, "repo": s.repoJSON(repo)}
 	m["draft"] = iss.PR.Draft
 	m["merged"] = iss.PR.Merged
@@ -963,7 +997,7 @@ func (s *Server) getPull(w http.ResponseWriter, r *http.Request, repo *Repo) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
 		return
 	}
-	if sha, err := exec.Command("git", "--git-dir", repo.GitDir, "rev-parse", "--verify", "-q", "refs/heads/"+iss.PR.Head).Output(); err == nil {
+	if sha, err := exec.Command("git", "--git-dir", repo.GitDir, "rev-parse", "--verify", "-q", "refs/heads/"+iss.PR.Head).Output(); err == nil && iss.PR.HeadRepo == "" {
 		iss.PR.HeadSHA = strings.TrimSpace(string(sha))
 	}
 	writeJSON(w, http.StatusOK, s.pullJSON(repo, iss))

@@ -91,6 +91,10 @@ type Options struct {
 	Gateway *dispatch.GatewayConfig
 	// SandboxUID and SandboxGID are the image's sandbox user (default 1000).
 	SandboxUID, SandboxGID int
+	// MemoryMB and CPU (millicores) bound a sandbox whose work order asks
+	// for no resources (CPU no more than the engine's host has); PidsLimit bounds every sandbox's processes, inner
+	// containers included. Zero leaves the engine's default (none).
+	MemoryMB, CPU, PidsLimit int
 	// Docker is the docker CLI (default "docker" on PATH).
 	Docker string
 	// Logger receives the backend's logs.
@@ -160,6 +164,9 @@ func New(o Options) (*Backend, error) {
 	}
 	if o.CacheScope, err = ParseCacheScope(o.CacheScope); err != nil {
 		return nil, fmt.Errorf("docker backend: %w", err)
+	}
+	if o.CPU > 0 {
+		o.CPU = defaultCPU(o.CPU, engineCPUs(o.Docker))
 	}
 	log := o.Logger.With().Str("backend", "docker").Logger()
 	b := &Backend{Locks: filelock.New(filepath.Join(o.DataDir, "locks"), log), o: o, cli: cli{bin: o.Docker}, log: log}
@@ -500,13 +507,21 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 	if b.o.Network != "" {
 		args = append(args, "--network", b.o.Network)
 	}
-	if r := order.Config.Resources; r.MemoryMB > 0 || r.CPU > 0 {
-		if r.MemoryMB > 0 {
-			args = append(args, "--memory", strconv.Itoa(r.MemoryMB)+"m")
-		}
-		if r.CPU > 0 {
-			args = append(args, "--cpus", strconv.FormatFloat(float64(r.CPU)/1000, 'f', 3, 64))
-		}
+	mem, cpu := order.Config.Resources.MemoryMB, order.Config.Resources.CPU
+	if mem <= 0 {
+		mem = b.o.MemoryMB
+	}
+	if cpu <= 0 {
+		cpu = b.o.CPU
+	}
+	if mem > 0 {
+		args = append(args, "--memory", strconv.Itoa(mem)+"m")
+	}
+	if cpu > 0 {
+		args = append(args, "--cpus", strconv.FormatFloat(float64(cpu)/1000, 'f', 3, 64))
+	}
+	if b.o.PidsLimit > 0 {
+		args = append(args, "--pids-limit", strconv.Itoa(b.o.PidsLimit))
 	}
 	return append(args, b.o.Image), nil
 }

@@ -373,3 +373,41 @@ func TestResultErrors(t *testing.T) {
 		t.Errorf("result = %+v, %v", r, err)
 	}
 }
+
+// The operator's ceilings reach `docker run`: memory and CPU for a work
+// order that asks for nothing, the pids limit always; a work order's own
+// resources (already checked against the ceilings by the bot) win.
+func TestRunArgsCeilings(t *testing.T) {
+	t.Parallel()
+	b := unitBackend(t, func(o *Options) { o.MemoryMB, o.CPU, o.PidsLimit = 8192, 4000, 4096 })
+	for _, mode := range []dispatch.Mode{dispatch.ModeExecute, dispatch.ModeTask} {
+		bare := testSpec(mode)
+		bare.Order.Config.Resources = sandboxcfg.Resources{}
+		got := argsOf(t, b, bare, dispatch.IsolationCaps)
+		for _, w := range []string{"--memory 8192m", "--cpus 4.000", "--pids-limit 4096"} {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s without resources: args lack %q:\n%s", mode, w, got)
+			}
+		}
+		got = argsOf(t, b, testSpec(mode), dispatch.IsolationCaps)
+		for _, w := range []string{"--memory 2048m", "--cpus 1.500", "--pids-limit 4096"} {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s with resources: args lack %q:\n%s", mode, w, got)
+			}
+		}
+	}
+	if got := argsOf(t, unitBackend(t, nil), testSpec(dispatch.ModeExecute), dispatch.IsolationCaps); strings.Contains(got, "--pids-limit") {
+		t.Errorf("no PidsLimit configured: args must not carry one:\n%s", got)
+	}
+}
+
+func TestDefaultCPUFitsTheHost(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ configured, host, want int }{
+		{4000, 2, 2000}, {4000, 8, 4000}, {4000, 0, 4000}, {1500, 2, 1500},
+	} {
+		if got := defaultCPU(c.configured, c.host); got != c.want {
+			t.Errorf("defaultCPU(%d, %d host CPUs) = %d, want %d", c.configured, c.host, got, c.want)
+		}
+	}
+}

@@ -136,6 +136,9 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 
 	task := api.NewTask(TaskName, "docker")
 	task.Config = dockerConfig(o.Image, isolation, taskMode)
+	if o.PidsLimit > 0 {
+		task.Config["pids_limit"] = o.PidsLimit
+	}
 	task.Env = map[string]string{
 		dispatch.EnvWorkOrder: WorkOrderPath,
 		dispatch.EnvDinD:      boolFlag(!taskMode),

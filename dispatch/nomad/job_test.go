@@ -28,6 +28,7 @@ func goldenOptions() nomad.Options {
 		NodePool:    "sandbox",
 		Constraints: []*api.Constraint{api.NewConstraint("${node.class}", "=", "dind")},
 		Limits:      nomad.Limits{MaxCPU: 8000, MaxMemoryMB: 16384},
+		PidsLimit:   4096,
 	}
 }
 

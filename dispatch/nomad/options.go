@@ -126,6 +126,9 @@ type Options struct {
 
 	Defaults Resources
 	Limits   Limits
+	// PidsLimit bounds the sandbox's processes, inner containers included
+	// (the docker driver's pids_limit); zero leaves the client's default.
+	PidsLimit int
 
 	// SecretsUID and SecretsGID own the files the runner alone may read
 	// (secrets/token, the work order); default dispatch.RunnerUID, the

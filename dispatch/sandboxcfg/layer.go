@@ -9,8 +9,9 @@ import (
 )
 
 // Limits is what the server operator allows a repository to ask for, the way
-// Atlantis's server-side repo config bounds atlantis.yaml. Zero values mean
-// "no limit".
+// Atlantis's server-side repo config bounds atlantis.yaml. Zero values of
+// the lists mean "no restriction"; the numeric ceilings left at zero take
+// their defaults (WithDefaults) in the bot.
 type Limits struct {
 	MaxBudgetUSD      float64  `yaml:"max_budget_usd,omitempty" json:"max_budget_usd,omitempty"`
 	MaxTimeoutMinutes int      `yaml:"max_timeout_minutes,omitempty" json:"max_timeout_minutes,omitempty"`
@@ -25,6 +26,9 @@ type Limits struct {
 	MaxCPU           int      `yaml:"max_cpu,omitempty" json:"max_cpu,omitempty"`
 	MaxMemoryMB      int      `yaml:"max_memory_mb,omitempty" json:"max_memory_mb,omitempty"`
 	AllowSupabase    *bool    `yaml:"allow_supabase,omitempty" json:"allow_supabase,omitempty"`
+	// PidsLimit is the number of processes one sandbox may have, its inner
+	// containers included (docker --pids-limit, Nomad pids_limit).
+	PidsLimit int `yaml:"pids_limit,omitempty" json:"pids_limit,omitempty"`
 	// NetworkAllow is the ceiling of network.allow (same entry syntax): a
 	// repository's entries must each fall inside one of these, and a
 	// coding sandbox whose configuration sets none gets this list.

@@ -86,6 +86,12 @@ func (d DockerDriver) Run(ctx context.Context, t *Task) (int, error) {
 	for _, o := range stringList(cfg["security_opt"]) {
 		args = append(args, "--security-opt", o)
 	}
+	switch n := cfg["pids_limit"].(type) {
+	case float64: // the job arrived as JSON
+		args = append(args, "--pids-limit", strconv.Itoa(int(n)))
+	case int:
+		args = append(args, "--pids-limit", strconv.Itoa(n))
+	}
 	for k, v := range labelMap(cfg["labels"]) {
 		args = append(args, "--label", k+"="+interp(v))
 	}

@@ -1,0 +1,36 @@
+package sandboxcfg
+
+// Ceilings that hold when the operator sets none, so that a server started
+// without configuration cannot be asked for an unbounded run: budget and
+// timeout bound what a run may spend, memory, CPU and pids what one sandbox
+// may take from its host. An operator raises (or lowers) each under
+// `limits:` in the server configuration.
+const (
+	CeilingBudgetUSD      = 10.0
+	CeilingTimeoutMinutes = 120
+	CeilingMemoryMB       = 8192
+	// CeilingCPU is in the unit of Resources.CPU: 4000 is 4 CPUs on the
+	// docker backend (--cpus 4) and 4000 MHz on Nomad.
+	CeilingCPU  = 4000
+	CeilingPids = 4096
+)
+
+// WithDefaults returns the limits with every unset ceiling at its default.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxBudgetUSD == 0 {
+		l.MaxBudgetUSD = CeilingBudgetUSD
+	}
+	if l.MaxTimeoutMinutes == 0 {
+		l.MaxTimeoutMinutes = CeilingTimeoutMinutes
+	}
+	if l.MaxMemoryMB == 0 {
+		l.MaxMemoryMB = CeilingMemoryMB
+	}
+	if l.MaxCPU == 0 {
+		l.MaxCPU = CeilingCPU
+	}
+	if l.PidsLimit == 0 {
+		l.PidsLimit = CeilingPids
+	}
+	return l
+}

@@ -1,0 +1,29 @@
+package handlers
+
+import (
+	"context"
+
+	"github.com/google/go-github/v62/github"
+)
+
+// actedOn reports whether the bot already acted on taskID on issue or PR
+// number: one of its own comments carries a marker of that task (the
+// acknowledgement is posted right after submission; plan, result, failure
+// and abort comments follow). Task ids are derived from the triggering
+// event, so a redelivered webhook maps to the same task; the backend
+// forgets a run once it is cleaned up and the in-memory delivery cache is
+// gone after a restart, but the marker on GitHub stays. A crash between
+// submission and acknowledgement is covered by the backend's create-only
+// submission, which still knows the run then.
+func (b *Base) actedOn(ctx context.Context, client *github.Client, owner, repo string, number int, taskID string) (bool, error) {
+	marked, err := b.botMarked(ctx, client, owner, repo, number)
+	if err != nil {
+		return false, err
+	}
+	for _, m := range marked {
+		if m.Marker.TaskID == taskID {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,128 @@
+package handlers
+
+import "github.com/sandbox-bot/sandbox-bot/dispatch"
+
+// The data each github/*.tmpl reply is rendered with. An operator who
+// overrides a template can use exactly these fields.
+
+// AckData is github/ack: a run was started.
+type AckData struct {
+	TaskID  string
+	Mode    dispatch.Mode
+	Branch  string
+	Budget  float64
+	Harness string
+	Issue   int
+	Round   int
+	Attempt int
+	HasPlan bool
+	// IssueAuthorExcluded is the issue's author when they cannot write to
+	// the repository: their title and body were left out.
+	IssueAuthorExcluded string
+	// Excluded are commenters without write access whose text was left out.
+	Excluded []string
+	Marker   string
+}
+
+// ConfigErrorData is github/config_error: the resolved configuration
+// cannot be used.
+type ConfigErrorData struct {
+	// Source is where it was read (repository or org default).
+	Source string
+	Error  string
+	File   string
+}
+
+// RefusalData is github/refusal: someone without write access tried to
+// drive the bot.
+type RefusalData struct {
+	User string
+	// Action completes "Only people with write access ... can <Action>".
+	Action string
+}
+
+// BusyData is github/busy: a run holds the issue.
+type BusyData struct {
+	Holder string
+	// HolderMode is the running task's mode, when the bot's own
+	// acknowledgement says it; empty otherwise.
+	HolderMode dispatch.Mode
+	// Mode is the run that was asked for and not started.
+	Mode dispatch.Mode
+	// Command is the command that asked for it ("" for a label or a push).
+	Command string
+}
+
+// CommandErrorData is github/command_error: a comment that is almost a
+// command.
+type CommandErrorData struct {
+	Error string
+	// Commands are the commands that apply where the comment was typed.
+	Commands []string
+	OnPR     bool
+	// State is the issue's state label (agent:planning, ...), "" for none,
+	// so the reply can say what makes sense now.
+	State string
+}
+
+// NoPlanData is github/no_plan: /approve with no plan and none being written.
+type NoPlanData struct {
+	TriggerLabel string
+}
+
+// PlanInProgressData is github/plan_in_progress: /approve (or /revise)
+// while a plan run is still writing the plan.
+type PlanInProgressData struct {
+	Command string
+	TaskID  string
+	Round   int
+}
+
+// MaxRoundsData is github/max_rounds: /revise past the last plan round.
+type MaxRoundsData struct {
+	MaxRounds int
+}
+
+// NoEarlierRunData is github/no_earlier_run: /retry or /continue with no
+// run of this App's on the issue.
+type NoEarlierRunData struct {
+	Command string
+}
+
+// NothingToContinueData is github/nothing_to_continue: /continue after a
+// run that pushed no branch.
+type NothingToContinueData struct {
+	Mode dispatch.Mode
+}
+
+// WrongPlaceData is github/wrong_place: a command typed on an issue that
+// works on the agent's PR, or the other way round, or a PR command on a
+// pull request this App did not open.
+type WrongPlaceData struct {
+	Command string
+	// OnPR is where it was typed.
+	OnPR bool
+	// NotAgentPR: typed on a pull request this App did not open.
+	NotAgentPR bool
+	// Commands are the commands that apply where it was typed.
+	Commands []string
+}
+
+// OverCeilingData is github/over_ceiling: a one-off flag asks for more
+// than the operator's ceiling.
+type OverCeilingData struct {
+	Command string
+	Flag    string
+	Asked   string
+	Ceiling string
+	// Within is the flag value at the ceiling, for the example.
+	Within string
+	// Setting is the server configuration key that raises the ceiling.
+	Setting string
+}
+
+// BranchUpdatedData is github/branch_updated: /rebase done through the
+// API without a sandbox.
+type BranchUpdatedData struct {
+	Base string
+}

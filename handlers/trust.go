@@ -1,0 +1,125 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+	lru "github.com/hashicorp/golang-lru"
+	"github.com/rs/zerolog"
+)
+
+// What the bot trusts, and for how long it remembers it.
+const (
+	// permissionTTL bounds how stale a cached permission may be: long
+	// enough that a burst of commands costs one lookup, short enough that
+	// a revoked writer is refused within a minute.
+	permissionTTL = time.Minute
+	// refusalInterval is how often one person is told, on one issue, that
+	// they may not drive the bot.
+	refusalInterval = time.Hour
+	trustCacheSize  = 4096
+)
+
+// trustState is what the handlers remember between events: the App's own
+// bot account, recent permission lookups and recent refusals. It lives in
+// memory; each replica keeps its own (see refuseOnce for what that means).
+type trustState struct {
+	idMu  sync.Mutex
+	login string // "<slug>[bot]", empty until read
+
+	mu sync.Mutex // refusals' check-and-set
+
+	perms    *lru.Cache // "owner/repo\x00login" -> permEntry
+	refusals *lru.Cache // "owner/repo#n\x00login" -> time.Time
+}
+
+type permEntry struct {
+	ok bool
+	at time.Time
+}
+
+func newTrustState() *trustState {
+	perms, _ := lru.New(trustCacheSize)    // only fails for a size <= 0
+	refusals, _ := lru.New(trustCacheSize) // idem
+	return &trustState{perms: perms, refusals: refusals}
+}
+
+// LoadIdentity reads the App's slug with the App's JWT (GET /app) and
+// remembers its bot account, "<slug>[bot]": the only author whose hidden
+// markers and pull requests the bot believes. The server calls it at start;
+// handlers call it again if that failed.
+func (b *Base) LoadIdentity(ctx context.Context) (string, error) {
+	b.trust.idMu.Lock()
+	defer b.trust.idMu.Unlock()
+	if b.trust.login != "" {
+		return b.trust.login, nil
+	}
+	app, err := b.NewAppClient()
+	if err != nil {
+		return "", fmt.Errorf("read the App's identity: create app client: %w", err)
+	}
+	a, _, err := app.Apps.Get(ctx, "")
+	if err != nil {
+		return "", fmt.Errorf("read the App's identity (GET /app with the App's JWT): %w", err)
+	}
+	if a.GetSlug() == "" {
+		return "", fmt.Errorf("read the App's identity: GET /app answered without a slug")
+	}
+	b.trust.login = a.GetSlug() + "[bot]"
+	return b.trust.login, nil
+}
+
+// isOwnBot reports whether u is this App's bot account.
+func isOwnBot(u *github.User, login string) bool {
+	return login != "" && strings.EqualFold(u.GetLogin(), login)
+}
+
+// canWrite is fetchCanWrite behind a short cache per repository and login.
+// Errors are not cached.
+func (b *Base) canWrite(ctx context.Context, client *github.Client, owner, repo, login string) (bool, error) {
+	key := owner + "/" + repo + "\x00" + login
+	now := b.Now()
+	if v, ok := b.trust.perms.Get(key); ok {
+		if e := v.(permEntry); now.Sub(e.at) < permissionTTL {
+			return e.ok, nil
+		}
+	}
+	ok, err := b.fetchCanWrite(ctx, client, owner, repo, login)
+	if err != nil {
+		return false, err
+	}
+	b.trust.perms.Add(key, permEntry{ok: ok, at: now})
+	return ok, nil
+}
+
+// refuseOnce reports whether login should be told (again) on this issue
+// that they may not drive the bot, and records it: at most one refusal per
+// person per issue per hour, so a stranger repeating commands cannot make
+// the bot spam the thread. The memory is per replica: with several
+// replicas behind a load balancer a person can get one refusal from each
+// per hour, which is still bounded; nothing runs either way.
+func (b *Base) refuseOnce(fullRepo string, number int, login string) bool {
+	key := fmt.Sprintf("%s#%d\x00%s", fullRepo, number, login)
+	now := b.Now()
+	b.trust.mu.Lock()
+	defer b.trust.mu.Unlock()
+	if v, ok := b.trust.refusals.Get(key); ok && now.Sub(v.(time.Time)) < refusalInterval {
+		return false
+	}
+	b.trust.refusals.Add(key, now)
+	return true
+}
+
+// refuse tells login, at most once per issue per hour, that only writers
+// can do what they tried; nothing runs either way.
+func (b *Base) refuse(ctx context.Context, client *github.Client, repo *github.Repository, number int, login, action string) error {
+	if !b.refuseOnce(repo.GetFullName(), number, login) {
+		zerolog.Ctx(ctx).Info().Str("sender", login).Msg("refused within the hour already; not replying again")
+		return nil
+	}
+	return b.reply(ctx, client, repo.GetOwner().GetLogin(), repo.GetName(), number, "github/refusal", RefusalData{User: login, Action: action})
+}
