@@ -49,6 +49,19 @@ const (
 	// EnvStartupGrace overrides how long the agent may take to print its
 	// first event (a Go duration).
 	EnvStartupGrace = "SANDBOX_AGENT_STARTUP_GRACE"
+	// EnvAgentUser names the account the agent runs as when it is not the
+	// runner's own: the sandbox init sets it when it starts the runner as
+	// RunnerUser with the capabilities to switch users.
+	EnvAgentUser = "SANDBOX_AGENT_USER"
+)
+
+// The sandbox image's accounts. The runner's uid is fixed so that the
+// docker backend can give it the task directory's token and work order.
+const (
+	RunnerUser = "runner"
+	RunnerUID  = 1001
+	AgentUser  = "sandbox"
+	AgentUID   = 1000
 )
 
 // Paths inside a container sandbox (the docker backend binds the task

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,37 +18,67 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/runner/harness"
 )
 
-// Git runs git for one checkout. Network operations authenticate through a
-// credential helper that reads the token file on every call: the token is
-// never in a URL, an argument, an environment variable or .git/config, and a
-// token the bot refreshed mid-run is used at once.
+// Git runs git for one checkout, on two sides of a trust boundary.
+//
+// The checkout (Dir) belongs to the agent: every git command that reads or
+// writes it runs as the agent's user, because its .git/config and hooks are
+// the agent's to write (core.fsmonitor, core.hooksPath, diff.external...)
+// and would run code as whoever runs git there. Its origin is the mirror,
+// which the agent can read but not write: it has no remote it could push to.
+//
+// The network side is a bare mirror the runner owns (stateDir/mirror.git):
+// clone, fetch and push run there as the runner, with the runner's own
+// configuration. A push names the agent's commit by sha and reads its
+// objects from the checkout through GIT_ALTERNATE_OBJECT_DIRECTORIES, which
+// is object data only: nothing of the agent's configuration is read by a
+// process that can read the token. Authentication is a credential helper
+// that reads the token file on every call: the token is never in a URL, an
+// argument, an environment variable or a config file, and a token the bot
+// refreshed mid-run is used at once.
 type Git struct {
-	Dir string
-	// env is the environment of the runner's git calls; shared is the part
-	// the agent and the checks get as well.
+	Dir    string
+	mirror string
+	// env is the environment of git on the agent's side; shared is the
+	// part the agent and the checks get as well; netEnv is the runner's.
 	env    []string
 	shared []string
+	netEnv []string
 	// helper is the credential helper script; empty without a token file.
 	helper string
+	agent  *AgentUser
 	red    *Redactor
 }
 
-// gitSetup writes the runner's git configuration into stateDir and returns a
-// Git for dir. The identity goes in a system-level file (GIT_CONFIG_SYSTEM,
-// i.e. what `git config --system` writes) that also includes the image's
-// /etc/gitconfig, so the agent's own commits get the same identity.
-func gitSetup(stateDir, dir string, base []string, tokenFile, name, email string, red *Redactor) (*Git, error) {
-	sysFile := filepath.Join(stateDir, "gitconfig")
+// gitPaths are where gitSetup puts things.
+type gitPaths struct {
+	State   string // readable by the agent: the git identity file, the mirror
+	Private string // the runner's only: the credential helper
+	Dir     string // the agent's checkout
+}
+
+// gitSetup writes the runner's git configuration and returns a Git. The
+// identity goes in a system-level file (GIT_CONFIG_SYSTEM, i.e. what `git
+// config --system` writes) that also includes the image's /etc/gitconfig,
+// so the agent's own commits get the same identity. runnerEnv is the
+// runner's environment, agentBase the agent's (without the runner's
+// secrets).
+func gitSetup(p gitPaths, runnerEnv, agentBase []string, tokenFile, name, email string, agent *AgentUser, red *Redactor) (*Git, error) {
+	sysFile := filepath.Join(p.State, "gitconfig")
+	strip := func(env []string) []string {
+		return harness.WithoutEnv(env, "GIT_CONFIG_SYSTEM", "GIT_DIR", "GIT_WORK_TREE", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_OBJECT_DIRECTORY")
+	}
+	ours := []string{"GIT_CONFIG_SYSTEM=" + sysFile, "GIT_TERMINAL_PROMPT=0", "GIT_EDITOR=true"}
 	// What the agent and the checks get too: the identity, no prompts, no
 	// editor that would wait for a person.
-	shared := append(harness.WithoutEnv(base, "GIT_CONFIG_SYSTEM", "GIT_DIR", "GIT_WORK_TREE", "GIT_ASKPASS", "SSH_ASKPASS"),
-		"GIT_CONFIG_SYSTEM="+sysFile,
-		"GIT_TERMINAL_PROMPT=0",
-		"GIT_EDITOR=true",
-	)
+	shared := append(strip(agentBase), ours...)
 	// The runner parses git's output, so its own calls run untranslated.
-	env := append(append([]string(nil), shared...), "LC_ALL=C")
-	g := &Git{Dir: dir, env: env, shared: shared, red: red}
+	g := &Git{
+		Dir: p.Dir, mirror: filepath.Join(p.State, "mirror.git"),
+		env:    append(append([]string(nil), shared...), "LC_ALL=C"),
+		shared: shared,
+		netEnv: append(append(strip(runnerEnv), ours...), "LC_ALL=C"),
+		agent:  agent, red: red,
+	}
 	// The file `git config --system` would write, written at once: the
 	// runner starts several git processes per step and each spawn counts
 	// in its overhead over the agent.
@@ -65,7 +96,7 @@ func gitSetup(stateDir, dir string, base []string, tokenFile, name, email string
 		if err != nil {
 			return nil, err
 		}
-		g.helper = filepath.Join(stateDir, "git-credential-sandbox")
+		g.helper = filepath.Join(p.Private, "git-credential-sandbox")
 		script := "#!/bin/sh\n" +
 			"# git credential helper of sandbox-runner: answers `get` with the token\n" +
 			"# read from the token file now, so a refreshed token works mid-run.\n" +
@@ -83,8 +114,8 @@ func gitSetup(stateDir, dir string, base []string, tokenFile, name, email string
 // but not the credential helper (the agent does not push).
 func (g *Git) Env() []string { return g.shared }
 
-// run runs git in dir (g.Dir when empty) and returns trimmed stdout. The
-// error carries git's stderr, redacted.
+// run runs git in dir (g.Dir when empty) as the agent and returns trimmed
+// stdout. The error carries git's stderr, redacted.
 func (g *Git) run(ctx context.Context, dir string, args ...string) (string, error) {
 	out, err := g.raw(ctx, dir, args...)
 	return strings.TrimSpace(out), err
@@ -95,10 +126,16 @@ func (g *Git) raw(ctx context.Context, dir string, args ...string) (string, erro
 	if dir == "" {
 		dir = g.Dir
 	}
+	return g.exec(ctx, dir, g.env, g.agent, nil, args...)
+}
+
+func (g *Git) exec(ctx context.Context, dir string, env []string, as *AgentUser, stdin io.Reader, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = dir
-	cmd.Env = g.env
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	as.apply(cmd)
+	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -111,14 +148,16 @@ func (g *Git) raw(ctx context.Context, dir string, args ...string) (string, erro
 	return stdout.String(), nil
 }
 
-// net runs a git command that talks to the remote, with the helper.
-func (g *Git) net(ctx context.Context, dir string, args ...string) (string, error) {
-	pre := []string{"-c", "credential.helper="}
+// net runs a git command that talks to the remote: as the runner, in the
+// mirror, with the credential helper.
+func (g *Git) net(ctx context.Context, extraEnv []string, args ...string) (string, error) {
+	pre := []string{"--git-dir=" + g.mirror, "-c", "credential.helper="}
 	if g.helper != "" {
 		g.red.Refresh()
 		pre = append(pre, "-c", "credential.helper="+g.helper)
 	}
-	return g.run(ctx, dir, append(pre, args...)...)
+	out, err := g.exec(ctx, filepath.Dir(g.mirror), append(append([]string(nil), g.netEnv...), extraEnv...), nil, nil, append(pre, args...)...)
+	return strings.TrimSpace(out), err
 }
 
 // GitError is a failed git command.
@@ -137,14 +176,23 @@ func (e *GitError) Error() string {
 
 func (e *GitError) Unwrap() error { return e.Err }
 
-// Clone clones url into g.Dir.
+// Clone clones url into the runner's mirror, then the mirror into the
+// agent's checkout g.Dir (an empty directory the agent owns).
 func (g *Git) Clone(ctx context.Context, url string) error {
-	if err := os.MkdirAll(filepath.Dir(g.Dir), 0o755); err != nil {
-		return err
+	if err := os.RemoveAll(g.mirror); err != nil {
+		return fmt.Errorf("clone: remove the old mirror: %w", err)
 	}
-	_, err := g.net(ctx, filepath.Dir(g.Dir), "clone", "--quiet", "--no-tags", url, g.Dir)
-	if err != nil {
+	cmd := []string{"-c", "credential.helper="}
+	if g.helper != "" {
+		g.red.Refresh()
+		cmd = append(cmd, "-c", "credential.helper="+g.helper)
+	}
+	cmd = append(cmd, "clone", "--bare", "--quiet", "--no-tags", url, g.mirror)
+	if _, err := g.exec(ctx, filepath.Dir(g.mirror), g.netEnv, nil, nil, cmd...); err != nil {
 		return fmt.Errorf("clone %s: %w", redactURL(url), err)
+	}
+	if _, err := g.run(ctx, g.Dir, "clone", "--quiet", "--no-tags", g.mirror, "."); err != nil {
+		return fmt.Errorf("clone the mirror into the checkout: %w", err)
 	}
 	return nil
 }
@@ -152,21 +200,6 @@ func (g *Git) Clone(ctx context.Context, url string) error {
 // DefaultBranch is the branch the clone checked out (the remote's HEAD).
 func (g *Git) DefaultBranch(ctx context.Context) (string, error) {
 	return g.run(ctx, "", "symbolic-ref", "--short", "HEAD")
-}
-
-// Fetch fetches branch from origin into refs/remotes/origin/<branch>.
-func (g *Git) Fetch(ctx context.Context, branch string) error {
-	_, err := g.net(ctx, "", "fetch", "--quiet", "--no-tags", "origin", "+refs/heads/"+branch+":refs/remotes/origin/"+branch)
-	return err
-}
-
-// RemoteBranchExists reports whether origin has branch.
-func (g *Git) RemoteBranchExists(ctx context.Context, branch string) (bool, error) {
-	out, err := g.net(ctx, "", "ls-remote", "--heads", "origin", "refs/heads/"+branch)
-	if err != nil {
-		return false, err
-	}
-	return out != "", nil
 }
 
 // Checkout makes branch point at start and checks it out.
@@ -242,17 +275,45 @@ func (g *Git) Untracked(ctx context.Context) ([]string, error) {
 	return paths, nil
 }
 
-// Push pushes HEAD to branch. With lease set, it force-pushes only if the
-// remote branch is still at lease (a rebase must not overwrite someone's
-// push that came in meanwhile).
-func (g *Git) Push(ctx context.Context, branch, lease string) error {
-	args := []string{"push", "--quiet", "--no-verify"}
+var fullSHA = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+
+// Push pushes the agent's commit sha to refs/heads/<branch> and nothing
+// else: no tags, no other ref, one explicit refspec. With lease set, it
+// force-pushes only if the remote branch is still at lease (a rebase must
+// not overwrite someone's push that came in meanwhile); without one, only
+// a fast-forward is accepted.
+func (g *Git) Push(ctx context.Context, sha, branch, lease string) error {
+	if !fullSHA.MatchString(sha) {
+		return fmt.Errorf("push: %q is not a commit id", sha)
+	}
+	if lease != "" && !fullSHA.MatchString(lease) {
+		return fmt.Errorf("push: lease %q is not a commit id", lease)
+	}
+	if err := checkBranchName(branch); err != nil {
+		return fmt.Errorf("push: %w", err)
+	}
+	args := []string{"push", "--quiet", "--no-verify", "--no-follow-tags"}
 	if lease != "" {
 		args = append(args, "--force-with-lease=refs/heads/"+branch+":"+lease)
 	}
-	args = append(args, "origin", "HEAD:refs/heads/"+branch)
-	_, err := g.net(ctx, "", args...)
+	args = append(args, "origin", sha+":refs/heads/"+branch)
+	// The agent's objects, read as data from its checkout.
+	_, err := g.net(ctx, []string{"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + filepath.Join(g.Dir, ".git", "objects")}, args...)
 	return err
+}
+
+var branchName = regexp.MustCompile(`^[A-Za-z0-9._/-]+$`)
+
+// checkBranchName refuses a name a refspec could read as something else
+// (a force "+", a "src:dst" pair, an option, a full ref) or git would not
+// take as a branch.
+func checkBranchName(b string) error {
+	if b == "" || !branchName.MatchString(b) || strings.HasPrefix(b, "-") || strings.HasPrefix(b, "refs/") ||
+		strings.Contains(b, "..") || strings.Contains(b, "//") || strings.HasSuffix(b, "/") ||
+		strings.HasSuffix(b, ".lock") || strings.HasPrefix(b, "/") || strings.HasSuffix(b, ".") {
+		return fmt.Errorf("%q is not a branch name the runner pushes to", b)
+	}
+	return nil
 }
 
 // Log returns the commits in from..HEAD, oldest first.
@@ -331,6 +392,18 @@ func (g *Git) IsAncestor(ctx context.Context, a, b string) (bool, error) {
 // repository's .gitignore.
 func (g *Git) Exclude(patterns ...string) error {
 	p := filepath.Join(g.Dir, ".git", "info", "exclude")
+	text := strings.Join(patterns, "\n") + "\n"
+	if g.agent != nil {
+		// The checkout is the agent's: the runner cannot write in it.
+		cmd := exec.Command("sh", "-c", `mkdir -p "$(dirname "$0")" && cat >> "$0"`, p)
+		cmd.Env = g.env
+		g.agent.apply(cmd)
+		cmd.Stdin = strings.NewReader(text)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("append to %s as %s: %w: %s", p, g.agent.Name, err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
@@ -339,7 +412,7 @@ func (g *Git) Exclude(patterns ...string) error {
 		return err
 	}
 	defer f.Close()
-	_, err = f.WriteString(strings.Join(patterns, "\n") + "\n")
+	_, err = f.WriteString(text)
 	return err
 }
 
