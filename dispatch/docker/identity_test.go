@@ -42,10 +42,12 @@ done
 report="$report
 UID $(id -u) GROUPS $(id -G)"
 denied=yes
-for p in $(pgrep -u runner) $(pgrep -x sandbox-runner); do
+pids=$(pgrep -u runner)
+for p in $pids $(pgrep -x sandbox-runner); do
 	if tr '\0' '\n' < /proc/$p/environ | grep -q .; then denied="no (pid $p)"; fi
 done
 report="$report
+RUNNER_PIDS $(echo $pids | wc -w)
 RUNNER_ENVIRON_DENIED $denied"
 for f in /sandbox/secrets/token /sandbox/work-order.json /run/sandbox-runner/work-order.json /run/sandbox-runner/secrets/token; do
 	if cat "$f" > /dev/null; then report="$report
@@ -127,7 +129,8 @@ func TestHostileAgentFindsNoCredentials(t *testing.T) {
 				t.Errorf("%s: the agent's report lacks %q", mode, want)
 			}
 		}
-		for _, bad := range []string{"ACCEPTED", "READABLE", "REDACTED", "found-credential", token, canary} {
+		// RUNNER_PIDS 0 would make the environ check vacuous.
+		for _, bad := range []string{"ACCEPTED", "READABLE", "REDACTED", "found-credential", "RUNNER_PIDS 0\n", token, canary} {
 			if strings.Contains(report, bad) {
 				t.Errorf("%s: the agent's report holds %q", mode, bad)
 			}

@@ -1,13 +1,11 @@
 package sandboxinit
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -170,40 +168,17 @@ func ownPrivately(path string, acct account, mode os.FileMode) error {
 }
 
 // isMountPoint reports whether path is a mount point of this mount
-// namespace (/proc/self/mountinfo's fifth field, octal escapes undone).
+// namespace.
 func isMountPoint(path string) (bool, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := readMounts()
 	if err != nil {
 		return false, err
 	}
-	defer f.Close()
 	clean := filepath.Clean(path)
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMountPath(fields[4]) == clean {
+	for _, m := range mounts {
+		if m.MountPoint == clean {
 			return true, nil
 		}
 	}
-	return false, sc.Err()
-}
-
-func unescapeMountPath(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			var n int
-			if _, err := fmt.Sscanf(s[i+1:i+4], "%03o", &n); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return false, nil
 }
