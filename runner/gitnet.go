@@ -9,14 +9,21 @@ import (
 	"strings"
 )
 
+// credentialArgs make the credential helper the only one git asks (an
+// empty value resets those of other config files).
+func (g *Git) credentialArgs() []string {
+	args := []string{"-c", "credential.helper="}
+	if g.helper != "" {
+		g.red.Refresh()
+		args = append(args, "-c", "credential.helper="+g.helper)
+	}
+	return args
+}
+
 // net runs a git command that talks to the remote: as the runner, in the
 // mirror, with the credential helper.
 func (g *Git) net(ctx context.Context, extraEnv []string, args ...string) (string, error) {
-	pre := []string{"--git-dir=" + g.mirror, "-c", "credential.helper="}
-	if g.helper != "" {
-		g.red.Refresh()
-		pre = append(pre, "-c", "credential.helper="+g.helper)
-	}
+	pre := append([]string{"--git-dir=" + g.mirror}, g.credentialArgs()...)
 	out, err := g.exec(ctx, filepath.Dir(g.mirror), append(append([]string(nil), g.netEnv...), extraEnv...), nil, nil, append(pre, args...)...)
 	return strings.TrimSpace(out), err
 }
@@ -27,12 +34,7 @@ func (g *Git) Clone(ctx context.Context, url string) error {
 	if err := os.RemoveAll(g.mirror); err != nil {
 		return fmt.Errorf("clone: remove the old mirror: %w", err)
 	}
-	cmd := []string{"-c", "credential.helper="}
-	if g.helper != "" {
-		g.red.Refresh()
-		cmd = append(cmd, "-c", "credential.helper="+g.helper)
-	}
-	cmd = append(cmd, "clone", "--bare", "--quiet", "--no-tags", url, g.mirror)
+	cmd := append(g.credentialArgs(), "clone", "--bare", "--quiet", "--no-tags", url, g.mirror)
 	if _, err := g.exec(ctx, filepath.Dir(g.mirror), g.netEnv, nil, nil, cmd...); err != nil {
 		return fmt.Errorf("clone %s: %w", redactURL(url), err)
 	}
