@@ -91,7 +91,7 @@ func TestHostileAgentFindsNoCredentials(t *testing.T) {
 	f := newFixture(t, func(o *docker.Options) {
 		o.Env = map[string]string{"GITHUB_TOKEN": canary}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
 	defer cancel()
 	mainBefore := f.remote.SHA(t, "main")
 
