@@ -34,7 +34,7 @@ type checkRun struct {
 // shellRun runs command with sh -c in dir, in its own process group that
 // is killed when ctx ends or timeout passes. It returns the combined
 // output tail (redacted), whether it timed out, and the exit error.
-func shellRun(ctx context.Context, dir string, env []string, command string, timeout time.Duration, red *Redactor) (string, bool, error) {
+func shellRun(ctx context.Context, dir string, env []string, as *AgentUser, command string, timeout time.Duration, red *Redactor) (string, bool, error) {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -44,6 +44,7 @@ func shellRun(ctx context.Context, dir string, env []string, command string, tim
 	cmd.Dir = dir
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	as.apply(cmd)
 	var buf tailBuffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	// Background children (a test runner's workers) must not keep Wait
@@ -81,7 +82,7 @@ func shellRun(ctx context.Context, dir string, env []string, command string, tim
 
 // runChecks runs every check in order. A check that fails does not stop the
 // others: the agent repairs them all at once.
-func runChecks(ctx context.Context, dir string, env []string, checks sandboxcfg.Checks, red *Redactor, report func(checkRun)) []checkRun {
+func runChecks(ctx context.Context, dir string, env []string, as *AgentUser, checks sandboxcfg.Checks, red *Redactor, report func(checkRun)) []checkRun {
 	var runs []checkRun
 	for _, c := range checks {
 		if ctx.Err() != nil {
@@ -92,7 +93,7 @@ func runChecks(ctx context.Context, dir string, env []string, checks sandboxcfg.
 			timeout = sandboxcfg.DefaultCheckTimeout * time.Second
 		}
 		start := time.Now()
-		tail, timedOut, err := shellRun(ctx, dir, env, c.Command, timeout, red)
+		tail, timedOut, err := shellRun(ctx, dir, env, as, c.Command, timeout, red)
 		run := checkRun{Check: c, Passed: err == nil, Duration: time.Since(start), Tail: tail, TimedOut: timedOut}
 		if ctx.Err() != nil && !timedOut {
 			break // the run is ending; this check says nothing

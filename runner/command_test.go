@@ -298,16 +298,28 @@ func TestTokenThroughCredentialHelper(t *testing.T) {
 		}
 		return pass == tokenA
 	})
-	// The "agent" plays the bot refreshing the token mid-run.
-	cfg := commandCfg(`echo work > WORK.md; printf '%s\n' "$NEW_TOKEN" > "$TOKEN_FILE"; touch "$REFRESHED"; echo done`)
+	// The "agent" plays the bot refreshing the token mid-run. It is told
+	// the token file's path in its script: the runner keeps any variable
+	// naming the token file out of the agent's environment.
+	envDump := filepath.Join(t.TempDir(), "agent-env")
+	cfg := commandCfg(`env > ` + envDump + `; echo work > WORK.md; printf '%s\n' "$NEW_TOKEN" > ` + tokenFile + `; touch "$REFRESHED"; echo done`)
 	e := newRunEnv(t, nil)
-	e.opts.Environ = append(e.opts.Environ, "NEW_TOKEN="+tokenB, "TOKEN_FILE="+tokenFile, "REFRESHED="+refreshed)
+	e.opts.Environ = append(e.opts.Environ, "NEW_TOKEN="+tokenB, "TOKEN_FILE="+tokenFile, "REFRESHED="+refreshed, "GITHUB_TOKEN="+tokenA)
 	o := order(t, srv.URL, dispatch.ModeExecute, cfg)
 	o.TokenFile = tokenFile
 	res := run(t, e, o)
 	wantStatus(t, res, dispatch.StatusCompleted)
 	if _, ok := remote.File(t, o.TargetBranch, "WORK.md"); !ok {
 		t.Fatal("not pushed")
+	}
+	dumped, err := os.ReadFile(envDump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"TOKEN_FILE=", "GITHUB_TOKEN=", tokenFile, tokenA} {
+		if strings.Contains(string(dumped), bad) {
+			t.Errorf("the agent's environment holds %q", bad)
+		}
 	}
 	authed, rejected, pushes := srv.Counts()
 	if authed == 0 || rejected == 0 || pushes == 0 {

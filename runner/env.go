@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/runner/harness"
@@ -50,7 +52,7 @@ func ResolveEnv(src EnvSources) (*ResolvedEnv, error) {
 	}
 	if src.RepoDir != "" {
 		for _, name := range []string{".env", ".env.local"} {
-			m, err := ReadDotenv(filepath.Join(src.RepoDir, name))
+			m, err := readRepoDotenv(filepath.Join(src.RepoDir, name))
 			if errors.Is(err, os.ErrNotExist) {
 				continue
 			}
@@ -122,6 +124,28 @@ func ReadDotenv(path string) (map[string]string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
+	}
+	return ParseDotenv(path, b)
+}
+
+// readRepoDotenv is ReadDotenv for a file of the checkout, which the agent
+// (or whoever wrote the branch) controls: it must be a regular file, never
+// a link to something only the runner can read (the token).
+func readRepoDotenv(path string) (map[string]string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, fmt.Errorf("%s is a symbolic link; a .env file of the repository must be a regular file", path)
+		}
+		return nil, err
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	return ParseDotenv(path, b)
 }
@@ -246,7 +270,7 @@ func lookupEnv(env []string, key string) (string, bool) {
 // file in stateDir and points OPENCODE_CONFIG at it, so OpenCode layers it
 // under the runner's own overlay as it would the operator's file. The
 // variable itself is dropped: setup and checks have no use for it.
-func openCodeConfigEnv(env []string, stateDir string) ([]string, error) {
+func openCodeConfigEnv(env []string, stateDir string, agent *AgentUser) ([]string, error) {
 	content, ok := lookupEnv(env, dispatch.EnvOpenCodeConfigJSON)
 	if !ok {
 		return env, nil
@@ -263,6 +287,10 @@ func openCodeConfigEnv(env []string, stateDir string) ([]string, error) {
 	// 0600: provider keys may be written in it literally.
 	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
 		return nil, fmt.Errorf("write %s: %w", dispatch.EnvOpenCodeConfigJSON, err)
+	}
+	// OpenCode runs as the agent and must read it.
+	if err := agent.give(p); err != nil {
+		return nil, err
 	}
 	return append(harness.WithoutEnv(env, "OPENCODE_CONFIG"), "OPENCODE_CONFIG="+p), nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,37 +18,67 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/runner/harness"
 )
 
-// Git runs git for one checkout. Network operations authenticate through a
-// credential helper that reads the token file on every call: the token is
-// never in a URL, an argument, an environment variable or .git/config, and a
-// token the bot refreshed mid-run is used at once.
+// Git runs git for one checkout, on two sides of a trust boundary.
+//
+// The checkout (Dir) belongs to the agent: every git command that reads or
+// writes it runs as the agent's user, because its .git/config and hooks are
+// the agent's to write (core.fsmonitor, core.hooksPath, diff.external...)
+// and would run code as whoever runs git there. Its origin is the mirror,
+// which the agent can read but not write: it has no remote it could push to.
+//
+// The network side is a bare mirror the runner owns (stateDir/mirror.git):
+// clone, fetch and push run there as the runner, with the runner's own
+// configuration. A push names the agent's commit by sha and reads its
+// objects from the checkout through GIT_ALTERNATE_OBJECT_DIRECTORIES, which
+// is object data only: nothing of the agent's configuration is read by a
+// process that can read the token. Authentication is a credential helper
+// that reads the token file on every call: the token is never in a URL, an
+// argument, an environment variable or a config file, and a token the bot
+// refreshed mid-run is used at once.
 type Git struct {
-	Dir string
-	// env is the environment of the runner's git calls; shared is the part
-	// the agent and the checks get as well.
+	Dir    string
+	mirror string
+	// env is the environment of git on the agent's side; shared is the
+	// part the agent and the checks get as well; netEnv is the runner's.
 	env    []string
 	shared []string
+	netEnv []string
 	// helper is the credential helper script; empty without a token file.
 	helper string
+	agent  *AgentUser
 	red    *Redactor
 }
 
-// gitSetup writes the runner's git configuration into stateDir and returns a
-// Git for dir. The identity goes in a system-level file (GIT_CONFIG_SYSTEM,
-// i.e. what `git config --system` writes) that also includes the image's
-// /etc/gitconfig, so the agent's own commits get the same identity.
-func gitSetup(stateDir, dir string, base []string, tokenFile, name, email string, red *Redactor) (*Git, error) {
-	sysFile := filepath.Join(stateDir, "gitconfig")
+// gitPaths are where gitSetup puts things.
+type gitPaths struct {
+	State   string // readable by the agent: the git identity file, the mirror
+	Private string // the runner's only: the credential helper
+	Dir     string // the agent's checkout
+}
+
+// gitSetup writes the runner's git configuration and returns a Git. The
+// identity goes in a system-level file (GIT_CONFIG_SYSTEM, i.e. what `git
+// config --system` writes) that also includes the image's /etc/gitconfig,
+// so the agent's own commits get the same identity. runnerEnv is the
+// runner's environment, agentBase the agent's (without the runner's
+// secrets).
+func gitSetup(p gitPaths, runnerEnv, agentBase []string, tokenFile, name, email string, agent *AgentUser, red *Redactor) (*Git, error) {
+	sysFile := filepath.Join(p.State, "gitconfig")
+	strip := func(env []string) []string {
+		return harness.WithoutEnv(env, "GIT_CONFIG_SYSTEM", "GIT_DIR", "GIT_WORK_TREE", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_OBJECT_DIRECTORY")
+	}
+	ours := []string{"GIT_CONFIG_SYSTEM=" + sysFile, "GIT_TERMINAL_PROMPT=0", "GIT_EDITOR=true"}
 	// What the agent and the checks get too: the identity, no prompts, no
 	// editor that would wait for a person.
-	shared := append(harness.WithoutEnv(base, "GIT_CONFIG_SYSTEM", "GIT_DIR", "GIT_WORK_TREE", "GIT_ASKPASS", "SSH_ASKPASS"),
-		"GIT_CONFIG_SYSTEM="+sysFile,
-		"GIT_TERMINAL_PROMPT=0",
-		"GIT_EDITOR=true",
-	)
+	shared := append(strip(agentBase), ours...)
 	// The runner parses git's output, so its own calls run untranslated.
-	env := append(append([]string(nil), shared...), "LC_ALL=C")
-	g := &Git{Dir: dir, env: env, shared: shared, red: red}
+	g := &Git{
+		Dir: p.Dir, mirror: filepath.Join(p.State, "mirror.git"),
+		env:    append(append([]string(nil), shared...), "LC_ALL=C"),
+		shared: shared,
+		netEnv: append(append(strip(runnerEnv), ours...), "LC_ALL=C"),
+		agent:  agent, red: red,
+	}
 	// The file `git config --system` would write, written at once: the
 	// runner starts several git processes per step and each spawn counts
 	// in its overhead over the agent.
@@ -65,7 +96,7 @@ func gitSetup(stateDir, dir string, base []string, tokenFile, name, email string
 		if err != nil {
 			return nil, err
 		}
-		g.helper = filepath.Join(stateDir, "git-credential-sandbox")
+		g.helper = filepath.Join(p.Private, "git-credential-sandbox")
 		script := "#!/bin/sh\n" +
 			"# git credential helper of sandbox-runner: answers `get` with the token\n" +
 			"# read from the token file now, so a refreshed token works mid-run.\n" +
@@ -83,8 +114,8 @@ func gitSetup(stateDir, dir string, base []string, tokenFile, name, email string
 // but not the credential helper (the agent does not push).
 func (g *Git) Env() []string { return g.shared }
 
-// run runs git in dir (g.Dir when empty) and returns trimmed stdout. The
-// error carries git's stderr, redacted.
+// run runs git in dir (g.Dir when empty) as the agent and returns trimmed
+// stdout. The error carries git's stderr, redacted.
 func (g *Git) run(ctx context.Context, dir string, args ...string) (string, error) {
 	out, err := g.raw(ctx, dir, args...)
 	return strings.TrimSpace(out), err
@@ -95,10 +126,16 @@ func (g *Git) raw(ctx context.Context, dir string, args ...string) (string, erro
 	if dir == "" {
 		dir = g.Dir
 	}
+	return g.exec(ctx, dir, g.env, g.agent, nil, args...)
+}
+
+func (g *Git) exec(ctx context.Context, dir string, env []string, as *AgentUser, stdin io.Reader, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = dir
-	cmd.Env = g.env
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	as.apply(cmd)
+	cmd.Stdin = stdin
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -109,16 +146,6 @@ func (g *Git) raw(ctx context.Context, dir string, args ...string) (string, erro
 		return stdout.String(), &GitError{Args: g.red.String(strings.Join(args, " ")), Output: g.red.String(tail(msg, 2000)), Err: err}
 	}
 	return stdout.String(), nil
-}
-
-// net runs a git command that talks to the remote, with the helper.
-func (g *Git) net(ctx context.Context, dir string, args ...string) (string, error) {
-	pre := []string{"-c", "credential.helper="}
-	if g.helper != "" {
-		g.red.Refresh()
-		pre = append(pre, "-c", "credential.helper="+g.helper)
-	}
-	return g.run(ctx, dir, append(pre, args...)...)
 }
 
 // GitError is a failed git command.
@@ -137,36 +164,9 @@ func (e *GitError) Error() string {
 
 func (e *GitError) Unwrap() error { return e.Err }
 
-// Clone clones url into g.Dir.
-func (g *Git) Clone(ctx context.Context, url string) error {
-	if err := os.MkdirAll(filepath.Dir(g.Dir), 0o755); err != nil {
-		return err
-	}
-	_, err := g.net(ctx, filepath.Dir(g.Dir), "clone", "--quiet", "--no-tags", url, g.Dir)
-	if err != nil {
-		return fmt.Errorf("clone %s: %w", redactURL(url), err)
-	}
-	return nil
-}
-
 // DefaultBranch is the branch the clone checked out (the remote's HEAD).
 func (g *Git) DefaultBranch(ctx context.Context) (string, error) {
 	return g.run(ctx, "", "symbolic-ref", "--short", "HEAD")
-}
-
-// Fetch fetches branch from origin into refs/remotes/origin/<branch>.
-func (g *Git) Fetch(ctx context.Context, branch string) error {
-	_, err := g.net(ctx, "", "fetch", "--quiet", "--no-tags", "origin", "+refs/heads/"+branch+":refs/remotes/origin/"+branch)
-	return err
-}
-
-// RemoteBranchExists reports whether origin has branch.
-func (g *Git) RemoteBranchExists(ctx context.Context, branch string) (bool, error) {
-	out, err := g.net(ctx, "", "ls-remote", "--heads", "origin", "refs/heads/"+branch)
-	if err != nil {
-		return false, err
-	}
-	return out != "", nil
 }
 
 // Checkout makes branch point at start and checks it out.
@@ -240,19 +240,6 @@ func (g *Git) Untracked(ctx context.Context) ([]string, error) {
 		}
 	}
 	return paths, nil
-}
-
-// Push pushes HEAD to branch. With lease set, it force-pushes only if the
-// remote branch is still at lease (a rebase must not overwrite someone's
-// push that came in meanwhile).
-func (g *Git) Push(ctx context.Context, branch, lease string) error {
-	args := []string{"push", "--quiet", "--no-verify"}
-	if lease != "" {
-		args = append(args, "--force-with-lease=refs/heads/"+branch+":"+lease)
-	}
-	args = append(args, "origin", "HEAD:refs/heads/"+branch)
-	_, err := g.net(ctx, "", args...)
-	return err
 }
 
 // Log returns the commits in from..HEAD, oldest first.
@@ -331,6 +318,18 @@ func (g *Git) IsAncestor(ctx context.Context, a, b string) (bool, error) {
 // repository's .gitignore.
 func (g *Git) Exclude(patterns ...string) error {
 	p := filepath.Join(g.Dir, ".git", "info", "exclude")
+	text := strings.Join(patterns, "\n") + "\n"
+	if g.agent != nil {
+		// The checkout is the agent's: the runner cannot write in it.
+		cmd := exec.Command("sh", "-c", `mkdir -p "$(dirname "$0")" && cat >> "$0"`, p)
+		cmd.Env = g.env
+		g.agent.apply(cmd)
+		cmd.Stdin = strings.NewReader(text)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("append to %s as %s: %w: %s", p, g.agent.Name, err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
@@ -339,7 +338,7 @@ func (g *Git) Exclude(patterns ...string) error {
 		return err
 	}
 	defer f.Close()
-	_, err = f.WriteString(strings.Join(patterns, "\n") + "\n")
+	_, err = f.WriteString(text)
 	return err
 }
 

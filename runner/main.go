@@ -68,6 +68,20 @@ func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		ServicesFile: getenv(dispatch.EnvServicesFile),
 		EnvFile:      *envFile,
 	}
+	if name := getenv(dispatch.EnvAgentUser); name != "" {
+		// The init started us as the runner user with the capabilities to
+		// run the agent as another: none of them may reach the agent.
+		if err := dropInheritableCaps(); err != nil {
+			fmt.Fprintf(stderr, "sandbox-runner run: %v\n", err)
+			return ExitUsage
+		}
+		a, err := LookupAgentUser(name)
+		if err != nil {
+			fmt.Fprintf(stderr, "sandbox-runner run: %s: %v\n", dispatch.EnvAgentUser, err)
+			return ExitUsage
+		}
+		opts.Agent = a
+	}
 	if d, err := time.ParseDuration(getenv(dispatch.EnvPushInterval)); err == nil {
 		opts.PushInterval = d
 	}

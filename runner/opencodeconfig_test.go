@@ -15,7 +15,7 @@ func TestOpenCodeConfigEnv(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
 	doc := `{"provider":{"corp":{"options":{"baseURL":"http://llm:8080/v1","apiKey":"{env:CORP_KEY}"}}}}`
-	env, err := openCodeConfigEnv([]string{"PATH=/bin", "OPENCODE_CONFIG=/home/op/opencode.json", dispatch.EnvOpenCodeConfigJSON + "=" + doc}, state)
+	env, err := openCodeConfigEnv([]string{"PATH=/bin", "OPENCODE_CONFIG=/home/op/opencode.json", dispatch.EnvOpenCodeConfigJSON + "=" + doc}, state, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,10 +36,10 @@ func TestOpenCodeConfigEnv(t *testing.T) {
 
 	// Without the variable nothing changes, the operator's own path included.
 	plain := []string{"OPENCODE_CONFIG=/etc/opencode.json"}
-	if env, err := openCodeConfigEnv(plain, state); err != nil || len(env) != 1 || env[0] != plain[0] {
+	if env, err := openCodeConfigEnv(plain, state, nil); err != nil || len(env) != 1 || env[0] != plain[0] {
 		t.Fatalf("env = %q, %v", env, err)
 	}
-	if _, err := openCodeConfigEnv([]string{dispatch.EnvOpenCodeConfigJSON + "={not json"}, state); err == nil || !strings.Contains(err.Error(), dispatch.EnvOpenCodeConfigJSON+" is not a JSON object") {
+	if _, err := openCodeConfigEnv([]string{dispatch.EnvOpenCodeConfigJSON + "={not json"}, state, nil); err == nil || !strings.Contains(err.Error(), dispatch.EnvOpenCodeConfigJSON+" is not a JSON object") {
 		t.Fatalf("bad JSON: %v", err)
 	}
 }

@@ -343,8 +343,22 @@ func (b *Backend) writeTaskDir(dir string, order dispatch.WorkOrder, token strin
 			return err
 		}
 	}
-	if err := writeJSON(filepath.Join(dir, "work-order.json"), order, 0o644); err != nil {
+	// The work order and the token are the runner's: in a coding sandbox
+	// it has its own uid, and the init moves both out of the agent's reach
+	// (runner/sandboxinit/identities.go). A bot that is not root cannot
+	// give files away and leaves them readable inside its 0700 directory.
+	orderMode := os.FileMode(0o644)
+	if asRoot {
+		orderMode = 0o600
+	}
+	if err := writeJSON(filepath.Join(dir, "work-order.json"), order, orderMode); err != nil {
 		return err
+	}
+	if asRoot {
+		uid, gid := b.secretOwner(dir)
+		if err := os.Chown(filepath.Join(dir, "work-order.json"), uid, gid); err != nil {
+			return fmt.Errorf("give the work order to uid %d: %w", uid, err)
+		}
 	}
 	if token != "" {
 		if err := b.writeToken(dir, token); err != nil {
@@ -402,7 +416,8 @@ func (b *Backend) writeToken(dir, token string) error {
 		return fmt.Errorf("write token: %w", err)
 	}
 	if asRoot {
-		if err := os.Chown(tmp.Name(), b.o.SandboxUID, b.o.SandboxGID); err != nil {
+		uid, gid := b.secretOwner(dir)
+		if err := os.Chown(tmp.Name(), uid, gid); err != nil {
 			return fmt.Errorf("write token: %w", err)
 		}
 	}
@@ -410,6 +425,17 @@ func (b *Backend) writeToken(dir, token string) error {
 		return fmt.Errorf("write token: %w", err)
 	}
 	return nil
+}
+
+// secretOwner is who reads the task's work order and token: the image's
+// runner user in a coding sandbox (which has an inner Docker directory),
+// the sandbox user in task mode, where the container runs as that user
+// from the start.
+func (b *Backend) secretOwner(dir string) (uid, gid int) {
+	if _, err := os.Stat(filepath.Join(dir, "docker")); err == nil {
+		return dispatch.RunnerUID, dispatch.RunnerUID
+	}
+	return b.o.SandboxUID, b.o.SandboxGID
 }
 
 func writeJSON(path string, v any, mode os.FileMode) error {

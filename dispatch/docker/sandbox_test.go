@@ -36,14 +36,14 @@ type fixture struct {
 	svc    string
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, opts ...func(*docker.Options)) *fixture {
 	t.Helper()
 	img := testenv.SandboxImage(t)
 	f := &fixture{svc: dockertest.ServiceImage(t)}
 	f.remote = runtest.NewRemote(t, map[string]string{"README.md": "# demo\n"})
 	f.git = dockertest.ServeGit(t, f.remote.Dir, "tok-1")
 	f.cache = t.TempDir()
-	b, err := docker.New(docker.Options{
+	o := docker.Options{
 		Image:      img,
 		Isolation:  dispatch.IsolationCaps,
 		DataDir:    t.TempDir(),
@@ -51,7 +51,11 @@ func newFixture(t *testing.T) *fixture {
 		StopGrace:  30 * time.Second,
 		ExtraHosts: []string{"host.docker.internal:host-gateway"},
 		Logger:     zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel),
-	})
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	b, err := docker.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +277,7 @@ echo 'Checked the service.'`,
 		t.Errorf("no final progress line among %d", len(w.lines))
 	}
 	log := sandboxLog(t, id, spec.Meta.Mode)
-	for _, want := range []string{`"message":"storage driver chosen"`, `"message":"inner dockerd ready"`, `"service":"web"`, `"message":"image loaded from the cache"`, `"user":"sandbox"`, `"message":"inner daemon stopped"`} {
+	for _, want := range []string{`"message":"storage driver chosen"`, `"message":"inner dockerd ready"`, `"service":"web"`, `"message":"image loaded from the cache"`, `"user":"runner"`, `"agent_user":"sandbox"`, `"message":"inner daemon stopped"`} {
 		if !strings.Contains(log, want) {
 			t.Errorf("sandbox log lacks %s", want)
 		}

@@ -41,6 +41,9 @@ type Options struct {
 	Routes []string
 	// OutDir receives screenshots/ and recording.{webm,webp}.
 	OutDir string
+	// Credential, when set, is the user the dev server runs as: it is the
+	// repository's code, so it runs as the agent does.
+	Credential *syscall.Credential
 	// StartTimeout bounds the wait for the dev server (default 60s).
 	StartTimeout time.Duration
 	// Dwell is how long the recording stays on each route (default 1.5s).
@@ -282,7 +285,7 @@ func startDevServer(ctx context.Context, o Options) (func(), error) {
 	cmd := exec.Command("sh", "-c", o.Command)
 	cmd.Dir = o.Dir
 	cmd.Env = append(append([]string(nil), o.Env...), "PORT="+strconv.Itoa(o.Port))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: o.Credential}
 	logPath := filepath.Join(o.OutDir, "dev-server.log")
 	logf, err := os.Create(logPath)
 	if err != nil {

@@ -210,6 +210,7 @@ func (s *sandbox) run(parent context.Context) int {
 	}
 
 	var acct *account
+	var separate *runnerIdentity
 	if os.Geteuid() == 0 {
 		a, err := lookupAccount(s.opts.user)
 		if err != nil {
@@ -218,6 +219,11 @@ func (s *sandbox) run(parent context.Context) int {
 		acct = &a
 		if err := s.handOver(a); err != nil {
 			return s.fail(dispatch.StatusFailed, err)
+		}
+		if len(s.opts.command) == 0 {
+			if separate, err = s.separateRunner(a); err != nil {
+				return s.fail(dispatch.StatusFailed, err)
+			}
 		}
 	}
 	if s.order != nil && len(s.order.Config.Network.Allow) > 0 {
@@ -242,9 +248,16 @@ func (s *sandbox) run(parent context.Context) int {
 		}
 		argv = []string{exe, "run"}
 	}
+	runAs, caps := acct, []uintptr(nil)
+	if separate != nil {
+		runAs, caps = &separate.acct, runnerCaps
+		for k, v := range separate.env {
+			extraEnv[k] = v
+		}
+	}
 	dir := "/"
-	if acct != nil && isDir(acct.Home) {
-		dir = acct.Home
+	if runAs != nil && isDir(runAs.Home) {
+		dir = runAs.Home
 	}
 
 	mu.Lock()
@@ -252,12 +265,12 @@ func (s *sandbox) run(parent context.Context) int {
 		mu.Unlock()
 		return s.fail(dispatch.StatusInterrupted, errors.New("stopped before the runner started"))
 	}
-	runner, err = startChild(s.log, argv, childEnv(os.Environ(), acct, extraEnv), dir, acct)
+	runner, err = startChild(s.log, argv, childEnv(os.Environ(), runAs, extraEnv), dir, runAs, caps)
 	mu.Unlock()
 	if err != nil {
 		return s.fail(dispatch.StatusFailed, err)
 	}
-	s.log.Info().Strs("argv", argv).Str("user", userName(acct)).
+	s.log.Info().Strs("argv", argv).Str("user", userName(runAs)).Str("agent_user", userName(acct)).
 		Float64("ready_seconds", time.Since(s.started).Seconds()).Msg("runner started")
 
 	<-runner.done

@@ -89,9 +89,10 @@ type child struct {
 	code int
 }
 
-// startChild starts argv as acct (nil: as ourselves), with the container's
-// stdout and stderr so progress lines reach the log unbuffered.
-func startChild(log zerolog.Logger, argv []string, env []string, dir string, acct *account) (*child, error) {
+// startChild starts argv as acct (nil: as ourselves), with the ambient
+// capabilities caps, and with the container's stdout and stderr so
+// progress lines reach the log unbuffered.
+func startChild(log zerolog.Logger, argv []string, env []string, dir string, acct *account, caps []uintptr) (*child, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Dir = dir
@@ -101,6 +102,7 @@ func startChild(log zerolog.Logger, argv []string, env []string, dir string, acc
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if acct != nil {
 		cmd.SysProcAttr.Credential = acct.credential()
+		cmd.SysProcAttr.AmbientCaps = caps
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", strings.Join(argv, " "), err)

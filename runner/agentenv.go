@@ -1,0 +1,61 @@
+package runner
+
+import (
+	"os"
+	"strings"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/runner/harness"
+)
+
+// runnerOnlyEnv are variables that are the runner's alone: where its work
+// order is, how it is launched, and the names a GitHub token commonly
+// travels under. None of them reaches the agent.
+var runnerOnlyEnv = []string{
+	dispatch.EnvWorkOrder, dispatch.EnvAgentUser, dispatch.EnvWorkspace, dispatch.EnvStateDir,
+	dispatch.EnvTemplatesDir, dispatch.EnvPushInterval, dispatch.EnvEnvFile, dispatch.EnvStartupGrace,
+	"GITHUB_TOKEN", "GH_TOKEN", "GIT_ASKPASS", "SSH_ASKPASS",
+}
+
+// agentBase is the runner's environment as the agent, setup, the checks
+// and the dev server may see it: without the runner's own variables,
+// without any variable that holds the token or names its file, and, when
+// the agent is another user, with that user's identity.
+func (r *run) agentBase() []string {
+	env := harness.WithoutEnv(r.opts.Environ, runnerOnlyEnv...)
+	token := ""
+	if r.order.TokenFile != "" {
+		if b, err := os.ReadFile(r.order.TokenFile); err == nil {
+			token = strings.TrimSpace(string(b))
+		}
+	}
+	out := env[:0:0]
+	for _, kv := range env {
+		_, v, _ := strings.Cut(kv, "=")
+		if r.order.TokenFile != "" && strings.Contains(v, r.order.TokenFile) {
+			continue
+		}
+		if token != "" && strings.Contains(v, token) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	if a := r.opts.Agent; a != nil {
+		out = append(harness.WithoutEnv(out, "HOME", "USER", "LOGNAME"), "HOME="+a.Home, "USER="+a.Name, "LOGNAME="+a.Name)
+	}
+	return out
+}
+
+// agentEnv is the one place the environment of the agent and of
+// everything it starts is composed: agentBase, then git's identity, then
+// the resolved project variables (.sandbox.yml env, .env files, ${VAR}
+// secrets given to the run, --env-file), then the OpenCode configuration.
+// A component that must keep something out of the agent's reach, or route
+// the agent through something (a model gateway), does it here.
+func (r *run) agentEnv(vars map[string]string) ([]string, error) {
+	base := r.agentBase()
+	if r.git != nil {
+		base = r.git.Env()
+	}
+	return openCodeConfigEnv(mergeEnv(base, vars), r.stateDir, r.opts.Agent)
+}

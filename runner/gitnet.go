@@ -1,0 +1,86 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// credentialArgs make the credential helper the only one git asks (an
+// empty value resets those of other config files).
+func (g *Git) credentialArgs() []string {
+	args := []string{"-c", "credential.helper="}
+	if g.helper != "" {
+		g.red.Refresh()
+		args = append(args, "-c", "credential.helper="+g.helper)
+	}
+	return args
+}
+
+// net runs a git command that talks to the remote: as the runner, in the
+// mirror, with the credential helper.
+func (g *Git) net(ctx context.Context, extraEnv []string, args ...string) (string, error) {
+	pre := append([]string{"--git-dir=" + g.mirror}, g.credentialArgs()...)
+	out, err := g.exec(ctx, filepath.Dir(g.mirror), append(append([]string(nil), g.netEnv...), extraEnv...), nil, nil, append(pre, args...)...)
+	return strings.TrimSpace(out), err
+}
+
+// Clone clones url into the runner's mirror, then the mirror into the
+// agent's checkout g.Dir (an empty directory the agent owns).
+func (g *Git) Clone(ctx context.Context, url string) error {
+	if err := os.RemoveAll(g.mirror); err != nil {
+		return fmt.Errorf("clone: remove the old mirror: %w", err)
+	}
+	cmd := append(g.credentialArgs(), "clone", "--bare", "--quiet", "--no-tags", url, g.mirror)
+	if _, err := g.exec(ctx, filepath.Dir(g.mirror), g.netEnv, nil, nil, cmd...); err != nil {
+		return fmt.Errorf("clone %s: %w", redactURL(url), err)
+	}
+	if _, err := g.run(ctx, g.Dir, "clone", "--quiet", "--no-tags", g.mirror, "."); err != nil {
+		return fmt.Errorf("clone the mirror into the checkout: %w", err)
+	}
+	return nil
+}
+
+var fullSHA = regexp.MustCompile(`^[0-9a-f]{40}([0-9a-f]{24})?$`)
+
+// Push pushes the agent's commit sha to refs/heads/<branch> and nothing
+// else: no tags, no other ref, one explicit refspec. With lease set, it
+// force-pushes only if the remote branch is still at lease (a rebase must
+// not overwrite someone's push that came in meanwhile); without one, only
+// a fast-forward is accepted.
+func (g *Git) Push(ctx context.Context, sha, branch, lease string) error {
+	if !fullSHA.MatchString(sha) {
+		return fmt.Errorf("push: %q is not a commit id", sha)
+	}
+	if lease != "" && !fullSHA.MatchString(lease) {
+		return fmt.Errorf("push: lease %q is not a commit id", lease)
+	}
+	if err := checkBranchName(branch); err != nil {
+		return fmt.Errorf("push: %w", err)
+	}
+	args := []string{"push", "--quiet", "--no-verify", "--no-follow-tags"}
+	if lease != "" {
+		args = append(args, "--force-with-lease=refs/heads/"+branch+":"+lease)
+	}
+	args = append(args, "origin", sha+":refs/heads/"+branch)
+	// The agent's objects, read as data from its checkout.
+	_, err := g.net(ctx, []string{"GIT_ALTERNATE_OBJECT_DIRECTORIES=" + filepath.Join(g.Dir, ".git", "objects")}, args...)
+	return err
+}
+
+var branchName = regexp.MustCompile(`^[A-Za-z0-9._/-]+$`)
+
+// checkBranchName refuses a name a refspec could read as something else
+// (a force "+", a "src:dst" pair, an option, a full ref) or git would not
+// take as a branch.
+func checkBranchName(b string) error {
+	if b == "" || !branchName.MatchString(b) || strings.HasPrefix(b, "-") || strings.HasPrefix(b, "refs/") ||
+		strings.Contains(b, "..") || strings.Contains(b, "//") || strings.HasSuffix(b, "/") ||
+		strings.HasSuffix(b, ".lock") || strings.HasPrefix(b, "/") || strings.HasSuffix(b, ".") {
+		return fmt.Errorf("%q is not a branch name the runner pushes to", b)
+	}
+	return nil
+}

@@ -1,0 +1,125 @@
+package runner
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/runner/harness"
+)
+
+// agent runs one agent pass and, if the agent CLI rejected an operation
+// nobody could approve, one more pass in the same session that tells the
+// agent what was rejected and why.
+func (r *run) agent(spec agentSpec) (*agentOutcome, error) {
+	out := r.invoke(spec)
+	if len(out.Stalls) > 0 && out.Stop == StopNone && r.work.Err() == nil {
+		r.log.Warn().Strs("rejected", out.Stalls).Msg("the agent CLI rejected operations; giving the agent one more pass")
+		r.prog.emit(dispatch.Progress{Stage: spec.Stage, Message: "rejected: " + strings.Join(out.Stalls, "; ")})
+		data := r.promptData()
+		data.Rejected = out.Stalls
+		prompt, err := render(r.opts.Templates, PromptStall, data)
+		if err != nil {
+			return out, err
+		}
+		retry := spec
+		retry.Prompt, retry.SessionID = prompt, out.SessionID
+		again := r.invoke(retry)
+		again.Stalls = append(out.Stalls, again.Stalls...)
+		again.Usage.Add(out.Usage)
+		if again.FinalText == "" {
+			again.FinalText = out.FinalText
+		}
+		out = again
+	}
+	return out, r.stopError(out, spec.Stage == "repair")
+}
+
+// invoke runs the agent once and accounts for it.
+func (r *run) invoke(spec agentSpec) *agentOutcome {
+	repair := spec.Stage == "repair"
+	costCap := r.budget - r.mainCost
+	if repair {
+		costCap = r.repairBudget - r.repairCost
+	}
+	inactivity := time.Duration(r.cfg.InactivitySeconds) * time.Second
+	p := &agentProc{
+		h: r.h,
+		req: harness.Request{
+			Dir:       r.dir,
+			Prompt:    spec.Prompt,
+			Model:     r.cfg.Model,
+			Env:       r.env,
+			SessionID: spec.SessionID,
+			ReadOnly:  spec.ReadOnly,
+		},
+		inactivity:   inactivity,
+		startupGrace: r.opts.StartupGrace,
+		killGrace:    r.opts.KillGrace,
+		log:          r.log.With().Str("stage", spec.Stage).Logger(),
+		red:          r.red,
+		as:           r.opts.Agent,
+		costSoFar:    r.res.TokenUsage.TotalCostUSD,
+		costCap:      max(costCap, 1e-9),
+	}
+	base := r.res.TokenUsage
+	p.onEvent = func(ev harness.Event, st agentStats) {
+		pr := dispatch.Progress{Stage: spec.Stage, Step: st.Steps, ToolCalls: base.Steps + st.ToolCalls, CostUSD: base.TotalCostUSD + st.CostUSD, Tokens: base.Input + base.Output + st.Tokens}
+		switch ev.Type {
+		case harness.EventToolUse:
+			pr.Message, pr.Tool = "tool "+ev.Tool, ev.Tool
+		case harness.EventStepFinish:
+			pr.Message = fmt.Sprintf("step %d done", st.Completed)
+		case harness.EventError:
+			pr.Message = "agent error: " + clipString(ev.Text, 200)
+		case harness.EventSession:
+			pr.Message = "agent session " + ev.SessionID
+		default:
+			return
+		}
+		r.prog.emit(pr)
+	}
+	r.prog.emit(dispatch.Progress{Stage: spec.Stage, Message: "agent " + r.h.Name() + " started"})
+	out := p.run(r.work)
+	r.res.TokenUsage.Add(out.Usage)
+	if repair {
+		r.repairCost += out.Usage.TotalCostUSD
+	} else {
+		r.mainCost += out.Usage.TotalCostUSD
+	}
+	if out.SessionID != "" {
+		r.session = out.SessionID
+		r.saveSession()
+	}
+	if out.ParseErrors > 0 {
+		r.log.Warn().Int("lines", out.ParseErrors).Msg("skipped agent output lines that did not parse")
+	}
+	return out
+}
+
+// stopError maps a stopped agent to the run's status.
+func (r *run) stopError(out *agentOutcome, repair bool) error {
+	switch out.Stop {
+	case StopHung:
+		return &statusError{status: dispatch.StatusHung, diag: out.Diagnostic,
+			msg: fmt.Sprintf("the agent printed no event for %ds (inactivity_timeout); it was stopped", r.cfg.InactivitySeconds)}
+	case StopBudget:
+		limit, what := r.budget, "max_budget_usd"
+		if repair {
+			limit, what = r.repairBudget, "the repair budget"
+		}
+		return &statusError{status: dispatch.StatusBudgetExceeded, diag: out.Diagnostic,
+			msg: fmt.Sprintf("the agent's cost passed %s ($%.2f); it was stopped", what, limit)}
+	case StopInterrupted:
+		return r.interruption(out.Diagnostic)
+	}
+	return nil
+}
+
+func (r *run) interruption(diag *dispatch.Diagnostic) error {
+	if r.parent.Err() != nil {
+		return &statusError{status: dispatch.StatusInterrupted, diag: diag, msg: "the run was stopped (SIGTERM) before it finished; the work so far is pushed"}
+	}
+	return &statusError{status: dispatch.StatusTimeout, diag: diag, msg: "timeout_minutes passed before the run finished; the work so far is pushed"}
+}

@@ -1,0 +1,114 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// finish makes the run durable and writes the receipt: whatever happened,
+// committed work is pushed (with a fresh deadline when the run's context
+// is gone) and result.json is written.
+func (r *run) finish(err error) {
+	res := r.res
+	res.Status = dispatch.StatusCompleted
+	var se *statusError
+	switch {
+	case r.parent.Err() != nil:
+		res.Status = dispatch.StatusInterrupted
+		if errors.As(err, &se) && se.status == dispatch.StatusInterrupted {
+			res.Error = &dispatch.RunError{Message: se.msg, Diagnostic: se.diag}
+		} else {
+			res.Error = &dispatch.RunError{Message: "the run was stopped (SIGTERM) before it finished"}
+		}
+	case r.work != nil && errors.Is(r.work.Err(), context.DeadlineExceeded):
+		res.Status = dispatch.StatusTimeout
+		msg := "timeout_minutes passed before the run finished"
+		var diag *dispatch.Diagnostic
+		if errors.As(err, &se) {
+			diag = se.diag
+		}
+		res.Error = &dispatch.RunError{Message: msg, Diagnostic: diag}
+	case errors.As(err, &se):
+		res.Status = se.status
+		res.Error = &dispatch.RunError{Message: se.msg, Diagnostic: se.diag}
+	case err != nil:
+		res.Status = dispatch.StatusFailed
+		res.Error = &dispatch.RunError{Message: err.Error()}
+	}
+
+	if r.git != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), r.opts.FinalPushTimeout)
+		if perr := r.saveWork(ctx, res.Status); perr != nil {
+			r.log.Error().Err(perr).Msg("could not push the work")
+			if res.Status == dispatch.StatusCompleted {
+				res.Status = dispatch.StatusFailed
+				res.Error = &dispatch.RunError{Message: perr.Error()}
+			} else if res.Error != nil {
+				res.Error.Message += "; and the final push failed: " + perr.Error()
+			}
+		}
+		r.describe(ctx)
+		cancel()
+	}
+	if r.spec.planFromOrder && res.Plan == "" {
+		res.Plan = r.order.Plan
+	}
+	res.DurationSeconds = time.Since(r.start).Seconds()
+	if res.Error != nil {
+		res.Error.Message = r.red.String(res.Error.Message)
+	}
+	res.PRSummary = r.red.String(res.PRSummary)
+	res.Plan = r.red.String(res.Plan)
+	for _, name := range r.checkOrder {
+		res.Validation = append(res.Validation, *r.checks[name])
+	}
+	r.red.Refresh()
+	if r.order.OutputDir != "" {
+		if werr := dispatch.WriteResult(r.order.OutputDir, res); werr != nil {
+			r.log.Error().Err(werr).Msg("could not write result.json")
+		}
+	}
+	msg := "done: " + string(res.Status)
+	if res.Error != nil {
+		msg += ": " + clipString(res.Error.Message, 300)
+	}
+	r.prog.emit(dispatch.Progress{Stage: "done", Message: msg, Status: res.Status, CostUSD: res.TokenUsage.TotalCostUSD,
+		Tokens: res.TokenUsage.Input + res.TokenUsage.Output, Branch: res.Branch, HeadSHA: res.HeadSHA})
+	ev := r.log.Info()
+	if res.Status != dispatch.StatusCompleted {
+		ev = r.log.Warn()
+	}
+	ev.Str("status", string(res.Status)).Float64("cost_usd", res.TokenUsage.TotalCostUSD).Int("steps", res.TokenUsage.Steps).
+		Float64("duration_s", res.DurationSeconds).Msg("run ended")
+	if r.tempWork {
+		os.RemoveAll(r.workDir)
+	}
+}
+
+// describe fills the receipt's git facts.
+func (r *run) describe(ctx context.Context) {
+	if r.baseSHA == "" {
+		return
+	}
+	head, err := r.git.RevParse(ctx, "HEAD")
+	if err != nil {
+		return
+	}
+	if r.pushes {
+		r.res.HeadSHA = head
+		from := r.startSHA
+		if r.spec.commitsFromBase {
+			from = "origin/" + r.baseBranch
+		}
+		if commits, err := r.git.Log(ctx, from); err == nil {
+			r.res.Commits = commits
+		}
+		if ds, err := r.git.DiffStats(ctx, "origin/"+r.baseBranch); err == nil {
+			r.res.DiffStats = ds
+		}
+	}
+}
