@@ -7,13 +7,20 @@ import (
 	"strings"
 )
 
-// CreateVolume checks POST /volumes/create.
-func (p *Policy) CreateVolume(body []byte) ([]byte, error) {
+// decodeWithDriver decodes a volume or network create body and returns
+// its Driver.
+func decodeWithDriver(body []byte) (object, string, error) {
 	o, err := decodeBody(body)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	driver, err := o.str("Driver")
+	return o, driver, err
+}
+
+// CreateVolume checks POST /volumes/create.
+func (p *Policy) CreateVolume(body []byte) ([]byte, error) {
+	o, driver, err := decodeWithDriver(body)
 	if err != nil {
 		return nil, err
 	}
@@ -48,11 +55,7 @@ var bridgeOptions = []string{
 // (macvlan and ipvlan sit on the sandbox's own interface, past any fence
 // on its bridge), no swarm scope.
 func (p *Policy) CreateNetwork(body []byte) ([]byte, error) {
-	o, err := decodeBody(body)
-	if err != nil {
-		return nil, err
-	}
-	driver, err := o.str("Driver")
+	o, driver, err := decodeWithDriver(body)
 	if err != nil {
 		return nil, err
 	}
