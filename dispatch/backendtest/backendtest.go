@@ -79,6 +79,8 @@ type Harness struct {
 }
 
 // Run checks the backend newBackend makes, one fresh backend per check.
+// The checks run in parallel; a newBackend whose backends share something
+// (one Docker engine) serializes them itself.
 func Run(t *testing.T, newBackend func(t *testing.T) Harness) {
 	checks := []struct {
 		name string
@@ -94,6 +96,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Harness) {
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
 			h := newBackend(t)
 			if h.Timeout == 0 {
 				h.Timeout = 2 * time.Minute
