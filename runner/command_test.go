@@ -185,13 +185,14 @@ func TestSetupFailure(t *testing.T) {
 }
 
 func TestTimeoutPushesWork(t *testing.T) {
-	// Not parallel: it measures time, and a busy machine stretches it.
+	t.Parallel()
 	remote := runtest.NewRemote(t, projectFiles())
 	cfg := commandCfg(`echo started > WORK.md; echo '{"type":"step_start"}'; sleep 60`)
 	e := newRunEnv(t, nil)
 	// The timeout covers clone and setup too: it must leave the agent
-	// time to write its file.
-	e.opts.Timeout = 5 * time.Second
+	// time to write its file even on a busy machine (the agent sleeps a
+	// minute, so the timeout still ends the run).
+	e.opts.Timeout = 20 * time.Second
 	o := order(t, remote.URL, dispatch.ModeExecute, cfg)
 	res := run(t, e, o)
 	wantStatus(t, res, dispatch.StatusTimeout)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +24,11 @@ import (
 // directory; a run that must leave no receipt is killed with docker kill.
 func TestConformance(t *testing.T) {
 	img := testenv.SandboxImage(t)
+	// One check at a time: they share the engine, and each starts sandboxes.
+	var engine sync.Mutex
 	backendtest.Run(t, func(t *testing.T) backendtest.Harness {
+		engine.Lock()
+		t.Cleanup(engine.Unlock)
 		b, err := docker.New(docker.Options{
 			Image:     img,
 			Isolation: dispatch.IsolationCaps,
