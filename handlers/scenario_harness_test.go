@@ -163,9 +163,16 @@ func (h *harness) label(n int, sender, delivery string) int {
 
 // comment adds a comment on the fake and delivers its issue_comment event.
 func (h *harness) comment(n int, sender, body string) int {
+	id, payload := h.commentEvent(n, sender, body)
+	return h.deliver("issue_comment", fmt.Sprintf("comment-%d", id), payload)
+}
+
+// commentEvent adds a comment on the fake and returns its id and the
+// issue_comment payload GitHub would send (and resend) for it.
+func (h *harness) commentEvent(n int, sender, body string) (int64, []byte) {
 	id := h.gh.AddComment(testRepo, n, sender, body)
 	iss := h.gh.Issue(testRepo, n)
-	return h.deliver("issue_comment", fmt.Sprintf("comment-%d", id), h.payload("issue_comment.created.json", sender, func(m map[string]any) {
+	return id, h.payload("issue_comment.created.json", sender, func(m map[string]any) {
 		issue := m["issue"].(map[string]any)
 		issue["number"], issue["title"] = n, iss.Title
 		labels := []any{}
@@ -178,7 +185,7 @@ func (h *harness) comment(n int, sender, body string) int {
 			issue["pull_request"] = map[string]any{"url": "x"}
 		}
 		m["comment"] = map[string]any{"id": id, "body": body, "user": map[string]any{"login": sender, "type": "User"}}
-	}))
+	})
 }
 
 // waitSubmitted waits until n runs were submitted in total.

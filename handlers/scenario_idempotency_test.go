@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -43,5 +44,42 @@ func TestRedeliveryAfterRestartAndCleanupStartsNothing(t *testing.T) {
 	h.wantRuns(1, "a redelivered label after restart and cleanup")
 	if got := len(h.gh.Issue(testRepo, n).Comments); got != comments {
 		t.Errorf("the redelivery added %d comments", got-comments)
+	}
+}
+
+// The same for a command: an /approve redelivered after its execute run
+// opened the PR, was cleaned up and the bot restarted starts nothing.
+func TestRedeliveredApproveAfterRestartAndCleanupStartsNothing(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, nil)
+	n, _ := h.planned("Approve once")
+	id, approve := h.commentEvent(n, writer, "/approve")
+	delivery := fmt.Sprintf("comment-%d", id)
+	if code := h.deliver("issue_comment", delivery, approve); code != http.StatusOK {
+		t.Fatalf("/approve answered %d", code)
+	}
+	exec := h.waitSubmitted(2)[1]
+	sha := h.gh.CreateBranch(testRepo, exec.Order.TargetBranch, "main")
+	h.backend.Finish(exec.Order.TaskID, &dispatch.Result{Mode: dispatch.ModeExecute, Status: dispatch.StatusCompleted, Branch: exec.Order.TargetBranch,
+		HeadSHA: sha, Commits: []dispatch.Commit{{SHA: sha, Message: "Do it"}}, PRSummary: "Done."})
+	h.waitComment(n, "PR link", func(c string) bool { return strings.Contains(c, "🚀 Opened") })
+	h.gh.WaitFor(5*time.Second, "execute run cleaned up", func() bool {
+		runs, err := h.backend.List(t.Context())
+		return err == nil && len(runs) == 0
+	})
+	comments := len(h.gh.Issue(testRepo, n).Comments)
+
+	h.stop()
+	h.start(nil)
+	if code := h.deliver("issue_comment", delivery, approve); code != http.StatusOK {
+		t.Fatalf("redelivery answered %d", code)
+	}
+	h.idle()
+	h.wantRuns(2, "a redelivered /approve after restart and cleanup")
+	if got := len(h.gh.Issue(testRepo, n).Comments); got != comments {
+		t.Errorf("the redelivery added %d comments", got-comments)
+	}
+	if prs := h.gh.PullRequests(testRepo); len(prs) != 1 {
+		t.Errorf("want one PR, got %d", len(prs))
 	}
 }
