@@ -60,6 +60,8 @@ type Base struct {
 	Loader    *appconfig.Loader
 	Runs      *Runs
 	Now       func() time.Time
+	// Secrets are redacted from everything the bot posts.
+	Secrets *Secrets
 }
 
 // NewBase wires a Base and its Runs.
@@ -92,6 +94,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 		Templates:     tmpl,
 		Loader:        appconfig.NewLoader([]string{sandboxcfg.FileName}, appconfig.WithOwnerDefault(".github", []string{sandboxcfg.FileName})),
 		Now:           time.Now,
+		Secrets:       NewSecrets(),
 	}
 	b.Runs = newRuns(b)
 	return b

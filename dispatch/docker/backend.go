@@ -671,14 +671,9 @@ func (b *Backend) Result(_ context.Context, taskID string) (*dispatch.Result, er
 	if _, err := os.Stat(b.TaskDir(taskID)); errors.Is(err, os.ErrNotExist) {
 		return nil, dispatch.ErrNotFound
 	}
-	raw, err := os.ReadFile(filepath.Join(b.OutputDir(taskID), dispatch.ResultFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, dispatch.ErrNoResult
-	}
-	if err != nil {
-		return nil, fmt.Errorf("docker backend: %w", err)
-	}
-	r, err := dispatch.ParseResult(raw)
+	// out/ is bind-mounted into the sandbox: whatever is there, the
+	// sandbox made.
+	r, err := dispatch.ReadResultFile(b.TaskDir(taskID), "out/"+dispatch.ResultFile)
 	if err != nil {
 		return nil, fmt.Errorf("docker backend: %s: %w", taskID, err)
 	}

@@ -16,6 +16,7 @@ type run struct {
 	spec     dispatch.RunSpec
 	status   dispatch.RunStatus
 	result   *dispatch.Result
+	raw      []byte // a result.json as bytes (FinishRaw), decoded on Result
 	progress []dispatch.Progress
 }
 
@@ -147,6 +148,9 @@ func (b *Backend) Result(_ context.Context, taskID string) (*dispatch.Result, er
 	r, ok := b.runs[taskID]
 	if !ok {
 		return nil, dispatch.ErrNotFound
+	}
+	if r.raw != nil {
+		return dispatch.ParseResult(r.raw)
 	}
 	if r.result == nil {
 		return nil, dispatch.ErrNoResult

@@ -421,14 +421,11 @@ func (b *Backend) Result(_ context.Context, taskID string) (*dispatch.Result, er
 	if !st.State.Ended() {
 		return nil, fmt.Errorf("process backend: %s is still %s", taskID, st.State)
 	}
-	rb, err := os.ReadFile(filepath.Join(b.OutputDir(taskID), dispatch.ResultFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("process backend: %s: %w", taskID, dispatch.ErrNoResult)
-	}
+	r, err := dispatch.ReadResultFile(b.TaskDir(taskID), outDir+"/"+dispatch.ResultFile)
 	if err != nil {
-		return nil, fmt.Errorf("process backend: %w", err)
+		return nil, fmt.Errorf("process backend: %s: %w", taskID, err)
 	}
-	return dispatch.ParseResult(rb)
+	return r, nil
 }
 
 // Cancel implements dispatch.Backend: SIGTERM to the runner, which stops

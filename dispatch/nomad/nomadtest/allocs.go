@@ -443,7 +443,9 @@ func (s *Server) fsCat(w http.ResponseWriter, r *http.Request, id string) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	b, err := os.ReadFile(full)
+	// Streamed, as a Nomad client does: a reader that stops early (the
+	// bot's cap) ends the copy when it closes the connection.
+	f, err := os.Open(full)
 	if errors.Is(err, os.ErrNotExist) {
 		fileNotFound(w, p)
 		return
@@ -452,7 +454,8 @@ func (s *Server) fsCat(w http.ResponseWriter, r *http.Request, id string) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	w.Write(b)
+	defer f.Close()
+	_, _ = io.Copy(w, f)
 }
 
 // fsLogs streams a task's log as JSON StreamFrames, following it until the
