@@ -251,7 +251,9 @@ func isTagStart(c byte) bool {
 	return c == '/' || c == '!' || c == '?' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
-func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
 
 func isWordByte(c byte) bool { return isAlnum(c) || c == '_' || c == '`' || c >= utf8.RuneSelf }
 

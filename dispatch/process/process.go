@@ -45,8 +45,10 @@ type Options struct {
 	Runner string
 	// DataDir holds tasks/ and locks/.
 	DataDir string
-	// Env is the runner's base environment (secrets for ${VAR}, the agent's
-	// API keys, OPENCODE_CONFIG); nil means os.Environ().
+	// Env is the runner's whole environment (secrets for ${VAR}, the
+	// agent's API keys, OPENCODE_CONFIG); nil means MinimalEnv of this
+	// process's environment without pass names. Build it with MinimalEnv:
+	// the runner and the agent can read all of it.
 	Env []string
 	// StopGrace is what Cancel gives the runner between SIGTERM and SIGKILL
 	// to push and write its interrupted receipt (default 60s).
@@ -114,7 +116,7 @@ func New(o Options) (*Backend, error) {
 		}
 	}
 	if o.Env == nil {
-		o.Env = os.Environ()
+		o.Env = MinimalEnv(os.Environ(), nil)
 	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = 60 * time.Second

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -409,12 +408,7 @@ func (s *Server) nodeInfo(w http.ResponseWriter, r *http.Request, id string) {
 		http.Error(w, "node not found", http.StatusNotFound)
 		return
 	}
-	u, _ := url.Parse(s.URL)
-	s.writeJSON(w, http.StatusOK, s.Index(), &api.Node{
-		ID: NodeID, Name: "nomadtest-client", Datacenter: "dc1", NodePool: "default",
-		HTTPAddr: u.Host, Status: "ready", SchedulingEligibility: "eligible",
-		Attributes: map[string]string{"driver.docker": "1", "driver.docker.privileged.enabled": "1"},
-	})
+	s.writeJSON(w, http.StatusOK, s.Index(), s.node())
 }
 
 func (s *Server) allocForFS(w http.ResponseWriter, id string) *allocEntry {
