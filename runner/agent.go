@@ -187,6 +187,7 @@ func (a *agentProc) run(ctx context.Context) *agentOutcome {
 		toolCalls   int
 		stepText    strings.Builder
 		lastText    string
+		lastLine    bool // the text so far ends with a plain-text line
 		deltaCost   float64
 		totalCost   float64
 		resultTok   harness.Tokens
@@ -234,12 +235,21 @@ func (a *agentProc) run(ctx context.Context) *agentOutcome {
 			steps++
 			stepText.Reset()
 		case harness.EventText:
-			if strings.TrimSpace(ev.Text) != "" {
+			// Lines of a plain-text agent join with one newline (blank
+			// lines kept), parts of a structured one with a blank line.
+			if ev.Line && stepText.Len() > 0 {
+				sep := "\n\n"
+				if lastLine {
+					sep = "\n"
+				}
+				stepText.WriteString(sep + ev.Text)
+				lastText, lastLine = stepText.String(), true
+			} else if strings.TrimSpace(ev.Text) != "" {
 				if stepText.Len() > 0 {
 					stepText.WriteString("\n\n")
 				}
 				stepText.WriteString(ev.Text)
-				lastText = stepText.String()
+				lastText, lastLine = stepText.String(), ev.Line
 			}
 		case harness.EventStepFinish:
 			completed++
