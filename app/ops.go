@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -51,36 +52,28 @@ func (o *OpsConfig) applyEnv(getenv Getenv) error {
 		}
 		o.MaxBodyReaders = n
 	}
-	for _, d := range []struct {
-		key string
-		dst *time.Duration
-	}{{"SANDBOX_DISPATCH_DEADLINE", &o.DispatchDeadline}, {"SANDBOX_HTTP_READ_TIMEOUT", &o.HTTPReadTimeout},
-		{"SANDBOX_HTTP_WRITE_TIMEOUT", &o.HTTPWriteTimeout}, {"SANDBOX_HTTP_IDLE_TIMEOUT", &o.HTTPIdleTimeout}} {
-		if v, ok := getenv(d.key); ok {
-			dur, err := time.ParseDuration(strings.TrimSpace(v))
-			if err != nil || dur <= 0 {
-				return fmt.Errorf("%s: %q is not a positive duration such as 30s", d.key, v)
-			}
-			*d.dst = dur
+	durations := map[string]*time.Duration{
+		"SANDBOX_DISPATCH_DEADLINE": &o.DispatchDeadline, "SANDBOX_HTTP_READ_TIMEOUT": &o.HTTPReadTimeout,
+		"SANDBOX_HTTP_WRITE_TIMEOUT": &o.HTTPWriteTimeout, "SANDBOX_HTTP_IDLE_TIMEOUT": &o.HTTPIdleTimeout,
+	}
+	for key, dst := range durations {
+		v, ok := getenv(key)
+		if !ok {
+			continue
 		}
+		dur, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || dur <= 0 {
+			return fmt.Errorf("%s: %q is not a positive duration such as 30s", key, v)
+		}
+		*dst = dur
 	}
 	return nil
 }
 
 func (o *OpsConfig) defaults() {
-	if o.AdminListen == "" {
-		o.AdminListen = DefaultAdminListen
-	}
-	if o.MaxBodyReaders == 0 {
-		o.MaxBodyReaders = DefaultMaxBodyReaders
-	}
-	if o.HTTPReadTimeout == 0 {
-		o.HTTPReadTimeout = DefaultHTTPReadTimeout
-	}
-	if o.HTTPWriteTimeout == 0 {
-		o.HTTPWriteTimeout = DefaultHTTPWriteTimeout
-	}
-	if o.HTTPIdleTimeout == 0 {
-		o.HTTPIdleTimeout = DefaultHTTPIdleTimeout
-	}
+	o.AdminListen = cmp.Or(o.AdminListen, DefaultAdminListen)
+	o.MaxBodyReaders = cmp.Or(o.MaxBodyReaders, DefaultMaxBodyReaders)
+	o.HTTPReadTimeout = cmp.Or(o.HTTPReadTimeout, DefaultHTTPReadTimeout)
+	o.HTTPWriteTimeout = cmp.Or(o.HTTPWriteTimeout, DefaultHTTPWriteTimeout)
+	o.HTTPIdleTimeout = cmp.Or(o.HTTPIdleTimeout, DefaultHTTPIdleTimeout)
 }

@@ -266,3 +266,42 @@ func TestNoDockerEngineMeansNoProcessRun(t *testing.T) {
 		t.Errorf("readiness not logged:\n%s", h.logs.String())
 	}
 }
+
+// The docker backend asked to run an image the engine does not have: the
+// issue is told at once (no retries: waiting does not build an image).
+func TestDockerMissingImageReachesTheIssue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("uses the Docker engine")
+	}
+	testenv.Docker(t)
+	h := newHarness(t, nil, nil)
+	data := t.TempDir()
+	b, err := docker.New(docker.Options{Image: "sandbox-test/no-such-image:0", Isolation: dispatch.IsolationCaps, DataDir: data, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.stop()
+	h.startWith(b, map[string]string{"SANDBOX_ISOLATION": "caps"})
+	n := h.gh.AddIssue(testRepo, writer, "Greet", "")
+	h.label(n, writer, fmt.Sprintf("d-noimage-%d", time.Now().UnixNano()))
+	var c string
+	h.gh.WaitFor(60*time.Second, "start failure comment", func() bool {
+		for _, b := range h.botComments(n) {
+			if strings.Contains(b, "could not start") {
+				c = b
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(c, "sandbox image is not available") {
+		t.Errorf("comment:\n%s", c)
+	}
+	h.gh.WaitFor(10*time.Second, "agent:failed", func() bool { return hasLabel(h.gh.Issue(testRepo, n).Labels, "agent:failed") })
+	if entries, _ := os.ReadDir(filepath.Join(data, "tasks")); len(entries) != 0 {
+		t.Errorf("a failed submission left a task directory: %v", entries)
+	}
+	if !strings.Contains(h.logs.String(), "backend not ready") {
+		t.Errorf("the start check did not log the missing image")
+	}
+}
