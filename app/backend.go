@@ -16,11 +16,12 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch/process"
 )
 
-// NewBackend builds the configured backend. With the default (docker, no
-// NOMAD_ADDR) and no reachable Docker engine, it falls back to plain child
-// processes and says loudly that runs are not isolated; an explicitly
-// chosen docker backend fails instead, because the operator asked for
-// isolation. The returned func releases the backend's resources.
+// NewBackend builds the configured backend. There is no fallback: with the
+// docker backend (the default without NOMAD_ADDR) and no engine answering,
+// the bot still runs on docker, reports itself not ready, and every run
+// that cannot start is reported on its issue. Agents run as plain child
+// processes only when SANDBOX_BACKEND=process says so. The returned func
+// releases the backend's resources.
 func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispatch.Backend, func(), error) {
 	nop := func() {}
 	gw, projectEnv, err := dispatch.ResolveProviders(cfg.PassEnv, cfg.Providers, os.LookupEnv)
@@ -52,11 +53,8 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 		return b, func() { _ = b.Close() }, nil
 	case "docker":
 		if err := docker.Available(ctx); err != nil {
-			if cfg.backendExplicit {
-				return nil, nop, fmt.Errorf("SANDBOX_BACKEND=docker: %w", err)
-			}
-			logger.Warn().Err(err).Msg("no Docker engine reachable: falling back to the process backend")
-			return newProcess(cfg, logger)
+			logger.Error().Err(err).Msg("no Docker engine reachable: not ready, runs fail and are reported on their issues until it answers " +
+				"(the bot never falls back to unisolated processes; SANDBOX_BACKEND=process does that on purpose)")
 		}
 		b, err := docker.New(docker.Options{
 			Image: cfg.Image, Isolation: cfg.Isolation, DataDir: cfg.DataDir, CacheDir: filepath.Join(cfg.DataDir, "cache"),
@@ -94,9 +92,12 @@ func newProcess(cfg *Config, logger zerolog.Logger) (dispatch.Backend, func(), e
 		"*  WARNING: no sandbox. Runs are plain child processes of this bot,  *\n"+
 		"*  with this machine's files, network and credentials in reach.     *\n"+
 		"*  Use it to try the bot, never for repositories you do not trust.   *\n"+
-		"*  Start a Docker engine (or set NOMAD_ADDR) for isolated sandboxes. *\n"+
+		"*  SANDBOX_BACKEND=process chose this; unset it for Docker sandboxes.*\n"+
 		"**********************************************************************")
-	b, err := process.New(process.Options{Runner: runner, DataDir: cfg.DataDir, Logger: logger})
+	// The runner and the agent see only an allowlisted environment: never
+	// the App's key, the webhook secret or NOMAD_TOKEN.
+	b, err := process.New(process.Options{Runner: runner, DataDir: cfg.DataDir, Logger: logger,
+		Env: process.MinimalEnv(os.Environ(), cfg.PassEnv)})
 	if err != nil {
 		return nil, func() {}, err
 	}

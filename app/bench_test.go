@@ -305,7 +305,7 @@ func waitIntake(tb testing.TB, s *Server, queued, busy int64) {
 func metricValue(tb testing.TB, s *Server, sample string) float64 {
 	tb.Helper()
 	rec := httptest.NewRecorder()
-	s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	s.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if rec.Code != http.StatusOK {
 		tb.Fatalf("/metrics answered %d", rec.Code)
 	}

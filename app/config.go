@@ -38,6 +38,7 @@ type Config struct {
 	PublicURL string `yaml:"public_url"`
 
 	Nomad NomadConfig `yaml:"nomad"`
+	Ops   OpsConfig   `yaml:",inline"`
 
 	// TriggerLabel starts a plan run when added to an issue.
 	TriggerLabel string `yaml:"trigger_label"`
@@ -94,10 +95,6 @@ type Config struct {
 	LogLevel     string `yaml:"log_level"`
 	// LogPretty writes human-readable logs instead of JSON.
 	LogPretty bool `yaml:"log_pretty"`
-
-	// backendExplicit is set when the operator chose the backend, so an
-	// unreachable Docker engine is an error instead of a fallback.
-	backendExplicit bool
 }
 
 // NomadConfig is where and how sandboxes run on Nomad. Address, token,
@@ -147,6 +144,9 @@ func LoadConfig(getenv Getenv) (*Config, error) {
 		}
 	}
 	if err := c.applyEnv(getenv); err != nil {
+		return nil, err
+	}
+	if err := c.Ops.applyEnv(getenv); err != nil {
 		return nil, err
 	}
 	c.applyDefaults()
@@ -275,7 +275,6 @@ func (c *Config) applyDefaults() {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
-	c.backendExplicit = c.Backend != ""
 	if c.Backend == "" {
 		c.Backend = "docker"
 		if c.Nomad.Addr != "" {
@@ -333,6 +332,7 @@ func (c *Config) applyDefaults() {
 		c.LogLevel = "info"
 	}
 	c.Limits = c.Limits.WithDefaults()
+	c.Ops.defaults()
 }
 
 // validate returns the first problem as one line naming the setting.

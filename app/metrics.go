@@ -26,13 +26,13 @@ func newServerMetrics(reg *prometheus.Registry, gm metrics.Registry, backend dis
 			Name: "sandbox_bot_webhook_deliveries_total", Help: "Webhook deliveries accepted into the queue (or ignored as unhandled), by event.",
 		}, []string{"event", "status"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sandbox_bot_webhook_rejected_total", Help: "Webhook deliveries not queued, by reason (bad_signature, malformed, too_large, queue_full, duplicate).",
+			Name: "sandbox_bot_webhook_rejected_total", Help: "Webhook deliveries not queued, by reason (bad_signature, sha1_only, too_many_readers, malformed, too_large, queue_full, duplicate).",
 		}, []string{"reason"}),
 		handlerErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandbox_bot_handler_errors_total", Help: "Event handlers that returned an error or panicked, by event.",
 		}, []string{"event"}),
 	}
-	for _, reason := range []string{"bad_signature", "malformed", "too_large", "queue_full", "duplicate"} {
+	for _, reason := range []string{"bad_signature", "sha1_only", "too_many_readers", "malformed", "too_large", "queue_full", "duplicate"} {
 		m.rejected.WithLabelValues(reason)
 	}
 	reg.MustRegister(m.deliveries, m.rejected, m.handlerErrors,

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"maps"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -14,7 +16,6 @@ import (
 	lru "github.com/hashicorp/golang-lru"
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rcrowley/go-metrics"
 	"github.com/rs/zerolog"
 	"github.com/valyala/fastjson"
@@ -41,15 +42,18 @@ type Server struct {
 	metrics  *serverMetrics
 	sched    *dedupeScheduler
 	handler  http.Handler
+	ready    *readiness
 }
 
 // NewServer wires the bot around a backend.
 func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*Server, error) {
 	registry := metrics.NewRegistry()
+	secrets := handlers.NewSecrets()
+	secrets.Add(slices.Collect(maps.Values(passEnv(cfg.PassEnv)))...)
 	cc, err := githubapp.NewDefaultCachingClientCreator(cfg.GitHub,
 		githubapp.WithClientUserAgent("sandbox-bot"),
 		githubapp.WithClientTimeout(30*time.Second),
-		githubapp.WithClientMiddleware(githubapp.ClientMetrics(registry), githubapp.ClientLogging(zerolog.DebugLevel)),
+		githubapp.WithClientMiddleware(redactingMiddleware(secrets), githubapp.ClientMetrics(registry), githubapp.ClientLogging(zerolog.DebugLevel)),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("GitHub client: %w", err)
@@ -62,10 +66,12 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 		TriggerLabel: cfg.TriggerLabel, AllowUsers: cfg.AllowUsers, AllowTeams: cfg.AllowTeams, AllowBots: cfg.AllowBots,
 		MaxContinues: cfg.MaxContinues, MaxPlanRounds: cfg.MaxPlanRounds, ProgressInterval: cfg.ProgressInterval, TokenRefresh: cfg.TokenRefresh,
 		Defaults: cfg.Defaults, Limits: cfg.Limits, Isolation: cfg.Isolation, WebURL: cfg.GitHub.WebURL, SecretEnv: cfg.ProjectSecretEnv(),
+		DispatchDeadline: cfg.Ops.DispatchDeadline,
 	}, backend, tmpl)
+	base.Secrets = secrets
 	base.Runs.SetLogger(logger)
 
-	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prometheus.NewRegistry()}
+	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prometheus.NewRegistry(), ready: &readiness{backend: backend}}
 	s.metrics = newServerMetrics(s.prom, registry, backend, base.Runs)
 
 	dedupe, err := lru.New(20000)
@@ -93,11 +99,12 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 		}),
 	)
 
+	// The webhook listener faces the internet: deliveries, liveness and a
+	// bare readiness bit. The dashboard and metrics are on AdminHandler.
 	mux := http.NewServeMux()
-	mux.Handle("POST "+WebhookPath, s.limitBody(hook))
+	mux.Handle("POST "+WebhookPath, s.guardIntake(cfg.Ops.MaxBodyReaders, s.limitBody(hook)))
 	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(s.prom, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /{$}", s.dashboard)
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { s.readyz(w, r, false) })
 	s.handler = s.withLogger(mux)
 	return s, nil
 }
@@ -268,7 +275,8 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// Start reconciles runs left from a previous life of the bot.
+// Start checks the backend (logging what is not ready) and reconciles runs
+// left from a previous life of the bot.
 func (s *Server) Start(ctx context.Context) error {
 	// Handlers read the identity again when this fails (GitHub down).
 	if login, err := s.base.LoadIdentity(ctx); err != nil {
@@ -276,6 +284,7 @@ func (s *Server) Start(ctx context.Context) error {
 	} else {
 		s.logger.Info().Str("bot", login).Msg("the App's bot account")
 	}
+	s.ready.check(ctx, s.logger)
 	return s.base.Runs.Reconcile(ctx)
 }
 

@@ -175,18 +175,6 @@ func WriteResult(dir string, r *Result) error {
 	return os.Rename(tmp.Name(), filepath.Join(dir, ResultFile))
 }
 
-// ParseResult decodes result.json and checks its schema version.
-func ParseResult(b []byte) (*Result, error) {
-	var r Result
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("decode %s: %w", ResultFile, err)
-	}
-	if r.SchemaVersion != ResultVersion {
-		return nil, fmt.Errorf("%s schema_version %d is not supported (want %d)", ResultFile, r.SchemaVersion, ResultVersion)
-	}
-	return &r, nil
-}
-
 // Progress is one line the runner prints on stdout per meaningful step: a
 // bare JSON object with "event":"progress", so it stays readable in any log
 // viewer. The bot follows the run's log and turns these into a Check Run.

@@ -45,6 +45,9 @@ type Settings struct {
 	// SecretEnv names the variables the backend passes to every sandbox;
 	// the runner redacts their values.
 	SecretEnv []string
+	// DispatchDeadline bounds the retries of a submission that failed for
+	// a passing reason (default DefaultDispatchDeadline).
+	DispatchDeadline time.Duration
 	// WebURL is GitHub's web address (https://github.com, or GHES's), for
 	// permanent media links.
 	WebURL string
@@ -61,6 +64,8 @@ type Base struct {
 	Runs      *Runs
 	Now       func() time.Time
 	trust     *trustState
+	// Secrets are redacted from everything the bot posts.
+	Secrets *Secrets
 }
 
 // NewBase wires a Base and its Runs.
@@ -83,6 +88,9 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 	if s.WebURL == "" {
 		s.WebURL = "https://github.com"
 	}
+	if s.DispatchDeadline == 0 {
+		s.DispatchDeadline = DefaultDispatchDeadline
+	}
 	if s.CheckName == "" {
 		s.CheckName = "sandbox-agent"
 	}
@@ -90,11 +98,12 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 	b := &Base{
 		ClientCreator: cc,
 		Settings:      s,
-		Backend:       backend,
+		Backend:       retryingBackend{Backend: backend, deadline: s.DispatchDeadline},
 		Templates:     tmpl,
 		Loader:        appconfig.NewLoader([]string{sandboxcfg.FileName}, appconfig.WithOwnerDefault(".github", []string{sandboxcfg.FileName})),
 		Now:           time.Now,
 		trust:         newTrustState(),
+		Secrets:       NewSecrets(),
 	}
 	b.Runs = newRuns(b)
 	return b

@@ -140,7 +140,10 @@ func (r *Runs) follow(meta dispatch.Meta) {
 	}
 	r.endRun(ctx, meta.TaskID)
 	res, rerr := r.b.Backend.Result(ctx, meta.TaskID)
-	if rerr != nil && !errors.Is(rerr, dispatch.ErrNoResult) && !errors.Is(rerr, dispatch.ErrNotFound) {
+	if errors.Is(rerr, dispatch.ErrBadResult) {
+		log.Error().Err(rerr).Msg("result.json rejected; reporting the run as failed")
+		res = rejectedResult(meta, rejectedMessage)
+	} else if rerr != nil && !errors.Is(rerr, dispatch.ErrNoResult) && !errors.Is(rerr, dispatch.ErrNotFound) {
 		log.Error().Err(rerr).Msg("read result.json")
 		res = nil
 	}
@@ -188,6 +191,7 @@ func (r *Runs) finish(ctx context.Context, client *github.Client, owner, repo st
 		issue = meta.Number
 	}
 	rc := &runContext{meta: meta, owner: owner, repo: repo, issue: issue, round: ack.Marker.Round, branch: ack.Marker.Branch, marked: marked}
+	res = r.vetResult(rc, res)
 
 	status := dispatch.StatusInterrupted
 	if res != nil {

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"bytes"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -228,13 +229,10 @@ func TestWebhookRejections(t *testing.T) {
 	if code := h.deliver("issues", "d5", huge); code != http.StatusRequestEntityTooLarge {
 		t.Errorf("oversized payload: got %d, want 413", code)
 	}
-	resp, err := http.Get(h.http.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var buf bytes.Buffer
-	buf.ReadFrom(resp.Body)
+	// Metrics live on the admin listener.
+	rec := httptest.NewRecorder()
+	h.srv.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	buf := rec.Body
 	for _, want := range []string{`sandbox_bot_webhook_rejected_total{reason="bad_signature"} 2`, `sandbox_bot_webhook_rejected_total{reason="too_large"} 1`, `sandbox_bot_webhook_rejected_total{reason="malformed"} 1`} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("/metrics lacks %q", want)

@@ -130,8 +130,8 @@ func TestTokensByMode(t *testing.T) {
 	h.requireLive(cont.Order.TaskID)
 }
 
-// failingBackend refuses every submission, as a Nomad cluster that is down.
-type failingBackend struct{ *memory.Backend }
+// refusingBackend refuses every submission, as a Nomad cluster that is down.
+type refusingBackend struct{ *memory.Backend }
 
 // existingBackend answers every submission "exists already", as it does
 // for a second bot replica that lost the race for the same task.
@@ -188,7 +188,7 @@ func TestTokensRevokedWhateverTheOutcome(t *testing.T) {
 	// Nobody holds the token of a run that was never started: the
 	// submission failed, or another replica's run with that id exists.
 	for name, backend := range map[string]func(*memory.Backend) dispatch.Backend{
-		"submission failed":   func(m *memory.Backend) dispatch.Backend { return failingBackend{m} },
+		"submission failed":   func(m *memory.Backend) dispatch.Backend { return refusingBackend{m} },
 		"run existed already": func(m *memory.Backend) dispatch.Backend { return existingBackend{m} },
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -204,7 +204,7 @@ func TestTokensRevokedWhateverTheOutcome(t *testing.T) {
 	}
 }
 
-func (f failingBackend) Submit(context.Context, dispatch.RunSpec) (bool, error) {
+func (f refusingBackend) Submit(context.Context, dispatch.RunSpec) (bool, error) {
 	return false, errors.New("nomad: connection refused")
 }
 

@@ -47,10 +47,10 @@ type startRequest struct {
 func (r *startRequest) owner() string { return r.Repo.GetOwner().GetLogin() }
 func (r *startRequest) name() string  { return r.Repo.GetName() }
 
-// start resolves the configuration, takes the per-issue lock, mints the
+// startRun resolves the configuration, takes the per-issue lock, mints the
 // token, submits the run and acknowledges it. Problems people can fix (bad
-// config, a busy issue) become replies, not errors.
-func (b *Base) start(ctx context.Context, client *github.Client, req startRequest) error {
+// config, a busy issue) become replies, not errors; start reports the rest.
+func (b *Base) startRun(ctx context.Context, client *github.Client, req startRequest) error {
 	logger := zerolog.Ctx(ctx)
 	owner, name, full := req.owner(), req.name(), req.Repo.GetFullName()
 	if req.Issue == 0 {

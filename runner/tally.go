@@ -23,6 +23,7 @@ type tally struct {
 
 	stepText strings.Builder // the text of the current step
 	lastText string          // the latest non-empty text: the final answer
+	lastLine bool            // the text so far ends with a plain-text line
 
 	// Harnesses report cost either per step (summed) or as a running
 	// total; the larger of the two is the invocation's cost.
@@ -54,12 +55,21 @@ func (t *tally) add(ev harness.Event, now time.Time) {
 		t.steps++
 		t.stepText.Reset()
 	case harness.EventText:
-		if strings.TrimSpace(ev.Text) != "" {
+		// Lines of a plain-text agent join with one newline (blank lines
+		// kept), parts of a structured one with a blank line.
+		if ev.Line && t.stepText.Len() > 0 {
+			sep := "\n\n"
+			if t.lastLine {
+				sep = "\n"
+			}
+			t.stepText.WriteString(sep + ev.Text)
+			t.lastText, t.lastLine = t.stepText.String(), true
+		} else if strings.TrimSpace(ev.Text) != "" {
 			if t.stepText.Len() > 0 {
 				t.stepText.WriteString("\n\n")
 			}
 			t.stepText.WriteString(ev.Text)
-			t.lastText = t.stepText.String()
+			t.lastText, t.lastLine = t.stepText.String(), ev.Line
 		}
 	case harness.EventStepFinish:
 		t.completed++

@@ -133,7 +133,10 @@ func (c *cli) processBackend(o *options) (dispatch.Backend, error) {
 	if o.runnerErr != nil {
 		return nil, o.runnerErr
 	}
-	env := withoutTokenVar(c.env)
+	// The same allowlisted environment the bot gives, without the
+	// repository token (the runner gets it as its token file): the agent
+	// sees your provider keys only when they are pass-env names.
+	env := process.MinimalEnv(withoutTokenVar(c.env), o.passEnv)
 	// Plan rounds run as separate tasks, one after the other; a shared
 	// checkout and state directory let a revision continue the same agent
 	// session (OpenCode continues a session only in the directory it was

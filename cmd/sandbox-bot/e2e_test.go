@@ -149,7 +149,7 @@ func (l *loop) startBot() *botProcess {
 	ln.Close()
 	p := &botProcess{addr: addr, logs: &syncBuffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(l.bin)
-	p.cmd.Env = append(append([]string(nil), l.env...), "SANDBOX_LISTEN="+addr)
+	p.cmd.Env = append(append([]string(nil), l.env...), "SANDBOX_LISTEN="+addr, "SANDBOX_ADMIN_LISTEN=127.0.0.1:0")
 	p.cmd.Stderr = p.logs
 	p.cmd.Stdout = p.logs
 	if err := p.cmd.Start(); err != nil {

@@ -49,14 +49,20 @@ func run() int {
 	if err := srv.Start(ctx); err != nil {
 		logger.Error().Err(err).Msg("reconcile runs at start; continuing, the next restart tries again")
 	}
-	httpSrv := &http.Server{Addr: cfg.Listen, Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	errs := make(chan error, 1)
-	go func() { errs <- httpSrv.ListenAndServe() }()
-	logger.Info().Str("listen", cfg.Listen).Str("backend", backend.Name()).Str("image", cfg.Image).Msg("sandbox-bot started")
+	httpSrv := app.NewHTTPServer(cfg, cfg.Listen, srv.Handler())
+	errs := make(chan error, 2)
+	go func() { errs <- listenErr("SANDBOX_LISTEN", cfg.Listen, httpSrv.ListenAndServe()) }()
+	// The dashboard and metrics never share the webhook listener.
+	var adminSrv *http.Server
+	if cfg.Ops.AdminListen != "off" {
+		adminSrv = app.NewHTTPServer(cfg, cfg.Ops.AdminListen, srv.AdminHandler())
+		go func() { errs <- listenErr("SANDBOX_ADMIN_LISTEN", cfg.Ops.AdminListen, adminSrv.ListenAndServe()) }()
+	}
+	logger.Info().Str("listen", cfg.Listen).Str("admin_listen", cfg.Ops.AdminListen).Str("backend", backend.Name()).Str("image", cfg.Image).Msg("sandbox-bot started")
 
 	select {
 	case err := <-errs:
-		fmt.Fprintln(os.Stderr, "sandbox-bot: SANDBOX_LISTEN "+cfg.Listen+": "+err.Error())
+		fmt.Fprintln(os.Stderr, "sandbox-bot: "+err.Error())
 		return 1
 	case <-ctx.Done():
 	}
@@ -66,6 +72,11 @@ func run() int {
 	if err := httpSrv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		logger.Warn().Err(err).Msg("HTTP shutdown")
 	}
+	if adminSrv != nil {
+		if err := adminSrv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Warn().Err(err).Msg("admin HTTP shutdown")
+		}
+	}
 	if err := srv.Drain(shutdown); err != nil {
 		logger.Warn().Err(err).Msg("queue not drained")
 	}
@@ -73,4 +84,9 @@ func run() int {
 	srv.Stop()
 	logger.Info().Msg("stopped")
 	return 0
+}
+
+// listenErr names the setting whose listener failed.
+func listenErr(setting, addr string, err error) error {
+	return fmt.Errorf("%s %s: %w", setting, addr, err)
 }

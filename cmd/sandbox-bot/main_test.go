@@ -60,7 +60,7 @@ func TestServesAndStopsOnSIGTERM(t *testing.T) {
 	l.Close()
 	cmd := exec.Command(bin)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GITHUB_APP_INTEGRATION_ID=1", "GITHUB_APP_WEBHOOK_SECRET=s",
-		"GITHUB_APP_PRIVATE_KEY=" + testKey(t), "SANDBOX_LISTEN=" + addr, "SANDBOX_BACKEND=process",
+		"GITHUB_APP_PRIVATE_KEY=" + testKey(t), "SANDBOX_LISTEN=" + addr, "SANDBOX_ADMIN_LISTEN=127.0.0.1:0", "SANDBOX_BACKEND=process",
 		"SANDBOX_RUNNER_BINARY=" + runner, "SANDBOX_DATA_DIR=" + t.TempDir(), "GITHUB_V3_API_URL=http://127.0.0.1:1/"}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

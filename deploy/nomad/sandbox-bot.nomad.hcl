@@ -50,6 +50,11 @@ job "sandbox-bot" {
       port "http" {
         to = 8080
       }
+      # Dashboard, /metrics and detailed /readyz: for your monitoring only,
+      # never routed from the internet.
+      port "admin" {
+        to = 9090
+      }
     }
 
     service {
@@ -67,6 +72,13 @@ job "sandbox-bot" {
       }
     }
 
+    service {
+      name     = "sandbox-bot-admin"
+      provider = "nomad"
+      port     = "admin"
+      tags     = ["metrics"]
+    }
+
     update {
       max_parallel     = 1
       health_check     = "checks"
@@ -79,7 +91,7 @@ job "sandbox-bot" {
 
       config {
         image = var.image
-        ports = ["http"]
+        ports = ["http", "admin"]
       }
 
       # NOMAD_TOKEN in the environment is this task's workload identity;
@@ -90,6 +102,9 @@ job "sandbox-bot" {
 
       env {
         SANDBOX_LISTEN    = ":8080"
+        # Inside the container loopback would be unreachable; the admin port
+        # is mapped above and must stay off the public network.
+        SANDBOX_ADMIN_LISTEN = ":9090"
         SANDBOX_BACKEND   = "nomad"
         SANDBOX_IMAGE     = var.sandbox_image
         SANDBOX_ISOLATION = var.isolation

@@ -302,6 +302,8 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		_, _ = b.cli.run(rmCtx, "rm", "-f", name)
+		// Nor leave a task directory a restarted bot would take for a run.
+		_ = os.RemoveAll(dir)
 		return false, fmt.Errorf("docker backend: start %s: %w", m.TaskID, err)
 	}
 	log.Info().Str("container", name).Str("image", b.o.Image).Str("isolation", string(rec.Isolation)).Msg("sandbox started")
@@ -508,24 +510,7 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 		)
 	} else {
 		args = append(args, "--mount", bind(filepath.Join(dir, "docker"), "/var/lib/docker", false))
-		switch rec.Isolation {
-		case dispatch.IsolationPrivileged:
-			args = append(args, "--privileged")
-		case dispatch.IsolationCaps:
-			args = append(args,
-				"--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
-				"--security-opt", "seccomp=unconfined",
-				"--security-opt", "apparmor=unconfined",
-				// /proc/sys stays read-only without --privileged, so the
-				// inner daemon cannot turn forwarding on itself.
-				"--sysctl", "net.ipv4.ip_forward=1",
-			)
-			// fuse-overlayfs is the inner daemon's second choice when
-			// overlay2 cannot work; it needs the device.
-			if _, err := os.Stat("/dev/fuse"); err == nil {
-				args = append(args, "--device", "/dev/fuse")
-			}
-		}
+		args = append(args, isolationArgs(rec.Isolation)...)
 	}
 	for _, h := range b.o.ExtraHosts {
 		args = append(args, "--add-host", h)
@@ -739,14 +724,9 @@ func (b *Backend) Result(ctx context.Context, taskID string) (*dispatch.Result, 
 	if err := b.notRunning(ctx, taskID); err != nil {
 		return nil, err
 	}
-	raw, err := os.ReadFile(filepath.Join(b.OutputDir(taskID), dispatch.ResultFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("docker backend: %s: %w", taskID, dispatch.ErrNoResult)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("docker backend: %w", err)
-	}
-	r, err := dispatch.ParseResult(raw)
+	// out/ is bind-mounted into the sandbox: whatever is there, the
+	// sandbox made.
+	r, err := dispatch.ReadResultFile(b.TaskDir(taskID), "out/"+dispatch.ResultFile)
 	if err != nil {
 		return nil, fmt.Errorf("docker backend: %s: %w", taskID, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
 // cli runs the docker client. The backend drives the engine through the CLI
@@ -43,6 +45,9 @@ func (c cli) run(ctx context.Context, args ...string) (string, error) {
 	case strings.Contains(msg, "is already in use"):
 		return stdout.String(), fmt.Errorf("docker %s: %w: %s", describe(args), errConflict, msg)
 	}
+	if class := classify(msg); class != nil {
+		return stdout.String(), fmt.Errorf("docker %s: %w: %s", describe(args), class, msg)
+	}
 	if msg == "" {
 		msg = err.Error()
 	}
@@ -61,4 +66,26 @@ func describe(args []string) string {
 		return args[0]
 	}
 	return args[0] + " … " + last
+}
+
+// classify tells the engine's answers the bot explains to people apart:
+// no engine, no image, a refused isolation profile.
+func classify(msg string) error {
+	has := func(subs ...string) bool {
+		for _, s := range subs {
+			if strings.Contains(msg, s) {
+				return true
+			}
+		}
+		return false
+	}
+	switch {
+	case has("Cannot connect to the Docker daemon", "error during connect", "Is the docker daemon running"):
+		return dispatch.ErrUnavailable
+	case has("Unable to find image", "No such image", "pull access denied", "manifest unknown", "repository does not exist"):
+		return dispatch.ErrImageMissing
+	case has("unable to apply caps", "privileged mode is disabled"):
+		return dispatch.ErrIsolationRefused
+	}
+	return nil
 }

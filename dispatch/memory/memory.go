@@ -18,6 +18,7 @@ type run struct {
 	spec     dispatch.RunSpec
 	status   dispatch.RunStatus
 	result   *dispatch.Result
+	raw      []byte // a result.json as bytes (FinishRaw), decoded on Result
 	progress []dispatch.Progress
 }
 
@@ -155,6 +156,9 @@ func (b *Backend) Result(_ context.Context, taskID string) (*dispatch.Result, er
 	}
 	if !r.status.State.Ended() {
 		return nil, fmt.Errorf("memory backend: %s is %s: %w", taskID, r.status.State, dispatch.ErrRunning)
+	}
+	if r.raw != nil {
+		return dispatch.ParseResult(r.raw)
 	}
 	if r.result == nil {
 		return nil, fmt.Errorf("memory backend: %s: %w", taskID, dispatch.ErrNoResult)

@@ -309,9 +309,15 @@ func (b *Backend) readResult(ctx context.Context, v *runView) ([]byte, error) {
 		return nil, fmt.Errorf("read %s of allocation %s: %w", ResultPath, a.ID, err)
 	}
 	defer rc.Close()
-	raw, err := io.ReadAll(io.LimitReader(rc, 16<<20))
+	// The sandbox wrote this file: the cap stops reading a link to
+	// /dev/zero or a huge file after MaxResultBytes, whatever the node
+	// serves.
+	raw, err := io.ReadAll(io.LimitReader(rc, dispatch.MaxResultBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s of allocation %s: %w", ResultPath, a.ID, err)
+	}
+	if len(raw) > dispatch.MaxResultBytes {
+		return nil, fmt.Errorf("%s of allocation %s is over the %d-byte cap: %w", ResultPath, a.ID, dispatch.MaxResultBytes, dispatch.ErrBadResult)
 	}
 	if len(raw) == 0 {
 		return nil, fmt.Errorf("allocation %s has an empty %s: %w", a.ID, ResultPath, dispatch.ErrNoResult)

@@ -45,8 +45,10 @@ type Options struct {
 	Runner string
 	// DataDir holds tasks/ and locks/.
 	DataDir string
-	// Env is the runner's base environment (secrets for ${VAR}, the agent's
-	// API keys, OPENCODE_CONFIG); nil means os.Environ().
+	// Env is the runner's whole environment (secrets for ${VAR}, the
+	// agent's API keys, OPENCODE_CONFIG); nil means MinimalEnv of this
+	// process's environment without pass names. Build it with MinimalEnv:
+	// the runner and the agent can read all of it.
 	Env []string
 	// StopGrace is what Cancel gives the runner between SIGTERM and SIGKILL
 	// to push and write its interrupted receipt (default 60s).
@@ -117,7 +119,7 @@ func New(o Options) (*Backend, error) {
 		}
 	}
 	if o.Env == nil {
-		o.Env = os.Environ()
+		o.Env = MinimalEnv(os.Environ(), nil)
 	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = 60 * time.Second
@@ -425,14 +427,11 @@ func (b *Backend) Result(_ context.Context, taskID string) (*dispatch.Result, er
 	if !st.State.Ended() {
 		return nil, fmt.Errorf("process backend: %s is %s: %w", taskID, st.State, dispatch.ErrRunning)
 	}
-	rb, err := os.ReadFile(filepath.Join(b.OutputDir(taskID), dispatch.ResultFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("process backend: %s: %w", taskID, dispatch.ErrNoResult)
-	}
+	r, err := dispatch.ReadResultFile(b.TaskDir(taskID), outDir+"/"+dispatch.ResultFile)
 	if err != nil {
-		return nil, fmt.Errorf("process backend: %w", err)
+		return nil, fmt.Errorf("process backend: %s: %w", taskID, err)
 	}
-	return dispatch.ParseResult(rb)
+	return r, nil
 }
 
 // Cancel implements dispatch.Backend: SIGTERM to the runner, which stops

@@ -77,12 +77,11 @@ type commandParser struct{}
 
 func (commandParser) ParseStdout(line []byte) ([]Event, error) {
 	trimmed := bytes.TrimSpace(line)
-	if len(trimmed) == 0 {
-		return nil, nil
-	}
 	now := time.Now()
-	if trimmed[0] != '{' {
-		return []Event{{Type: EventText, Time: now, Text: string(trimmed)}}, nil
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		// Plain text, kept as written: indentation and blank lines are
+		// part of a plan's code blocks.
+		return []Event{{Type: EventText, Time: now, Text: string(bytes.TrimRight(line, "\r\n")), Line: true}}, nil
 	}
 	var ce CommandEvent
 	if err := json.Unmarshal(trimmed, &ce); err != nil {
@@ -92,7 +91,7 @@ func (commandParser) ParseStdout(line []byte) ([]Event, error) {
 	case EventSession, EventStepStart, EventToolUse, EventText, EventStepFinish, EventError, EventResult, EventStall:
 	case "":
 		// A JSON line that is not an event: the program's own output.
-		return []Event{{Type: EventText, Time: now, Text: string(trimmed)}}, nil
+		return []Event{{Type: EventText, Time: now, Text: string(bytes.TrimRight(line, "\r\n")), Line: true}}, nil
 	default:
 		return nil, fmt.Errorf("command: unknown event type %q in %q", ce.Type, clip(trimmed, 120))
 	}

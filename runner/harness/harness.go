@@ -46,6 +46,11 @@ type Event struct {
 	CostUSD float64
 	// CostIsTotal marks CostUSD as a running total instead of a delta.
 	CostIsTotal bool
+	// Line marks Text as one line of a plain-text agent's output (blank
+	// lines included), which the runner joins with single newlines so the
+	// text stays as written; other text events are parts, joined by a
+	// blank line.
+	Line bool
 }
 
 // Request is one invocation of the agent.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -409,12 +408,7 @@ func (s *Server) nodeInfo(w http.ResponseWriter, r *http.Request, id string) {
 		http.Error(w, "node not found", http.StatusNotFound)
 		return
 	}
-	u, _ := url.Parse(s.URL)
-	s.writeJSON(w, http.StatusOK, s.Index(), &api.Node{
-		ID: NodeID, Name: "nomadtest-client", Datacenter: "dc1", NodePool: "default",
-		HTTPAddr: u.Host, Status: "ready", SchedulingEligibility: "eligible",
-		Attributes: map[string]string{"driver.docker": "1", "driver.docker.privileged.enabled": "1"},
-	})
+	s.writeJSON(w, http.StatusOK, s.Index(), s.node())
 }
 
 func (s *Server) allocForFS(w http.ResponseWriter, id string) *allocEntry {
@@ -443,7 +437,9 @@ func (s *Server) fsCat(w http.ResponseWriter, r *http.Request, id string) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	b, err := os.ReadFile(full)
+	// Streamed, as a Nomad client does: a reader that stops early (the
+	// bot's cap) ends the copy when it closes the connection.
+	f, err := os.Open(full)
 	if errors.Is(err, os.ErrNotExist) {
 		fileNotFound(w, p)
 		return
@@ -452,7 +448,8 @@ func (s *Server) fsCat(w http.ResponseWriter, r *http.Request, id string) {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	w.Write(b)
+	defer f.Close()
+	_, _ = io.Copy(w, f)
 }
 
 // fsLogs streams a task's log as JSON StreamFrames, following it until the

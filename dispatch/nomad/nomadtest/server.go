@@ -238,6 +238,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.jobRoutes(w, r, strings.TrimPrefix(p, "/v1/job/"))
 	case strings.HasPrefix(p, "/v1/allocation/") && r.Method == http.MethodGet:
 		s.allocInfo(w, r, strings.TrimPrefix(p, "/v1/allocation/"))
+	case p == "/v1/nodes" && r.Method == http.MethodGet:
+		s.listNodes(w, r)
 	case strings.HasPrefix(p, "/v1/node/") && r.Method == http.MethodGet:
 		s.nodeInfo(w, r, strings.TrimPrefix(p, "/v1/node/"))
 	case strings.HasPrefix(p, "/v1/client/fs/cat/") && r.Method == http.MethodGet:

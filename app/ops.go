@@ -1,0 +1,79 @@
+package app
+
+import (
+	"cmp"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// OpsConfig is how the bot faces its operator and the network: the admin
+// listener, webhook intake limits, HTTP timeouts, dispatch retries.
+type OpsConfig struct {
+	// AdminListen serves the dashboard, /metrics and a detailed /readyz,
+	// never on the webhook listener: they list repositories and runs.
+	// "off" disables it.
+	AdminListen string `yaml:"admin_listen"`
+	// MaxBodyReaders caps webhook bodies being read at once, before their
+	// signature could be checked; over it a delivery is answered 503.
+	MaxBodyReaders int `yaml:"max_body_readers"`
+	// DispatchDeadline bounds the retries of a submission that failed for
+	// a passing reason.
+	DispatchDeadline time.Duration `yaml:"dispatch_deadline"`
+	// HTTPReadTimeout, HTTPWriteTimeout and HTTPIdleTimeout bound a
+	// request's reading, its answer, and an idle keep-alive connection.
+	HTTPReadTimeout  time.Duration `yaml:"http_read_timeout"`
+	HTTPWriteTimeout time.Duration `yaml:"http_write_timeout"`
+	HTTPIdleTimeout  time.Duration `yaml:"http_idle_timeout"`
+}
+
+// Defaults of OpsConfig.
+const (
+	DefaultAdminListen    = "127.0.0.1:9090"
+	DefaultMaxBodyReaders = 64
+	// GitHub waits 10 s for an answer; a delivery's body is in well
+	// before that or never.
+	DefaultHTTPReadTimeout  = 15 * time.Second
+	DefaultHTTPWriteTimeout = 30 * time.Second
+	DefaultHTTPIdleTimeout  = 120 * time.Second
+	// DefaultHTTPHeaderTimeout bounds reading a request's headers.
+	DefaultHTTPHeaderTimeout = 10 * time.Second
+)
+
+func (o *OpsConfig) applyEnv(getenv Getenv) error {
+	if v, ok := getenv("SANDBOX_ADMIN_LISTEN"); ok {
+		o.AdminListen = strings.TrimSpace(v)
+	}
+	if v, ok := getenv("SANDBOX_MAX_BODY_READERS"); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			return fmt.Errorf("SANDBOX_MAX_BODY_READERS: %q is not a whole number of at least 1", v)
+		}
+		o.MaxBodyReaders = n
+	}
+	durations := map[string]*time.Duration{
+		"SANDBOX_DISPATCH_DEADLINE": &o.DispatchDeadline, "SANDBOX_HTTP_READ_TIMEOUT": &o.HTTPReadTimeout,
+		"SANDBOX_HTTP_WRITE_TIMEOUT": &o.HTTPWriteTimeout, "SANDBOX_HTTP_IDLE_TIMEOUT": &o.HTTPIdleTimeout,
+	}
+	for key, dst := range durations {
+		v, ok := getenv(key)
+		if !ok {
+			continue
+		}
+		dur, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || dur <= 0 {
+			return fmt.Errorf("%s: %q is not a positive duration such as 30s", key, v)
+		}
+		*dst = dur
+	}
+	return nil
+}
+
+func (o *OpsConfig) defaults() {
+	o.AdminListen = cmp.Or(o.AdminListen, DefaultAdminListen)
+	o.MaxBodyReaders = cmp.Or(o.MaxBodyReaders, DefaultMaxBodyReaders)
+	o.HTTPReadTimeout = cmp.Or(o.HTTPReadTimeout, DefaultHTTPReadTimeout)
+	o.HTTPWriteTimeout = cmp.Or(o.HTTPWriteTimeout, DefaultHTTPWriteTimeout)
+	o.HTTPIdleTimeout = cmp.Or(o.HTTPIdleTimeout, DefaultHTTPIdleTimeout)
+}

@@ -1,0 +1,28 @@
+package nomadtest
+
+import (
+	"net/http"
+	"net/url"
+
+	"github.com/hashicorp/nomad/api"
+)
+
+// node is the fake's one client node.
+func (s *Server) node() *api.Node {
+	u, _ := url.Parse(s.URL)
+	return &api.Node{
+		ID: NodeID, Name: "nomadtest-client", Datacenter: "dc1", NodePool: "default",
+		HTTPAddr: u.Host, Status: "ready", SchedulingEligibility: "eligible",
+		Attributes: map[string]string{"driver.docker": "1", "driver.docker.privileged.enabled": "1"},
+		Drivers:    map[string]*api.DriverInfo{"docker": {Detected: true, Healthy: true}},
+	}
+}
+
+// listNodes answers GET /v1/nodes with the one node.
+func (s *Server) listNodes(w http.ResponseWriter, _ *http.Request) {
+	n := s.node()
+	s.writeJSON(w, http.StatusOK, s.Index(), []*api.NodeListStub{{
+		ID: n.ID, Name: n.Name, Datacenter: n.Datacenter, NodePool: n.NodePool, Address: n.HTTPAddr,
+		Status: n.Status, SchedulingEligibility: n.SchedulingEligibility, Drivers: n.Drivers,
+	}})
+}

@@ -1,0 +1,53 @@
+package nomad
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// Ready implements dispatch.ReadinessChecker: Nomad answers, and the node
+// pool sandboxes go to has a ready, eligible node with a healthy docker
+// driver; for the privileged profile, one whose docker plugin allows
+// privileged containers. Whether the sandbox image is on the nodes Nomad
+// cannot say before a run: a missing image shows as a failed allocation.
+func (b *Backend) Ready(ctx context.Context) []error {
+	pool := b.o.NodePool
+	if pool == "" {
+		pool = "default"
+	}
+	stubs, _, err := b.c.Nodes().List(b.qopts(ctx))
+	if err != nil {
+		return []error{fmt.Errorf("nomad backend: list nodes at %s (%w): %w", b.c.Address(), dispatch.ErrUnavailable, err)}
+	}
+	var ready []*api.NodeListStub
+	for _, n := range stubs {
+		if n.NodePool != pool && pool != "all" || n.Status != api.NodeStatusReady || n.SchedulingEligibility != api.NodeSchedulingEligible || n.Drain {
+			continue
+		}
+		if d := n.Drivers["docker"]; d != nil && !d.Healthy {
+			continue
+		}
+		ready = append(ready, n)
+	}
+	if len(ready) == 0 {
+		return []error{fmt.Errorf("nomad backend: no ready, eligible node with a healthy docker driver in node pool %q (%d nodes listed)", pool, len(stubs))}
+	}
+	if b.o.Isolation != dispatch.IsolationPrivileged {
+		return nil
+	}
+	for _, n := range ready {
+		node, _, err := b.c.Nodes().Info(n.ID, b.qopts(ctx))
+		if err != nil {
+			return []error{fmt.Errorf("nomad backend: read node %s: %w", n.ID, err)}
+		}
+		if v := node.Attributes["driver.docker.privileged.enabled"]; v == "1" || v == "true" {
+			return nil
+		}
+	}
+	return []error{fmt.Errorf("nomad backend: no ready node in pool %q allows privileged containers (docker plugin allow_privileged; %w); "+
+		"set SANDBOX_ISOLATION=caps with allow_caps = [\"all\"] instead", pool, dispatch.ErrIsolationRefused)}
+}

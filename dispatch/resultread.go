@@ -1,0 +1,130 @@
+package dispatch
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+)
+
+// MaxResultBytes caps result.json. A real receipt is a few KiB (output
+// tails are cut by the runner); the cap keeps a hostile sandbox from
+// making the bot read without end (a link to /dev/zero, a sparse file).
+const MaxResultBytes = 1 << 20
+
+// ErrBadResult: the run left a result.json the bot refuses to read (a
+// link, not a regular file, over MaxResultBytes, or not exactly the
+// schema). Unlike ErrNoResult it is final: the run is reported as failed,
+// not continued.
+var ErrBadResult = errors.New("result.json rejected")
+
+// ReadResultFile reads rel (slash-separated, below root) the way every
+// backend must treat the sandbox's output: as untrusted. No component
+// below root may be a symbolic link (the last one is opened with
+// O_NOFOLLOW, and os.Root keeps even a link swapped in meanwhile from
+// leaving root), the file must be a regular file (O_NONBLOCK: a FIFO
+// cannot hang the bot), and at most MaxResultBytes are read. root itself
+// is the bot's own task directory and is trusted.
+func ReadResultFile(root, rel string) (*Result, error) {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w", root, ErrNotFound)
+		}
+		return nil, fmt.Errorf("open task directory %s: %w", root, err)
+	}
+	defer r.Close()
+	rel = path.Clean(rel)
+	if path.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, fmt.Errorf("result path %q is not below %s", rel, root)
+	}
+	parts := strings.Split(rel, "/")
+	for i := range parts {
+		p := path.Join(parts[:i+1]...)
+		fi, err := r.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s/%s: %w", root, p, ErrNoResult)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s/%s: %w", root, p, err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, fmt.Errorf("%s/%s is a symbolic link; the bot does not follow links the sandbox made: %w", root, p, ErrBadResult)
+		}
+		if i < len(parts)-1 && !fi.IsDir() {
+			return nil, fmt.Errorf("%s/%s is not a directory: %w", root, p, ErrBadResult)
+		}
+	}
+	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s/%s: %w (%w)", root, rel, ErrBadResult, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat %s/%s: %w", root, rel, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s/%s is not a regular file (%s): %w", root, rel, fi.Mode().Type(), ErrBadResult)
+	}
+	if fi.Size() > MaxResultBytes {
+		return nil, fmt.Errorf("%s/%s is %d bytes, over the %d-byte cap: %w", root, rel, fi.Size(), MaxResultBytes, ErrBadResult)
+	}
+	res, err := DecodeResult(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s/%s: %w", root, rel, err)
+	}
+	return res, nil
+}
+
+// DecodeResult reads at most MaxResultBytes from rd and decodes them
+// strictly: unknown fields, trailing data and another schema version are
+// errors. Every error wraps ErrBadResult.
+func DecodeResult(rd io.Reader) (*Result, error) {
+	raw, err := io.ReadAll(io.LimitReader(rd, MaxResultBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", ResultFile, err)
+	}
+	if len(raw) > MaxResultBytes {
+		return nil, fmt.Errorf("%s is over the %d-byte cap: %w", ResultFile, MaxResultBytes, ErrBadResult)
+	}
+	return ParseResult(raw)
+}
+
+// ParseResult decodes result.json strictly and checks its schema version.
+func ParseResult(b []byte) (*Result, error) {
+	if len(b) > MaxResultBytes {
+		return nil, fmt.Errorf("%s is %d bytes, over the %d-byte cap: %w", ResultFile, len(b), MaxResultBytes, ErrBadResult)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var r Result
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("decode %s: %w: %w", ResultFile, ErrBadResult, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("decode %s: data after the JSON object: %w", ResultFile, ErrBadResult)
+	}
+	if r.SchemaVersion != ResultVersion {
+		return nil, fmt.Errorf("%s schema_version %d is not supported (want %d): %w", ResultFile, r.SchemaVersion, ResultVersion, ErrBadResult)
+	}
+	if !r.Status.Known() {
+		return nil, fmt.Errorf("%s status %q is not a known status: %w", ResultFile, r.Status, ErrBadResult)
+	}
+	return &r, nil
+}
+
+// Known reports whether s is one of the statuses a run can end with.
+func (s Status) Known() bool {
+	switch s {
+	case StatusCompleted, StatusFailed, StatusInterrupted, StatusTimeout, StatusBudgetExceeded, StatusHung:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,125 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// DefaultDispatchDeadline bounds the retries of a failing submission.
+const DefaultDispatchDeadline = 30 * time.Second
+
+// dispatchTries is how often a transient submission error is tried.
+const dispatchTries = 3
+
+// start starts a run and makes sure a failure reaches the issue: once a
+// trigger is accepted, any error (configuration read, token, lock,
+// submission) ends in one comment saying what failed and what to do, and
+// the agent:failed label. Otherwise a person who labeled the issue would
+// wait for a run that never comes. Submission retries happen in the
+// backend wrapper (retryingBackend) before this sees an error.
+func (b *Base) start(ctx context.Context, client *github.Client, req startRequest) error {
+	err := b.startRun(ctx, client, req)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	log := zerolog.Ctx(ctx)
+	log.Error().Err(err).Str("mode", string(req.Mode)).Int("number", req.Number).Msg("run could not start; telling the issue")
+	if rerr := b.reportStartFailure(ctx, client, req, err); rerr != nil {
+		return fmt.Errorf("%w (and reporting it failed: %v)", err, rerr)
+	}
+	return nil
+}
+
+// reportStartFailure posts the failure comment once per trigger (a
+// redelivered event finds its marker) and sets agent:failed.
+func (b *Base) reportStartFailure(ctx context.Context, client *github.Client, req startRequest, cause error) error {
+	owner, name := req.owner(), req.name()
+	issue := req.Issue
+	if issue == 0 {
+		issue = req.Number
+	}
+	// The task id the trigger maps to, as a key for the marker: the run
+	// itself may have got another (a plan that is not required becomes
+	// execute), but this one is stable for the same trigger.
+	key := dispatch.NewTaskID(req.Repo.GetFullName(), req.Number, req.Mode, req.Trigger)
+	marked, err := b.botMarked(ctx, client, owner, name, req.Number)
+	if err != nil {
+		return err
+	}
+	if _, ok := lastMarked(marked, KindFailure, key); ok {
+		zerolog.Ctx(ctx).Info().Str("task_id", key).Msg("start failure already reported")
+		return nil
+	}
+	what, todo := explainStartFailure(cause, b.DispatchDeadline)
+	b.setState(ctx, client, owner, name, req.Number, LabelFailed)
+	return b.reply(ctx, client, owner, name, req.Number, "github/start_failed", map[string]any{
+		"Mode": req.Mode, "What": what, "Todo": todo, "TaskID": key, "Delivery": req.DeliveryID,
+		"Marker": Marker{Kind: KindFailure, TaskID: key, Mode: req.Mode, Issue: issue, Branch: req.Branch, Round: req.Round}.String(),
+	})
+}
+
+// explainStartFailure says, for people on the issue, what failed and what
+// to do. The error itself stays in the log: it can name internal hosts
+// and paths, and issues may be public.
+func explainStartFailure(err error, deadline time.Duration) (what, todo string) {
+	msg := err.Error()
+	const retry = "Then comment `/retry`."
+	switch {
+	case errors.Is(err, dispatch.ErrImageMissing):
+		return "the sandbox image is not available to the bot's backend",
+			"An operator of the bot must build or load the sandbox image (`deploy/sandbox/build`) or point `SANDBOX_IMAGE` at one. " + retry
+	case errors.Is(err, dispatch.ErrIsolationRefused):
+		return "the host refused the sandbox's isolation profile",
+			"An operator must allow privileged containers (Nomad: the docker plugin's `allow_privileged`) or set `SANDBOX_ISOLATION=caps`. " + retry
+	case errors.Is(err, dispatch.ErrUnavailable):
+		return "the sandbox backend (Docker engine or Nomad) did not answer",
+			fmt.Sprintf("It was tried %d times over %s. If `/retry` fails too, tell the bot's operator.", dispatchTries, deadline)
+	case strings.Contains(msg, "mint token"), strings.Contains(msg, "create app client"):
+		return "the bot could not get a GitHub token for this repository",
+			"Check that the App is installed on this repository with its permissions accepted. " + retry
+	case strings.HasPrefix(msg, "lock "):
+		return "the bot could not take this issue's lock in its backend",
+			"If `/retry` fails too, tell the bot's operator."
+	case strings.Contains(msg, "submit "):
+		return "the sandbox backend refused the run",
+			fmt.Sprintf("It was tried up to %d times over %s. If `/retry` fails too, tell the bot's operator.", dispatchTries, deadline)
+	}
+	return "the bot hit an error before the sandbox started (reading the issue, its configuration or permissions)",
+		"`/retry` tries again; if it fails too, tell the bot's operator."
+}
+
+// retryingBackend retries a submission that failed for a passing reason
+// (engine or Nomad unreachable) with backoff, within a deadline. Submit is
+// idempotent by task id, so a try that did reach the backend is harmless.
+type retryingBackend struct {
+	dispatch.Backend
+	deadline time.Duration
+}
+
+func (r retryingBackend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
+	start := time.Now()
+	wait := r.deadline / (1<<dispatchTries - 2) // 30s: tries at 0, 5s, 15s
+	for try := 1; ; try++ {
+		created, err := r.Backend.Submit(ctx, spec)
+		if err == nil || !dispatch.Transient(err) || try == dispatchTries || time.Since(start)+wait > r.deadline {
+			return created, err
+		}
+		zerolog.Ctx(ctx).Warn().Err(err).Int("try", try).Dur("retry_in", wait).Msg("submission failed; retrying")
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false, err
+		case <-t.C:
+		}
+		wait *= 2
+	}
+}
