@@ -195,7 +195,9 @@ func TestTokensRevokedWhateverTheOutcome(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, nil, nil)
 			h.stop()
-			h.startWith(backend(h.backend), nil)
+			// A short dispatch deadline: the refused submission is
+			// retried within it before the failure is reported.
+			h.startWith(backend(h.backend), map[string]string{"SANDBOX_DISPATCH_DEADLINE": "300ms"})
 			n := h.gh.AddIssue(testRepo, writer, "Task", "")
 			h.label(n, writer, "d-"+strings.ReplaceAll(name, " ", "-"))
 			h.gh.WaitFor(10*time.Second, "a minted sandbox token", func() bool { return len(h.sandboxTokens()) == 1 })
