@@ -47,7 +47,7 @@ func (s *sandbox) startDockerFilter(env map[string]string) error {
 	return nil
 }
 
-// makeWorkspace creates the workspace for the user the runner runs as
+// makeWorkspace creates the workspace for the account the runner runs as
 // when it does not exist yet.
 func (s *sandbox) makeWorkspace(ws string) error {
 	if !filepath.IsAbs(ws) {
@@ -59,9 +59,13 @@ func (s *sandbox) makeWorkspace(ws string) error {
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return fmt.Errorf("create the workspace %s: %w", ws, err)
 	}
-	a, err := lookupAccount(s.opts.user)
+	// The runner makes its state and the agent's checkout in it, when the
+	// image gives the runner an account of its own.
+	a, err := lookupAccount(dispatch.RunnerUser)
 	if err != nil {
-		return err
+		if a, err = lookupAccount(s.opts.user); err != nil {
+			return err
+		}
 	}
 	if err := os.Lchown(ws, a.UID, a.GID); err != nil {
 		return fmt.Errorf("give the workspace %s to %s: %w", ws, a.Name, err)

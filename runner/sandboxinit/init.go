@@ -210,13 +210,21 @@ func (s *sandbox) run(parent context.Context) int {
 	}
 
 	var acct *account
-	var separate *runnerIdentity
 	if os.Geteuid() == 0 {
 		a, err := lookupAccount(s.opts.user)
 		if err != nil {
 			return s.fail(dispatch.StatusFailed, err)
 		}
 		acct = &a
+	}
+	// The gateway reads its providers file before the runner's identity
+	// takes the secrets directory out of everyone's reach but the runner's.
+	if err := s.startGateway(ctx, acct, extraEnv); err != nil {
+		return s.fail(dispatch.StatusFailed, err)
+	}
+	var separate *runnerIdentity
+	if acct != nil {
+		a := *acct
 		if err := s.handOver(a); err != nil {
 			return s.fail(dispatch.StatusFailed, err)
 		}
@@ -234,10 +242,6 @@ func (s *sandbox) run(parent context.Context) int {
 		for k, v := range env {
 			extraEnv[k] = v
 		}
-	}
-
-	if err := s.startGateway(ctx, acct, extraEnv); err != nil {
-		return s.fail(dispatch.StatusFailed, err)
 	}
 
 	argv := s.opts.command
