@@ -27,7 +27,7 @@ echo "ENVIRON:[$(for f in /proc/[0-9]*/environ; do grep -lsaF -e "$k" "$f"; done
 echo "ENV:$(env | grep -cF -e "$k")"
 echo "CONTROL_ENV:$(env | grep -cF -e "$p")"
 echo "CONTROL_ENVIRON:$(for f in /proc/[0-9]*/environ; do grep -lsaF -e "$p" "$f"; done | wc -l)"
-for g in /sandbox/secrets/gateway /secrets/gateway; do [ -d "$g" ] && echo "GATEWAY_DIR:[$(ls -A "$g" 2>&1)]"; done
+g=""; for d in /sandbox/secrets/gateway /secrets/gateway; do [ -d "$d" ] && g="$g$(ls -A "$d" 2>&1)"; done; echo "GATEWAY_DIR:[$g]"
 echo "GATEWAY:$SANDBOX_MODEL_GATEWAY"
 echo "END"`, k1, k2, c1, c2)
 }
