@@ -265,7 +265,9 @@ func TestCancelMeansInterrupted(t *testing.T) {
 		// Cancel once the agent has written its file: that is SIGTERM
 		// mid-run (cmd/sandbox-runner cancels the context on SIGTERM).
 		for {
-			if _, err := os.Stat(filepath.Join(e.opts.WorkDir, "repo", "HALF.md")); err == nil {
+			// Its content, not only its name: the shell creates the file
+			// before it writes to it.
+			if b, err := os.ReadFile(filepath.Join(e.opts.WorkDir, "repo", "HALF.md")); err == nil && string(b) == "half\n" {
 				cancel()
 				return
 			}

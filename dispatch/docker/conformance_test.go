@@ -29,10 +29,13 @@ func TestConformance(t *testing.T) {
 	backendtest.Run(t, func(t *testing.T) backendtest.Harness {
 		engine.Lock()
 		t.Cleanup(engine.Unlock)
+		// Container names come from task ids: ids seeded by the data
+		// directory never meet another test run's on a shared engine.
+		dataDir := t.TempDir()
 		b, err := docker.New(docker.Options{
 			Image:     img,
 			Isolation: dispatch.IsolationCaps,
-			DataDir:   t.TempDir(),
+			DataDir:   dataDir,
 			StopGrace: 30 * time.Second,
 			Logger:    zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel),
 		})
@@ -46,7 +49,7 @@ func TestConformance(t *testing.T) {
 			Timeout:  4 * time.Minute,
 			Spec: func(be backendtest.Behavior) dispatch.RunSpec {
 				id := runs.Add(be, func(n int) string {
-					return dispatch.NewTaskID("acme/demo", 7, dispatch.ModeTask, fmt.Sprintf("%s-%d", t.Name(), n))
+					return dispatch.NewTaskID("acme/demo", 7, dispatch.ModeTask, fmt.Sprintf("%s-%d", dataDir, n))
 				})
 				cfg := sandboxcfg.Config{Mode: sandboxcfg.ModeTask, Harness: "command", Command: `echo '{"type":"step_start"}'
 while [ ! -e ` + dispatch.OutputDir + `/release ]; do sleep 0.1; done

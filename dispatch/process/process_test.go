@@ -146,7 +146,9 @@ func TestCancelInterruptsAndPushes(t *testing.T) {
 				// Let the script write its file first.
 				half := filepath.Join(b.TaskDir(taskID), "work", "repo", "HALF.md")
 				deadline := time.Now().Add(time.Minute)
-				for _, err := os.Stat(half); err != nil; _, err = os.Stat(half) {
+				// Its content, not only its name: the shell creates the
+				// file before it writes to it.
+				for b, _ := os.ReadFile(half); string(b) != "half\n"; b, _ = os.ReadFile(half) {
 					if time.Now().After(deadline) {
 						t.Errorf("the agent never wrote %s", half)
 						break
