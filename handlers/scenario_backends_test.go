@@ -80,20 +80,7 @@ func hostileRun(t *testing.T, h *harness, backend dispatch.Backend, env map[stri
 		if finish != nil {
 			finish(taskID)
 		}
-		var c string
-		h.gh.WaitFor(90*time.Second, "failure comment", func() bool {
-			for _, b := range h.botComments(n) {
-				if strings.Contains(b, `"kind":"failure"`) {
-					c = b
-					return true
-				}
-			}
-			return false
-		})
-		if !strings.Contains(c, "does not accept") {
-			t.Errorf("failure comment:\n%s", c)
-		}
-		h.gh.WaitFor(10*time.Second, "agent:failed", func() bool { return hasLabel(h.gh.Issue(testRepo, n).Labels, "agent:failed") })
+		waitFailed(h, n, 90*time.Second, `"kind":"failure"`, "does not accept")
 	})
 	if alloc > maxAlloc {
 		t.Errorf("the bot allocated %d MiB for one hostile result.json (cap %d MiB)", alloc>>20, maxAlloc>>20)
@@ -284,24 +271,32 @@ func TestDockerMissingImageReachesTheIssue(t *testing.T) {
 	h.startWith(b, map[string]string{"SANDBOX_ISOLATION": "caps"})
 	n := h.gh.AddIssue(testRepo, writer, "Greet", "")
 	h.label(n, writer, fmt.Sprintf("d-noimage-%d", time.Now().UnixNano()))
-	var c string
-	h.gh.WaitFor(60*time.Second, "start failure comment", func() bool {
-		for _, b := range h.botComments(n) {
-			if strings.Contains(b, "could not start") {
-				c = b
-				return true
-			}
-		}
-		return false
-	})
-	if !strings.Contains(c, "sandbox image is not available") {
-		t.Errorf("comment:\n%s", c)
-	}
-	h.gh.WaitFor(10*time.Second, "agent:failed", func() bool { return hasLabel(h.gh.Issue(testRepo, n).Labels, "agent:failed") })
+	waitFailed(h, n, 60*time.Second, "could not start", "sandbox image is not available")
 	if entries, _ := os.ReadDir(filepath.Join(data, "tasks")); len(entries) != 0 {
 		t.Errorf("a failed submission left a task directory: %v", entries)
 	}
 	if !strings.Contains(h.logs.String(), "backend not ready") {
 		t.Errorf("the start check did not log the missing image")
 	}
+}
+
+// waitFailed waits, up to timeout (sandboxes are slow to start on a busy
+// engine), for a bot comment on #n containing kind, checks it says want,
+// and for the agent:failed label.
+func waitFailed(h *harness, n int, timeout time.Duration, kind, want string) {
+	h.t.Helper()
+	var c string
+	h.gh.WaitFor(timeout, "a comment with "+kind, func() bool {
+		for _, b := range h.botComments(n) {
+			if strings.Contains(b, kind) {
+				c = b
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(c, want) {
+		h.t.Errorf("comment lacks %q:\n%s", want, c)
+	}
+	h.gh.WaitFor(10*time.Second, "agent:failed", func() bool { return hasLabel(h.gh.Issue(testRepo, n).Labels, "agent:failed") })
 }
