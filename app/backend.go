@@ -59,7 +59,7 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 		b, err := docker.New(docker.Options{
 			Image: cfg.Image, Isolation: cfg.Isolation, DataDir: cfg.DataDir, CacheDir: filepath.Join(cfg.DataDir, "cache"),
 			ExtraHosts: []string{"host.docker.internal:host-gateway"}, Env: passEnv(projectEnv), Gateway: gw, Logger: logger,
-			CacheScope: cfg.CacheScope, DenyNets: cfg.denyNets(), BotListen: []string{cfg.Listen},
+			CacheScope: cfg.CacheScope, DenyNets: cfg.denyNets(), BotListen: botListeners(cfg),
 			MemoryMB: cfg.Limits.MaxMemoryMB, CPU: cfg.Limits.MaxCPU, PidsLimit: cfg.Limits.PidsLimit,
 		})
 		if err != nil {
@@ -124,4 +124,15 @@ func findRunner(configured string) (string, error) {
 		return p, nil
 	}
 	return "", fmt.Errorf("SANDBOX_RUNNER_BINARY: no sandbox-runner next to this binary or on PATH (build both: go build -o bin/ ./cmd/...)")
+}
+
+// botListeners are the bot's own addresses that no sandbox may reach: the
+// webhook listener and, when it is on, the admin listener (dashboard,
+// metrics).
+func botListeners(cfg *Config) []string {
+	l := []string{cfg.Listen}
+	if cfg.Ops.AdminListen != "" && cfg.Ops.AdminListen != "off" {
+		l = append(l, cfg.Ops.AdminListen)
+	}
+	return l
 }
