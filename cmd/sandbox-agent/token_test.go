@@ -14,16 +14,18 @@ import (
 // file: the runner clones and pushes with it, and the agent's environment
 // does not hold it.
 func TestTokenReachesTheRunnerOnly(t *testing.T) {
+	// The path is in the command: the process runner's environment is an
+	// allowlist that a variable of the test's own would not pass.
+	agentEnv := filepath.Join(t.TempDir(), "agent.env")
 	remote := runtest.NewRemote(t, map[string]string{
-		".sandbox.yml": "harness: command\ncommand: |\n  if [ -n \"$SANDBOX_READ_ONLY\" ]; then echo '## Plan'; exit 0; fi\n  env > \"$AGENT_ENV\"\n  echo remote > REMOTE.md; echo done\n",
+		".sandbox.yml": "harness: command\ncommand: |\n  if [ -n \"$SANDBOX_READ_ONLY\" ]; then echo '## Plan'; exit 0; fi\n  env > '" + agentEnv + "'\n  echo remote > REMOTE.md; echo done\n",
 	})
 	srv, err := gitserve.Start(gitserve.Options{Repo: remote.Dir, Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	agentEnv := filepath.Join(t.TempDir(), "agent.env")
-	env := append(runtest.HermeticEnv(t.TempDir()), "GITHUB_TOKEN="+srv.Token, "AGENT_ENV="+agentEnv)
+	env := append(runtest.HermeticEnv(t.TempDir()), "GITHUB_TOKEN="+srv.Token)
 	r := runCLI(t, env, false, "", "create", "--repo", srv.URL, "--task", "Mark the remote", "--data-dir", t.TempDir(), "--runner", sandboxRunner(t))
 	if r.code != exitOK {
 		t.Fatalf("exit %d", r.code)
