@@ -114,13 +114,7 @@ func findRunner(configured string) (string, error) {
 		}
 		return p, nil
 	}
-	if self, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(self), "sandbox-runner")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("sandbox-runner"); err == nil {
+	if p, ok := process.FindRunner(); ok {
 		return p, nil
 	}
 	return "", fmt.Errorf("SANDBOX_RUNNER_BINARY: no sandbox-runner next to this binary or on PATH (build both: go build -o bin/ ./cmd/...)")

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sandbox-bot/sandbox-bot/dispatch/process"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
@@ -135,13 +136,7 @@ func (c *cli) findRunner(flagValue string) (string, error) {
 	if v := c.getenv(envRunner); v != "" {
 		return v, nil
 	}
-	if self, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(self), "sandbox-runner")
-		if _, err := os.Stat(p); err == nil {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath("sandbox-runner"); err == nil {
+	if p, ok := process.FindRunner(); ok {
 		return p, nil
 	}
 	return "", fmt.Errorf("sandbox-runner not found: install it next to sandbox-agent, put it on PATH, or pass --runner (go build -o bin/ ./cmd/...)")

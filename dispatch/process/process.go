@@ -626,3 +626,16 @@ func bytesTrim(b []byte) []byte {
 	}
 	return b
 }
+
+// FindRunner finds sandbox-runner where a build puts it (next to the
+// running executable: go build -o bin/ ./cmd/...), else on PATH.
+func FindRunner() (string, bool) {
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), "sandbox-runner")
+		if _, err := os.Stat(p); err == nil {
+			return p, true
+		}
+	}
+	p, err := exec.LookPath("sandbox-runner")
+	return p, err == nil
+}
