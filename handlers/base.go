@@ -98,7 +98,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 	b := &Base{
 		ClientCreator: cc,
 		Settings:      s,
-		Backend:       retryingBackend{Backend: backend, deadline: s.DispatchDeadline},
+		Backend:       backend,
 		Templates:     tmpl,
 		Loader:        appconfig.NewLoader([]string{sandboxcfg.FileName}, appconfig.WithOwnerDefault(".github", []string{sandboxcfg.FileName})),
 		Now:           time.Now,

@@ -23,8 +23,8 @@ const dispatchTries = 3
 // trigger is accepted, any error (configuration read, token, lock,
 // submission) ends in one comment saying what failed and what to do, and
 // the agent:failed label. Otherwise a person who labeled the issue would
-// wait for a run that never comes. Submission retries happen in the
-// backend wrapper (retryingBackend) before this sees an error.
+// wait for a run that never comes. A failed submission is retried
+// (Base.submit) before this sees an error.
 func (b *Base) start(ctx context.Context, client *github.Client, req startRequest) error {
 	err := b.startRun(ctx, client, req)
 	if err == nil || ctx.Err() != nil {
@@ -96,20 +96,17 @@ func explainStartFailure(err error, deadline time.Duration) (what, todo string) 
 		"`/retry` tries again; if it fails too, tell the bot's operator."
 }
 
-// retryingBackend retries a submission that failed for a passing reason
-// (engine or Nomad unreachable) with backoff, within a deadline. Submit is
+// submit retries a submission that failed for a passing reason (engine or
+// Nomad unreachable) with backoff, within the dispatch deadline. Submit is
 // idempotent by task id, so a try that did reach the backend is harmless.
-type retryingBackend struct {
-	dispatch.Backend
-	deadline time.Duration
-}
-
-func (r retryingBackend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
+// It is a method rather than a wrapper of the Backend, which would hide the
+// backend's optional interfaces (dispatch.TokenReader).
+func (b *Base) submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
 	start := time.Now()
-	wait := r.deadline / (1<<dispatchTries - 2) // 30s: tries at 0, 5s, 15s
+	wait := b.DispatchDeadline / (1<<dispatchTries - 2) // 30s: tries at 0, 5s, 15s
 	for try := 1; ; try++ {
-		created, err := r.Backend.Submit(ctx, spec)
-		if err == nil || !dispatch.Transient(err) || try == dispatchTries || time.Since(start)+wait > r.deadline {
+		created, err := b.Backend.Submit(ctx, spec)
+		if err == nil || !dispatch.Transient(err) || try == dispatchTries || time.Since(start)+wait > b.DispatchDeadline {
 			return created, err
 		}
 		zerolog.Ctx(ctx).Warn().Err(err).Int("try", try).Dur("retry_in", wait).Msg("submission failed; retrying")

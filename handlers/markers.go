@@ -25,6 +25,9 @@ type Marker struct {
 	Branch string        `json:"branch,omitempty"`
 	// Attempt counts continue runs of one task.
 	Attempt int `json:"attempt,omitempty"`
+	// Cost is a plan round's cost in dollars, which the next round adds to
+	// the issue's cost so far.
+	Cost float64 `json:"cost,omitempty"`
 }
 
 // Marker kinds.

@@ -48,14 +48,14 @@ func (r *Runs) Reconcile(ctx context.Context) error {
 		return fmt.Errorf("list runs on %s backend: %w", r.b.Backend.Name(), err)
 	}
 	for _, st := range runs {
-		r.Follow(st.Meta, 0, 0)
+		r.Follow(st.Meta)
 	}
 	r.logger.Info().Int("runs", len(runs)).Str("backend", r.b.Backend.Name()).Msg("reconciled runs")
 	return nil
 }
 
 // Follow starts following a run unless it is already followed.
-func (r *Runs) Follow(meta dispatch.Meta, issue, round int) {
+func (r *Runs) Follow(meta dispatch.Meta) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.following[meta.TaskID] || r.ctx.Err() != nil {
@@ -270,7 +270,7 @@ func (r *Runs) postPlan(ctx context.Context, client *github.Client, rc *runConte
 		round = 1
 	}
 	data["Round"] = round
-	data["Marker"] = Marker{Kind: KindPlan, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Round: round}.String()
+	data["Marker"] = Marker{Kind: KindPlan, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Round: round, Cost: roundCost(res)}.String()
 	data["CostSoFar"] = r.costSoFar(rc, res)
 	prog.complete(ctx, "success", "Plan ready", "The plan is posted on the issue.", res)
 	r.b.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelAwaitingApproval)
@@ -285,26 +285,19 @@ func (r *Runs) costSoFar(rc *runContext, res *dispatch.Result) float64 {
 	}
 	for _, m := range rc.marked {
 		if m.Marker.Kind == KindPlan {
-			total += parseCost(m.Comment.GetBody())
+			total += m.Marker.Cost
 		}
 	}
 	return total
 }
 
-// roundCostLabel precedes a plan round's own cost in the plan comment; the
-// next round reads it back to add up the issue's cost so far.
-const roundCostLabel = "this round: $"
-
-func parseCost(body string) float64 {
-	i := strings.Index(body, roundCostLabel)
-	if i < 0 {
+// roundCost is what a plan round cost, carried in its marker so the running
+// total does not depend on the wording of the plan comment.
+func roundCost(res *dispatch.Result) float64 {
+	if res == nil {
 		return 0
 	}
-	var f float64
-	if _, err := fmt.Sscanf(body[i+len(roundCostLabel):], "%f", &f); err != nil {
-		return 0
-	}
-	return f
+	return res.TokenUsage.TotalCostUSD
 }
 
 func (r *Runs) openPR(ctx context.Context, client *github.Client, rc *runContext, res *dispatch.Result, prog *progress) error {

@@ -144,7 +144,7 @@ func (b *Base) startRun(ctx context.Context, client *github.Client, req startReq
 	if mode == dispatch.ModeTask {
 		spec.Order.CloneURL, spec.Order.TargetBranch = "", ""
 	}
-	created, err := b.Backend.Submit(ctx, spec)
+	created, err := b.submit(ctx, spec)
 	b.handOver(ctx, taskID, token, created, err)
 	if err != nil {
 		return fmt.Errorf("submit %s run %s: %w", mode, taskID, err)
@@ -174,7 +174,7 @@ func (b *Base) startRun(ctx context.Context, client *github.Client, req startReq
 	if err != nil {
 		log.Warn().Err(err).Msg("post acknowledgement")
 	}
-	b.Runs.Follow(spec.Meta, req.Issue, req.Round)
+	b.Runs.Follow(spec.Meta)
 	return nil
 }
 
