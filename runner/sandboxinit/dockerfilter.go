@@ -48,24 +48,31 @@ func (s *sandbox) startDockerFilter(env map[string]string) error {
 }
 
 // makeWorkspace creates the workspace for the account the runner runs as
-// when it does not exist yet.
+// when it does not exist yet. The default workspace of a restarted sandbox
+// (docker start after a kill) is emptied first, as a new container's is:
+// the runner checks out afresh and cannot remove the agent's files itself.
 func (s *sandbox) makeWorkspace(ws string) error {
 	if !filepath.IsAbs(ws) {
 		return fmt.Errorf("%s=%q: want an absolute path", dispatch.EnvWorkspace, ws)
 	}
-	if isDir(ws) {
+	if isDir(ws) && ws != defaultWorkspace {
 		return nil
+	}
+	if err := os.RemoveAll(ws); err != nil {
+		return fmt.Errorf("empty the workspace %s of a previous start: %w", ws, err)
 	}
 	if err := os.MkdirAll(ws, 0o755); err != nil {
 		return fmt.Errorf("create the workspace %s: %w", ws, err)
 	}
 	// The runner makes its state and the agent's checkout in it, when the
-	// image gives the runner an account of its own.
-	a, err := lookupAccount(dispatch.RunnerUser)
+	// image gives the runner an account of its own; a command that replaces
+	// the runner (debugging, tests) runs as the agent and gets it.
+	a, err := lookupAccount(s.opts.user)
 	if err != nil {
-		if a, err = lookupAccount(s.opts.user); err != nil {
-			return err
-		}
+		return err
+	}
+	if r, err := lookupAccount(dispatch.RunnerUser); err == nil && len(s.opts.command) == 0 {
+		a = r
 	}
 	if err := os.Lchown(ws, a.UID, a.GID); err != nil {
 		return fmt.Errorf("give the workspace %s to %s: %w", ws, a.Name, err)
