@@ -42,13 +42,9 @@ type runner struct {
 }
 
 func (r *runner) Run(ctx context.Context, t *nomadtest.Task) (int, error) {
-	raw, err := os.ReadFile(filepath.Join(t.TaskDir, "local", "work-order.json"))
+	order, err := renderedWorkOrder(t)
 	if err != nil {
 		return 1, err
-	}
-	var order dispatch.WorkOrder
-	if err := json.Unmarshal(raw, &order); err != nil {
-		return 1, fmt.Errorf("work order: %w", err)
 	}
 	token, _ := os.ReadFile(filepath.Join(t.TaskDir, "secrets", "token"))
 	r.mu.Lock()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -37,13 +36,9 @@ func (r *conformanceRunner) gate(id string) chan struct{} {
 }
 
 func (r *conformanceRunner) Run(ctx context.Context, t *nomadtest.Task) (int, error) {
-	raw, err := os.ReadFile(filepath.Join(t.TaskDir, "local", "work-order.json"))
+	order, err := renderedWorkOrder(t)
 	if err != nil {
 		return 1, err
-	}
-	var order dispatch.WorkOrder
-	if err := json.Unmarshal(raw, &order); err != nil {
-		return 1, fmt.Errorf("work order: %w", err)
 	}
 	be := r.runs.Of(order.TaskID)
 	line, _ := json.Marshal(dispatch.Progress{Event: "progress", TaskID: order.TaskID, Stage: "agent", Message: "agent started"})

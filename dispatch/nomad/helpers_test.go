@@ -3,6 +3,10 @@ package nomad_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -139,4 +143,18 @@ func ctxT(t *testing.T) context.Context {
 
 func jobIDOf(s dispatch.RunSpec) string {
 	return nomad.JobID(nomad.DefaultJobPrefix, s.Order.TaskID, s.Order.Mode)
+}
+
+// renderedWorkOrder is the work order the fake rendered into a task's
+// directory, as a fake runner reads it.
+func renderedWorkOrder(t *nomadtest.Task) (dispatch.WorkOrder, error) {
+	var order dispatch.WorkOrder
+	raw, err := os.ReadFile(filepath.Join(t.TaskDir, "local", "work-order.json"))
+	if err != nil {
+		return order, err
+	}
+	if err := json.Unmarshal(raw, &order); err != nil {
+		return order, fmt.Errorf("work order: %w", err)
+	}
+	return order, nil
 }
