@@ -2,8 +2,6 @@ package nomad_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -74,8 +72,7 @@ func TestNomadGatewayKeepsTheProviderKeyFromClaudeCode(t *testing.T) {
 				}
 			}
 			for _, stream := range []string{"stdout", "stderr"} {
-				b, _ := os.ReadFile(filepath.Join(e.fake.AllocDir(a.ID), "alloc", "logs", "sandbox."+stream+".0"))
-				t.Logf("allocation %s %s:\n%s", a.ID, stream, b)
+				t.Logf("allocation %s %s:\n%s", a.ID, stream, allocLog(e, a.ID, stream))
 			}
 		}
 	})

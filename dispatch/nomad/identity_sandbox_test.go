@@ -105,8 +105,14 @@ func allocStderr(t *testing.T, e *env, s dispatch.RunSpec) string {
 	t.Helper()
 	var out strings.Builder
 	for _, a := range e.fake.Allocs("default", jobIDOf(s)) {
-		b, _ := os.ReadFile(filepath.Join(e.fake.AllocDir(a.ID), "alloc", "logs", "sandbox.stderr.0"))
-		out.Write(b)
+		out.WriteString(allocLog(e, a.ID, "stderr"))
 	}
 	return out.String()
+}
+
+// allocLog is one stream (stdout, stderr) the sandbox task wrote in an
+// allocation, as the fake's docker driver keeps it.
+func allocLog(e *env, allocID, stream string) string {
+	b, _ := os.ReadFile(filepath.Join(e.fake.AllocDir(allocID), "alloc", "logs", "sandbox."+stream+".0"))
+	return string(b)
 }
