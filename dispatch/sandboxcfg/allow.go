@@ -91,10 +91,17 @@ func ParseAllowEntry(s string) (AllowEntry, error) {
 	if host == "" || len(host) > 253 {
 		return AllowEntry{}, errAllowSyntax
 	}
-	for _, l := range strings.Split(host, ".") {
+	labels := strings.Split(host, ".")
+	for _, l := range labels {
 		if !hostLabel.MatchString(l) {
 			return AllowEntry{}, errAllowSyntax
 		}
+	}
+	// A name whose last label is all digits is an address in disguise
+	// ("10.0.0.1.", "10.1"): resolvers read it as one, so it would slip a
+	// private address past the rule that only an address entry allows one.
+	if strings.Trim(labels[len(labels)-1], "0123456789") == "" {
+		return AllowEntry{}, fmt.Errorf("%q looks like an IP address but is not one (write the address without a trailing dot, or a CIDR network)", s)
 	}
 	e.Host = host
 	return e, nil

@@ -32,7 +32,7 @@ func TestAllowEntryParse(t *testing.T) {
 			t.Errorf("ParseAllowEntry(%q) = %s, want %s", in, got, want)
 		}
 	}
-	for _, bad := range []string{"", "*", "*.", "https://x.com", "x.com:", "x.com:https", "x.com:0", "a b", "user@host", "*.*.x.com", "x.com/path", "[fd00::1", "[fd00::1]8080", "-x.com"} {
+	for _, bad := range []string{"", "*", "*.", "https://x.com", "x.com:", "x.com:https", "x.com:0", "a b", "user@host", "*.*.x.com", "x.com/path", "[fd00::1", "[fd00::1]8080", "-x.com", "0.0.0.0.", "10.0.0.1.:22", "10.1", "*.1.2.3"} {
 		if e, err := sandboxcfg.ParseAllowEntry(bad); err == nil {
 			t.Errorf("ParseAllowEntry(%q) = %s, want an error", bad, e)
 		}
@@ -117,7 +117,7 @@ func TestNetworkAllowCeiling(t *testing.T) {
 // An entry that parses prints as an entry that parses to the same thing,
 // and a ceiling always holds its own entries.
 func FuzzParseAllowEntry(f *testing.F) {
-	for _, s := range []string{"x.com", "*.x.com:8443", "10.0.0.0/8", "[fd00::1]:80", "::1", "a_b.c", "https://x", "x:"} {
+	for _, s := range []string{"x.com", "*.x.com:8443", "10.0.0.0/8", "[fd00::1]:80", "::1", "a_b.c", "https://x", "x:", "0.0.0.0.", "10.1", "*.1.2.3"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
