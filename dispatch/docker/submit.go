@@ -1,0 +1,168 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// Submit implements dispatch.Backend. It is idempotent by task id: the
+// container name is derived from it, and the engine refuses a second
+// container of the same name, across bot replicas too.
+func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
+	m := spec.Meta
+	if !dispatch.ValidTaskID(m.TaskID) {
+		return false, fmt.Errorf("docker backend: task id %q is not of the form T-XXXXXXXX", m.TaskID)
+	}
+	if spec.Order.TaskID != m.TaskID || spec.Order.Mode != m.Mode {
+		return false, fmt.Errorf("docker backend: work order is for %s/%s but the run is %s/%s", spec.Order.TaskID, spec.Order.Mode, m.TaskID, m.Mode)
+	}
+	isolation := spec.Isolation
+	if isolation == "" {
+		isolation = b.o.Isolation
+	}
+	if _, err := dispatch.ParseIsolation(string(isolation)); err != nil {
+		return false, fmt.Errorf("docker backend: %s: isolation %w", m.TaskID, err)
+	}
+	log := b.runLogger(m)
+	name := containerName(m.TaskID, m.Mode)
+	if _, err := b.cli.run(ctx, "container", "inspect", "--format", "{{.Id}}", name); err == nil {
+		log.Info().Str("container", name).Msg("run exists already: not submitted again")
+		return false, nil
+	} else if !errors.Is(err, errNoSuch) {
+		return false, fmt.Errorf("docker backend: %w", err)
+	}
+
+	order := spec.Order
+	order.OutputDir = dispatch.OutputDir
+	order.TokenFile = ""
+	if spec.Token != "" {
+		order.TokenFile = dispatch.TokenPath
+	}
+	order.GatewayFile = b.gatewayFile()
+	if err := order.Validate(); err != nil {
+		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
+	}
+	dir := b.TaskDir(m.TaskID)
+	task := order.Mode == dispatch.ModeTask || order.Config.Mode == "task"
+	if err := b.writeTaskDir(dir, order, spec.Token, task); err != nil {
+		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
+	}
+	rec := record{Meta: m, Container: name, Image: b.o.Image, Isolation: isolation, SubmittedAt: time.Now().UTC()}
+	if task {
+		rec.Isolation = ""
+	}
+	if err := writeJSON(filepath.Join(dir, "meta.json"), rec, 0o600); err != nil {
+		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
+	}
+	if err := b.prepareCaches(m); err != nil {
+		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
+	}
+	b.denyOnce.Do(func() { b.deny = dispatch.FormatDenyNets(b.denyNets(ctx)) })
+	args, err := b.runArgs(rec, order, dir, task)
+	if err != nil {
+		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
+	}
+	if _, err := b.cli.run(ctx, args...); err != nil {
+		if errors.Is(err, errConflict) {
+			log.Info().Str("container", name).Msg("another submission created the run first")
+			return false, nil
+		}
+		// A container the engine created but could not start (bad mount,
+		// unknown device) would block the name; remove it.
+		rmCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_, _ = b.cli.run(rmCtx, "rm", "-f", name)
+		// Nor leave a task directory a restarted bot would take for a run.
+		_ = os.RemoveAll(dir)
+		return false, fmt.Errorf("docker backend: start %s: %w", m.TaskID, err)
+	}
+	log.Info().Str("container", name).Str("image", b.o.Image).Str("isolation", string(rec.Isolation)).Msg("sandbox started")
+	return true, nil
+}
+
+// runArgs is the `docker run` command line of a sandbox.
+func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task bool) ([]string, error) {
+	m := rec.Meta
+	args := []string{"run", "--detach",
+		"--name", rec.Container,
+		"--hostname", "sandbox",
+		"--label", labelManaged + "=true",
+		"--label", labelDataDir + "=" + b.o.DataDir,
+		"--label", labelTask + "=" + m.TaskID,
+		"--label", labelMode + "=" + string(m.Mode),
+		"--label", labelRepo + "=" + m.Repo,
+		"--label", labelNumber + "=" + strconv.Itoa(m.Number),
+		"--label", labelAttempt + "=" + strconv.Itoa(m.Attempt),
+		"--label", labelInstallation + "=" + strconv.FormatInt(m.InstallationID, 10),
+		"--env", "SANDBOX_WORK_ORDER=" + dispatch.WorkOrderPath,
+		"--stop-timeout", strconv.Itoa(int(b.o.StopGrace.Round(time.Second) / time.Second)),
+		// Wait follows the log, so the log driver must be readable; "local"
+		// is, and rotates.
+		"--log-driver", "local",
+		"--mount", bind(filepath.Join(dir, "work-order.json"), dispatch.WorkOrderPath, true),
+		"--mount", bind(filepath.Join(dir, "secrets"), dispatch.SecretsDir, true),
+		"--mount", bind(filepath.Join(dir, "out"), dispatch.OutputDir, false),
+	}
+	if m.DeliveryID != "" {
+		args = append(args, "--label", labelDelivery+"="+m.DeliveryID)
+	}
+	if b.o.Env != nil {
+		args = append(args, "--env-file", filepath.Join(dir, "env"))
+	}
+	if b.deny != "" {
+		args = append(args, "--env", dispatch.EnvDenyNets+"="+b.deny)
+	}
+	args = append(args, b.cacheMounts(m, task)...)
+	if task {
+		// No inner daemon, no privileges: the init and the runner run as
+		// the sandbox user from the start.
+		args = append(args,
+			"--user", fmt.Sprintf("%d:%d", b.o.SandboxUID, b.o.SandboxGID),
+			"--cap-drop", "ALL",
+			"--security-opt", "no-new-privileges",
+		)
+	} else {
+		args = append(args, "--mount", bind(filepath.Join(dir, "docker"), "/var/lib/docker", false))
+		args = append(args, isolationArgs(rec.Isolation)...)
+	}
+	for _, h := range b.o.ExtraHosts {
+		args = append(args, "--add-host", h)
+	}
+	if b.o.Network != "" {
+		args = append(args, "--network", b.o.Network)
+	}
+	mem, cpu := order.Config.Resources.MemoryMB, order.Config.Resources.CPU
+	if mem <= 0 {
+		mem = b.o.MemoryMB
+	}
+	if cpu <= 0 {
+		cpu = b.o.CPU
+	}
+	if mem > 0 {
+		args = append(args, "--memory", strconv.Itoa(mem)+"m")
+	}
+	if cpu > 0 {
+		args = append(args, "--cpus", strconv.FormatFloat(float64(cpu)/1000, 'f', 3, 64))
+	}
+	if b.o.PidsLimit > 0 {
+		args = append(args, "--pids-limit", strconv.Itoa(b.o.PidsLimit))
+	}
+	return append(args, b.o.Image), nil
+}
+
+// bind is a --mount value; unlike -v it refuses a missing source instead of
+// creating a root-owned directory there.
+func bind(src, dst string, readOnly bool) string {
+	v := "type=bind,source=" + src + ",target=" + dst
+	if readOnly {
+		v += ",readonly"
+	}
+	return v
+}
