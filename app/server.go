@@ -59,8 +59,14 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 		return nil, fmt.Errorf("GitHub client: %w", err)
 	}
 	tmpl, err := templates.Load(cfg.TemplatesDir)
+	if err == nil {
+		err = tmpl.CheckOverrides(handlers.ReplySamples())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("SANDBOX_TEMPLATES_DIR: %w", err)
+	}
+	if o := tmpl.Overrides(); len(o) > 0 {
+		logger.Info().Strs("templates", o).Str("dir", cfg.TemplatesDir).Msg("using template overrides")
 	}
 	base := handlers.NewBase(cc, handlers.Settings{
 		TriggerLabel: cfg.TriggerLabel, AllowUsers: cfg.AllowUsers, AllowTeams: cfg.AllowTeams, AllowBots: cfg.AllowBots,

@@ -60,9 +60,9 @@ func (b *Base) reportStartFailure(ctx context.Context, client *github.Client, re
 	}
 	what, todo := explainStartFailure(cause, b.DispatchDeadline)
 	b.setState(ctx, client, owner, name, req.Number, LabelFailed)
-	return b.reply(ctx, client, owner, name, req.Number, "github/start_failed", map[string]any{
-		"Mode": req.Mode, "What": what, "Todo": todo, "TaskID": key, "Delivery": req.DeliveryID,
-		"Marker": Marker{Kind: KindFailure, TaskID: key, Mode: req.Mode, Issue: issue, Branch: req.Branch, Round: req.Round}.String(),
+	return b.reply(ctx, client, owner, name, req.Number, "github/start_failed", StartFailedData{
+		Mode: req.Mode, What: what, Todo: todo, TaskID: key, Delivery: req.DeliveryID,
+		Marker: Marker{Kind: KindFailure, TaskID: key, Mode: req.Mode, Issue: issue, Branch: req.Branch, Round: req.Round}.String(),
 	})
 }
 

@@ -232,7 +232,7 @@ func (b *Base) abort(ctx context.Context, client *github.Client, cc commandConte
 		return fmt.Errorf("find the run to abort: %w", err)
 	}
 	if holder == "" {
-		return b.replyText(ctx, client, owner, name, cc.number, "Nothing is running here, so there is nothing to abort.")
+		return b.reply(ctx, client, owner, name, cc.number, "github/nothing_to_abort", NothingToAbortData{})
 	}
 	b.Runs.MarkAborted(holder, cc.sender)
 	b.react(ctx, client, owner, name, cc.commentID, "+1")
@@ -242,12 +242,13 @@ func (b *Base) abort(ctx context.Context, client *github.Client, cc commandConte
 		if err := b.Backend.Unlock(ctx, key, holder); err != nil {
 			return fmt.Errorf("release stale lock of %s: %w", holder, err)
 		}
-		return b.replyText(ctx, client, owner, name, cc.number, fmt.Sprintf("`%s` held this issue but is not running any more; I released it. Start again with `/plan` or `/retry`.", holder))
+		return b.reply(ctx, client, owner, name, cc.number, "github/stale_lock", StaleLockData{Holder: holder})
 	} else if err != nil {
 		return fmt.Errorf("cancel %s: %w", holder, err)
 	}
-	return b.replyText(ctx, client, owner, name, cc.number, fmt.Sprintf("%s\nAborting `%s` as @%s asked. The sandbox pushes what it has and stops; I'll post the receipt here.",
-		Marker{Kind: KindAbortRequested, TaskID: holder}, holder, cc.sender))
+	return b.reply(ctx, client, owner, name, cc.number, "github/abort_requested", AbortRequestedData{
+		Marker: Marker{Kind: KindAbortRequested, TaskID: holder}.String(), TaskID: holder, By: cc.sender,
+	})
 }
 
 // agentPR reads a PR and tells whether this App opened it (isAgentPR), and
@@ -263,11 +264,4 @@ func (b *Base) agentPR(ctx context.Context, client *github.Client, owner, repo s
 	}
 	issue, ok := isAgentPR(pr, login)
 	return pr, issue, ok, nil
-}
-
-func (b *Base) replyText(ctx context.Context, client *github.Client, owner, repo string, number int, text string) error {
-	if _, _, err := client.Issues.CreateComment(ctx, owner, repo, number, &github.IssueComment{Body: &text}); err != nil {
-		return fmt.Errorf("comment on %s/%s#%d: %w", owner, repo, number, err)
-	}
-	return nil
 }

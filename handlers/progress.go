@@ -116,7 +116,11 @@ func (p *progress) send(ctx context.Context) {
 		}
 		return
 	}
-	body := fmt.Sprintf("%s\n⏳ **%s**\n\n%s", Marker{Kind: KindProgress, TaskID: p.meta.TaskID, Mode: p.meta.Mode}, title, text)
+	body, err := p.render("github/progress", ProgressData{Marker: p.marker(), Title: title, Text: text})
+	if err != nil {
+		log.Error().Err(err).Msg("render progress comment")
+		return
+	}
 	if commentID == 0 {
 		c, _, err := p.client.Issues.CreateComment(ctx, p.owner, p.repo, p.meta.Number, &github.IssueComment{Body: &body})
 		if err != nil {
@@ -170,23 +174,26 @@ func (p *progress) complete(ctx context.Context, conclusion, title, summary stri
 		}
 	}
 	if commentID != 0 {
-		body := fmt.Sprintf("%s\n%s **%s** — %s", Marker{Kind: KindProgress, TaskID: p.meta.TaskID, Mode: p.meta.Mode}, conclusionIcon(conclusion), title, oneLine(summary))
+		body, err := p.render("github/progress_done", ProgressDoneData{Marker: p.marker(), Conclusion: conclusion, Title: title, Summary: oneLine(summary)})
+		if err != nil {
+			log.Error().Err(err).Msg("render the progress comment's last edit")
+			return
+		}
 		if _, _, err := p.client.Issues.EditComment(ctx, p.owner, p.repo, commentID, &github.IssueComment{Body: &body}); err != nil {
 			log.Warn().Err(err).Msg("close progress comment")
 		}
 	}
 }
 
-func conclusionIcon(c string) string {
-	switch c {
-	case "success":
-		return "✅"
-	case "failure", "timed_out":
-		return "❌"
-	case "cancelled":
-		return "⏹️"
-	}
-	return "ℹ️"
+// marker is the hidden marker of the progress comment.
+func (p *progress) marker() string {
+	return Marker{Kind: KindProgress, TaskID: p.meta.TaskID, Mode: p.meta.Mode}.String()
+}
+
+// render renders a progress comment; like every reply, it is trimmed.
+func (p *progress) render(tmpl string, data any) (string, error) {
+	body, err := p.b.Templates.Render(tmpl, data)
+	return strings.TrimSpace(body), err
 }
 
 // receiptSummary is the check run's text: the figures of the receipt.

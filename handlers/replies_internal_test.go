@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -35,6 +36,38 @@ func TestRepliesRenderWithTheirData(t *testing.T) {
 		}
 		if strings.TrimSpace(out) == "" || strings.Contains(out, "<no value>") {
 			t.Errorf("%s rendered %q", name, out)
+		}
+	}
+}
+
+// Every github/*.tmpl has samples, and the embedded templates render with
+// each: the samples are what operators' overrides are checked with at
+// start, so they must be right for the defaults first.
+func TestReplySamplesCoverEveryTemplate(t *testing.T) {
+	t.Parallel()
+	set := templates.MustLoadEmbedded()
+	samples := ReplySamples()
+	for _, name := range set.Names() {
+		if !strings.HasPrefix(name, "github/") {
+			continue
+		}
+		if len(samples[name]) == 0 {
+			t.Errorf("%s has no sample data in ReplySamples", name)
+		}
+		for i, data := range samples[name] {
+			out, err := set.Render(name, data)
+			if err != nil {
+				t.Errorf("%s sample %d: %v", name, i, err)
+				continue
+			}
+			if strings.TrimSpace(out) == "" || strings.Contains(out, "<no value>") {
+				t.Errorf("%s sample %d rendered %q", name, i, out)
+			}
+		}
+	}
+	for name := range samples {
+		if !slices.Contains(set.Names(), name) {
+			t.Errorf("ReplySamples has %s, which is no template", name)
 		}
 	}
 }

@@ -206,9 +206,9 @@ func (r *Runs) finish(ctx context.Context, client *github.Client, owner, repo st
 	if aborted {
 		prog.complete(ctx, "cancelled", "Aborted", "The run was aborted.", res)
 		r.b.setState(ctx, client, owner, repo, meta.Number, "")
-		return r.b.reply(ctx, client, owner, repo, meta.Number, "github/aborted", map[string]any{
-			"TaskID": meta.TaskID, "By": by, "Result": res, "Branch": rc.branch,
-			"Marker": Marker{Kind: KindAborted, TaskID: meta.TaskID, Mode: meta.Mode, Issue: issue, Branch: rc.branch}.String(),
+		return r.b.reply(ctx, client, owner, repo, meta.Number, "github/aborted", AbortedData{
+			Receipt: rc.receipt(res), By: by,
+			Marker: Marker{Kind: KindAborted, TaskID: meta.TaskID, Mode: meta.Mode, Issue: issue, Branch: rc.branch}.String(),
 		})
 	}
 	if status == dispatch.StatusInterrupted {
@@ -225,7 +225,8 @@ func (r *Runs) finish(ctx context.Context, client *github.Client, owner, repo st
 	default: // revise, rebase, task: a receipt comment where the run was asked for
 		prog.complete(ctx, "success", "Done", res.PRSummary, res)
 		r.b.setState(ctx, client, owner, repo, meta.Number, LabelDone)
-		return r.b.reply(ctx, client, owner, repo, meta.Number, "github/done", r.receipt(rc, res, KindResult))
+		rcpt := rc.receipt(res)
+		return r.b.reply(ctx, client, owner, repo, meta.Number, "github/done", DoneData{Receipt: rcpt, Marker: rc.marker(KindResult, rcpt)})
 	}
 }
 
@@ -239,19 +240,21 @@ type runContext struct {
 	marked      []markedComment
 }
 
-// receipt is the data every result template gets.
-func (r *Runs) receipt(rc *runContext, res *dispatch.Result, kind string) map[string]any {
+// receipt is what the run did and where it came from.
+func (rc *runContext) receipt(res *dispatch.Result) Receipt {
 	branch := rc.branch
 	if res != nil && res.Branch != "" {
 		branch = res.Branch
 	}
-	return map[string]any{
-		"TaskID": rc.meta.TaskID, "Mode": rc.meta.Mode, "Repo": rc.meta.Repo, "Issue": rc.issue,
-		"Result": res, "Branch": branch, "Attempt": rc.meta.Attempt, "Round": rc.round,
-		"MaxRounds": r.b.MaxPlanRounds, "MediaBase": r.mediaBase(rc, res),
-		"PlanURL": "", "PRURL": "", "PRNumber": 0, "Retry": "/retry", "CostSoFar": 0.0, "PlanStart": planStart, "PlanEnd": planEnd,
-		"Marker": Marker{Kind: kind, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Branch: branch, Round: rc.round, Attempt: rc.meta.Attempt}.String(),
+	return Receipt{
+		TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Repo: rc.meta.Repo, Issue: rc.issue, Number: rc.meta.Number,
+		Branch: branch, Attempt: rc.meta.Attempt, Round: rc.round, Result: res,
 	}
+}
+
+// marker is the hidden marker of a result comment of kind about rcpt.
+func (rc *runContext) marker(kind string, rcpt Receipt) string {
+	return Marker{Kind: kind, TaskID: rcpt.TaskID, Mode: rcpt.Mode, Issue: rcpt.Issue, Branch: rcpt.Branch, Round: rcpt.Round, Attempt: rcpt.Attempt}.String()
 }
 
 // mediaBase is the permanent URL prefix of media committed by the run: the
@@ -264,14 +267,11 @@ func (r *Runs) mediaBase(rc *runContext, res *dispatch.Result) string {
 }
 
 func (r *Runs) postPlan(ctx context.Context, client *github.Client, rc *runContext, res *dispatch.Result, prog *progress) error {
-	data := r.receipt(rc, res, KindPlan)
-	round := rc.round
-	if round == 0 {
-		round = 1
+	data := PlanCommentData{
+		Receipt: rc.receipt(res), MaxRounds: r.b.MaxPlanRounds, CostSoFar: r.costSoFar(rc, res), PlanStart: planStart, PlanEnd: planEnd,
 	}
-	data["Round"] = round
-	data["Marker"] = Marker{Kind: KindPlan, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Round: round, Cost: roundCost(res)}.String()
-	data["CostSoFar"] = r.costSoFar(rc, res)
+	data.Round = max(rc.round, 1)
+	data.Marker = Marker{Kind: KindPlan, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Round: data.Round, Cost: roundCost(res)}.String()
 	prog.complete(ctx, "success", "Plan ready", "The plan is posted on the issue.", res)
 	r.b.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelAwaitingApproval)
 	return r.b.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/plan_comment", data)
@@ -305,12 +305,14 @@ func (r *Runs) openPR(ctx context.Context, client *github.Client, rc *runContext
 	if res.Branch == "" || len(res.Commits) == 0 {
 		prog.complete(ctx, "neutral", "No changes", "The agent finished without changing anything.", res)
 		r.b.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelDone)
-		return r.b.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/no_changes", r.receipt(rc, res, KindResult))
+		rcpt := rc.receipt(res)
+		return r.b.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/no_changes", NoChangesData{Receipt: rcpt, Marker: rc.marker(KindResult, rcpt)})
 	}
 	cfg := r.configOf(ctx, client, rc)
-	data := r.receipt(rc, res, KindPR)
+	rcpt := rc.receipt(res)
+	data := PRBodyData{Receipt: rcpt, Marker: rc.marker(KindPR, rcpt), MediaBase: r.mediaBase(rc, res)}
 	if plan, ok := lastMarked(rc.marked, KindPlan, ""); ok {
-		data["PlanURL"] = plan.Comment.GetHTMLURL()
+		data.PlanURL = plan.Comment.GetHTMLURL()
 	}
 	body, err := r.b.Templates.Render("github/pr_body", data)
 	if err != nil {
@@ -347,10 +349,10 @@ func (r *Runs) openPR(ctx context.Context, client *github.Client, rc *runContext
 	prog.attach(res.HeadSHA)
 	prog.complete(ctx, "success", "Pull request opened", res.PRSummary, res)
 	r.b.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelDone)
-	data["PRURL"] = pr.GetHTMLURL()
-	data["PRNumber"] = pr.GetNumber()
-	data["Marker"] = Marker{Kind: KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Branch: res.Branch}.String()
-	return r.b.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/pr_opened", data)
+	return r.b.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/pr_opened", PROpenedData{
+		Receipt: rcpt, PRURL: pr.GetHTMLURL(), PRNumber: pr.GetNumber(),
+		Marker: Marker{Kind: KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Branch: res.Branch}.String(),
+	})
 }
 
 // findOrCreatePR opens the PR, or updates the one a previous attempt (a
@@ -405,7 +407,8 @@ func (r *Runs) configOf(ctx context.Context, client *github.Client, rc *runConte
 }
 
 func (r *Runs) fail(ctx context.Context, client *github.Client, rc *runContext, res *dispatch.Result, prog *progress) error {
-	data := r.receipt(rc, res, KindFailure)
+	rcpt := rc.receipt(res)
+	data := FailureData{Receipt: rcpt, Marker: rc.marker(KindFailure, rcpt), Retry: "/retry"}
 	prog.attach(headOf(res))
 	conclusion := "failure"
 	if res != nil && res.Status == dispatch.StatusTimeout {

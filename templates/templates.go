@@ -24,6 +24,8 @@ var embedded embed.FS
 // .tmpl suffix ("prompts/plan", "github/plan_comment").
 type Set struct {
 	byName map[string]*template.Template
+	// overrides maps the name of each overridden template to its file.
+	overrides map[string]string
 }
 
 // Funcs available in every template.
@@ -56,7 +58,7 @@ func funcs() template.FuncMap {
 // operator's overrides from it. A broken override is an error that names the
 // file, so the bot refuses to start rather than posting garbage later.
 func Load(overrideDir string) (*Set, error) {
-	s := &Set{byName: map[string]*template.Template{}}
+	s := &Set{byName: map[string]*template.Template{}, overrides: map[string]string{}}
 	err := fs.WalkDir(embedded, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".tmpl") {
 			return err
@@ -90,8 +92,9 @@ func Load(overrideDir string) (*Set, error) {
 			return fmt.Errorf("template override: %w", err)
 		}
 		if err := s.add(rel, string(b)); err != nil {
-			return fmt.Errorf("template override %s: %w", p, err)
+			return fmt.Errorf("template override %s: %s", p, describe(err))
 		}
+		s.overrides[strings.TrimSuffix(rel, ".tmpl")] = p
 		return nil
 	})
 	if err != nil {

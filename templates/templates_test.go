@@ -54,3 +54,60 @@ func TestOverrides(t *testing.T) {
 		t.Errorf("an override of nothing must fail, got %v", err)
 	}
 }
+
+type sampleData struct{ User, Action string }
+
+// An override is rendered with sample data of its type: a field the type
+// lacks is an error naming the file, the line and the field, wherever the
+// template would have failed; a good override passes and is used.
+func TestCheckOverrides(t *testing.T) {
+	t.Parallel()
+	samples := map[string][]any{"github/refusal": {sampleData{User: "mallory", Action: "approve"}}}
+	bad := t.TempDir()
+	os.MkdirAll(filepath.Join(bad, "github"), 0o755)
+	path := filepath.Join(bad, "github", "refusal.tmpl")
+	os.WriteFile(path, []byte("Sorry @{{.User}},\nonly writers can {{.Acton}}."), 0o644)
+	s, err := Load(bad)
+	if err != nil {
+		t.Fatalf("the override parses; Load must not fail: %v", err)
+	}
+	err = s.CheckOverrides(samples)
+	want := path + ": line 2, column 19, at {{.Acton}}: can't evaluate field Acton in type templates.sampleData (its data are templates.sampleData)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("CheckOverrides = %v, want it to contain %q", err, want)
+	}
+
+	good := t.TempDir()
+	os.MkdirAll(filepath.Join(good, "github"), 0o755)
+	os.WriteFile(filepath.Join(good, "github", "refusal.tmpl"), []byte("Sorry @{{.User}}, only writers can {{.Action}}."), 0o644)
+	if s, err = Load(good); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckOverrides(samples); err != nil {
+		t.Errorf("a good override failed the check: %v", err)
+	}
+	if got := s.Overrides(); len(got) != 1 || got[0] != "github/refusal" {
+		t.Errorf("Overrides() = %v", got)
+	}
+	if got, _ := s.Render("github/refusal", samples["github/refusal"][0]); got != "Sorry @mallory, only writers can approve." {
+		t.Errorf("override not used: %q", got)
+	}
+	// The embedded templates are not checked: they have their own tests,
+	// and a set without overrides has nothing to check.
+	if err := MustLoadEmbedded().CheckOverrides(map[string][]any{"github/refusal": {struct{}{}}}); err != nil {
+		t.Errorf("embedded templates were checked: %v", err)
+	}
+}
+
+// A parse error names the file and the line, without the internal name.
+func TestBrokenOverrideNamesLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "github"), 0o755)
+	path := filepath.Join(dir, "github", "ack.tmpl")
+	os.WriteFile(path, []byte("ok\n{{.TaskID"), 0o644)
+	_, err := Load(dir)
+	if want := "template override " + path + ": line 2: unclosed action"; err == nil || err.Error() != want {
+		t.Errorf("Load = %v, want %q", err, want)
+	}
+}

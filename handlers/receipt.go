@@ -1,0 +1,147 @@
+package handlers
+
+import "github.com/sandbox-bot/sandbox-bot/dispatch"
+
+// Receipt is what one run did and where it came from, as the bot reports it
+// once the run has ended: the part every result template shares, and the
+// record a receipt store keeps. Result is nil when the sandbox ended
+// without writing one (it was killed or its machine went away).
+type Receipt struct {
+	TaskID string        `json:"task_id"`
+	Mode   dispatch.Mode `json:"mode"`
+	// Repo is owner/name.
+	Repo string `json:"repo"`
+	// Issue is the issue the run serves; Number is where it was asked for
+	// (the issue, or the agent's pull request for revise and rebase).
+	Issue  int `json:"issue"`
+	Number int `json:"number"`
+	// Branch is the run's branch: the receipt's, else the one the run was
+	// started on.
+	Branch string `json:"branch,omitempty"`
+	// Attempt counts continue runs of one task (1 for the first).
+	Attempt int `json:"attempt,omitempty"`
+	// Round is the plan round (0 outside plan runs).
+	Round  int              `json:"round,omitempty"`
+	Result *dispatch.Result `json:"result,omitempty"`
+}
+
+// Status is the run's end as the bot treats it: the receipt's status, or
+// interrupted when there is no receipt.
+func (r Receipt) Status() dispatch.Status { return statusOf(r.Result) }
+
+// The data each result template is rendered with: the Receipt, the
+// hidden marker the comment carries, and what only that template says.
+
+// DoneData is github/done: a revise, rebase or task run finished.
+type DoneData struct {
+	Receipt
+	Marker string
+}
+
+// NoChangesData is github/no_changes: an execute or continue run finished
+// without a commit.
+type NoChangesData struct {
+	Receipt
+	Marker string
+}
+
+// FailureData is github/failure: the run failed, timed out, or was
+// interrupted too often.
+type FailureData struct {
+	Receipt
+	Marker string
+	// Retry is the command that runs the task again.
+	Retry string
+}
+
+// AbortedData is github/aborted: a person stopped the run with /abort.
+type AbortedData struct {
+	Receipt
+	Marker string
+	// By is who aborted it, when this replica saw the /abort.
+	By string
+}
+
+// PlanCommentData is github/plan_comment: a plan run's plan.
+type PlanCommentData struct {
+	Receipt
+	Marker    string
+	MaxRounds int
+	// CostSoFar is this round's cost plus the earlier rounds' on the issue.
+	CostSoFar float64
+	// PlanStart and PlanEnd must enclose the plan: /approve executes
+	// exactly what is between them.
+	PlanStart, PlanEnd string
+}
+
+// PRBodyData is github/pr_body: the body of the pull request a run opens.
+type PRBodyData struct {
+	Receipt
+	Marker string
+	// MediaBase prefixes the paths of committed screenshots and
+	// recordings ("" when the run committed none).
+	MediaBase string
+	// PlanURL links the approved plan comment, "" without a plan step.
+	PlanURL string
+}
+
+// PROpenedData is github/pr_opened: the comment on the issue that names
+// the pull request.
+type PROpenedData struct {
+	Receipt
+	Marker   string
+	PRURL    string
+	PRNumber int
+}
+
+// ProgressData is github/progress: the comment that shows a run's progress
+// before it has pushed a commit for a check run to sit on.
+type ProgressData struct {
+	Marker string
+	// Title is the latest stage and message.
+	Title string
+	// Text is the figures and the latest progress lines.
+	Text string
+}
+
+// ProgressDoneData is github/progress_done: the progress comment's last
+// edit, when the run has ended.
+type ProgressDoneData struct {
+	Marker string
+	// Conclusion is the check-run conclusion: success, failure, timed_out,
+	// cancelled or neutral.
+	Conclusion string
+	Title      string
+	Summary    string
+}
+
+// StartFailedData is github/start_failed: a run was asked for and could
+// not start.
+type StartFailedData struct {
+	Marker string
+	TaskID string
+	Mode   dispatch.Mode
+	// What failed and what to do, for people on the issue; the error itself
+	// stays in the log.
+	What, Todo string
+	// Delivery is the webhook delivery, for the operator's log search.
+	Delivery string
+}
+
+// NothingToAbortData is github/nothing_to_abort: /abort with no run
+// holding the issue.
+type NothingToAbortData struct{}
+
+// StaleLockData is github/stale_lock: /abort found a lock whose run is
+// gone, and released it.
+type StaleLockData struct {
+	Holder string
+}
+
+// AbortRequestedData is github/abort_requested: /abort reached a running
+// task, which now pushes what it has and stops.
+type AbortRequestedData struct {
+	Marker string
+	TaskID string
+	By     string
+}

@@ -1,0 +1,89 @@
+package handlers
+
+import (
+	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// ReplySamples returns, for every github/*.tmpl, data of its type to
+// render an operator's override with at start (templates.Set.CheckOverrides):
+// a field the template names that the type lacks stops the bot there, with
+// the file and line, instead of failing a reply on an issue later. Several
+// samples take a template through its main branches (with and without a
+// receipt, each mode). A new reply template gets its samples here;
+// TestReplySamplesCoverEveryTemplate fails until it does.
+func ReplySamples() map[string][]any {
+	const task = "T-0123456789abcdef"
+	plan := sampleReceipt(task, dispatch.ModePlan, sampleResult(task, dispatch.StatusCompleted))
+	done := sampleReceipt(task, dispatch.ModeExecute, sampleResult(task, dispatch.StatusCompleted))
+	failed := sampleReceipt(task, dispatch.ModeExecute, sampleResult(task, dispatch.StatusHung))
+	lost := sampleReceipt(task, dispatch.ModeExecute, nil)
+	marker := Marker{Kind: KindResult, TaskID: task, Mode: dispatch.ModeExecute, Issue: 7}.String()
+	issueCmds, prCmds := commandsFor(false), commandsFor(true)
+
+	acks := make([]any, 0, 8)
+	for _, m := range []dispatch.Mode{dispatch.ModePlan, dispatch.ModeExecute, dispatch.ModeContinue, dispatch.ModeRevise, dispatch.ModeRebase, dispatch.ModeTask} {
+		acks = append(acks, AckData{TaskID: task, Mode: m, Branch: "agent/7-add-login", Budget: 3, Harness: "opencode", Issue: 7, Round: 2, Attempt: 2, HasPlan: true, Marker: marker})
+	}
+	acks = append(acks,
+		AckData{TaskID: task, Mode: dispatch.ModePlan, Budget: 3, Harness: "claude-code", Issue: 7, Round: 1, Attempt: 1, IssueAuthorExcluded: "mallory", Excluded: []string{"eve"}, Marker: marker},
+		AckData{TaskID: task, Mode: dispatch.ModeExecute, Budget: 3, Harness: "opencode", Issue: 7, Attempt: 1, Excluded: []string{"eve", "oscar"}, Marker: marker})
+
+	return map[string][]any{
+		"github/ack":                 acks,
+		"github/refusal":             {RefusalData{User: "mallory", Action: "use `/approve`"}},
+		"github/busy":                {BusyData{Holder: task, HolderMode: dispatch.ModePlan, Mode: dispatch.ModeExecute, Command: "approve"}, BusyData{Holder: task, Mode: dispatch.ModePlan}},
+		"github/command_error":       {CommandErrorData{Error: "unknown flag --budgte", Commands: issueCmds, State: LabelAwaitingApproval}, CommandErrorData{Error: "x", Commands: prCmds, OnPR: true, State: LabelRunning}, CommandErrorData{Error: "x", Commands: issueCmds, State: LabelPlanning}},
+		"github/config_error":        {ConfigErrorData{Source: "octo-org/hello", Error: "line 3: unknown field \"modle\"", File: ".sandbox.yml"}},
+		"github/no_plan":             {NoPlanData{TriggerLabel: "agent"}},
+		"github/plan_in_progress":    {PlanInProgressData{Command: "approve", TaskID: task, Round: 1}, PlanInProgressData{Command: "revise", TaskID: task, Round: 2}},
+		"github/max_rounds":          {MaxRoundsData{MaxRounds: 5}},
+		"github/no_earlier_run":      {NoEarlierRunData{Command: "retry"}},
+		"github/nothing_to_continue": {NothingToContinueData{Mode: dispatch.ModePlan}, NothingToContinueData{}},
+		"github/wrong_place":         {WrongPlaceData{Command: "plan", OnPR: true, Commands: prCmds}, WrongPlaceData{Command: "rebase", Commands: issueCmds}, WrongPlaceData{Command: "revise", OnPR: true, NotAgentPR: true}},
+		"github/over_ceiling":        {OverCeilingData{Command: "approve", Flag: "budget", Asked: "$500.00", Ceiling: "$10.00", Within: "10", Setting: "limits.max_budget_usd"}, OverCeilingData{Flag: "timeout", Asked: "600m", Ceiling: "120m", Within: "120", Setting: "limits.max_timeout_minutes"}},
+		"github/branch_updated":      {BranchUpdatedData{Base: "main"}},
+		"github/start_failed":        {StartFailedData{Marker: marker, TaskID: task, Mode: dispatch.ModePlan, What: "the sandbox backend refused the run", Todo: "Then comment `/retry`.", Delivery: "d-1"}},
+		"github/nothing_to_abort":    {NothingToAbortData{}},
+		"github/stale_lock":          {StaleLockData{Holder: task}},
+		"github/abort_requested":     {AbortRequestedData{Marker: marker, TaskID: task, By: "alice"}},
+		"github/progress":            {ProgressData{Marker: marker, Title: "agent: step 3", Text: "Task `" + task + "` (execute) · step 3"}},
+		"github/progress_done":       {ProgressDoneData{Marker: marker, Conclusion: "success", Title: "Done", Summary: "Added a login page."}, ProgressDoneData{Marker: marker, Conclusion: "neutral", Title: "No changes", Summary: "Nothing changed."}},
+		"github/plan_comment":        {PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, CostSoFar: 1.25, PlanStart: planStart, PlanEnd: planEnd}},
+		"github/pr_body":             {PRBodyData{Receipt: done, Marker: marker, MediaBase: "https://github.com/octo-org/hello/raw/0123abc/", PlanURL: "https://github.com/octo-org/hello/issues/7#issuecomment-1"}, PRBodyData{Receipt: lost, Marker: marker}},
+		"github/pr_opened":           {PROpenedData{Receipt: done, Marker: marker, PRURL: "https://github.com/octo-org/hello/pull/8", PRNumber: 8}, PROpenedData{Receipt: lost, Marker: marker}},
+		"github/done":                {DoneData{Receipt: done, Marker: marker}, DoneData{Receipt: lost, Marker: marker}},
+		"github/no_changes":          {NoChangesData{Receipt: done, Marker: marker}, NoChangesData{Receipt: lost, Marker: marker}},
+		"github/failure":             {FailureData{Receipt: failed, Marker: marker, Retry: "/retry"}, FailureData{Receipt: lost, Marker: marker, Retry: "/retry"}},
+		"github/aborted":             {AbortedData{Receipt: done, Marker: marker, By: "alice"}, AbortedData{Receipt: lost, Marker: marker}},
+	}
+}
+
+func sampleReceipt(task string, mode dispatch.Mode, res *dispatch.Result) Receipt {
+	return Receipt{TaskID: task, Mode: mode, Repo: "octo-org/hello", Issue: 7, Number: 7, Branch: "agent/7-add-login", Attempt: 2, Round: 2, Result: res}
+}
+
+// sampleResult is a receipt with every list filled, so templates walk
+// their loops.
+func sampleResult(task string, status dispatch.Status) *dispatch.Result {
+	res := &dispatch.Result{
+		SchemaVersion: dispatch.ResultVersion, TaskID: task, Mode: dispatch.ModeExecute, Status: status, DurationSeconds: 754,
+		Branch: "agent/7-add-login", HeadSHA: "0123abc", Commits: []dispatch.Commit{{SHA: "0123abc", Message: "Add a login page"}},
+		DiffStats: dispatch.DiffStats{FilesChanged: 3, Insertions: 120, Deletions: 4},
+		Plan:      "1. Add the page.\n2. Test it.", PRSummary: "Adds a login page.",
+		Validation: []dispatch.CheckResult{
+			{Name: "test", Command: "go test ./...", Passed: status == dispatch.StatusCompleted, Attempts: 2, DurationSeconds: 30, OutputTail: "FAIL: TestLogin"},
+		},
+		Repairs:         []dispatch.Repair{{Attempt: 1, FailedChecks: []string{"test"}, CostUSD: 0.12, Fixed: true}},
+		TokenUsage:      dispatch.TokenUsage{Input: 1000, Output: 200, Reasoning: 50, CacheRead: 300, CacheWrite: 20, TotalCostUSD: 0.42, Steps: 12},
+		ScreenshotPaths: []string{".sandbox-bot/media/login.png"}, RecordingPaths: []string{".sandbox-bot/media/login.webm"},
+		MediaCommit: "0123abc", Artifacts: []string{"report.md"},
+	}
+	if status != dispatch.StatusCompleted {
+		res.Error = &dispatch.RunError{Message: "the agent sent no event for 300 s", Diagnostic: &dispatch.Diagnostic{
+			LastEventType: "tool_use", LastEventAt: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), CurrentStep: 9, CompletedSteps: 8, CostSoFarUSD: 0.4, IdleSeconds: 300,
+		}}
+	}
+	return res
+}

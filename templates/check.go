@@ -1,0 +1,76 @@
+package templates
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"text/template"
+)
+
+// CheckOverrides renders every operator override that has samples with
+// each of them, so an override naming a field its data lack, or calling a
+// function wrongly, stops the bot at start with the file, the line and the
+// problem, instead of failing a reply on an issue later. samples maps a
+// template name ("github/ack") to data of the type it is rendered with.
+// Overrides without samples (the prompts, rendered by the runner inside
+// the sandbox) were only parsed by Load.
+func (s *Set) CheckOverrides(samples map[string][]any) error {
+	names := make([]string, 0, len(s.overrides))
+	for n := range s.overrides {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var errs []error
+	for _, name := range names {
+		for _, data := range samples[name] {
+			if _, err := s.Render(name, data); err != nil {
+				errs = append(errs, fmt.Errorf("template override %s: %s (its data are %T)", s.overrides[name], describe(err), data))
+				break
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Overrides lists the templates the operator overrode, by name.
+func (s *Set) Overrides() []string {
+	names := make([]string, 0, len(s.overrides))
+	for n := range s.overrides {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// textTemplateError matches text/template's parse and execution errors:
+// `template: github/ack:3:14: executing "github/ack" at <.Usr>: can't
+// evaluate field Usr in type handlers.AckData` or `template: github/ack:3:
+// unclosed action`.
+var textTemplateError = regexp.MustCompile(`^template: [^:]*:(\d+)(?::(\d+))?: (?:executing "[^"]*" at <([^>]*)>: )?(.*)$`)
+
+// describe rewrites a text/template error as "line 3, column 14, at
+// {{.Usr}}: can't evaluate field Usr in type handlers.AckData": the
+// template's internal name is left out, since the caller names the file.
+func describe(err error) string {
+	msg := err.Error()
+	var ee template.ExecError
+	if errors.As(err, &ee) {
+		msg = ee.Err.Error()
+	} else if _, after, ok := strings.Cut(msg, ": template: "); ok {
+		msg = "template: " + after // Render's "render <name>: " prefix
+	}
+	m := textTemplateError.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	out := "line " + m[1]
+	if m[2] != "" {
+		out += ", column " + m[2]
+	}
+	if m[3] != "" {
+		out += ", at {{" + m[3] + "}}"
+	}
+	return out + ": " + m[4]
+}
