@@ -31,7 +31,17 @@ func TestManifestMatchesHandlers(t *testing.T) {
 	if err := yaml.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	base := handlers.NewBase(nil, handlers.Settings{}, nil, templates.MustLoadEmbedded())
+	cfg, err := LoadConfig(func(k string) (string, bool) {
+		v, ok := map[string]string{"GITHUB_APP_INTEGRATION_ID": "1", "GITHUB_APP_WEBHOOK_SECRET": testSecret, "GITHUB_APP_PRIVATE_KEY": testKey}[k]
+		return v, ok
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := handlers.NewBase(nil, cfg.handlerSettings(), nil, templates.MustLoadEmbedded())
+	if err != nil {
+		t.Fatal(err)
+	}
 	var handled []string
 	for _, h := range base.Handlers() {
 		for _, e := range h.Handles() {

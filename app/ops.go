@@ -32,6 +32,8 @@ type OpsConfig struct {
 const (
 	DefaultAdminListen    = "127.0.0.1:9090"
 	DefaultMaxBodyReaders = 64
+	// DefaultDispatchDeadline bounds the retries of a failing submission.
+	DefaultDispatchDeadline = 30 * time.Second
 	// GitHub waits 10 s for an answer; a delivery's body is in well
 	// before that or never.
 	DefaultHTTPReadTimeout  = 15 * time.Second
@@ -73,6 +75,7 @@ func (o *OpsConfig) applyEnv(getenv Getenv) error {
 func (o *OpsConfig) defaults() {
 	o.AdminListen = cmp.Or(o.AdminListen, DefaultAdminListen)
 	o.MaxBodyReaders = cmp.Or(o.MaxBodyReaders, DefaultMaxBodyReaders)
+	o.DispatchDeadline = cmp.Or(o.DispatchDeadline, DefaultDispatchDeadline)
 	o.HTTPReadTimeout = cmp.Or(o.HTTPReadTimeout, DefaultHTTPReadTimeout)
 	o.HTTPWriteTimeout = cmp.Or(o.HTTPWriteTimeout, DefaultHTTPWriteTimeout)
 	o.HTTPIdleTimeout = cmp.Or(o.HTTPIdleTimeout, DefaultHTTPIdleTimeout)

@@ -68,12 +68,10 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	if o := tmpl.Overrides(); len(o) > 0 {
 		logger.Info().Strs("templates", o).Str("dir", cfg.TemplatesDir).Msg("using template overrides")
 	}
-	base := handlers.NewBase(cc, handlers.Settings{
-		TriggerLabel: cfg.TriggerLabel, AllowUsers: cfg.AllowUsers, AllowTeams: cfg.AllowTeams, AllowBots: cfg.AllowBots,
-		MaxContinues: cfg.MaxContinues, MaxPlanRounds: cfg.MaxPlanRounds, ProgressInterval: cfg.ProgressInterval, TokenRefresh: cfg.TokenRefresh,
-		Defaults: cfg.Defaults, Limits: cfg.Limits, Isolation: cfg.Isolation, WebURL: cfg.GitHub.WebURL, SecretEnv: cfg.ProjectSecretEnv(),
-		DispatchDeadline: cfg.Ops.DispatchDeadline,
-	}, backend, tmpl)
+	base, err := handlers.NewBase(cc, cfg.handlerSettings(), backend, tmpl)
+	if err != nil {
+		return nil, err
+	}
 	base.Secrets = secrets
 	base.Runs.SetLogger(logger)
 

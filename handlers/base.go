@@ -46,56 +46,43 @@ type Settings struct {
 	// the runner redacts their values.
 	SecretEnv []string
 	// DispatchDeadline bounds the retries of a submission that failed for
-	// a passing reason (default DefaultDispatchDeadline).
+	// a passing reason.
 	DispatchDeadline time.Duration
 	// WebURL is GitHub's web address (https://github.com, or GHES's), for
 	// permanent media links.
 	WebURL string
 }
 
-// Base is shared by every handler: the client creator, settings, backend,
-// templates and the run follower.
-type Base struct {
+// core is what the handlers and the run follower share: the client
+// creator, settings, backend, templates, the App's identity and the
+// secrets to redact. Runs holds it and a start function, not Base, so the
+// follower depends on what it uses rather than on every handler.
+type core struct {
 	githubapp.ClientCreator
 	Settings
 	Backend   dispatch.Backend
 	Templates *templates.Set
 	Loader    *appconfig.Loader
-	Runs      *Runs
 	Now       func() time.Time
 	trust     *trustState
 	// Secrets are redacted from everything the bot posts.
 	Secrets *Secrets
 }
 
-// NewBase wires a Base and its Runs.
-func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, tmpl *templates.Set) *Base {
-	if s.TriggerLabel == "" {
-		s.TriggerLabel = "agent"
+// Base is shared by every handler: the core and the run follower.
+type Base struct {
+	*core
+	Runs *Runs
+}
+
+// NewBase wires a Base and its Runs. The settings come defaulted from the
+// server configuration (app.Config owns every default); an unset one is an
+// error naming it.
+func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, tmpl *templates.Set) (*Base, error) {
+	if err := s.check(); err != nil {
+		return nil, err
 	}
-	if s.MaxContinues == 0 {
-		s.MaxContinues = 2
-	}
-	if s.MaxPlanRounds == 0 {
-		s.MaxPlanRounds = 5
-	}
-	if s.ProgressInterval == 0 {
-		s.ProgressInterval = 10 * time.Second
-	}
-	if s.TokenRefresh == 0 {
-		s.TokenRefresh = 45 * time.Minute
-	}
-	if s.WebURL == "" {
-		s.WebURL = "https://github.com"
-	}
-	if s.DispatchDeadline == 0 {
-		s.DispatchDeadline = DefaultDispatchDeadline
-	}
-	if s.CheckName == "" {
-		s.CheckName = "sandbox-agent"
-	}
-	s.Limits = s.Limits.WithDefaults()
-	b := &Base{
+	b := &Base{core: &core{
 		ClientCreator: cc,
 		Settings:      s,
 		Backend:       backend,
@@ -104,9 +91,9 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 		Now:           time.Now,
 		trust:         newTrustState(),
 		Secrets:       NewSecrets(),
-	}
-	b.Runs = newRuns(b)
-	return b
+	}}
+	b.Runs = newRuns(b.core, b.start)
+	return b, nil
 }
 
 // Handlers returns one handler per event the app subscribes to.
@@ -185,7 +172,7 @@ func (b *Base) fetchCanWrite(ctx context.Context, client *github.Client, owner, 
 
 // loadConfig reads .sandbox.yml (the repo's, else the org's default) at ref
 // and resolves it against the server's defaults, limits and the flags.
-func (b *Base) loadConfig(ctx context.Context, client *github.Client, owner, repo, ref string, flags sandboxcfg.Flags) (*sandboxcfg.Config, error) {
+func (b *core) loadConfig(ctx context.Context, client *github.Client, owner, repo, ref string, flags sandboxcfg.Flags) (*sandboxcfg.Config, error) {
 	c, err := b.Loader.LoadConfig(ctx, client, owner, repo, ref)
 	if err != nil {
 		return nil, fmt.Errorf("read %s from %s: %w", sandboxcfg.FileName, c.Source, err)

@@ -13,9 +13,6 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
-// DefaultDispatchDeadline bounds the retries of a failing submission.
-const DefaultDispatchDeadline = 30 * time.Second
-
 // dispatchTries is how often a transient submission error is tried.
 const dispatchTries = 3
 

@@ -12,7 +12,7 @@ import (
 func (r *Runs) Busy(ctx context.Context) ([]string, error) {
 	var busy []string
 	for _, id := range r.Active() {
-		st, err := r.b.Backend.Status(ctx, id)
+		st, err := r.c.Backend.Status(ctx, id)
 		if err != nil && ctx.Err() != nil {
 			return nil, fmt.Errorf("status of %s: %w", id, ctx.Err())
 		}

@@ -122,7 +122,7 @@ func markedComments(comments []*github.IssueComment, botLogin string) []markedCo
 
 // botMarked lists an issue's or PR's comments and returns the marked ones
 // this App wrote.
-func (b *Base) botMarked(ctx context.Context, client *github.Client, owner, repo string, number int) ([]markedComment, error) {
+func (b *core) botMarked(ctx context.Context, client *github.Client, owner, repo string, number int) ([]markedComment, error) {
 	login, err := b.LoadIdentity(ctx)
 	if err != nil {
 		return nil, err

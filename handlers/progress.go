@@ -18,7 +18,7 @@ import (
 // exists, one progress comment edited in place.
 type progress struct {
 	ctx         context.Context // carries the run's logger
-	b           *Base
+	b           *core
 	client      *github.Client
 	owner, repo string
 	meta        dispatch.Meta
@@ -32,7 +32,7 @@ type progress struct {
 	commentID  int64
 }
 
-func newProgress(ctx context.Context, b *Base, client *github.Client, owner, repo string, meta dispatch.Meta) *progress {
+func newProgress(ctx context.Context, b *core, client *github.Client, owner, repo string, meta dispatch.Meta) *progress {
 	return &progress{ctx: ctx, b: b, client: client, owner: owner, repo: repo, meta: meta, headSHA: meta.HeadSHA}
 }
 

@@ -20,7 +20,10 @@ import (
 // refreshes while it lives, then the plan comment, PR, or failure comment,
 // and automatic continue runs after an interruption.
 type Runs struct {
-	b *Base
+	c *core
+	// start starts a run (Base.start): the continuation of an interrupted
+	// one.
+	start func(ctx context.Context, client *github.Client, req startRequest) error
 
 	mu        sync.Mutex
 	ctx       context.Context
@@ -32,9 +35,9 @@ type Runs struct {
 	logger    zerolog.Logger
 }
 
-func newRuns(b *Base) *Runs {
+func newRuns(c *core, start func(context.Context, *github.Client, startRequest) error) *Runs {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Runs{b: b, ctx: ctx, cancel: cancel, following: map[string]bool{}, aborted: map[string]string{}, logger: zerolog.Nop()}
+	return &Runs{c: c, start: start, ctx: ctx, cancel: cancel, following: map[string]bool{}, aborted: map[string]string{}, logger: zerolog.Nop()}
 }
 
 // SetLogger sets the logger followers start from.
@@ -43,14 +46,14 @@ func (r *Runs) SetLogger(l zerolog.Logger) { r.logger = l }
 // Reconcile follows every run the backend knows, so runs that ended while
 // the bot was down get their results posted. Safe to call more than once.
 func (r *Runs) Reconcile(ctx context.Context) error {
-	runs, err := r.b.Backend.List(ctx)
+	runs, err := r.c.Backend.List(ctx)
 	if err != nil {
-		return fmt.Errorf("list runs on %s backend: %w", r.b.Backend.Name(), err)
+		return fmt.Errorf("list runs on %s backend: %w", r.c.Backend.Name(), err)
 	}
 	for _, st := range runs {
 		r.Follow(st.Meta)
 	}
-	r.logger.Info().Int("runs", len(runs)).Str("backend", r.b.Backend.Name()).Msg("reconciled runs")
+	r.logger.Info().Int("runs", len(runs)).Str("backend", r.c.Backend.Name()).Msg("reconciled runs")
 	return nil
 }
 
@@ -115,16 +118,16 @@ func (r *Runs) follow(meta dispatch.Meta) {
 	log := r.logger.With().Str("task_id", meta.TaskID).Str("repo", meta.Repo).Int("issue", meta.Number).
 		Str("mode", string(meta.Mode)).Str("delivery_id", meta.DeliveryID).Logger()
 	ctx := log.WithContext(r.ctx)
-	client, err := r.b.NewInstallationClient(meta.InstallationID)
+	client, err := r.c.NewInstallationClient(meta.InstallationID)
 	if err != nil {
 		log.Error().Err(err).Msg("cannot follow run: no installation client")
 		return
 	}
-	prog := newProgress(ctx, r.b, client, owner, repo, meta)
+	prog := newProgress(ctx, r.c, client, owner, repo, meta)
 	r.adoptToken(ctx, meta.TaskID)
 	refreshDone, refreshed := make(chan struct{}), make(chan struct{})
 	go func() { defer close(refreshed); r.refreshTokens(ctx, meta, refreshDone) }()
-	st, err := r.b.Backend.Wait(ctx, meta.TaskID, prog.update)
+	st, err := r.c.Backend.Wait(ctx, meta.TaskID, prog.update)
 	close(refreshDone)
 	<-refreshed // no refresh mints a token after the run's are revoked
 	if ctx.Err() != nil {
@@ -139,7 +142,7 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		st.State = dispatch.StateLost
 	}
 	r.endRun(ctx, meta.TaskID)
-	res, rerr := r.b.Backend.Result(ctx, meta.TaskID)
+	res, rerr := r.c.Backend.Result(ctx, meta.TaskID)
 	if errors.Is(rerr, dispatch.ErrBadResult) {
 		log.Error().Err(rerr).Msg("result.json rejected; reporting the run as failed")
 		res = rejectedResult(meta, rejectedMessage)
@@ -161,10 +164,10 @@ func (r *Runs) follow(meta dispatch.Meta) {
 	// shutting down, or the next start would find the run again.
 	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
-	if err := r.b.Backend.Unlock(done, dispatch.LockKey(meta.Repo, meta.Number), meta.TaskID); err != nil {
+	if err := r.c.Backend.Unlock(done, dispatch.LockKey(meta.Repo, meta.Number), meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("release lock")
 	}
-	if err := r.b.Backend.Cleanup(done, meta.TaskID); err != nil {
+	if err := r.c.Backend.Cleanup(done, meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("clean up run")
 	}
 	log.Info().Msg("run finished and reported")
@@ -175,7 +178,7 @@ func (r *Runs) follow(meta dispatch.Meta) {
 // post again.
 func (r *Runs) finish(ctx context.Context, client *github.Client, owner, repo string, meta dispatch.Meta, res *dispatch.Result, prog *progress) error {
 	log := zerolog.Ctx(ctx)
-	marked, err := r.b.botMarked(ctx, client, owner, repo, meta.Number)
+	marked, err := r.c.botMarked(ctx, client, owner, repo, meta.Number)
 	if err != nil {
 		return err
 	}
@@ -205,8 +208,8 @@ func (r *Runs) finish(ctx context.Context, client *github.Client, owner, repo st
 	}
 	if aborted {
 		prog.complete(ctx, "cancelled", "Aborted", "The run was aborted.", res)
-		r.b.setState(ctx, client, owner, repo, meta.Number, "")
-		return r.b.reply(ctx, client, owner, repo, meta.Number, "github/aborted", AbortedData{
+		r.c.setState(ctx, client, owner, repo, meta.Number, "")
+		return r.c.reply(ctx, client, owner, repo, meta.Number, "github/aborted", AbortedData{
 			Receipt: rc.receipt(res), By: by,
 			Marker: Marker{Kind: KindAborted, TaskID: meta.TaskID, Mode: meta.Mode, Issue: issue, Branch: rc.branch}.String(),
 		})
@@ -224,9 +227,9 @@ func (r *Runs) finish(ctx context.Context, client *github.Client, owner, repo st
 		return r.openPR(ctx, client, rc, res, prog)
 	default: // revise, rebase, task: a receipt comment where the run was asked for
 		prog.complete(ctx, "success", "Done", res.PRSummary, res)
-		r.b.setState(ctx, client, owner, repo, meta.Number, LabelDone)
+		r.c.setState(ctx, client, owner, repo, meta.Number, LabelDone)
 		rcpt := rc.receipt(res)
-		return r.b.reply(ctx, client, owner, repo, meta.Number, "github/done", DoneData{Receipt: rcpt, Marker: rc.marker(KindResult, rcpt)})
+		return r.c.reply(ctx, client, owner, repo, meta.Number, "github/done", DoneData{Receipt: rcpt, Marker: rc.marker(KindResult, rcpt)})
 	}
 }
 
@@ -263,18 +266,18 @@ func (r *Runs) mediaBase(rc *runContext, res *dispatch.Result) string {
 	if res == nil || res.MediaCommit == "" {
 		return ""
 	}
-	return fmt.Sprintf("%s/%s/raw/%s/", strings.TrimSuffix(r.b.WebURL, "/"), rc.meta.Repo, res.MediaCommit)
+	return fmt.Sprintf("%s/%s/raw/%s/", strings.TrimSuffix(r.c.WebURL, "/"), rc.meta.Repo, res.MediaCommit)
 }
 
 func (r *Runs) postPlan(ctx context.Context, client *github.Client, rc *runContext, res *dispatch.Result, prog *progress) error {
 	data := PlanCommentData{
-		Receipt: rc.receipt(res), MaxRounds: r.b.MaxPlanRounds, CostSoFar: r.costSoFar(rc, res), PlanStart: planStart, PlanEnd: planEnd,
+		Receipt: rc.receipt(res), MaxRounds: r.c.MaxPlanRounds, CostSoFar: r.costSoFar(rc, res), PlanStart: planStart, PlanEnd: planEnd,
 	}
 	data.Round = max(rc.round, 1)
 	data.Marker = Marker{Kind: KindPlan, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Round: data.Round, Cost: roundCost(res)}.String()
 	prog.complete(ctx, "success", "Plan ready", "The plan is posted on the issue.", res)
-	r.b.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelAwaitingApproval)
-	return r.b.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/plan_comment", data)
+	r.c.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelAwaitingApproval)
+	return r.c.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/plan_comment", data)
 }
 
 // costSoFar adds up the costs of this issue's earlier plan rounds.
@@ -304,9 +307,9 @@ func (r *Runs) openPR(ctx context.Context, client *github.Client, rc *runContext
 	log := zerolog.Ctx(ctx)
 	if res.Branch == "" || len(res.Commits) == 0 {
 		prog.complete(ctx, "neutral", "No changes", "The agent finished without changing anything.", res)
-		r.b.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelDone)
+		r.c.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelDone)
 		rcpt := rc.receipt(res)
-		return r.b.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/no_changes", NoChangesData{Receipt: rcpt, Marker: rc.marker(KindResult, rcpt)})
+		return r.c.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/no_changes", NoChangesData{Receipt: rcpt, Marker: rc.marker(KindResult, rcpt)})
 	}
 	cfg := r.configOf(ctx, client, rc)
 	rcpt := rc.receipt(res)
@@ -314,7 +317,7 @@ func (r *Runs) openPR(ctx context.Context, client *github.Client, rc *runContext
 	if plan, ok := lastMarked(rc.marked, KindPlan, ""); ok {
 		data.PlanURL = plan.Comment.GetHTMLURL()
 	}
-	body, err := r.b.Templates.Render("github/pr_body", data)
+	body, err := r.c.Templates.Render("github/pr_body", data)
 	if err != nil {
 		return err
 	}
@@ -348,8 +351,8 @@ func (r *Runs) openPR(ctx context.Context, client *github.Client, rc *runContext
 	}
 	prog.attach(res.HeadSHA)
 	prog.complete(ctx, "success", "Pull request opened", res.PRSummary, res)
-	r.b.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelDone)
-	return r.b.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/pr_opened", PROpenedData{
+	r.c.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelDone)
+	return r.c.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/pr_opened", PROpenedData{
 		Receipt: rcpt, PRURL: pr.GetHTMLURL(), PRNumber: pr.GetNumber(),
 		Marker: Marker{Kind: KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Branch: res.Branch}.String(),
 	})
@@ -394,7 +397,7 @@ func (r *Runs) configOf(ctx context.Context, client *github.Client, rc *runConte
 		return prSettings{base: "main"}
 	}
 	s := prSettings{base: repo.GetDefaultBranch()}
-	cfg, err := r.b.loadConfig(ctx, client, rc.owner, rc.repo, "", sandboxcfg.Flags{})
+	cfg, err := r.c.loadConfig(ctx, client, rc.owner, rc.repo, "", sandboxcfg.Flags{})
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("re-read configuration for PR settings")
 		return s
@@ -415,15 +418,15 @@ func (r *Runs) fail(ctx context.Context, client *github.Client, rc *runContext, 
 		conclusion = "timed_out"
 	}
 	prog.complete(ctx, conclusion, "Run "+string(statusOf(res)), errorMessage(res), res)
-	r.b.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelFailed)
-	return r.b.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/failure", data)
+	r.c.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelFailed)
+	return r.c.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/failure", data)
 }
 
 // continueRun resumes an interrupted run in continue mode, a bounded number
 // of times, and otherwise reports the interruption as a failure.
 func (r *Runs) continueRun(ctx context.Context, client *github.Client, rc *runContext, res *dispatch.Result, prog *progress) error {
 	log := zerolog.Ctx(ctx)
-	if rc.meta.Attempt > r.b.MaxContinues {
+	if rc.meta.Attempt > r.c.MaxContinues {
 		log.Info().Int("attempt", rc.meta.Attempt).Msg("interrupted too often; giving up")
 		return r.fail(ctx, client, rc, res, prog)
 	}
@@ -450,10 +453,10 @@ func (r *Runs) continueRun(ctx context.Context, client *github.Client, rc *runCo
 		req.Plan = extractPlan(plan.Comment.GetBody())
 	}
 	// The lock passes from the interrupted run to its continuation.
-	if err := r.b.Backend.Unlock(ctx, dispatch.LockKey(rc.meta.Repo, rc.meta.Number), rc.meta.TaskID); err != nil {
+	if err := r.c.Backend.Unlock(ctx, dispatch.LockKey(rc.meta.Repo, rc.meta.Number), rc.meta.TaskID); err != nil {
 		return fmt.Errorf("release lock for continue run: %w", err)
 	}
-	return r.b.start(ctx, client, req)
+	return r.start(ctx, client, req)
 }
 
 func headOf(res *dispatch.Result) string {

@@ -240,7 +240,7 @@ func withTask(ctx context.Context, taskID string) (context.Context, zerolog.Logg
 }
 
 // reply renders a github/ template and posts it as a comment.
-func (b *Base) reply(ctx context.Context, client *github.Client, owner, repo string, number int, tmpl string, data any) error {
+func (b *core) reply(ctx context.Context, client *github.Client, owner, repo string, number int, tmpl string, data any) error {
 	body, err := b.Templates.Render(tmpl, data)
 	if err != nil {
 		return err
@@ -259,7 +259,7 @@ func (b *Base) react(ctx context.Context, client *github.Client, owner, repo str
 }
 
 // setState puts one state label on an issue or PR and removes the others.
-func (b *Base) setState(ctx context.Context, client *github.Client, owner, repo string, number int, label string) {
+func (b *core) setState(ctx context.Context, client *github.Client, owner, repo string, number int, label string) {
 	log := zerolog.Ctx(ctx)
 	issue, _, err := client.Issues.Get(ctx, owner, repo, number)
 	if err != nil {

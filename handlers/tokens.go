@@ -34,7 +34,7 @@ func tokenPermission(mode dispatch.Mode) string {
 // mintToken creates an installation token for one repository with the
 // contents permission of mode only. Everything else (comments, PRs,
 // checks) the bot does itself.
-func (b *Base) mintToken(ctx context.Context, installationID int64, repo string, mode dispatch.Mode) (string, time.Time, error) {
+func (b *core) mintToken(ctx context.Context, installationID int64, repo string, mode dispatch.Mode) (string, time.Time, error) {
 	app, err := b.NewAppClient()
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("create app client: %w", err)
@@ -61,7 +61,7 @@ const (
 // revokeToken revokes token with GitHub's DELETE /installation/token,
 // which a token may only do for itself. A 401 means the token is already
 // dead (revoked or expired): done.
-func (b *Base) revokeToken(ctx context.Context, token string) error {
+func (b *core) revokeToken(ctx context.Context, token string) error {
 	client, err := b.NewTokenClient(token)
 	if err != nil {
 		return fmt.Errorf("create client for revocation: %w", err)
@@ -176,7 +176,7 @@ func (r *Runs) revoke(ctx context.Context, taskID string, tokens []string, why s
 	log := zerolog.Ctx(ctx)
 	failed := 0
 	for i, tok := range tokens {
-		if err := r.b.revokeToken(ctx, tok); err != nil {
+		if err := r.c.revokeToken(ctx, tok); err != nil {
 			failed++
 			log.Warn().Err(err).Str("task_id", taskID).Int("token", i+1).Int("tokens", len(tokens)).Str("why", why).
 				Msg("could not revoke a sandbox token; it expires within the hour")
@@ -206,7 +206,7 @@ func (b *Base) handOver(ctx context.Context, taskID, token string, created bool,
 // (it began before a restart, or on another replica), read back from the
 // backend, so the run's end revokes it too.
 func (r *Runs) adoptToken(ctx context.Context, taskID string) {
-	tr, ok := r.b.Backend.(dispatch.TokenReader)
+	tr, ok := r.c.Backend.(dispatch.TokenReader)
 	if !ok || r.tokens.has(taskID) {
 		return
 	}
@@ -232,14 +232,14 @@ func (r *Runs) endRun(ctx context.Context, taskID string) {
 // successor was delivered: Nomad renders the new token a moment after the
 // bot writes it, and a git operation in flight still holds the old one.
 func (r *Runs) supersededGrace() time.Duration {
-	return min(r.b.TokenRefresh/2, time.Minute)
+	return min(r.c.TokenRefresh/2, time.Minute)
 }
 
 // refreshTokens replaces the run's token before it expires, until done is
 // closed. Each new token is remembered before it is delivered, so the run's
 // end revokes it too; the ones it replaces are revoked after a grace period.
 func (r *Runs) refreshTokens(ctx context.Context, meta dispatch.Meta, done <-chan struct{}) {
-	tick := time.NewTicker(r.b.TokenRefresh)
+	tick := time.NewTicker(r.c.TokenRefresh)
 	defer tick.Stop()
 	_, repo, _ := strings.Cut(meta.Repo, "/")
 	log := zerolog.Ctx(ctx)
@@ -254,7 +254,7 @@ func (r *Runs) refreshTokens(ctx context.Context, meta dispatch.Meta, done <-cha
 			retire = nil
 			r.revoke(ctx, meta.TaskID, r.tokens.takeSuperseded(meta.TaskID), "superseded by a refresh")
 		case <-tick.C:
-			tok, _, err := r.b.mintToken(ctx, meta.InstallationID, repo, meta.Mode)
+			tok, _, err := r.c.mintToken(ctx, meta.InstallationID, repo, meta.Mode)
 			if err != nil {
 				log.Warn().Err(err).Msg("refresh run token")
 				continue
@@ -263,7 +263,7 @@ func (r *Runs) refreshTokens(ctx context.Context, meta dispatch.Meta, done <-cha
 			// reached the sandbox, so this token too lives until the run
 			// ends, and the one the sandbox had stays valid.
 			r.tokens.add(meta.TaskID, tok)
-			if err := r.b.Backend.RefreshToken(ctx, meta.TaskID, tok); err != nil {
+			if err := r.c.Backend.RefreshToken(ctx, meta.TaskID, tok); err != nil {
 				log.Warn().Err(err).Msg("deliver refreshed run token")
 				continue
 			}

@@ -52,7 +52,7 @@ func newTrustState() *trustState {
 // remembers its bot account, "<slug>[bot]": the only author whose hidden
 // markers and pull requests the bot believes. The server calls it at start;
 // handlers call it again if that failed.
-func (b *Base) LoadIdentity(ctx context.Context) (string, error) {
+func (b *core) LoadIdentity(ctx context.Context) (string, error) {
 	b.trust.idMu.Lock()
 	defer b.trust.idMu.Unlock()
 	if b.trust.login != "" {

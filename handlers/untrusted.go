@@ -46,37 +46,37 @@ func (r *Runs) vetResult(rc *runContext, res *dispatch.Result) *dispatch.Result 
 			want = "none"
 		}
 		return rejectedResult(rc.meta, fmt.Sprintf("The sandbox's result.json names the branch %q, but this run's branch is %s; "+
-			"the bot does not open or update a pull request from another branch.", sanitizeInline(r.b.Secrets.Redact(res.Branch), 200), want))
+			"the bot does not open or update a pull request from another branch.", sanitizeInline(r.c.Secrets.Redact(res.Branch), 200), want))
 	}
 	cp := *res
 	clean := func(s string, max int) string {
-		return strings.TrimSpace(sanitizeMarkdown(r.b.Secrets.Redact(s), max))
+		return strings.TrimSpace(sanitizeMarkdown(r.c.Secrets.Redact(s), max))
 	}
 	cp.Plan = clean(res.Plan, maxPlanBytes)
 	cp.PRSummary = clean(res.PRSummary, maxSummaryBytes)
 	if res.Error != nil {
 		e := *res.Error
 		// Shown in a code fence: redacted and cut, not escaped.
-		e.Message = truncateUTF8(r.b.Secrets.Redact(e.Message), maxErrorBytes)
+		e.Message = truncateUTF8(r.c.Secrets.Redact(e.Message), maxErrorBytes)
 		if e.Diagnostic != nil {
 			d := *e.Diagnostic
-			d.LastEventType = sanitizeInline(r.b.Secrets.Redact(d.LastEventType), 80)
+			d.LastEventType = sanitizeInline(r.c.Secrets.Redact(d.LastEventType), 80)
 			e.Diagnostic = &d
 		}
 		cp.Error = &e
 	}
 	cp.Validation = nil
 	for _, c := range res.Validation {
-		c.Name = sanitizeInline(r.b.Secrets.Redact(c.Name), 100)
-		c.Command = sanitizeInline(r.b.Secrets.Redact(c.Command), 300)
-		c.OutputTail = truncateUTF8(r.b.Secrets.Redact(c.OutputTail), maxErrorBytes)
+		c.Name = sanitizeInline(r.c.Secrets.Redact(c.Name), 100)
+		c.Command = sanitizeInline(r.c.Secrets.Redact(c.Command), 300)
+		c.OutputTail = truncateUTF8(r.c.Secrets.Redact(c.OutputTail), maxErrorBytes)
 		cp.Validation = append(cp.Validation, c)
 	}
 	cp.Repairs = nil
 	for _, rp := range res.Repairs {
 		var names []string
 		for _, n := range rp.FailedChecks {
-			names = append(names, sanitizeInline(r.b.Secrets.Redact(n), 100))
+			names = append(names, sanitizeInline(r.c.Secrets.Redact(n), 100))
 		}
 		rp.FailedChecks = names
 		cp.Repairs = append(cp.Repairs, rp)
@@ -84,7 +84,7 @@ func (r *Runs) vetResult(rc *runContext, res *dispatch.Result) *dispatch.Result 
 	cp.Commits = nil
 	for _, c := range res.Commits {
 		if shaRE.MatchString(c.SHA) {
-			cp.Commits = append(cp.Commits, dispatch.Commit{SHA: c.SHA, Message: sanitizeInline(r.b.Secrets.Redact(c.Message), 200)})
+			cp.Commits = append(cp.Commits, dispatch.Commit{SHA: c.SHA, Message: sanitizeInline(r.c.Secrets.Redact(c.Message), 200)})
 		}
 	}
 	if !shaRE.MatchString(cp.HeadSHA) {
