@@ -54,6 +54,11 @@ func TestReplySamplesCoverEveryTemplate(t *testing.T) {
 		if len(samples[name]) == 0 {
 			t.Errorf("%s has no sample data in ReplySamples", name)
 		}
+		// What an override of it is checked with at start, branches no
+		// sample takes included.
+		if err := set.Check(name, samples[name]); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
 		for i, data := range samples[name] {
 			out, err := set.Render(name, data)
 			if err != nil {

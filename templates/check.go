@@ -3,35 +3,50 @@ package templates
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
 	"text/template"
 )
 
-// CheckOverrides renders every operator override that has samples with
-// each of them, so an override naming a field its data lack, or calling a
-// function wrongly, stops the bot at start with the file, the line and the
-// problem, instead of failing a reply on an issue later. samples maps a
-// template name ("github/ack") to data of the type it is rendered with.
-// Overrides without samples (the prompts, rendered by the runner inside
-// the sandbox) were only parsed by Load.
+// CheckOverrides checks every operator override that has samples (Check),
+// so an override naming a field its data lack, or calling a function
+// wrongly, stops the bot at start with the file, the line and the problem,
+// instead of failing a reply on an issue later. samples maps a template
+// name ("github/ack") to data of the type it is rendered with. Overrides
+// without samples (the prompts, rendered by the runner inside the sandbox)
+// were only parsed by Load.
 func (s *Set) CheckOverrides(samples map[string][]any) error {
-	names := make([]string, 0, len(s.overrides))
-	for n := range s.overrides {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var errs []error
-	for _, name := range names {
-		for _, data := range samples[name] {
-			if _, err := s.Render(name, data); err != nil {
-				errs = append(errs, fmt.Errorf("template override %s: %s (its data are %T)", s.overrides[name], describe(err), data))
-				break
-			}
+	for _, name := range s.Overrides() {
+		if err := s.Check(name, samples[name]); err != nil {
+			errs = append(errs, fmt.Errorf("template override %s: %w", s.overrides[name], err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Check follows every field the named template refers to through the
+// type of its samples, in every branch, and then renders it with each
+// sample. The error says the line, the column and the problem.
+func (s *Set) Check(name string, samples []any) error {
+	t, ok := s.byName[name]
+	if !ok {
+		return fmt.Errorf("no template %q", name)
+	}
+	if len(samples) == 0 {
+		return nil
+	}
+	if errs := checkFields(t, reflect.TypeOf(samples[0])); len(errs) > 0 {
+		return fmt.Errorf("%s (its data are %T)", strings.Join(errs, "; "), samples[0])
+	}
+	for _, data := range samples {
+		if _, err := s.Render(name, data); err != nil {
+			return fmt.Errorf("%s (its data are %T)", describe(err), data)
+		}
+	}
+	return nil
 }
 
 // Overrides lists the templates the operator overrode, by name.

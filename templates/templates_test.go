@@ -111,3 +111,47 @@ func TestBrokenOverrideNamesLine(t *testing.T) {
 		t.Errorf("Load = %v, want %q", err, want)
 	}
 }
+
+type inner struct{ Name string }
+
+type branchData struct {
+	OK    bool
+	Items []inner
+	Ptr   *inner
+	ByKey map[string]inner
+}
+
+func (branchData) Total() inner { return inner{} }
+
+// A field in a branch no sample takes is found too, by following the
+// data's type through with, range, variables and methods; what cannot be
+// typed statically (a builtin's result) is left to the render.
+func TestCheckFollowsFieldsIntoEveryBranch(t *testing.T) {
+	t.Parallel()
+	sample := []any{branchData{OK: true, Items: []inner{{Name: "x"}}, Ptr: &inner{}, ByKey: map[string]inner{"a": {}}}}
+	for text, want := range map[string]string{
+		"{{if .OK}}fine{{else}}{{.Missing}}{{end}}":                           "line 1, column 24, at {{.Missing}}: can't evaluate field Missing in type templates.branchData",
+		"{{range .Items}}{{.Name}}{{.Nmae}}{{end}}":                           "at {{.Nmae}}: can't evaluate field Nmae in type templates.inner",
+		"{{range $i, $it := .Items}}{{$it.Name}}{{$.Itms}}{{end}}":            "at {{$.Itms}}: can't evaluate field Itms in type templates.branchData",
+		"{{with .Ptr}}{{.Name}}{{end}}\n{{with $p := .Ptr}}{{$p.Nam}}{{end}}": "line 2, column 23, at {{$p.Nam}}: can't evaluate field Nam in type templates.inner",
+		"{{.Total.Name}}{{.Total.Nope}}":                                      "can't evaluate field Nope in type templates.inner",
+		"{{if eq (print .OK.X) \"a\"}}{{end}}":                                "can't evaluate field X in type bool",
+		"{{(.Ptr).Name}}{{.ByKey.a.Name}}{{len .Items}}":                      "",
+		"{{(index .Items 0).Anything}}":                                       "can't evaluate field Anything in type templates.inner",
+	} {
+		dir := t.TempDir()
+		os.MkdirAll(filepath.Join(dir, "github"), 0o755)
+		os.WriteFile(filepath.Join(dir, "github", "refusal.tmpl"), []byte(text), 0o644)
+		s, err := Load(dir)
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		err = s.CheckOverrides(map[string][]any{"github/refusal": sample})
+		switch {
+		case want == "" && err != nil:
+			t.Errorf("%q: %v", text, err)
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("%q: got %v, want %q", text, err, want)
+		}
+	}
+}
