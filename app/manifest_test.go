@@ -31,13 +31,7 @@ func TestManifestMatchesHandlers(t *testing.T) {
 	if err := yaml.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadConfig(func(k string) (string, bool) {
-		v, ok := map[string]string{"GITHUB_APP_INTEGRATION_ID": "1", "GITHUB_APP_WEBHOOK_SECRET": testSecret, "GITHUB_APP_PRIVATE_KEY": testKey}[k]
-		return v, ok
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := minimalConfig(t)
 	base, err := handlers.NewBase(nil, cfg.handlerSettings(), nil, templates.MustLoadEmbedded())
 	if err != nil {
 		t.Fatal(err)

@@ -14,13 +14,7 @@ import (
 // and NewBase takes them as they are.
 func TestHandlerSettingsCarryTheDefaults(t *testing.T) {
 	t.Parallel()
-	cfg, err := LoadConfig(func(k string) (string, bool) {
-		v, ok := map[string]string{"GITHUB_APP_INTEGRATION_ID": "1", "GITHUB_APP_WEBHOOK_SECRET": testSecret, "GITHUB_APP_PRIVATE_KEY": testKey}[k]
-		return v, ok
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := minimalConfig(t)
 	s := cfg.handlerSettings()
 	for _, c := range []struct {
 		name      string
@@ -49,4 +43,18 @@ func TestHandlerSettingsCarryTheDefaults(t *testing.T) {
 	if b.Settings.TriggerLabel != s.TriggerLabel || b.Settings.DispatchDeadline != s.DispatchDeadline || b.Settings.Limits.MaxCPU != s.Limits.MaxCPU {
 		t.Errorf("NewBase changed the settings: %+v, given %+v", b.Settings, s)
 	}
+}
+
+// minimalConfig is the configuration with nothing but the App's
+// credentials: every other setting at its default.
+func minimalConfig(t *testing.T) *Config {
+	t.Helper()
+	cfg, err := LoadConfig(func(k string) (string, bool) {
+		v, ok := map[string]string{"GITHUB_APP_INTEGRATION_ID": "1", "GITHUB_APP_WEBHOOK_SECRET": testSecret, "GITHUB_APP_PRIVATE_KEY": testKey}[k]
+		return v, ok
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

@@ -3,9 +3,10 @@ package templates
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"text/template"
 )
@@ -50,14 +51,7 @@ func (s *Set) Check(name string, samples []any) error {
 }
 
 // Overrides lists the templates the operator overrode, by name.
-func (s *Set) Overrides() []string {
-	names := make([]string, 0, len(s.overrides))
-	for n := range s.overrides {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func (s *Set) Overrides() []string { return slices.Sorted(maps.Keys(s.overrides)) }
 
 // textTemplateError matches text/template's parse and execution errors:
 // `template: github/ack:3:14: executing "github/ack" at <.Usr>: can't

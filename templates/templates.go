@@ -9,9 +9,10 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"text/template"
 	"time"
@@ -124,14 +125,7 @@ func (s *Set) add(path, text string) error {
 }
 
 // Names lists the loaded templates.
-func (s *Set) Names() []string {
-	names := make([]string, 0, len(s.byName))
-	for n := range s.byName {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func (s *Set) Names() []string { return slices.Sorted(maps.Keys(s.byName)) }
 
 // Render executes the named template with data.
 func (s *Set) Render(name string, data any) (string, error) {
