@@ -29,6 +29,11 @@ type Receipt struct {
 // interrupted when there is no receipt.
 func (r Receipt) Status() dispatch.Status { return statusOf(r.Result) }
 
+// marker is the hidden marker of a result comment of kind about the run.
+func (r Receipt) marker(kind string) string {
+	return Marker{Kind: kind, TaskID: r.TaskID, Mode: r.Mode, Issue: r.Issue, Branch: r.Branch, Round: r.Round, Attempt: r.Attempt}.String()
+}
+
 // The data each result template is rendered with: the Receipt, the
 // hidden marker the comment carries, and what only that template says.
 

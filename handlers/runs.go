@@ -228,7 +228,7 @@ func (r *Runs) finish(ctx context.Context, client *github.Client, owner, repo st
 		prog.complete(ctx, "success", "Done", res.PRSummary, res)
 		r.c.setState(ctx, client, owner, repo, meta.Number, LabelDone)
 		rcpt := rc.receipt(res)
-		return r.c.reply(ctx, client, owner, repo, meta.Number, "github/done", DoneData{Receipt: rcpt, Marker: rc.marker(KindResult, rcpt)})
+		return r.c.reply(ctx, client, owner, repo, meta.Number, "github/done", DoneData{Receipt: rcpt, Marker: rcpt.marker(KindResult)})
 	}
 }
 
@@ -254,10 +254,6 @@ func (rc *runContext) receipt(res *dispatch.Result) Receipt {
 	}
 }
 
-// marker is the hidden marker of a result comment of kind about rcpt.
-func (rc *runContext) marker(kind string, rcpt Receipt) string {
-	return Marker{Kind: kind, TaskID: rcpt.TaskID, Mode: rcpt.Mode, Issue: rcpt.Issue, Branch: rcpt.Branch, Round: rcpt.Round, Attempt: rcpt.Attempt}.String()
-}
 
 // mediaBase is the permanent URL prefix of media committed by the run: the
 // raw file at the media commit, so links survive later pushes.
@@ -304,7 +300,7 @@ func roundCost(res *dispatch.Result) float64 {
 
 func (r *Runs) fail(ctx context.Context, client *github.Client, rc *runContext, res *dispatch.Result, prog *progress) error {
 	rcpt := rc.receipt(res)
-	data := FailureData{Receipt: rcpt, Marker: rc.marker(KindFailure, rcpt), Retry: "/retry"}
+	data := FailureData{Receipt: rcpt, Marker: rcpt.marker(KindFailure), Retry: "/retry"}
 	prog.attach(headOf(res))
 	conclusion := "failure"
 	if res != nil && res.Status == dispatch.StatusTimeout {

@@ -21,11 +21,11 @@ func (r *Runs) openPR(ctx context.Context, client *github.Client, rc *runContext
 		prog.complete(ctx, "neutral", "No changes", "The agent finished without changing anything.", res)
 		r.c.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelDone)
 		rcpt := rc.receipt(res)
-		return r.c.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/no_changes", NoChangesData{Receipt: rcpt, Marker: rc.marker(KindResult, rcpt)})
+		return r.c.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/no_changes", NoChangesData{Receipt: rcpt, Marker: rcpt.marker(KindResult)})
 	}
 	cfg := r.configOf(ctx, client, rc)
 	rcpt := rc.receipt(res)
-	data := PRBodyData{Receipt: rcpt, Marker: rc.marker(KindPR, rcpt), MediaBase: r.mediaBase(rc, res)}
+	data := PRBodyData{Receipt: rcpt, Marker: rcpt.marker(KindPR), MediaBase: r.mediaBase(rc, res)}
 	if plan, ok := lastMarked(rc.marked, KindPlan, ""); ok {
 		data.PlanURL = plan.Comment.GetHTMLURL()
 	}
