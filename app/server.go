@@ -62,7 +62,9 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	if err != nil {
 		return nil, fmt.Errorf("SANDBOX_TEMPLATES_DIR: %w", err)
 	}
-	base := handlers.NewBase(cc, handlers.Settings{
+	prom := prometheus.NewRegistry()
+	pacer := newGitHubPacer(cfg.Ops.GitHubWritesPerMinute, prom)
+	base := handlers.NewBase(pacer.creator(cc), handlers.Settings{
 		TriggerLabel: cfg.TriggerLabel, AllowUsers: cfg.AllowUsers, AllowTeams: cfg.AllowTeams, AllowBots: cfg.AllowBots,
 		MaxContinues: cfg.MaxContinues, MaxPlanRounds: cfg.MaxPlanRounds, ProgressInterval: cfg.ProgressInterval, TokenRefresh: cfg.TokenRefresh,
 		Defaults: cfg.Defaults, Limits: cfg.Limits, Isolation: cfg.Isolation, WebURL: cfg.GitHub.WebURL, SecretEnv: cfg.ProjectSecretEnv(),
@@ -71,7 +73,7 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	base.Secrets = secrets
 	base.Runs.SetLogger(logger)
 
-	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prometheus.NewRegistry(), ready: &readiness{backend: backend}}
+	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prom, ready: &readiness{backend: backend}}
 	s.metrics = newServerMetrics(s.prom, registry, backend, base.Runs)
 
 	dedupe, err := lru.New(20000)

@@ -57,7 +57,12 @@ pr:
 
 func newHarness(t *testing.T, files map[string]string, env map[string]string) *harness {
 	t.Helper()
-	gh := githubtest.New(t, githubtest.Options{})
+	return newHarnessOn(t, githubtest.New(t, githubtest.Options{}), files, env)
+}
+
+// newHarnessOn is newHarness on a fake GitHub with options of its own.
+func newHarnessOn(t *testing.T, gh *githubtest.Server, files map[string]string, env map[string]string) *harness {
+	t.Helper()
 	if files == nil {
 		files = map[string]string{".sandbox.yml": defaultSandboxYML, "main.go": "package main\n"}
 	}
