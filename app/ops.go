@@ -21,6 +21,9 @@ type OpsConfig struct {
 	// DispatchDeadline bounds the retries of a submission that failed for
 	// a passing reason.
 	DispatchDeadline time.Duration `yaml:"dispatch_deadline"`
+	// GitHubWritesPerMinute paces the bot's content-creating requests to
+	// GitHub per installation, below GitHub's secondary limit (about 80).
+	GitHubWritesPerMinute float64 `yaml:"github_writes_per_minute"`
 	// HTTPReadTimeout, HTTPWriteTimeout and HTTPIdleTimeout bound a
 	// request's reading, its answer, and an idle keep-alive connection.
 	HTTPReadTimeout  time.Duration `yaml:"http_read_timeout"`
@@ -54,6 +57,13 @@ func (o *OpsConfig) applyEnv(getenv Getenv) error {
 		}
 		o.MaxBodyReaders = n
 	}
+	if v, ok := getenv("SANDBOX_GITHUB_WRITES_PER_MINUTE"); ok {
+		n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("SANDBOX_GITHUB_WRITES_PER_MINUTE: %q is not a positive number", v)
+		}
+		o.GitHubWritesPerMinute = n
+	}
 	durations := map[string]*time.Duration{
 		"SANDBOX_DISPATCH_DEADLINE": &o.DispatchDeadline, "SANDBOX_HTTP_READ_TIMEOUT": &o.HTTPReadTimeout,
 		"SANDBOX_HTTP_WRITE_TIMEOUT": &o.HTTPWriteTimeout, "SANDBOX_HTTP_IDLE_TIMEOUT": &o.HTTPIdleTimeout,
@@ -79,4 +89,5 @@ func (o *OpsConfig) defaults() {
 	o.HTTPReadTimeout = cmp.Or(o.HTTPReadTimeout, DefaultHTTPReadTimeout)
 	o.HTTPWriteTimeout = cmp.Or(o.HTTPWriteTimeout, DefaultHTTPWriteTimeout)
 	o.HTTPIdleTimeout = cmp.Or(o.HTTPIdleTimeout, DefaultHTTPIdleTimeout)
+	o.GitHubWritesPerMinute = cmp.Or(o.GitHubWritesPerMinute, DefaultGitHubWritesPerMinute)
 }

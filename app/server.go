@@ -68,14 +68,16 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	if o := tmpl.Overrides(); len(o) > 0 {
 		logger.Info().Strs("templates", o).Str("dir", cfg.TemplatesDir).Msg("using template overrides")
 	}
-	base, err := handlers.NewBase(cc, cfg.handlerSettings(), backend, tmpl)
+	prom := prometheus.NewRegistry()
+	pacer := newGitHubPacer(cfg.Ops.GitHubWritesPerMinute, prom)
+	base, err := handlers.NewBase(pacer.creator(cc), cfg.handlerSettings(), backend, tmpl)
 	if err != nil {
 		return nil, err
 	}
 	base.Secrets = secrets
 	base.Runs.SetLogger(logger)
 
-	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prometheus.NewRegistry(), ready: &readiness{backend: backend}}
+	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prom, ready: &readiness{backend: backend}}
 	s.metrics = newServerMetrics(s.prom, registry, backend, base.Runs)
 
 	dedupe, err := lru.New(20000)

@@ -87,7 +87,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 		Settings:      s,
 		Backend:       backend,
 		Templates:     tmpl,
-		Loader:        appconfig.NewLoader([]string{sandboxcfg.FileName}, appconfig.WithOwnerDefault(".github", []string{sandboxcfg.FileName})),
+		Loader:        newConfigLoader(),
 		Now:           time.Now,
 		trust:         newTrustState(),
 		Secrets:       NewSecrets(),
@@ -169,34 +169,3 @@ func (b *Base) fetchCanWrite(ctx context.Context, client *github.Client, owner, 
 	}
 	return false, nil
 }
-
-// loadConfig reads .sandbox.yml (the repo's, else the org's default) at ref
-// and resolves it against the server's defaults, limits and the flags.
-func (b *core) loadConfig(ctx context.Context, client *github.Client, owner, repo, ref string, flags sandboxcfg.Flags) (*sandboxcfg.Config, error) {
-	c, err := b.Loader.LoadConfig(ctx, client, owner, repo, ref)
-	if err != nil {
-		return nil, fmt.Errorf("read %s from %s: %w", sandboxcfg.FileName, c.Source, err)
-	}
-	var repoCfg *sandboxcfg.Config
-	file := sandboxcfg.FileName
-	if !c.IsUndefined() {
-		file = c.Source + ":" + c.Path
-		if repoCfg, err = sandboxcfg.Parse(c.Path, c.Content); err != nil {
-			return nil, &ConfigError{Source: strings.TrimSuffix(c.Source, "@"), Err: err}
-		}
-	}
-	resolved, err := sandboxcfg.Resolve(b.Defaults, repoCfg, file, flags, b.Limits)
-	if err != nil {
-		return nil, &ConfigError{Source: strings.TrimSuffix(c.Source, "@"), Err: err}
-	}
-	return resolved, nil
-}
-
-// ConfigError is a .sandbox.yml that cannot be used; the bot quotes it on
-// the issue instead of dispatching.
-type ConfigError struct {
-	Source string
-	Err    error
-}
-
-func (e *ConfigError) Error() string { return e.Err.Error() }

@@ -57,7 +57,12 @@ pr:
 
 func newHarness(t *testing.T, files map[string]string, env map[string]string) *harness {
 	t.Helper()
-	gh := githubtest.New(t, githubtest.Options{})
+	return newHarnessOn(t, githubtest.New(t, githubtest.Options{}), files, env)
+}
+
+// newHarnessOn is newHarness on a fake GitHub with options of its own.
+func newHarnessOn(t *testing.T, gh *githubtest.Server, files map[string]string, env map[string]string) *harness {
+	t.Helper()
 	if files == nil {
 		files = map[string]string{".sandbox.yml": defaultSandboxYML, "main.go": "package main\n"}
 	}
@@ -82,6 +87,9 @@ func (h *harness) startWith(backend dispatch.Backend, env map[string]string) {
 	vars := map[string]string{
 		"GITHUB_V3_API_URL": h.gh.URL(), "GITHUB_APP_INTEGRATION_ID": "1", "GITHUB_APP_WEBHOOK_SECRET": testSecret,
 		"GITHUB_APP_PRIVATE_KEY": testKey, "SANDBOX_BACKEND": "process", "SANDBOX_PROGRESS_INTERVAL": "1ms",
+		// Pacing is for GitHub's limits; the fake has none unless a
+		// rate-limit test gives it one (and sets its own pace).
+		"SANDBOX_GITHUB_WRITES_PER_MINUTE": "60000",
 	}
 	for k, v := range env {
 		vars[k] = v

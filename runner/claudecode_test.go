@@ -49,3 +49,30 @@ func TestClaudeCodeExecute(t *testing.T) {
 		t.Fatalf("validation = %+v", res.Validation)
 	}
 }
+
+// Claude Code reports its cost only when it ends, so the runner's guard
+// alone could not stop it mid-run: the run's budget is handed to the CLI
+// (--max-budget-usd), which stops itself after the turn that passes it.
+func TestClaudeCodeStopsAtTheRunsBudget(t *testing.T) {
+	t.Parallel()
+	bin := testenv.NPMBin(t, "claude")
+	e := newRunEnv(t, nil)
+	// Each turn costs $0.0165 (5000 in, 100 out at Sonnet's prices).
+	turn := modeltest.AnthropicTurn{Text: "Looking around.", Usage: modeltest.AnthropicUsage{InputTokens: 5000, OutputTokens: 100}, ToolUses: []modeltest.AnthropicToolUse{
+		{Name: "Bash", Input: map[string]any{"command": "git status --short", "description": "Show status"}}}}
+	srv := modeltest.StartAnthropic(t, modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{turn, turn, turn, turn,
+		{Text: "done", Usage: modeltest.AnthropicUsage{InputTokens: 100, OutputTokens: 5}}}})
+	e.opts.Environ = append(e.opts.Environ, srv.Env()...)
+	e.opts.Bins = harness.Bins{ClaudeCode: bin}
+	remote := runtest.NewRemote(t, projectFiles())
+	o := order(t, remote.URL, dispatch.ModeExecute, sandboxcfg.Config{Harness: "claude-code", Model: modeltest.AnthropicModelID})
+	o.BudgetUSD = 0.02
+	res := run(t, e, o)
+	wantStatus(t, res, dispatch.StatusBudgetExceeded)
+	if served := srv.Served(); served > 2 {
+		t.Errorf("the model served %d turns; the CLI should have stopped after the second ($0.033 > $0.02)", served)
+	}
+	if c := res.TokenUsage.TotalCostUSD; c < 0.02 || c > 0.04 {
+		t.Errorf("cost $%v: want the turns up to the one that passed $0.02", c)
+	}
+}

@@ -53,6 +53,7 @@ func (r *run) invoke(spec agentSpec) *agentOutcome {
 			Env:       r.env,
 			SessionID: spec.SessionID,
 			ReadOnly:  spec.ReadOnly,
+			BudgetUSD: max(costCap, 0.01),
 		},
 		inactivity:   inactivity,
 		startupGrace: r.opts.StartupGrace,

@@ -129,6 +129,7 @@ func (r *Repo) FullName() string { return r.Owner + "/" + r.Name }
 type Server struct {
 	t   testing.TB
 	srv *httptest.Server
+	limit *writeLimit
 	dir string
 
 	mu        sync.Mutex
@@ -148,6 +149,9 @@ type Options struct {
 	// Listen is the address to listen on (default 127.0.0.1:0). Tests whose
 	// sandbox containers must reach the fake use the docker bridge address.
 	Listen string
+	// SecondaryLimit, when set, answers content-creating requests over it
+	// the way GitHub's secondary rate limit does.
+	SecondaryLimit RateLimit
 }
 
 // New starts a fake GitHub; it is closed when the test ends.
@@ -162,7 +166,8 @@ func New(t testing.TB, opts Options) *Server {
 		nextID:  1000,
 		changed: make(chan struct{}),
 	}
-	s.srv = httptest.NewUnstartedServer(s.routes())
+	s.limit = newWriteLimit(opts.SecondaryLimit)
+	s.srv = httptest.NewUnstartedServer(s.limitWrites(s.routes()))
 	if opts.Listen != "" {
 		l, err := net.Listen("tcp", opts.Listen)
 		if err != nil {

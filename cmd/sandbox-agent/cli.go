@@ -147,6 +147,8 @@ type options struct {
 	feedback  string
 	cfg       *sandboxcfg.Config
 	sources   []string
+	// orgFile is an organisation's .sandbox.yml, beneath the repository's.
+	orgFile   string
 	backend   string
 	dataDir   string
 	runner    string
@@ -266,7 +268,7 @@ func (c *cli) parse(cmd string, spec runCommand, args []string) (*options, error
 	} else {
 		o.token = c.getenv(envTokenVar)
 	}
-	o.cfg, o.sources, err = c.loadConfig(o, f.project, flagsLayer)
+	o.cfg, o.sources, _, err = c.loadConfig(o, f.project, flagsLayer)
 	if err != nil {
 		return nil, err
 	}

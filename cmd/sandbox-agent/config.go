@@ -12,19 +12,28 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
-// loadConfig layers, lowest first: the repository's .sandbox.yml, the
-// --project file, the global file under the user's config directory, then
-// the flags. Each file is parsed strictly, so errors carry file:line:col.
-func (c *cli) loadConfig(o *options, project string, fl sandboxcfg.Flags) (*sandboxcfg.Config, []string, error) {
+// loadConfig layers, lowest first: the organisation's file (--org, as the
+// bot reads <owner>/.github), the repository's .sandbox.yml, the --project
+// file, the global file under the user's config directory, then the flags.
+// Each file is parsed strictly, so errors carry file:line:col. It returns
+// the files used and which of them set each key.
+func (c *cli) loadConfig(o *options, project string, fl sandboxcfg.Flags) (*sandboxcfg.Config, []string, sandboxcfg.Origins, error) {
 	type layer struct {
 		file string
 		data []byte
 	}
 	var layers []layer
+	if o.orgFile != "" {
+		data, err := os.ReadFile(o.orgFile)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("--org: %w", err)
+		}
+		layers = append(layers, layer{o.orgFile, data})
+	}
 	if o.repo != "" {
 		file, data, err := repoConfig(o.repo, o.token)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if data != nil {
 			layers = append(layers, layer{file, data})
@@ -37,7 +46,7 @@ func (c *cli) loadConfig(o *options, project string, fl sandboxcfg.Flags) (*sand
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--project: %w", err)
+			return nil, nil, nil, fmt.Errorf("--project: %w", err)
 		}
 		layers = append(layers, layer{p, data})
 	}
@@ -45,28 +54,24 @@ func (c *cli) loadConfig(o *options, project string, fl sandboxcfg.Flags) (*sand
 		if data, err := os.ReadFile(g); err == nil {
 			layers = append(layers, layer{g, data})
 		} else if !errors.Is(err, os.ErrNotExist) {
-			return nil, nil, fmt.Errorf("global config %s: %w", g, err)
+			return nil, nil, nil, fmt.Errorf("global config %s: %w", g, err)
 		}
 	}
-	cfg := sandboxcfg.Config{}
+	var parsed []sandboxcfg.Layer
 	var sources []string
 	for _, l := range layers {
-		parsed, err := sandboxcfg.Parse(l.file, l.data)
+		cfg, err := sandboxcfg.Parse(l.file, l.data)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
-		next, err := sandboxcfg.Resolve(cfg, parsed, l.file, sandboxcfg.Flags{}, sandboxcfg.Limits{})
-		if err != nil {
-			return nil, nil, err
-		}
-		cfg = *next
+		parsed = append(parsed, sandboxcfg.Layer{Name: l.file, Config: cfg})
 		sources = append(sources, l.file)
 	}
-	final, err := sandboxcfg.Resolve(cfg, nil, "", fl, sandboxcfg.Limits{})
+	final, origins, err := sandboxcfg.ResolveLayers(sandboxcfg.Config{}, parsed, fl, sandboxcfg.Limits{})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return final, sources, nil
+	return final, sources, origins, nil
 }
 
 func (c *cli) globalFile() string {

@@ -324,3 +324,33 @@ func TestCreateAgainstRemoteURL(t *testing.T) {
 		t.Fatalf("REMOTE.md = %q", got)
 	}
 }
+
+// validate --org layers an organisation's file beneath the project's and
+// says which file set each key.
+func TestValidateOrgLayer(t *testing.T) {
+	dir := t.TempDir()
+	org := filepath.Join(dir, "org.yml")
+	os.WriteFile(org, []byte("model: org/model\nmax_budget_usd: 3\nvalidate:\n  lint: make lint\n"), 0o644)
+	project := filepath.Join(dir, ".sandbox.yml")
+	os.WriteFile(project, []byte("harness: opencode\nmodel: repo/model\n"), 0o644)
+	r := runCLI(t, []string{"XDG_CONFIG_HOME=" + dir}, false, "", "validate", "--org", org, "--project", dir)
+	if r.code != exitOK {
+		t.Fatalf("exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{
+		`harness opencode, model "repo/model", budget $3.00`,
+		"check lint: make lint",
+		"  harness            " + project,
+		"  model              " + project,
+		"  max_budget_usd     " + org,
+		"  validate           " + org,
+	} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("validate output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	os.WriteFile(org, []byte("max_budget_usd: lots\n"), 0o644)
+	if r := runCLI(t, []string{"XDG_CONFIG_HOME=" + dir}, false, "", "validate", "--org", org, "--project", dir); r.code != exitNotDone || !strings.Contains(r.stderr, org+":1:17: max_budget_usd") {
+		t.Errorf("a bad org file: exit %d, %q", r.code, r.stderr)
+	}
+}

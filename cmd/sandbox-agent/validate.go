@@ -4,6 +4,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
@@ -15,13 +17,14 @@ func (c *cli) validate(args []string) int {
 	fs.SetOutput(c.stderr)
 	project := fs.String("project", "", "a .sandbox.yml, or a directory holding one")
 	repo := fs.String("repo", "", "a repository whose .sandbox.yml to check too")
+	org := fs.String("org", "", "an organisation's .sandbox.yml (the bot reads <owner>/.github's), beneath the repository's")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		return exitUsage
 	}
-	o := &options{}
+	o := &options{orgFile: *org}
 	if *repo != "" {
 		u, err := cloneURL(*repo)
 		if err != nil {
@@ -33,7 +36,7 @@ func (c *cli) validate(args []string) int {
 	if *project == "" && *repo == "" {
 		*project = "."
 	}
-	cfg, sources, err := c.loadConfig(o, *project, sandboxcfg.Flags{})
+	cfg, sources, origins, err := c.loadConfig(o, *project, sandboxcfg.Flags{})
 	if err != nil {
 		fmt.Fprintf(c.stderr, "%v\n", err)
 		return exitNotDone
@@ -47,5 +50,12 @@ func (c *cli) validate(args []string) int {
 	for _, s := range cfg.Lifecycle.Setup {
 		fmt.Fprintf(c.stdout, "  setup: %s\n", s)
 	}
+	// Which file set what: the answer to "why is this value here?" when an
+	// organisation's file sits beneath the repository's.
+	fmt.Fprintln(c.stdout, "set by:")
+	for _, key := range slices.Sorted(maps.Keys(origins)) {
+		fmt.Fprintf(c.stdout, "  %-18s %s\n", key, origins[key])
+	}
+	fmt.Fprintln(c.stdout, "  (every other key has its built-in default)")
 	return exitOK
 }

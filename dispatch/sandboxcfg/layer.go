@@ -44,17 +44,44 @@ type Flags struct {
 	Harness        string
 }
 
+// Layer is one .sandbox.yml in the stack between the server's defaults and
+// the flags, e.g. the organisation's `.github` file beneath the repository's.
+// Name is where it came from, for error messages and Origins.
+type Layer struct {
+	Name   string
+	Config *Config
+}
+
+// Origins says, for each top-level key of a resolved configuration that
+// something set, which layer set it last: "server defaults", a layer's
+// Name, "flags", or "server limits" (network.allow from the ceiling). Keys
+// nothing set have their built-in defaults and are absent.
+type Origins map[string]string
+
+// Origin names of the layers that are not files.
+const (
+	OriginServer = "server defaults"
+	OriginFlags  = "flags"
+	OriginLimits = "server limits"
+)
+
 // Resolve layers a configuration: server defaults, then the repository (or
 // org default) file, then flags; and checks the result against the limits.
 // repoFile names the source for error messages.
 func Resolve(serverDefaults Config, repo *Config, repoFile string, flags Flags, limits Limits) (*Config, error) {
+	c, _, err := ResolveLayers(serverDefaults, []Layer{{Name: repoFile, Config: repo}}, flags, limits)
+	return c, err
+}
+
+// ResolveLayers is Resolve over any number of file layers, lowest first
+// (nil Configs are skipped), and also says which layer set each key. Every
+// file layer is bound by limits.AllowedOverrides: an organisation's file is
+// no more trusted than a repository's.
+func ResolveLayers(serverDefaults Config, layers []Layer, flags Flags, limits Limits) (*Config, Origins, error) {
 	var errs Errors
-	if repo != nil && len(limits.AllowedOverrides) > 0 {
-		for _, key := range setKeys(repo) {
-			if !slices.Contains(limits.AllowedOverrides, key) {
-				errs = append(errs, &FieldError{File: repoFile, Field: key, Msg: fmt.Sprintf("the server does not let repositories set this (allowed: %s)", strings.Join(limits.AllowedOverrides, ", "))})
-			}
-		}
+	origins := Origins{}
+	for _, key := range setKeys(&serverDefaults) {
+		origins[key] = OriginServer
 	}
 	// The server's defaults are shared by every concurrent Resolve: copy
 	// what merge and ApplyDefaults write to (maps, check timeouts).
@@ -63,33 +90,67 @@ func Resolve(serverDefaults Config, repo *Config, repoFile string, flags Flags, 
 	c.Env = maps.Clone(serverDefaults.Env)
 	c.MCP = maps.Clone(serverDefaults.MCP)
 	c.Validate = append(Checks(nil), serverDefaults.Validate...)
-	if repo != nil {
-		merge(&c, repo)
+	for _, l := range layers {
+		if l.Config == nil {
+			continue
+		}
+		for _, key := range setKeys(l.Config) {
+			if len(limits.AllowedOverrides) > 0 && !slices.Contains(limits.AllowedOverrides, key) {
+				errs = append(errs, &FieldError{File: l.Name, Field: key, Msg: fmt.Sprintf("the server does not let repositories set this (allowed: %s)", strings.Join(limits.AllowedOverrides, ", "))})
+			}
+			origins[key] = l.Name
+		}
+		merge(&c, l.Config)
+	}
+	flag := func(set bool, key string) {
+		if set {
+			origins[key] = OriginFlags
+		}
 	}
 	if flags.BudgetUSD > 0 {
 		c.MaxBudgetUSD = flags.BudgetUSD
 	}
+	flag(flags.BudgetUSD > 0, "max_budget_usd")
 	if flags.TimeoutMinutes > 0 {
 		c.TimeoutMinutes = flags.TimeoutMinutes
 	}
+	flag(flags.TimeoutMinutes > 0, "timeout_minutes")
 	if flags.Model != "" {
 		c.Model = flags.Model
 	}
+	flag(flags.Model != "", "model")
 	if flags.Harness != "" {
 		c.Harness = flags.Harness
 	}
+	flag(flags.Harness != "", "harness")
 	if len(limits.NetworkAllow) > 0 && len(c.Network.Allow) == 0 && c.Mode != ModeTask {
 		c.Network.Allow = slices.Clone(limits.NetworkAllow)
+		origins["network"] = OriginLimits
 	}
 	c.ApplyDefaults()
 	if err := c.Verify(); err != nil {
 		errs = append(errs, err.(Errors)...)
 	}
-	errs = append(errs, limits.check(&c, repoFile)...)
-	if len(errs) > 0 {
-		return nil, errs
+	// A value over a limit is reported against the file that set it; one
+	// no file set (a flag, a server default) against the topmost file.
+	file := ""
+	for _, l := range layers {
+		if l.Config != nil || file == "" {
+			file = l.Name
+		}
 	}
-	return &c, nil
+	for _, e := range limits.check(&c, file) {
+		key, _, _ := strings.Cut(e.Field, ".")
+		key, _, _ = strings.Cut(key, "[")
+		if o := origins[key]; slices.ContainsFunc(layers, func(l Layer) bool { return l.Config != nil && l.Name == o }) {
+			e.File = o
+		}
+		errs = append(errs, e)
+	}
+	if len(errs) > 0 {
+		return nil, nil, errs
+	}
+	return &c, origins, nil
 }
 
 func (l Limits) check(c *Config, file string) Errors {

@@ -500,3 +500,60 @@ func TestVerifyNamesFieldsWithoutPositions(t *testing.T) {
 		t.Errorf("Verify() of an empty config = %v", err)
 	}
 }
+
+// The organisation's file sits beneath the repository's: the repository
+// wins key by key, what it leaves alone comes from the org, and Origins
+// names the layer each key came from.
+func TestResolveLayersOrgBeneathRepo(t *testing.T) {
+	t.Parallel()
+	server := sandboxcfg.Config{Model: "server/model", MaxBudgetUSD: 4}
+	org := mustParse(t, "model: org/model\nvalidate:\n  lint: make lint\nenv:\n  A: org\n  B: org\nresources:\n  cpu: 2000\n")
+	repo := mustParse(t, "env:\n  B: repo\nresources:\n  memory_mb: 2048\n")
+	got, origins, err := sandboxcfg.ResolveLayers(server, []sandboxcfg.Layer{
+		{Name: "acme/.github:.sandbox.yml", Config: org},
+		{Name: "acme/app:.sandbox.yml", Config: repo},
+	}, sandboxcfg.Flags{BudgetUSD: 2}, sandboxcfg.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Model != "org/model" || got.MaxBudgetUSD != 2 || len(got.Validate) != 1 || got.Validate[0].Command != "make lint" {
+		t.Errorf("resolved %+v: want the org's model and check, the flag's budget", got)
+	}
+	if got.Env["A"] != "org" || got.Env["B"] != "repo" || got.Resources.CPU != 2000 || got.Resources.MemoryMB != 2048 {
+		t.Errorf("env %v resources %+v: want the repo over the org key by key", got.Env, got.Resources)
+	}
+	want := sandboxcfg.Origins{
+		"model":          "acme/.github:.sandbox.yml",
+		"validate":       "acme/.github:.sandbox.yml",
+		"env":            "acme/app:.sandbox.yml",
+		"resources":      "acme/app:.sandbox.yml",
+		"max_budget_usd": sandboxcfg.OriginFlags,
+	}
+	if !reflect.DeepEqual(origins, want) {
+		t.Errorf("origins %v, want %v", origins, want)
+	}
+
+	// With no repository file the org's still applies, beneath nothing.
+	got, origins, err = sandboxcfg.ResolveLayers(server, []sandboxcfg.Layer{{Name: "org", Config: org}, {Name: "repo"}}, sandboxcfg.Flags{}, sandboxcfg.Limits{})
+	if err != nil || got.Model != "org/model" || got.MaxBudgetUSD != 4 || origins["max_budget_usd"] != sandboxcfg.OriginServer {
+		t.Errorf("org alone: %+v %v %v", got, origins, err)
+	}
+}
+
+// The org's file is bound by the server exactly as a repository's is, and
+// a value over a ceiling is reported against the file that set it.
+func TestResolveLayersLimitsNameTheFile(t *testing.T) {
+	t.Parallel()
+	org := mustParse(t, "max_budget_usd: 50\nmodel: org/model\n")
+	repo := mustParse(t, "model: repo/model\n")
+	_, _, err := sandboxcfg.ResolveLayers(sandboxcfg.Config{}, []sandboxcfg.Layer{{Name: "acme/.github:.sandbox.yml", Config: org}, {Name: "acme/app:.sandbox.yml", Config: repo}},
+		sandboxcfg.Flags{}, sandboxcfg.Limits{MaxBudgetUSD: 10, AllowedOverrides: []string{"model", "max_budget_usd"}})
+	if err == nil || !strings.Contains(err.Error(), "acme/.github:.sandbox.yml: max_budget_usd: $50.00 is over the server ceiling of $10.00") {
+		t.Errorf("org budget over the ceiling: %v", err)
+	}
+	_, _, err = sandboxcfg.ResolveLayers(sandboxcfg.Config{}, []sandboxcfg.Layer{{Name: "acme/.github:.sandbox.yml", Config: mustParse(t, "validate:\n  x: true\n")}, {Name: "acme/app:.sandbox.yml", Config: repo}},
+		sandboxcfg.Flags{}, sandboxcfg.Limits{AllowedOverrides: []string{"model"}})
+	if err == nil || !strings.Contains(err.Error(), "acme/.github:.sandbox.yml: validate: the server does not let repositories set this") {
+		t.Errorf("org key outside allowed_overrides: %v", err)
+	}
+}

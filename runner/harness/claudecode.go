@@ -25,10 +25,10 @@ type ClaudeCode struct {
 	// zero leaves the CLI's default.
 	MaxTurns int
 	// MaxBudgetUSD makes the CLI stop by itself once its cost passes the
-	// amount (--max-budget-usd; the result is then error_max_budget_usd).
-	// Claude Code reports cost only in its final result event, so the
-	// runner's budget guard cannot stop it mid-run: set this to what is
-	// left of the budget. Zero is off.
+	// amount (--max-budget-usd; the result is then error_max_budget_usd);
+	// the lower of it and Request.BudgetUSD applies. Claude Code reports
+	// cost only in its final result event, so the runner's budget guard
+	// cannot stop it mid-run. Zero is off.
 	MaxBudgetUSD float64
 	// MCPConfig is a path to (or the JSON text of) an MCP servers file
 	// (--mcp-config). Only those servers load (--strict-mcp-config), so
@@ -112,8 +112,8 @@ func (c *ClaudeCode) Command(req Request) (*exec.Cmd, error) {
 	if c.MaxTurns > 0 {
 		args = append(args, "--max-turns="+strconv.Itoa(c.MaxTurns))
 	}
-	if c.MaxBudgetUSD > 0 {
-		args = append(args, "--max-budget-usd="+strconv.FormatFloat(c.MaxBudgetUSD, 'f', -1, 64))
+	if budget := lowestBudget(c.MaxBudgetUSD, req.BudgetUSD); budget > 0 {
+		args = append(args, "--max-budget-usd="+strconv.FormatFloat(budget, 'f', -1, 64))
 	}
 	if c.MCPConfig != "" {
 		args = append(args, "--mcp-config="+c.MCPConfig, "--strict-mcp-config")
@@ -676,3 +676,14 @@ func claudeClip(b []byte, n int) string {
 }
 
 var _ Harness = (*ClaudeCode)(nil)
+
+// lowestBudget is the smaller of two budgets where zero means none.
+func lowestBudget(a, b float64) float64 {
+	switch {
+	case a <= 0:
+		return max(b, 0)
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}

@@ -54,6 +54,21 @@ func TestClaudeCodeCommand(t *testing.T) {
 				"--max-turns=40", "--max-budget-usd=2.5", `--mcp-config={"mcpServers":{}}`, "--strict-mcp-config"},
 		},
 		{
+			name: "what is left of the run's budget, when lower",
+			h: func() *harness.ClaudeCode {
+				h := harness.NewClaudeCode("/opt/claude")
+				h.MaxBudgetUSD = 2.5
+				return h
+			},
+			req:  harness.Request{Dir: "/work/repo", Prompt: "Go.", BudgetUSD: 0.75},
+			args: []string{"--permission-mode=acceptEdits", "--allowed-tools=Bash", "--permission-prompts=none", "--max-budget-usd=0.75"},
+		},
+		{
+			name: "the run's budget alone",
+			req:  harness.Request{Dir: "/work/repo", Prompt: "Go.", BudgetUSD: 3},
+			args: []string{"--permission-mode=acceptEdits", "--allowed-tools=Bash", "--permission-prompts=none", "--max-budget-usd=3"},
+		},
+		{
 			name: "MCP servers are allowed",
 			h: func() *harness.ClaudeCode {
 				h := harness.NewClaudeCode("/opt/claude")

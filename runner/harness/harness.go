@@ -65,6 +65,11 @@ type Request struct {
 	// ReadOnly asks the harness to deny edits where it can (plan mode). The
 	// runner verifies the tree is clean afterwards either way.
 	ReadOnly bool
+	// BudgetUSD is what is left of the run's budget for this invocation.
+	// A harness whose CLI can stop itself at a cost passes it on, so the
+	// budget holds even where the CLI reports cost only when it ends; the
+	// runner's own guard stays. Zero is none.
+	BudgetUSD float64
 }
 
 // Harness starts an agent and parses its output.
