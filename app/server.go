@@ -43,6 +43,7 @@ type Server struct {
 	sched    *dedupeScheduler
 	handler  http.Handler
 	ready    *readiness
+	dash     *dashboard // dashboard.go
 }
 
 // NewServer wires the bot around a backend.
@@ -70,8 +71,13 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	}, backend, tmpl)
 	base.Secrets = secrets
 	base.Runs.SetLogger(logger)
+	dash, err := newDashboard(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	base.Receipts = dash.receiptsFor(cfg)
 
-	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prometheus.NewRegistry(), ready: &readiness{backend: backend}}
+	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prometheus.NewRegistry(), ready: &readiness{backend: backend}, dash: dash}
 	s.metrics = newServerMetrics(s.prom, registry, backend, base.Runs)
 
 	dedupe, err := lru.New(20000)
@@ -105,6 +111,7 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	mux.Handle("POST "+WebhookPath, s.guardIntake(cfg.Ops.MaxBodyReaders, s.limitBody(hook)))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { s.readyz(w, r, false) })
+	s.dash.mountPublic(mux)
 	s.handler = s.withLogger(mux)
 	return s, nil
 }
@@ -307,4 +314,9 @@ func (s *Server) Drain(ctx context.Context) error {
 
 // Stop stops following runs; they go on in the backend and a restarted bot
 // reconciles them.
-func (s *Server) Stop() { s.base.Runs.Stop() }
+func (s *Server) Stop() {
+	s.base.Runs.Stop()
+	if err := s.dash.close(); err != nil {
+		s.logger.Warn().Err(err).Msg("close the receipts store")
+	}
+}

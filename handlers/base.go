@@ -66,6 +66,9 @@ type Base struct {
 	trust     *trustState
 	// Secrets are redacted from everything the bot posts.
 	Secrets *Secrets
+
+	// Receipts keeps every ended run's receipt (receipts.go).
+	Receipts Receipts
 }
 
 // NewBase wires a Base and its Runs.

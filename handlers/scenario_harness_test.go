@@ -42,6 +42,8 @@ type harness struct {
 	srv     *app.Server
 	http    *httptest.Server
 	logs    *bytes.Buffer
+	// data is SANDBOX_DATA_DIR, kept across restarts (the receipts store).
+	data string
 }
 
 const defaultSandboxYML = `name: hello
@@ -65,7 +67,7 @@ func newHarness(t *testing.T, files map[string]string, env map[string]string) *h
 	gh.SetPermission(testRepo, writer, "write")
 	gh.SetPermission(testRepo, "maya", "maintain")
 	gh.SetPermission(testRepo, reader, "read")
-	h := &harness{t: t, gh: gh, backend: memory.New(), logs: &bytes.Buffer{}}
+	h := &harness{t: t, gh: gh, backend: memory.New(), logs: &bytes.Buffer{}, data: t.TempDir()}
 	h.start(env)
 	return h
 }
@@ -82,6 +84,7 @@ func (h *harness) startWith(backend dispatch.Backend, env map[string]string) {
 	vars := map[string]string{
 		"GITHUB_V3_API_URL": h.gh.URL(), "GITHUB_APP_INTEGRATION_ID": "1", "GITHUB_APP_WEBHOOK_SECRET": testSecret,
 		"GITHUB_APP_PRIVATE_KEY": testKey, "SANDBOX_BACKEND": "process", "SANDBOX_PROGRESS_INTERVAL": "1ms",
+		"SANDBOX_DATA_DIR": h.data,
 	}
 	for k, v := range env {
 		vars[k] = v

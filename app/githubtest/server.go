@@ -91,6 +91,8 @@ type CheckRun struct {
 	Summary    string
 	Text       string
 	Updates    int
+	// DetailsURL is the check run's "Details" link.
+	DetailsURL string
 }
 
 // Token is an installation token the fake minted.
@@ -1118,6 +1120,7 @@ type checkRunBody struct {
 	HeadSHA    string `json:"head_sha"`
 	Status     string `json:"status"`
 	Conclusion string `json:"conclusion"`
+	DetailsURL string `json:"details_url"`
 	Output     *struct {
 		Title   string `json:"title"`
 		Summary string `json:"summary"`
@@ -1135,6 +1138,9 @@ func (b checkRunBody) apply(c *CheckRun) {
 	}
 	if b.Output != nil {
 		c.Title, c.Summary, c.Text = b.Output.Title, b.Output.Summary, b.Output.Text
+	}
+	if b.DetailsURL != "" {
+		c.DetailsURL = b.DetailsURL
 	}
 }
 

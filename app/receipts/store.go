@@ -28,9 +28,9 @@ const FileName = "receipts.db"
 // compares across runs, never the plan, summary or logs (those stay on
 // GitHub, where their access rules apply).
 type Run struct {
-	TaskID         string    `json:"task_id"`
-	Repo           string    `json:"repo"`
-	InstallationID int64     `json:"installation_id"`
+	TaskID         string `json:"task_id"`
+	Repo           string `json:"repo"`
+	InstallationID int64  `json:"installation_id"`
 	// Number is the issue or pull request the run belongs to.
 	Number int `json:"number"`
 	// Issue is the issue whose text was the task (a PR run's issue).
