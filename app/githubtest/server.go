@@ -143,6 +143,8 @@ type Server struct {
 	gitPushes int
 	// revokeFailures is how many revocations still fail (FailRevocations).
 	revokeFailures int
+	// people is OAuth sign-in and user tokens (oauth.go).
+	people *people
 }
 
 // Options configure New.
@@ -551,10 +553,12 @@ func (s *Server) routes() http.Handler {
 	h("GET /repos/{owner}/{repo}/pulls/{number}/comments", s.listReviewComments)
 	h("POST /repos/{owner}/{repo}/check-runs", s.createCheckRun)
 	h("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.updateCheckRun)
+	s.userRoutes(h)
 	mux.HandleFunc("/git/", s.serveGit)
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, "/git/") {
+		// /login/oauth/ is GitHub's web sign-in, not the API: no token.
+		if !strings.HasPrefix(r.URL.Path, "/git/") && !strings.HasPrefix(r.URL.Path, "/login/oauth/") {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(strings.NewReader(string(body)))
 			s.mu.Lock()
