@@ -60,7 +60,7 @@ func newDashFixture(t *testing.T) *dashFixture {
 		run("T-A0000003", "octo/alpha", "execute", "failed", 2, 0.50, 120, 3),
 		run("T-B0000001", "octo/beta", "execute", "timeout", 5, 9.99, 3600, 1),
 		run("T-B0000002", "octo/beta", "revise", "completed", 6, 0.10, 30, 2),
-		run("T-C0000001", "other/gamma", "task", "budget_exceeded", 9, 2.00, 900, 2),
+		run("T-C0000001", "other/gamma", "task", "budget_exceeded", 9, 2.00, 900, 4),
 	}
 	for _, r := range all {
 		f.seeded[r.Repo] = append(f.seeded[r.Repo], r)
@@ -180,8 +180,8 @@ func TestDashboardRefusesTheUnauthenticated(t *testing.T) {
 	// A forged session cookie is no session.
 	req, _ := http.NewRequest(http.MethodGet, f.http.URL+"/api/runs", nil)
 	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: "eyJsb2dpbiI6ImFsaWNlIn0"})
-	if resp, err := noRedirect.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("GET /api/runs with a forged cookie: %v %v, want 401", resp.Status, err)
+	if code := status(t, noRedirect, req); code != http.StatusUnauthorized {
+		t.Errorf("GET /api/runs with a forged cookie: %d, want 401", code)
 	}
 	// The login step sets a state cookie and sends the browser to GitHub.
 	resp, err = noRedirect.Get(f.http.URL + "/dashboard/login")
@@ -203,12 +203,23 @@ func TestDashboardRefusesTheUnauthenticated(t *testing.T) {
 	// A callback whose state is not the browser's is refused.
 	req, _ = http.NewRequest(http.MethodGet, f.http.URL+"/dashboard/callback?code=x&state=forged", nil)
 	req.AddCookie(state)
-	if resp, err := noRedirect.Do(req); err != nil || resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("callback with another state: %v %v, want 400", resp.Status, err)
+	if code := status(t, noRedirect, req); code != http.StatusBadRequest {
+		t.Errorf("callback with another state: %d, want 400", code)
 	}
 	if f.gh.UserTokens() != 0 {
 		t.Errorf("%d user tokens issued: a refused callback must not exchange its code", f.gh.UserTokens())
 	}
+}
+
+// status sends req and returns its status code, closing the body.
+func status(t *testing.T, c *http.Client, req *http.Request) int {
+	t.Helper()
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 func TestAPIRunsShowsOnlyReadableRepositories(t *testing.T) {
@@ -241,9 +252,9 @@ func TestAPIRunsShowsOnlyReadableRepositories(t *testing.T) {
 	if got.Page.Total != 1 || got.Page.Runs[0].TaskID != "T-A0000003" {
 		t.Errorf("filtered: %+v, want only T-A0000003", got.Page.Runs)
 	}
-	_, got = f.api(client, "?from=2026-05-05&to=2026-05-06")
-	if ids := taskIDs(got.Page.Runs); got.Page.Total != 2 || !ids["T-A0000002"] || !ids["T-C0000001"] {
-		t.Errorf("5-6 May: %+v, want T-A0000002 and T-C0000001", got.Page.Runs)
+	_, got = f.api(client, "?from=2026-05-05&to=2026-05-07")
+	if ids := taskIDs(got.Page.Runs); got.Page.Total != 2 || !ids["T-A0000002"] || !ids["T-A0000003"] {
+		t.Errorf("5-7 May: %+v, want T-A0000002 and T-A0000003", got.Page.Runs)
 	}
 	if code, _ := f.api(client, "?from=yesterday"); code != http.StatusBadRequest {
 		t.Errorf("a bad date answers %d, want 400", code)
