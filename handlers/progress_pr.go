@@ -37,7 +37,6 @@ func (p *progress) startOnPR(ctx context.Context) {
 	p.headSHA = pr.GetHead().GetSHA()
 	p.last = dispatch.Progress{Stage: "queued", Message: "waiting for the sandbox to start"}
 	p.lines = append(p.lines, "`queued` waiting for the sandbox to start")
-	p.lastSent = p.b.Now()
 	p.mu.Unlock()
 	p.send(ctx)
 }
