@@ -119,7 +119,6 @@ func TestReviseRunReportsOnThePRHeadCheckRun(t *testing.T) {
 	}
 }
 
-
 // A sandbox rebase of a conflicted PR reports on the PR's head too.
 func TestRebaseRunReportsOnThePRHeadCheckRun(t *testing.T) {
 	t.Parallel()
