@@ -27,7 +27,7 @@ const (
 // receipts store seeded: alice reads octo/alpha and other/gamma, bob reads
 // octo/beta only.
 type dashFixture struct {
-	t    *testing.T
+	t    testing.TB
 	gh   *githubtest.Server
 	data string
 	srv  atomic.Pointer[Server]
@@ -38,7 +38,7 @@ type dashFixture struct {
 
 var dashDay = time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
 
-func newDashFixture(t *testing.T) *dashFixture {
+func newDashFixture(t testing.TB) *dashFixture {
 	t.Helper()
 	f := &dashFixture{t: t, gh: githubtest.New(t, githubtest.Options{}), data: t.TempDir(), seeded: map[string][]receipts.Run{}}
 	f.gh.AddRepo("octo/alpha", 1, nil)
