@@ -29,6 +29,18 @@ func seed(t *testing.T, s *Store) []Run {
 	return runs
 }
 
+// seeded is a new store holding seed's receipts, closed when t ends.
+func seeded(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	seed(t, s)
+	return s
+}
+
 func TestStoreKeepsReceiptsAcrossReopen(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -65,12 +77,7 @@ func TestStoreKeepsReceiptsAcrossReopen(t *testing.T) {
 
 func TestStoreFiltersAndPages(t *testing.T) {
 	t.Parallel()
-	s, err := Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	seed(t, s)
+	s := seeded(t)
 	ctx := context.Background()
 	for _, c := range []struct {
 		name string
@@ -106,12 +113,7 @@ func TestStoreFiltersAndPages(t *testing.T) {
 
 func TestStoreStats(t *testing.T) {
 	t.Parallel()
-	s, err := Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	seed(t, s)
+	s := seeded(t)
 	st, err := s.Stats(context.Background(), Filter{})
 	if err != nil {
 		t.Fatal(err)
@@ -150,11 +152,7 @@ func TestStoreStats(t *testing.T) {
 
 func TestStoreQueriesUseIndexes(t *testing.T) {
 	t.Parallel()
-	s, err := Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := seeded(t)
 	for _, f := range []Filter{{}, {Repo: "o/a"}, {Status: "failed"}, {Mode: "plan"}, {Repos: []string{"o/a", "o/b"}}} {
 		where, args := f.where()
 		rows, err := s.db.Query("EXPLAIN QUERY PLAN SELECT task_id FROM runs WHERE "+where+" ORDER BY ended_at DESC LIMIT 50", args...)
