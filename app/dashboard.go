@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -191,16 +192,20 @@ type data struct {
 func (d *dashboard) load(ctx context.Context, q query, v viewer) (data, error) {
 	out := data{Viewer: v.Login, Query: q}
 	var err error
-	if out.Stats, err = d.store.Stats(ctx, q.Filter); err != nil {
-		return out, err
-	}
-	if out.Runs, err = d.store.List(ctx, q.Filter, (q.Page-1)*PageSize, PageSize); err != nil {
-		return out, err
-	}
 	if out.Repos, err = d.store.Repos(ctx, q.Filter); err != nil {
 		return out, err
 	}
-	return out, nil
+	return out, d.figures(ctx, &out)
+}
+
+// figures reads the stats and the page of runs of out.Query.
+func (d *dashboard) figures(ctx context.Context, out *data) error {
+	var err error
+	if out.Stats, err = d.store.Stats(ctx, out.Query.Filter); err != nil {
+		return err
+	}
+	out.Runs, err = d.store.List(ctx, out.Query.Filter, (out.Query.Page-1)*PageSize, PageSize)
+	return err
 }
 
 func (d *dashboard) api(w http.ResponseWriter, r *http.Request, v viewer) {
@@ -228,8 +233,8 @@ func (d *dashboard) page(w http.ResponseWriter, r *http.Request, v viewer) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	out, err := d.load(r.Context(), q, v)
-	if err != nil {
+	out := data{Viewer: v.Login, Query: q}
+	if out.Repos, err = d.store.Repos(r.Context(), q.Filter); err != nil {
 		d.log.Error().Err(err).Msg("dashboard: read receipts")
 		http.Error(w, "read receipts: "+err.Error(), http.StatusInternalServerError)
 		return
@@ -238,7 +243,20 @@ func (d *dashboard) page(w http.ResponseWriter, r *http.Request, v viewer) {
 	w.Header().Set("Cache-Control", "private, no-store")
 	// The page runs no script and loads nothing from elsewhere.
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'")
-	if err := renderPage(w, out); err != nil {
+	if err := renderHead(w, out); err != nil {
+		d.log.Warn().Err(err).Msg("dashboard: render")
+		return
+	}
+	if f, ok := w.(http.Flusher); ok {
+		f.Flush()
+	}
+	if err := d.figures(r.Context(), &out); err != nil {
+		// The status is sent: say it on the page.
+		d.log.Error().Err(err).Msg("dashboard: read receipts")
+		fmt.Fprintf(w, "<p class=\"error\">Could not read the receipts: %s</p></body></html>", template.HTMLEscapeString(err.Error()))
+		return
+	}
+	if err := renderBody(w, out); err != nil {
 		d.log.Warn().Err(err).Msg("dashboard: render")
 	}
 }

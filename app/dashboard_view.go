@@ -120,7 +120,7 @@ var dashboardPage = template.Must(template.New("dashboard").Funcs(template.FuncM
 	"statuses": func() []string {
 		return []string{"completed", "failed", "interrupted", "timeout", "budget_exceeded", "hung", "aborted"}
 	},
-}).Parse(`<!doctype html>
+}).Parse(`{{define "head"}}<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>sandbox-bot dashboard</title><link rel="stylesheet" href="/dashboard/style.css"></head>
 <body><header><h1>sandbox-bot</h1>{{if .D.Viewer}}<form method="post" action="/dashboard/logout"><span id="viewer">{{.D.Viewer}}</span> <button>Sign out</button></form>{{end}}</header>
@@ -132,7 +132,7 @@ var dashboardPage = template.Must(template.New("dashboard").Funcs(template.FuncM
 <label>From <input type="date" name="from" value="{{$q.From}}"></label>
 <label>To <input type="date" name="to" value="{{$q.To}}"></label>
 <button>Show</button> <a href="/dashboard">reset</a></form>
-{{with .D.Stats}}
+{{end}}{{define "body"}}{{$q := .D.Query}}{{with .D.Stats}}
 <section class="figures">
 <div><b id="total-runs">{{.Runs}}</b> runs</div>
 <div><b id="success-rate">{{pct .SuccessRate}}</b> succeeded</div>
@@ -163,9 +163,17 @@ var dashboardPage = template.Must(template.New("dashboard").Funcs(template.FuncM
 {{range .D.Runs.Runs}}<tr id="{{.TaskID}}" class="run {{.Status}}{{if eq .TaskID $q.Task}} selected{{end}}"><td>{{when .EndedAt}}</td><td><a href="{{.URL}}">{{.TaskID}}</a></td><td>{{.Repo}}#{{.Number}}</td><td>{{.Mode}}</td><td>{{.Status}}{{if .Error}} <small>{{.Error}}</small>{{end}}</td><td>{{usd .CostUSD}}</td><td>{{secs .DurationSeconds}}</td><td>{{.Steps}}</td><td>{{.InputTokens}} / {{.OutputTokens}}</td></tr>
 {{else}}<tr><td colspan="9">{{if $q.Task}}No receipt for {{$q.Task}} yet: the run has not ended, or it is not in a repository you can read.{{else}}No runs match.{{end}}</td></tr>{{end}}</table>
 <nav class="pages">{{if .Prev}}<a rel="prev" href="{{pageURL $q .Prev}}">← newer</a>{{end}} page {{$q.Page}} of {{.Pages}} {{if .Next}}<a rel="next" href="{{pageURL $q .Next}}">older →</a>{{end}}</nav>
-</body></html>`))
+</body></html>{{end}}`))
 
-func renderPage(w io.Writer, d data) error {
+// renderHead writes the top of the page, which needs only the filter's
+// choices, so the browser has it (and fetches the stylesheet) while the
+// figures are computed.
+func renderHead(w io.Writer, d data) error {
+	return dashboardPage.ExecuteTemplate(w, "head", map[string]any{"D": d})
+}
+
+// renderBody writes the figures, charts and runs.
+func renderBody(w io.Writer, d data) error {
 	pages := max(1, (d.Runs.Total+PageSize-1)/PageSize)
 	prev, next := 0, 0
 	if d.Query.Page > 1 {
@@ -174,7 +182,7 @@ func renderPage(w io.Writer, d data) error {
 	if d.Query.Page < pages {
 		next = d.Query.Page + 1
 	}
-	return dashboardPage.Execute(w, map[string]any{
+	return dashboardPage.ExecuteTemplate(w, "body", map[string]any{
 		"D": d, "Charts": append(seriesCharts(d.Stats), successChart(d.Stats.Groups)), "Pages": pages, "Prev": prev, "Next": next,
 	})
 }
