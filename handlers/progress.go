@@ -99,6 +99,9 @@ func (p *progress) send(ctx context.Context) {
 	p.mu.Unlock()
 	if sha != "" {
 		if checkID == 0 {
+			checkID = p.adopt(ctx, sha)
+		}
+		if checkID == 0 {
 			cr, _, err := p.client.Checks.CreateCheckRun(ctx, p.owner, p.repo, github.CreateCheckRunOptions{
 				Name: p.b.CheckName, HeadSHA: sha, Status: github.String("in_progress"), ExternalID: github.String(p.externalID()),
 				StartedAt: &github.Timestamp{Time: p.b.Now()}, DetailsURL: p.detailsURL(),
@@ -155,6 +158,9 @@ func (p *progress) complete(ctx context.Context, conclusion, title, summary stri
 	p.mu.Lock()
 	sha, checkID, commentID := p.headSHA, p.checkRunID, p.commentID
 	p.mu.Unlock()
+	if checkID == 0 && sha != "" {
+		checkID = p.adopt(ctx, sha)
+	}
 	text := receiptSummary(res) + p.entryLink()
 	if summary == "" {
 		summary = title

@@ -90,3 +90,25 @@ func (p *progress) entryLink() string {
 	}
 	return ""
 }
+
+// adopt finds the run's own unfinished check run on sha, opened before
+// the bot restarted, so a run followed again keeps one check run. It
+// returns 0 when there is none (or GitHub cannot say).
+func (p *progress) adopt(ctx context.Context, sha string) int64 {
+	list, _, err := p.client.Checks.ListCheckRunsForRef(ctx, p.owner, p.repo, sha, &github.ListCheckRunsOptions{CheckName: github.String(p.b.CheckName)})
+	if err != nil {
+		zerolog.Ctx(ctx).Debug().Err(err).Msg("list check runs to resume one")
+		return 0
+	}
+	for _, c := range list.CheckRuns {
+		if c.GetExternalID() == p.externalID() && c.GetStatus() != "completed" {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if p.checkRunID == 0 && p.headSHA == sha {
+				p.checkRunID = c.GetID()
+			}
+			return p.checkRunID
+		}
+	}
+	return 0
+}

@@ -181,3 +181,27 @@ func TestContinueRunReportsOnTheBranchHead(t *testing.T) {
 		t.Errorf("the interrupted execute run's receipt %+v: want interrupted, $0.40", r)
 	}
 }
+
+// A bot restarted while a PR run goes on keeps reporting on the run's
+// check run instead of opening a second one.
+func TestRestartedBotKeepsOneCheckRunPerRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, dashboardEnv)
+	issue := h.gh.AddIssue(testRepo, writer, "Feature", "")
+	pr := h.agentPR(issue)
+	h.comment(pr, writer, "/revise make it blue")
+	id := h.waitSubmitted(1)[0].Order.TaskID
+	h.waitCheck("check run at start", id, func(cs []githubtest.CheckRun) bool { return len(cs) == 1 })
+	h.stop()
+	h.start(dashboardEnv)
+	h.backend.Emit(id, dispatch.Progress{Stage: "agent", Message: "after the restart", Step: 2, CostUSD: 0.02})
+	h.waitCheck("progress after the restart", id, func(cs []githubtest.CheckRun) bool {
+		return len(cs) >= 1 && strings.Contains(cs[len(cs)-1].Text, "after the restart")
+	})
+	h.backend.Finish(id, &dispatch.Result{Mode: dispatch.ModeRevise, Status: dispatch.StatusFailed, Error: &dispatch.RunError{Message: "tests fail"}})
+	cs := h.waitCheck("the check run completed", id, func(cs []githubtest.CheckRun) bool { return len(cs) >= 1 && cs[len(cs)-1].Status == "completed" })
+	h.idle()
+	if cs = h.checksOf(id); len(cs) != 1 || cs[0].Conclusion != "failure" {
+		t.Errorf("check runs of the run across a restart: %+v; want one, completed as failure", cs)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -93,6 +94,7 @@ type CheckRun struct {
 	Updates    int
 	// DetailsURL is the check run's "Details" link.
 	DetailsURL string
+	ExternalID string
 }
 
 // Token is an installation token the fake minted.
@@ -553,6 +555,7 @@ func (s *Server) routes() http.Handler {
 	h("GET /repos/{owner}/{repo}/pulls/{number}/comments", s.listReviewComments)
 	h("POST /repos/{owner}/{repo}/check-runs", s.createCheckRun)
 	h("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.updateCheckRun)
+	h("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.listCheckRuns)
 	s.userRoutes(h)
 	mux.HandleFunc("/git/", s.serveGit)
 
@@ -1106,6 +1109,19 @@ func (s *Server) createCheckRun(w http.ResponseWriter, r *http.Request, repo *Re
 	writeJSON(w, http.StatusCreated, c.json())
 }
 
+// listCheckRuns lists a commit's check runs (by SHA), filtered by name.
+func (s *Server) listCheckRuns(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	list := []map[string]any{}
+	ids := slices.Sorted(maps.Keys(repo.CheckRuns))
+	for _, id := range ids {
+		c := repo.CheckRuns[id]
+		if c.HeadSHA == r.PathValue("ref") && (r.URL.Query().Get("check_name") == "" || c.Name == r.URL.Query().Get("check_name")) {
+			list = append(list, c.json())
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(list), "check_runs": list})
+}
+
 func (s *Server) updateCheckRun(w http.ResponseWriter, r *http.Request, repo *Repo) {
 	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	c := repo.CheckRuns[id]
@@ -1125,6 +1141,7 @@ type checkRunBody struct {
 	Status     string `json:"status"`
 	Conclusion string `json:"conclusion"`
 	DetailsURL string `json:"details_url"`
+	ExternalID string `json:"external_id"`
 	Output     *struct {
 		Title   string `json:"title"`
 		Summary string `json:"summary"`
@@ -1146,10 +1163,14 @@ func (b checkRunBody) apply(c *CheckRun) {
 	if b.DetailsURL != "" {
 		c.DetailsURL = b.DetailsURL
 	}
+	if b.ExternalID != "" {
+		c.ExternalID = b.ExternalID
+	}
 }
 
 func (c *CheckRun) json() map[string]any {
-	return map[string]any{"id": c.ID, "name": c.Name, "head_sha": c.HeadSHA, "status": c.Status, "conclusion": c.Conclusion}
+	return map[string]any{"id": c.ID, "name": c.Name, "head_sha": c.HeadSHA, "status": c.Status, "conclusion": c.Conclusion,
+		"external_id": c.ExternalID, "details_url": c.DetailsURL}
 }
 
 // serveGit runs git http-backend for /git/<owner>/<repo>.git/..., with
