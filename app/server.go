@@ -261,7 +261,7 @@ var dashboardTmpl = template.Must(template.New("dash").Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>sandbox-bot</title>
 <style>body{font:14px system-ui;margin:2em}table{border-collapse:collapse}td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}</style>
 </head><body><h1>sandbox-bot</h1>
-<p>Backend <b>{{.Backend}}</b> · queue {{.Queued}} · busy workers {{.Busy}}</p>
+<p>Backend <b>{{.Backend}}</b> · queue {{.Queued}} · busy workers {{.Busy}} · <a href="/dashboard">receipts of ended runs</a></p>
 <table><tr><th>Task</th><th>Mode</th><th>Repository</th><th>#</th><th>State</th><th>Attempt</th><th>Started</th></tr>
 {{range .Runs}}<tr><td><code>{{.Meta.TaskID}}</code></td><td>{{.Meta.Mode}}</td><td>{{.Meta.Repo}}</td><td>{{.Meta.Number}}</td><td>{{.State}}</td><td>{{.Meta.Attempt}}</td><td>{{if not .StartedAt.IsZero}}{{.StartedAt.Format "2006-01-02 15:04:05"}}{{end}}</td></tr>
 {{else}}<tr><td colspan="7">No runs.</td></tr>{{end}}
