@@ -22,6 +22,7 @@ func (s *Server) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { s.readyz(w, r, true) })
 	mux.HandleFunc("GET /{$}", s.dashboard)
+	s.dash.mountAdmin(mux)
 	return s.withLogger(mux)
 }
 

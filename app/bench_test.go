@@ -267,6 +267,7 @@ func newIntakeServer(tb testing.TB, githubURL string, env map[string]string, log
 	vars := map[string]string{
 		"GITHUB_V3_API_URL": githubURL, "GITHUB_APP_INTEGRATION_ID": "1", "GITHUB_APP_WEBHOOK_SECRET": testSecret,
 		"GITHUB_APP_PRIVATE_KEY": testKey, "SANDBOX_BACKEND": "process",
+		"SANDBOX_DATA_DIR": tb.TempDir(),
 	}
 	for k, v := range env {
 		vars[k] = v

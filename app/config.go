@@ -146,6 +146,7 @@ func LoadConfig(getenv Getenv) (*Config, error) {
 	if err := c.applyEnv(getenv); err != nil {
 		return nil, err
 	}
+	oauthFromEnv(c, getenv)
 	if err := c.Ops.applyEnv(getenv); err != nil {
 		return nil, err
 	}

@@ -21,7 +21,6 @@ import (
 // the write is sent again with its body; a plain 403 is not a limit.
 func TestPacedTransportWaitsOutLimits(t *testing.T) {
 	t.Parallel()
-	reset := time.Now().Add(90 * time.Second).Unix()
 	for _, tc := range []struct {
 		name   string
 		first  func(w http.ResponseWriter)
@@ -40,7 +39,8 @@ func TestPacedTransportWaitsOutLimits(t *testing.T) {
 		}, "secondary", time.Minute, 2},
 		{"primary until the reset", func(w http.ResponseWriter) {
 			w.Header().Set("X-RateLimit-Remaining", "0")
-			w.Header().Set("X-RateLimit-Reset", fmt.Sprint(reset))
+			// The reset is 90 s after the answer, whenever it is sent.
+			w.Header().Set("X-RateLimit-Reset", fmt.Sprint(time.Now().Add(90*time.Second).Unix()))
 			w.WriteHeader(http.StatusForbidden)
 			io.WriteString(w, `{"message":"API rate limit exceeded for installation ID 42."}`)
 		}, "primary", 80 * time.Second, 2},

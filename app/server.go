@@ -43,6 +43,7 @@ type Server struct {
 	sched    *dedupeScheduler
 	handler  http.Handler
 	ready    *readiness
+	dash     *dashboard // dashboard.go
 }
 
 // NewServer wires the bot around a backend.
@@ -76,8 +77,13 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	}
 	base.Secrets = secrets
 	base.Runs.SetLogger(logger)
+	dash, err := newDashboard(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	base.Receipts = dash.receiptsFor(cfg)
 
-	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prom, ready: &readiness{backend: backend}}
+	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prom, ready: &readiness{backend: backend}, dash: dash}
 	s.metrics = newServerMetrics(s.prom, registry, backend, base.Runs)
 
 	dedupe, err := lru.New(20000)
@@ -111,6 +117,7 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	mux.Handle("POST "+WebhookPath, s.guardIntake(cfg.Ops.MaxBodyReaders, s.limitBody(hook)))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { s.readyz(w, r, false) })
+	s.dash.mountPublic(mux)
 	s.handler = s.withLogger(mux)
 	return s, nil
 }
@@ -260,7 +267,7 @@ var dashboardTmpl = template.Must(template.New("dash").Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>sandbox-bot</title>
 <style>body{font:14px system-ui;margin:2em}table{border-collapse:collapse}td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}</style>
 </head><body><h1>sandbox-bot</h1>
-<p>Backend <b>{{.Backend}}</b> · queue {{.Queued}} · busy workers {{.Busy}}</p>
+<p>Backend <b>{{.Backend}}</b> · queue {{.Queued}} · busy workers {{.Busy}} · <a href="/dashboard">receipts of ended runs</a></p>
 <table><tr><th>Task</th><th>Mode</th><th>Repository</th><th>#</th><th>State</th><th>Attempt</th><th>Started</th></tr>
 {{range .Runs}}<tr><td><code>{{.Meta.TaskID}}</code></td><td>{{.Meta.Mode}}</td><td>{{.Meta.Repo}}</td><td>{{.Meta.Number}}</td><td>{{.State}}</td><td>{{.Meta.Attempt}}</td><td>{{if not .StartedAt.IsZero}}{{.StartedAt.Format "2006-01-02 15:04:05"}}{{end}}</td></tr>
 {{else}}<tr><td colspan="7">No runs.</td></tr>{{end}}
@@ -313,4 +320,9 @@ func (s *Server) Drain(ctx context.Context) error {
 
 // Stop stops following runs; they go on in the backend and a restarted bot
 // reconciles them.
-func (s *Server) Stop() { s.base.Runs.Stop() }
+func (s *Server) Stop() {
+	s.base.Runs.Stop()
+	if err := s.dash.close(); err != nil {
+		s.logger.Warn().Err(err).Msg("close the receipts store")
+	}
+}

@@ -67,6 +67,9 @@ type core struct {
 	trust     *trustState
 	// Secrets are redacted from everything the bot posts.
 	Secrets *Secrets
+
+	// Receipts keeps every ended run's receipt (receipts.go).
+	Receipts Receipts
 }
 
 // Base is shared by every handler: the core and the run follower.

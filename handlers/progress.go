@@ -30,10 +30,15 @@ type progress struct {
 	headSHA    string
 	checkRunID int64
 	commentID  int64
+	// superseded are check runs left on commits the run pushed past; the
+	// next send closes them.
+	superseded []int64
 }
 
 func newProgress(ctx context.Context, b *core, client *github.Client, owner, repo string, meta dispatch.Meta) *progress {
-	return &progress{ctx: ctx, b: b, client: client, owner: owner, repo: repo, meta: meta, headSHA: meta.HeadSHA}
+	p := &progress{ctx: ctx, b: b, client: client, owner: owner, repo: repo, meta: meta, headSHA: meta.HeadSHA}
+	p.startOnPR(ctx)
+	return p
 }
 
 // attach sets the commit the check run belongs to, once it is known.
@@ -51,15 +56,13 @@ func (p *progress) update(ev dispatch.Progress) {
 	zerolog.Ctx(p.ctx).Debug().Str("stage", ev.Stage).Int("step", ev.Step).Float64("cost_usd", ev.CostUSD).Msg("progress")
 	p.mu.Lock()
 	p.last = ev
-	if ev.HeadSHA != "" {
-		p.headSHA = ev.HeadSHA
-	}
+	moved := p.moveLocked(ev.HeadSHA)
 	line := fmt.Sprintf("`%s` %s", ev.Stage, oneLine(ev.Message))
 	p.lines = append(p.lines, line)
 	if len(p.lines) > 15 {
 		p.lines = p.lines[len(p.lines)-15:]
 	}
-	due := p.b.Now().Sub(p.lastSent) >= p.b.ProgressInterval
+	due := moved || p.b.Now().Sub(p.lastSent) >= p.b.ProgressInterval
 	if due {
 		p.lastSent = p.b.Now()
 	}
@@ -84,21 +87,25 @@ func (p *progress) summary() (title, text string) {
 	title = fmt.Sprintf("%s: %s", ev.Stage, oneLine(ev.Message))
 	text = fmt.Sprintf("Task `%s` (%s) · step %d · %d tool calls · %d tokens · $%.2f\n\n%s",
 		p.meta.TaskID, p.meta.Mode, ev.Step, ev.ToolCalls, ev.Tokens, ev.CostUSD, strings.Join(p.lines, "\n"))
-	return title, text
+	return title, text + p.entryLink()
 }
 
 func (p *progress) send(ctx context.Context) {
 	log := zerolog.Ctx(ctx)
+	p.closeSuperseded(ctx)
 	title, text := p.summary()
 	p.mu.Lock()
 	sha, checkID, commentID := p.headSHA, p.checkRunID, p.commentID
 	p.mu.Unlock()
 	if sha != "" {
 		if checkID == 0 {
+			checkID = p.adopt(ctx, sha)
+		}
+		if checkID == 0 {
 			cr, _, err := p.client.Checks.CreateCheckRun(ctx, p.owner, p.repo, github.CreateCheckRunOptions{
 				Name: p.b.CheckName, HeadSHA: sha, Status: github.String("in_progress"), ExternalID: github.String(p.externalID()),
-				StartedAt: &github.Timestamp{Time: p.b.Now()},
-				Output:    &github.CheckRunOutput{Title: &title, Summary: github.String(title), Text: &text},
+				StartedAt: &github.Timestamp{Time: p.b.Now()}, DetailsURL: p.detailsURL(),
+				Output: &github.CheckRunOutput{Title: &title, Summary: github.String(title), Text: &text},
 			})
 			if err != nil {
 				log.Warn().Err(err).Msg("create check run")
@@ -147,12 +154,18 @@ func (p *progress) externalID() string {
 func (p *progress) complete(ctx context.Context, conclusion, title, summary string, res *dispatch.Result) {
 	log := zerolog.Ctx(ctx)
 	if res != nil && res.HeadSHA != "" {
-		p.attach(res.HeadSHA)
+		p.mu.Lock()
+		p.moveLocked(res.HeadSHA)
+		p.mu.Unlock()
 	}
+	p.closeSuperseded(ctx)
 	p.mu.Lock()
 	sha, checkID, commentID := p.headSHA, p.checkRunID, p.commentID
 	p.mu.Unlock()
-	text := receiptSummary(res)
+	if checkID == 0 && sha != "" {
+		checkID = p.adopt(ctx, sha)
+	}
+	text := receiptSummary(res) + p.entryLink()
 	if summary == "" {
 		summary = title
 	}
@@ -168,7 +181,7 @@ func (p *progress) complete(ctx context.Context, conclusion, title, summary stri
 	case sha != "":
 		if _, _, err := p.client.Checks.CreateCheckRun(ctx, p.owner, p.repo, github.CreateCheckRunOptions{
 			Name: p.b.CheckName, HeadSHA: sha, Status: github.String("completed"), Conclusion: &conclusion,
-			ExternalID: github.String(p.externalID()), CompletedAt: now, Output: out,
+			ExternalID: github.String(p.externalID()), CompletedAt: now, Output: out, DetailsURL: p.detailsURL(),
 		}); err != nil {
 			log.Warn().Err(err).Msg("create completed check run")
 		}

@@ -194,6 +194,7 @@ func (r *Runs) finish(ctx context.Context, client *github.Client, owner, repo st
 	}
 	rc := &runContext{meta: meta, owner: owner, repo: repo, issue: issue, round: ack.Marker.Round, branch: ack.Marker.Branch, marked: marked}
 	res = r.vetResult(rc, res)
+	defer r.keepReceipt(ctx, rc, res)
 
 	status := dispatch.StatusInterrupted
 	if res != nil {

@@ -42,6 +42,8 @@ type harness struct {
 	srv     *app.Server
 	http    *httptest.Server
 	logs    *bytes.Buffer
+	// data is SANDBOX_DATA_DIR, kept across restarts (the receipts store).
+	data string
 }
 
 const defaultSandboxYML = `name: hello
@@ -70,7 +72,7 @@ func newHarnessOn(t *testing.T, gh *githubtest.Server, files map[string]string, 
 	gh.SetPermission(testRepo, writer, "write")
 	gh.SetPermission(testRepo, "maya", "maintain")
 	gh.SetPermission(testRepo, reader, "read")
-	h := &harness{t: t, gh: gh, backend: memory.New(), logs: &bytes.Buffer{}}
+	h := &harness{t: t, gh: gh, backend: memory.New(), logs: &bytes.Buffer{}, data: t.TempDir()}
 	h.start(env)
 	return h
 }
@@ -90,6 +92,7 @@ func (h *harness) startWith(backend dispatch.Backend, env map[string]string) {
 		// Pacing is for GitHub's limits; the fake has none unless a
 		// rate-limit test gives it one (and sets its own pace).
 		"SANDBOX_GITHUB_WRITES_PER_MINUTE": "60000",
+		"SANDBOX_DATA_DIR": h.data,
 	}
 	for k, v := range env {
 		vars[k] = v

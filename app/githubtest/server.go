@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -91,6 +92,9 @@ type CheckRun struct {
 	Summary    string
 	Text       string
 	Updates    int
+	// DetailsURL is the check run's "Details" link.
+	DetailsURL string
+	ExternalID string
 }
 
 // Token is an installation token the fake minted.
@@ -142,6 +146,8 @@ type Server struct {
 	gitPushes int
 	// revokeFailures is how many revocations still fail (FailRevocations).
 	revokeFailures int
+	// people is OAuth sign-in and user tokens (oauth.go).
+	people *people
 }
 
 // Options configure New.
@@ -554,10 +560,13 @@ func (s *Server) routes() http.Handler {
 	h("GET /repos/{owner}/{repo}/pulls/{number}/comments", s.listReviewComments)
 	h("POST /repos/{owner}/{repo}/check-runs", s.createCheckRun)
 	h("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.updateCheckRun)
+	h("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.listCheckRuns)
+	s.userRoutes(h)
 	mux.HandleFunc("/git/", s.serveGit)
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, "/git/") {
+		// /login/oauth/ is GitHub's web sign-in, not the API: no token.
+		if !strings.HasPrefix(r.URL.Path, "/git/") && !strings.HasPrefix(r.URL.Path, "/login/oauth/") {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(strings.NewReader(string(body)))
 			s.mu.Lock()
@@ -1105,6 +1114,19 @@ func (s *Server) createCheckRun(w http.ResponseWriter, r *http.Request, repo *Re
 	writeJSON(w, http.StatusCreated, c.json())
 }
 
+// listCheckRuns lists a commit's check runs (by SHA), filtered by name.
+func (s *Server) listCheckRuns(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	list := []map[string]any{}
+	ids := slices.Sorted(maps.Keys(repo.CheckRuns))
+	for _, id := range ids {
+		c := repo.CheckRuns[id]
+		if c.HeadSHA == r.PathValue("ref") && (r.URL.Query().Get("check_name") == "" || c.Name == r.URL.Query().Get("check_name")) {
+			list = append(list, c.json())
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(list), "check_runs": list})
+}
+
 func (s *Server) updateCheckRun(w http.ResponseWriter, r *http.Request, repo *Repo) {
 	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	c := repo.CheckRuns[id]
@@ -1123,6 +1145,8 @@ type checkRunBody struct {
 	HeadSHA    string `json:"head_sha"`
 	Status     string `json:"status"`
 	Conclusion string `json:"conclusion"`
+	DetailsURL string `json:"details_url"`
+	ExternalID string `json:"external_id"`
 	Output     *struct {
 		Title   string `json:"title"`
 		Summary string `json:"summary"`
@@ -1141,10 +1165,17 @@ func (b checkRunBody) apply(c *CheckRun) {
 	if b.Output != nil {
 		c.Title, c.Summary, c.Text = b.Output.Title, b.Output.Summary, b.Output.Text
 	}
+	if b.DetailsURL != "" {
+		c.DetailsURL = b.DetailsURL
+	}
+	if b.ExternalID != "" {
+		c.ExternalID = b.ExternalID
+	}
 }
 
 func (c *CheckRun) json() map[string]any {
-	return map[string]any{"id": c.ID, "name": c.Name, "head_sha": c.HeadSHA, "status": c.Status, "conclusion": c.Conclusion}
+	return map[string]any{"id": c.ID, "name": c.Name, "head_sha": c.HeadSHA, "status": c.Status, "conclusion": c.Conclusion,
+		"external_id": c.ExternalID, "details_url": c.DetailsURL}
 }
 
 // serveGit runs git http-backend for /git/<owner>/<repo>.git/..., with
