@@ -64,6 +64,7 @@ type Base struct {
 	Runs      *Runs
 	Now       func() time.Time
 	trust     *trustState
+	board     *runBoard // what this replica saw of its runs, for /status
 	// Secrets are redacted from everything the bot posts.
 	Secrets *Secrets
 }
@@ -103,6 +104,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 		Loader:        appconfig.NewLoader([]string{sandboxcfg.FileName}, appconfig.WithOwnerDefault(".github", []string{sandboxcfg.FileName})),
 		Now:           time.Now,
 		trust:         newTrustState(),
+		board:         newRunBoard(s.WebURL),
 		Secrets:       NewSecrets(),
 	}
 	b.Runs = newRuns(b)

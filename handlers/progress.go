@@ -49,6 +49,7 @@ func (p *progress) attach(sha string) {
 // interval, so a chatty agent cannot exhaust the API rate limit.
 func (p *progress) update(ev dispatch.Progress) {
 	zerolog.Ctx(p.ctx).Debug().Str("stage", ev.Stage).Int("step", ev.Step).Float64("cost_usd", ev.CostUSD).Msg("progress")
+	p.b.board.progress(p.meta, ev)
 	p.mu.Lock()
 	p.last = ev
 	if ev.HeadSHA != "" {
@@ -107,6 +108,7 @@ func (p *progress) send(ctx context.Context) {
 			p.mu.Lock()
 			p.checkRunID = cr.GetID()
 			p.mu.Unlock()
+			p.b.board.checkRun(p.meta, cr)
 			return
 		}
 		if _, _, err := p.client.Checks.UpdateCheckRun(ctx, p.owner, p.repo, checkID, github.UpdateCheckRunOptions{
@@ -162,13 +164,16 @@ func (p *progress) complete(ctx context.Context, conclusion, title, summary stri
 			log.Warn().Err(err).Msg("complete check run")
 		}
 	case sha != "":
-		if _, _, err := p.client.Checks.CreateCheckRun(ctx, p.owner, p.repo, github.CreateCheckRunOptions{
+		if cr, _, err := p.client.Checks.CreateCheckRun(ctx, p.owner, p.repo, github.CreateCheckRunOptions{
 			Name: p.b.CheckName, HeadSHA: sha, Status: github.String("completed"), Conclusion: &conclusion,
 			ExternalID: github.String(p.externalID()), CompletedAt: now, Output: out,
 		}); err != nil {
 			log.Warn().Err(err).Msg("create completed check run")
+		} else {
+			p.b.board.checkRun(p.meta, cr)
 		}
 	}
+	p.b.board.ended(p.meta, res)
 	if commentID != 0 {
 		body := fmt.Sprintf("%s\n%s **%s** — %s", Marker{Kind: KindProgress, TaskID: p.meta.TaskID, Mode: p.meta.Mode}, conclusionIcon(conclusion), title, oneLine(summary))
 		if _, _, err := p.client.Issues.EditComment(ctx, p.owner, p.repo, commentID, &github.IssueComment{Body: &body}); err != nil {
