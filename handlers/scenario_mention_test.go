@@ -140,8 +140,18 @@ func TestStatusDuringAndAfterRun(t *testing.T) {
 	n := h.gh.AddIssue(testRepo, writer, "Add caching", "")
 	h.label(n, writer, "d-status")
 	spec := h.waitSubmitted(1)[0]
-	h.backend.Emit(spec.Order.TaskID, dispatch.Progress{Stage: "agent", Message: "reading client.go", Step: 3, CostUSD: 0.04, HeadSHA: "abc123"})
+	h.backend.Emit(spec.Order.TaskID, dispatch.Progress{Stage: "setup", Message: "npm ci", Step: 1, CostUSD: 0.01, HeadSHA: "abc123"})
 	h.gh.WaitFor(10*time.Second, "check run", func() bool { return len(h.gh.CheckRuns(testRepo)) == 1 })
+	// The follower handles progress lines in order: once a later one has
+	// updated the check run, the first one's check run is on record. Updates
+	// are throttled, so the line is sent again until one gets through.
+	h.gh.WaitFor(10*time.Second, "check run update", func() bool {
+		if h.gh.CheckRuns(testRepo)[0].Title == "agent: reading client.go" {
+			return true
+		}
+		h.backend.Emit(spec.Order.TaskID, dispatch.Progress{Stage: "agent", Message: "reading client.go", Step: 3, CostUSD: 0.04, HeadSHA: "abc123"})
+		return false
+	})
 	h.comment(n, reader, "/status")
 	during := h.waitComment(n, "status during the run", func(c string) bool { return strings.Contains(c, "is running here") })
 	for _, want := range []string{"The plan run `" + spec.Order.TaskID + "`", "Stage: `agent` — reading client.go", "Cost so far: $0.04", "https://github.com/octo-org/hello/runs/"} {
