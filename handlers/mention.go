@@ -83,7 +83,8 @@ func loginByte(c byte) bool {
 // a path), not a mention.
 func wordByte(c byte) bool { return loginByte(c) || c == '.' || c == '/' }
 
-// blankCodeSpans replaces inline code spans (`...`, “...“) by spaces of
+// blankCodeSpans replaces inline code spans (a run of backticks, text, the
+// same run) by spaces of
 // the same length, so a mention inside one is not found and the indices of
 // the rest stay those of the line. A backtick run that no run of the same
 // length closes is literal text, as in CommonMark.
