@@ -84,9 +84,8 @@ func loginByte(c byte) bool {
 func wordByte(c byte) bool { return loginByte(c) || c == '.' || c == '/' }
 
 // blankCodeSpans replaces inline code spans (a run of backticks, text, the
-// same run) by spaces of
-// the same length, so a mention inside one is not found and the indices of
-// the rest stay those of the line. A backtick run that no run of the same
+// same run) by spaces of the same length, so a mention inside one is not
+// found and the indices of the rest stay those of the line. A backtick run that no run of the same
 // length closes is literal text, as in CommonMark.
 func blankCodeSpans(line string) string {
 	b := []byte(line)
