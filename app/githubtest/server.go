@@ -141,6 +141,7 @@ type Server struct {
 	gitPushes int
 	// revokeFailures is how many revocations still fail (FailRevocations).
 	revokeFailures int
+	manifestApps   []*ManifestApp // manifest.go
 }
 
 // Options configure New.
@@ -552,6 +553,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/git/", s.serveGit)
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.serveManifestFlow(w, r) {
+			return
+		}
 		if !strings.HasPrefix(r.URL.Path, "/git/") {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(strings.NewReader(string(body)))
