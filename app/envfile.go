@@ -10,8 +10,10 @@ import (
 // EnvFileVar names the env file the bot reads its settings from, such as
 // the one `sandbox-bot setup` writes (KEY=VALUE lines, the private key as
 // one double-quoted value). Variables set in the environment win over the
-// file, the way they win over SANDBOX_CONFIG.
-const EnvFileVar = "SANDBOX_ENV_FILE"
+// file, the way they win over SANDBOX_CONFIG. It is not the runner's
+// SANDBOX_ENV_FILE (dispatch.EnvEnvFile), which the process backend hands
+// to runners: the App's credentials must never become a run's env layer.
+const EnvFileVar = "SANDBOX_BOT_ENV_FILE"
 
 // withEnvFile returns getenv backed by the file EnvFileVar names, if any.
 // Errors name the file and line, never a value.

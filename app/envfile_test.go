@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch/dotenv"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/process"
 )
 
 func mapEnv(vars map[string]string) Getenv {
@@ -38,10 +39,15 @@ func TestLoadConfigFromEnvFile(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("GITHUB_APP_WEBHOOK_SECRET=topsecret\nnot a line\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for p, want := range map[string]string{bad: "SANDBOX_ENV_FILE: " + bad + ":2: expected KEY=VALUE", "/nonexistent.env": "SANDBOX_ENV_FILE: open /nonexistent.env"} {
+	for p, want := range map[string]string{bad: "SANDBOX_BOT_ENV_FILE: " + bad + ":2: expected KEY=VALUE", "/nonexistent.env": "SANDBOX_BOT_ENV_FILE: open /nonexistent.env"} {
 		_, err := LoadConfig(mapEnv(map[string]string{EnvFileVar: p}))
 		if err == nil || !strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "topsecret") {
 			t.Errorf("env file %s: error %v, want it to start with %q and hold no value", p, err, want)
 		}
+	}
+
+	// The runners of the process backend never learn where the file is.
+	if env := process.MinimalEnv([]string{EnvFileVar + "=" + path}, nil); len(env) != 0 {
+		t.Errorf("a runner process would get %v", env)
 	}
 }

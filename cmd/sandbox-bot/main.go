@@ -3,7 +3,7 @@
 // processes) and reports their results on GitHub.
 //
 // Configuration comes from the environment (GITHUB_*, NOMAD_*, SANDBOX_*),
-// an optional env file named by SANDBOX_ENV_FILE and an optional YAML file
+// an optional env file named by SANDBOX_BOT_ENV_FILE and an optional YAML file
 // named by SANDBOX_CONFIG; see the README. `sandbox-bot setup` registers
 // the GitHub App from app.yml and writes that env file (setup.go).
 package main

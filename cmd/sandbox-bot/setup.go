@@ -26,7 +26,7 @@ import (
 // in one click: a local page posts the manifest to GitHub's new-App page,
 // GitHub redirects back with a one-time code, and the code is traded for
 // the App's credentials, which go into an env file the bot starts from
-// (SANDBOX_ENV_FILE). Nothing secret is ever printed.
+// (SANDBOX_BOT_ENV_FILE). Nothing secret is ever printed.
 
 // manifestPlaceholder is the bot's address in app.yml; setup puts --url
 // in its place.
@@ -63,7 +63,7 @@ func parseSetup(args []string, getenv func(string) (string, bool), stderr io.Wri
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.Org, "org", "", "register the App for this organisation (default: for your user account)")
 	fs.StringVar(&o.URL, "url", env("SANDBOX_PUBLIC_URL", ""), "where GitHub reaches the bot, e.g. https://bot.example.com (webhook "+"/api/github/hook)")
-	fs.StringVar(&o.EnvFile, "env-file", "sandbox-bot.env", "the env file to write (mode 0600); start the bot with SANDBOX_ENV_FILE=<it>")
+	fs.StringVar(&o.EnvFile, "env-file", "sandbox-bot.env", "the env file to write (mode 0600); start the bot with SANDBOX_BOT_ENV_FILE=<it>")
 	fs.BoolVar(&o.Force, "force", false, "overwrite an existing env file")
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:0", "address of the local setup page")
 	fs.StringVar(&o.Manifest, "manifest", "app.yml", "the App manifest")
@@ -117,7 +117,7 @@ func runSetup(ctx context.Context, args []string, getenv func(string) (string, b
 		return 1
 	}
 	fmt.Fprintf(stdout, "Registered the App %s. Wrote %s (mode 0600): its id, slug, private key, webhook secret and OAuth client.\n", res.Slug, opts.EnvFile)
-	fmt.Fprintf(stdout, "Start the bot with SANDBOX_ENV_FILE=%s; people hand it work by labelling an issue or mentioning @%s.\n", opts.EnvFile, res.Slug)
+	fmt.Fprintf(stdout, "Start the bot with SANDBOX_BOT_ENV_FILE=%s; people hand it work by labelling an issue or mentioning @%s.\n", opts.EnvFile, res.Slug)
 	if res.NoWebhook {
 		fmt.Fprintln(stdout, "The App has no webhook yet (no --url): set its URL (…/api/github/hook) and the secret GITHUB_APP_WEBHOOK_SECRET from the env file on the App's settings page.")
 	}
