@@ -16,8 +16,9 @@ import (
 )
 
 // IssueComment runs the comment commands (/approve, /revise, /abort,
-// /retry, /continue, /rebase, /plan) on issues and agent PRs. Edited and
-// deleted comments do nothing: only "created" counts.
+// /retry, /continue, /rebase, /plan, /status) and @mentions of the App
+// (mention.go) on issues and agent PRs. Edited and deleted comments do
+// nothing: only "created" counts.
 type IssueComment struct{ *Base }
 
 var _ githubapp.EventHandler = &IssueComment{}
