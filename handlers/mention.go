@@ -5,6 +5,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/rs/zerolog"
 
@@ -40,7 +41,12 @@ func ParseMention(body, slug string) (text string, found bool) {
 		if tail := strings.Join(lines[i+1:], "\n"); strings.TrimSpace(tail) != "" {
 			rest += "\n" + tail
 		}
-		return strings.TrimSpace(rest), true
+		rest = strings.TrimSpace(rest)
+		// "thanks @bot!" asks for nothing: punctuation is not instructions.
+		if !strings.ContainsFunc(rest, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }) {
+			rest = ""
+		}
+		return rest, true
 	}
 	return "", false
 }
@@ -197,7 +203,11 @@ func (b *Base) mention(ctx context.Context, cc commandContext, body string) erro
 		log.Info().Str("sender", cc.sender).Msg("mention on the agent's pull request: revise")
 		return b.command(ctx, client, cc, revise, nil)
 	}
-	if text != "" && stateOf(cc.labels) == LabelAwaitingApproval {
+	if stateOf(cc.labels) == LabelAwaitingApproval {
+		// A bare mention ("thanks @bot") must not throw the plan away.
+		if text == "" {
+			return b.command(ctx, client, cc, nil, &CommandError{Msg: "Mention me with what to change in the plan, e.g. `@" + slug + " use the existing date helper`."})
+		}
 		log.Info().Str("sender", cc.sender).Msg("mention on a plan awaiting approval: revise")
 		return b.command(ctx, client, cc, revise, nil)
 	}

@@ -16,6 +16,7 @@ func TestParseMention(t *testing.T) {
 		{"Hey @Sandbox-Bot, please add a cache.\nKeep it small.", "please add a cache.\nKeep it small.", true},
 		{"@sandbox-bot[bot]: fix the typo", "fix the typo", true},
 		{"thanks @sandbox-bot", "", true},
+		{"Looks good, thanks @sandbox-bot! :)", "", true},
 		{"@sandbox-bot /status", "/status", true},
 		{"first line\n\n@sandbox-bot\n\ndo it", "do it", true},
 		{"@sandbox-bot-fork do it", "", false},

@@ -117,11 +117,16 @@ func TestMentionOnHumanPRReplies(t *testing.T) {
 	}
 }
 
-// A plan awaiting approval is revised by a mention, like /revise.
+// A plan awaiting approval is revised by a mention, like /revise; a bare
+// mention ("thanks") keeps the plan and says what the issue waits for.
 func TestMentionOnPlanRevisesIt(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil, nil)
 	n, _ := h.planned("Add caching")
+	h.comment(n, writer, "Looks good, thanks @sandbox-bot!")
+	h.waitComment(n, "reply to a bare mention", func(c string) bool { return strings.Contains(c, "Mention me with what to change in the plan") })
+	h.idle()
+	h.wantRuns(1, "a bare mention on a plan")
 	h.comment(n, writer, "@sandbox-bot use an LRU instead")
 	spec := h.waitSubmitted(2)[1]
 	if spec.Order.Mode != dispatch.ModePlan || spec.Order.Feedback != "use an LRU instead" || spec.Order.Plan != "1. Do it." {
