@@ -56,7 +56,9 @@ func ParseMention(body, slug string) (text string, found bool) {
 // "me@slug.dev" is an address, not a mention) and ends the login (so
 // "@slug-fork" is someone else).
 func mentionEnd(line, slug string) int {
-	lower, want := strings.ToLower(line), "@"+strings.ToLower(slug)
+	// ASCII only (slugs are ASCII): strings.ToLower may change the length
+	// of a line that is not valid UTF-8, and the indices are the line's.
+	lower, want := asciiLower(line), "@"+asciiLower(slug)
 	for from := 0; ; {
 		i := strings.Index(lower[from:], want)
 		if i < 0 {
@@ -71,6 +73,16 @@ func mentionEnd(line, slug string) int {
 		end += len(botSuffix(lower[end:]))
 		return end
 	}
+}
+
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 func botSuffix(s string) string {
