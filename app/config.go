@@ -25,6 +25,10 @@ import (
 // (SANDBOX_CONFIG), overridden by environment variables.
 type Config struct {
 	GitHub githubapp.Config `yaml:"github"`
+	// AppSlug is the App's slug as `sandbox-bot setup` wrote it
+	// (GITHUB_APP_SLUG): people mention @<slug>. The bot still reads its
+	// identity from GitHub and warns when the two differ.
+	AppSlug string `yaml:"app_slug"`
 
 	Listen string `yaml:"listen"`
 	// Backend is nomad, docker or process (a plain child process, no
@@ -130,6 +134,10 @@ type Getenv func(string) (string, bool)
 // LoadConfig reads the file named by SANDBOX_CONFIG (if any), applies the
 // environment, fills defaults and validates. Every error names the setting.
 func LoadConfig(getenv Getenv) (*Config, error) {
+	getenv, err := withEnvFile(getenv)
+	if err != nil {
+		return nil, err
+	}
 	c := &Config{}
 	if path, ok := getenv("SANDBOX_CONFIG"); ok && path != "" {
 		b, err := os.ReadFile(path)
@@ -146,7 +154,6 @@ func LoadConfig(getenv Getenv) (*Config, error) {
 	if err := c.applyEnv(getenv); err != nil {
 		return nil, err
 	}
-	oauthFromEnv(c, getenv)
 	if err := c.Ops.applyEnv(getenv); err != nil {
 		return nil, err
 	}
@@ -174,6 +181,9 @@ func (c *Config) applyEnv(getenv Getenv) error {
 	str("GITHUB_V4_API_URL", &c.GitHub.V4APIURL)
 	str("GITHUB_APP_WEBHOOK_SECRET", &c.GitHub.App.WebhookSecret)
 	str("GITHUB_APP_PRIVATE_KEY", &c.GitHub.App.PrivateKey)
+	str("GITHUB_APP_SLUG", &c.AppSlug)
+	str("GITHUB_OAUTH_CLIENT_ID", &c.GitHub.OAuth.ClientID)
+	str("GITHUB_OAUTH_CLIENT_SECRET", &c.GitHub.OAuth.ClientSecret)
 	if v, ok := getenv("GITHUB_APP_INTEGRATION_ID"); ok {
 		id, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil {

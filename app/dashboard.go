@@ -34,25 +34,6 @@ type dashboard struct {
 	log    zerolog.Logger
 }
 
-// oauthFromEnv reads the App's OAuth credentials: go-githubapp's names,
-// and SANDBOX_OAUTH_* for operators who keep every bot setting under one
-// prefix.
-func oauthFromEnv(c *Config, getenv Getenv) {
-	for _, v := range []struct {
-		keys []string
-		dst  *string
-	}{
-		{[]string{"GITHUB_OAUTH_CLIENT_ID", "SANDBOX_OAUTH_CLIENT_ID"}, &c.GitHub.OAuth.ClientID},
-		{[]string{"GITHUB_OAUTH_CLIENT_SECRET", "SANDBOX_OAUTH_CLIENT_SECRET"}, &c.GitHub.OAuth.ClientSecret},
-	} {
-		for _, k := range v.keys {
-			if s, ok := getenv(k); ok && strings.TrimSpace(s) != "" {
-				*v.dst = strings.TrimSpace(s)
-			}
-		}
-	}
-}
-
 // newDashboard opens the receipts store under the data directory and, with
 // OAuth configured, the sign-in.
 func newDashboard(cfg *Config, log zerolog.Logger) (*dashboard, error) {

@@ -296,6 +296,7 @@ func (s *Server) Start(ctx context.Context) error {
 		s.logger.Error().Err(err).Msg("read the App's bot account; markers and agent PRs are checked once it is known")
 	} else {
 		s.logger.Info().Str("bot", login).Msg("the App's bot account")
+		s.checkSlug(login)
 	}
 	s.ready.check(ctx, s.logger)
 	return s.base.Runs.Reconcile(ctx)

@@ -89,6 +89,9 @@ type TaskText struct {
 	Body     string    `json:"body"`
 	Comments []Comment `json:"comments,omitempty"`
 	URL      string    `json:"url,omitempty"`
+	// Instructions are what a writer asked the App for when they started
+	// the run by mentioning it (the text after the mention).
+	Instructions *Comment `json:"instructions,omitempty"`
 }
 
 // WorkOrderVersion is bumped on any incompatible change of WorkOrder.

@@ -65,6 +65,7 @@ type core struct {
 	Loader    *appconfig.Loader
 	Now       func() time.Time
 	trust     *trustState
+	board     *runBoard // what this replica saw of its runs, for /status
 	// Secrets are redacted from everything the bot posts.
 	Secrets *Secrets
 
@@ -93,6 +94,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 		Loader:        newConfigLoader(),
 		Now:           time.Now,
 		trust:         newTrustState(),
+		board:         newRunBoard(s.WebURL),
 		Secrets:       NewSecrets(),
 	}}
 	b.Runs = newRuns(b.core, b.start)

@@ -16,7 +16,7 @@ import (
 //	comment  = { line } ; the first command line counts, later ones are text
 //	command  = "/" name { " " flag } [ " " text ] { newline text-line }
 //	flag     = "--" key ( "=" value | " " value )
-//	name     = approve | revise | abort | retry | continue | rebase | plan
+//	name     = approve | revise | abort | retry | continue | rebase | plan | status
 //
 // A command must start a line (up to three leading spaces). Lines the
 // rendered comment shows as code, hides, quotes or folds away are never
@@ -57,6 +57,7 @@ var commands = map[string]commandSpec{
 	"continue": {help: "resume an interrupted run on its branch", flags: []string{"budget", "timeout"}, onBoth: true},
 	"rebase":   {help: "bring the PR branch up to date with its base", onPR: true},
 	"plan":     {help: "write a (new) plan for this issue", flags: []string{"budget", "model", "harness"}},
+	"status":   {help: "show the run in progress here, or the last one (anyone can ask)", onBoth: true},
 }
 
 // CommandNames lists the commands, sorted, for help texts.

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,8 +16,9 @@ import (
 )
 
 // IssueComment runs the comment commands (/approve, /revise, /abort,
-// /retry, /continue, /rebase, /plan) on issues and agent PRs. Edited and
-// deleted comments do nothing: only "created" counts.
+// /retry, /continue, /rebase, /plan, /status) and @mentions of the App
+// (mention.go) on issues and agent PRs. Edited and deleted comments do
+// nothing: only "created" counts.
 type IssueComment struct{ *Base }
 
 var _ githubapp.EventHandler = &IssueComment{}
@@ -38,7 +38,7 @@ func (h *IssueComment) Handle(ctx context.Context, eventType, deliveryID string,
 		return fmt.Errorf("parse issue_comment event: %w", err)
 	}
 	sender := &github.User{Login: github.String(string(head.GetStringBytes("sender", "login"))), Type: github.String(string(head.GetStringBytes("sender", "type")))}
-	if string(head.GetStringBytes("action")) != "created" || h.isIgnoredSender(sender) || !bytes.Contains(head.GetStringBytes("comment", "body"), []byte("/")) {
+	if string(head.GetStringBytes("action")) != "created" || h.isIgnoredSender(sender) || !h.mayAddress(head.GetStringBytes("comment", "body")) {
 		return nil
 	}
 	var event github.IssueCommentEvent
@@ -50,18 +50,19 @@ func (h *IssueComment) Handle(ctx context.Context, eventType, deliveryID string,
 	ctx, log := githubapp.PrepareRepoContext(ctx, installationID, repo)
 	log = log.With().Int("issue", issue.GetNumber()).Int64("comment_id", comment.GetID()).Logger()
 	ctx = log.WithContext(ctx)
+	cc := commandContext{
+		installationID: installationID, repo: repo, number: issue.GetNumber(), isPR: issue.IsPullRequest(),
+		labels: issue.Labels, sender: event.GetSender().GetLogin(), commentID: comment.GetID(), deliveryID: deliveryID,
+	}
 	cmd, perr := ParseCommand(comment.GetBody())
 	if cmd == nil && perr == nil {
-		return nil
+		return h.mention(ctx, cc, comment.GetBody())
 	}
 	client, err := h.NewInstallationClient(installationID)
 	if err != nil {
 		return err
 	}
-	return h.command(ctx, client, commandContext{
-		installationID: installationID, repo: repo, number: issue.GetNumber(), isPR: issue.IsPullRequest(),
-		labels: issue.Labels, sender: event.GetSender().GetLogin(), commentID: comment.GetID(), deliveryID: deliveryID,
-	}, cmd, perr)
+	return h.command(ctx, client, cc, cmd, perr)
 }
 
 // commandContext is where a command was typed.
@@ -85,6 +86,9 @@ func (c commandContext) name() string  { return c.repo.GetName() }
 func (b *Base) command(ctx context.Context, client *github.Client, cc commandContext, cmd *Command, perr error) error {
 	log := zerolog.Ctx(ctx)
 	owner, name := cc.owner(), cc.name()
+	if cmd != nil && cmd.Name == "status" {
+		return b.status(ctx, client, cc) // any reader may ask
+	}
 	ok, err := b.canWrite(ctx, client, owner, name, cc.sender)
 	if err != nil {
 		return err

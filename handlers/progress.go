@@ -54,6 +54,7 @@ func (p *progress) attach(sha string) {
 // interval, so a chatty agent cannot exhaust the API rate limit.
 func (p *progress) update(ev dispatch.Progress) {
 	zerolog.Ctx(p.ctx).Debug().Str("stage", ev.Stage).Int("step", ev.Step).Float64("cost_usd", ev.CostUSD).Msg("progress")
+	p.b.board.progress(p.meta, ev)
 	p.mu.Lock()
 	p.last = ev
 	moved := p.moveLocked(ev.HeadSHA)
@@ -114,6 +115,7 @@ func (p *progress) send(ctx context.Context) {
 			p.mu.Lock()
 			p.checkRunID = cr.GetID()
 			p.mu.Unlock()
+			p.b.board.checkRun(p.meta, cr)
 			return
 		}
 		if _, _, err := p.client.Checks.UpdateCheckRun(ctx, p.owner, p.repo, checkID, github.UpdateCheckRunOptions{
@@ -179,13 +181,16 @@ func (p *progress) complete(ctx context.Context, conclusion, title, summary stri
 			log.Warn().Err(err).Msg("complete check run")
 		}
 	case sha != "":
-		if _, _, err := p.client.Checks.CreateCheckRun(ctx, p.owner, p.repo, github.CreateCheckRunOptions{
+		if cr, _, err := p.client.Checks.CreateCheckRun(ctx, p.owner, p.repo, github.CreateCheckRunOptions{
 			Name: p.b.CheckName, HeadSHA: sha, Status: github.String("completed"), Conclusion: &conclusion,
 			ExternalID: github.String(p.externalID()), CompletedAt: now, Output: out, DetailsURL: p.detailsURL(),
 		}); err != nil {
 			log.Warn().Err(err).Msg("create completed check run")
+		} else {
+			p.b.board.checkRun(p.meta, cr)
 		}
 	}
+	p.b.board.ended(p.meta, res)
 	if commentID != 0 {
 		body, err := p.render("github/progress_done", ProgressDoneData{Marker: p.marker(), Conclusion: conclusion, Title: title, Summary: oneLine(summary)})
 		if err != nil {

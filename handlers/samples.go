@@ -57,6 +57,12 @@ func ReplySamples() map[string][]any {
 		"github/no_changes":          {NoChangesData{Receipt: done, Marker: marker}, NoChangesData{Receipt: lost, Marker: marker}},
 		"github/failure":             {FailureData{Receipt: failed, Marker: marker, Retry: "/retry"}, FailureData{Receipt: lost, Marker: marker, Retry: "/retry"}},
 		"github/aborted":             {AbortedData{Receipt: done, Marker: marker, By: "alice"}, AbortedData{Receipt: lost, Marker: marker}},
+		"github/mention_other_pr":    {MentionOtherPRData{Slug: "sandbox-bot", TriggerLabel: "agent"}},
+		"github/status": {
+			StatusData{User: "maya", TaskID: task, Mode: dispatch.ModeExecute, Running: true, Stage: "validate", Message: "check test", Elapsed: "4m 10s", CostUSD: 0.42, HasCost: true,
+				CheckURL: "https://github.com/octo-org/hello/runs/1", PlanURL: "https://github.com/octo-org/hello/issues/7#issuecomment-1"},
+			StatusData{User: "maya", TaskID: task, Mode: dispatch.ModePlan, Outcome: "failed", Elapsed: "1m 2s", ResultURL: "https://github.com/octo-org/hello/issues/7#issuecomment-2"},
+		},
 	}
 }
 

@@ -42,6 +42,9 @@ type startRequest struct {
 	// Command is the command that asked for the run ("" for labels,
 	// reviews and pushes), for replies.
 	Command string
+	// Instructions are a writer's words to the App (the text after an
+	// @mention), added to the task.
+	Instructions *dispatch.Comment
 }
 
 func (r *startRequest) owner() string { return r.Repo.GetOwner().GetLogin() }
@@ -114,6 +117,7 @@ func (b *Base) startRun(ctx context.Context, client *github.Client, req startReq
 	if err != nil {
 		return err
 	}
+	task.Instructions = req.Instructions
 	branch := req.Branch
 	if branch == "" && mode == dispatch.ModeExecute {
 		branch = dispatch.BranchName(taskID, task.Title)

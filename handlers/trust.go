@@ -103,11 +103,16 @@ func (b *Base) canWrite(ctx context.Context, client *github.Client, owner, repo,
 // replicas behind a load balancer a person can get one refusal from each
 // per hour, which is still bounded; nothing runs either way.
 func (b *Base) refuseOnce(fullRepo string, number int, login string) bool {
-	key := fmt.Sprintf("%s#%d\x00%s", fullRepo, number, login)
+	return b.once(fmt.Sprintf("%s#%d\x00%s", fullRepo, number, login), refusalInterval)
+}
+
+// once reports whether key was not recorded within interval, and records
+// it: the check-and-set behind every "at most one reply per ..." rule.
+func (b *Base) once(key string, interval time.Duration) bool {
 	now := b.Now()
 	b.trust.mu.Lock()
 	defer b.trust.mu.Unlock()
-	if v, ok := b.trust.refusals.Get(key); ok && now.Sub(v.(time.Time)) < refusalInterval {
+	if v, ok := b.trust.refusals.Get(key); ok && now.Sub(v.(time.Time)) < interval {
 		return false
 	}
 	b.trust.refusals.Add(key, now)

@@ -1,8 +1,6 @@
 package runner
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/dotenv"
 	"github.com/sandbox-bot/sandbox-bot/runner/harness"
 )
 
@@ -117,15 +116,12 @@ func ReadServices(path string) (dispatch.Services, error) {
 	return s, nil
 }
 
-// ReadDotenv parses a .env file: KEY=VALUE lines, optional `export `,
-// comments, single quotes (literal), double quotes (with \n, \" and \\
-// escapes, may span lines). Errors name the file and line.
-func ReadDotenv(path string) (map[string]string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return ParseDotenv(path, b)
+// ReadDotenv parses a .env file (see dotenv.Parse for the format).
+func ReadDotenv(path string) (map[string]string, error) { return dotenv.Read(path) }
+
+// ParseDotenv is ReadDotenv on bytes; name is used in errors.
+func ParseDotenv(name string, data []byte) (map[string]string, error) {
+	return dotenv.Parse(name, data)
 }
 
 // readRepoDotenv is ReadDotenv for a file of the checkout, which the agent
@@ -148,95 +144,6 @@ func readRepoDotenv(path string) (map[string]string, error) {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	return ParseDotenv(path, b)
-}
-
-var envKey = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
-
-// ParseDotenv is ReadDotenv on bytes; name is used in errors.
-func ParseDotenv(name string, data []byte) (map[string]string, error) {
-	out := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	lineNo := 0
-	for sc.Scan() {
-		lineNo++
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		line = strings.TrimPrefix(line, "export ")
-		eq := strings.IndexByte(line, '=')
-		if eq <= 0 {
-			return nil, fmt.Errorf("%s:%d: expected KEY=VALUE", name, lineNo)
-		}
-		key := strings.TrimSpace(line[:eq])
-		if !envKey.MatchString(key) {
-			return nil, fmt.Errorf("%s:%d: %q is not a valid variable name", name, lineNo, key)
-		}
-		val := strings.TrimSpace(line[eq+1:])
-		switch {
-		case strings.HasPrefix(val, "'"):
-			end := strings.IndexByte(val[1:], '\'')
-			if end < 0 {
-				return nil, fmt.Errorf("%s:%d: unterminated single quote", name, lineNo)
-			}
-			val = val[1 : end+1]
-		case strings.HasPrefix(val, `"`):
-			start := lineNo
-			raw := val[1:]
-			for !closedQuote(raw) {
-				if !sc.Scan() {
-					return nil, fmt.Errorf("%s:%d: unterminated double quote", name, start)
-				}
-				lineNo++
-				raw += "\n" + sc.Text()
-			}
-			val = unescape(raw[:closingQuote(raw)])
-		default:
-			if i := strings.Index(val, " #"); i >= 0 {
-				val = strings.TrimSpace(val[:i])
-			}
-		}
-		out[key] = val
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	return out, nil
-}
-
-func closingQuote(s string) int {
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			i++
-		case '"':
-			return i
-		}
-	}
-	return -1
-}
-
-func closedQuote(s string) bool { return closingQuote(s) >= 0 }
-
-func unescape(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+1 < len(s) {
-			i++
-			switch s[i] {
-			case 'n':
-				b.WriteByte('\n')
-			case 't':
-				b.WriteByte('\t')
-			default:
-				b.WriteByte(s[i])
-			}
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // mergeEnv returns base with vars set (replacing earlier values).

@@ -1,8 +1,6 @@
 package githubtest
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -55,12 +53,6 @@ func (s *Server) userRoutes(h func(string, func(http.ResponseWriter, *http.Reque
 	h("GET /user", s.getUser)
 	h("GET /user/installations", s.userInstallations)
 	h("GET /user/installations/{id}/repositories", s.userInstallationRepos)
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // authorize is GitHub's consent step, already granted: it sends the

@@ -131,10 +131,10 @@ func (r *Repo) FullName() string { return r.Owner + "/" + r.Name }
 
 // Server is the fake GitHub.
 type Server struct {
-	t   testing.TB
-	srv *httptest.Server
+	t     testing.TB
+	srv   *httptest.Server
 	limit *writeLimit
-	dir string
+	dir   string
 
 	mu        sync.Mutex
 	repos     map[string]*Repo
@@ -147,7 +147,8 @@ type Server struct {
 	// revokeFailures is how many revocations still fail (FailRevocations).
 	revokeFailures int
 	// people is OAuth sign-in and user tokens (oauth.go).
-	people *people
+	people       *people
+	manifestApps []*ManifestApp // manifest.go
 }
 
 // Options configure New.
@@ -565,6 +566,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/git/", s.serveGit)
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.serveManifestFlow(w, r) {
+			return
+		}
 		// /login/oauth/ is GitHub's web sign-in, not the API: no token.
 		if !strings.HasPrefix(r.URL.Path, "/git/") && !strings.HasPrefix(r.URL.Path, "/login/oauth/") {
 			body, _ := io.ReadAll(r.Body)

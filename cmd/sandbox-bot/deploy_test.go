@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -26,6 +25,9 @@ import (
 // botImageDefault is the tag deploy/bot/build --local gives the image and
 // the Nomad service job runs unless told otherwise.
 const botImageDefault = "sandbox-bot/bot:local"
+
+// botImageUID is the account deploy/bot's images run as.
+const botImageUID = "65532"
 
 // hclFile parses one of deploy/nomad's files with HCL's own parser (the one
 // Nomad's jobspec2 is built on), so a syntax error fails here, not on the
@@ -101,9 +103,14 @@ func TestBotServiceJob(t *testing.T) {
 	for name := range block(t, task, "env", "").Attributes {
 		set = append(set, name)
 	}
-	tmpl := f.attr(t, block(t, task, "template", ""), "data")
-	for _, m := range regexp.MustCompile(`(?m)^([A-Z][A-Z0-9_]*)=`).FindAllStringSubmatch(tmpl, -1) {
-		set = append(set, m[1])
+	// The secrets template renders the env file setup wrote, readable by
+	// the image's non-root account, where SANDBOX_BOT_ENV_FILE points.
+	tmpl := block(t, task, "template", "")
+	if dest, env := f.attr(t, tmpl, "destination"), f.attr(t, block(t, task, "env", ""), "SANDBOX_BOT_ENV_FILE"); !strings.HasSuffix(strings.Trim(env, `"`), strings.TrimPrefix(strings.Trim(dest, `"`), "secrets")) {
+		t.Errorf("SANDBOX_BOT_ENV_FILE = %s, but the template renders %s", env, dest)
+	}
+	if uid, gid := f.attr(t, tmpl, "uid"), f.attr(t, tmpl, "gid"); uid != botImageUID || gid != botImageUID {
+		t.Errorf("the env file is rendered for uid %s gid %s; the bot's image runs as %s", uid, gid, botImageUID)
 	}
 	if len(set) < 5 {
 		t.Fatalf("found only %v in the job's env and template", set)
@@ -171,7 +178,7 @@ func TestBotImageStarts(t *testing.T) {
 		t.Fatalf("/healthz from the image: %q\n%s", body, logs())
 	}
 	inspect, _ := exec.Command("docker", "inspect", "--format", "{{.Config.User}}", tag).Output()
-	if strings.TrimSpace(string(inspect)) != "65532:65532" {
+	if strings.TrimSpace(string(inspect)) != botImageUID+":"+botImageUID {
 		t.Errorf("image user %q, want the non-root 65532:65532", inspect)
 	}
 	for time.Now().Before(deadline) && len(fake.Calls()) == 0 {

@@ -2,8 +2,10 @@
 // dispatches sandbox runs on the configured backend (docker, nomad, or plain
 // processes) and reports their results on GitHub.
 //
-// Configuration comes from the environment (GITHUB_*, NOMAD_*, SANDBOX_*)
-// and an optional YAML file named by SANDBOX_CONFIG; see the README.
+// Configuration comes from the environment (GITHUB_*, NOMAD_*, SANDBOX_*),
+// an optional env file named by SANDBOX_BOT_ENV_FILE and an optional YAML file
+// named by SANDBOX_CONFIG; see the README. `sandbox-bot setup` registers
+// the GitHub App from app.yml and writes that env file (setup.go).
 package main
 
 import (
@@ -24,6 +26,11 @@ import (
 func main() { os.Exit(run()) }
 
 func run() int {
+	if len(os.Args) > 1 && os.Args[1] == "setup" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return runSetup(ctx, os.Args[2:], os.LookupEnv, os.Stdout, os.Stderr)
+	}
 	cfg, err := app.LoadConfig(os.LookupEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "sandbox-bot: "+err.Error())

@@ -5,11 +5,11 @@
 #   nomad acl policy apply -namespace default -job sandbox-bot \
 #     sandbox-bot deploy/nomad/sandbox-bot.policy.hcl
 #
-# and store the GitHub App's secrets in the Variable only this job reads:
+# and store the env file `sandbox-bot setup` wrote (the App's id, slug,
+# private key, webhook secret, OAuth client) in the Variable only this job
+# reads:
 #
-#   nomad var put nomad/jobs/sandbox-bot \
-#     github_app_id=123456 webhook_secret=@webhook-secret.txt \
-#     private_key=@app.private-key.pem
+#   nomad var put nomad/jobs/sandbox-bot env_file=@sandbox-bot.env
 #
 # Two replicas are safe: submission is create-only and the per-issue lock is
 # a Variable written with check-and-set, so a webhook delivered to both
@@ -111,22 +111,25 @@ job "sandbox-bot" {
         SANDBOX_DATA_DIR  = "/alloc/data"
         NOMAD_ADDR        = "unix://${NOMAD_SECRETS_DIR}/api.sock"
         NOMAD_NAMESPACE   = var.sandbox_namespace
+        # The bot reads the App's credentials from this file itself (its
+        # private key is one double-quoted value); they never become part
+        # of the task's environment.
+        SANDBOX_BOT_ENV_FILE  = "${NOMAD_SECRETS_DIR}/sandbox-bot.env"
       }
 
-      # GitHub App secrets from the job's own Variable. The PEM goes through
-      # toJSON so its newlines survive the env file format.
+      # The env file `sandbox-bot setup` wrote, from the job's own Variable.
+      # The bot process reads it: if the bot image does not run as root, add
+      # uid/gid of its user here.
       template {
         data        = <<EOT
-{{ with nomadVar "nomad/jobs/sandbox-bot" -}}
-GITHUB_APP_INTEGRATION_ID={{ .github_app_id }}
-GITHUB_APP_WEBHOOK_SECRET={{ .webhook_secret | toJSON }}
-GITHUB_APP_PRIVATE_KEY={{ .private_key | toJSON }}
-{{- end }}
+{{ with nomadVar "nomad/jobs/sandbox-bot" }}{{ .env_file }}{{ end }}
 EOT
-        destination = "secrets/bot.env"
-        env         = true
+        destination = "secrets/sandbox-bot.env"
         change_mode = "restart"
         perms       = "0400"
+        # The bot's image runs as its own non-root account (deploy/bot).
+        uid = 65532
+        gid = 65532
       }
 
       resources {

@@ -1,0 +1,139 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// statusInterval is how often one person gets the same answer to /status
+// on one issue: the answer changes when a run starts or ends, and anyone
+// may ask, so a reader repeating /status cannot make the bot spam the
+// thread with it.
+const statusInterval = 10 * time.Minute
+
+// StatusData is github/status: the run in progress on an issue or PR, or
+// the last one.
+type StatusData struct {
+	// User asked.
+	User    string
+	TaskID  string
+	Mode    dispatch.Mode
+	Running bool
+	// Stage and Message are the runner's last progress line, when this
+	// replica follows the run (sanitized: the sandbox wrote them).
+	Stage   string
+	Message string
+	// Outcome says how the last run ended ("failed"), when it has.
+	Outcome string
+	// Elapsed is the time since the run started, or what it took.
+	Elapsed string
+	// CostUSD is the cost so far (or in all); HasCost is false when the
+	// bot does not know it.
+	CostUSD  float64
+	HasCost  bool
+	CheckURL string
+	PlanURL  string
+	// ResultURL is the comment that reported the end of the run.
+	ResultURL string
+}
+
+// status answers /status, for any reader. Where the bot never ran it
+// says nothing: the command is not an invitation to talk.
+func (b *Base) status(ctx context.Context, client *github.Client, cc commandContext) error {
+	log := zerolog.Ctx(ctx)
+	owner, name, full := cc.owner(), cc.name(), cc.repo.GetFullName()
+	holder, err := b.Backend.Holder(ctx, dispatch.LockKey(full, cc.number))
+	if err != nil {
+		return fmt.Errorf("/status: find the run holding %s#%d: %w", full, cc.number, err)
+	}
+	marked, err := b.botMarked(ctx, client, owner, name, cc.number)
+	if err != nil {
+		return err
+	}
+	data, ok := b.statusData(ctx, holder, marked)
+	if !ok {
+		log.Info().Str("sender", cc.sender).Msg("/status where the bot never ran: no reply")
+		return nil
+	}
+	key := fmt.Sprintf("status\x00%s#%d\x00%s\x00%s\x00%t", full, cc.number, cc.sender, data.TaskID, data.Running)
+	if !b.once(key, statusInterval) {
+		log.Info().Str("sender", cc.sender).Msg("/status answered to this person recently; not replying again")
+		return nil
+	}
+	data.User = cc.sender
+	return b.reply(ctx, client, owner, name, cc.number, "github/status", data)
+}
+
+// statusData describes the run holding the issue, else the newest run the
+// bot's own comments tell of; ok is false when there is none.
+func (b *Base) statusData(ctx context.Context, holder string, marked []markedComment) (StatusData, bool) {
+	var d StatusData
+	var start, end time.Time
+	if holder != "" {
+		d.TaskID, d.Running = holder, true
+		if ack, ok := lastMarked(marked, KindAck, holder); ok {
+			d.Mode, start = ack.Marker.Mode, ack.Comment.GetCreatedAt().Time
+		}
+		if st, err := b.Backend.Status(ctx, holder); err == nil {
+			d.Mode = st.Meta.Mode
+			if !st.StartedAt.IsZero() {
+				start = st.StartedAt
+			}
+		}
+		end = b.Now()
+	} else {
+		last, ok := lastRun(marked)
+		if !ok {
+			return d, false
+		}
+		d.TaskID, d.Mode = last.Marker.TaskID, last.Marker.Mode
+		if ack, ok := lastMarked(marked, KindAck, d.TaskID); ok {
+			start = ack.Comment.GetCreatedAt().Time
+			d.Mode = ack.Marker.Mode
+		}
+		d.Outcome = "has not reported its result yet"
+		if last.Marker.Kind != KindAck {
+			d.Outcome, d.ResultURL, end = outcomes[last.Marker.Kind], last.Comment.GetHTMLURL(), last.Comment.GetCreatedAt().Time
+		}
+		if last.Marker.Kind == KindPlan {
+			d.CostUSD, d.HasCost = last.Marker.Cost, true
+		}
+	}
+	if !start.IsZero() && !end.IsZero() && end.After(start) {
+		d.Elapsed = end.Sub(start).Round(time.Second).String()
+	}
+	if e, ok := b.board.get(d.TaskID); ok {
+		d.Stage = sanitizeInline(b.Secrets.Redact(e.Stage), 40)
+		d.Message = sanitizeInline(b.Secrets.Redact(e.Message), 200)
+		d.CostUSD, d.HasCost = max(d.CostUSD, e.CostUSD), true
+		d.CheckURL = e.CheckURL
+	}
+	if plan, ok := lastMarked(marked, KindPlan, ""); ok {
+		d.PlanURL = plan.Comment.GetHTMLURL()
+	}
+	return d, true
+}
+
+// outcomes words how a run ended, by the kind of the marker that said so.
+var outcomes = map[string]string{
+	KindPlan:    "posted its plan",
+	KindResult:  "finished",
+	KindFailure: "failed",
+	KindAborted: "was aborted",
+}
+
+// lastRun is the newest of the bot's comments that starts or ends a run.
+func lastRun(marked []markedComment) (markedComment, bool) {
+	for i := len(marked) - 1; i >= 0; i-- {
+		if m := marked[i]; m.Marker.Kind == KindAck || outcomes[m.Marker.Kind] != "" {
+			return m, true
+		}
+	}
+	return markedComment{}, false
+}
