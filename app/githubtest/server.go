@@ -29,6 +29,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/app/gitseed"
 )
 
 // Request is one API call the fake received.
@@ -203,25 +205,22 @@ func (s *Server) AddRepo(fullName string, installationID int64, files map[string
 		s.t.Fatalf("githubtest: repo %q is not owner/name", fullName)
 	}
 	gitDir := filepath.Join(s.dir, "git", owner, name+".git")
-	work := filepath.Join(s.dir, "work", owner, name)
 	s.git("", "init", "-q", "--bare", "-b", "main", gitDir)
-	s.git("", "config", "-f", filepath.Join(gitDir, "config"), "http.receivepack", "true")
-	s.git("", "init", "-q", "-b", "main", work)
+	// What `git config http.receivepack true` writes, without a process.
+	cfg, err := os.OpenFile(filepath.Join(gitDir, "config"), os.O_APPEND|os.O_WRONLY, 0)
+	if err == nil {
+		_, err = cfg.WriteString("[http]\n\treceivepack = true\n")
+		if cerr := cfg.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		s.t.Fatalf("githubtest: enable pushes to %s: %v", fullName, err)
+	}
 	if len(files) == 0 {
 		files = map[string]string{"README.md": "# " + name + "\n"}
 	}
-	for p, content := range files {
-		full := filepath.Join(work, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			s.t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			s.t.Fatal(err)
-		}
-	}
-	s.git(work, "add", "-A")
-	s.git(work, "-c", "user.name=Octo Cat", "-c", "user.email=octo@example.com", "commit", "-qm", "initial commit")
-	s.git(work, "push", "-q", gitDir, "main")
+	s.seed(gitDir, "main", "", files, "initial commit")
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -239,18 +238,23 @@ func (s *Server) AddRepo(fullName string, installationID int64, files map[string
 func (s *Server) CommitFile(fullName, branch, path, content, message string) string {
 	s.t.Helper()
 	r := s.Repo(fullName)
-	work := filepath.Join(s.t.TempDir(), "w")
-	s.git("", "clone", "-q", "-b", branch, r.GitDir, work)
-	if err := os.MkdirAll(filepath.Dir(filepath.Join(work, path)), 0o755); err != nil {
-		s.t.Fatal(err)
+	parent := s.BranchSHA(fullName, branch)
+	if parent == "" {
+		s.t.Fatalf("githubtest: commit %s on %s of %s: no such branch", path, branch, fullName)
 	}
-	if err := os.WriteFile(filepath.Join(work, path), []byte(content), 0o644); err != nil {
-		s.t.Fatal(err)
+	return s.seed(r.GitDir, branch, parent, map[string]string{path: content}, message)
+}
+
+// seed writes a commit by the fixture's user straight into gitDir.
+func (s *Server) seed(gitDir, branch, parent string, files map[string]string, message string) string {
+	s.t.Helper()
+	sha, err := gitseed.Write(gitDir, append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0"), gitseed.Commit{
+		Branch: branch, Parent: parent, Committer: "Octo Cat <octo@example.com>", Mode: "100644", Files: files, Message: message,
+	})
+	if err != nil {
+		s.t.Fatalf("githubtest: %v", err)
 	}
-	s.git(work, "add", "-A")
-	s.git(work, "-c", "user.name=Octo Cat", "-c", "user.email=octo@example.com", "commit", "-qm", message)
-	s.git(work, "push", "-q", "origin", branch)
-	return strings.TrimSpace(s.git(work, "rev-parse", "HEAD"))
+	return sha
 }
 
 // CreateBranch makes branch point at from's commit (a pushed agent branch).
@@ -488,7 +492,9 @@ func (s *Server) CountRequests(prefix string) int {
 }
 
 // WaitFor polls cond after every state change until it holds or the
-// timeout passes, then fails the test with what.
+// timeout passes, then fails the test with what. Conditions on state outside
+// this server (a backend's locks, a bot's queue) change without waking it,
+// so it also polls every 20ms: a coarser tick was most of such a wait.
 func (s *Server) WaitFor(timeout time.Duration, what string, cond func() bool) {
 	s.t.Helper()
 	deadline := time.After(timeout)
@@ -501,7 +507,7 @@ func (s *Server) WaitFor(timeout time.Duration, what string, cond func() bool) {
 		}
 		select {
 		case <-ch:
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(20 * time.Millisecond):
 		case <-deadline:
 			s.t.Fatalf("githubtest: timed out after %s waiting for %s", timeout, what)
 		}

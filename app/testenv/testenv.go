@@ -6,12 +6,14 @@ package testenv
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -142,6 +144,12 @@ var builds = struct {
 
 // BuildCommand builds ./cmd/NAME of this module once per test binary and
 // returns the executable's path.
+//
+// Every test binary of one checkout builds into the same directory, under
+// a file lock: `go build -o` leaves an up-to-date executable alone, so only
+// the first package of a `go test ./...` links it and the others take a
+// fraction of a second to find it current. A rebuild replaces the file by
+// rename, so a test still running the old one is not disturbed.
 func BuildCommand(t testing.TB, name string) string {
 	t.Helper()
 	builds.Lock()
@@ -149,16 +157,36 @@ func BuildCommand(t testing.TB, name string) string {
 	if p, ok := builds.paths[name]; ok {
 		return p
 	}
-	dir, err := os.MkdirTemp("", "sandbox-bot-test-bin-")
-	if err != nil {
-		t.Fatal(err)
+	root := ModuleRoot(t)
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("sandbox-bot-test-bin-%d-%x", os.Getuid(), sha256.Sum256([]byte(root))))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatalf("build ./cmd/%s: %v", name, err)
 	}
+	unlock, err := lockFile(filepath.Join(dir, name+".lock"))
+	if err != nil {
+		t.Fatalf("build ./cmd/%s: %v", name, err)
+	}
+	defer unlock()
 	p := filepath.Join(dir, name)
 	cmd := exec.Command("go", "build", "-o", p, "./cmd/"+name)
-	cmd.Dir = ModuleRoot(t)
+	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
 	}
 	builds.paths[name] = p
 	return p
+}
+
+// lockFile takes an exclusive flock on path, waiting for other processes
+// that hold it, and returns the function that releases it.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	return func() { f.Close() }, nil
 }

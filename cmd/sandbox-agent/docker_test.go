@@ -133,6 +133,7 @@ func TestDockerOpenCodeProviderConfig(t *testing.T) {
 
 // Which backend runs, and what the user is told when docker cannot.
 func TestBackendChoice(t *testing.T) {
+	t.Parallel()
 	repo := quickstart(t, nil)
 	noImage := func(c *cli) {
 		c.dockerAvailable = func(context.Context) error { return nil }
@@ -167,6 +168,7 @@ func TestBackendChoice(t *testing.T) {
 }
 
 func TestPassEnvAndOpenCodeConfig(t *testing.T) {
+	t.Parallel()
 	c := newCLI(strings.NewReader(""), &strings.Builder{}, &strings.Builder{}, []string{"OPENAI_API_KEY=sk-1", "ANTHROPIC_API_KEY=", "MINE=x"})
 	o := &options{backend: "auto"}
 	if err := c.dockerOptions(o, flags{}); err != nil {
@@ -196,6 +198,7 @@ func TestPassEnvAndOpenCodeConfig(t *testing.T) {
 }
 
 func TestIsolationHint(t *testing.T) {
+	t.Parallel()
 	base := errors.New("docker backend: start T-1: docker run … img: unable to apply caps")
 	if err := isolationHint(base, "privileged"); !errors.Is(err, base) || !strings.Contains(err.Error(), "--isolation caps") {
 		t.Fatalf("privileged: %v", err)

@@ -9,6 +9,7 @@ import (
 
 // --provider wins over $SANDBOX_PROVIDERS; a bad entry names its source.
 func TestProviderFlagAndEnv(t *testing.T) {
+	t.Parallel()
 	c := newCLI(strings.NewReader(""), &strings.Builder{}, &strings.Builder{}, []string{"SANDBOX_PROVIDERS=env=http://e/v1,E_KEY"})
 	o := &options{backend: "auto"}
 	if err := c.dockerOptions(o, flags{}); err != nil {

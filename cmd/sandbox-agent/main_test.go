@@ -199,6 +199,7 @@ func indent(s string) string {
 }
 
 func TestCreateAbort(t *testing.T) {
+	t.Parallel()
 	repo := commandProject(t, `echo "## Plan"; echo "do things"`)
 	r := runCLI(t, runtest.HermeticEnv(t.TempDir()), true, "a\n", "create", "--repo", repo, "--task", "Things", "--data-dir", t.TempDir(), "--runner", sandboxRunner(t))
 	if r.code != exitNotDone || !strings.Contains(r.stdout, "Aborted") {
@@ -212,6 +213,7 @@ func TestCreateAbort(t *testing.T) {
 // Continue, revise and rebase reach the runner with their flags; the
 // command harness plays the agent.
 func TestContinueReviseRebase(t *testing.T) {
+	t.Parallel()
 	repo := commandProject(t, `if [ -n "$SANDBOX_READ_ONLY" ]; then echo plan; exit 0; fi
 echo "$(date +%s%N)" >> LOG.md; echo "worked"`)
 	env := runtest.HermeticEnv(t.TempDir())
@@ -250,6 +252,7 @@ echo "$(date +%s%N)" >> LOG.md; echo "worked"`)
 }
 
 func TestTaskCommand(t *testing.T) {
+	t.Parallel()
 	project := filepath.Join(t.TempDir(), "sandbox.yml")
 	os.WriteFile(project, []byte("mode: task\nharness: command\ncommand: echo '# Summary' > summary.md; echo Summarised.\n"), 0o644)
 	r := runCLI(t, runtest.HermeticEnv(t.TempDir()), false, "", "task", "--project", project, "--task", "Summarise the week", "--data-dir", t.TempDir(), "--runner", sandboxRunner(t))
@@ -267,6 +270,7 @@ func TestTaskCommand(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, ".sandbox.yml"), []byte("harness: opencode\nvalidate:\n  test: go test ./...\nmax_budget_usd: lots\n"), 0o644)
 	r := runCLI(t, nil, false, "", "validate", "--project", dir)
@@ -288,6 +292,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestRenderMarkdown(t *testing.T) {
+	t.Parallel()
 	md := "## Plan\n\n- change **add.sh**\n- run `sh test.sh`\n\n```sh\nsh test.sh\n```"
 	if renderMarkdown(md, false) != md {
 		t.Fatal("without a terminal the markdown must stay as it is")
@@ -306,6 +311,7 @@ func TestRenderMarkdown(t *testing.T) {
 // A remote repository by URL: its .sandbox.yml is read from a shallow
 // clone, and the branch is pushed back to it.
 func TestCreateAgainstRemoteURL(t *testing.T) {
+	t.Parallel()
 	remote := runtest.NewRemote(t, map[string]string{
 		".sandbox.yml": "harness: command\ncommand: |\n  if [ -n \"$SANDBOX_READ_ONLY\" ]; then echo '## Plan'; exit 0; fi\n  echo remote > REMOTE.md; echo done\nvalidate:\n  remote: grep -q remote REMOTE.md\n",
 	})

@@ -94,6 +94,7 @@ func TestQuickstartOnProcessBackend(t *testing.T) {
 }
 
 func TestQuickstartRefusesAFullDirectory(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "keep.txt"), []byte("mine"), 0o644)
 	r := runCLI(t, nil, false, "", "quickstart", dir)

@@ -14,6 +14,7 @@ import (
 // file: the runner clones and pushes with it, and the agent's environment
 // does not hold it.
 func TestTokenReachesTheRunnerOnly(t *testing.T) {
+	t.Parallel()
 	// The path is in the command: the process runner's environment is an
 	// allowlist that a variable of the test's own would not pass.
 	agentEnv := filepath.Join(t.TempDir(), "agent.env")

@@ -23,6 +23,7 @@ func buildBot(t *testing.T) string { return testenv.BuildCommand(t, "sandbox-bot
 
 // A missing or bad setting fails at start with one line naming it.
 func TestBadSettingsFailWithOneLine(t *testing.T) {
+	t.Parallel()
 	bin := buildBot(t)
 	key := testKey(t)
 	cases := []struct {
@@ -50,6 +51,7 @@ func TestBadSettingsFailWithOneLine(t *testing.T) {
 
 // SIGTERM stops the bot cleanly: it answers until then, drains and exits 0.
 func TestServesAndStopsOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	bin := buildBot(t)
 	runner := testenv.BuildCommand(t, "sandbox-runner")
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -7,18 +7,17 @@ package runtest
 import (
 	"bytes"
 	"encoding/base64"
-	"maps"
 	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/sandbox-bot/sandbox-bot/app/gitseed"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
 )
 
@@ -83,34 +82,25 @@ func NewRemote(t testing.TB, files map[string]string) *Remote {
 // Commit writes files (an empty content deletes the file) on branch,
 // starting from `from` when the branch does not exist yet, and pushes it.
 // It returns the new commit's sha.
+//
+// The commit is written straight into the bare repository (gitseed), not
+// cloned, committed and pushed: tests seed many remotes.
 func (r *Remote) Commit(t testing.TB, branch, from string, files map[string]string, msg string) string {
 	t.Helper()
-	work := t.TempDir()
-	Git(t, work, "init", "--quiet", "--initial-branch="+branch)
-	Git(t, work, "remote", "add", "origin", r.URL)
-	if _, err := GitErr(work, "fetch", "--quiet", "origin", branch); err == nil {
-		Git(t, work, "checkout", "--quiet", "-B", branch, "FETCH_HEAD")
-	} else if from != "" {
-		Git(t, work, "fetch", "--quiet", "origin", from)
-		Git(t, work, "checkout", "--quiet", "-B", branch, "FETCH_HEAD")
-	}
-	for _, name := range slices.Sorted(maps.Keys(files)) {
-		p := filepath.Join(work, name)
-		if files[name] == "" {
-			os.Remove(p)
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(files[name]), 0o755); err != nil {
-			t.Fatal(err)
+	parent := r.SHA(t, "refs/heads/"+branch)
+	if parent == "" && from != "" {
+		if parent = r.SHA(t, "refs/heads/"+from); parent == "" {
+			t.Fatalf("commit on %s: branch %s to start from does not exist in %s", branch, from, r.Dir)
 		}
 	}
-	Git(t, work, "add", "--all")
-	Git(t, work, "commit", "--quiet", "--allow-empty", "-m", msg)
-	Git(t, work, "push", "--quiet", "origin", "HEAD:refs/heads/"+branch)
-	return Git(t, work, "rev-parse", "HEAD")
+	sha, err := gitseed.Write(r.Dir, gitEnv(), gitseed.Commit{
+		Branch: branch, Parent: parent, Committer: "Test Maintainer <maintainer@example.com>",
+		Mode: "100755", Files: files, Message: msg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sha
 }
 
 // SHA returns the sha ref points at, or "" if it does not exist.

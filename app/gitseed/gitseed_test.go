@@ -1,0 +1,74 @@
+package gitseed_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sandbox-bot/sandbox-bot/app/gitseed"
+)
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"--git-dir", dir}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v: %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// A root commit and a child on another branch land in a bare repository
+// as a person's commits would: files, modes, deletion, message, parent,
+// committer, and the returned sha is the branch's head.
+func TestWriteRootAndChild(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "r.git")
+	if out, err := exec.Command("git", "init", "-q", "--bare", "-b", "main", dir).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v: %s", err, out)
+	}
+	env := append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	root, err := gitseed.Write(dir, env, gitseed.Commit{
+		Branch: "main", Committer: "Ann <ann@example.com>", Mode: "100755",
+		Files: map[string]string{"a.sh": "echo a\n", "sub/b.txt": "b\n"}, Message: "Initial commit",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head := git(t, dir, "rev-parse", "main"); head != root {
+		t.Fatalf("main = %s, Write returned %s", head, root)
+	}
+	if got := git(t, dir, "ls-tree", "-r", "main"); !strings.Contains(got, "100755 blob") || !strings.Contains(got, "sub/b.txt") {
+		t.Fatalf("tree of main:\n%s", got)
+	}
+	child, err := gitseed.Write(dir, env, gitseed.Commit{
+		Branch: "topic", Parent: root, Committer: "Ann <ann@example.com>", Mode: "100644",
+		Files: map[string]string{"a.sh": "", "c.md": "c\n"}, Message: "Change things",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := git(t, dir, "rev-parse", "topic~1"); got != root {
+		t.Fatalf("parent of topic = %s, want %s", got, root)
+	}
+	if got := git(t, dir, "ls-tree", "-r", "--name-only", child); got != "c.md\nsub/b.txt" {
+		t.Fatalf("files of topic = %q", got)
+	}
+	if got := git(t, dir, "log", "-1", "--format=%s|%an <%ae>|%cn", child); got != "Change things|Ann <ann@example.com>|Ann" {
+		t.Fatalf("commit = %q", got)
+	}
+	if got := git(t, dir, "cat-file", "-p", child+":c.md"); got != "c" {
+		t.Fatalf("c.md = %q", got)
+	}
+}
+
+// A failure names the repository and the branch.
+func TestWriteErrorNamesTheRepository(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "missing.git")
+	_, err := gitseed.Write(dir, nil, gitseed.Commit{Branch: "main", Committer: "Ann <ann@example.com>", Mode: "100644", Message: "x"})
+	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "main") {
+		t.Fatalf("err = %v", err)
+	}
+}
