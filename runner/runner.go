@@ -138,6 +138,7 @@ type run struct {
 	h                 harness.Harness
 	env               []string
 	services          dispatch.Services
+	browser           *browser // nil: the agent has no browser
 
 	baseBranch string
 	baseSHA    string // origin/<base> at clone time
@@ -237,6 +238,9 @@ func (r *run) exec() error {
 	r.log.Info().Float64("budget_usd", r.budget).Float64("repair_budget_usd", r.repairBudget).Dur("timeout", timeout).Str("harness", r.cfg.Harness).Msg("run started")
 
 	if err := r.dirs(); err != nil {
+		return err
+	}
+	if err := r.setupBrowser(); err != nil {
 		return err
 	}
 	if r.opts.Harness != nil {
