@@ -87,7 +87,7 @@ func (r *run) setupBrowser() error {
 	}
 	mcp[dispatch.BrowserServer] = sandboxcfg.MCPServer{
 		Command: browserCommand(mcpBin, chromium, rec),
-		Env:     map[string]string{"CHROME_DEVTOOLS_MCP_NO_USAGE_STATISTICS": "1"},
+		Env:     map[string]string{"CHROME_DEVTOOLS_MCP_NO_USAGE_STATISTICS": "1", "CHROME_DEVTOOLS_MCP_NO_UPDATE_CHECKS": "1"},
 	}
 	r.cfg.MCP = mcp
 	r.browser = &browser{
