@@ -16,6 +16,10 @@ import (
 // (chrome-devtools-mcp) is; otherwise it is looked up on PATH.
 const EnvBrowserMCPBin = "SANDBOX_BROWSER_MCP_BIN"
 
+// EnvRecordingsDir tells the agent (and what it runs) where to leave
+// screencasts (WebM or MP4) for the PR; the prompt says so too.
+const EnvRecordingsDir = "SANDBOX_RECORDINGS_DIR"
+
 // PromptBrowser is appended to the agent's prompt when it has a browser.
 const PromptBrowser = "prompts/browser"
 

@@ -65,6 +65,10 @@ type Options struct {
 	// Chromium and FFmpeg capture media of the dev server; empty means
 	// found on PATH (media is skipped, with a warning, without Chromium).
 	Chromium, FFmpeg string
+	// MediaFileCap and MediaRunCap bound one media file and all of a
+	// run's media in bytes (defaults 5 MiB and 20 MiB); what does not fit
+	// is left out with a note in the receipt.
+	MediaFileCap, MediaRunCap int64
 	// Agent is the user the agent and everything it starts run as; nil is
 	// the runner's own (no second uid outside a sandbox).
 	Agent *AgentUser
