@@ -549,6 +549,7 @@ func (s *Server) routes() http.Handler {
 	h("GET /repos/{owner}/{repo}/pulls/{number}/comments", s.listReviewComments)
 	h("POST /repos/{owner}/{repo}/check-runs", s.createCheckRun)
 	h("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.updateCheckRun)
+	h("GET /web/{owner}/{repo}/raw/{ref}/{path...}", s.getRaw)
 	mux.HandleFunc("/git/", s.serveGit)
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
