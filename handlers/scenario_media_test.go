@@ -30,7 +30,7 @@ func TestPRBodyShowsMediaFromTheMediaCommit(t *testing.T) {
 	t.Parallel()
 	testenv.Chromium(t)
 	testenv.Binary(t, "ffmpeg", "apt-get install ffmpeg")
-	mcp := testenv.NPMBin(t, "chrome-devtools-mcp")
+	mcp := runtest.BrowserMCP(t)
 	h := newHarness(t, map[string]string{".sandbox.yml": "plan:\n  required: false\n", "README.md": "# hello\n"}, nil)
 	h.stop()
 	// The bot links media under GITHUB_WEB_URL, known once the fake runs.

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/runner/runtest"
 )
 
 // BenchmarkBrowserSnapshot measures the agent's cheapest look at a page:
@@ -25,7 +26,7 @@ import (
 // snapshot (Chromium's launch included). Goal: snapshot-ms <= 300.
 func BenchmarkBrowserSnapshot(b *testing.B) {
 	chromium := testenv.Chromium(b)
-	bin := testenv.NPMBin(b, "chrome-devtools-mcp")
+	bin := runtest.BrowserMCP(b)
 	page := `<!doctype html><html><head><title>Calc</title></head><body><h1>Calc</h1><button>Add</button><ul>` +
 		strings.Repeat("<li><a href=\"#\">item</a></li>", 50) + `</ul></body></html>`
 	dev := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, page) }))

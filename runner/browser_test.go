@@ -13,6 +13,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/runner"
+	"github.com/sandbox-bot/sandbox-bot/runner/runtest"
 )
 
 // browserPage is the test project's page: a text to find in the snapshot
@@ -27,7 +28,7 @@ const (
 func browserProject(t *testing.T, e *runEnv) (map[string]string, sandboxcfg.Dev) {
 	t.Helper()
 	testenv.Chromium(t)
-	mcp := testenv.NPMBin(t, "chrome-devtools-mcp")
+	mcp := runtest.BrowserMCP(t)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ func TestMediaCommit(t *testing.T) {
 	t.Parallel()
 	testenv.Chromium(t)
 	testenv.Binary(t, "ffmpeg", "apt-get install ffmpeg")
-	mcp := testenv.NPMBin(t, "chrome-devtools-mcp")
+	mcp := runtest.BrowserMCP(t)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
