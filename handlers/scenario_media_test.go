@@ -5,7 +5,6 @@ import (
 	"context"
 	"image/png"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -45,12 +44,7 @@ func TestPRBodyShowsMediaFromTheMediaCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := runtest.FreePort(t)
 	o := spec.Order
 	o.Config.Harness, o.Config.Command = "command", `cat >/dev/null
 echo '{"type":"step_start"}'

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"image"
 	"image/png"
-	"net"
 	"os"
 	"strings"
 	"testing"
@@ -33,12 +32,7 @@ func browserProject(t *testing.T, e *runEnv) (map[string]string, sandboxcfg.Dev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := runtest.FreePort(t)
 	e.opts.Environ = append(e.opts.Environ, "DEV_SERVER="+self, runner.EnvBrowserMCPBin+"="+mcp)
 	files := projectFiles()
 	files["index.html"] = browserPage

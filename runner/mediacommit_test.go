@@ -2,7 +2,6 @@ package runner_test
 
 import (
 	"image/png"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,12 +29,7 @@ func TestMediaCommit(t *testing.T) {
 		t.Fatal(err)
 	}
 	remote := runtest.NewRemote(t, projectFiles())
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := runtest.FreePort(t)
 	cfg := commandCfg(`mkdir -p about
 echo '<html><body style="background:#228b22"><h1>calc</h1></body></html>' > index.html
 echo '<html><body style="background:#8b008b"><h1>About</h1></body></html>' > about/index.html

@@ -1,6 +1,7 @@
 package runtest
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -27,4 +28,16 @@ func BrowserMCP(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return bin
+}
+
+// FreePort returns a loopback port nothing listens on right now, for a
+// dev server the runner starts.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
