@@ -18,13 +18,13 @@ var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
 // vetMediaAndTools cleans the receipt's media notes (shown in the PR
 // body) and keeps only tool names that are plain identifiers with a
 // positive count.
-func (r *Runs) vetMediaAndTools(cp *dispatch.Result, res *dispatch.Result) {
+func vetMediaAndTools(cp, res *dispatch.Result, redact func(string) string) {
 	cp.MediaOmitted = nil
 	for i, n := range res.MediaOmitted {
 		if i == maxMediaNotes {
 			break
 		}
-		cp.MediaOmitted = append(cp.MediaOmitted, sanitizeInline(r.b.Secrets.Redact(n), 200))
+		cp.MediaOmitted = append(cp.MediaOmitted, sanitizeInline(redact(n), 200))
 	}
 	cp.Tools = nil
 	for name, c := range res.Tools {

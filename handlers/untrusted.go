@@ -98,7 +98,7 @@ func (r *Runs) vetResult(rc *runContext, res *dispatch.Result) *dispatch.Result 
 	cp.ScreenshotPaths = mediaPaths(res.ScreenshotPaths)
 	cp.RecordingPaths = mediaPaths(res.RecordingPaths)
 	cp.Artifacts = mediaPaths(res.Artifacts)
-	r.vetMediaAndTools(&cp, res)
+	vetMediaAndTools(&cp, res, r.b.Secrets.Redact)
 	return &cp
 }
 
