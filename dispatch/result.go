@@ -51,6 +51,12 @@ type Result struct {
 	ScreenshotPaths []string `json:"screenshot_paths"`
 	RecordingPaths  []string `json:"recording_paths"`
 	MediaCommit     string   `json:"media_commit,omitempty"`
+	// MediaOmitted says what media was left out of the media commit and
+	// why (a size cap), one line each.
+	MediaOmitted []string `json:"media_omitted,omitempty"`
+	// Tools counts the agent's tool calls over the run by the name its
+	// CLI reports (bash, browser_take_snapshot, mcp__browser__click, ...).
+	Tools map[string]int `json:"tools,omitempty"`
 	// Artifacts are task-mode outputs, relative to the output dir.
 	Artifacts []string `json:"artifacts,omitempty"`
 

@@ -98,6 +98,7 @@ func (r *Runs) vetResult(rc *runContext, res *dispatch.Result) *dispatch.Result 
 	cp.ScreenshotPaths = mediaPaths(res.ScreenshotPaths)
 	cp.RecordingPaths = mediaPaths(res.RecordingPaths)
 	cp.Artifacts = mediaPaths(res.Artifacts)
+	vetMediaAndTools(&cp, res, r.c.Secrets.Redact)
 	return &cp
 }
 

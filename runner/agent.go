@@ -31,6 +31,7 @@ type agentOutcome struct {
 	SessionID   string
 	FinalText   string
 	Usage       dispatch.TokenUsage
+	Tools       map[string]int // calls by tool name
 	ExitErr     error
 	Stop        StopReason
 	Diagnostic  *dispatch.Diagnostic

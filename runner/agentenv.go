@@ -57,5 +57,9 @@ func (r *run) agentEnv(vars map[string]string) ([]string, error) {
 	if r.git != nil {
 		base = r.git.Env()
 	}
+	if r.browser != nil {
+		// Where the agent's screencasts go to reach the PR (prompts/browser).
+		base = append(harness.WithoutEnv(base, EnvRecordingsDir), EnvRecordingsDir+"="+r.browser.recordings)
+	}
 	return openCodeConfigEnv(mergeEnv(base, vars), r.stateDir, r.opts.Agent)
 }

@@ -3,7 +3,6 @@ package runner_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/runner/runtest"
@@ -558,58 +556,6 @@ func TestCheckByproductsAreNotCommitted(t *testing.T) {
 	}
 	if got, _ := remote.File(t, o.TargetBranch, "NOTES.md"); got != "v2" {
 		t.Fatalf("NOTES.md = %q", got)
-	}
-}
-
-// dev.routes are screenshotted with Chromium, recorded, and committed in a
-// media commit that the receipt names.
-func TestMediaCommit(t *testing.T) {
-	t.Parallel()
-	testenv.Chromium(t)
-	testenv.Binary(t, "ffmpeg", "apt-get install ffmpeg")
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote := runtest.NewRemote(t, projectFiles())
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	cfg := commandCfg(`mkdir -p about
-echo '<html><body style="background:#228b22"><h1>calc</h1></body></html>' > index.html
-echo '<html><body style="background:#8b008b"><h1>About</h1></body></html>' > about/index.html
-echo "Added pages."`)
-	cfg.Dev = sandboxcfg.Dev{Command: `RUNNER_TEST_SERVE=1 exec "$DEV_SERVER"`, Port: port, Routes: []string{"/", "/about/"}}
-	e := newRunEnv(t, nil)
-	e.opts.Environ = append(e.opts.Environ, "DEV_SERVER="+self)
-	o := order(t, remote.URL, dispatch.ModeExecute, cfg)
-	res := run(t, e, o)
-	wantStatus(t, res, dispatch.StatusCompleted)
-	dir := ".sandbox/media/" + taskID
-	if strings.Join(res.ScreenshotPaths, ",") != dir+"/index.png,"+dir+"/about.png" {
-		t.Fatalf("screenshot_paths = %v", res.ScreenshotPaths)
-	}
-	if len(res.RecordingPaths) != 1 || res.RecordingPaths[0] != dir+"/recording.webp" {
-		t.Fatalf("recording_paths = %v", res.RecordingPaths)
-	}
-	if res.MediaCommit == "" || res.MediaCommit != res.HeadSHA {
-		t.Fatalf("media_commit %q, head %q", res.MediaCommit, res.HeadSHA)
-	}
-	for _, p := range append(res.ScreenshotPaths, res.RecordingPaths...) {
-		if _, ok := remote.File(t, res.MediaCommit, p); !ok {
-			t.Fatalf("%s is not in the media commit on the remote", p)
-		}
-	}
-	// The media commit holds the media and nothing else.
-	files := runtest.Git(t, remote.Dir, "show", "--name-only", "--format=", res.MediaCommit)
-	if strings.Count(files, "\n") != 2 || strings.Contains(files, "index.html") {
-		t.Fatalf("media commit files:\n%s", files)
-	}
-	if _, err := os.Stat(filepath.Join(o.OutputDir, "media", "recording.webm")); err != nil {
-		t.Fatalf("the WebM is not in the output dir: %v", err)
 	}
 }
 

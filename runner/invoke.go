@@ -13,6 +13,15 @@ import (
 // nobody could approve, one more pass in the same session that tells the
 // agent what was rejected and why.
 func (r *run) agent(spec agentSpec) (*agentOutcome, error) {
+	stopDev := r.startDev()
+	defer stopDev()
+	extra, err := r.browserPrompt(r.promptData())
+	if err != nil {
+		return &agentOutcome{}, err
+	}
+	if extra != "" {
+		spec.Prompt += "\n\n" + extra
+	}
 	out := r.invoke(spec)
 	if len(out.Stalls) > 0 && out.Stop == StopNone && r.work.Err() == nil {
 		r.log.Warn().Strs("rejected", out.Stalls).Msg("the agent CLI rejected operations; giving the agent one more pass")
@@ -84,6 +93,7 @@ func (r *run) invoke(spec agentSpec) *agentOutcome {
 	r.prog.emit(dispatch.Progress{Stage: spec.Stage, Message: "agent " + r.h.Name() + " started"})
 	out := p.run(r.work)
 	r.res.TokenUsage.Add(out.Usage)
+	addTools(r.res, out.Tools)
 	if repair {
 		r.repairCost += out.Usage.TotalCostUSD
 	} else {

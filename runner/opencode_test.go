@@ -89,6 +89,13 @@ func TestOpenCodeExecute(t *testing.T) {
 	if res.PRSummary != "Added NOTES.md describing add.sh." {
 		t.Fatalf("pr_summary = %q", res.PRSummary)
 	}
+	if res.Tools["bash"] != 1 || res.Tools["write"] != 1 || res.BrowserCalls() != 0 {
+		t.Fatalf("tools = %v, want one bash and one write call", res.Tools)
+	}
+	// A project without dev gets no browser and no browser text.
+	if first := srv.ScriptedRequests()[0]; strings.Contains(first.LastUser(), "# Browser") || strings.Contains(strings.Join(first.Tools, " "), "browser_") {
+		t.Fatalf("a project without dev got the browser (tools %v)", first.Tools)
+	}
 	for _, name := range []string{"test", "notes", "env"} {
 		if c := checkByName(res, name); c == nil || !c.Passed || c.Attempts != 1 {
 			t.Fatalf("check %s = %+v", name, c)

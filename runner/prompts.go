@@ -39,6 +39,10 @@ type PromptData struct {
 	Conflicts []string
 	// Rejected are the operations the agent CLI refused (stall).
 	Rejected []string
+	// DevURL is the dev server the agent's browser can open; Recordings
+	// the directory its screencasts go to; DevDown why the dev server is
+	// not up (prompts/browser).
+	DevURL, Recordings, DevDown string
 }
 
 // FailedCheck is one failing check as the repair prompt shows it.

@@ -48,6 +48,12 @@ func TestPromptsRender(t *testing.T) {
 			d.Rejected = []string{"external_directory (/tmp/*)"}
 		}, []string{"- external_directory (/tmp/*)", "inside the working directory (/work/repo)"}, []string{"read-only"}},
 		{PromptStall, func(d *PromptData) { d.Mode = dispatch.ModePlan; d.Rejected = []string{"Bash"} }, []string{"read-only planning run"}, nil},
+		{PromptBrowser, func(d *PromptData) {
+			d.Mode, d.DevURL, d.Recordings = dispatch.ModeExecute, "http://127.0.0.1:3000", "/work/recordings"
+		}, []string{"is running at http://127.0.0.1:3000", "take_snapshot is the default", "take_screenshot returns an image", "`/work/recordings/<name>.mp4`"}, []string{"did not start"}},
+		{PromptBrowser, func(d *PromptData) {
+			d.Mode, d.DevURL, d.DevDown = dispatch.ModePlan, "http://127.0.0.1:3000", "exited before answering"
+		}, []string{"did not start (exited before answering)"}, []string{"screencast_start"}},
 	}
 	for _, tc := range cases {
 		d := base

@@ -65,6 +65,10 @@ type Options struct {
 	// Chromium and FFmpeg capture media of the dev server; empty means
 	// found on PATH (media is skipped, with a warning, without Chromium).
 	Chromium, FFmpeg string
+	// MediaFileCap and MediaRunCap bound one media file and all of a
+	// run's media in bytes (defaults 5 MiB and 20 MiB); what does not fit
+	// is left out with a note in the receipt.
+	MediaFileCap, MediaRunCap int64
 	// Agent is the user the agent and everything it starts run as; nil is
 	// the runner's own (no second uid outside a sandbox).
 	Agent *AgentUser
@@ -138,6 +142,7 @@ type run struct {
 	h                 harness.Harness
 	env               []string
 	services          dispatch.Services
+	browser           *browser // nil: the agent has no browser
 
 	baseBranch string
 	baseSHA    string // origin/<base> at clone time
@@ -237,6 +242,9 @@ func (r *run) exec() error {
 	r.log.Info().Float64("budget_usd", r.budget).Float64("repair_budget_usd", r.repairBudget).Dur("timeout", timeout).Str("harness", r.cfg.Harness).Msg("run started")
 
 	if err := r.dirs(); err != nil {
+		return err
+	}
+	if err := r.setupBrowser(); err != nil {
 		return err
 	}
 	if r.opts.Harness != nil {

@@ -189,6 +189,7 @@ func (s *supervision) outcome() *agentOutcome {
 	out.SessionID = t.sessionID
 	out.FinalText = t.finalText()
 	out.Usage = t.usage()
+	out.Tools = t.tools
 	out.ParseErrors = t.parseErrors
 	for _, e := range t.errors {
 		out.Errors = append(out.Errors, s.a.red.String(e))

@@ -20,6 +20,7 @@ type tally struct {
 	sessionID string
 
 	steps, completed, toolCalls int
+	tools                       map[string]int // calls by tool name, for the receipt
 
 	stepText strings.Builder // the text of the current step
 	lastText string          // the latest non-empty text: the final answer
@@ -83,11 +84,29 @@ func (t *tally) add(ev harness.Event, now time.Time) {
 		}
 	case harness.EventToolUse:
 		t.toolCalls++
+		t.countTool(ev.Tool)
 	case harness.EventError:
 		t.errors = append(t.errors, ev.Text)
 	case harness.EventStall:
 		t.stalls = append(t.stalls, ev.Text)
 	}
+}
+
+// maxToolNames bounds the receipt's tool table: the model chooses the
+// names it calls, so a hostile one could otherwise grow it without end.
+const maxToolNames = 64
+
+func (t *tally) countTool(name string) {
+	if name == "" {
+		return
+	}
+	if t.tools == nil {
+		t.tools = map[string]int{}
+	}
+	if _, seen := t.tools[name]; !seen && len(t.tools) >= maxToolNames {
+		name = "other"
+	}
+	t.tools[name]++
 }
 
 func (t *tally) addCost(ev harness.Event) {
@@ -164,5 +183,19 @@ func maxTokens(a, b harness.Tokens) harness.Tokens {
 	return harness.Tokens{
 		Input: max(a.Input, b.Input), Output: max(a.Output, b.Output), Reasoning: max(a.Reasoning, b.Reasoning),
 		CacheRead: max(a.CacheRead, b.CacheRead), CacheWrite: max(a.CacheWrite, b.CacheWrite),
+	}
+}
+
+// addTools adds an invocation's tool counts to the receipt's, within the
+// same bound on distinct names as one invocation's.
+func addTools(res *dispatch.Result, tools map[string]int) {
+	for name, n := range tools {
+		if res.Tools == nil {
+			res.Tools = map[string]int{}
+		}
+		if _, seen := res.Tools[name]; !seen && len(res.Tools) >= maxToolNames {
+			name = "other"
+		}
+		res.Tools[name] += n
 	}
 }

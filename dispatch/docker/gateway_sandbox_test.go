@@ -84,29 +84,8 @@ func TestGatewayKeepsTheProviderKeyFromTheAgent(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	if created, err := b.Submit(ctx, spec); err != nil || !created {
-		t.Fatalf("Submit = %v, %v", created, err)
-	}
+	res := dockertest.RunToEnd(ctx, t, b, spec)
 	container := "sandbox-" + id + "-plan"
-	t.Cleanup(func() {
-		if t.Failed() {
-			out, _ := exec.Command("docker", "logs", "--tail", "80", container).CombinedOutput()
-			t.Logf("sandbox log tail:\n%s", out)
-		}
-		cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
-		defer ccancel()
-		if err := b.Cleanup(cctx, id); err != nil {
-			t.Errorf("Cleanup: %v", err)
-		}
-	})
-	st, err := b.Wait(ctx, id, func(dispatch.Progress) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := b.Result(ctx, id)
-	if err != nil {
-		t.Fatalf("no result (state %+v): %v", st, err)
-	}
 	if res.Status != dispatch.StatusCompleted {
 		t.Fatalf("status %s: %+v", res.Status, res.Error)
 	}

@@ -120,7 +120,14 @@ func (c *ClaudeCode) Command(req Request) (*exec.Cmd, error) {
 	if gw := gatewayFromEnv(env); gw != nil {
 		env = gw.anthropicEnv(env)
 	}
-	cmd.Env = claudeEnvDefaults(env, claudeOfflineEnv())
+	defaults := claudeOfflineEnv()
+	if c.MCPConfig != "" {
+		// Wait for the MCP servers before the first turn: by default print
+		// mode starts without them, and a loaded machine leaves the agent's
+		// first turns without its browser.
+		defaults = append(defaults, "MCP_CONNECTION_NONBLOCKING=0")
+	}
+	cmd.Env = claudeEnvDefaults(env, defaults)
 	cmd.Stdin = strings.NewReader(req.Prompt)
 	return cmd, nil
 }

@@ -58,11 +58,29 @@ type Result struct {
 	Recordings []string
 }
 
-// Viewport of the screenshots and the recording.
+// Viewport of the desktop screenshots and of the recording.
 const (
 	width  = 1280
 	height = 800
 )
+
+// Viewport is one width a route is screenshotted at.
+type Viewport struct {
+	Name          string
+	Width, Height int
+	Mobile        bool
+	// Suffix is added to the route's file name ("" for desktop).
+	Suffix string
+}
+
+// Viewports are the widths of the screenshots: a laptop and a phone
+// (an iPhone 12-15's CSS size), so reviewers see both layouts.
+func Viewports() []Viewport {
+	return []Viewport{
+		{Name: "desktop", Width: width, Height: height},
+		{Name: "mobile", Width: 390, Height: 844, Mobile: true, Suffix: "-mobile"},
+	}
+}
 
 // Lookup finds chromium and ffmpeg on PATH; empty when missing.
 func Lookup() (chromium, ffmpeg string) {
@@ -95,7 +113,10 @@ func Capture(ctx context.Context, o Options) (*Result, error) {
 	if err := os.MkdirAll(shots, 0o755); err != nil {
 		return nil, err
 	}
-	stopServer, err := startDevServer(ctx, o)
+	stopServer, err := StartDevServer(ctx, DevServer{
+		Command: o.Command, Port: o.Port, Dir: o.Dir, Env: o.Env, Credential: o.Credential,
+		Log: filepath.Join(o.OutDir, "dev-server.log"), StartTimeout: o.StartTimeout,
+	}, o.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -109,9 +130,6 @@ func Capture(ctx context.Context, o Options) (*Result, error) {
 	defer b.close()
 	page := b.page
 	if err := page.call(ctx, "Page.enable", nil, nil); err != nil {
-		return nil, err
-	}
-	if err := page.call(ctx, "Emulation.setDeviceMetricsOverride", map[string]any{"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}, nil); err != nil {
 		return nil, err
 	}
 	loads := page.subscribe("Page.loadEventFired", 16)
@@ -139,26 +157,36 @@ func Capture(ctx context.Context, o Options) (*Result, error) {
 	}
 
 	res := &Result{}
-	for _, route := range o.Routes {
-		if err := navigate(route); err != nil {
+	for _, vp := range Viewports() {
+		if err := page.call(ctx, "Emulation.setDeviceMetricsOverride", map[string]any{"width": vp.Width, "height": vp.Height, "deviceScaleFactor": 1, "mobile": vp.Mobile}, nil); err != nil {
 			return res, err
 		}
-		var shot struct {
-			Data string `json:"data"`
+		for _, route := range o.Routes {
+			// A fresh load at each width: pages that read the width in
+			// script lay out as they would on that device.
+			if err := navigate(route); err != nil {
+				return res, err
+			}
+			var shot struct {
+				Data string `json:"data"`
+			}
+			if err := page.call(ctx, "Page.captureScreenshot", map[string]any{"format": "png"}, &shot); err != nil {
+				return res, err
+			}
+			png, err := base64.StdEncoding.DecodeString(shot.Data)
+			if err != nil {
+				return res, fmt.Errorf("media: screenshot of %s at %s: %w", route, vp.Name, err)
+			}
+			p := filepath.Join(shots, RouteFile(route)+vp.Suffix+".png")
+			if err := os.WriteFile(p, png, 0o644); err != nil {
+				return res, err
+			}
+			res.Screenshots = append(res.Screenshots, p)
+			o.Log.Info().Str("route", route).Str("viewport", vp.Name).Str("file", p).Msg("screenshot")
 		}
-		if err := page.call(ctx, "Page.captureScreenshot", map[string]any{"format": "png"}, &shot); err != nil {
-			return res, err
-		}
-		png, err := base64.StdEncoding.DecodeString(shot.Data)
-		if err != nil {
-			return res, fmt.Errorf("media: screenshot of %s: %w", route, err)
-		}
-		p := filepath.Join(shots, RouteFile(route)+".png")
-		if err := os.WriteFile(p, png, 0o644); err != nil {
-			return res, err
-		}
-		res.Screenshots = append(res.Screenshots, p)
-		o.Log.Info().Str("route", route).Str("file", p).Msg("screenshot")
+	}
+	if err := page.call(ctx, "Emulation.setDeviceMetricsOverride", map[string]any{"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}, nil); err != nil {
+		return res, err
 	}
 
 	if o.FFmpeg == "" {
@@ -277,61 +305,6 @@ func ffmpeg(ctx context.Context, bin string, args ...string) error {
 		return fmt.Errorf("media: ffmpeg %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
-}
-
-// startDevServer starts the command in its own process group and waits
-// until the port answers HTTP.
-func startDevServer(ctx context.Context, o Options) (func(), error) {
-	cmd := exec.Command("sh", "-c", o.Command)
-	cmd.Dir = o.Dir
-	cmd.Env = append(append([]string(nil), o.Env...), "PORT="+strconv.Itoa(o.Port))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: o.Credential}
-	logPath := filepath.Join(o.OutDir, "dev-server.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return nil, fmt.Errorf("media: start dev server `%s`: %w", o.Command, err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	stop := func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		logf.Close()
-	}
-	url := "http://127.0.0.1:" + strconv.Itoa(o.Port) + "/"
-	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(o.StartTimeout)
-	for {
-		resp, err := client.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			o.Log.Info().Str("url", url).Msg("dev server is up")
-			return stop, nil
-		}
-		select {
-		case <-exited:
-			stop()
-			return nil, fmt.Errorf("media: the dev server `%s` exited before answering on port %d (log: %s)", o.Command, o.Port, logPath)
-		case <-ctx.Done():
-			stop()
-			return nil, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return nil, fmt.Errorf("media: the dev server `%s` did not answer on port %d within %s (log: %s)", o.Command, o.Port, o.StartTimeout, logPath)
-		}
-	}
 }
 
 // browser is a headless Chromium with one page attached.

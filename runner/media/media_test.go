@@ -69,11 +69,19 @@ func TestCaptureScreenshotsAndRecording(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Screenshots) != 2 || filepath.Base(res.Screenshots[0]) != "index.png" || filepath.Base(res.Screenshots[1]) != "settings.png" {
+	// Every route at the desktop width, then every route at the mobile one.
+	want := []struct {
+		name string
+		w, h int
+		bg   uint32
+	}{{"index.png", 1280, 800, 0x1e90ff}, {"settings.png", 1280, 800, 0xff8c00}, {"index-mobile.png", 390, 844, 0x1e90ff}, {"settings-mobile.png", 390, 844, 0xff8c00}}
+	if len(res.Screenshots) != len(want) {
 		t.Fatalf("screenshots = %v", res.Screenshots)
 	}
-	var colors []uint32
-	for _, p := range res.Screenshots {
+	for i, p := range res.Screenshots {
+		if filepath.Base(p) != want[i].name {
+			t.Fatalf("screenshot %d is %s, want %s", i, filepath.Base(p), want[i].name)
+		}
 		f, err := os.Open(p)
 		if err != nil {
 			t.Fatal(err)
@@ -83,15 +91,14 @@ func TestCaptureScreenshotsAndRecording(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
-		if b := img.Bounds(); b.Dx() != 1280 || b.Dy() != 800 {
-			t.Fatalf("%s is %v, want 1280x800", p, b)
+		if b := img.Bounds(); b.Dx() != want[i].w || b.Dy() != want[i].h {
+			t.Fatalf("%s is %v, want %dx%d", p, b, want[i].w, want[i].h)
 		}
-		r, g, b, _ := img.At(1200, 700).RGBA()
-		colors = append(colors, r>>8<<16|g>>8<<8|b>>8)
-	}
-	// Each page's own background: the browser really rendered the routes.
-	if colors[0] != 0x1e90ff || colors[1] != 0xff8c00 {
-		t.Fatalf("background colors = %06x, %06x", colors[0], colors[1])
+		// Each page's own background: the browser really rendered the route.
+		r, g, b, _ := img.At(want[i].w-20, want[i].h-20).RGBA()
+		if c := r>>8<<16 | g>>8<<8 | b>>8; c != want[i].bg {
+			t.Fatalf("%s: background %06x, want %06x", p, c, want[i].bg)
+		}
 	}
 	if len(res.Recordings) != 2 {
 		t.Fatalf("recordings = %v", res.Recordings)

@@ -11,6 +11,7 @@ package modeltest
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -114,6 +115,9 @@ type AnthropicBlock struct {
 	Name      string // tool_use
 	Input     json.RawMessage
 	IsError   bool // tool_result
+	// Images are the decoded base64 image blocks (of a tool_result: the
+	// images the tool returned, a browser's screenshot).
+	Images [][]byte
 }
 
 // ToolResults returns the tool_result blocks of the request's last message.
@@ -542,6 +546,10 @@ func anthropicBlocks(raw json.RawMessage) []AnthropicBlock {
 		ToolUseID string          `json:"tool_use_id"`
 		Content   json.RawMessage `json:"content"`
 		IsError   bool            `json:"is_error"`
+		Source    struct {
+			Type string `json:"type"`
+			Data string `json:"data"`
+		} `json:"source"`
 	}
 	if err := json.Unmarshal(raw, &blocks); err != nil {
 		return nil
@@ -552,6 +560,10 @@ func anthropicBlocks(raw json.RawMessage) []AnthropicBlock {
 		switch b.Type {
 		case "tool_use":
 			ab.ToolUseID = b.ID
+		case "image":
+			if img, err := base64.StdEncoding.DecodeString(b.Source.Data); b.Source.Type == "base64" && err == nil {
+				ab.Images = [][]byte{img}
+			}
 		case "tool_result":
 			var inner []AnthropicBlock
 			if len(b.Content) > 0 {
@@ -562,6 +574,7 @@ func anthropicBlocks(raw json.RawMessage) []AnthropicBlock {
 				if ib.Text != "" {
 					parts = append(parts, ib.Text)
 				}
+				ab.Images = append(ab.Images, ib.Images...)
 			}
 			ab.Text = strings.Join(parts, "\n")
 		}

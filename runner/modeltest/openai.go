@@ -9,6 +9,7 @@ package modeltest
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -81,6 +82,9 @@ type Message struct {
 	Content    string
 	ToolCallID string
 	ToolCalls  []string // names of tool calls (assistant messages)
+	// Images are the decoded data: URLs of the message's image parts
+	// (an agent passing a screenshot back to the model).
+	Images [][]byte
 }
 
 // LastUser returns the last user message's text.
@@ -261,6 +265,45 @@ func contentText(raw json.RawMessage) string {
 	return string(raw)
 }
 
+// contentImages decodes the data: URLs of a content's image_url parts.
+func contentImages(raw json.RawMessage) [][]byte {
+	var parts []struct {
+		Type     string `json:"type"`
+		ImageURL struct {
+			URL string `json:"url"`
+		} `json:"image_url"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return nil
+	}
+	var out [][]byte
+	for _, p := range parts {
+		if img, ok := DecodeDataURL(p.ImageURL.URL); ok {
+			out = append(out, img)
+		}
+	}
+	return out
+}
+
+// DecodeDataURL decodes a base64 data: URL; ok is false for anything else.
+func DecodeDataURL(u string) ([]byte, bool) {
+	head, data, found := strings.Cut(u, ",")
+	if !found || !strings.HasPrefix(head, "data:") || !strings.HasSuffix(head, ";base64") {
+		return nil, false
+	}
+	b, err := base64.StdEncoding.DecodeString(data)
+	return b, err == nil
+}
+
+// Images returns every image the request carried, in message order.
+func (r Request) Images() [][]byte {
+	var out [][]byte
+	for _, m := range r.Messages {
+		out = append(out, m.Images...)
+	}
+	return out
+}
+
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	var req chatRequest
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
@@ -272,7 +315,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		rec.Tools = append(rec.Tools, t.Function.Name)
 	}
 	for _, m := range req.Messages {
-		msg := Message{Role: m.Role, Content: contentText(m.Content), ToolCallID: m.ToolCallID}
+		msg := Message{Role: m.Role, Content: contentText(m.Content), ToolCallID: m.ToolCallID, Images: contentImages(m.Content)}
 		for _, tc := range m.ToolCalls {
 			msg.ToolCalls = append(msg.ToolCalls, tc.Function.Name)
 		}

@@ -32,8 +32,12 @@ func (s *Server) OpenCodeConfig() map[string]any {
 				},
 				"models": map[string]any{
 					s.Model: map[string]any{
-						"name":        "Scripted",
-						"tool_call":   true,
+						"name":      "Scripted",
+						"tool_call": true,
+						// Image input, so a screenshot a tool returns
+						// (the browser's) reaches the model as an image.
+						"attachment":  true,
+						"modalities":  map[string]any{"input": []string{"text", "image"}, "output": []string{"text"}},
 						"temperature": false,
 						"cost":        map[string]any{"input": InputPricePerM, "output": OutputPricePerM},
 						"limit":       map[string]any{"context": 200000, "output": 8192},

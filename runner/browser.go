@@ -1,0 +1,150 @@
+package runner
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/runner/media"
+)
+
+// EnvBrowserMCPBin overrides where the browser MCP server
+// (chrome-devtools-mcp) is; otherwise it is looked up on PATH.
+const EnvBrowserMCPBin = "SANDBOX_BROWSER_MCP_BIN"
+
+// EnvRecordingsDir tells the agent (and what it runs) where to leave
+// screencasts (WebM or MP4) for the PR; the prompt says so too.
+const EnvRecordingsDir = "SANDBOX_RECORDINGS_DIR"
+
+// PromptBrowser is appended to the agent's prompt when it has a browser.
+const PromptBrowser = "prompts/browser"
+
+// browser is what the agent gets when .sandbox.yml has a dev server: the
+// dev server running while it works, and a Chromium it drives through an
+// MCP server that its CLI starts, so Chromium runs as the agent, with the
+// agent's environment, and holds nothing the agent could not read anyway.
+type browser struct {
+	dev media.DevServer
+	// recordings is where the agent saves screencasts; the runner turns
+	// them into animated WebP for the PR.
+	recordings string
+	// down says why the dev server is not up for this pass; empty when
+	// it is.
+	down string
+}
+
+// browserCommand is the MCP server's command line: Debian's Chromium
+// (no browser download), headless, in a profile removed when it ends,
+// without Chromium's own sandbox (the sandbox container is the isolation,
+// and the agent's uid cannot make the namespaces it wants), with nothing
+// that phones home, and file tools confined to the recordings directory.
+func browserCommand(mcpBin, chromium, recordings string) []string {
+	cmd := []string{mcpBin,
+		"--headless", "--isolated", "--executablePath=" + chromium,
+		"--viewport=1280x800", "--no-usage-statistics", "--no-performance-crux",
+		"--no-page-id-routing", "--workspace=" + recordings,
+	}
+	for _, a := range []string{"--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+		"--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"} {
+		cmd = append(cmd, "--chromeArg="+a)
+	}
+	return cmd
+}
+
+// setupBrowser decides whether the agent gets a browser and, when it
+// does, adds the MCP server to the configuration the harness is built
+// from. It runs before the harness is made; the dev server starts later,
+// around each agent pass (startDev).
+func (r *run) setupBrowser() error {
+	dev := r.cfg.Dev
+	if dev.Command == "" || dev.Port == 0 || r.spec.pipeline == pipeRebase {
+		return nil
+	}
+	if _, taken := r.cfg.MCP[dispatch.BrowserServer]; taken {
+		r.log.Warn().Str("mcp", dispatch.BrowserServer).Msg(".sandbox.yml defines its own MCP server with the browser's name: the agent gets that one, and no browser from the sandbox")
+		return nil
+	}
+	chromium := r.opts.Chromium
+	if chromium == "" {
+		chromium, _ = media.Lookup()
+	}
+	mcpBin := lookupEnvOr(r.opts.Environ, EnvBrowserMCPBin, "chrome-devtools-mcp")
+	if chromium == "" || mcpBin == "" {
+		r.log.Warn().Str("chromium", chromium).Str("mcp", mcpBin).Msg("dev is set but Chromium or chrome-devtools-mcp is missing: the agent gets no browser")
+		r.prog.emit(dispatch.Progress{Stage: "browser", Message: "skipped: no Chromium or chrome-devtools-mcp"})
+		return nil
+	}
+	rec := filepath.Join(r.workDir, "recordings")
+	if err := os.MkdirAll(rec, 0o755); err != nil {
+		return fmt.Errorf("browser: recordings directory: %w", err)
+	}
+	if err := r.opts.Agent.give(rec); err != nil {
+		return fmt.Errorf("browser: %w", err)
+	}
+	mcp := make(map[string]sandboxcfg.MCPServer, len(r.cfg.MCP)+1)
+	for k, v := range r.cfg.MCP {
+		mcp[k] = v
+	}
+	mcp[dispatch.BrowserServer] = sandboxcfg.MCPServer{
+		Command: browserCommand(mcpBin, chromium, rec),
+		Env:     map[string]string{"CHROME_DEVTOOLS_MCP_NO_USAGE_STATISTICS": "1", "CHROME_DEVTOOLS_MCP_NO_UPDATE_CHECKS": "1"},
+	}
+	r.cfg.MCP = mcp
+	r.browser = &browser{
+		dev:        media.DevServer{Command: dev.Command, Port: dev.Port, StartTimeout: 90 * time.Second},
+		recordings: rec,
+	}
+	return nil
+}
+
+// startDev starts the dev server for an agent pass and returns what stops
+// it. Without a browser it does nothing. A dev server that does not come
+// up is not the end of the run: the agent is told (the prompt) and the
+// failure is in the progress and the log.
+func (r *run) startDev() (stop func()) {
+	if r.browser == nil {
+		return func() {}
+	}
+	d := r.browser.dev
+	d.Dir, d.Env, d.Credential = r.dir, r.env, r.opts.Agent.credential()
+	d.Log = filepath.Join(r.order.OutputDir, "dev-server.log")
+	stop, err := media.StartDevServer(r.work, d, r.log.With().Str("stage", "dev").Logger())
+	if err != nil {
+		r.log.Warn().Err(err).Msg("the dev server did not start for the agent")
+		r.prog.emit(dispatch.Progress{Stage: "browser", Message: "dev server failed: " + clipString(err.Error(), 200)})
+		r.browser.down = err.Error()
+		return func() {}
+	}
+	r.browser.down = ""
+	r.prog.emit(dispatch.Progress{Stage: "browser", Message: "dev server up at " + d.URL()})
+	return stop
+}
+
+// browserPrompt is the text appended to a prompt when the agent has a
+// browser; empty otherwise.
+func (r *run) browserPrompt(data PromptData) (string, error) {
+	if r.browser == nil {
+		return "", nil
+	}
+	data.DevURL = r.browser.dev.URL()
+	data.Recordings = r.browser.recordings
+	data.DevDown = r.browser.down
+	return render(r.opts.Templates, PromptBrowser, data)
+}
+
+// lookupEnvOr finds a program: the path in env's name when set, else name
+// on PATH; empty when neither.
+func lookupEnvOr(env []string, name, program string) string {
+	if p, ok := lookupEnv(env, name); ok && p != "" {
+		return p
+	}
+	p, err := exec.LookPath(program)
+	if err != nil {
+		return ""
+	}
+	return p
+}
