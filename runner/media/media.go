@@ -41,8 +41,8 @@ type Options struct {
 	Routes []string
 	// OutDir receives screenshots/ and recording.{webm,webp}.
 	OutDir string
-	// Credential, when set, is the user the dev server runs as: it is the
-	// repository's code, so it runs as the agent does.
+	// Credential, when set, is the user the dev server (the repository's
+	// code) and the browser that renders it run as: the agent's.
 	Credential *syscall.Credential
 	// StartTimeout bounds the wait for the dev server (default 60s).
 	StartTimeout time.Duration
@@ -123,7 +123,7 @@ func Capture(ctx context.Context, o Options) (*Result, error) {
 	defer stopServer()
 	base := "http://127.0.0.1:" + strconv.Itoa(o.Port)
 
-	b, err := launchBrowser(ctx, o.Chromium)
+	b, err := launchBrowser(ctx, o.Chromium, o.Credential)
 	if err != nil {
 		return nil, err
 	}
@@ -315,10 +315,19 @@ type browser struct {
 	exited  chan struct{}
 }
 
-func launchBrowser(ctx context.Context, bin string) (*browser, error) {
+// launchBrowser starts Chromium as cred (nil: this process's user). The
+// pages it renders are the agent's dev server's, hostile content: they
+// get no more than the agent has, never the runner's token.
+func launchBrowser(ctx context.Context, bin string, cred *syscall.Credential) (*browser, error) {
 	dataDir, err := os.MkdirTemp("", "sandbox-chromium-")
 	if err != nil {
 		return nil, err
+	}
+	if cred != nil {
+		if err := os.Chown(dataDir, int(cred.Uid), int(cred.Gid)); err != nil {
+			os.RemoveAll(dataDir)
+			return nil, fmt.Errorf("media: give the browser's profile to uid %d: %w", cred.Uid, err)
+		}
 	}
 	// The flags DESIGN.md lists: no sandbox (we are in one), no GPU, and
 	// nothing that phones home.
@@ -327,7 +336,9 @@ func launchBrowser(ctx context.Context, bin string) (*browser, error) {
 		"--disable-dev-shm-usage", "--hide-scrollbars", "--mute-audio",
 		"--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
 		"--user-data-dir="+dataDir, fmt.Sprintf("--window-size=%d,%d", width, height), "about:blank")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
+	// Its own profile is its home: the runner's is not the agent's to write.
+	cmd.Env = append(os.Environ(), "HOME="+dataDir, "XDG_CONFIG_HOME="+dataDir, "XDG_CACHE_HOME="+dataDir)
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dataDir)
 		return nil, fmt.Errorf("media: start %s: %w", bin, err)
