@@ -1,13 +1,17 @@
 // Package sandboxinit is PID 1 of the sandbox container (`sandbox-runner
 // init`). In a coding sandbox it makes the container able to host a Docker
 // daemon (cgroups writable, stale state of an earlier start removed, storage
-// driver picked), starts the inner containerd and dockerd with their logs in
-// /var/log, creates the inner network, starts the services of .sandbox.yml
-// and probes their health in parallel, writes the services file, and then
-// runs `sandbox-runner run` as the unprivileged sandbox user. It waits on
-// the runner (never exec), forwards SIGTERM/SIGINT so the runner can push
-// and write its interrupted receipt, and stops the inner daemon cleanly
-// before exiting with the runner's code.
+// driver picked), fences off the egress defaults, starts the inner
+// containerd and dockerd with their logs in /var/log, creates the inner
+// network, starts the services of .sandbox.yml and probes their health in
+// parallel, writes the services file, and then runs `sandbox-runner run`
+// as the runner user (the agent's tools as the sandbox user). Independent
+// parts of the start run at once (start.go): the daemon and services, the
+// agent's Docker socket, and the model gateway with the identities; the
+// "runner started" line gives each step's timing. It waits on the runner
+// (never exec), forwards SIGTERM/SIGINT so the runner can push and write
+// its interrupted receipt, and stops the inner daemon cleanly before
+// exiting with the runner's code.
 //
 // Task mode, or a container started as a non-root user, has no inner
 // daemon and no privileges: the init only supervises the runner.

@@ -31,6 +31,7 @@ const (
 type serviceRunner struct {
 	docker dockerCLI
 	engine engine // the calls on the critical path (engine.go)
+	steps  *steps // nil: not timed
 	log    zerolog.Logger
 	cache  imageCache
 	getenv func(string) string
@@ -79,7 +80,7 @@ func (r *serviceRunner) startAll(ctx context.Context, specs map[string]sandboxcf
 	// The network is created while images load: both take a docker round
 	// trip or more, and a service needs both only when it starts.
 	netDone := make(chan error, 1)
-	go func() { netDone <- r.ensureNetwork(ctx) }()
+	go func() { netDone <- r.steps.do("network", func() error { return r.ensureNetwork(ctx) }) }()
 	network := sync.OnceValue(func() error { return <-netDone })
 	if len(specs) == 0 {
 		return addrs, nil, network()
@@ -147,11 +148,15 @@ func sortedNames[V any](m map[string]V) []string {
 }
 
 func (r *serviceRunner) startOne(ctx context.Context, name string, spec sandboxcfg.Service, network func() error) (string, bool, error) {
-	pulled, err := r.ensureImage(ctx, spec.Image)
+	var pulled bool
+	err := r.steps.do("image:"+name, func() (err error) {
+		pulled, err = r.ensureImage(ctx, spec.Image)
+		return err
+	})
 	if err != nil {
 		return "", false, err
 	}
-	if err := network(); err != nil {
+	if err := r.steps.do("network-wait:"+name, network); err != nil {
 		return "", false, err
 	}
 	env, err := serviceEnv(name, spec.Env, r.getenv)
@@ -166,7 +171,7 @@ func (r *serviceRunner) startOne(ctx context.Context, name string, spec sandboxc
 		Cmd:         spec.Command,
 		Env:         env,
 	}
-	if err := r.engine.run(ctx, c); err != nil {
+	if err := r.steps.do("run:"+name, func() error { return r.engine.run(ctx, c) }); err != nil {
 		return "", false, err
 	}
 	st, err := r.engine.inspect(ctx, containerName(name))
@@ -189,7 +194,10 @@ func (r *serviceRunner) startOne(ctx context.Context, name string, spec sandboxc
 	if spec.Healthcheck != nil && spec.Healthcheck.TimeoutSeconds > 0 {
 		timeout = time.Duration(spec.Healthcheck.TimeoutSeconds) * time.Second
 	}
-	if err := waitHealthy(ctx, p, timeout, func(ctx context.Context) error { return r.alive(ctx, name) }); err != nil {
+	err = r.steps.do("healthy:"+name, func() error {
+		return waitHealthy(ctx, p, timeout, func(ctx context.Context) error { return r.alive(ctx, name) })
+	})
+	if err != nil {
 		return "", false, fmt.Errorf("%w; last log lines:\n%s", err, r.logsTail(name))
 	}
 	addr := ip
