@@ -27,11 +27,14 @@ type engine struct {
 	log    zerolog.Logger
 }
 
-func newEngine(log zerolog.Logger) engine {
+func newEngine(log zerolog.Logger) engine { return engineAt(dockerSocket, log) }
+
+// engineAt talks to the daemon at socket.
+func engineAt(socket string, log zerolog.Logger) engine {
 	return engine{log: log, client: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
-			return d.DialContext(ctx, "unix", dockerSocket)
+			return d.DialContext(ctx, "unix", socket)
 		},
 	}}}
 }
