@@ -46,7 +46,12 @@ var errConflict = errors.New("already exists")
 // the docker command the call stands for, for the log and errors.
 func (e engine) call(ctx context.Context, as, method, path string, body io.Reader, contentType string, out any) error {
 	start := time.Now()
-	err := e.do(ctx, method, path, body, contentType, out)
+	return e.done(ctx, as, start, e.do(ctx, method, path, body, contentType, out))
+}
+
+// done logs a call that started at start and names the command in its
+// error.
+func (e engine) done(ctx context.Context, as string, start time.Time, err error) error {
 	e.log.Debug().Str("docker", as).Dur("took", time.Since(start)).Bool("ok", err == nil).Msg("docker API")
 	if err != nil {
 		if ctx.Err() != nil {
@@ -139,14 +144,7 @@ func (e engine) loadImage(ctx context.Context, file io.Reader, name string) erro
 		}
 		return nil
 	}()
-	e.log.Debug().Str("docker", as).Dur("took", time.Since(start)).Bool("ok", err == nil).Msg("docker API")
-	if err != nil {
-		if ctx.Err() != nil {
-			return fmt.Errorf("docker %s: %w", as, ctx.Err())
-		}
-		return fmt.Errorf("docker %s: %w", as, err)
-	}
-	return nil
+	return e.done(ctx, as, start, err)
 }
 
 // createNetwork is `docker network create --label ... name`; a network of

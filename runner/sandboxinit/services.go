@@ -85,45 +85,36 @@ func (r *serviceRunner) startAll(ctx context.Context, specs map[string]sandboxcf
 	if len(specs) == 0 {
 		return addrs, nil, network()
 	}
-	parent := ctx
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var (
 		mu     sync.Mutex
-		wg     sync.WaitGroup
 		pulled []string
-		errs   []error
 	)
-	for _, name := range sortedNames(specs) {
-		wg.Add(1)
-		go func(name string, spec sandboxcfg.Service) {
-			defer wg.Done()
+	starts := map[string]func(context.Context) error{}
+	for name, spec := range specs {
+		// The first failure stops the others (steps.parallel cancels
+		// their context): the run cannot go on without every service.
+		starts["service:"+name] = func(ctx context.Context) error {
 			start := time.Now()
 			addr, didPull, err := r.startOne(ctx, name, spec, network)
-			mu.Lock()
-			defer mu.Unlock()
 			if err != nil {
-				// The first failure stops the others: the run cannot go on
-				// without every service.
-				if !errors.Is(err, context.Canceled) {
-					errs = append(errs, fmt.Errorf("service %s: %w", name, err))
-				}
-				cancel()
-				return
+				return fmt.Errorf("service %s: %w", name, err)
 			}
+			mu.Lock()
 			addrs[name] = addr
 			if didPull {
 				pulled = append(pulled, spec.Image)
 			}
+			mu.Unlock()
 			r.log.Info().Str("service", name).Str("addr", addr).Dur("took", time.Since(start)).Msg("service healthy")
-		}(name, specs[name])
+			return nil
+		}
 	}
-	wg.Wait()
-	if err := parent.Err(); err != nil {
+	err := r.steps.parallel(ctx, starts)
+	if perr := ctx.Err(); perr != nil {
+		return nil, nil, perr
+	}
+	if err != nil {
 		return nil, nil, err
-	}
-	if len(errs) > 0 {
-		return nil, nil, errors.Join(errs...)
 	}
 	return addrs, pulled, nil
 }
