@@ -23,6 +23,10 @@ import (
 // run. The goal is at most 1 s of overhead with a warm image:
 //
 //	go test -run '^$' -bench SandboxReady -benchtime 1x ./dispatch/docker/
+//
+// Each timed start's step timings (the init's "steps" field:
+// name@start+took in milliseconds from the init's start) are logged
+// beside the figures, so a slow start shows where its time went.
 func BenchmarkSandboxReady(b *testing.B) {
 	img := testenv.SandboxImage(b)
 	svc := dockertest.ServiceImage(b)
@@ -37,13 +41,16 @@ func BenchmarkSandboxReady(b *testing.B) {
 
 	// One untimed run of each warms the engine's and the kernel's caches.
 	bare(b, img)
-	ready(b, img, orderPath, cache)
+	_, _, _ = ready(b, img, orderPath, cache)
 
 	var bareSum, readySum, initSum time.Duration
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		bareSum += bare(b, img)
-		r, init := ready(b, img, orderPath, cache)
+		floor := bare(b, img)
+		bareSum += floor
+		r, init, steps := ready(b, img, orderPath, cache)
+		b.Logf("bare %s, ready %s (overhead %s), init %s; steps: %s", floor.Round(time.Millisecond), r.Round(time.Millisecond),
+			(r - floor).Round(time.Millisecond), init.Round(time.Millisecond), steps)
 		readySum += r
 		initSum += init
 	}
@@ -67,9 +74,9 @@ func bare(b *testing.B, img string) time.Duration {
 }
 
 // ready times a caps-profile sandbox from `docker run` until its init logs
-// "runner started", and returns that and the init's own count (from its
-// start as PID 1).
-func ready(b *testing.B, img, order, cache string) (time.Duration, time.Duration) {
+// "runner started", and returns that, the init's own count (from its
+// start as PID 1) and its step timings.
+func ready(b *testing.B, img, order, cache string) (time.Duration, time.Duration, string) {
 	args := []string{"run", "--rm",
 		"--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE",
 		"--security-opt", "seccomp=unconfined", "--security-opt", "apparmor=unconfined",
@@ -88,6 +95,7 @@ func ready(b *testing.B, img, order, cache string) (time.Duration, time.Duration
 		b.Fatal(err)
 	}
 	var took, init time.Duration
+	var steps string
 	var lines []string
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
@@ -97,13 +105,15 @@ func ready(b *testing.B, img, order, cache string) (time.Duration, time.Duration
 			took = time.Since(start)
 			var ev struct {
 				ReadySeconds float64 `json:"ready_seconds"`
+				Steps        string  `json:"steps"`
 			}
 			json.Unmarshal([]byte(line), &ev)
 			init = time.Duration(ev.ReadySeconds * float64(time.Second))
+			steps = ev.Steps
 		}
 	}
 	if err := cmd.Wait(); err != nil || took == 0 {
 		b.Fatalf("sandbox: %v; never ready:\n%s", err, strings.Join(lines, "\n"))
 	}
-	return took, init
+	return took, init, steps
 }

@@ -79,7 +79,8 @@ type proc struct {
 	log  string
 }
 
-func startProc(name, logPath string, argv ...string) (*proc, error) {
+// startProc starts argv with env added to the init's environment.
+func startProc(name, logPath string, env []string, argv ...string) (*proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open %s log %s: %w", name, logPath, err)
@@ -87,6 +88,9 @@ func startProc(name, logPath string, argv ...string) (*proc, error) {
 	defer f.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	// Its own process group: a Ctrl-C on an interactive sandbox must reach
 	// the runner first, not tear the daemon down under it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -146,32 +150,80 @@ func tail(path string, lines int) string {
 	return strings.Join(all, "\n")
 }
 
-// daemonConfig is what startDaemon needs.
+// daemonConfig is what startDockerd needs.
 type daemonConfig struct {
 	Driver  string
 	Timeout time.Duration
 }
 
-// startDaemon starts containerd and dockerd with their logs in files under
-// /var/log (never the container's stdout, which carries the runner's
-// progress lines) and waits until dockerd answers /_ping.
+// startDaemon starts containerd and dockerd and waits until dockerd
+// answers (the init's --check; a sandbox start does other work between
+// the two).
 func startDaemon(ctx context.Context, log zerolog.Logger, cfg daemonConfig) (*daemon, error) {
-	start := time.Now()
+	d, err := startContainerd(log)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.startDockerd(ctx, cfg); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// startContainerd starts the inner containerd with its log under /var/log
+// (never the container's stdout, which carries the runner's progress
+// lines). Nothing waits for it: dockerd keeps dialing its socket until it
+// answers, so starting containerd first and dockerd once the storage
+// driver is known overlaps containerd's start with that work.
+func startContainerd(log zerolog.Logger) (*daemon, error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return nil, err
 	}
 	d := &daemon{log: log}
 	var err error
-	d.containerd, err = startProc("containerd", filepath.Join(logDir, "containerd.log"),
+	d.containerd, err = startProc("containerd", filepath.Join(logDir, "containerd.log"), nil,
 		"containerd", "--address", containerdSocket, "--log-level", "warn")
 	if err != nil {
 		return nil, err
 	}
+	return d, nil
+}
+
+// notifySocket is where dockerd says READY=1 (sd_notify) once its API
+// serves: the init wakes on that instead of polling on an interval. It is
+// root's (the socket is created 0755 under /run, so the agent cannot write
+// a false READY, and a ping confirms it anyway).
+const notifySocket = "/run/sandbox-dockerd.notify"
+
+// startDockerd starts dockerd and waits until it answers /_ping.
+func (d *daemon) startDockerd(ctx context.Context, cfg daemonConfig) error {
+	start := time.Now()
 	deadline := time.Now().Add(cfg.Timeout)
-	// dockerd keeps dialing containerd until its socket answers, so both
-	// start at once; waiting for containerd first would add its start time
-	// to every sandbox.
-	d.dockerd, err = startProc("dockerd", filepath.Join(logDir, "dockerd.log"),
+	notified := make(chan struct{}, 1)
+	_ = os.Remove(notifySocket)
+	var env []string
+	if conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notifySocket, Net: "unixgram"}); err != nil {
+		d.log.Debug().Err(err).Msg("no readiness socket for dockerd: polling /_ping")
+	} else {
+		defer os.Remove(notifySocket)
+		defer conn.Close()
+		env = []string{"NOTIFY_SOCKET=" + notifySocket}
+		go func() {
+			buf := make([]byte, 512)
+			for {
+				n, err := conn.Read(buf)
+				if err != nil {
+					return
+				}
+				if bytes.Contains(buf[:n], []byte("READY=1")) {
+					notified <- struct{}{}
+					return
+				}
+			}
+		}()
+	}
+	var err error
+	d.dockerd, err = startProc("dockerd", filepath.Join(logDir, "dockerd.log"), env,
 		"dockerd",
 		"--host", "unix://"+dockerSocket,
 		// The socket is root's alone: the agent reaches the daemon only
@@ -185,56 +237,47 @@ func startDaemon(ctx context.Context, log zerolog.Logger, cfg daemonConfig) (*da
 		"--shutdown-timeout", "2",
 	)
 	if err != nil {
-		d.stop()
-		return nil, err
+		return err
 	}
-	client := dockerHTTP()
-	if err := waitFor(ctx, deadline, d.containerd, func() bool { return dialOK(containerdSocket) }); err != nil {
-		d.stop()
-		return nil, fmt.Errorf("containerd not ready: %w", err)
+	if err := d.waitReady(ctx, deadline, notified); err != nil {
+		return fmt.Errorf("dockerd not ready: %w", err)
 	}
-	log.Debug().Dur("took", time.Since(start)).Msg("inner containerd ready")
-	if err := waitFor(ctx, deadline, d.dockerd, func() bool { return pingOK(ctx, client) }); err != nil {
-		d.stop()
-		return nil, fmt.Errorf("dockerd not ready: %w", err)
-	}
-	log.Info().Str("storage_driver", cfg.Driver).Dur("took", time.Since(start)).Msg("inner dockerd ready")
-	return d, nil
+	d.log.Info().Str("storage_driver", cfg.Driver).Dur("took", time.Since(start)).Msg("inner dockerd ready")
+	return nil
 }
 
-// waitFor polls ready until it holds, the process exits, ctx ends or the
-// deadline passes, whichever is first.
-func waitFor(ctx context.Context, deadline time.Time, p *proc, ready func() bool) error {
-	interval := 10 * time.Millisecond
+// waitReady returns once dockerd answers /_ping. It pings when dockerd
+// says it is ready and, in case it never says so, on a short backoff; it
+// gives up when either daemon exits, ctx ends or the deadline passes.
+func (d *daemon) waitReady(ctx context.Context, deadline time.Time, notified <-chan struct{}) error {
+	client := dockerHTTP()
+	timeout := time.NewTimer(time.Until(deadline))
+	defer timeout.Stop()
+	interval := 20 * time.Millisecond
 	for {
-		if ready() {
+		if pingOK(ctx, client) {
 			return nil
 		}
-		if p.exited() {
-			return p.failure()
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s did not become ready within the deadline; last lines of %s:\n%s", p.name, p.log, tail(p.log, 15))
-		}
+		wait := time.NewTimer(interval)
 		select {
 		case <-ctx.Done():
+			wait.Stop()
 			return ctx.Err()
-		case <-p.done:
-		case <-time.After(interval):
-		}
-		if interval < 100*time.Millisecond {
-			interval += 10 * time.Millisecond
+		case <-d.dockerd.done:
+			wait.Stop()
+			return d.dockerd.failure()
+		case <-d.containerd.done:
+			wait.Stop()
+			return d.containerd.failure()
+		case <-timeout.C:
+			wait.Stop()
+			return fmt.Errorf("%s did not become ready within the deadline; last lines of %s:\n%s", d.dockerd.name, d.dockerd.log, tail(d.dockerd.log, 15))
+		case <-notified:
+			wait.Stop()
+		case <-wait.C:
+			interval = min(2*interval, 250*time.Millisecond)
 		}
 	}
-}
-
-func dialOK(socket string) bool {
-	c, err := net.DialTimeout("unix", socket, 200*time.Millisecond)
-	if err != nil {
-		return false
-	}
-	c.Close()
-	return true
 }
 
 // dockerHTTP talks to the inner daemon's socket; only /_ping uses it, the

@@ -17,7 +17,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -243,14 +242,6 @@ func dedupe(xs []string) []string {
 	return out
 }
 
-// ipTables runs one iptables-family command (iptables or ip6tables).
-type ipTables func(ctx context.Context, bin string, args ...string) ([]byte, error)
-
-func execIPTables(ctx context.Context, bin string, args ...string) ([]byte, error) {
-	// -w: the inner dockerd edits the same tables and holds the lock.
-	return exec.CommandContext(ctx, bin, append([]string{"-w", "5"}, args...)...).CombinedOutput()
-}
-
 // fenceRules are the rules that keep uid's connections on loopback (the
 // proxy and local dev servers), the inner Docker networks (services) and
 // the resolvers of resolv.conf. Everything else it opens is rejected at
@@ -293,75 +284,49 @@ func forwardRules() [][]string {
 }
 
 // fence installs the rules for uids with iptables and, when the sandbox
-// has IPv6 beyond loopback, ip6tables. withForward adds the inner-container
-// rules (only when an inner daemon runs: DOCKER-USER is its chain).
+// has IPv6 beyond loopback, ip6tables, one batch per family. withForward
+// adds the inner-container rules (only when an inner daemon runs:
+// DOCKER-USER is its chain).
 func fence(ctx context.Context, run ipTables, uids []int, resolvConf string, hasIPv6, withForward bool) error {
 	v4, v6 := nameservers(resolvConf)
-	if err := fenceFamily(ctx, run, "iptables", uids, v4); err != nil {
+	if err := fenceFamily(ctx, run, familyV4, uids, v4, withForward); err != nil {
 		return err
 	}
 	if hasIPv6 {
-		if err := fenceFamily(ctx, run, "ip6tables", uids, v6); err != nil {
+		if err := fenceFamily(ctx, run, familyV6, uids, v6, false); err != nil {
 			return fmt.Errorf("the sandbox has IPv6 addresses, so it needs the IPv6 fence too: %w", err)
 		}
 	}
-	if withForward {
-		if err := resetChain(ctx, run, "iptables", chainForward); err != nil {
-			return err
-		}
-		for _, r := range forwardRules() {
-			if err := apply(ctx, run, "iptables", r...); err != nil {
-				return err
-			}
-		}
-		for _, in := range []string{"br-+", "docker0"} {
-			if err := ensureJump(ctx, run, "iptables", []string{chainDocker, "-i", in, "-j", chainForward}); err != nil {
-				return err
-			}
-		}
-	}
 	return nil
 }
 
-func fenceFamily(ctx context.Context, run ipTables, bin string, uids []int, ns []string) error {
-	if err := resetChain(ctx, run, bin, chainEgress); err != nil {
+func fenceFamily(ctx context.Context, run ipTables, fam family, uids []int, ns []string, withForward bool) error {
+	b, err := newBatch(ctx, run, fam)
+	if err != nil {
 		return err
 	}
+	b.chain(chainEgress)
 	for _, r := range fenceRules(ns) {
-		if err := apply(ctx, run, bin, r...); err != nil {
-			return err
-		}
+		b.rule(r...)
 	}
 	for _, uid := range uids {
-		if err := ensureJump(ctx, run, bin, jumpRule(uid)); err != nil {
+		b.jump(jumpRule(uid))
+	}
+	if withForward {
+		b.chain(chainForward)
+		for _, r := range forwardRules() {
+			b.rule(r...)
+		}
+		b.ensureChain(chainDocker)
+		for _, in := range []string{"br-+", "docker0"} {
+			b.jump([]string{chainDocker, "-i", in, "-j", chainForward})
+		}
+	}
+	if err := b.commit(ctx, run); err != nil {
+		if len(uids) > 0 {
 			return fmt.Errorf("%w (the owner match, xt_owner / nft meta skuid, must be available: without it the sandbox user cannot be told apart)", err)
 		}
-	}
-	return nil
-}
-
-// resetChain creates chain or empties it when a previous start left it.
-func resetChain(ctx context.Context, run ipTables, bin, chain string) error {
-	if _, err := run(ctx, bin, "-N", chain); err != nil {
-		if out, ferr := run(ctx, bin, "-F", chain); ferr != nil {
-			return fmt.Errorf("%s: create chain %s: %v: %s", bin, chain, ferr, strings.TrimSpace(string(out)))
-		}
-	}
-	return nil
-}
-
-// ensureJump inserts rule (chain first) at the top of its chain unless it
-// is there already.
-func ensureJump(ctx context.Context, run ipTables, bin string, rule []string) error {
-	if _, err := run(ctx, bin, append([]string{"-C"}, rule...)...); err == nil {
-		return nil
-	}
-	return apply(ctx, run, bin, append([]string{"-I", rule[0], "1"}, rule[1:]...)...)
-}
-
-func apply(ctx context.Context, run ipTables, bin string, args ...string) error {
-	if out, err := run(ctx, bin, args...); err != nil {
-		return fmt.Errorf("%s %s: %v: %s", bin, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		return err
 	}
 	return nil
 }
@@ -463,7 +428,7 @@ func (s *sandbox) startEgress(ctx context.Context, acct *account, run ipTables) 
 		}
 	}()
 	s.egress = e
-	if err := fence(ctx, run, fenceUIDs(*acct), "/etc/resolv.conf", hasIPv6(), s.daemon != nil); err != nil {
+	if err := fence(ctx, run, fenceUIDs(*acct), "/etc/resolv.conf", hasIPv6(), s.inner); err != nil {
 		return nil, fmt.Errorf("network.allow is set but the egress fence could not be installed, so the sandbox would run unrestricted: %w", err)
 	}
 	log.Info().Strs("allow", cfg.Allow).Str("proxy", ProxyAddr).Ints("uids", fenceUIDs(*acct)).Msg("egress allowlist enforced")

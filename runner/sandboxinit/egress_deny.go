@@ -61,38 +61,41 @@ func denyRules(nets []dispatch.DenyNet, nameservers []string, v6 bool) [][]strin
 }
 
 // installDeny writes the deny chain and its jumps for IPv4 and, when the
-// sandbox has IPv6 beyond loopback, IPv6. withForward adds the jump for
-// the inner daemon's containers: DOCKER-USER for IPv4 (the daemon keeps it
-// first in FORWARD), FORWARD itself for IPv6 (the daemon leaves ip6tables
-// alone unless told otherwise).
+// sandbox has IPv6 beyond loopback, IPv6, one batch per family.
+// withForward adds the jump for the inner daemon's containers: DOCKER-USER
+// for IPv4 (the daemon keeps it first in FORWARD, and keeps the rules of a
+// DOCKER-USER that exists before it starts, so the fence can be in place
+// before the daemon is), FORWARD itself for IPv6 (the daemon leaves
+// ip6tables alone unless told otherwise).
 func installDeny(ctx context.Context, run ipTables, nets []dispatch.DenyNet, resolvConf string, hasIPv6, withForward bool) error {
 	v4, v6 := nameservers(resolvConf)
-	type family struct {
-		bin     string
+	type plan struct {
+		fam     family
 		ns      []string
-		v6      bool
 		forward string
 	}
-	fams := []family{{"iptables", v4, false, chainDocker}}
+	plans := []plan{{familyV4, v4, chainDocker}}
 	if hasIPv6 {
-		fams = append(fams, family{"ip6tables", v6, true, "FORWARD"})
+		plans = append(plans, plan{familyV6, v6, "FORWARD"})
 	}
-	for _, f := range fams {
-		if err := resetChain(ctx, run, f.bin, chainDeny); err != nil {
+	for _, p := range plans {
+		b, err := newBatch(ctx, run, p.fam)
+		if err != nil {
 			return err
 		}
-		for _, r := range denyRules(nets, f.ns, f.v6) {
-			if err := apply(ctx, run, f.bin, r...); err != nil {
-				return err
-			}
+		b.chain(chainDeny)
+		for _, r := range denyRules(nets, p.ns, p.fam.v6) {
+			b.rule(r...)
 		}
-		if err := ensureJump(ctx, run, f.bin, []string{"OUTPUT", "-j", chainDeny}); err != nil {
-			return err
-		}
+		b.jump([]string{"OUTPUT", "-j", chainDeny})
 		if withForward {
-			if err := ensureJump(ctx, run, f.bin, []string{f.forward, "-j", chainDeny}); err != nil {
-				return err
+			if p.forward == chainDocker {
+				b.ensureChain(chainDocker)
 			}
+			b.jump([]string{p.forward, "-j", chainDeny})
+		}
+		if err := b.commit(ctx, run); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -134,10 +137,10 @@ func (s *sandbox) applyEgressDefaults(ctx context.Context, run ipTables, euid in
 		s.deny.done = true
 		return nil
 	}
-	if err := installDeny(ctx, run, nets, resolvConf, hasIPv6(), s.daemon != nil); err != nil {
+	if err := installDeny(ctx, run, nets, resolvConf, hasIPv6(), s.inner); err != nil {
 		return fmt.Errorf("egress defaults could not be installed, so the sandbox would reach cloud metadata and the bot: %w", err)
 	}
 	s.deny.done = true
-	s.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Bool("inner_containers", s.daemon != nil).Msg("egress defaults enforced")
+	s.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Bool("inner_containers", s.inner).Msg("egress defaults enforced")
 	return nil
 }

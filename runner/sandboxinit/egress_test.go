@@ -328,19 +328,43 @@ func TestProxyEnv(t *testing.T) {
 	}
 }
 
-// fakeTables records iptables commands and fails those fail says to.
+// fakeTables records the rules of every iptables-restore batch, one line
+// each prefixed by the family's tool ("iptables :CHAIN - [0:0]",
+// "ip6tables -A ..."), answers iptables-save with saved, and fails a
+// batch or a save when fail says so for one of its lines.
 type fakeTables struct {
-	cmds []string
-	fail func(cmd string) (string, bool)
+	cmds  []string
+	saved map[string]string // iptables-save output by tool
+	fail  func(cmd string) (string, bool)
 }
 
-func (f *fakeTables) run(_ context.Context, bin string, args ...string) ([]byte, error) {
-	cmd := bin + " " + strings.Join(args, " ")
-	f.cmds = append(f.cmds, cmd)
-	if f.fail != nil {
-		if out, failed := f.fail(cmd); failed {
-			return []byte(out), errors.New("exit status 1")
+func (f *fakeTables) run(_ context.Context, bin, stdin string, args ...string) ([]byte, error) {
+	if strings.HasSuffix(bin, "-save") {
+		if f.fail != nil {
+			if out, failed := f.fail(bin + " " + strings.Join(args, " ")); failed {
+				return []byte(out), errors.New("exit status 1")
+			}
 		}
+		return []byte(f.saved[bin]), nil
+	}
+	tool := strings.TrimSuffix(bin, "-restore")
+	if strings.Join(args, " ") != "--noflush -w 5" {
+		return nil, fmt.Errorf("%s %v: want --noflush -w 5", bin, args)
+	}
+	lines := strings.Split(strings.TrimSuffix(stdin, "\n"), "\n")
+	if len(lines) < 2 || lines[0] != "*filter" || lines[len(lines)-1] != "COMMIT" {
+		return nil, fmt.Errorf("%s: batch is not one *filter table:\n%s", bin, stdin)
+	}
+	for i, l := range lines[1 : len(lines)-1] {
+		cmd := tool + " " + l
+		if f.fail != nil {
+			if out, failed := f.fail(cmd); failed {
+				return []byte(fmt.Sprintf("%s\nError occurred at line: %d", out, i+2)), errors.New("exit status 2")
+			}
+		}
+	}
+	for _, l := range lines[1 : len(lines)-1] {
+		f.cmds = append(f.cmds, tool+" "+l)
 	}
 	return nil, nil
 }
@@ -355,15 +379,13 @@ func resolvConf(t *testing.T, text string) string {
 
 func TestFenceRules(t *testing.T) {
 	rc := resolvConf(t, "# comment\nnameserver 10.255.255.53\nnameserver fd00::53\noptions ndots:0\n")
-	f := &fakeTables{fail: func(cmd string) (string, bool) {
-		// A fresh namespace: the jump is not there yet.
-		return "", strings.Contains(cmd, " -C ")
-	}}
+	// A fresh namespace: no chain of ours, no jump yet.
+	f := &fakeTables{}
 	if err := fence(context.Background(), f.run, []int{1000}, rc, false, true); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
-		"iptables -N SANDBOX-EGRESS",
+		"iptables :SANDBOX-EGRESS - [0:0]",
 		"iptables -A SANDBOX-EGRESS -o lo -j RETURN",
 		"iptables -A SANDBOX-EGRESS -o docker0 -j RETURN",
 		"iptables -A SANDBOX-EGRESS -o br-+ -j RETURN",
@@ -371,16 +393,14 @@ func TestFenceRules(t *testing.T) {
 		"iptables -A SANDBOX-EGRESS -d 10.255.255.53 -p tcp --dport 53 -j RETURN",
 		"iptables -A SANDBOX-EGRESS -p tcp -j REJECT --reject-with tcp-reset",
 		"iptables -A SANDBOX-EGRESS -j REJECT",
-		"iptables -C OUTPUT -m owner --uid-owner 1000 -j SANDBOX-EGRESS",
 		"iptables -I OUTPUT 1 -m owner --uid-owner 1000 -j SANDBOX-EGRESS",
-		"iptables -N SANDBOX-EGRESS-FWD",
+		"iptables :SANDBOX-EGRESS-FWD - [0:0]",
 		"iptables -A SANDBOX-EGRESS-FWD -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN",
 		"iptables -A SANDBOX-EGRESS-FWD -o docker0 -j RETURN",
 		"iptables -A SANDBOX-EGRESS-FWD -o br-+ -j RETURN",
 		"iptables -A SANDBOX-EGRESS-FWD -j REJECT",
-		"iptables -C DOCKER-USER -i br-+ -j SANDBOX-EGRESS-FWD",
+		"iptables :DOCKER-USER - [0:0]",
 		"iptables -I DOCKER-USER 1 -i br-+ -j SANDBOX-EGRESS-FWD",
-		"iptables -C DOCKER-USER -i docker0 -j SANDBOX-EGRESS-FWD",
 		"iptables -I DOCKER-USER 1 -i docker0 -j SANDBOX-EGRESS-FWD",
 	}
 	if got := strings.Join(f.cmds, "\n"); got != strings.Join(want, "\n") {
@@ -388,23 +408,35 @@ func TestFenceRules(t *testing.T) {
 	}
 }
 
-// A second start in the same namespace empties the chains and does not
-// add the jumps twice; IPv6 is fenced when the sandbox has it.
+// A second start in the same namespace empties the chains (a chain
+// declared in a --noflush batch is flushed), does not add the jumps twice,
+// and keeps the inner daemon's DOCKER-USER; IPv6 is fenced when the
+// sandbox has it.
 func TestFenceReapplies(t *testing.T) {
-	f := &fakeTables{fail: func(cmd string) (string, bool) {
-		return "iptables: Chain already exists.", strings.Contains(cmd, " -N ")
+	f := &fakeTables{saved: map[string]string{
+		"iptables-save": "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n:DOCKER-USER - [0:0]\n:SANDBOX-EGRESS - [0:0]\n:SANDBOX-EGRESS-FWD - [0:0]\n" +
+			"-A OUTPUT -m owner --uid-owner 1001 -j SANDBOX-EGRESS\n-A OUTPUT -m owner --uid-owner 1002 -j SANDBOX-EGRESS\n" +
+			"-A DOCKER-USER -i br-+ -j SANDBOX-EGRESS-FWD\n-A DOCKER-USER -i docker0 -j SANDBOX-EGRESS-FWD\n-A DOCKER-USER -j RETURN\n" +
+			"-A SANDBOX-EGRESS -o lo -j RETURN\nCOMMIT\n",
+		"ip6tables-save": "*filter\n:OUTPUT ACCEPT [0:0]\n:SANDBOX-EGRESS - [0:0]\n-A OUTPUT -m owner --uid-owner 1001 -j SANDBOX-EGRESS\nCOMMIT\n",
 	}}
-	if err := fence(context.Background(), f.run, []int{1001, 1002}, resolvConf(t, "nameserver fd00::53\n"), true, false); err != nil {
+	if err := fence(context.Background(), f.run, []int{1001, 1002}, resolvConf(t, "nameserver fd00::53\n"), true, true); err != nil {
 		t.Fatal(err)
 	}
 	all := strings.Join(f.cmds, "\n")
-	for _, want := range []string{"iptables -F SANDBOX-EGRESS", "ip6tables -F SANDBOX-EGRESS", "ip6tables -A SANDBOX-EGRESS -d fd00::53 -p udp --dport 53 -j RETURN", "ip6tables -C OUTPUT -m owner --uid-owner 1001 -j SANDBOX-EGRESS", "ip6tables -C OUTPUT -m owner --uid-owner 1002 -j SANDBOX-EGRESS"} {
+	for _, want := range []string{"iptables :SANDBOX-EGRESS - [0:0]", "iptables :SANDBOX-EGRESS-FWD - [0:0]", "ip6tables :SANDBOX-EGRESS - [0:0]",
+		"ip6tables -A SANDBOX-EGRESS -d fd00::53 -p udp --dport 53 -j RETURN", "ip6tables -I OUTPUT 1 -m owner --uid-owner 1002 -j SANDBOX-EGRESS"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no %q among:\n%s", want, all)
 		}
 	}
-	if strings.Contains(all, " -I ") || strings.Contains(all, "DOCKER-USER") {
-		t.Errorf("jumps added again, or forward rules without an inner daemon:\n%s", all)
+	for _, never := range []string{"iptables -I OUTPUT", "iptables -I DOCKER-USER", ":DOCKER-USER", "--uid-owner 1001 -j SANDBOX-EGRESS\nip6tables"} {
+		if strings.Contains(all, never) {
+			t.Errorf("%q: a jump added again, or the daemon's DOCKER-USER emptied:\n%s", never, all)
+		}
+	}
+	if strings.Count(all, "ip6tables -I OUTPUT") != 1 {
+		t.Errorf("want only the missing IPv6 jump (uid 1002) added:\n%s", all)
 	}
 }
 
@@ -415,12 +447,12 @@ func TestFenceFailsClosed(t *testing.T) {
 		contains string
 	}{
 		"no iptables": {
-			fail:     func(string) (string, bool) { return "exec: iptables: not found", true },
-			contains: "create chain SANDBOX-EGRESS",
+			fail:     func(string) (string, bool) { return "exec: iptables-save: not found", true },
+			contains: "iptables-save -t filter",
 		},
 		"no owner match": {
 			fail: func(cmd string) (string, bool) {
-				return "iptables: Couldn't load match `owner'", strings.Contains(cmd, "--uid-owner")
+				return "iptables-restore: Couldn't load match `owner'", strings.Contains(cmd, "--uid-owner")
 			},
 			contains: "owner match",
 		},
@@ -436,7 +468,21 @@ func TestFenceFailsClosed(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.contains) {
 				t.Fatalf("fence = %v, want an error about %q", err, tc.contains)
 			}
+			if len(f.cmds) > 0 && !tc.ipv6 {
+				t.Errorf("a failed batch left rules behind: %v", f.cmds)
+			}
 		})
+	}
+}
+
+// A failing rule is named in the error, not only its line number.
+func TestBatchNamesTheFailingRule(t *testing.T) {
+	f := &fakeTables{fail: func(cmd string) (string, bool) {
+		return "iptables-restore v1.8.9 (nf_tables): Couldn't load match `owner'", strings.Contains(cmd, "--uid-owner 1000")
+	}}
+	err := fence(context.Background(), f.run, []int{1000}, resolvConf(t, ""), false, false)
+	if err == nil || !strings.Contains(err.Error(), `rule "-I OUTPUT 1 -m owner --uid-owner 1000 -j SANDBOX-EGRESS"`) {
+		t.Fatalf("fence = %v, want the failing rule named", err)
 	}
 }
 

@@ -77,7 +77,7 @@ func (c imageCache) refs() []string {
 // load loads ref from the cache, or else from the seeds, after checking
 // the tarball against its recorded ID. It reports false without an error
 // when neither holds ref.
-func (c imageCache) load(ctx context.Context, docker dockerCLI, ref string) (bool, error) {
+func (c imageCache) load(ctx context.Context, e engine, ref string) (bool, error) {
 	var refused []string
 	for _, dir := range []string{c.dir, c.seed} {
 		if dir == "" {
@@ -87,7 +87,7 @@ func (c imageCache) load(ctx context.Context, docker dockerCLI, ref string) (boo
 		if _, err := os.Stat(p); err != nil {
 			continue
 		}
-		err := c.loadVerified(ctx, docker, dir, ref)
+		err := c.loadVerified(ctx, e, dir, ref)
 		if err == nil {
 			return true, nil
 		}
@@ -100,36 +100,41 @@ func (c imageCache) load(ctx context.Context, docker dockerCLI, ref string) (boo
 	return false, nil
 }
 
-func (c imageCache) loadVerified(ctx context.Context, docker dockerCLI, dir, ref string) error {
+func (c imageCache) loadVerified(ctx context.Context, e engine, dir, ref string) error {
 	id, err := imagecache.VerifyFile(dir, ref)
 	if err != nil {
 		return err
 	}
 	p := dispatch.CachedImageFile(dir, ref)
-	if _, err := docker.run(ctx, "load", "--quiet", "--input", p); err != nil {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := e.loadImage(ctx, f, p); err != nil {
 		return fmt.Errorf("load %s: %w", p, err)
 	}
-	// The file was checked before docker read it; the engine's own answer
-	// closes the gap of a file replaced in between.
-	out, err := docker.run(ctx, "image", "inspect", "--format", "{{.Id}}", ref)
-	if got := strings.TrimSpace(out); err != nil || got != id {
-		_, _ = docker.run(ctx, "image", "rm", "--force", ref)
+	// The file was checked before the daemon read it; the engine's own
+	// answer closes the gap of a file replaced in between.
+	got, err := e.imageID(ctx, ref)
+	if err != nil || got != id {
+		_ = e.removeImage(ctx, ref)
 		return fmt.Errorf("%s loaded as %s, not the recorded %s", ref, got, id)
 	}
 	return nil
 }
 
 // recordPulled notes the ID of an image just pulled.
-func (c imageCache) recordPulled(ctx context.Context, docker dockerCLI, ref string) {
+func (c imageCache) recordPulled(ctx context.Context, e engine, ref string) {
 	if c.dir == "" || c.pulled == nil {
 		return
 	}
-	out, err := docker.run(ctx, "image", "inspect", "--format", "{{.Id}}", ref)
+	id, err := e.imageID(ctx, ref)
 	if err != nil {
 		c.log.Warn().Err(err).Str("image", ref).Msg("image cache: pulled image not found; it will not be cached")
 		return
 	}
-	c.pulled.Store(ref, strings.TrimSpace(out))
+	c.pulled.Store(ref, id)
 }
 
 // save writes a pulled image into the cache, if it is still the image that

@@ -30,10 +30,11 @@ const (
 // serviceRunner starts the services of .sandbox.yml on the inner daemon.
 type serviceRunner struct {
 	docker dockerCLI
+	engine engine // the calls on the critical path (engine.go)
+	steps  *steps // nil: not timed
 	log    zerolog.Logger
 	cache  imageCache
 	getenv func(string) string
-	tmpDir string
 }
 
 // removeStale removes service containers a previous start of this sandbox
@@ -58,8 +59,8 @@ func (r *serviceRunner) removeStale(ctx context.Context) error {
 
 // ensureNetwork creates the inner network the services share.
 func (r *serviceRunner) ensureNetwork(ctx context.Context) error {
-	_, err := r.docker.run(ctx, "network", "create", "--label", labelManaged+"=true", innerNetwork)
-	if err != nil && strings.Contains(err.Error(), "already exists") {
+	err := r.engine.createNetwork(ctx, innerNetwork, map[string]string{labelManaged: "true"})
+	if errors.Is(err, errConflict) {
 		return nil
 	}
 	if err != nil {
@@ -79,50 +80,41 @@ func (r *serviceRunner) startAll(ctx context.Context, specs map[string]sandboxcf
 	// The network is created while images load: both take a docker round
 	// trip or more, and a service needs both only when it starts.
 	netDone := make(chan error, 1)
-	go func() { netDone <- r.ensureNetwork(ctx) }()
+	go func() { netDone <- r.steps.do("network", func() error { return r.ensureNetwork(ctx) }) }()
 	network := sync.OnceValue(func() error { return <-netDone })
 	if len(specs) == 0 {
 		return addrs, nil, network()
 	}
-	parent := ctx
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var (
 		mu     sync.Mutex
-		wg     sync.WaitGroup
 		pulled []string
-		errs   []error
 	)
-	for _, name := range sortedNames(specs) {
-		wg.Add(1)
-		go func(name string, spec sandboxcfg.Service) {
-			defer wg.Done()
+	starts := map[string]func(context.Context) error{}
+	for name, spec := range specs {
+		// The first failure stops the others (steps.parallel cancels
+		// their context): the run cannot go on without every service.
+		starts["service:"+name] = func(ctx context.Context) error {
 			start := time.Now()
 			addr, didPull, err := r.startOne(ctx, name, spec, network)
-			mu.Lock()
-			defer mu.Unlock()
 			if err != nil {
-				// The first failure stops the others: the run cannot go on
-				// without every service.
-				if !errors.Is(err, context.Canceled) {
-					errs = append(errs, fmt.Errorf("service %s: %w", name, err))
-				}
-				cancel()
-				return
+				return fmt.Errorf("service %s: %w", name, err)
 			}
+			mu.Lock()
 			addrs[name] = addr
 			if didPull {
 				pulled = append(pulled, spec.Image)
 			}
+			mu.Unlock()
 			r.log.Info().Str("service", name).Str("addr", addr).Dur("took", time.Since(start)).Msg("service healthy")
-		}(name, specs[name])
+			return nil
+		}
 	}
-	wg.Wait()
-	if err := parent.Err(); err != nil {
+	err := r.steps.parallel(ctx, starts)
+	if perr := ctx.Err(); perr != nil {
+		return nil, nil, perr
+	}
+	if err != nil {
 		return nil, nil, err
-	}
-	if len(errs) > 0 {
-		return nil, nil, errors.Join(errs...)
 	}
 	return addrs, pulled, nil
 }
@@ -147,38 +139,37 @@ func sortedNames[V any](m map[string]V) []string {
 }
 
 func (r *serviceRunner) startOne(ctx context.Context, name string, spec sandboxcfg.Service, network func() error) (string, bool, error) {
-	pulled, err := r.ensureImage(ctx, spec.Image)
+	var pulled bool
+	err := r.steps.do("image:"+name, func() (err error) {
+		pulled, err = r.ensureImage(ctx, spec.Image)
+		return err
+	})
 	if err != nil {
 		return "", false, err
 	}
-	if err := network(); err != nil {
+	if err := r.steps.do("network-wait:"+name, network); err != nil {
 		return "", false, err
 	}
-	args := []string{"run", "-d",
-		"--name", containerName(name), "--hostname", name,
-		"--network", innerNetwork, "--network-alias", name,
-		"--label", labelService + "=" + name,
-		"--stop-timeout", "2",
-	}
-	if len(spec.Env) > 0 {
-		// Values may hold secrets (${VAR}); a file keeps them out of argv.
-		envFile, err := r.writeEnvFile(name, spec.Env)
-		if err != nil {
-			return "", false, err
-		}
-		defer os.Remove(envFile)
-		args = append(args, "--env-file", envFile)
-	}
-	args = append(args, spec.Image)
-	args = append(args, spec.Command...)
-	if _, err := r.docker.run(ctx, args...); err != nil {
-		return "", false, err
-	}
-	ip, err := r.docker.run(ctx, "inspect", "--format", `{{(index .NetworkSettings.Networks "`+innerNetwork+`").IPAddress}}`, containerName(name))
+	env, err := serviceEnv(name, spec.Env, r.getenv)
 	if err != nil {
 		return "", false, err
 	}
-	ip = strings.TrimSpace(ip)
+	c := serviceContainer{
+		Name: containerName(name), Hostname: name, Image: spec.Image,
+		Network: innerNetwork, Aliases: []string{name},
+		Labels:      map[string]string{labelService: name},
+		StopTimeout: 2,
+		Cmd:         spec.Command,
+		Env:         env,
+	}
+	if err := r.steps.do("run:"+name, func() error { return r.engine.run(ctx, c) }); err != nil {
+		return "", false, err
+	}
+	st, err := r.engine.inspect(ctx, containerName(name))
+	if err != nil {
+		return "", false, err
+	}
+	ip := st.NetworkSettings.Networks[innerNetwork].IPAddress
 	if net.ParseIP(ip) == nil {
 		// A container that exited at once has no address any more.
 		if err := r.alive(ctx, name); err != nil {
@@ -194,7 +185,10 @@ func (r *serviceRunner) startOne(ctx context.Context, name string, spec sandboxc
 	if spec.Healthcheck != nil && spec.Healthcheck.TimeoutSeconds > 0 {
 		timeout = time.Duration(spec.Healthcheck.TimeoutSeconds) * time.Second
 	}
-	if err := waitHealthy(ctx, p, timeout, func(ctx context.Context) error { return r.alive(ctx, name) }); err != nil {
+	err = r.steps.do("healthy:"+name, func() error {
+		return waitHealthy(ctx, p, timeout, func(ctx context.Context) error { return r.alive(ctx, name) })
+	})
+	if err != nil {
 		return "", false, fmt.Errorf("%w; last log lines:\n%s", err, r.logsTail(name))
 	}
 	addr := ip
@@ -206,18 +200,17 @@ func (r *serviceRunner) startOne(ctx context.Context, name string, spec sandboxc
 
 // alive fails once the service container is no longer running.
 func (r *serviceRunner) alive(ctx context.Context, name string) error {
-	out, err := r.docker.run(ctx, "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", containerName(name))
+	st, err := r.engine.inspect(ctx, containerName(name))
 	if err != nil {
 		return err
 	}
-	f := strings.Fields(out)
-	switch {
-	case len(f) != 2 || f[0] == "running":
+	switch st.State.Status {
+	case "running", "created", "":
 		return nil
-	case f[0] == "exited":
-		return fmt.Errorf("container exited with code %s", f[1])
+	case "exited":
+		return fmt.Errorf("container exited with code %d", st.State.ExitCode)
 	default:
-		return fmt.Errorf("container is %s (exit code %s)", f[0], f[1])
+		return fmt.Errorf("container is %s (exit code %d)", st.State.Status, st.State.ExitCode)
 	}
 }
 
@@ -236,12 +229,12 @@ func (r *serviceRunner) logsTail(name string) string {
 func (r *serviceRunner) ensureImage(ctx context.Context, ref string) (bool, error) {
 	// In a fresh /var/lib/docker the cache is the likely source, so it is
 	// tried first; loading an image that is there already costs little.
-	loaded, err := r.cache.load(ctx, r.docker, ref)
+	loaded, err := r.cache.load(ctx, r.engine, ref)
 	if loaded {
 		r.log.Info().Str("image", ref).Msg("image loaded from the cache")
 		return false, nil
 	}
-	if _, err := r.docker.run(ctx, "image", "inspect", "--format", "{{.Id}}", ref); err == nil {
+	if _, err := r.engine.imageID(ctx, ref); err == nil {
 		return false, nil
 	}
 	if err != nil {
@@ -257,7 +250,7 @@ func (r *serviceRunner) ensureImage(ctx context.Context, ref string) (bool, erro
 		}
 		return false, fmt.Errorf("image %s: %s and pulling it failed: %w", ref, where, perr)
 	}
-	r.cache.recordPulled(ctx, r.docker, ref)
+	r.cache.recordPulled(ctx, r.engine, ref)
 	return true, nil
 }
 
@@ -272,23 +265,16 @@ func expandSecrets(v string, getenv func(string) string) string {
 	})
 }
 
-func (r *serviceRunner) writeEnvFile(name string, env map[string]string) (string, error) {
-	var b strings.Builder
+// serviceEnv is a service's environment with ${VAR} expanded. It goes to
+// the daemon in the create request, never in a command line.
+func serviceEnv(name string, env map[string]string, getenv func(string) string) ([]string, error) {
+	var out []string
 	for _, k := range sortedNames(env) {
-		v := expandSecrets(env[k], r.getenv)
-		if strings.ContainsAny(k, "=\n") || strings.Contains(v, "\n") {
-			return "", fmt.Errorf("services.%s.env.%s: names cannot hold = or newlines, values cannot hold newlines", name, k)
+		v := expandSecrets(env[k], getenv)
+		if k == "" || strings.ContainsAny(k, "=\n") || strings.Contains(v, "\n") {
+			return nil, fmt.Errorf("services.%s.env.%s: names cannot be empty or hold = or newlines, values cannot hold newlines", name, k)
 		}
-		fmt.Fprintf(&b, "%s=%s\n", k, v)
+		out = append(out, k+"="+v)
 	}
-	f, err := os.CreateTemp(r.tmpDir, "service-env-")
-	if err != nil {
-		return "", fmt.Errorf("write env file for service %s: %w", name, err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(b.String()); err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("write env file for service %s: %w", name, err)
-	}
-	return f.Name(), nil
+	return out, nil
 }

@@ -253,17 +253,18 @@ func TestExpandSecretsOnlyBraced(t *testing.T) {
 	}
 }
 
-func TestWriteEnvFileKeepsSecretsOutOfArgv(t *testing.T) {
-	r := &serviceRunner{tmpDir: t.TempDir(), getenv: func(k string) string { return map[string]string{"PW": "hunter2"}[k] }}
-	p, err := r.writeEnvFile("db", map[string]string{"POSTGRES_PASSWORD": "${PW}", "A": "1"})
+// A service's environment reaches the daemon in the create request (never
+// a command line), with ${VAR} expanded from the sandbox's secrets.
+func TestServiceEnvExpandsSecrets(t *testing.T) {
+	getenv := func(k string) string { return map[string]string{"PW": "hunter2"}[k] }
+	env, err := serviceEnv("db", map[string]string{"POSTGRES_PASSWORD": "${PW}", "A": "1"}, getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := os.ReadFile(p)
-	if string(b) != "A=1\nPOSTGRES_PASSWORD=hunter2\n" {
-		t.Errorf("env file = %q", b)
+	if strings.Join(env, "\n") != "A=1\nPOSTGRES_PASSWORD=hunter2" {
+		t.Errorf("env = %q", env)
 	}
-	if _, err := r.writeEnvFile("db", map[string]string{"X": "a\nb"}); err == nil || !strings.Contains(err.Error(), "services.db.env.X") {
+	if _, err := serviceEnv("db", map[string]string{"X": "a\nb"}, getenv); err == nil || !strings.Contains(err.Error(), "services.db.env.X") {
 		t.Errorf("newline value: err = %v", err)
 	}
 }

@@ -1,0 +1,159 @@
+package sandboxinit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+)
+
+// makeRuntimeDir creates the directory of what the init hands the runner.
+func (s *sandbox) makeRuntimeDir() error {
+	dir := s.opts.runtimeDir
+	err := os.MkdirAll(dir, 0o755)
+	if errors.Is(err, os.ErrPermission) && os.Geteuid() != 0 {
+		// An unprivileged sandbox (task mode) cannot write /run.
+		dir = filepath.Join(os.TempDir(), "sandbox-run")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+		s.opts.runtimeDir = dir
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", dir, err)
+	}
+	return nil
+}
+
+// prepare brings up the inner daemon and the services in a coding sandbox,
+// or only the egress defaults without one. env gets what the services
+// give the runner (Supabase's keys).
+func (s *sandbox) prepare(ctx, saveCtx context.Context, env map[string]string) error {
+	s.services = dispatch.Services{}
+	if !s.inner {
+		return s.steps.do("egress-defaults", func() error { return s.enforceEgressDefaults(ctx, execIPTables) })
+	}
+	svcs, err := s.startDocker(ctx, saveCtx, env)
+	if err != nil {
+		return err
+	}
+	s.services = svcs
+	return nil
+}
+
+// writeServicesFiles writes the services' addresses for the runner (JSON)
+// and for a person in the sandbox (services.env, with what else the start
+// gave the runner so far) and adds their variables to env.
+func (s *sandbox) writeServicesFiles(env map[string]string) error {
+	servicesFile := filepath.Join(s.opts.runtimeDir, "services.json")
+	if err := writeJSONFile(servicesFile, s.services); err != nil {
+		return err
+	}
+	env[dispatch.EnvServicesFile] = servicesFile
+	for name, addr := range s.services {
+		env["SANDBOX_SERVICE_"+envName(name)] = addr
+	}
+	return writeEnvFile(filepath.Join(s.opts.runtimeDir, "services.env"), env)
+}
+
+// startDocker brings up the inner daemon, the network and the services.
+// containerd starts as soon as the stale state is gone; the storage probe
+// and the egress defaults run while it does, and dockerd starts once the
+// driver is known. The egress defaults are in place before dockerd, so
+// nothing the daemon starts ever runs without them.
+func (s *sandbox) startDocker(ctx, saveCtx context.Context, env map[string]string) (dispatch.Services, error) {
+	s.docker = newDockerCLI(s.log)
+	if err := s.steps.do("cgroups", func() error { return prepareCgroups(s.log) }); err != nil {
+		return nil, err
+	}
+	err := s.steps.do("stale-state", func() error {
+		if err := removeStaleState(s.log); err != nil {
+			return err
+		}
+		return os.MkdirAll(dockerRoot, 0o711)
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = s.steps.do("containerd", func() (err error) {
+		s.daemon, err = startContainerd(s.log)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var choice storageChoice
+	err = s.steps.parallel(ctx, map[string]func(context.Context) error{
+		"storage": func(context.Context) error {
+			choice = chooseStorage(s.opts.storageDriver, dockerRoot, mountProber{})
+			s.log.Info().Str("driver", choice.Driver).Str("backing_fs", choice.Backing).Strs("why", choice.Reasons).Msg("storage driver chosen")
+			return nil
+		},
+		"egress-defaults": func(ctx context.Context) error { return s.enforceEgressDefaults(ctx, execIPTables) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = s.steps.do("dockerd", func() error {
+		return s.daemon.startDockerd(ctx, daemonConfig{Driver: choice.Driver, Timeout: s.opts.dockerdTimeout})
+	})
+	if err != nil {
+		return nil, err
+	}
+	var svcs dispatch.Services
+	err = s.steps.do("services", func() (err error) {
+		svcs, err = s.startServices(ctx, saveCtx, env)
+		return err
+	})
+	return svcs, err
+}
+
+// startServices starts the services of .sandbox.yml (and Supabase) on the
+// inner daemon.
+func (s *sandbox) startServices(ctx, saveCtx context.Context, env map[string]string) (dispatch.Services, error) {
+	cache := newImageCache(s.opts.cacheDir, s.log)
+	r := &serviceRunner{docker: s.docker, engine: newEngine(s.log), steps: s.steps, log: s.log, cache: cache, getenv: os.Getenv}
+	var specs map[string]sandboxcfg.Service
+	supabase := false
+	if s.order != nil {
+		specs = s.order.Config.Services
+		supabase = s.order.Config.Supabase
+	}
+	svcs, pulled, err := r.startAll(ctx, specs)
+	if err != nil {
+		return nil, err
+	}
+	if supabase {
+		stack, more, err := startSupabase(ctx, r, defaultSupabaseDir)
+		if err != nil {
+			return nil, err
+		}
+		for k, v := range stack.Services {
+			svcs[k] = v
+		}
+		for k, v := range stack.Env {
+			env[k] = v
+		}
+		pulled = append(pulled, more...)
+	}
+	if err := addHosts("/etc/hosts", svcs); err != nil {
+		s.log.Warn().Err(err).Msg("service names not added to /etc/hosts")
+	}
+	// Saving pulled images for the next run happens while the runner works;
+	// a stop cancels it and the cache only ever sees complete files.
+	for _, ref := range pulled {
+		s.saves.Add(1)
+		go func(ref string) {
+			defer s.saves.Done()
+			if err := cache.save(saveCtx, s.docker, ref); err != nil && saveCtx.Err() == nil {
+				s.log.Warn().Err(err).Str("image", ref).Msg("image not saved to the cache")
+			}
+		}(ref)
+	}
+	return svcs, nil
+}
