@@ -255,7 +255,6 @@ func (rc *runContext) receipt(res *dispatch.Result) Receipt {
 	}
 }
 
-
 // mediaBase is the permanent URL prefix of media committed by the run: the
 // raw file at the media commit, so links survive later pushes.
 func (r *Runs) mediaBase(rc *runContext, res *dispatch.Result) string {

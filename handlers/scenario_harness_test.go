@@ -92,7 +92,7 @@ func (h *harness) startWith(backend dispatch.Backend, env map[string]string) {
 		// Pacing is for GitHub's limits; the fake has none unless a
 		// rate-limit test gives it one (and sets its own pace).
 		"SANDBOX_GITHUB_WRITES_PER_MINUTE": "60000",
-		"SANDBOX_DATA_DIR": h.data,
+		"SANDBOX_DATA_DIR":                 h.data,
 	}
 	for k, v := range env {
 		vars[k] = v
