@@ -3,9 +3,6 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -146,12 +143,7 @@ func TestBotImageStarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(fake.Close)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	name := "sandbox-bot-image-test-" + hex.EncodeToString(suffix)
 	run := exec.Command("docker", "run", "-d", "--rm", "--name", name, "--network", "host", "--read-only",
 		"-e", "GITHUB_APP_INTEGRATION_ID=1", "-e", "GITHUB_APP_WEBHOOK_SECRET=s", "-e", "GITHUB_APP_PRIVATE_KEY="+testKey(t),
@@ -163,17 +155,8 @@ func TestBotImageStarts(t *testing.T) {
 	t.Cleanup(func() { exec.Command("docker", "rm", "-f", name).Run() })
 	logs := func() string { out, _ := exec.Command("docker", "logs", name).CombinedOutput(); return string(out) }
 
-	var body string
 	deadline := time.Now().Add(30 * time.Second)
-	for body == "" && time.Now().Before(deadline) {
-		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			body = string(b)
-		} else {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	body := waitHealthz(addr, 30*time.Second)
 	if !strings.Contains(body, `"status":"ok"`) || !strings.Contains(body, `"backend":"nomad"`) {
 		t.Fatalf("/healthz from the image: %q\n%s", body, logs())
 	}

@@ -54,12 +54,7 @@ func TestServesAndStopsOnSIGTERM(t *testing.T) {
 	t.Parallel()
 	bin := buildBot(t)
 	runner := testenv.BuildCommand(t, "sandbox-runner")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := freeAddr(t)
 	cmd := exec.Command(bin)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GITHUB_APP_INTEGRATION_ID=1", "GITHUB_APP_WEBHOOK_SECRET=s",
 		"GITHUB_APP_PRIVATE_KEY=" + testKey(t), "SANDBOX_LISTEN=" + addr, "SANDBOX_ADMIN_LISTEN=127.0.0.1:0", "SANDBOX_BACKEND=process",
@@ -69,18 +64,7 @@ func TestServesAndStopsOnSIGTERM(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	var body string
-	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			body = string(b)
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	body := waitHealthz(addr, 15*time.Second)
 	if !strings.Contains(body, `"status":"ok"`) || !strings.Contains(body, `"backend":"process"`) {
 		cmd.Process.Kill()
 		t.Fatalf("healthz: %q\n%s", body, stderr.String())
@@ -111,4 +95,31 @@ func testKey(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}))) + fmt.Sprintln()
+}
+
+// freeAddr is a loopback address with a port free a moment ago, for a bot
+// started in another process.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// waitHealthz polls a starting bot's /healthz until it answers and returns
+// the body, or "" if it never answered within d.
+func waitHealthz(addr string, d time.Duration) string {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get("http://" + addr + "/healthz"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			return string(b)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return ""
 }
