@@ -107,12 +107,8 @@ func (b *Base) submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) 
 			return created, err
 		}
 		zerolog.Ctx(ctx).Warn().Err(err).Int("try", try).Dur("retry_in", wait).Msg("submission failed; retrying")
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !pause(ctx, wait) {
 			return false, err
-		case <-t.C:
 		}
 		wait *= 2
 	}

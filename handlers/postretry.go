@@ -31,11 +31,7 @@ func untilPosted(ctx context.Context, log *zerolog.Logger, post func() error) er
 			return err
 		}
 		log.Warn().Err(err).Dur("retry_in", wait).Msg("post result: GitHub refused for now; trying again")
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
+		if !pause(ctx, wait) {
 			return err
 		}
 		wait = min(2*wait, postRetryMax)
@@ -59,4 +55,17 @@ func transientGitHubError(err error) bool {
 	}
 	var netErr net.Error
 	return errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// pause waits d, or less if ctx ends first; it reports whether it waited
+// the whole time (the retry loops' one way of waiting).
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
