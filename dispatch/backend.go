@@ -104,6 +104,9 @@ type Backend interface {
 	// Locker is the per-issue lock, shared by every bot replica using
 	// this backend.
 	Locker
+	// Queue holds runs waiting for a slot under the server's caps, shared
+	// like the lock.
+	Queue
 }
 
 // Locker is the per-issue lock that makes one task run per issue or PR at

@@ -2,7 +2,7 @@
 // bot relies on, in the style of testing/fstest: each backend's own tests
 // call Run with a way to make a fresh backend and its runner, so the
 // backends cannot drift apart (create-only submission, the errors callers
-// branch on, cancel, token refresh, the per-issue lock).
+// branch on, cancel, token refresh, the per-issue lock, the run queue).
 package backendtest
 
 import (
@@ -30,6 +30,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Harness) {
 		{"CancelLeavesInterruptedReceipt", testCancelLeavesInterruptedReceipt},
 		{"TokenRefresh", testTokenRefresh},
 		{"LockHolder", testLockHolder},
+		{"Queue", testQueue},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/filelock"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/filequeue"
 )
 
 // Container labels.
@@ -104,6 +105,8 @@ type Backend struct {
 	// Locks are files under <data-dir>/locks, shared by every bot replica
 	// that shares the directory.
 	*filelock.Locks
+	// Queue is <data-dir>/queue, shared the same way.
+	*filequeue.Store
 	o   Options
 	cli cli
 	log zerolog.Logger
@@ -167,7 +170,7 @@ func New(o Options) (*Backend, error) {
 		o.CPU = defaultCPU(o.CPU, engineCPUs(o.Docker))
 	}
 	log := o.Logger.With().Str("backend", "docker").Logger()
-	b := &Backend{Locks: filelock.New(filepath.Join(o.DataDir, "locks"), log), o: o, cli: cli{bin: o.Docker}, log: log}
+	b := &Backend{Locks: filelock.New(filepath.Join(o.DataDir, "locks"), log), Store: filequeue.New(filepath.Join(o.DataDir, "queue")), o: o, cli: cli{bin: o.Docker}, log: log}
 	return b, nil
 }
 

@@ -39,6 +39,8 @@ type Backend struct {
 	// CancelEndsRun makes Cancel finish the run as interrupted, the way a
 	// runner that pushes and writes its receipt on SIGTERM would.
 	CancelEndsRun bool
+	// Queue is the run queue, kept like everything else here in memory.
+	Queue
 }
 
 var (

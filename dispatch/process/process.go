@@ -37,6 +37,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/filelock"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/filequeue"
 )
 
 // Options configures the backend.
@@ -64,6 +65,8 @@ type Backend struct {
 	// Locks are files under <data-dir>/locks, shared by every bot replica
 	// that shares the directory.
 	*filelock.Locks
+	// Queue is <data-dir>/queue, shared the same way.
+	*filequeue.Store
 	o   Options
 	log zerolog.Logger
 
@@ -128,7 +131,7 @@ func New(o Options) (*Backend, error) {
 		o.Warnings = os.Stderr
 	}
 	log := o.Logger.With().Str("backend", "process").Logger()
-	b := &Backend{Locks: filelock.New(filepath.Join(o.DataDir, "locks"), log), o: o, log: log, procs: map[string]*child{}}
+	b := &Backend{Locks: filelock.New(filepath.Join(o.DataDir, "locks"), log), Store: filequeue.New(filepath.Join(o.DataDir, "queue")), o: o, log: log, procs: map[string]*child{}}
 	fmt.Fprintln(o.Warnings, Warning)
 	b.log.Warn().Msg("process backend: no isolation between the agent and this machine")
 	return b, nil

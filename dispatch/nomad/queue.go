@@ -1,0 +1,174 @@
+package nomad
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hashicorp/nomad/api"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// QueuePath is the Variable holding the run queue, and QueuedPrefix the
+// one Variable per queued run with what starting it needs. The bot's ACL
+// policy needs variables read, write and destroy on both.
+const (
+	QueuePath    = "sandbox-bot/queue"
+	QueuedPrefix = "sandbox-bot/queued/"
+)
+
+// maxVarBytes is what Nomad lets one Variable hold (64 KiB). The queue is
+// stored gzipped: a thousand entries compress to a fraction of it.
+const maxVarBytes = 64 << 10
+
+// UpdateQueue implements dispatch.Queue with check-and-set on the queue
+// Variable's modify index: of two replicas changing the queue at once,
+// Nomad takes one write, and the other reads again and retries.
+func (b *Backend) UpdateQueue(ctx context.Context, change func([]dispatch.QueueEntry) ([]dispatch.QueueEntry, error)) error {
+	for attempt := 0; ; attempt++ {
+		cur, index, err := b.readQueue(ctx)
+		if err != nil {
+			return err
+		}
+		next, err := change(cur)
+		if errors.Is(err, dispatch.ErrQueueUnchanged) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		packed, err := pack(next)
+		if err != nil {
+			return fmt.Errorf("write queue (variable %s): %w", QueuePath, err)
+		}
+		// CAS index 0 creates the Variable only if it does not exist.
+		v := &api.Variable{Namespace: b.o.Namespace, Path: QueuePath, Items: api.VariableItems{"entries": packed}, ModifyIndex: index}
+		_, _, err = b.c.Variables().CheckedUpdate(v, b.wopts(ctx))
+		var cas api.ErrCASConflict
+		if !errors.As(err, &cas) {
+			if err != nil {
+				return fmt.Errorf("write queue (variable %s): %w", QueuePath, err)
+			}
+			return nil
+		}
+		// Another replica wrote first. A short random pause keeps two
+		// replicas from colliding in step.
+		pause := time.NewTimer(time.Duration(rand.IntN(5*min(attempt+1, 10))+1) * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			pause.Stop()
+			return fmt.Errorf("write queue (variable %s): %w after %d conflicting writes", QueuePath, ctx.Err(), attempt+1)
+		case <-pause.C:
+		}
+	}
+}
+
+// ReadQueue implements dispatch.Queue.
+func (b *Backend) ReadQueue(ctx context.Context) ([]dispatch.QueueEntry, error) {
+	q, _, err := b.readQueue(ctx)
+	return q, err
+}
+
+// readQueue returns the queue and the modify index to write it back under
+// (0: the Variable does not exist).
+func (b *Backend) readQueue(ctx context.Context) ([]dispatch.QueueEntry, uint64, error) {
+	v, _, err := b.c.Variables().Peek(QueuePath, b.qopts(ctx))
+	if err != nil {
+		return nil, 0, fmt.Errorf("read queue (variable %s): %w", QueuePath, err)
+	}
+	if v == nil {
+		return nil, 0, nil
+	}
+	var q []dispatch.QueueEntry
+	if err := unpack(v.Items["entries"], &q); err != nil {
+		return nil, 0, fmt.Errorf("read queue (variable %s): %w", QueuePath, err)
+	}
+	return q, v.ModifyIndex, nil
+}
+
+// SaveQueued implements dispatch.Queue.
+func (b *Backend) SaveQueued(ctx context.Context, taskID string, request []byte) error {
+	packed, err := pack(json.RawMessage(request))
+	if err != nil {
+		return fmt.Errorf("save queued run %s: %w", taskID, err)
+	}
+	v := &api.Variable{Namespace: b.o.Namespace, Path: queuedPath(taskID), Items: api.VariableItems{"request": packed}}
+	if _, _, err := b.c.Variables().Update(v, b.wopts(ctx)); err != nil {
+		return fmt.Errorf("save queued run %s (variable %s): %w", taskID, v.Path, err)
+	}
+	return nil
+}
+
+// LoadQueued implements dispatch.Queue.
+func (b *Backend) LoadQueued(ctx context.Context, taskID string) ([]byte, error) {
+	path := queuedPath(taskID)
+	v, _, err := b.c.Variables().Peek(path, b.qopts(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("load queued run %s (variable %s): %w", taskID, path, err)
+	}
+	if v == nil {
+		return nil, fmt.Errorf("queued run %s: %w", taskID, dispatch.ErrNotFound)
+	}
+	var raw json.RawMessage
+	if err := unpack(v.Items["request"], &raw); err != nil {
+		return nil, fmt.Errorf("load queued run %s (variable %s): %w", taskID, path, err)
+	}
+	return raw, nil
+}
+
+// DropQueued implements dispatch.Queue.
+func (b *Backend) DropQueued(ctx context.Context, taskID string) error {
+	path := queuedPath(taskID)
+	if _, err := b.c.Variables().Delete(path, b.wopts(ctx)); err != nil {
+		return fmt.Errorf("drop queued run %s (variable %s): %w", taskID, path, err)
+	}
+	return nil
+}
+
+// queuedPath is a queued run's Variable; task ids are the bot's own, but
+// any byte Nomad paths refuse is escaped like a lock key.
+func queuedPath(taskID string) string {
+	return QueuedPrefix + LockPath(taskID)[len(LockPrefix):]
+}
+
+// pack encodes v as base64 of gzipped JSON, refusing what would not fit in
+// a Variable.
+func pack(v any) (string, error) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if err := json.NewEncoder(zw).Encode(v); err != nil {
+		return "", err
+	}
+	if err := zw.Close(); err != nil {
+		return "", err
+	}
+	s := base64.StdEncoding.EncodeToString(buf.Bytes())
+	if len(s) > maxVarBytes-1024 {
+		return "", fmt.Errorf("%d bytes packed, more than a Nomad Variable holds (%d)", len(s), maxVarBytes)
+	}
+	return s, nil
+}
+
+func unpack(s string, v any) error {
+	raw, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return err
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(io.LimitReader(zr, 16<<20))
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}
