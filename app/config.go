@@ -60,6 +60,9 @@ type Config struct {
 	MaxContinues int `yaml:"max_continues"`
 	// MaxPlanRounds bounds /revise rounds on a plan.
 	MaxPlanRounds int `yaml:"max_plan_rounds"`
+	// Caps bound concurrent runs (in all, per installation, per
+	// repository); runs over a cap wait in the backend's queue.
+	Caps dispatch.Caps `yaml:"caps"`
 	// ProgressInterval throttles check-run updates.
 	ProgressInterval time.Duration `yaml:"progress_interval"`
 	// TokenRefresh is how often a live run's installation token is replaced
@@ -155,6 +158,9 @@ func LoadConfig(getenv Getenv) (*Config, error) {
 		return nil, err
 	}
 	if err := c.Ops.applyEnv(getenv); err != nil {
+		return nil, err
+	}
+	if err := c.applyCapsEnv(getenv); err != nil {
 		return nil, err
 	}
 	c.applyDefaults()

@@ -18,6 +18,7 @@ type serverMetrics struct {
 	deliveries    *prometheus.CounterVec
 	rejected      *prometheus.CounterVec
 	handlerErrors *prometheus.CounterVec
+	queueWait     prometheus.Histogram // queue_metrics.go
 }
 
 func newServerMetrics(reg *prometheus.Registry, gm metrics.Registry, backend dispatch.Backend, runs *handlers.Runs) *serverMetrics {
@@ -32,6 +33,7 @@ func newServerMetrics(reg *prometheus.Registry, gm metrics.Registry, backend dis
 			Name: "sandbox_bot_handler_errors_total", Help: "Event handlers that returned an error or panicked, by event.",
 		}, []string{"event"}),
 	}
+	m.queueWait = registerQueueMetrics(reg, backend)
 	for _, reason := range []string{"bad_signature", "sha1_only", "too_many_readers", "malformed", "too_large", "queue_full", "duplicate"} {
 		m.rejected.WithLabelValues(reason)
 	}

@@ -85,6 +85,7 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 
 	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prom, ready: &readiness{backend: backend}, dash: dash}
 	s.metrics = newServerMetrics(s.prom, registry, backend, base.Runs)
+	base.QueueWait = func(d time.Duration) { s.metrics.queueWait.Observe(d.Seconds()) }
 
 	dedupe, err := lru.New(20000)
 	if err != nil {

@@ -14,6 +14,6 @@ func (c *Config) handlerSettings() handlers.Settings {
 		TriggerLabel: c.TriggerLabel, AllowUsers: c.AllowUsers, AllowTeams: c.AllowTeams, AllowBots: c.AllowBots,
 		MaxContinues: c.MaxContinues, MaxPlanRounds: c.MaxPlanRounds, ProgressInterval: c.ProgressInterval, TokenRefresh: c.TokenRefresh,
 		Defaults: c.Defaults, Limits: c.Limits, Isolation: c.Isolation, WebURL: c.GitHub.WebURL, SecretEnv: c.ProjectSecretEnv(),
-		DispatchDeadline: c.Ops.DispatchDeadline, CheckName: DefaultCheckName,
+		DispatchDeadline: c.Ops.DispatchDeadline, CheckName: DefaultCheckName, Caps: c.Caps,
 	}
 }

@@ -127,6 +127,25 @@ func Dequeue(ctx context.Context, q Queue, taskID string) (QueueEntry, bool, err
 	return removed, found, nil
 }
 
+// DequeueWaiting removes taskID's entry only while it waits for a slot:
+// removed=false when it is not in the queue or already holds a slot.
+func DequeueWaiting(ctx context.Context, q Queue, taskID string) (removed bool, err error) {
+	err = q.UpdateQueue(ctx, func(cur []QueueEntry) ([]QueueEntry, error) {
+		removed = false
+		for i, e := range cur {
+			if e.TaskID == taskID && e.Waiting() {
+				removed = true
+				return append(cur[:i:i], cur[i+1:]...), nil
+			}
+		}
+		return nil, ErrQueueUnchanged
+	})
+	if err != nil {
+		return false, fmt.Errorf("remove waiting %s from the queue: %w", taskID, err)
+	}
+	return removed, nil
+}
+
 // Admit claims, oldest first, every waiting entry that fits under every
 // cap, and returns them: the caller starts them. live are the runs the
 // backend says have not ended (the backend's state is what replicas

@@ -51,6 +51,9 @@ type Settings struct {
 	// WebURL is GitHub's web address (https://github.com, or GHES's), for
 	// permanent media links.
 	WebURL string
+	// Caps bound concurrent runs; a run over one waits in the queue
+	// (queue.go). The zero value queues nothing.
+	Caps dispatch.Caps
 }
 
 // core is what the handlers and the run follower share: the client
@@ -71,6 +74,9 @@ type core struct {
 
 	// Receipts keeps every ended run's receipt (receipts.go).
 	Receipts Receipts
+	// QueueWait, when set, is told how long each queued run waited for
+	// its slot (the wait-time metric).
+	QueueWait func(time.Duration)
 }
 
 // Base is shared by every handler: the core and the run follower.
@@ -98,6 +104,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 		Secrets:       NewSecrets(),
 	}}
 	b.Runs = newRuns(b.core, b.start)
+	b.Runs.onEnd, b.Runs.onReconcile = b.freeSlot, b.admitAndStart
 	return b, nil
 }
 
@@ -116,9 +123,11 @@ const (
 	LabelRunning          = "agent:running"
 	LabelDone             = "agent:done"
 	LabelFailed           = "agent:failed"
+	// LabelQueued: the run waits for a slot under the server's caps.
+	LabelQueued = "agent:queued"
 )
 
-var stateLabels = []string{LabelPlanning, LabelAwaitingApproval, LabelRunning, LabelDone, LabelFailed}
+var stateLabels = []string{LabelPlanning, LabelAwaitingApproval, LabelRunning, LabelDone, LabelFailed, LabelQueued}
 
 // labelColors are what installation events create labels with.
 func (b *Base) labelSet() map[string]string {
@@ -129,6 +138,7 @@ func (b *Base) labelSet() map[string]string {
 		LabelRunning:          "1d76db",
 		LabelDone:             "0e8a16",
 		LabelFailed:           "b60205",
+		LabelQueued:           "ededed",
 	}
 }
 

@@ -15,13 +15,16 @@ import (
 // gone after a restart, but the marker on GitHub stays. A crash between
 // submission and acknowledgement is covered by the backend's create-only
 // submission, which still knows the run then.
-func (b *Base) actedOn(ctx context.Context, client *github.Client, owner, repo string, number int, taskID string) (bool, error) {
+//
+// When the queue starts a run (fromQueue), the reply that it was queued
+// does not count: only what followed its start does.
+func (b *Base) actedOn(ctx context.Context, client *github.Client, owner, repo string, number int, taskID string, fromQueue bool) (bool, error) {
 	marked, err := b.botMarked(ctx, client, owner, repo, number)
 	if err != nil {
 		return false, err
 	}
 	for _, m := range marked {
-		if m.Marker.TaskID == taskID {
+		if m.Marker.TaskID == taskID && !(fromQueue && m.Marker.Kind == KindQueued) {
 			return true, nil
 		}
 	}

@@ -11,6 +11,9 @@ import (
 // empty list is how app.Server.Idle knows nothing more will happen.
 func (r *Runs) Busy(ctx context.Context) ([]string, error) {
 	var busy []string
+	if n := r.queuedStarts.Load(); n > 0 {
+		busy = append(busy, fmt.Sprintf("%d queued runs being started", n))
+	}
 	for _, id := range r.Active() {
 		st, err := r.c.Backend.Status(ctx, id)
 		if err != nil && ctx.Err() != nil {

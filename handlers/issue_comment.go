@@ -238,6 +238,9 @@ func (b *Base) abort(ctx context.Context, client *github.Client, cc commandConte
 	if holder == "" {
 		return b.reply(ctx, client, owner, name, cc.number, "github/nothing_to_abort", NothingToAbortData{})
 	}
+	if handled, err := b.abortQueued(ctx, client, cc, key, holder); handled || err != nil {
+		return err
+	}
 	b.Runs.MarkAborted(holder, cc.sender)
 	b.react(ctx, client, owner, name, cc.commentID, "+1")
 	if err := b.Backend.Cancel(ctx, holder); errors.Is(err, dispatch.ErrNotFound) {

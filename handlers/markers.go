@@ -41,6 +41,8 @@ const (
 	KindAborted  = "aborted"
 	// KindAbortRequested marks the reply to /abort, before the run ends.
 	KindAbortRequested = "abort-requested"
+	// KindQueued marks the reply that a run waits in the queue.
+	KindQueued = "queued"
 )
 
 var markerRE = regexp.MustCompile(`<!-- sandbox-bot:(\{.*?\}) -->`)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-github/v62/github"
@@ -30,8 +31,13 @@ type Runs struct {
 	following map[string]bool
 	aborted   map[string]string // task id -> who aborted
 	tokens    runTokens         // every token minted for a live run (tokens.go)
-	wg        sync.WaitGroup
-	logger    zerolog.Logger
+	// onEnd frees an ended run's queue slot and onReconcile admits what
+	// waits (queue.go); queuedStarts counts admitted runs being started.
+	onEnd        func(ctx context.Context, taskID string)
+	onReconcile  func(ctx context.Context)
+	queuedStarts atomic.Int64
+	wg           sync.WaitGroup
+	logger       zerolog.Logger
 }
 
 func newRuns(c *core, start func(context.Context, *github.Client, startRequest) error) *Runs {
@@ -53,6 +59,9 @@ func (r *Runs) Reconcile(ctx context.Context) error {
 		r.Follow(st.Meta)
 	}
 	r.logger.Info().Int("runs", len(runs)).Str("backend", r.c.Backend.Name()).Msg("reconciled runs")
+	if r.onReconcile != nil {
+		r.onReconcile(r.logger.WithContext(r.ctx))
+	}
 	return nil
 }
 
@@ -141,6 +150,9 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		st.State = dispatch.StateLost
 	}
 	r.endRun(ctx, meta.TaskID)
+	if r.onEnd != nil {
+		r.onEnd(ctx, meta.TaskID)
+	}
 	res, rerr := r.c.Backend.Result(ctx, meta.TaskID)
 	if errors.Is(rerr, dispatch.ErrBadResult) {
 		log.Error().Err(rerr).Msg("result.json rejected; reporting the run as failed")

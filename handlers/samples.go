@@ -48,6 +48,8 @@ func ReplySamples() map[string][]any {
 		"github/nothing_to_abort":    {NothingToAbortData{}},
 		"github/stale_lock":          {StaleLockData{Holder: task}},
 		"github/abort_requested":     {AbortRequestedData{Marker: marker, TaskID: task, By: "alice"}},
+		"github/queued":              {QueuedData{TaskID: task, Mode: dispatch.ModePlan, Place: 1, Caps: []string{"2 in all"}, Marker: marker}, QueuedData{TaskID: task, Mode: dispatch.ModeExecute, Place: 3, Ahead: 2, Caps: []string{"4 in all", "1 per repository"}, Marker: marker}},
+		"github/queue_aborted":       {QueueAbortedData{TaskID: task, By: "alice", Marker: marker}},
 		"github/progress":            {ProgressData{Marker: marker, Title: "agent: step 3", Text: "Task `" + task + "` (execute) · step 3"}},
 		"github/progress_done":       {ProgressDoneData{Marker: marker, Conclusion: "success", Title: "Done", Summary: "Added a login page."}, ProgressDoneData{Marker: marker, Conclusion: "neutral", Title: "No changes", Summary: "Nothing changed."}},
 		"github/plan_comment":        {PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, CostSoFar: 1.25, PlanStart: planStart, PlanEnd: planEnd}},

@@ -45,6 +45,8 @@ type startRequest struct {
 	// Instructions are a writer's words to the App (the text after an
 	// @mention), added to the task.
 	Instructions *dispatch.Comment
+	// queuedAs is the task id of a queued run being started (queue.go).
+	queuedAs string
 }
 
 func (r *startRequest) owner() string { return r.Repo.GetOwner().GetLogin() }
@@ -89,8 +91,11 @@ func (b *Base) startRun(ctx context.Context, client *github.Client, req startReq
 		mode = dispatch.ModeExecute
 	}
 	taskID := dispatch.NewTaskID(full, req.Number, mode, req.Trigger)
+	if req.queuedAs != "" {
+		taskID = req.queuedAs
+	}
 	ctx, log := withTask(ctx, taskID)
-	if acted, err := b.actedOn(ctx, client, owner, name, req.Number, taskID); err != nil {
+	if acted, err := b.actedOn(ctx, client, owner, name, req.Number, taskID, req.queuedAs != ""); err != nil {
 		return err
 	} else if acted {
 		log.Info().Msg("task already acted on (its marker is on GitHub): redelivered event, nothing to do")
@@ -112,6 +117,10 @@ func (b *Base) startRun(ctx context.Context, client *github.Client, req startReq
 			}
 		}
 	}()
+	if wait, err := b.queueGate(ctx, client, req, taskID, mode); err != nil || wait {
+		started = wait // a queued run keeps the issue's lock
+		return err
+	}
 
 	task, excluded, err := b.taskText(ctx, client, owner, name, req.Issue)
 	if err != nil {

@@ -1,0 +1,277 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+)
+
+// Queueing under the server's caps. Every run asked for while a cap is set
+// goes through the backend's queue (dispatch.Queue): it is enqueued, then
+// admitted in order if a slot is free, else it waits with agent:queued and
+// a reply saying its place. A run's slot frees when Runs sees it end; the
+// follower then admits the next ones. The queue, the claimed slots and
+// what starting each waiting run needs live in the backend, so a restarted
+// bot (Reconcile) and a second replica carry on with the same queue; the
+// runs that hold slots are counted from the backend's own view of them.
+
+// queuedRequest is what the queue keeps of a startRequest to start it
+// later: no token (one is minted at the start) and nothing of the GitHub
+// objects but their names.
+type queuedRequest struct {
+	TaskID         string            `json:"task_id"`
+	InstallationID int64             `json:"installation_id"`
+	Repo           string            `json:"repo"`
+	Number         int               `json:"number"`
+	IsPR           bool              `json:"is_pr,omitempty"`
+	Issue          int               `json:"issue"`
+	Mode           dispatch.Mode     `json:"mode"`
+	Trigger        string            `json:"trigger"`
+	DeliveryID     string            `json:"delivery_id,omitempty"`
+	Sender         string            `json:"sender,omitempty"`
+	Flags          sandboxcfg.Flags  `json:"flags"`
+	Plan           string            `json:"plan,omitempty"`
+	Feedback       string            `json:"feedback,omitempty"`
+	Round          int               `json:"round,omitempty"`
+	Attempt        int               `json:"attempt,omitempty"`
+	Branch         string            `json:"branch,omitempty"`
+	BaseBranch     string            `json:"base_branch,omitempty"`
+	CommentID      int64             `json:"comment_id,omitempty"`
+	Command        string            `json:"command,omitempty"`
+	Instructions   *dispatch.Comment `json:"instructions,omitempty"`
+	EnqueuedAt     time.Time         `json:"enqueued_at"`
+}
+
+func queuedFrom(req startRequest, taskID string, mode dispatch.Mode, at time.Time) queuedRequest {
+	return queuedRequest{
+		TaskID: taskID, InstallationID: req.InstallationID, Repo: req.Repo.GetFullName(), Number: req.Number, IsPR: req.IsPR,
+		Issue: req.Issue, Mode: mode, Trigger: req.Trigger, DeliveryID: req.DeliveryID, Sender: req.Sender, Flags: req.Flags,
+		Plan: req.Plan, Feedback: req.Feedback, Round: req.Round, Attempt: req.Attempt, Branch: req.Branch,
+		BaseBranch: req.BaseBranch, CommentID: req.CommentID, Command: req.Command, Instructions: req.Instructions, EnqueuedAt: at,
+	}
+}
+
+func (q queuedRequest) startRequest(repo *github.Repository) startRequest {
+	return startRequest{
+		InstallationID: q.InstallationID, Repo: repo, Number: q.Number, IsPR: q.IsPR, Issue: q.Issue, Mode: q.Mode,
+		Trigger: q.Trigger, DeliveryID: q.DeliveryID, Sender: q.Sender, Flags: q.Flags, Plan: q.Plan, Feedback: q.Feedback,
+		Round: q.Round, Attempt: q.Attempt, Branch: q.Branch, BaseBranch: q.BaseBranch, CommentID: q.CommentID,
+		Command: q.Command, Instructions: q.Instructions, queuedAs: q.TaskID,
+	}
+}
+
+// queueGate puts a run that is about to start through the queue when caps
+// are set. wait=true means it waits: it is queued, labelled and told its
+// place, and keeps the issue's lock. A run the queue itself starts
+// (req.queuedAs) has its slot already.
+func (b *Base) queueGate(ctx context.Context, client *github.Client, req startRequest, taskID string, mode dispatch.Mode) (wait bool, err error) {
+	if !b.Caps.Any() || req.queuedAs != "" {
+		return false, nil
+	}
+	log := zerolog.Ctx(ctx)
+	now := b.Now()
+	raw, err := json.Marshal(queuedFrom(req, taskID, mode, now))
+	if err != nil {
+		return false, fmt.Errorf("queue %s: %w", taskID, err)
+	}
+	if err := b.Backend.SaveQueued(ctx, taskID, raw); err != nil {
+		return false, err
+	}
+	entry := dispatch.QueueEntry{TaskID: taskID, Repo: req.Repo.GetFullName(), Number: req.Number, InstallationID: req.InstallationID, EnqueuedAt: now.UnixMilli()}
+	if _, err := dispatch.Enqueue(ctx, b.Backend, entry); err != nil {
+		return false, err
+	}
+	admitted, err := b.admit(ctx)
+	if err != nil {
+		// Leave it queued: the next run to end admits it.
+		log.Warn().Err(err).Msg("admit queued runs")
+	}
+	for _, e := range admitted {
+		if e.TaskID == taskID {
+			b.observeWait(e, now)
+			return false, b.Backend.DropQueued(ctx, taskID)
+		}
+		b.Runs.startQueued(b, e)
+	}
+	q, err := b.Backend.ReadQueue(ctx)
+	if err != nil {
+		return false, err
+	}
+	place := dispatch.Place(q, taskID)
+	if place == 0 {
+		// Admitted by another replica between our admission and this
+		// read: it starts the run there.
+		log.Info().Msg("queued run admitted by another replica")
+		return true, nil
+	}
+	log.Info().Int("place", place).Msg("over a cap: run queued")
+	if req.CommentID != 0 {
+		b.react(ctx, client, req.owner(), req.name(), req.CommentID, "eyes")
+	}
+	b.setState(ctx, client, req.owner(), req.name(), req.Number, LabelQueued)
+	return true, b.reply(ctx, client, req.owner(), req.name(), req.Number, "github/queued", QueuedData{
+		TaskID: taskID, Mode: mode, Place: place, Ahead: place - 1, Caps: capsText(b.Caps),
+		Marker: Marker{Kind: KindQueued, TaskID: taskID, Mode: mode, Issue: req.Issue}.String(),
+	})
+}
+
+// capsText describes the caps that are set, for the queued reply.
+func capsText(c dispatch.Caps) []string {
+	var out []string
+	if c.Global > 0 {
+		out = append(out, fmt.Sprintf("%d in all", c.Global))
+	}
+	if c.PerInstallation > 0 {
+		out = append(out, fmt.Sprintf("%d per installation", c.PerInstallation))
+	}
+	if c.PerRepo > 0 {
+		out = append(out, fmt.Sprintf("%d per repository", c.PerRepo))
+	}
+	return out
+}
+
+// admit claims the slots free now for the oldest queued runs that fit.
+// What holds a slot is read from the backend: every run it has not seen
+// end, whichever replica started it.
+func (b *Base) admit(ctx context.Context) ([]dispatch.QueueEntry, error) {
+	runs, err := b.Backend.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list runs on %s backend: %w", b.Backend.Name(), err)
+	}
+	live := make([]dispatch.Meta, 0, len(runs))
+	for _, r := range runs {
+		if !r.State.Ended() {
+			live = append(live, r.Meta)
+		}
+	}
+	return dispatch.Admit(ctx, b.Backend, b.Caps, live, b.Now())
+}
+
+func (b *Base) observeWait(e dispatch.QueueEntry, now time.Time) {
+	if b.QueueWait != nil {
+		b.QueueWait(max(now.Sub(time.UnixMilli(e.EnqueuedAt)), 0))
+	}
+}
+
+// admitAndStart admits what fits and starts it; Runs calls it when a run
+// ends (its slot is freed first) and after reconciling at start.
+func (b *Base) admitAndStart(ctx context.Context) {
+	if !b.Caps.Any() {
+		return
+	}
+	admitted, err := b.admit(ctx)
+	if err != nil {
+		zerolog.Ctx(ctx).Error().Err(err).Msg("admit queued runs; the next run to end tries again")
+		return
+	}
+	for _, e := range admitted {
+		b.Runs.startQueued(b, e)
+	}
+}
+
+// freeSlot releases an ended run's slot and admits the next runs.
+func (b *Base) freeSlot(ctx context.Context, taskID string) {
+	if !b.Caps.Any() {
+		return
+	}
+	if _, _, err := dispatch.Dequeue(ctx, b.Backend, taskID); err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("release the run's queue slot; it frees after its grace")
+	}
+	b.admitAndStart(ctx)
+}
+
+// startQueued starts an admitted run on its own goroutine, which Stop
+// waits for and Busy counts.
+func (r *Runs) startQueued(b *Base, e dispatch.QueueEntry) {
+	r.mu.Lock()
+	if r.ctx.Err() != nil {
+		r.mu.Unlock()
+		return // shutting down: the claim goes stale and the entry waits again
+	}
+	r.wg.Add(1)
+	r.mu.Unlock()
+	r.queuedStarts.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer r.queuedStarts.Add(-1)
+		log := r.logger.With().Str("task_id", e.TaskID).Str("repo", e.Repo).Int("issue", e.Number).Logger()
+		b.startAdmitted(log.WithContext(r.ctx), e)
+	}()
+}
+
+// startAdmitted starts a run the queue admitted. A run that does not
+// start (it ran before, its request is gone, it failed to start and the
+// issue was told) gives its slot back at once.
+func (b *Base) startAdmitted(ctx context.Context, e dispatch.QueueEntry) {
+	log := zerolog.Ctx(ctx)
+	b.observeWait(e, b.Now())
+	if err := b.startFromQueue(ctx, e); err != nil {
+		log.Error().Err(err).Msg("start queued run")
+	}
+	if _, err := b.Backend.Status(ctx, e.TaskID); errors.Is(err, dispatch.ErrNotFound) {
+		log.Info().Msg("queued run did not start; its slot goes to the next")
+		if err := b.Backend.DropQueued(ctx, e.TaskID); err != nil {
+			log.Warn().Err(err).Msg("drop queued run")
+		}
+		b.freeSlot(ctx, e.TaskID)
+		return
+	}
+	if err := b.Backend.DropQueued(ctx, e.TaskID); err != nil {
+		log.Warn().Err(err).Msg("drop queued run")
+	}
+}
+
+func (b *Base) startFromQueue(ctx context.Context, e dispatch.QueueEntry) error {
+	raw, err := b.Backend.LoadQueued(ctx, e.TaskID)
+	if err != nil {
+		return err
+	}
+	var q queuedRequest
+	if err := json.Unmarshal(raw, &q); err != nil {
+		return fmt.Errorf("queued run %s: %w", e.TaskID, err)
+	}
+	client, err := b.NewInstallationClient(q.InstallationID)
+	if err != nil {
+		return fmt.Errorf("queued run %s: installation %d: %w", e.TaskID, q.InstallationID, err)
+	}
+	owner, name, _ := strings.Cut(q.Repo, "/")
+	repo, _, err := client.Repositories.Get(ctx, owner, name)
+	if err != nil {
+		return fmt.Errorf("queued run %s: read %s: %w", e.TaskID, q.Repo, err)
+	}
+	return b.start(ctx, client, q.startRequest(repo))
+}
+
+// abortQueued removes a run that still waits from the queue: /abort on it
+// releases the issue and says so. handled=false when holder is not
+// waiting (it runs, or is being started), for the ordinary abort.
+func (b *Base) abortQueued(ctx context.Context, client *github.Client, cc commandContext, key, holder string) (handled bool, err error) {
+	if !b.Caps.Any() {
+		return false, nil
+	}
+	removed, err := dispatch.DequeueWaiting(ctx, b.Backend, holder)
+	if err != nil || !removed {
+		return false, err
+	}
+	owner, name := cc.owner(), cc.name()
+	if err := b.Backend.DropQueued(ctx, holder); err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("drop aborted queued run")
+	}
+	if err := b.Backend.Unlock(ctx, key, holder); err != nil {
+		return true, fmt.Errorf("release the lock of queued run %s: %w", holder, err)
+	}
+	b.react(ctx, client, owner, name, cc.commentID, "+1")
+	b.setState(ctx, client, owner, name, cc.number, "")
+	return true, b.reply(ctx, client, owner, name, cc.number, "github/queue_aborted", QueueAbortedData{
+		TaskID: holder, By: cc.sender, Marker: Marker{Kind: KindAborted, TaskID: holder}.String(),
+	})
+}
