@@ -74,21 +74,27 @@ const ClaimGrace = 2 * time.Minute
 // and returns its place among the waiting entries (1 is next).
 func Enqueue(ctx context.Context, q Queue, e QueueEntry) (place int, err error) {
 	err = q.UpdateQueue(ctx, func(cur []QueueEntry) ([]QueueEntry, error) {
-		for _, c := range cur {
-			if c.TaskID == e.TaskID {
-				return nil, ErrQueueUnchanged
-			}
+		next, added := appendNew(cur, e)
+		place = Place(next, e.TaskID)
+		if !added {
+			return nil, ErrQueueUnchanged
 		}
-		return append(cur, e), nil
+		return next, nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("enqueue %s: %w", e.TaskID, err)
 	}
-	cur, err := q.ReadQueue(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("enqueue %s: %w", e.TaskID, err)
+	return place, nil
+}
+
+// appendNew appends e unless its task is in q already.
+func appendNew(q []QueueEntry, e QueueEntry) ([]QueueEntry, bool) {
+	for _, c := range q {
+		if c.TaskID == e.TaskID {
+			return q, false
+		}
 	}
-	return Place(cur, e.TaskID), nil
+	return append(q, e), true
 }
 
 // Place is the 1-based place of taskID among the waiting entries, or 0

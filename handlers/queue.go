@@ -83,33 +83,24 @@ func (b *Base) queueGate(ctx context.Context, client *github.Client, req startRe
 	if err != nil {
 		return false, fmt.Errorf("queue %s: %w", taskID, err)
 	}
-	if err := b.Backend.SaveQueued(ctx, taskID, raw); err != nil {
-		return false, err
-	}
 	entry := dispatch.QueueEntry{TaskID: taskID, Repo: req.Repo.GetFullName(), Number: req.Number, InstallationID: req.InstallationID, EnqueuedAt: now.UnixMilli()}
-	if _, err := dispatch.Enqueue(ctx, b.Backend, entry); err != nil {
+	sub, err := dispatch.SubmitQueued(ctx, b.Backend, entry, raw, b.Caps, now)
+	if err != nil {
 		return false, err
 	}
-	admitted, err := b.admit(ctx)
-	if err != nil {
-		// Leave it queued: the next run to end admits it.
-		log.Warn().Err(err).Msg("admit queued runs")
-	}
-	for _, e := range admitted {
-		if e.TaskID == taskID {
-			b.observeWait(e, now)
-			return false, b.Backend.DropQueued(ctx, taskID)
+	for _, e := range sub.Admitted {
+		if e.TaskID != taskID {
+			b.Runs.startQueued(b, e)
 		}
-		b.Runs.startQueued(b, e)
 	}
-	q, err := b.Backend.ReadQueue(ctx)
-	if err != nil {
-		return false, err
+	if sub.Self {
+		b.observeWait(entry, now)
+		return false, b.Backend.DropQueued(ctx, taskID)
 	}
-	place := dispatch.Place(q, taskID)
+	place := sub.Place
 	if place == 0 {
-		// Admitted by another replica between our admission and this
-		// read: it starts the run there.
+		// Admitted by another replica between our admission and our
+		// reading of the queue: it starts the run there.
 		log.Info().Msg("queued run admitted by another replica")
 		return true, nil
 	}
@@ -143,17 +134,7 @@ func capsText(c dispatch.Caps) []string {
 // What holds a slot is read from the backend: every run it has not seen
 // end, whichever replica started it.
 func (b *Base) admit(ctx context.Context) ([]dispatch.QueueEntry, error) {
-	runs, err := b.Backend.List(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list runs on %s backend: %w", b.Backend.Name(), err)
-	}
-	live := make([]dispatch.Meta, 0, len(runs))
-	for _, r := range runs {
-		if !r.State.Ended() {
-			live = append(live, r.Meta)
-		}
-	}
-	return dispatch.Admit(ctx, b.Backend, b.Caps, live, b.Now())
+	return dispatch.AdmitLive(ctx, b.Backend, b.Caps, b.Now())
 }
 
 func (b *Base) observeWait(e dispatch.QueueEntry, now time.Time) {

@@ -1,5 +1,5 @@
 // Package filequeue is the run queue of the backends that run on one
-// machine (docker, process): a JSON file in a directory that every bot
+// machine (docker, process): one file in a directory that every bot
 // replica on the machine shares, changed under an flock(2) lock and
 // replaced by rename, so a reader never sees half a queue and a killed bot
 // never leaves one. It is their dispatch.Queue.
@@ -7,7 +7,6 @@ package filequeue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,7 +16,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
-// Store keeps the queue in dir: queue.json (the entries), queue.lock (the
+// Store keeps the queue in dir: queue (the entries, dispatch.EncodeQueue), queue.lock (the
 // flock), and requests/<task-id>.json (what starting each run needs).
 type Store struct {
 	dir string
@@ -28,7 +27,7 @@ var _ dispatch.Queue = (*Store)(nil)
 // New returns the queue kept in dir, created on first write.
 func New(dir string) *Store { return &Store{dir: dir} }
 
-func (s *Store) file() string { return filepath.Join(s.dir, "queue.json") }
+func (s *Store) file() string { return filepath.Join(s.dir, "queue") }
 
 // UpdateQueue implements dispatch.Queue. The flock serializes writers
 // across processes; it is released when the file is closed, also when the
@@ -56,9 +55,9 @@ func (s *Store) UpdateQueue(ctx context.Context, change func([]dispatch.QueueEnt
 	if err != nil {
 		return err
 	}
-	data, err := json.Marshal(next)
+	data, err := dispatch.EncodeQueue(next)
 	if err != nil {
-		return fmt.Errorf("encode queue: %w", err)
+		return err
 	}
 	return writeAtomic(s.file(), data)
 }
@@ -87,8 +86,8 @@ func (s *Store) ReadQueue(context.Context) ([]dispatch.QueueEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read queue: %w", err)
 	}
-	var q []dispatch.QueueEntry
-	if err := json.Unmarshal(data, &q); err != nil {
+	q, err := dispatch.DecodeQueue(data)
+	if err != nil {
 		return nil, fmt.Errorf("read queue %s: %w", s.file(), err)
 	}
 	return q, nil

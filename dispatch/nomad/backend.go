@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
@@ -23,6 +24,8 @@ type Backend struct {
 	c   *api.Client
 	log zerolog.Logger
 	w   *watcher
+	// gz reuses gzip writers for the queue (queue.go).
+	gz sync.Pool
 }
 
 var _ dispatch.Backend = (*Backend)(nil)

@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,7 +44,11 @@ func (b *Backend) UpdateQueue(ctx context.Context, change func([]dispatch.QueueE
 		if err != nil {
 			return err
 		}
-		packed, err := pack(next)
+		data, err := dispatch.EncodeQueue(next)
+		if err != nil {
+			return err
+		}
+		packed, err := b.pack(data)
 		if err != nil {
 			return fmt.Errorf("write queue (variable %s): %w", QueuePath, err)
 		}
@@ -87,16 +90,19 @@ func (b *Backend) readQueue(ctx context.Context) ([]dispatch.QueueEntry, uint64,
 	if v == nil {
 		return nil, 0, nil
 	}
-	var q []dispatch.QueueEntry
-	if err := unpack(v.Items["entries"], &q); err != nil {
-		return nil, 0, fmt.Errorf("read queue (variable %s): %w", QueuePath, err)
+	data, err := unpack(v.Items["entries"])
+	if err == nil {
+		var q []dispatch.QueueEntry
+		if q, err = dispatch.DecodeQueue(data); err == nil {
+			return q, v.ModifyIndex, nil
+		}
 	}
-	return q, v.ModifyIndex, nil
+	return nil, 0, fmt.Errorf("read queue (variable %s): %w", QueuePath, err)
 }
 
 // SaveQueued implements dispatch.Queue.
 func (b *Backend) SaveQueued(ctx context.Context, taskID string, request []byte) error {
-	packed, err := pack(json.RawMessage(request))
+	packed, err := b.pack(request)
 	if err != nil {
 		return fmt.Errorf("save queued run %s: %w", taskID, err)
 	}
@@ -117,8 +123,8 @@ func (b *Backend) LoadQueued(ctx context.Context, taskID string) ([]byte, error)
 	if v == nil {
 		return nil, fmt.Errorf("queued run %s: %w", taskID, dispatch.ErrNotFound)
 	}
-	var raw json.RawMessage
-	if err := unpack(v.Items["request"], &raw); err != nil {
+	raw, err := unpack(v.Items["request"])
+	if err != nil {
 		return nil, fmt.Errorf("load queued run %s (variable %s): %w", taskID, path, err)
 	}
 	return raw, nil
@@ -139,12 +145,23 @@ func queuedPath(taskID string) string {
 	return QueuedPrefix + LockPath(taskID)[len(LockPrefix):]
 }
 
-// pack encodes v as base64 of gzipped JSON, refusing what would not fit in
-// a Variable.
-func pack(v any) (string, error) {
+// pack encodes data as base64 of its gzip, refusing what would not fit in
+// a Variable. The fastest level, and writers reused: the queue is written
+// on every submission, and a new gzip writer allocates more than the
+// queue weighs.
+func (b *Backend) pack(data []byte) (string, error) {
 	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	if err := json.NewEncoder(zw).Encode(v); err != nil {
+	zw, _ := b.gz.Get().(*gzip.Writer)
+	if zw == nil {
+		var err error
+		if zw, err = gzip.NewWriterLevel(&buf, gzip.BestSpeed); err != nil {
+			return "", err
+		}
+	} else {
+		zw.Reset(&buf)
+	}
+	defer b.gz.Put(zw)
+	if _, err := zw.Write(data); err != nil {
 		return "", err
 	}
 	if err := zw.Close(); err != nil {
@@ -157,18 +174,15 @@ func pack(v any) (string, error) {
 	return s, nil
 }
 
-func unpack(s string, v any) error {
+// unpack reverses pack, reading at most 16 MiB of what it inflates to.
+func unpack(s string) ([]byte, error) {
 	raw, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	zr, err := gzip.NewReader(bytes.NewReader(raw))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	data, err := io.ReadAll(io.LimitReader(zr, 16<<20))
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(data, v)
+	return io.ReadAll(io.LimitReader(zr, 16<<20))
 }
