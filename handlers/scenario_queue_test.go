@@ -129,6 +129,9 @@ func TestQueueCapStartsInOrder(t *testing.T) {
 		t.Fatalf("submitted runs of %v, want the first two issues %v", got, issues[:2])
 	}
 	assertQueued(t, h, issues[2:])
+	if v := adminMetric(t, h, "sandbox_bot_queue_length"); v != "3" {
+		t.Errorf("sandbox_bot_queue_length = %s with three runs waiting", v)
+	}
 	for i := range 3 {
 		done := h.backend.Specs()[i]
 		h.backend.Finish(done.Order.TaskID, planDone(done.Order.TaskID))
@@ -146,6 +149,13 @@ func TestQueueCapStartsInOrder(t *testing.T) {
 		}
 	}
 	h.idle()
+	if v := adminMetric(t, h, "sandbox_bot_queue_length"); v != "0" {
+		t.Errorf("sandbox_bot_queue_length = %s once every run started", v)
+	}
+	// Every run's wait is observed: two found a slot free, three waited.
+	if v := adminMetric(t, h, "sandbox_bot_queue_wait_seconds_count"); v != "5" {
+		t.Errorf("sandbox_bot_queue_wait_seconds_count = %s, want 5", v)
+	}
 	if got := len(h.backend.Specs()); got != 5 {
 		t.Errorf("%d runs submitted in all, want 5", got)
 	}
