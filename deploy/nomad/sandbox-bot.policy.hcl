@@ -15,6 +15,14 @@ namespace "default" {
     path "sandbox-bot/locks/*" {
       capabilities = ["write", "read", "destroy", "list"]
     }
+    # The run queue under the caps (one Variable, changed with
+    # check-and-set) and each queued run's request.
+    path "sandbox-bot/queue" {
+      capabilities = ["write", "read", "list"]
+    }
+    path "sandbox-bot/queued/*" {
+      capabilities = ["write", "read", "destroy", "list"]
+    }
   }
 }
 
