@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,6 +12,21 @@ import (
 // on every submission, so it is one line per entry, tab-separated, which
 // decodes several times faster than JSON at a thousand entries.
 const queueFormat = "sandbox-bot-queue/1\n"
+
+// ApplyQueueChange runs a Queue.UpdateQueue change on cur and encodes its
+// result for the store to write; write=false when the change returned
+// ErrQueueUnchanged (nothing to write).
+func ApplyQueueChange(cur []QueueEntry, change func([]QueueEntry) ([]QueueEntry, error)) (data []byte, write bool, err error) {
+	next, err := change(cur)
+	if errors.Is(err, ErrQueueUnchanged) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	data, err = EncodeQueue(next)
+	return data, err == nil, err
+}
 
 // EncodeQueue writes q in the stores' format.
 func EncodeQueue(q []QueueEntry) ([]byte, error) {

@@ -20,7 +20,6 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad/nomadtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/process"
 )
 
@@ -116,20 +115,8 @@ func TestHostileResultJSONOnNomadFake(t *testing.T) {
 	for name, cmd := range hostileResults {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, nil, nil)
-			fake, err := nomadtest.New(nomadtest.Options{Heartbeat: 50 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(fake.Close)
-			c, err := fake.Client("")
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := nomad.New(nomad.Options{Client: c, Image: "sandbox-bot/sandbox:test", Logger: zerolog.Nop(), LogDrain: time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { b.Close() })
+			fake := newNomadFake(t)
+			b := nomadBackendOn(t, fake)
 			hostileRun(t, h, b, nil, func(taskID string) {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
@@ -137,17 +124,7 @@ func TestHostileResultJSONOnNomadFake(t *testing.T) {
 				for _, j := range []dispatch.Mode{dispatch.ModePlan} {
 					jobID = nomad.JobID("sandbox-", taskID, j)
 				}
-				alloc, err := fake.WaitAlloc(ctx, "default", jobID)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := fake.StartAlloc(alloc); err != nil {
-					t.Fatal(err)
-				}
-				data := filepath.Join(fake.AllocDir(alloc), "alloc", "data")
-				if err := os.MkdirAll(data, 0o755); err != nil {
-					t.Fatal(err)
-				}
+				alloc, data := startOnFake(t, ctx, fake, jobID)
 				if out, err := exec.Command("sh", "-c", strings.Replace(cmd, "%s", filepath.Join(data, "result.json"), 1)).CombinedOutput(); err != nil {
 					t.Fatalf("%v: %s", err, out)
 				}

@@ -247,8 +247,19 @@ func replica(t *testing.T, h *harness, b dispatch.Backend, env map[string]string
 	return r
 }
 
-// nomadReplicaBackend is a Nomad backend on the fake agent, one per bot.
-func nomadReplicaBackend(t *testing.T, fake *nomadtest.Server) *nomad.Backend {
+// newNomadFake is a fake Nomad agent for one test.
+func newNomadFake(t *testing.T) *nomadtest.Server {
+	t.Helper()
+	fake, err := nomadtest.New(nomadtest.Options{Heartbeat: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	return fake
+}
+
+// nomadBackendOn is a Nomad backend on the fake agent: one per bot.
+func nomadBackendOn(t *testing.T, fake *nomadtest.Server) *nomad.Backend {
 	t.Helper()
 	c, err := fake.Client("")
 	if err != nil {
@@ -267,14 +278,10 @@ func nomadReplicaBackend(t *testing.T, fake *nomadtest.Server) *nomad.Backend {
 // the order they were queued, whichever bot sees a slot free.
 func TestQueueAcrossReplicasOnNomad(t *testing.T) {
 	t.Parallel()
-	fake, err := nomadtest.New(nomadtest.Options{Heartbeat: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(fake.Close)
+	fake := newNomadFake(t)
 	h := newHarness(t, nil, nil)
 	h.stop()
-	b1, b2 := nomadReplicaBackend(t, fake), nomadReplicaBackend(t, fake)
+	b1, b2 := nomadBackendOn(t, fake), nomadBackendOn(t, fake)
 	h.startWith(b1, capTwo)
 	h2 := replica(t, h, b2, capTwo)
 	t.Cleanup(func() {
@@ -346,21 +353,29 @@ func mustList(t *testing.T, ctx context.Context, b dispatch.Backend) []dispatch.
 	return runs
 }
 
-// finishOnFake plays a plan run to its end on the fake agent, leaving a
-// completed receipt.
-func finishOnFake(t *testing.T, ctx context.Context, fake *nomadtest.Server, taskID string) {
+// startOnFake starts the allocation of job on the fake agent and returns
+// it with its alloc/data directory, where the runner leaves result.json.
+func startOnFake(t *testing.T, ctx context.Context, fake *nomadtest.Server, job string) (alloc, data string) {
 	t.Helper()
-	alloc, err := fake.WaitAlloc(ctx, "default", nomad.JobID(nomad.DefaultJobPrefix, taskID, dispatch.ModePlan))
+	alloc, err := fake.WaitAlloc(ctx, "default", job)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := fake.StartAlloc(alloc); err != nil {
 		t.Fatal(err)
 	}
-	data := filepath.Join(fake.AllocDir(alloc), "alloc", "data")
+	data = filepath.Join(fake.AllocDir(alloc), "alloc", "data")
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	return alloc, data
+}
+
+// finishOnFake plays a plan run to its end on the fake agent, leaving a
+// completed receipt.
+func finishOnFake(t *testing.T, ctx context.Context, fake *nomadtest.Server, taskID string) {
+	t.Helper()
+	alloc, data := startOnFake(t, ctx, fake, nomad.JobID(nomad.DefaultJobPrefix, taskID, dispatch.ModePlan))
 	if err := dispatch.WriteResult(data, planDone(taskID)); err != nil {
 		t.Fatal(err)
 	}

@@ -171,20 +171,27 @@ func testQueueConcurrent(t *testing.T, ctx context.Context, a, b dispatch.Queue)
 	const n = 16
 	var wg sync.WaitGroup
 	errs := make(chan error, 2*n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			q := a
-			if i%2 == 1 {
-				q = b
-			}
-			if _, err := dispatch.Enqueue(ctx, q, entry(100+i, "acme/web", 1)); err != nil {
-				errs <- err
-			}
-		}()
+	// each runs f n times at once, on both handles in turn.
+	each := func(f func(i int, q dispatch.Queue) error) {
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				q := a
+				if i%2 == 1 {
+					q = b
+				}
+				if err := f(i, q); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	each(func(i int, q dispatch.Queue) error {
+		_, err := dispatch.Enqueue(ctx, q, entry(100+i, "acme/web", 1))
+		return err
+	})
 	q, err := a.ReadQueue(ctx)
 	if err != nil || len(q) != n {
 		t.Fatalf("after %d concurrent Enqueues the queue holds %d entries (%v)", n, len(q), err)
@@ -193,24 +200,13 @@ func testQueueConcurrent(t *testing.T, ctx context.Context, a, b dispatch.Queue)
 	// entry twice.
 	var mu sync.Mutex
 	var admitted []string
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			q := a
-			if i%2 == 1 {
-				q = b
-			}
-			got, err := dispatch.Admit(ctx, q, dispatch.Caps{Global: 3}, nil, time.Now())
-			if err != nil {
-				errs <- err
-			}
-			mu.Lock()
-			admitted = append(admitted, ids(got)...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	each(func(_ int, q dispatch.Queue) error {
+		got, err := dispatch.Admit(ctx, q, dispatch.Caps{Global: 3}, nil, time.Now())
+		mu.Lock()
+		defer mu.Unlock()
+		admitted = append(admitted, ids(got)...)
+		return err
+	})
 	close(errs)
 	for err := range errs {
 		t.Error(err)

@@ -48,15 +48,8 @@ func (s *Store) UpdateQueue(ctx context.Context, change func([]dispatch.QueueEnt
 	if err != nil {
 		return err
 	}
-	next, err := change(cur)
-	if errors.Is(err, dispatch.ErrQueueUnchanged) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	data, err := dispatch.EncodeQueue(next)
-	if err != nil {
+	data, write, err := dispatch.ApplyQueueChange(cur, change)
+	if !write {
 		return err
 	}
 	return writeAtomic(s.file(), data)

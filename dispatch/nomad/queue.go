@@ -37,15 +37,8 @@ func (b *Backend) UpdateQueue(ctx context.Context, change func([]dispatch.QueueE
 		if err != nil {
 			return err
 		}
-		next, err := change(cur)
-		if errors.Is(err, dispatch.ErrQueueUnchanged) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		data, err := dispatch.EncodeQueue(next)
-		if err != nil {
+		data, write, err := dispatch.ApplyQueueChange(cur, change)
+		if !write {
 			return err
 		}
 		packed, err := b.pack(data)
