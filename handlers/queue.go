@@ -144,11 +144,10 @@ func (b *Base) observeWait(e dispatch.QueueEntry, now time.Time) {
 }
 
 // admitAndStart admits what fits and starts it; Runs calls it when a run
-// ends (its slot is freed first) and after reconciling at start.
+// ends (its slot is freed first) and after reconciling at start. Without
+// caps it still runs: runs queued under caps an operator has since lifted
+// must start too, and then they all fit.
 func (b *Base) admitAndStart(ctx context.Context) {
-	if !b.Caps.Any() {
-		return
-	}
 	admitted, err := b.admit(ctx)
 	if err != nil {
 		zerolog.Ctx(ctx).Error().Err(err).Msg("admit queued runs; the next run to end tries again")
@@ -159,11 +158,9 @@ func (b *Base) admitAndStart(ctx context.Context) {
 	}
 }
 
-// freeSlot releases an ended run's slot and admits the next runs.
+// freeSlot releases the slot of a run that ended or did not start, and
+// admits the next runs.
 func (b *Base) freeSlot(ctx context.Context, taskID string) {
-	if !b.Caps.Any() {
-		return
-	}
 	if _, _, err := dispatch.Dequeue(ctx, b.Backend, taskID); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("release the run's queue slot; it frees after its grace")
 	}
@@ -236,9 +233,6 @@ func (b *Base) startFromQueue(ctx context.Context, e dispatch.QueueEntry) error 
 // releases the issue and says so. handled=false when holder is not
 // waiting (it runs, or is being started), for the ordinary abort.
 func (b *Base) abortQueued(ctx context.Context, client *github.Client, cc commandContext, key, holder string) (handled bool, err error) {
-	if !b.Caps.Any() {
-		return false, nil
-	}
 	removed, err := dispatch.DequeueWaiting(ctx, b.Backend, holder)
 	if err != nil || !removed {
 		return false, err

@@ -383,3 +383,27 @@ func finishOnFake(t *testing.T, ctx context.Context, fake *nomadtest.Server, tas
 		t.Fatal(err)
 	}
 }
+
+// Runs queued under caps the operator has since lifted start when the bot
+// comes back without them.
+func TestQueuedRunsStartWhenCapsAreLifted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, map[string]string{"SANDBOX_MAX_RUNS_PER_INSTALLATION": "1"})
+	issues := newIssues(h, 3)
+	labelInTurn(h, issues, func(i, n int) { h.label(n, writer, fmt.Sprintf("d-lifted-%d", i)) })
+	if got := submittedIssues(h); !slices.Equal(got, issues[:1]) {
+		t.Fatalf("runs of %v under a cap of 1, want %v", got, issues[:1])
+	}
+	h.stop()
+	h.start(nil)
+	h.waitSubmitted(3)
+	if got := submittedIssues(h); !slices.Equal(got, issues) {
+		t.Fatalf("runs of %v once the cap is lifted, want %v in order", got, issues)
+	}
+	h.idle()
+	for _, n := range issues[1:] {
+		if labelled(h, n, "agent:queued") || !labelled(h, n, "agent:planning") {
+			t.Errorf("#%d: labels %v, want agent:planning", n, h.gh.Issue(testRepo, n).Labels)
+		}
+	}
+}

@@ -115,6 +115,7 @@ func (b *Base) startRun(ctx context.Context, client *github.Client, req startReq
 			if err := b.Backend.Unlock(context.WithoutCancel(ctx), lockKey, taskID); err != nil {
 				log.Warn().Err(err).Msg("release lock after failed start")
 			}
+			b.freeSlot(context.WithoutCancel(ctx), taskID) // a queue slot it may have taken
 		}
 	}()
 	if wait, err := b.queueGate(ctx, client, req, taskID, mode); err != nil || wait {
