@@ -12,7 +12,7 @@ import (
 func (r *Runs) Busy(ctx context.Context) ([]string, error) {
 	var busy []string
 	if n := r.queuedStarts.Load(); n > 0 {
-		busy = append(busy, fmt.Sprintf("%d queued runs being started", n))
+		busy = append(busy, fmt.Sprintf("%d batches of queued runs being started", n))
 	}
 	for _, id := range r.Active() {
 		st, err := r.c.Backend.Status(ctx, id)

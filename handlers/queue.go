@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -88,11 +89,8 @@ func (b *Base) queueGate(ctx context.Context, client *github.Client, req startRe
 	if err != nil {
 		return false, err
 	}
-	for _, e := range sub.Admitted {
-		if e.TaskID != taskID {
-			b.Runs.startQueued(b, e)
-		}
-	}
+	others := slices.DeleteFunc(slices.Clone(sub.Admitted), func(e dispatch.QueueEntry) bool { return e.TaskID == taskID })
+	b.Runs.startQueued(b, others)
 	if sub.Self {
 		b.observeWait(entry, now)
 		return false, b.Backend.DropQueued(ctx, taskID)
@@ -153,9 +151,7 @@ func (b *Base) admitAndStart(ctx context.Context) {
 		zerolog.Ctx(ctx).Error().Err(err).Msg("admit queued runs; the next run to end tries again")
 		return
 	}
-	for _, e := range admitted {
-		b.Runs.startQueued(b, e)
-	}
+	b.Runs.startQueued(b, admitted)
 }
 
 // freeSlot releases the slot of a run that ended or did not start, and
@@ -167,13 +163,17 @@ func (b *Base) freeSlot(ctx context.Context, taskID string) {
 	b.admitAndStart(ctx)
 }
 
-// startQueued starts an admitted run on its own goroutine, which Stop
-// waits for and Busy counts.
-func (r *Runs) startQueued(b *Base, e dispatch.QueueEntry) {
+// startQueued starts admitted runs one after another, in the order they
+// were queued, on a goroutine of their own that Stop waits for and Busy
+// counts.
+func (r *Runs) startQueued(b *Base, admitted []dispatch.QueueEntry) {
+	if len(admitted) == 0 {
+		return
+	}
 	r.mu.Lock()
 	if r.ctx.Err() != nil {
 		r.mu.Unlock()
-		return // shutting down: the claim goes stale and the entry waits again
+		return // shutting down: the claims go stale and the entries wait again
 	}
 	r.wg.Add(1)
 	r.mu.Unlock()
@@ -181,8 +181,10 @@ func (r *Runs) startQueued(b *Base, e dispatch.QueueEntry) {
 	go func() {
 		defer r.wg.Done()
 		defer r.queuedStarts.Add(-1)
-		log := r.logger.With().Str("task_id", e.TaskID).Str("repo", e.Repo).Int("issue", e.Number).Logger()
-		b.startAdmitted(log.WithContext(r.ctx), e)
+		for _, e := range admitted {
+			log := r.logger.With().Str("task_id", e.TaskID).Str("repo", e.Repo).Int("issue", e.Number).Logger()
+			b.startAdmitted(log.WithContext(r.ctx), e)
+		}
 	}()
 }
 
