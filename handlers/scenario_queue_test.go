@@ -70,7 +70,7 @@ func assertQueued(t *testing.T, h *harness, issues []int) {
 		if i > 0 {
 			want = fmt.Sprintf("%d in line (%d ahead)", i+1, i)
 		}
-		if !strings.Contains(reply, want) || !strings.Contains(reply, "at most 2 in all") {
+		if !strings.Contains(reply, want) || !strings.Contains(reply, "at most 2 in all at once") {
 			t.Errorf("#%d: queued reply does not say %q under a cap of 2:\n%s", n, want, reply)
 		}
 		if !labelled(h, n, "agent:queued") || labelled(h, n, "agent:planning") {
