@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -190,11 +191,16 @@ func (r *Runs) startQueued(b *Base, admitted []dispatch.QueueEntry) {
 
 // startAdmitted starts a run the queue admitted. A run that does not
 // start (it ran before, its request is gone, it failed to start and the
-// issue was told) gives its slot back at once.
+// issue was told) gives its slot back at once. One that could not be
+// tried (GitHub did not answer) keeps its claim: after the claim's grace
+// it waits again at its place, and a later admission tries again.
 func (b *Base) startAdmitted(ctx context.Context, e dispatch.QueueEntry) {
 	log := zerolog.Ctx(ctx)
 	b.observeWait(e, b.Now())
-	if err := b.startFromQueue(ctx, e); err != nil {
+	if tried, err := b.startFromQueue(ctx, e); !tried && !errors.Is(err, dispatch.ErrNotFound) {
+		log.Error().Err(err).Dur("retry_after", dispatch.ClaimGrace).Msg("could not start queued run; it waits again after the claim's grace")
+		return
+	} else if err != nil {
 		log.Error().Err(err).Msg("start queued run")
 	}
 	if _, err := b.Backend.Status(ctx, e.TaskID); errors.Is(err, dispatch.ErrNotFound) {
@@ -210,25 +216,32 @@ func (b *Base) startAdmitted(ctx context.Context, e dispatch.QueueEntry) {
 	}
 }
 
-func (b *Base) startFromQueue(ctx context.Context, e dispatch.QueueEntry) error {
+// startFromQueue loads what starting the run needs and starts it; tried
+// is false when it got no further than loading. A request that is gone
+// or unreadable is ErrNotFound: there is nothing to start.
+func (b *Base) startFromQueue(ctx context.Context, e dispatch.QueueEntry) (tried bool, err error) {
 	raw, err := b.Backend.LoadQueued(ctx, e.TaskID)
 	if err != nil {
-		return err
+		return false, err
 	}
 	var q queuedRequest
 	if err := json.Unmarshal(raw, &q); err != nil {
-		return fmt.Errorf("queued run %s: %w", e.TaskID, err)
+		return false, fmt.Errorf("queued run %s: %w (%w)", e.TaskID, err, dispatch.ErrNotFound)
 	}
 	client, err := b.NewInstallationClient(q.InstallationID)
 	if err != nil {
-		return fmt.Errorf("queued run %s: installation %d: %w", e.TaskID, q.InstallationID, err)
+		return false, fmt.Errorf("queued run %s: installation %d: %w", e.TaskID, q.InstallationID, err)
 	}
 	owner, name, _ := strings.Cut(q.Repo, "/")
-	repo, _, err := client.Repositories.Get(ctx, owner, name)
-	if err != nil {
-		return fmt.Errorf("queued run %s: read %s: %w", e.TaskID, q.Repo, err)
+	repo, resp, err := client.Repositories.Get(ctx, owner, name)
+	if resp != nil && resp.StatusCode == http.StatusNotFound {
+		// Deleted, or the App lost access: nothing to start.
+		return false, fmt.Errorf("queued run %s: read %s: %w (%w)", e.TaskID, q.Repo, err, dispatch.ErrNotFound)
 	}
-	return b.start(ctx, client, q.startRequest(repo))
+	if err != nil {
+		return false, fmt.Errorf("queued run %s: read %s: %w", e.TaskID, q.Repo, err)
+	}
+	return true, b.start(ctx, client, q.startRequest(repo))
 }
 
 // abortQueued removes a run that still waits from the queue: /abort on it
