@@ -59,22 +59,36 @@ func DecodeQueue(data []byte) ([]QueueEntry, error) {
 		return nil, fmt.Errorf("queue: not in format %q", strings.TrimSpace(queueFormat))
 	}
 	q := make([]QueueEntry, 0, bytes.Count(rest, []byte{'\n'}))
+	// Many entries share a repository: one string each.
+	repos := map[string]string{}
+	var f [6][]byte
 	for line := 1; len(rest) > 0; line++ {
 		var l []byte
 		l, rest, _ = bytes.Cut(rest, []byte{'\n'})
-		f := strings.Split(string(l), "\t")
-		if len(f) != 6 {
-			return nil, fmt.Errorf("queue entry %d: %d fields, want 6", line, len(f))
+		n := 0
+		for ; n < len(f) && l != nil; n++ {
+			var ok bool
+			if f[n], l, ok = bytes.Cut(l, []byte{'\t'}); !ok {
+				l = nil
+			}
 		}
-		var n [4]int64
-		for i := range n {
-			v, err := strconv.ParseInt(f[2+i], 10, 64)
+		if n != len(f) || l != nil {
+			return nil, fmt.Errorf("queue entry %d: want 6 tab-separated fields", line)
+		}
+		var v [4]int64
+		for i := range v {
+			x, err := strconv.ParseInt(string(f[2+i]), 10, 64)
 			if err != nil {
 				return nil, fmt.Errorf("queue entry %d: %w", line, err)
 			}
-			n[i] = v
+			v[i] = x
 		}
-		q = append(q, QueueEntry{TaskID: f[0], Repo: f[1], Number: int(n[0]), InstallationID: n[1], EnqueuedAt: n[2], ClaimedAt: n[3]})
+		repo, ok := repos[string(f[1])]
+		if !ok {
+			repo = string(f[1])
+			repos[repo] = repo
+		}
+		q = append(q, QueueEntry{TaskID: string(f[0]), Repo: repo, Number: int(v[0]), InstallationID: v[1], EnqueuedAt: v[2], ClaimedAt: v[3]})
 	}
 	return q, nil
 }
