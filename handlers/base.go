@@ -48,6 +48,9 @@ type Settings struct {
 	// DispatchDeadline bounds the retries of a submission that failed for
 	// a passing reason.
 	DispatchDeadline time.Duration
+	// ReviewBatchWindow is how long review feedback on an agent PR is
+	// collected into one revise run (batch.go).
+	ReviewBatchWindow time.Duration
 	// WebURL is GitHub's web address (https://github.com, or GHES's), for
 	// permanent media links.
 	WebURL string
@@ -71,6 +74,8 @@ type core struct {
 
 	// Receipts keeps every ended run's receipt (receipts.go).
 	Receipts Receipts
+
+	batches *batches // review feedback waiting for its revise run (batch.go)
 }
 
 // Base is shared by every handler: the core and the run follower.
@@ -98,6 +103,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 		Secrets:       NewSecrets(),
 	}}
 	b.Runs = newRuns(b.core, b.start)
+	b.batches = newBatches(b)
 	return b, nil
 }
 

@@ -28,6 +28,10 @@ type Marker struct {
 	// Cost is a plan round's cost in dollars, which the next round adds to
 	// the issue's cost so far.
 	Cost float64 `json:"cost,omitempty"`
+	// Inline are review comments: on a revise run's acknowledgement, the
+	// inline comments it was asked to address; on the bot's reply in a
+	// review thread, the ones the reply answers (inline_replies.go).
+	Inline []int64 `json:"inline,omitempty"`
 }
 
 // Marker kinds.
@@ -41,6 +45,9 @@ const (
 	KindAborted  = "aborted"
 	// KindAbortRequested marks the reply to /abort, before the run ends.
 	KindAbortRequested = "abort-requested"
+	// KindInlineReply marks the bot's reply on inline review comments a
+	// revise run addressed.
+	KindInlineReply = "inline-reply"
 )
 
 var markerRE = regexp.MustCompile(`<!-- sandbox-bot:(\{.*?\}) -->`)

@@ -45,6 +45,9 @@ type startRequest struct {
 	// Instructions are a writer's words to the App (the text after an
 	// @mention), added to the task.
 	Instructions *dispatch.Comment
+	// Inline are the inline review comments a revise run addresses; the
+	// acknowledgement's marker keeps them for the replies (batch.go).
+	Inline []int64
 }
 
 func (r *startRequest) owner() string { return r.Repo.GetOwner().GetLogin() }
@@ -173,7 +176,7 @@ func (b *Base) startRun(ctx context.Context, client *github.Client, req startReq
 		TaskID: taskID, Mode: mode, Branch: branch, Budget: budget, Excluded: excluded.Commenters,
 		IssueAuthorExcluded: excluded.IssueAuthor, Issue: req.Issue,
 		Round: req.Round, Attempt: attempt, Harness: cfg.Harness, HasPlan: req.Plan != "",
-		Marker: Marker{Kind: KindAck, TaskID: taskID, Mode: mode, Issue: req.Issue, Branch: branch, Round: req.Round, Attempt: attempt}.String(),
+		Marker: Marker{Kind: KindAck, TaskID: taskID, Mode: mode, Issue: req.Issue, Branch: branch, Round: req.Round, Attempt: attempt, Inline: req.Inline}.String(),
 	})
 	if err != nil {
 		log.Warn().Err(err).Msg("post acknowledgement")
