@@ -88,3 +88,17 @@ func (s *Server) createReviewComment(w http.ResponseWriter, r *http.Request, rep
 	writeJSON(w, http.StatusCreated, map[string]any{"id": c.ID, "body": c.Body, "user": s.user(c.User), "path": c.Path,
 		"line": c.Line, "in_reply_to_id": root, "created_at": c.CreatedAt.UTC().Format(time.RFC3339)})
 }
+
+// ReplyToReviewComment records the App's reply in the thread of review
+// comment id on a PR (as if the bot had posted it before a restart) and
+// returns the reply's id.
+func (s *Server) ReplyToReviewComment(fullName string, number int, id int64, body string) int64 {
+	r := s.Repo(fullName)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pr := r.Issues[number].PR
+	s.nextID++
+	pr.ReviewComments = append(pr.ReviewComments, &ReviewComment{Comment: Comment{ID: s.nextID, User: AppLogin, Body: body, CreatedAt: time.Now()}, InReplyTo: id})
+	s.notify()
+	return s.nextID
+}
