@@ -8,7 +8,7 @@ import "context"
 // their own prefix, and finds it again after a restart through this.
 // memory, filelock (docker, process) and nomad implement it.
 type LockLister interface {
-	// Locks returns key -> holder for every lock whose key starts with
+	// ListLocks returns key -> holder for every lock whose key starts with
 	// prefix. Keys come back lower-cased, as the lockers store them.
-	Locks(ctx context.Context, prefix string) (map[string]string, error)
+	ListLocks(ctx context.Context, prefix string) (map[string]string, error)
 }

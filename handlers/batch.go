@@ -207,7 +207,7 @@ func (bs *batches) recover(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	locks, err := lister.Locks(ctx, batchPrefix)
+	locks, err := lister.ListLocks(ctx, batchPrefix)
 	if err != nil {
 		return fmt.Errorf("list pending review batches: %w", err)
 	}

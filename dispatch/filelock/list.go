@@ -13,8 +13,8 @@ import (
 
 var _ dispatch.LockLister = (*Locks)(nil)
 
-// Locks implements dispatch.LockLister by reading the lock directory.
-func (l *Locks) Locks(_ context.Context, prefix string) (map[string]string, error) {
+// ListLocks implements dispatch.LockLister by reading the lock directory.
+func (l *Locks) ListLocks(_ context.Context, prefix string) (map[string]string, error) {
 	entries, err := os.ReadDir(l.dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return map[string]string{}, nil

@@ -9,8 +9,8 @@ import (
 
 var _ dispatch.LockLister = (*Backend)(nil)
 
-// Locks implements dispatch.LockLister.
-func (b *Backend) Locks(_ context.Context, prefix string) (map[string]string, error) {
+// ListLocks implements dispatch.LockLister.
+func (b *Backend) ListLocks(_ context.Context, prefix string) (map[string]string, error) {
 	prefix = strings.ToLower(prefix)
 	b.mu.Lock()
 	defer b.mu.Unlock()

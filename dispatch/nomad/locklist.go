@@ -10,10 +10,10 @@ import (
 
 var _ dispatch.LockLister = (*Backend)(nil)
 
-// Locks implements dispatch.LockLister. Long keys are stored under a hash
+// ListLocks implements dispatch.LockLister. Long keys are stored under a hash
 // (LockPath), so the prefix is matched against each Variable's "key" item,
 // not its path; there are few locks (one per active issue or batch).
-func (b *Backend) Locks(ctx context.Context, prefix string) (map[string]string, error) {
+func (b *Backend) ListLocks(ctx context.Context, prefix string) (map[string]string, error) {
 	metas, _, err := b.c.Variables().PrefixList(LockPrefix, b.qopts(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("list locks (variables under %s): %w", LockPrefix, err)
