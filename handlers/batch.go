@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 // Review feedback on an agent PR (reviews, inline comments, /revise and
@@ -193,11 +194,16 @@ func (b *Base) startBatch(ctx context.Context, client *github.Client, h batchHol
 		zerolog.Ctx(ctx).Info().Msg("review batch has no feedback left to address; no run")
 		return nil
 	}
-	return b.start(ctx, client, startRequest{
+	req := startRequest{
 		InstallationID: h.Installation, Repo: repo, Number: h.Number, IsPR: true, Issue: issue,
 		Mode: dispatch.ModeRevise, Trigger: batchTrigger(h.Trigger), DeliveryID: h.Delivery, Sender: h.Sender,
 		Feedback: fb.text(), Inline: fb.inlineIDs(), Branch: pr.GetHead().GetRef(), BaseBranch: pr.GetBase().GetRef(),
-	})
+		Flags: fb.flags(),
+	}
+	if req.Flags != (sandboxcfg.Flags{}) {
+		req.Command = "revise" // a flag over the server's ceiling is refused as the command's
+	}
+	return b.start(ctx, client, req)
 }
 
 // recover schedules the batches pending in the backend: after a restart,

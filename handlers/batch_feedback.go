@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 // feedbackItem is one piece of a writer's feedback on an agent PR.
@@ -27,6 +28,8 @@ type feedbackItem struct {
 	path, hunk string
 	line       int
 	body       string
+	// flags are the one-off flags of a /revise (--budget 2 ...).
+	flags sandboxcfg.Flags
 }
 
 // feedback is what a revise run is asked to address.
@@ -54,6 +57,17 @@ func (f feedback) text() string {
 		}
 	}
 	return strings.Join(parts, "\n\n")
+}
+
+// flags are the newest one-off flags a /revise in the batch gave: the
+// batch is one run, so one set applies.
+func (f feedback) flags() sandboxcfg.Flags {
+	for i := len(f) - 1; i >= 0; i-- {
+		if f[i].flags != (sandboxcfg.Flags{}) {
+			return f[i].flags
+		}
+	}
+	return sandboxcfg.Flags{}
 }
 
 // inlineIDs are the inline comments the run is asked to address: it
@@ -94,8 +108,8 @@ func (b *Base) pendingFeedback(ctx context.Context, client *github.Client, owner
 		if c.GetID() <= sinceID || isBotLogin(c.GetUser()) {
 			continue
 		}
-		if text, ok := reviseText(c.GetBody(), slug, true); ok {
-			items = append(items, feedbackItem{at: c.GetCreatedAt().Time, author: c.GetUser().GetLogin(), kind: "comment", body: text})
+		if text, flags, ok := reviseText(c.GetBody(), slug, true); ok {
+			items = append(items, feedbackItem{at: c.GetCreatedAt().Time, author: c.GetUser().GetLogin(), kind: "comment", body: text, flags: flags})
 		}
 	}
 	reviews, err := listReviews(ctx, client, owner, repo, number)
@@ -104,11 +118,16 @@ func (b *Base) pendingFeedback(ctx context.Context, client *github.Client, owner
 	}
 	for _, rv := range reviews {
 		at := rv.GetSubmittedAt().Time
+		switch strings.ToUpper(rv.GetState()) {
+		case "CHANGES_REQUESTED", "COMMENTED": // approvals ask for nothing; pending and dismissed reviews are not the reviewer's word
+		default:
+			continue
+		}
 		if at.Before(since) || isBotLogin(rv.GetUser()) {
 			continue
 		}
-		if text, ok := reviseText(rv.GetBody(), slug, false); ok {
-			items = append(items, feedbackItem{at: at, author: rv.GetUser().GetLogin(), kind: "review", state: rv.GetState(), body: text})
+		if text, flags, ok := reviseText(rv.GetBody(), slug, false); ok {
+			items = append(items, feedbackItem{at: at, author: rv.GetUser().GetLogin(), kind: "review", state: rv.GetState(), body: text, flags: flags})
 		}
 	}
 	inline, err := listReviewComments(ctx, client, owner, repo, number)
@@ -120,9 +139,9 @@ func (b *Base) pendingFeedback(ctx context.Context, client *github.Client, owner
 		if addressed[c.GetID()] || isBotLogin(c.GetUser()) {
 			continue
 		}
-		if text, ok := reviseText(c.GetBody(), slug, false); ok {
+		if text, flags, ok := reviseText(c.GetBody(), slug, false); ok {
 			items = append(items, feedbackItem{at: c.GetCreatedAt().Time, author: c.GetUser().GetLogin(), kind: "inline",
-				id: c.GetID(), path: c.GetPath(), line: c.GetLine(), hunk: c.GetDiffHunk(), body: text})
+				id: c.GetID(), path: c.GetPath(), line: c.GetLine(), hunk: c.GetDiffHunk(), body: text, flags: flags})
 		}
 	}
 	var out feedback
@@ -143,25 +162,25 @@ func (b *Base) pendingFeedback(ctx context.Context, client *github.Client, owner
 // /revise command or, in the conversation (commandOnly), a /revise or a
 // mention of the App and nothing else; elsewhere (review bodies, inline
 // comments) any text that is not another command.
-func reviseText(body, slug string, commandOnly bool) (string, bool) {
+func reviseText(body, slug string, commandOnly bool) (string, sandboxcfg.Flags, bool) {
 	cmd, perr := ParseCommand(body)
 	switch {
 	case perr != nil:
-		return "", false
+		return "", sandboxcfg.Flags{}, false
 	case cmd != nil:
-		return cmd.Text, cmd.Name == "revise" && strings.TrimSpace(cmd.Text) != ""
+		return cmd.Text, cmd.Flags, cmd.Name == "revise" && strings.TrimSpace(cmd.Text) != ""
 	case commandOnly:
 		text, found := ParseMention(body, slug)
 		if !found || text == "" {
-			return "", false
+			return "", sandboxcfg.Flags{}, false
 		}
 		if strings.HasPrefix(text, "/") {
 			return reviseText(text, slug, true)
 		}
-		return text, true
+		return text, sandboxcfg.Flags{}, true
 	}
 	body = strings.TrimSpace(body)
-	return body, body != ""
+	return body, sandboxcfg.Flags{}, body != ""
 }
 
 // addressedInline are the inline comments the bot replied on: its replies
