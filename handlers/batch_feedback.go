@@ -201,34 +201,16 @@ func addressedInline(comments []*github.PullRequestComment, login string) map[in
 }
 
 func listReviews(ctx context.Context, client *github.Client, owner, repo string, number int) ([]*github.PullRequestReview, error) {
-	var all []*github.PullRequestReview
-	opt := &github.ListOptions{PerPage: 100}
-	for {
-		page, resp, err := client.PullRequests.ListReviews(ctx, owner, repo, number, opt)
-		if err != nil {
-			return nil, fmt.Errorf("list reviews of %s/%s#%d: %w", owner, repo, number, err)
-		}
-		all = append(all, page...)
-		if resp.NextPage == 0 {
-			return all, nil
-		}
-		opt.Page = resp.NextPage
-	}
+	return listAll(fmt.Sprintf("reviews of %s/%s#%d", owner, repo, number), func(opt github.ListOptions) ([]*github.PullRequestReview, *github.Response, error) {
+		return client.PullRequests.ListReviews(ctx, owner, repo, number, &opt)
+	})
 }
 
+// listReviewComments are a PR's inline comments, oldest first.
 func listReviewComments(ctx context.Context, client *github.Client, owner, repo string, number int) ([]*github.PullRequestComment, error) {
-	var all []*github.PullRequestComment
-	opt := &github.PullRequestListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
-	for {
-		page, resp, err := client.PullRequests.ListComments(ctx, owner, repo, number, opt)
-		if err != nil {
-			return nil, fmt.Errorf("list review comments of %s/%s#%d: %w", owner, repo, number, err)
-		}
-		all = append(all, page...)
-		if resp.NextPage == 0 {
-			slices.SortStableFunc(all, func(a, b *github.PullRequestComment) int { return cmp.Compare(a.GetID(), b.GetID()) })
-			return all, nil
-		}
-		opt.Page = resp.NextPage
-	}
+	all, err := listAll(fmt.Sprintf("review comments of %s/%s#%d", owner, repo, number), func(opt github.ListOptions) ([]*github.PullRequestComment, *github.Response, error) {
+		return client.PullRequests.ListComments(ctx, owner, repo, number, &github.PullRequestListCommentsOptions{ListOptions: opt})
+	})
+	slices.SortStableFunc(all, func(a, b *github.PullRequestComment) int { return cmp.Compare(a.GetID(), b.GetID()) })
+	return all, err
 }

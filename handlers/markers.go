@@ -95,19 +95,9 @@ type markedComment struct {
 
 // listComments returns every comment on an issue or PR, oldest first.
 func listComments(ctx context.Context, client *github.Client, owner, repo string, number int) ([]*github.IssueComment, error) {
-	var all []*github.IssueComment
-	opt := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
-	for {
-		page, resp, err := client.Issues.ListComments(ctx, owner, repo, number, opt)
-		if err != nil {
-			return nil, fmt.Errorf("list comments of %s/%s#%d: %w", owner, repo, number, err)
-		}
-		all = append(all, page...)
-		if resp.NextPage == 0 {
-			return all, nil
-		}
-		opt.Page = resp.NextPage
-	}
+	return listAll(fmt.Sprintf("comments of %s/%s#%d", owner, repo, number), func(opt github.ListOptions) ([]*github.IssueComment, *github.Response, error) {
+		return client.Issues.ListComments(ctx, owner, repo, number, &github.IssueListCommentsOptions{ListOptions: opt})
+	})
 }
 
 // markedComments filters comments to the marked ones this App's bot

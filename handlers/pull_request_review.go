@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
@@ -44,42 +45,41 @@ func (h *PullRequestReview) Handle(ctx context.Context, eventType, deliveryID st
 		return nil
 	}
 	installationID := githubapp.GetInstallationIDFromEvent(&event)
-	ctx, log := githubapp.PreparePRContext(ctx, installationID, repo, pr.GetNumber())
+	ctx, _ = githubapp.PreparePRContext(ctx, installationID, repo, pr.GetNumber())
 	client, err := h.NewInstallationClient(installationID)
 	if err != nil {
 		return err
 	}
-	owner, name, sender := repo.GetOwner().GetLogin(), repo.GetName(), event.GetSender().GetLogin()
-	ok, err := h.canWrite(ctx, client, owner, name, sender)
+	return h.feedbackOnPR(ctx, client, commandContext{
+		installationID: installationID, repo: repo, number: pr.GetNumber(), isPR: true,
+		sender: event.GetSender().GetLogin(), deliveryID: deliveryID,
+	}, review.GetBody(), "review-"+strconv.FormatInt(review.GetID(), 10))
+}
+
+// feedbackOnPR routes what a person wrote on a PR in a review (its body,
+// an inline comment): a command other than /revise runs as one, and a
+// non-writer's command gets the usual refusal; a writer's feedback on an
+// agent PR goes into the PR's review batch (batch.go).
+func (b *Base) feedbackOnPR(ctx context.Context, client *github.Client, cc commandContext, body, trigger string) error {
+	ok, err := b.canWrite(ctx, client, cc.owner(), cc.name(), cc.sender)
 	if err != nil {
 		return err
 	}
-	// A review body that is a command other than /revise is run as one
-	// (and a non-writer's gets the refusal); a writer's /revise is
-	// feedback like any review.
-	if cmd, perr := ParseCommand(review.GetBody()); perr != nil || cmd != nil && (cmd.Name != "revise" || !ok) {
-		return h.command(ctx, client, commandContext{installationID: installationID, repo: repo, number: pr.GetNumber(), isPR: true,
-			sender: sender, commentID: 0, deliveryID: deliveryID}, cmd, perr)
+	if cmd, perr := ParseCommand(body); perr != nil || cmd != nil && (cmd.Name != "revise" || !ok) {
+		return b.command(ctx, client, cc, cmd, perr)
 	}
 	if !ok {
-		log.Info().Str("sender", sender).Msg("review by a non-writer; not revising")
+		zerolog.Ctx(ctx).Info().Str("sender", cc.sender).Msg("review feedback by a non-writer; not revising")
 		return nil
 	}
-	return h.batchReview(ctx, client, startRequest{
-		InstallationID: installationID, Repo: repo, Number: pr.GetNumber(), IsPR: true,
-		Trigger: "review-" + strconv.FormatInt(review.GetID(), 10), DeliveryID: deliveryID, Sender: sender,
-	})
-}
-
-// batchReview adds feedback on PR req.Number to its review batch if the PR
-// is the agent's.
-func (b *Base) batchReview(ctx context.Context, client *github.Client, req startRequest) error {
-	_, _, isAgent, err := b.agentPR(ctx, client, req.owner(), req.name(), req.Number)
+	_, _, isAgent, err := b.agentPR(ctx, client, cc.owner(), cc.name(), cc.number)
 	if err != nil || !isAgent {
 		return err
 	}
-	req.Mode = dispatch.ModeRevise
-	return b.batches.add(ctx, client, req)
+	return b.batches.add(ctx, client, startRequest{
+		InstallationID: cc.installationID, Repo: cc.repo, Number: cc.number, IsPR: true, Mode: dispatch.ModeRevise,
+		Trigger: trigger, DeliveryID: cc.deliveryID, Sender: cc.sender,
+	})
 }
 
 // inlineContext is where an inline comment sits, for the agent.

@@ -34,33 +34,19 @@ func (h *PullRequestReviewComment) Handle(ctx context.Context, eventType, delive
 		return nil
 	}
 	comment, pr, repo := event.GetComment(), event.GetPullRequest(), event.GetRepo()
-	if !strings.HasPrefix(pr.GetHead().GetRef(), "agent/") {
+	// Conversation on other PRs is none of the bot's business; a command
+	// there still gets its answer (prCommand says where it applies).
+	if cmd, perr := ParseCommand(comment.GetBody()); cmd == nil && perr == nil && !strings.HasPrefix(pr.GetHead().GetRef(), "agent/") {
 		return nil
 	}
 	installationID := githubapp.GetInstallationIDFromEvent(&event)
-	ctx, log := githubapp.PreparePRContext(ctx, installationID, repo, pr.GetNumber())
+	ctx, _ = githubapp.PreparePRContext(ctx, installationID, repo, pr.GetNumber())
 	client, err := h.NewInstallationClient(installationID)
 	if err != nil {
 		return err
 	}
-	sender := event.GetSender().GetLogin()
-	ok, err := h.canWrite(ctx, client, repo.GetOwner().GetLogin(), repo.GetName(), sender)
-	if err != nil {
-		return err
-	}
-	// Commands other than /revise run as typed, and a non-writer's command
-	// gets the usual refusal from the command path.
-	if cmd, perr := ParseCommand(comment.GetBody()); perr != nil || cmd != nil && (cmd.Name != "revise" || !ok) {
-		return h.command(ctx, client, commandContext{
-			installationID: installationID, repo: repo, number: pr.GetNumber(), isPR: true, sender: sender, deliveryID: deliveryID,
-		}, cmd, perr)
-	}
-	if !ok {
-		log.Info().Str("sender", sender).Msg("inline comment by a non-writer; not revising")
-		return nil
-	}
-	return h.batchReview(ctx, client, startRequest{
-		InstallationID: installationID, Repo: repo, Number: pr.GetNumber(), IsPR: true,
-		Trigger: "inline-" + strconv.FormatInt(comment.GetID(), 10), DeliveryID: deliveryID, Sender: sender,
-	})
+	return h.feedbackOnPR(ctx, client, commandContext{
+		installationID: installationID, repo: repo, number: pr.GetNumber(), isPR: true,
+		sender: event.GetSender().GetLogin(), deliveryID: deliveryID,
+	}, comment.GetBody(), "inline-"+strconv.FormatInt(comment.GetID(), 10))
 }
