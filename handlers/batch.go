@@ -65,6 +65,8 @@ type batches struct {
 type pendingBatch struct {
 	timer  *time.Timer
 	taskID string
+	// waitingOn is the run holding the PR that the batch waits for.
+	waitingOn string
 }
 
 func newBatches(b *Base) *batches {
@@ -83,6 +85,17 @@ func (bs *batches) add(ctx context.Context, client *github.Client, req startRequ
 		Due:    bs.b.Now().Add(bs.b.ReviewBatchWindow).UTC(), Installation: req.InstallationID,
 		Repo: full, Number: req.Number, Trigger: req.Trigger, Delivery: req.DeliveryID, Sender: req.Sender,
 	}
+	if err := bs.enter(ctx, key, h); err != nil {
+		return err
+	}
+	if req.CommentID != 0 {
+		bs.b.react(ctx, client, req.owner(), req.name(), req.CommentID, "eyes")
+	}
+	return nil
+}
+
+// enter opens the batch h, or joins the one pending on the PR.
+func (bs *batches) enter(ctx context.Context, key string, h batchHolder) error {
 	raw, err := json.Marshal(h)
 	if err != nil {
 		return fmt.Errorf("encode review batch of %s: %w", key, err)
@@ -92,7 +105,7 @@ func (bs *batches) add(ctx context.Context, client *github.Client, req startRequ
 	switch {
 	case err == nil:
 		log.Info().Time("due", h.Due).Msg("review feedback opens a batch; its revise run starts when the window closes")
-		bs.schedule(string(raw), h, 0)
+		bs.schedule(string(raw), h, nil, 0, "")
 	case errors.Is(err, dispatch.ErrLocked):
 		open, perr := parseBatchHolder(cur)
 		if perr != nil {
@@ -100,13 +113,11 @@ func (bs *batches) add(ctx context.Context, client *github.Client, req startRequ
 		}
 		log.Info().Str("batch", open.TaskID).Msg("review feedback joins the pending batch")
 		// The replica that opened the batch starts it; this one stands by
-		// in case that replica is gone by then.
-		bs.schedule(cur, open, bs.b.ReviewBatchWindow)
+		// in case that replica is gone by then, and in case the batch
+		// read its feedback before this piece arrived (rejoin).
+		bs.schedule(cur, open, &h, bs.b.ReviewBatchWindow, "")
 	default:
 		return fmt.Errorf("open review batch %s: %w", key, err)
-	}
-	if req.CommentID != 0 {
-		bs.b.react(ctx, client, req.owner(), req.name(), req.CommentID, "eyes")
 	}
 	return nil
 }
@@ -120,8 +131,9 @@ func parseBatchHolder(raw string) (batchHolder, error) {
 }
 
 // schedule starts the batch at its due time plus extra, unless this
-// replica already waits for it.
-func (bs *batches) schedule(raw string, h batchHolder, extra time.Duration) {
+// replica already waits for it. rejoin is the feedback that joined the
+// batch, waitingOn the run holding the PR that it waits for.
+func (bs *batches) schedule(raw string, h batchHolder, rejoin *batchHolder, extra time.Duration, waitingOn string) {
 	key := batchKey(h.Repo, h.Number)
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
@@ -130,20 +142,20 @@ func (bs *batches) schedule(raw string, h batchHolder, extra time.Duration) {
 	}
 	wait := max(h.Due.Sub(bs.b.Now()), 0) + extra
 	bs.wg.Add(1)
-	p := &pendingBatch{taskID: h.TaskID}
+	p := &pendingBatch{taskID: h.TaskID, waitingOn: waitingOn}
 	p.timer = time.AfterFunc(wait, func() {
 		defer bs.wg.Done()
 		bs.mu.Lock()
 		delete(bs.timers, strings.ToLower(key))
 		bs.mu.Unlock()
-		bs.fire(key, raw, h)
+		bs.fire(key, raw, h, rejoin)
 	})
 	bs.timers[strings.ToLower(key)] = p
 }
 
 // fire starts the batch if it is still pending (another replica may have
 // started it), then releases its lock.
-func (bs *batches) fire(key, raw string, h batchHolder) {
+func (bs *batches) fire(key, raw string, h batchHolder, rejoin *batchHolder) {
 	log := bs.b.Runs.logger.With().Str("task_id", h.TaskID).Str("repo", h.Repo).Int("issue", h.Number).Str("delivery_id", h.Delivery).Logger()
 	ctx := log.WithContext(bs.ctx)
 	cur, err := bs.b.Backend.Holder(ctx, key)
@@ -153,6 +165,24 @@ func (bs *batches) fire(key, raw string, h batchHolder) {
 	}
 	if cur != raw {
 		log.Debug().Msg("review batch already started elsewhere")
+		if rejoin != nil {
+			// The batch this feedback joined may have read the PR just
+			// before it arrived: a batch of its own makes sure (it starts
+			// nothing if the feedback went along).
+			again := *rejoin
+			again.Due = bs.b.Now().Add(bs.b.ReviewBatchWindow).UTC()
+			if err := bs.enter(ctx, key, again); err != nil {
+				log.Error().Err(err).Msg("reopen a review batch for late feedback")
+			}
+		}
+		return
+	}
+	if holder, busy := bs.b.prBusy(ctx, h); busy {
+		// Feedback given while the agent works on the PR goes into the
+		// next run rather than earning a "busy" reply: the batch looks
+		// again a window later.
+		log.Info().Str("holder", holder).Msg("a run holds the PR; the review batch waits for it")
+		bs.schedule(raw, h, nil, bs.b.ReviewBatchWindow, holder)
 		return
 	}
 	client, err := bs.b.NewInstallationClient(h.Installation)
@@ -173,6 +203,24 @@ func (bs *batches) fire(key, raw string, h batchHolder) {
 	}
 }
 
+// prBusy tells whether another run holds the PR's lock and is still
+// there (running, or ended with its result still being posted). A lock
+// whose run is gone is not busy: the start finds it and says so.
+func (b *Base) prBusy(ctx context.Context, h batchHolder) (string, bool) {
+	holder, err := b.Backend.Holder(ctx, dispatch.LockKey(h.Repo, h.Number))
+	if err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("read the PR's lock; trying the batch later")
+		return "", true
+	}
+	if holder == "" || holder == h.TaskID {
+		return holder, false
+	}
+	if _, err := b.Backend.Status(ctx, holder); errors.Is(err, dispatch.ErrNotFound) {
+		return holder, false
+	}
+	return holder, true
+}
+
 // startBatch starts the revise run of a batch with every piece of
 // feedback on the PR not yet addressed; with none (a redelivered event
 // whose feedback a run already took) nothing starts.
@@ -186,7 +234,7 @@ func (b *Base) startBatch(ctx context.Context, client *github.Client, h batchHol
 	if err != nil || !ok {
 		return err
 	}
-	fb, err := b.pendingFeedback(ctx, client, owner, name, h.Number)
+	fb, upto, err := b.pendingFeedback(ctx, client, owner, name, h.Number)
 	if err != nil {
 		return err
 	}
@@ -198,7 +246,7 @@ func (b *Base) startBatch(ctx context.Context, client *github.Client, h batchHol
 		InstallationID: h.Installation, Repo: repo, Number: h.Number, IsPR: true, Issue: issue,
 		Mode: dispatch.ModeRevise, Trigger: batchTrigger(h.Trigger), DeliveryID: h.Delivery, Sender: h.Sender,
 		Feedback: fb.text(), Inline: fb.inlineIDs(), Branch: pr.GetHead().GetRef(), BaseBranch: pr.GetBase().GetRef(),
-		Flags: fb.flags(),
+		Flags: fb.flags(), FeedbackUpto: upto,
 	}
 	if req.Flags != (sandboxcfg.Flags{}) {
 		req.Command = "revise" // a flag over the server's ceiling is refused as the command's
@@ -223,19 +271,29 @@ func (bs *batches) recover(ctx context.Context) error {
 			zerolog.Ctx(ctx).Warn().Err(err).Str("lock", key).Msg("skipping a batch lock")
 			continue
 		}
-		bs.schedule(raw, h, 0)
+		bs.schedule(raw, h, nil, 0, "")
 	}
 	return nil
 }
 
 // pending lists the task ids of batches waiting for their window, for
-// Runs.Busy: a pending batch is work the bot still has to do.
-func (bs *batches) pending() []string {
+// Runs.Busy: a pending batch is work the bot still has to do, unless it
+// waits for a run that is still going (like that run's follower).
+func (bs *batches) pending(ctx context.Context) []string {
 	bs.mu.Lock()
-	defer bs.mu.Unlock()
-	var ids []string
+	waits := map[string]string{}
 	for _, p := range bs.timers {
-		ids = append(ids, p.taskID)
+		waits[p.taskID] = p.waitingOn
+	}
+	bs.mu.Unlock()
+	var ids []string
+	for id, on := range waits {
+		if on != "" {
+			if st, err := bs.b.Backend.Status(ctx, on); err == nil && !st.State.Ended() {
+				continue
+			}
+		}
+		ids = append(ids, id)
 	}
 	return ids
 }

@@ -83,24 +83,29 @@ func (f feedback) inlineIDs() []int64 {
 }
 
 // pendingFeedback collects what writers asked of an agent PR that no run
-// took yet: review bodies and /revise comments (or mentions) made since the
-// last revise run was acknowledged, and every inline comment the bot has
-// not replied on. Non-writers' text never reaches the agent.
-func (b *Base) pendingFeedback(ctx context.Context, client *github.Client, owner, repo string, number int) (feedback, error) {
+// took yet: /revise comments (or mentions) newer than those the last
+// revise run read (its acknowledgement's Upto), review bodies submitted
+// since that acknowledgement, and every inline comment the bot has not
+// replied on. Non-writers' text never reaches the agent. upto is the
+// newest conversation comment read, for this run's acknowledgement.
+func (b *Base) pendingFeedback(ctx context.Context, client *github.Client, owner, repo string, number int) (_ feedback, upto int64, _ error) {
 	login, err := b.LoadIdentity(ctx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	comments, err := listComments(ctx, client, owner, repo, number)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var since time.Time
 	var sinceID int64
 	for _, m := range markedComments(comments, login) {
 		if m.Marker.Kind == KindAck && m.Marker.Mode == dispatch.ModeRevise {
-			since, sinceID = m.Comment.GetCreatedAt().Time, m.Comment.GetID()
+			since, sinceID = m.Comment.GetCreatedAt().Time, cmp.Or(m.Marker.Upto, m.Comment.GetID())
 		}
+	}
+	for _, c := range comments {
+		upto = max(upto, c.GetID())
 	}
 	var items feedback
 	slug := strings.TrimSuffix(login, "[bot]")
@@ -114,7 +119,7 @@ func (b *Base) pendingFeedback(ctx context.Context, client *github.Client, owner
 	}
 	reviews, err := listReviews(ctx, client, owner, repo, number)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	for _, rv := range reviews {
 		at := rv.GetSubmittedAt().Time
@@ -132,7 +137,7 @@ func (b *Base) pendingFeedback(ctx context.Context, client *github.Client, owner
 	}
 	inline, err := listReviewComments(ctx, client, owner, repo, number)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	addressed := addressedInline(inline, login)
 	for _, c := range inline {
@@ -148,14 +153,14 @@ func (b *Base) pendingFeedback(ctx context.Context, client *github.Client, owner
 	for _, it := range items {
 		ok, err := b.canWrite(ctx, client, owner, repo, it.author)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if ok {
 			out = append(out, it)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b feedbackItem) int { return a.at.Compare(b.at) })
-	return out, nil
+	return out, upto, nil
 }
 
 // reviseText is what a piece of text asks the agent to do: the text of a

@@ -32,6 +32,9 @@ type Marker struct {
 	// inline comments it was asked to address; on the bot's reply in a
 	// review thread, the ones the reply answers (inline_replies.go).
 	Inline []int64 `json:"inline,omitempty"`
+	// Upto is, on a revise run's acknowledgement, the newest comment of
+	// the conversation its feedback was read up to (batch_feedback.go).
+	Upto int64 `json:"upto,omitempty"`
 }
 
 // Marker kinds.

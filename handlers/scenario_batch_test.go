@@ -221,3 +221,28 @@ func TestReviewBatchSurvivesRestartAndReplicas(t *testing.T) {
 		t.Errorf("the batch run lacks a comment:\n%s", spec.Order.Feedback)
 	}
 }
+
+// Feedback given while a revise run works on the PR waits for it instead
+// of earning a "busy" reply, and goes into the next run.
+func TestReviewBatchWaitsForTheRunningRevise(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, batchEnv)
+	issue := h.gh.AddIssue(testRepo, writer, "Feature", "")
+	pr := h.agentPR(issue)
+	h.inlineComment(pr, writer, "main.go", 1, "First point.", time.Now())
+	first := h.waitSubmitted(1)[0]
+	h.inlineComment(pr, "maya", "main.go", 2, "Second point, while the agent works.", time.Now())
+	h.gh.WaitFor(10*time.Second, "the second batch waiting for the first run", func() bool {
+		return strings.Contains(h.logs.String(), "the review batch waits for it")
+	})
+	h.backend.Finish(first.Order.TaskID, completed(first, "3333333"))
+	second := h.waitSubmitted(2)[1]
+	if !strings.Contains(second.Order.Feedback, "Second point") || strings.Contains(second.Order.Feedback, "First point") {
+		t.Errorf("the next run must carry the new comment and not the answered one:\n%s", second.Order.Feedback)
+	}
+	for _, c := range h.botComments(pr) {
+		if strings.Contains(c, "still running") {
+			t.Errorf("feedback during a run got a busy reply:\n%s", c)
+		}
+	}
+}
