@@ -29,6 +29,9 @@ type OpsConfig struct {
 	HTTPReadTimeout  time.Duration `yaml:"http_read_timeout"`
 	HTTPWriteTimeout time.Duration `yaml:"http_write_timeout"`
 	HTTPIdleTimeout  time.Duration `yaml:"http_idle_timeout"`
+	// ReviewBatchWindow is how long review feedback on an agent PR is
+	// collected into one revise run (handlers/batch.go).
+	ReviewBatchWindow time.Duration `yaml:"review_batch_window"`
 }
 
 // Defaults of OpsConfig.
@@ -42,6 +45,9 @@ const (
 	DefaultHTTPReadTimeout  = 15 * time.Second
 	DefaultHTTPWriteTimeout = 30 * time.Second
 	DefaultHTTPIdleTimeout  = 120 * time.Second
+	// DefaultReviewBatchWindow: a reviewer's comments a few seconds apart
+	// go into one revise run.
+	DefaultReviewBatchWindow = 30 * time.Second
 	// DefaultHTTPHeaderTimeout bounds reading a request's headers.
 	DefaultHTTPHeaderTimeout = 10 * time.Second
 )
@@ -67,6 +73,7 @@ func (o *OpsConfig) applyEnv(getenv Getenv) error {
 	durations := map[string]*time.Duration{
 		"SANDBOX_DISPATCH_DEADLINE": &o.DispatchDeadline, "SANDBOX_HTTP_READ_TIMEOUT": &o.HTTPReadTimeout,
 		"SANDBOX_HTTP_WRITE_TIMEOUT": &o.HTTPWriteTimeout, "SANDBOX_HTTP_IDLE_TIMEOUT": &o.HTTPIdleTimeout,
+		"SANDBOX_REVIEW_BATCH_WINDOW": &o.ReviewBatchWindow,
 	}
 	for key, dst := range durations {
 		v, ok := getenv(key)
@@ -90,4 +97,5 @@ func (o *OpsConfig) defaults() {
 	o.HTTPWriteTimeout = cmp.Or(o.HTTPWriteTimeout, DefaultHTTPWriteTimeout)
 	o.HTTPIdleTimeout = cmp.Or(o.HTTPIdleTimeout, DefaultHTTPIdleTimeout)
 	o.GitHubWritesPerMinute = cmp.Or(o.GitHubWritesPerMinute, DefaultGitHubWritesPerMinute)
+	o.ReviewBatchWindow = cmp.Or(o.ReviewBatchWindow, DefaultReviewBatchWindow)
 }

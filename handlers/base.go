@@ -48,6 +48,9 @@ type Settings struct {
 	// DispatchDeadline bounds the retries of a submission that failed for
 	// a passing reason.
 	DispatchDeadline time.Duration
+	// ReviewBatchWindow is how long review feedback on an agent PR is
+	// collected into one revise run (batch.go).
+	ReviewBatchWindow time.Duration
 	// WebURL is GitHub's web address (https://github.com, or GHES's), for
 	// permanent media links.
 	WebURL string
@@ -77,6 +80,8 @@ type core struct {
 	// QueueWait, when set, is told how long each queued run waited for
 	// its slot (the wait-time metric).
 	QueueWait func(time.Duration)
+
+	batches *batches // review feedback waiting for its revise run (batch.go)
 }
 
 // Base is shared by every handler: the core and the run follower.
@@ -105,6 +110,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 	}}
 	b.Runs = newRuns(b.core, b.start)
 	b.Runs.onEnd, b.Runs.onReconcile = b.freeSlot, b.admitAndStart
+	b.batches = newBatches(b)
 	return b, nil
 }
 

@@ -75,8 +75,6 @@ type commandContext struct {
 	sender         string
 	commentID      int64
 	deliveryID     string
-	// reviewContext is the file and diff of an inline review comment.
-	reviewContext string
 }
 
 func (c commandContext) owner() string { return c.repo.GetOwner().GetLogin() }
@@ -198,11 +196,10 @@ func (b *Base) prCommand(ctx context.Context, client *github.Client, cc commandC
 	req.Issue, req.Branch, req.BaseBranch = issue, pr.GetHead().GetRef(), pr.GetBase().GetRef()
 	switch cmd.Name {
 	case "revise":
-		req.Mode, req.Feedback = dispatch.ModeRevise, cmd.Text
-		if cc.reviewContext != "" {
-			req.Feedback = cc.reviewContext + "\n\n" + cmd.Text
-		}
-		return b.start(ctx, client, req)
+		// The PR's review batch (batch.go) starts the run and reads this
+		// comment back from GitHub with the rest of the feedback.
+		req.Mode = dispatch.ModeRevise
+		return b.batches.add(ctx, client, req)
 	case "rebase":
 		return b.rebase(ctx, client, cc.installationID, cc.repo, pr, req.Trigger, cc.deliveryID, true)
 	case "abort":

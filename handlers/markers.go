@@ -28,6 +28,13 @@ type Marker struct {
 	// Cost is a plan round's cost in dollars, which the next round adds to
 	// the issue's cost so far.
 	Cost float64 `json:"cost,omitempty"`
+	// Inline are review comments: on a revise run's acknowledgement, the
+	// inline comments it was asked to address; on the bot's reply in a
+	// review thread, the ones the reply answers (inline_replies.go).
+	Inline []int64 `json:"inline,omitempty"`
+	// Upto is, on a revise run's acknowledgement, the newest comment of
+	// the conversation its feedback was read up to (batch_feedback.go).
+	Upto int64 `json:"upto,omitempty"`
 }
 
 // Marker kinds.
@@ -43,6 +50,9 @@ const (
 	KindAbortRequested = "abort-requested"
 	// KindQueued marks the reply that a run waits in the queue.
 	KindQueued = "queued"
+	// KindInlineReply marks the bot's reply on inline review comments a
+	// revise run addressed.
+	KindInlineReply = "inline-reply"
 )
 
 var markerRE = regexp.MustCompile(`<!-- sandbox-bot:(\{.*?\}) -->`)
@@ -90,19 +100,9 @@ type markedComment struct {
 
 // listComments returns every comment on an issue or PR, oldest first.
 func listComments(ctx context.Context, client *github.Client, owner, repo string, number int) ([]*github.IssueComment, error) {
-	var all []*github.IssueComment
-	opt := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
-	for {
-		page, resp, err := client.Issues.ListComments(ctx, owner, repo, number, opt)
-		if err != nil {
-			return nil, fmt.Errorf("list comments of %s/%s#%d: %w", owner, repo, number, err)
-		}
-		all = append(all, page...)
-		if resp.NextPage == 0 {
-			return all, nil
-		}
-		opt.Page = resp.NextPage
-	}
+	return listAll(fmt.Sprintf("comments of %s/%s#%d", owner, repo, number), func(opt github.ListOptions) ([]*github.IssueComment, *github.Response, error) {
+		return client.Issues.ListComments(ctx, owner, repo, number, &github.IssueListCommentsOptions{ListOptions: opt})
+	})
 }
 
 // markedComments filters comments to the marked ones this App's bot

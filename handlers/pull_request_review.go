@@ -9,13 +9,15 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
-// PullRequestReview starts a revise run when a writer requests changes on
-// an agent PR, or submits a review with a body. The review's inline
-// comments go along as feedback.
+// PullRequestReview puts a writer's review of an agent PR (changes
+// requested, or a review with a body) into the PR's review batch, whose
+// revise run starts when the batch's window closes (batch.go) and takes
+// the review's body and inline comments along.
 type PullRequestReview struct{ *Base }
 
 var _ githubapp.EventHandler = &PullRequestReview{}
@@ -33,74 +35,54 @@ func (h *PullRequestReview) Handle(ctx context.Context, eventType, deliveryID st
 	if event.GetAction() != "submitted" || h.isIgnoredSender(event.GetSender()) {
 		return nil
 	}
+	// Approvals ask for nothing; a bare "commented" review is the wrapper
+	// of inline comments, which their own events bring.
 	state := strings.ToLower(review.GetState())
-	if state != "changes_requested" && strings.TrimSpace(review.GetBody()) == "" {
-		return nil // approvals and bare inline comments wait for the next revise
+	if state == "approved" || state != "changes_requested" && strings.TrimSpace(review.GetBody()) == "" {
+		return nil
 	}
 	if !strings.HasPrefix(pr.GetHead().GetRef(), "agent/") {
 		return nil
 	}
 	installationID := githubapp.GetInstallationIDFromEvent(&event)
-	ctx, log := githubapp.PreparePRContext(ctx, installationID, repo, pr.GetNumber())
+	ctx, _ = githubapp.PreparePRContext(ctx, installationID, repo, pr.GetNumber())
 	client, err := h.NewInstallationClient(installationID)
 	if err != nil {
 		return err
 	}
-	owner, name, sender := repo.GetOwner().GetLogin(), repo.GetName(), event.GetSender().GetLogin()
-	// A review body that is itself a command is handled as one.
-	if cmd, perr := ParseCommand(review.GetBody()); cmd != nil || perr != nil {
-		return h.command(ctx, client, commandContext{installationID: installationID, repo: repo, number: pr.GetNumber(), isPR: true,
-			sender: sender, commentID: 0, deliveryID: deliveryID}, cmd, perr)
-	}
-	ok, err := h.canWrite(ctx, client, owner, name, sender)
+	return h.feedbackOnPR(ctx, client, commandContext{
+		installationID: installationID, repo: repo, number: pr.GetNumber(), isPR: true,
+		sender: event.GetSender().GetLogin(), deliveryID: deliveryID,
+	}, review.GetBody(), "review-"+strconv.FormatInt(review.GetID(), 10))
+}
+
+// feedbackOnPR routes what a person wrote on a PR in a review (its body,
+// an inline comment): a command other than /revise runs as one, and a
+// non-writer's command gets the usual refusal; a writer's feedback on an
+// agent PR goes into the PR's review batch (batch.go).
+func (b *Base) feedbackOnPR(ctx context.Context, client *github.Client, cc commandContext, body, trigger string) error {
+	ok, err := b.canWrite(ctx, client, cc.owner(), cc.name(), cc.sender)
 	if err != nil {
 		return err
 	}
+	if cmd, perr := ParseCommand(body); perr != nil || cmd != nil && (cmd.Name != "revise" || !ok) {
+		return b.command(ctx, client, cc, cmd, perr)
+	}
 	if !ok {
-		log.Info().Str("sender", sender).Msg("review by a non-writer; not revising")
+		zerolog.Ctx(ctx).Info().Str("sender", cc.sender).Msg("review feedback by a non-writer; not revising")
 		return nil
 	}
-	_, issue, isAgent, err := h.agentPR(ctx, client, owner, name, pr.GetNumber())
+	_, _, isAgent, err := b.agentPR(ctx, client, cc.owner(), cc.name(), cc.number)
 	if err != nil || !isAgent {
 		return err
 	}
-	feedback, err := h.reviewFeedback(ctx, client, owner, name, pr.GetNumber(), review)
-	if err != nil {
-		return err
-	}
-	return h.start(ctx, client, startRequest{
-		InstallationID: installationID, Repo: repo, Number: pr.GetNumber(), IsPR: true, Issue: issue,
-		Mode: dispatch.ModeRevise, Trigger: "review-" + strconv.FormatInt(review.GetID(), 10), DeliveryID: deliveryID,
-		Sender: sender, Feedback: feedback, Branch: pr.GetHead().GetRef(), BaseBranch: pr.GetBase().GetRef(),
+	return b.batches.add(ctx, client, startRequest{
+		InstallationID: cc.installationID, Repo: cc.repo, Number: cc.number, IsPR: true, Mode: dispatch.ModeRevise,
+		Trigger: trigger, DeliveryID: cc.deliveryID, Sender: cc.sender,
 	})
 }
 
-// reviewFeedback is the review body plus its inline comments by writers,
-// each with the file and line it is about.
-func (b *Base) reviewFeedback(ctx context.Context, client *github.Client, owner, repo string, number int, review *github.PullRequestReview) (string, error) {
-	var parts []string
-	if body := strings.TrimSpace(review.GetBody()); body != "" {
-		parts = append(parts, body)
-	}
-	comments, _, err := client.PullRequests.ListComments(ctx, owner, repo, number, &github.PullRequestListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}})
-	if err != nil {
-		return "", fmt.Errorf("list review comments of #%d: %w", number, err)
-	}
-	for _, c := range comments {
-		if c.GetPullRequestReviewID() != review.GetID() {
-			continue
-		}
-		ok, err := b.canWrite(ctx, client, owner, repo, c.GetUser().GetLogin())
-		if err != nil {
-			return "", err
-		}
-		if ok {
-			parts = append(parts, inlineContext(c.GetPath(), c.GetLine(), c.GetDiffHunk())+c.GetBody())
-		}
-	}
-	return strings.Join(parts, "\n\n"), nil
-}
-
+// inlineContext is where an inline comment sits, for the agent.
 func inlineContext(path string, line int, hunk string) string {
 	if path == "" {
 		return ""

@@ -4,15 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
 )
 
 // PullRequestReviewComment handles inline review comments on agent PRs. A
-// plain comment is collected into the next revise (its review, or a later
-// /revise, picks it up); an inline comment that is a command, such as
-// "/revise use a map here", runs it with the file and line as context.
+// writer's comment (plain, or "/revise use a map here") goes into the PR's
+// review batch (batch.go) with its file and line; the revise run replies
+// on it when it is done. Any other command typed inline runs as one.
 type PullRequestReviewComment struct{ *Base }
 
 var _ githubapp.EventHandler = &PullRequestReviewComment{}
@@ -32,20 +34,19 @@ func (h *PullRequestReviewComment) Handle(ctx context.Context, eventType, delive
 		return nil
 	}
 	comment, pr, repo := event.GetComment(), event.GetPullRequest(), event.GetRepo()
-	installationID := githubapp.GetInstallationIDFromEvent(&event)
-	ctx, log := githubapp.PreparePRContext(ctx, installationID, repo, pr.GetNumber())
-	cmd, perr := ParseCommand(comment.GetBody())
-	if cmd == nil && perr == nil {
-		log.Debug().Int64("comment_id", comment.GetID()).Msg("inline comment collected for the next revise")
+	// Conversation on other PRs is none of the bot's business; a command
+	// there still gets its answer (prCommand says where it applies).
+	if cmd, perr := ParseCommand(comment.GetBody()); cmd == nil && perr == nil && !strings.HasPrefix(pr.GetHead().GetRef(), "agent/") {
 		return nil
 	}
+	installationID := githubapp.GetInstallationIDFromEvent(&event)
+	ctx, _ = githubapp.PreparePRContext(ctx, installationID, repo, pr.GetNumber())
 	client, err := h.NewInstallationClient(installationID)
 	if err != nil {
 		return err
 	}
-	return h.command(ctx, client, commandContext{
+	return h.feedbackOnPR(ctx, client, commandContext{
 		installationID: installationID, repo: repo, number: pr.GetNumber(), isPR: true,
 		sender: event.GetSender().GetLogin(), deliveryID: deliveryID,
-		reviewContext: inlineContext(comment.GetPath(), comment.GetLine(), comment.GetDiffHunk()),
-	}, cmd, perr)
+	}, comment.GetBody(), "inline-"+strconv.FormatInt(comment.GetID(), 10))
 }

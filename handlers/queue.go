@@ -50,6 +50,8 @@ type queuedRequest struct {
 	CommentID      int64             `json:"comment_id,omitempty"`
 	Command        string            `json:"command,omitempty"`
 	Instructions   *dispatch.Comment `json:"instructions,omitempty"`
+	Inline         []int64           `json:"inline,omitempty"`
+	FeedbackUpto   int64             `json:"feedback_upto,omitempty"`
 	EnqueuedAt     time.Time         `json:"enqueued_at"`
 }
 
@@ -58,7 +60,8 @@ func queuedFrom(req startRequest, taskID string, mode dispatch.Mode, at time.Tim
 		TaskID: taskID, InstallationID: req.InstallationID, Repo: req.Repo.GetFullName(), Number: req.Number, IsPR: req.IsPR,
 		Issue: req.Issue, Mode: mode, Trigger: req.Trigger, DeliveryID: req.DeliveryID, Sender: req.Sender, Flags: req.Flags,
 		Plan: req.Plan, Feedback: req.Feedback, Round: req.Round, Attempt: req.Attempt, Branch: req.Branch,
-		BaseBranch: req.BaseBranch, CommentID: req.CommentID, Command: req.Command, Instructions: req.Instructions, EnqueuedAt: at,
+		BaseBranch: req.BaseBranch, CommentID: req.CommentID, Command: req.Command, Instructions: req.Instructions,
+		Inline: req.Inline, FeedbackUpto: req.FeedbackUpto, EnqueuedAt: at,
 	}
 }
 
@@ -67,7 +70,7 @@ func (q queuedRequest) startRequest(repo *github.Repository) startRequest {
 		InstallationID: q.InstallationID, Repo: repo, Number: q.Number, IsPR: q.IsPR, Issue: q.Issue, Mode: q.Mode,
 		Trigger: q.Trigger, DeliveryID: q.DeliveryID, Sender: q.Sender, Flags: q.Flags, Plan: q.Plan, Feedback: q.Feedback,
 		Round: q.Round, Attempt: q.Attempt, Branch: q.Branch, BaseBranch: q.BaseBranch, CommentID: q.CommentID,
-		Command: q.Command, Instructions: q.Instructions, queuedAs: q.TaskID,
+		Command: q.Command, Instructions: q.Instructions, Inline: q.Inline, FeedbackUpto: q.FeedbackUpto, queuedAs: q.TaskID,
 	}
 }
 

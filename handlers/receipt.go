@@ -88,6 +88,9 @@ type PRBodyData struct {
 	MediaBase string
 	// PlanURL links the approved plan comment, "" without a plan step.
 	PlanURL string
+	// History is the runs section (history.go): every run on the PR with
+	// the total cost, kept in the body across restarts.
+	History string
 }
 
 // PROpenedData is github/pr_opened: the comment on the issue that names

@@ -49,7 +49,8 @@ func newRuns(c *core, start func(context.Context, *github.Client, startRequest) 
 func (r *Runs) SetLogger(l zerolog.Logger) { r.logger = l }
 
 // Reconcile follows every run the backend knows, so runs that ended while
-// the bot was down get their results posted. Safe to call more than once.
+// the bot was down get their results posted, and waits for the review
+// batches pending in it (batch.go). Safe to call more than once.
 func (r *Runs) Reconcile(ctx context.Context) error {
 	runs, err := r.c.Backend.List(ctx)
 	if err != nil {
@@ -62,7 +63,7 @@ func (r *Runs) Reconcile(ctx context.Context) error {
 	if r.onReconcile != nil {
 		r.onReconcile(r.logger.WithContext(r.ctx))
 	}
-	return nil
+	return r.c.batches.recover(r.logger.WithContext(ctx))
 }
 
 // Follow starts following a run unless it is already followed.
@@ -99,6 +100,7 @@ func (r *Runs) Active() []string {
 // Stop stops following (the runs go on; a restarted bot reconciles them)
 // and waits for followers to return.
 func (r *Runs) Stop() {
+	r.c.batches.stop()
 	r.cancel()
 	r.wg.Wait()
 }
@@ -171,6 +173,7 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		return
 	}
 	log.Info().Msg("result posted")
+	r.afterPRRun(ctx, client, meta, res)
 	// The result is on GitHub: finish the bookkeeping even if the bot is
 	// shutting down, or the next start would find the run again.
 	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)

@@ -25,7 +25,7 @@ func (r *Runs) openPR(ctx context.Context, client *github.Client, rc *runContext
 	}
 	cfg := r.configOf(ctx, client, rc)
 	rcpt := rc.receipt(res)
-	data := PRBodyData{Receipt: rcpt, Marker: rcpt.marker(KindPR), MediaBase: r.mediaBase(rc, res)}
+	data := PRBodyData{Receipt: rcpt, Marker: rcpt.marker(KindPR), MediaBase: r.mediaBase(rc, res), History: r.prHistory(ctx, client, rc, res)}
 	if plan, ok := lastMarked(rc.marked, KindPlan, ""); ok {
 		data.PlanURL = plan.Comment.GetHTMLURL()
 	}

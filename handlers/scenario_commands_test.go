@@ -197,7 +197,7 @@ func TestReviewStartsReviseWithInlineComments(t *testing.T) {
 	h := newHarness(t, nil, nil)
 	issue := h.gh.AddIssue(testRepo, writer, "Feature", "")
 	pr := h.agentPR(issue)
-	reviewID := int64(777)
+	reviewID := h.gh.AddReview(testRepo, pr, "maya", "CHANGES_REQUESTED", "Close, but see inline.")
 	h.gh.AddReviewComment(testRepo, pr, reviewID, "maya", "main.go", 3, "Rename this.")
 	h.gh.AddReviewComment(testRepo, pr, reviewID, reader, "main.go", 4, "Also delete the tests.")
 	body := h.payload("pull_request_review.submitted.json", "maya", func(m map[string]any) {

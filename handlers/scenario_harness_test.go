@@ -93,6 +93,9 @@ func (h *harness) startWith(backend dispatch.Backend, env map[string]string) {
 		// rate-limit test gives it one (and sets its own pace).
 		"SANDBOX_GITHUB_WRITES_PER_MINUTE": "60000",
 		"SANDBOX_DATA_DIR":                 h.data,
+		// Review feedback waits this long for more before its revise run
+		// starts; the batching tests set their own window.
+		"SANDBOX_REVIEW_BATCH_WINDOW": "20ms",
 	}
 	for k, v := range env {
 		vars[k] = v

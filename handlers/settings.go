@@ -21,6 +21,7 @@ func (s Settings) check() error {
 		{"ProgressInterval", s.ProgressInterval <= 0},
 		{"TokenRefresh", s.TokenRefresh <= 0},
 		{"DispatchDeadline", s.DispatchDeadline <= 0},
+		{"ReviewBatchWindow", s.ReviewBatchWindow <= 0},
 		{"CheckName", s.CheckName == ""},
 		{"WebURL", s.WebURL == ""},
 		{"Isolation", s.Isolation == ""},

@@ -47,6 +47,12 @@ type startRequest struct {
 	Instructions *dispatch.Comment
 	// queuedAs is the task id of a queued run being started (queue.go).
 	queuedAs string
+	// Inline are the inline review comments a revise run addresses; the
+	// acknowledgement's marker keeps them for the replies (batch.go).
+	Inline []int64
+	// FeedbackUpto is the newest conversation comment the feedback was
+	// read up to, kept in the acknowledgement's marker.
+	FeedbackUpto int64
 }
 
 func (r *startRequest) owner() string { return r.Repo.GetOwner().GetLogin() }
@@ -183,7 +189,7 @@ func (b *Base) startRun(ctx context.Context, client *github.Client, req startReq
 		TaskID: taskID, Mode: mode, Branch: branch, Budget: budget, Excluded: excluded.Commenters,
 		IssueAuthorExcluded: excluded.IssueAuthor, Issue: req.Issue,
 		Round: req.Round, Attempt: attempt, Harness: cfg.Harness, HasPlan: req.Plan != "",
-		Marker: Marker{Kind: KindAck, TaskID: taskID, Mode: mode, Issue: req.Issue, Branch: branch, Round: req.Round, Attempt: attempt}.String(),
+		Marker: Marker{Kind: KindAck, TaskID: taskID, Mode: mode, Issue: req.Issue, Branch: branch, Round: req.Round, Attempt: attempt, Inline: req.Inline, Upto: req.FeedbackUpto}.String(),
 	})
 	if err != nil {
 		log.Warn().Err(err).Msg("post acknowledgement")

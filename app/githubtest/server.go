@@ -74,6 +74,8 @@ type PullRequest struct {
 	Merged    bool
 	// ReviewComments are inline review comments, for revise runs.
 	ReviewComments []*ReviewComment
+	// Reviews are the submitted reviews (reviews.go).
+	Reviews []*Review
 	// UpdateBranchFails makes PUT update-branch answer 422 (a conflict), so
 	// the bot falls back to a sandbox rebase.
 	UpdateBranchFails bool
@@ -411,6 +413,11 @@ func (s *Server) Issue(fullName string, number int) Issue {
 	}
 	if iss.PR != nil {
 		pr := *iss.PR
+		pr.ReviewComments = nil
+		for _, c := range iss.PR.ReviewComments {
+			cc := *c
+			pr.ReviewComments = append(pr.ReviewComments, &cc)
+		}
 		cp.PR = &pr
 	}
 	return cp
@@ -569,6 +576,7 @@ func (s *Server) routes() http.Handler {
 	h("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.updateCheckRun)
 	h("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.listCheckRuns)
 	s.userRoutes(h)
+	s.reviewRoutes(h)
 	h("GET /web/{owner}/{repo}/raw/{ref}/{path...}", s.getRaw)
 	mux.HandleFunc("/git/", s.serveGit)
 
@@ -1087,7 +1095,8 @@ func (s *Server) listReviewComments(w http.ResponseWriter, r *http.Request, repo
 	out := []map[string]any{}
 	for _, c := range iss.PR.ReviewComments {
 		out = append(out, map[string]any{"id": c.ID, "body": c.Body, "user": s.user(c.User), "path": c.Path, "line": c.Line,
-			"pull_request_review_id": c.ReviewID, "diff_hunk": "@@ -1 +1 @@", "created_at": c.CreatedAt.UTC().Format(time.RFC3339)})
+			"pull_request_review_id": c.ReviewID, "diff_hunk": "@@ -1 +1 @@", "created_at": c.CreatedAt.UTC().Format(time.RFC3339),
+			"in_reply_to_id": c.InReplyTo})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -1110,6 +1119,8 @@ type ReviewComment struct {
 	ReviewID int64
 	Path     string
 	Line     int
+	// InReplyTo is the thread's first comment when this one is a reply.
+	InReplyTo int64
 }
 
 func (s *Server) createCheckRun(w http.ResponseWriter, r *http.Request, repo *Repo) {

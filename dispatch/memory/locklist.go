@@ -1,0 +1,24 @@
+package memory
+
+import (
+	"context"
+	"strings"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+var _ dispatch.LockLister = (*Backend)(nil)
+
+// ListLocks implements dispatch.LockLister.
+func (b *Backend) ListLocks(_ context.Context, prefix string) (map[string]string, error) {
+	prefix = strings.ToLower(prefix)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]string{}
+	for k, v := range b.locks {
+		if strings.HasPrefix(k, prefix) {
+			out[k] = v
+		}
+	}
+	return out, nil
+}

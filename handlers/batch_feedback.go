@@ -1,0 +1,221 @@
+package handlers
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+)
+
+// feedbackItem is one piece of a writer's feedback on an agent PR.
+type feedbackItem struct {
+	at     time.Time
+	author string
+	// what it is: "review" (a review's body), "inline" (a review
+	// comment on a line) or "comment" (/revise or a mention in the PR's
+	// conversation).
+	kind  string
+	state string // a review's state
+	// inline comments: where, and the comment's id (for the reply).
+	id         int64
+	path, hunk string
+	line       int
+	body       string
+	// flags are the one-off flags of a /revise (--budget 2 ...).
+	flags sandboxcfg.Flags
+}
+
+// feedback is what a revise run is asked to address.
+type feedback []feedbackItem
+
+func (f feedback) empty() bool { return len(f) == 0 }
+
+// text is the feedback for the work order, each piece attributed, inline
+// ones with their file, line and diff. A lone /revise is its text alone,
+// as the writer typed it.
+func (f feedback) text() string {
+	if len(f) == 1 && f[0].kind == "comment" {
+		return f[0].body
+	}
+	parts := make([]string, 0, len(f))
+	for _, it := range f {
+		switch it.kind {
+		case "review":
+			state := strings.ReplaceAll(strings.ToLower(it.state), "_", " ")
+			parts = append(parts, fmt.Sprintf("Review by @%s (%s):\n%s", it.author, state, it.body))
+		case "inline":
+			parts = append(parts, fmt.Sprintf("Inline comment by @%s. %s%s", it.author, inlineContext(it.path, it.line, it.hunk), it.body))
+		default:
+			parts = append(parts, fmt.Sprintf("@%s wrote:\n%s", it.author, it.body))
+		}
+	}
+	return strings.Join(parts, "\n\n")
+}
+
+// flags are the newest one-off flags a /revise in the batch gave: the
+// batch is one run, so one set applies.
+func (f feedback) flags() sandboxcfg.Flags {
+	for i := len(f) - 1; i >= 0; i-- {
+		if f[i].flags != (sandboxcfg.Flags{}) {
+			return f[i].flags
+		}
+	}
+	return sandboxcfg.Flags{}
+}
+
+// inlineIDs are the inline comments the run is asked to address: it
+// replies on them when it is done (inline_replies.go).
+func (f feedback) inlineIDs() []int64 {
+	var ids []int64
+	for _, it := range f {
+		if it.kind == "inline" {
+			ids = append(ids, it.id)
+		}
+	}
+	return ids
+}
+
+// pendingFeedback collects what writers asked of an agent PR that no run
+// took yet: /revise comments (or mentions) newer than those the last
+// revise run read (its acknowledgement's Upto), review bodies submitted
+// since that acknowledgement, and every inline comment the bot has not
+// replied on. Non-writers' text never reaches the agent. upto is the
+// newest conversation comment read, for this run's acknowledgement.
+func (b *Base) pendingFeedback(ctx context.Context, client *github.Client, owner, repo string, number int) (_ feedback, upto int64, _ error) {
+	login, err := b.LoadIdentity(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	comments, err := listComments(ctx, client, owner, repo, number)
+	if err != nil {
+		return nil, 0, err
+	}
+	var since time.Time
+	var sinceID int64
+	for _, m := range markedComments(comments, login) {
+		if m.Marker.Kind == KindAck && m.Marker.Mode == dispatch.ModeRevise {
+			since, sinceID = m.Comment.GetCreatedAt().Time, cmp.Or(m.Marker.Upto, m.Comment.GetID())
+		}
+	}
+	for _, c := range comments {
+		upto = max(upto, c.GetID())
+	}
+	var items feedback
+	slug := strings.TrimSuffix(login, "[bot]")
+	for _, c := range comments {
+		if c.GetID() <= sinceID || isBotLogin(c.GetUser()) {
+			continue
+		}
+		if text, flags, ok := reviseText(c.GetBody(), slug, true); ok {
+			items = append(items, feedbackItem{at: c.GetCreatedAt().Time, author: c.GetUser().GetLogin(), kind: "comment", body: text, flags: flags})
+		}
+	}
+	reviews, err := listReviews(ctx, client, owner, repo, number)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, rv := range reviews {
+		at := rv.GetSubmittedAt().Time
+		switch strings.ToUpper(rv.GetState()) {
+		case "CHANGES_REQUESTED", "COMMENTED": // approvals ask for nothing; pending and dismissed reviews are not the reviewer's word
+		default:
+			continue
+		}
+		if at.Before(since) || isBotLogin(rv.GetUser()) {
+			continue
+		}
+		if text, flags, ok := reviseText(rv.GetBody(), slug, false); ok {
+			items = append(items, feedbackItem{at: at, author: rv.GetUser().GetLogin(), kind: "review", state: rv.GetState(), body: text, flags: flags})
+		}
+	}
+	inline, err := listReviewComments(ctx, client, owner, repo, number)
+	if err != nil {
+		return nil, 0, err
+	}
+	addressed := addressedInline(inline, login)
+	for _, c := range inline {
+		if addressed[c.GetID()] || isBotLogin(c.GetUser()) {
+			continue
+		}
+		if text, flags, ok := reviseText(c.GetBody(), slug, false); ok {
+			items = append(items, feedbackItem{at: c.GetCreatedAt().Time, author: c.GetUser().GetLogin(), kind: "inline",
+				id: c.GetID(), path: c.GetPath(), line: c.GetLine(), hunk: c.GetDiffHunk(), body: text, flags: flags})
+		}
+	}
+	var out feedback
+	for _, it := range items {
+		ok, err := b.canWrite(ctx, client, owner, repo, it.author)
+		if err != nil {
+			return nil, 0, err
+		}
+		if ok {
+			out = append(out, it)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b feedbackItem) int { return a.at.Compare(b.at) })
+	return out, upto, nil
+}
+
+// reviseText is what a piece of text asks the agent to do: the text of a
+// /revise command or, in the conversation (commandOnly), a /revise or a
+// mention of the App and nothing else; elsewhere (review bodies, inline
+// comments) any text that is not another command.
+func reviseText(body, slug string, commandOnly bool) (string, sandboxcfg.Flags, bool) {
+	cmd, perr := ParseCommand(body)
+	switch {
+	case perr != nil:
+		return "", sandboxcfg.Flags{}, false
+	case cmd != nil:
+		return cmd.Text, cmd.Flags, cmd.Name == "revise" && strings.TrimSpace(cmd.Text) != ""
+	case commandOnly:
+		text, found := ParseMention(body, slug)
+		if !found || text == "" {
+			return "", sandboxcfg.Flags{}, false
+		}
+		if strings.HasPrefix(text, "/") {
+			return reviseText(text, slug, true)
+		}
+		return text, sandboxcfg.Flags{}, true
+	}
+	body = strings.TrimSpace(body)
+	return body, sandboxcfg.Flags{}, body != ""
+}
+
+// addressedInline are the inline comments the bot replied on: its replies
+// carry a marker naming them.
+func addressedInline(comments []*github.PullRequestComment, login string) map[int64]bool {
+	done := map[int64]bool{}
+	for _, c := range comments {
+		if !isOwnBot(c.GetUser(), login) {
+			continue
+		}
+		if m, ok := ParseMarker(c.GetBody()); ok && m.Kind == KindInlineReply {
+			for _, id := range m.Inline {
+				done[id] = true
+			}
+		}
+	}
+	return done
+}
+
+func listReviews(ctx context.Context, client *github.Client, owner, repo string, number int) ([]*github.PullRequestReview, error) {
+	return listAll(fmt.Sprintf("reviews of %s/%s#%d", owner, repo, number), func(opt github.ListOptions) ([]*github.PullRequestReview, *github.Response, error) {
+		return client.PullRequests.ListReviews(ctx, owner, repo, number, &opt)
+	})
+}
+
+// listReviewComments are a PR's inline comments, oldest first.
+func listReviewComments(ctx context.Context, client *github.Client, owner, repo string, number int) ([]*github.PullRequestComment, error) {
+	all, err := listAll(fmt.Sprintf("review comments of %s/%s#%d", owner, repo, number), func(opt github.ListOptions) ([]*github.PullRequestComment, *github.Response, error) {
+		return client.PullRequests.ListComments(ctx, owner, repo, number, &github.PullRequestListCommentsOptions{ListOptions: opt})
+	})
+	slices.SortStableFunc(all, func(a, b *github.PullRequestComment) int { return cmp.Compare(a.GetID(), b.GetID()) })
+	return all, err
+}
