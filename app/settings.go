@@ -15,5 +15,6 @@ func (c *Config) handlerSettings() handlers.Settings {
 		MaxContinues: c.MaxContinues, MaxPlanRounds: c.MaxPlanRounds, ProgressInterval: c.ProgressInterval, TokenRefresh: c.TokenRefresh,
 		Defaults: c.Defaults, Limits: c.Limits, Isolation: c.Isolation, WebURL: c.GitHub.WebURL, SecretEnv: c.ProjectSecretEnv(),
 		DispatchDeadline: c.Ops.DispatchDeadline, CheckName: DefaultCheckName,
+		ArtifactCaps: c.Artifacts.Caps(),
 	}
 }

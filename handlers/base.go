@@ -51,6 +51,8 @@ type Settings struct {
 	// WebURL is GitHub's web address (https://github.com, or GHES's), for
 	// permanent media links.
 	WebURL string
+	// ArtifactCaps bound the task artifacts the bot stores (artifacts.go).
+	ArtifactCaps dispatch.ArtifactCaps
 }
 
 // core is what the handlers and the run follower share: the client

@@ -569,6 +569,7 @@ func (s *Server) routes() http.Handler {
 	h("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.updateCheckRun)
 	h("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.listCheckRuns)
 	s.userRoutes(h)
+	s.gitDataRoutes(h)
 	h("GET /web/{owner}/{repo}/raw/{ref}/{path...}", s.getRaw)
 	mux.HandleFunc("/git/", s.serveGit)
 

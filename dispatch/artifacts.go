@@ -1,0 +1,359 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"syscall"
+	"unicode/utf8"
+)
+
+// ArtifactsDir is where a task run's agent works and leaves its results,
+// below the work order's OutputDir. The bot publishes what it finds there.
+const ArtifactsDir = "artifacts"
+
+// Default artifact caps: a task's results are reports and small files, and
+// everything read is held in the bot's memory until it is on GitHub.
+const (
+	DefaultArtifactFileCap  = 5 << 20
+	DefaultArtifactTotalCap = 20 << 20
+	DefaultArtifactMaxFiles = 100
+	// maxArtifactDepth bounds how deep the walk goes: a hostile sandbox
+	// could nest directories until the bot runs out of stack or patience.
+	maxArtifactDepth = 32
+)
+
+// ArtifactCaps bound what the bot takes of a task run's artifacts.
+type ArtifactCaps struct {
+	// FileBytes is the largest file taken; larger ones are skipped.
+	FileBytes int64
+	// TotalBytes is the most taken in all; a file that would pass it is
+	// skipped (files are taken in path order).
+	TotalBytes int64
+	// MaxFiles is the most files taken (each is one write on GitHub).
+	MaxFiles int
+}
+
+// DefaultArtifactCaps are the caps a server without settings uses.
+func DefaultArtifactCaps() ArtifactCaps {
+	return ArtifactCaps{FileBytes: DefaultArtifactFileCap, TotalBytes: DefaultArtifactTotalCap, MaxFiles: DefaultArtifactMaxFiles}
+}
+
+// Validate names a cap that is not positive.
+func (c ArtifactCaps) Validate() error {
+	switch {
+	case c.FileBytes <= 0:
+		return fmt.Errorf("artifact per-file cap %d is not a positive number of bytes", c.FileBytes)
+	case c.TotalBytes <= 0:
+		return fmt.Errorf("artifact total cap %d is not a positive number of bytes", c.TotalBytes)
+	case c.MaxFiles <= 0:
+		return fmt.Errorf("artifact file count cap %d is not positive", c.MaxFiles)
+	}
+	return nil
+}
+
+// Artifact is one file taken from the artifacts directory.
+type Artifact struct {
+	// Path is slash-separated, relative to the artifacts directory.
+	Path string
+	Data []byte
+}
+
+// SkippedArtifact is an entry of the artifacts directory the bot left
+// out, and why. Path is the sandbox's name for it: untrusted text.
+type SkippedArtifact struct {
+	Path   string
+	Size   int64
+	Reason string
+}
+
+// Reasons an artifact is skipped.
+const (
+	SkipSymlink    = "symbolic link"
+	SkipNotRegular = "not a regular file"
+	SkipFileCap    = "over the per-file cap"
+	SkipTotalCap   = "over the total cap"
+	SkipMaxFiles   = "over the file count cap"
+	SkipBadName    = "name git cannot store"
+	SkipTooDeep    = "nested too deep"
+	SkipChanged    = "changed while read"
+)
+
+// Artifacts is what the bot took of a run's artifacts directory.
+type Artifacts struct {
+	Files   []Artifact
+	Skipped []SkippedArtifact
+}
+
+// Bytes is the size of the files taken.
+func (a *Artifacts) Bytes() int64 {
+	var n int64
+	for _, f := range a.Files {
+		n += int64(len(f.Data))
+	}
+	return n
+}
+
+// ArtifactReader is implemented by backends that can hand the bot a task
+// run's artifacts once it has ended. The sandbox wrote them: the reader
+// follows no link, reads only regular files below the artifacts directory
+// and stops at the caps. A run without an artifacts directory has none
+// (no error).
+type ArtifactReader interface {
+	Artifacts(ctx context.Context, taskID string, caps ArtifactCaps) (*Artifacts, error)
+}
+
+// ArtifactEntry is one directory entry as an ArtifactSource reports it,
+// without following links.
+type ArtifactEntry struct {
+	Name string
+	Size int64
+	Mode fs.FileMode
+}
+
+// ArtifactSource is a directory tree a backend reads artifacts from: a
+// directory on this machine, or an allocation's files on a Nomad client.
+// Names are slash-separated and relative to the artifacts directory.
+type ArtifactSource interface {
+	// ReadDir lists dir ("." is the top) without following links.
+	ReadDir(ctx context.Context, dir string) ([]ArtifactEntry, error)
+	// ReadFile reads at most max+1 bytes of name, which must be a regular
+	// file; reading more than max tells the caller it grew.
+	ReadFile(ctx context.Context, name string, max int64) ([]byte, error)
+}
+
+// CollectArtifacts walks src in path order and takes every regular file
+// within caps. Links, devices, pipes and sockets, names git cannot store,
+// and files over a cap are skipped and listed; nothing is followed out of
+// the tree.
+func CollectArtifacts(ctx context.Context, src ArtifactSource, caps ArtifactCaps) (*Artifacts, error) {
+	if err := caps.Validate(); err != nil {
+		return nil, err
+	}
+	c := &collector{src: src, caps: caps, out: &Artifacts{}}
+	if err := c.walk(ctx, ".", 0); err != nil {
+		return nil, err
+	}
+	return c.out, nil
+}
+
+type collector struct {
+	src   ArtifactSource
+	caps  ArtifactCaps
+	out   *Artifacts
+	total int64
+	seen  int
+}
+
+// maxSkipped bounds the skipped list: a sandbox that leaves a million
+// links gets a count, not a million lines.
+const maxSkipped = 200
+
+func (c *collector) skip(p string, size int64, reason string) {
+	if len(c.out.Skipped) < maxSkipped {
+		c.out.Skipped = append(c.out.Skipped, SkippedArtifact{Path: p, Size: size, Reason: reason})
+	}
+}
+
+func (c *collector) walk(ctx context.Context, dir string, depth int) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	entries, err := c.src.ReadDir(ctx, dir)
+	if errors.Is(err, errNotRegular) && dir != "." {
+		// Listed as a directory, and a link or a file by the time it was
+		// opened.
+		c.skip(dir, 0, SkipChanged)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list artifacts directory %s: %w", dir, err)
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].Name < entries[j].Name })
+	for _, e := range entries {
+		p := path.Join(dir, e.Name)
+		// Every entry counts, directories and skipped ones too, so a tree
+		// of a million empty directories ends the walk early.
+		c.seen++
+		if c.seen > 10*c.caps.MaxFiles {
+			c.skip(p, e.Size, SkipMaxFiles)
+			return nil
+		}
+		if !ValidArtifactName(e.Name) {
+			c.skip(p, e.Size, SkipBadName)
+			continue
+		}
+		switch {
+		case e.Mode&fs.ModeSymlink != 0:
+			c.skip(p, e.Size, SkipSymlink)
+		case e.Mode.IsDir():
+			if depth+1 >= maxArtifactDepth {
+				c.skip(p, 0, SkipTooDeep)
+				continue
+			}
+			if err := c.walk(ctx, p, depth+1); err != nil {
+				return err
+			}
+		case !e.Mode.IsRegular():
+			c.skip(p, e.Size, SkipNotRegular)
+		case len(c.out.Files) >= c.caps.MaxFiles:
+			c.skip(p, e.Size, SkipMaxFiles)
+		case e.Size > c.caps.FileBytes:
+			c.skip(p, e.Size, SkipFileCap)
+		case c.total+e.Size > c.caps.TotalBytes:
+			c.skip(p, e.Size, SkipTotalCap)
+		default:
+			if err := c.take(ctx, p, e.Size); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// take reads one file, capped at what its listing said (and the caps): a
+// file that grew, or turned into something else, is skipped.
+func (c *collector) take(ctx context.Context, p string, size int64) error {
+	data, err := c.src.ReadFile(ctx, p, size)
+	if errors.Is(err, errNotRegular) {
+		c.skip(p, size, SkipNotRegular)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read artifact %s: %w", p, err)
+	}
+	if int64(len(data)) > size {
+		c.skip(p, int64(len(data)), SkipChanged)
+		return nil
+	}
+	c.total += int64(len(data))
+	c.out.Files = append(c.out.Files, Artifact{Path: p, Data: data})
+	return nil
+}
+
+// ValidArtifactName reports whether a directory entry's name can be a path
+// component of a git tree on GitHub: not empty, ".", ".." or ".git" (git
+// refuses those in any case), valid UTF-8 without NUL, control
+// characters or a backslash, at most 255 bytes.
+func ValidArtifactName(name string) bool {
+	if name == "" || name == "." || name == ".." || strings.EqualFold(name, ".git") || len(name) > 255 || !utf8.ValidString(name) {
+		return false
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f || r == '/' || r == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// errNotRegular: the entry is not what its listing said once opened (a
+// file swapped for a link, a pipe or a device; a directory for a link).
+var errNotRegular = errors.New("not a regular file")
+
+// DirArtifacts reads artifacts from a directory on this machine. The
+// directory itself belongs to the bot's task directory; everything below
+// it is the sandbox's, so every open is confined to it (os.Root) and the
+// last component is never followed (O_NOFOLLOW).
+type DirArtifacts struct{ root *os.Root }
+
+// Close releases the directory.
+func (d *DirArtifacts) Close() error { return d.root.Close() }
+
+// ReadDir implements ArtifactSource.
+func (d *DirArtifacts) ReadDir(_ context.Context, dir string) ([]ArtifactEntry, error) {
+	f, err := d.root.OpenFile(dir, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
+	if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.ENOTDIR) {
+		return nil, errNotRegular
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	list, err := f.ReadDir(-1)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ArtifactEntry, 0, len(list))
+	for _, e := range list {
+		ent := ArtifactEntry{Name: e.Name(), Mode: e.Type()}
+		// Lstat, not Info through a link: the size of what is there.
+		if fi, err := d.root.Lstat(path.Join(dir, e.Name())); err == nil {
+			ent.Size, ent.Mode = fi.Size(), fi.Mode()
+		}
+		out = append(out, ent)
+	}
+	return out, nil
+}
+
+// ReadFile implements ArtifactSource: O_NOFOLLOW so a link swapped in is
+// refused, O_NONBLOCK so a pipe cannot hang the bot, and a regular-file
+// check on what was opened.
+func (d *DirArtifacts) ReadFile(_ context.Context, name string, max int64) ([]byte, error) {
+	f, err := d.root.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, errNotRegular
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, errNotRegular
+	}
+	return io.ReadAll(io.LimitReader(f, max+1))
+}
+
+// ReadArtifacts collects the artifacts of a run on this machine: rel
+// (slash-separated, e.g. out/artifacts) below root, the bot's own task
+// directory, which is trusted. No component of rel may be a link (the
+// sandbox could point its artifacts directory anywhere on the host); a
+// run that left no artifacts directory has none.
+func ReadArtifacts(ctx context.Context, root, rel string, caps ArtifactCaps) (*Artifacts, error) {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w", root, ErrNotFound)
+		}
+		return nil, fmt.Errorf("open task directory %s: %w", root, err)
+	}
+	defer r.Close()
+	rel = path.Clean(rel)
+	if path.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, fmt.Errorf("artifacts path %q is not below %s", rel, root)
+	}
+	parts := strings.Split(rel, "/")
+	for i := range parts {
+		p := path.Join(parts[:i+1]...)
+		fi, err := r.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return &Artifacts{}, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s/%s: %w", root, p, err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return &Artifacts{Skipped: []SkippedArtifact{{Path: ".", Reason: SkipSymlink}}}, nil
+		}
+		if !fi.IsDir() {
+			return &Artifacts{Skipped: []SkippedArtifact{{Path: ".", Size: fi.Size(), Reason: "not a directory"}}}, nil
+		}
+	}
+	sub, err := r.OpenRoot(rel)
+	if err != nil {
+		return nil, fmt.Errorf("open artifacts directory %s/%s: %w", root, rel, err)
+	}
+	src := &DirArtifacts{root: sub}
+	defer src.Close()
+	return CollectArtifacts(ctx, src, caps)
+}
