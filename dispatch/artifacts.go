@@ -149,6 +149,8 @@ type collector struct {
 	out   *Artifacts
 	total int64
 	seen  int
+	// stopped ends the walk once it has seen too many entries.
+	stopped bool
 }
 
 // maxSkipped bounds the skipped list: a sandbox that leaves a million
@@ -182,7 +184,10 @@ func (c *collector) walk(ctx context.Context, dir string, depth int) error {
 		// of a million empty directories ends the walk early.
 		c.seen++
 		if c.seen > 10*c.caps.MaxFiles {
-			c.skip(p, e.Size, SkipMaxFiles)
+			c.skip(p+" and what follows", 0, SkipMaxFiles)
+			c.stopped = true
+		}
+		if c.stopped {
 			return nil
 		}
 		if !ValidArtifactName(e.Name) {

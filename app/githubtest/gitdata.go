@@ -40,6 +40,16 @@ func (s *Server) Ref(fullName, ref string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// RefsWithPrefix lists the refs whose full name starts with prefix.
+func (s *Server) RefsWithPrefix(fullName, prefix string) []string {
+	r := s.Repo(fullName)
+	out, err := exec.Command(mustGit(), "--git-dir", r.GitDir, "for-each-ref", "--format=%(refname)", prefix).Output()
+	if err != nil {
+		s.t.Fatalf("githubtest: refs of %s: %v", fullName, err)
+	}
+	return strings.Fields(string(out))
+}
+
 // Parents returns a commit's parents (none for a root commit).
 func (s *Server) Parents(fullName, sha string) []string {
 	r := s.Repo(fullName)
@@ -83,6 +93,20 @@ func (s *Server) contentsWrite(w http.ResponseWriter, r *http.Request, repo *Rep
 	if tok.Permissions != nil && tok.Permissions["contents"] != "write" {
 		writeJSON(w, http.StatusForbidden, map[string]string{"message": "Resource not accessible by integration"})
 		return false
+	}
+	return true
+}
+
+// validTreePath is what GitHub stores in a tree: relative, no empty,
+// ".", ".." or ".git" component, no NUL or newline.
+func validTreePath(p string) bool {
+	if p == "" || strings.ContainsAny(p, "\x00\n") {
+		return false
+	}
+	for _, c := range strings.Split(p, "/") {
+		if c == "" || c == "." || c == ".." || strings.EqualFold(c, ".git") {
+			return false
+		}
 	}
 	return true
 }
@@ -189,7 +213,7 @@ func (s *Server) createTree(w http.ResponseWriter, r *http.Request, repo *Repo) 
 			unprocessable(w, "githubtest: only blob entries (100644, 100755) are supported, not %s %s", e.Mode, e.Type)
 			return
 		}
-		if strings.ContainsAny(e.Path, "\x00\n") || e.Path == "" {
+		if !validTreePath(e.Path) {
 			unprocessable(w, "tree.path contains a malformed path component")
 			return
 		}
