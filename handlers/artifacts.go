@@ -63,11 +63,43 @@ type ArtifactsData struct {
 // safe for a code span (no backticks, no control characters, redacted).
 type ArtifactLink struct {
 	Name, URL, Size string
+	// Redacted says secrets in the file were replaced before it was stored.
+	Redacted bool
 }
 
 // SkippedArtifactLine is one entry left out, and why.
 type SkippedArtifactLine struct {
 	Name, Size, Reason string
+}
+
+// SkipSecret is why a file is not stored whose name, or binary content,
+// holds a secret the bot knows (a task sandbox's agent can read its token
+// and the provider keys: it must not get them committed).
+const SkipSecret = "holds a secret"
+
+// redactArtifacts keeps the bot's secrets off GitHub: a text file has them
+// replaced (and is reported by path in the result), a binary file or a
+// file whose name holds one is skipped.
+func (r *Runs) redactArtifacts(arts *dispatch.Artifacts) map[string]bool {
+	redacted := map[string]bool{}
+	kept := arts.Files[:0]
+	for _, f := range arts.Files {
+		if r.c.Secrets.Redact(f.Path) != f.Path {
+			arts.Skipped = append(arts.Skipped, dispatch.SkippedArtifact{Path: f.Path, Size: int64(len(f.Data)), Reason: SkipSecret})
+			continue
+		}
+		if text := string(f.Data); r.c.Secrets.Redact(text) != text {
+			if !isText(f.Data) {
+				arts.Skipped = append(arts.Skipped, dispatch.SkippedArtifact{Path: f.Path, Size: int64(len(f.Data)), Reason: SkipSecret})
+				continue
+			}
+			f.Data = []byte(r.c.Secrets.Redact(text))
+			redacted[f.Path] = true
+		}
+		kept = append(kept, f)
+	}
+	arts.Files = kept
+	return redacted
 }
 
 // artifactName makes an untrusted path fit a code span: valid UTF-8,
@@ -112,6 +144,7 @@ func (r *Runs) publishArtifacts(ctx context.Context, client *github.Client, rc *
 		data.Error = "The bot could not read the run's artifacts; its log has the details."
 		return data, nil
 	}
+	redacted := r.redactArtifacts(arts)
 	for i, s := range arts.Skipped {
 		if i == maxListedArtifacts {
 			data.MoreSkipped = len(arts.Skipped) - i
@@ -144,6 +177,7 @@ func (r *Runs) publishArtifacts(ctx context.Context, client *github.Client, rc *
 		}
 		data.Files = append(data.Files, ArtifactLink{
 			Name: r.artifactName(f.Path), URL: web + "/blob/" + commit + "/" + escapePath(f.Path), Size: sizeText(int64(len(f.Data))),
+			Redacted: redacted[f.Path],
 		})
 	}
 	return data, nil

@@ -58,7 +58,7 @@ func ReplySamples() map[string][]any {
 		"github/task_done": {
 			TaskDoneData{Receipt: taskDone, Marker: marker, Artifacts: &ArtifactsData{
 				Branch: ArtifactBranch(task), TreeURL: "https://github.com/octo-org/hello/tree/agent-artifacts/" + task, Commit: "0123abc",
-				Files:   []ArtifactLink{{Name: "report.md", URL: "https://github.com/octo-org/hello/blob/0123abc/report.md", Size: "1.2 KiB"}},
+				Files:   []ArtifactLink{{Name: "report.md", URL: "https://github.com/octo-org/hello/blob/0123abc/report.md", Size: "1.2 KiB", Redacted: true}},
 				Skipped: []SkippedArtifactLine{{Name: "data.bin", Size: "40 MiB", Reason: dispatch.SkipFileCap}}, MoreSkipped: 2, MoreFiles: 3,
 				Caps: "5.0 MiB per file, 20 MiB in all, 100 files",
 			}},

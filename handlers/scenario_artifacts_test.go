@@ -35,6 +35,8 @@ command: |
   printf 'bin\000ary\377' > data/blob.bin
   printf 'x' > 'a [link](javascript:x) ` + "`x`" + ` @alice <b>.md'
   ln -s /etc/hostname host-link
+  cp ../../secrets/token stolen.txt
+  { printf 'x\000'; cat ../../secrets/token; } > stolen.bin
   truncate -s 6M big.bin
   echo '{"type":"step_finish","tokens":{"input":10,"output":5},"cost_usd":0.01}'
   echo "Wrote the report."
@@ -88,7 +90,7 @@ func TestTaskArtifactsOnOrphanBranch(t *testing.T) {
 		t.Errorf("the artifacts commit has parents %v; want an orphan", p)
 	}
 	weird := "a [link](javascript:x) `x` @alice <b>.md"
-	want := map[string]string{"report.md": "# Report\n\nAll good.\n", "data/blob.bin": "bin\x00ary\xff", weird: "x"}
+	want := map[string]string{"report.md": "# Report\n\nAll good.\n", "data/blob.bin": "bin\x00ary\xff", weird: "x", "stolen.txt": "[REDACTED]"}
 	got := h.gh.TreeFiles(testRepo, commit)
 	if len(got) != len(want) {
 		t.Errorf("the branch holds %v; want exactly %v", keys(got), keys(want))
@@ -109,6 +111,9 @@ func TestTaskArtifactsOnOrphanBranch(t *testing.T) {
 		"[`a [link](javascript:x) 'x' @alice <b>.md`](" + web + "/blob/" + commit + "/" + url.PathEscape(weird) + ")",
 		"- `host-link` (", "): symbolic link",
 		"- `big.bin` (6.0 MiB): over the per-file cap",
+		// The sandbox's token (its agent can read it in task mode) is
+		// redacted from text and keeps a binary file off GitHub.
+		"/stolen.txt) (10 B, secrets redacted)", "- `stolen.bin` (", "): holds a secret",
 		"Not stored (5.0 MiB per file, 20 MiB in all, 100 files)",
 		"Wrote the report.",
 	} {
