@@ -30,6 +30,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Harness) {
 		{"CancelLeavesInterruptedReceipt", testCancelLeavesInterruptedReceipt},
 		{"TokenRefresh", testTokenRefresh},
 		{"LockHolder", testLockHolder},
+		{"Artifacts", testArtifacts},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
