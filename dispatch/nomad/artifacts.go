@@ -24,16 +24,9 @@ var _ dispatch.ArtifactReader = (*Backend)(nil)
 // them) and only what it calls a regular file is read, with fs cat,
 // capped. The artifacts directory itself must be a directory, not a link.
 func (b *Backend) Artifacts(ctx context.Context, taskID string, caps dispatch.ArtifactCaps) (*dispatch.Artifacts, error) {
-	id, err := b.findJob(ctx, taskID)
+	v, err := b.endedView(ctx, "artifacts", taskID)
 	if err != nil {
 		return nil, err
-	}
-	v, err := b.fetchView(ctx, id)
-	if err != nil {
-		return nil, fmt.Errorf("artifacts of %s: %w", taskID, err)
-	}
-	if st := v.status(); !st.State.Ended() {
-		return nil, fmt.Errorf("artifacts of %s: job %s is %s: %w", taskID, id, st.State, dispatch.ErrRunning)
 	}
 	a := v.latest()
 	if a == nil {

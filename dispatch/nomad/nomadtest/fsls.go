@@ -13,17 +13,12 @@ import (
 // following links (os.DirEntry.Info is an lstat), with FileMode as
 // os.FileMode.String prints it ("Lrwxrwxrwx" for a link).
 func (s *Server) fsList(w http.ResponseWriter, r *http.Request, id string) {
-	a := s.allocForFS(w, id)
-	if a == nil {
-		return
-	}
 	p := r.URL.Query().Get("path")
 	if p == "" {
 		p = "/"
 	}
-	full, err := allocDirPath(a.dir, p)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	full, ok := s.fsPath(w, id, p)
+	if !ok {
 		return
 	}
 	entries, err := os.ReadDir(full)
@@ -45,4 +40,19 @@ func (s *Server) fsList(w http.ResponseWriter, r *http.Request, id string) {
 		out = append(out, &api.AllocFileInfo{Name: fi.Name(), IsDir: fi.IsDir(), Size: fi.Size(), FileMode: fi.Mode().String(), ModTime: fi.ModTime()})
 	}
 	s.writeJSON(w, http.StatusOK, s.Index(), out)
+}
+
+// fsPath resolves p in allocation id's directory for the fs endpoints,
+// answering the request itself when it cannot.
+func (s *Server) fsPath(w http.ResponseWriter, id, p string) (string, bool) {
+	a := s.allocForFS(w, id)
+	if a == nil {
+		return "", false
+	}
+	full, err := allocDirPath(a.dir, p)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return "", false
+	}
+	return full, true
 }
