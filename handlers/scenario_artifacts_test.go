@@ -42,43 +42,94 @@ command: |
   echo "Wrote the report."
 `
 
-func TestTaskArtifactsOnOrphanBranch(t *testing.T) {
-	t.Parallel()
+// artifactsTask is a task run on the process backend, acknowledged, whose
+// agent waits for release.
+type artifactsTask struct {
+	h       *harness
+	b       *process.Backend
+	env     map[string]string
+	n       int
+	taskID  string
+	gate    string
+	deliver func()
+}
+
+// startArtifactsTask labels an issue of a task-mode repository and waits
+// until the run is acknowledged and shows its progress comment, so the
+// next comment the bot creates is the result.
+func startArtifactsTask(t *testing.T) *artifactsTask {
+	t.Helper()
 	runner := testenv.BuildCommand(t, "sandbox-runner")
-	// The agent waits for the test to let it finish (after the bot's
-	// acknowledgement is posted).
-	gate := filepath.Join(t.TempDir(), "gate")
-	h := newHarness(t, map[string]string{".sandbox.yml": strings.Replace(artifactsSandboxYML, "GATE", gate, 1), "README.md": "# hello\n"}, nil)
-	h.stop()
+	a := &artifactsTask{gate: filepath.Join(t.TempDir(), "gate")}
+	a.h = newHarness(t, map[string]string{".sandbox.yml": strings.Replace(artifactsSandboxYML, "GATE", a.gate, 1), "README.md": "# hello\n"}, nil)
+	a.h.stop()
 	b, err := process.New(process.Options{Runner: runner, DataDir: t.TempDir(), Warnings: &strings.Builder{}, Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.b = b
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("bot log:\n%s", h.logs.String())
+			t.Logf("bot log:\n%s", a.h.logs.String())
 		}
 	})
-	h.startWith(b, map[string]string{"GITHUB_WEB_URL": h.gh.WebURL()})
-	n := h.gh.AddIssue(testRepo, writer, "Write a report", "Summarise the project.")
+	a.env = map[string]string{"GITHUB_WEB_URL": a.h.gh.WebURL()}
+	a.h.startWith(b, a.env)
+	a.n = a.h.gh.AddIssue(testRepo, writer, "Write a report", "Summarise the project.")
 	delivery := fmt.Sprintf("d-artifacts-%d", time.Now().UnixNano())
-	h.label(n, writer, delivery)
-	var taskID string
-	h.gh.WaitFor(30*time.Second, "the task acknowledged", func() bool {
-		for _, c := range h.botComments(n) {
+	a.deliver = func() { a.h.label(a.n, writer, delivery) }
+	a.deliver()
+	a.h.gh.WaitFor(30*time.Second, "the task acknowledged and its progress shown", func() bool {
+		progress := false
+		for _, c := range a.h.botComments(a.n) {
 			if m := taskIDRE.FindStringSubmatch(c); m != nil && strings.Contains(c, `"kind":"ack"`) {
-				taskID = m[1]
-				return true
+				a.taskID = m[1]
 			}
+			progress = progress || strings.Contains(c, `"kind":"progress"`)
 		}
-		return false
+		return a.taskID != "" && progress
 	})
+	return a
+}
+
+// release lets the agent write its files and finish.
+func (a *artifactsTask) release(t *testing.T) {
+	t.Helper()
+	if err := os.WriteFile(a.gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wroteOnce checks the Git Data writes: one blob (the binary file; text
+// travels inline in the tree), one tree, one commit, one ref, however
+// often the result was posted.
+func (a *artifactsTask) wroteOnce(t *testing.T) {
+	t.Helper()
+	for _, w := range []struct {
+		req  string
+		want int
+	}{
+		{"POST /repos/" + testRepo + "/git/blobs", 1}, {"POST /repos/" + testRepo + "/git/trees", 1},
+		{"POST /repos/" + testRepo + "/git/commits", 1}, {"POST /repos/" + testRepo + "/git/refs", 1},
+		{"PATCH /repos/" + testRepo + "/git/refs", 0},
+	} {
+		if got := a.h.gh.CountRequests(w.req); got != w.want {
+			t.Errorf("%s: %d requests; want %d", w.req, got, w.want)
+		}
+	}
+	if refs := a.h.gh.RefsWithPrefix(testRepo, "refs/heads/agent-artifacts/"); len(refs) != 1 {
+		t.Errorf("artifact branches %v; want one", refs)
+	}
+}
+
+func TestTaskArtifactsOnOrphanBranch(t *testing.T) {
+	t.Parallel()
+	a := startArtifactsTask(t)
+	h, n, taskID := a.h, a.n, a.taskID
 	// The first try to post the result fails for a passing reason: the
 	// retry finds the branch made and must write nothing again.
 	h.gh.FailNext("POST", fmt.Sprintf("/issues/%d/comments", n), 502, 1)
-	if err := os.WriteFile(gate, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	a.release(t)
 	comment := waitResult(h, n, taskID)
 
 	branch := "agent-artifacts/" + taskID
@@ -122,19 +173,9 @@ func TestTaskArtifactsOnOrphanBranch(t *testing.T) {
 		}
 	}
 
-	// One blob (the binary file; text goes inline in the tree), one tree,
-	// one commit, one ref, though the result was posted twice over.
-	for _, w := range []struct {
-		req  string
-		want int
-	}{
-		{"POST /repos/" + testRepo + "/git/blobs", 1}, {"POST /repos/" + testRepo + "/git/trees", 1},
-		{"POST /repos/" + testRepo + "/git/commits", 1}, {"POST /repos/" + testRepo + "/git/refs", 1},
-		{"PATCH /repos/" + testRepo + "/git/refs", 0},
-	} {
-		if got := h.gh.CountRequests(w.req); got != w.want {
-			t.Errorf("%s: %d requests; want %d", w.req, got, w.want)
-		}
+	a.wroteOnce(t)
+	if !strings.Contains(h.logs.String(), "GitHub refused for now; trying again") {
+		t.Error("the result was not retried after the injected failure")
 	}
 	if h.gh.Injected() != 1 {
 		t.Errorf("the injected failure answered %d requests; want 1", h.gh.Injected())
@@ -163,7 +204,7 @@ func TestTaskArtifactsOnOrphanBranch(t *testing.T) {
 
 	// A redelivery of the label event makes nothing new.
 	comments, requests := len(h.botComments(n)), len(h.gh.Requests())
-	h.label(n, writer, delivery)
+	a.deliver()
 	h.idle()
 	if c := len(h.botComments(n)); c != comments {
 		t.Errorf("the redelivery added %d comments", c-comments)
@@ -176,8 +217,41 @@ func TestTaskArtifactsOnOrphanBranch(t *testing.T) {
 	if c := h.gh.Ref(testRepo, "refs/heads/"+branch); c != commit {
 		t.Errorf("the redelivery moved %s from %s to %s", branch, commit, c)
 	}
-	if refs := h.gh.RefsWithPrefix(testRepo, "refs/heads/agent-artifacts/"); len(refs) != 1 {
-		t.Errorf("artifact branches %v; want one", refs)
+	a.wroteOnce(t)
+}
+
+// A bot that stops after the branch is made, before its comment lands
+// (GitHub refused it for good), posts the result when it starts again and
+// finds the branch holding the run's files: no second commit, ref or
+// comment.
+func TestTaskArtifactsAfterARestart(t *testing.T) {
+	t.Parallel()
+	a := startArtifactsTask(t)
+	a.h.gh.FailNext("POST", fmt.Sprintf("/issues/%d/comments", a.n), 422, 1)
+	a.release(t)
+	a.h.gh.WaitFor(60*time.Second, "the refused result", func() bool {
+		return strings.Contains(a.h.logs.String(), `"message":"post result"`)
+	})
+	commit := a.h.gh.Ref(testRepo, "refs/heads/agent-artifacts/"+a.taskID)
+	if commit == "" {
+		t.Fatal("the branch was not made before the comment")
+	}
+	a.h.stop()
+	a.h.startWith(a.b, a.env)
+	comment := waitResult(a.h, a.n, a.taskID)
+	if !strings.Contains(comment, "/blob/"+commit+"/report.md") {
+		t.Errorf("the result does not link the branch's commit %s:\n%s", commit, comment)
+	}
+	a.wroteOnce(t)
+	a.h.idle()
+	results := 0
+	for _, c := range a.h.botComments(a.n) {
+		if strings.Contains(c, `"kind":"result"`) {
+			results++
+		}
+	}
+	if results != 1 {
+		t.Errorf("%d result comments; want 1", results)
 	}
 }
 
