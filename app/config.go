@@ -43,6 +43,8 @@ type Config struct {
 
 	Nomad NomadConfig `yaml:"nomad"`
 	Ops   OpsConfig   `yaml:",inline"`
+	// Artifacts caps the task artifacts the bot stores on GitHub.
+	Artifacts ArtifactsConfig `yaml:"artifacts"`
 
 	// TriggerLabel starts a plan run when added to an issue.
 	TriggerLabel string `yaml:"trigger_label"`
@@ -161,6 +163,9 @@ func LoadConfig(getenv Getenv) (*Config, error) {
 		return nil, err
 	}
 	if err := c.applyCapsEnv(getenv); err != nil {
+		return nil, err
+	}
+	if err := c.Artifacts.load(getenv); err != nil {
 		return nil, err
 	}
 	c.applyDefaults()

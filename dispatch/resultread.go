@@ -8,8 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
-	"strings"
 	"syscall"
 )
 
@@ -32,35 +30,16 @@ var ErrBadResult = errors.New("result.json rejected")
 // cannot hang the bot), and at most MaxResultBytes are read. root itself
 // is the bot's own task directory and is trusted.
 func ReadResultFile(root, rel string) (*Result, error) {
-	r, err := os.OpenRoot(root)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%s: %w", root, ErrNotFound)
-		}
-		return nil, fmt.Errorf("open task directory %s: %w", root, err)
+	r, rel, _, err := openBelow(root, rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("%w: %w", err, ErrNoResult)
+	case errors.Is(err, errLinkBelow), errors.Is(err, errNotDirBelow):
+		return nil, fmt.Errorf("%w: %w", err, ErrBadResult)
+	case err != nil:
+		return nil, err
 	}
 	defer r.Close()
-	rel = path.Clean(rel)
-	if path.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
-		return nil, fmt.Errorf("result path %q is not below %s", rel, root)
-	}
-	parts := strings.Split(rel, "/")
-	for i := range parts {
-		p := path.Join(parts[:i+1]...)
-		fi, err := r.Lstat(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%s/%s: %w", root, p, ErrNoResult)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s/%s: %w", root, p, err)
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			return nil, fmt.Errorf("%s/%s is a symbolic link; the bot does not follow links the sandbox made: %w", root, p, ErrBadResult)
-		}
-		if i < len(parts)-1 && !fi.IsDir() {
-			return nil, fmt.Errorf("%s/%s is not a directory: %w", root, p, ErrBadResult)
-		}
-	}
 	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open %s/%s: %w (%w)", root, rel, ErrBadResult, err)

@@ -57,6 +57,8 @@ type Settings struct {
 	// Caps bound concurrent runs; a run over one waits in the queue
 	// (queue.go). The zero value queues nothing.
 	Caps dispatch.Caps
+	// ArtifactCaps bound the task artifacts the bot stores (artifacts.go).
+	ArtifactCaps dispatch.ArtifactCaps
 }
 
 // core is what the handlers and the run follower share: the client

@@ -240,7 +240,9 @@ func (r *Runs) finish(ctx context.Context, client *github.Client, owner, repo st
 		return r.postPlan(ctx, client, rc, res, prog)
 	case dispatch.ModeExecute, dispatch.ModeContinue:
 		return r.openPR(ctx, client, rc, res, prog)
-	default: // revise, rebase, task: a receipt comment where the run was asked for
+	case dispatch.ModeTask:
+		return r.postTaskResult(ctx, client, rc, res, prog)
+	default: // revise, rebase: a receipt comment where the run was asked for
 		prog.complete(ctx, "success", "Done", res.PRSummary, res)
 		r.c.setState(ctx, client, owner, repo, meta.Number, LabelDone)
 		rcpt := rc.receipt(res)

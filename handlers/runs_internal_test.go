@@ -37,7 +37,7 @@ func TestRunsContinueThroughTheirStartFunction(t *testing.T) {
 	b, err := NewBase(cc, Settings{
 		TriggerLabel: "agent", MaxContinues: 2, MaxPlanRounds: 5, ProgressInterval: time.Millisecond, TokenRefresh: time.Hour,
 		DispatchDeadline: time.Second, CheckName: "sandbox-agent", WebURL: "https://github.com", Isolation: dispatch.IsolationCaps, ReviewBatchWindow: time.Second,
-		Limits: sandboxcfg.Limits{}.WithDefaults(),
+		Limits: sandboxcfg.Limits{}.WithDefaults(), ArtifactCaps: dispatch.DefaultArtifactCaps(),
 	}, backend, templates.MustLoadEmbedded())
 	if err != nil {
 		t.Fatal(err)

@@ -19,6 +19,7 @@ func ReplySamples() map[string][]any {
 	done := sampleReceipt(task, dispatch.ModeExecute, sampleResult(task, dispatch.StatusCompleted))
 	failed := sampleReceipt(task, dispatch.ModeExecute, sampleResult(task, dispatch.StatusHung))
 	lost := sampleReceipt(task, dispatch.ModeExecute, nil)
+	taskDone := sampleReceipt(task, dispatch.ModeTask, sampleResult(task, dispatch.StatusCompleted))
 	marker := Marker{Kind: KindResult, TaskID: task, Mode: dispatch.ModeExecute, Issue: 7}.String()
 	issueCmds, prCmds := commandsFor(false), commandsFor(true)
 
@@ -63,8 +64,18 @@ func ReplySamples() map[string][]any {
 			InlineReplyData{Marker: marker, TaskID: task, Commit: "0123abcdef", CommitURL: "https://github.com/octo-org/hello/commit/0123abcdef", Comments: 1},
 			InlineReplyData{Marker: marker, TaskID: task, Comments: 2},
 		},
-		"github/pr_opened":        {PROpenedData{Receipt: done, Marker: marker, PRURL: "https://github.com/octo-org/hello/pull/8", PRNumber: 8}, PROpenedData{Receipt: lost, Marker: marker}},
-		"github/done":             {DoneData{Receipt: done, Marker: marker}, DoneData{Receipt: lost, Marker: marker}},
+		"github/pr_opened": {PROpenedData{Receipt: done, Marker: marker, PRURL: "https://github.com/octo-org/hello/pull/8", PRNumber: 8}, PROpenedData{Receipt: lost, Marker: marker}},
+		"github/done":      {DoneData{Receipt: done, Marker: marker}, DoneData{Receipt: lost, Marker: marker}},
+		"github/task_done": {
+			TaskDoneData{Receipt: taskDone, Marker: marker, Artifacts: &ArtifactsData{
+				Branch: ArtifactBranch(task), TreeURL: "https://github.com/octo-org/hello/tree/agent-artifacts/" + task, Commit: "0123abc",
+				Files:   []ArtifactLink{{Name: "report.md", URL: "https://github.com/octo-org/hello/blob/0123abc/report.md", Size: "1.2 KiB", Redacted: true}},
+				Skipped: []SkippedArtifactLine{{Name: "data.bin", Size: "40 MiB", Reason: dispatch.SkipFileCap}}, MoreSkipped: 2, MoreFiles: 3,
+				Caps: "5.0 MiB per file, 20 MiB in all, 100 files",
+			}},
+			TaskDoneData{Receipt: taskDone, Marker: marker, Artifacts: &ArtifactsData{Caps: "5.0 MiB per file", Error: "GitHub refused the artifacts branch."}},
+			TaskDoneData{Receipt: taskDone, Marker: marker}, TaskDoneData{Receipt: lost, Marker: marker},
+		},
 		"github/no_changes":       {NoChangesData{Receipt: done, Marker: marker}, NoChangesData{Receipt: lost, Marker: marker}},
 		"github/failure":          {FailureData{Receipt: failed, Marker: marker, Retry: "/retry"}, FailureData{Receipt: lost, Marker: marker, Retry: "/retry"}},
 		"github/aborted":          {AbortedData{Receipt: done, Marker: marker, By: "alice"}, AbortedData{Receipt: lost, Marker: marker}},

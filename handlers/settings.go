@@ -30,6 +30,7 @@ func (s Settings) check() error {
 		{"Limits.MaxMemoryMB", s.Limits.MaxMemoryMB <= 0},
 		{"Limits.MaxCPU", s.Limits.MaxCPU <= 0},
 		{"Limits.PidsLimit", s.Limits.PidsLimit <= 0},
+		{"ArtifactCaps", s.ArtifactCaps.Validate() != nil},
 	} {
 		if f.unset {
 			unset = append(unset, f.name)

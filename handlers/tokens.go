@@ -218,6 +218,11 @@ func (r *Runs) adoptToken(ctx context.Context, taskID string) {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("read back the run's token; it is not revoked when the run ends, but expires within the hour")
 		return
 	}
+	if tok != "" {
+		// A bot that did not mint it must still keep it out of what it
+		// posts (a task's artifacts may quote it).
+		r.c.Secrets.AddToken(tok, time.Time{})
+	}
 	if tok != "" && r.tokens.adopt(taskID, tok) {
 		zerolog.Ctx(ctx).Debug().Msg("adopted the token of a run started earlier")
 	}

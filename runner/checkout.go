@@ -48,7 +48,7 @@ func (r *run) dirs() error {
 // artifacts directory in task mode.
 func (r *run) prepare() error {
 	if r.spec.start == startNone {
-		r.dir = filepath.Join(r.order.OutputDir, "artifacts")
+		r.dir = filepath.Join(r.order.OutputDir, dispatch.ArtifactsDir)
 		if err := os.MkdirAll(r.dir, 0o755); err != nil {
 			return err
 		}

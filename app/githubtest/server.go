@@ -577,6 +577,7 @@ func (s *Server) routes() http.Handler {
 	h("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.listCheckRuns)
 	s.userRoutes(h)
 	s.reviewRoutes(h)
+	s.gitDataRoutes(h)
 	h("GET /web/{owner}/{repo}/raw/{ref}/{path...}", s.getRaw)
 	mux.HandleFunc("/git/", s.serveGit)
 

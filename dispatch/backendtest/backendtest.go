@@ -31,6 +31,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Harness) {
 		{"TokenRefresh", testTokenRefresh},
 		{"LockHolder", testLockHolder},
 		{"Queue", testQueue},
+		{"Artifacts", testArtifacts},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {

@@ -272,16 +272,9 @@ func (b *Backend) classify(ctx context.Context, v *runView) dispatch.RunStatus {
 
 // Result implements dispatch.Backend.
 func (b *Backend) Result(ctx context.Context, taskID string) (*dispatch.Result, error) {
-	id, err := b.findJob(ctx, taskID)
+	v, err := b.endedView(ctx, "result", taskID)
 	if err != nil {
 		return nil, err
-	}
-	v, err := b.fetchView(ctx, id)
-	if err != nil {
-		return nil, fmt.Errorf("result of %s: %w", taskID, err)
-	}
-	if st := v.status(); !st.State.Ended() {
-		return nil, fmt.Errorf("result of %s: job %s is %s: %w", taskID, id, st.State, dispatch.ErrRunning)
 	}
 	raw, err := b.readResult(ctx, v)
 	if err != nil {
@@ -292,6 +285,23 @@ func (b *Backend) Result(ctx context.Context, taskID string) (*dispatch.Result, 
 		return nil, fmt.Errorf("result of %s (allocation %s): %w", taskID, v.latest().ID, err)
 	}
 	return r, nil
+}
+
+// endedView is the run of taskID once it has ended: ErrRunning before,
+// ErrNotFound for an unknown task. what names the caller's errand.
+func (b *Backend) endedView(ctx context.Context, what, taskID string) (*runView, error) {
+	id, err := b.findJob(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	v, err := b.fetchView(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("%s of %s: %w", what, taskID, err)
+	}
+	if st := v.status(); !st.State.Ended() {
+		return nil, fmt.Errorf("%s of %s: job %s is %s: %w", what, taskID, id, st.State, dispatch.ErrRunning)
+	}
+	return v, nil
 }
 
 // readResult cats alloc/data/result.json of the run's latest allocation.

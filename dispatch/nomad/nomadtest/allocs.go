@@ -423,18 +423,13 @@ func (s *Server) allocForFS(w http.ResponseWriter, id string) *allocEntry {
 }
 
 func (s *Server) fsCat(w http.ResponseWriter, r *http.Request, id string) {
-	a := s.allocForFS(w, id)
-	if a == nil {
-		return
-	}
 	p := r.URL.Query().Get("path")
 	if p == "" {
 		http.Error(w, "must provide a file path", http.StatusBadRequest)
 		return
 	}
-	full, err := allocDirPath(a.dir, p)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	full, ok := s.fsPath(w, id, p)
+	if !ok {
 		return
 	}
 	// Streamed, as a Nomad client does: a reader that stops early (the

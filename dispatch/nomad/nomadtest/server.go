@@ -244,6 +244,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.nodeInfo(w, r, strings.TrimPrefix(p, "/v1/node/"))
 	case strings.HasPrefix(p, "/v1/client/fs/cat/") && r.Method == http.MethodGet:
 		s.fsCat(w, r, strings.TrimPrefix(p, "/v1/client/fs/cat/"))
+	case strings.HasPrefix(p, "/v1/client/fs/ls/") && r.Method == http.MethodGet:
+		s.fsList(w, r, strings.TrimPrefix(p, "/v1/client/fs/ls/"))
 	case strings.HasPrefix(p, "/v1/client/fs/logs/") && r.Method == http.MethodGet:
 		s.fsLogs(w, r, strings.TrimPrefix(p, "/v1/client/fs/logs/"))
 	case p == "/v1/event/stream" && r.Method == http.MethodGet:

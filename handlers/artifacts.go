@@ -1,0 +1,321 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/dustin/go-humanize"
+	"github.com/google/go-github/v62/github"
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// A task run has no repository to push to, and its sandbox holds a
+// contents:read token: the bot, not the sandbox, stores what the run left
+// in its artifacts directory, as a parentless commit on the branch
+// agent-artifacts/<task-id> made through GitHub's Git Data API (the bot's
+// image has no git). The result comment links the branch and every file.
+
+// ArtifactBranchPrefix starts every branch that holds a task's artifacts.
+const ArtifactBranchPrefix = "agent-artifacts/"
+
+// ArtifactBranch is the branch that holds a task's artifacts.
+func ArtifactBranch(taskID string) string { return ArtifactBranchPrefix + taskID }
+
+// Bounds of what the result comment lists, and of what goes into a tree
+// request inline rather than as a blob of its own (one write per blob).
+const (
+	maxListedArtifacts = 50
+	maxNameBytes       = 200
+	inlineFileBytes    = 64 << 10
+	inlineTotalBytes   = 1 << 20
+)
+
+// ArtifactsData is what a task's result comment says about its artifacts.
+type ArtifactsData struct {
+	// Branch and TreeURL name and link the artifacts branch ("" when no
+	// file was stored).
+	Branch  string
+	TreeURL string
+	// Commit is the branch's commit: the file links point at it, so they
+	// stay right whatever later happens to the branch.
+	Commit string
+	Files  []ArtifactLink
+	// Skipped are entries left out (links, over a cap), MoreSkipped those
+	// not listed either.
+	Skipped     []SkippedArtifactLine
+	MoreSkipped int
+	MoreFiles   int
+	// Caps says the caps in words, for the skipped list.
+	Caps string
+	// Error says the artifacts could not be stored, for people; the
+	// details are in the bot's log.
+	Error string
+}
+
+// ArtifactLink is one stored file. Name is the sandbox's file name made
+// safe for a code span (no backticks, no control characters, redacted).
+type ArtifactLink struct {
+	Name, URL, Size string
+	// Redacted says secrets in the file were replaced before it was stored.
+	Redacted bool
+}
+
+// SkippedArtifactLine is one entry left out, and why.
+type SkippedArtifactLine struct {
+	Name, Size, Reason string
+}
+
+// SkipSecret is why a file is not stored whose name, or binary content,
+// holds a secret the bot knows (a task sandbox's agent can read its token
+// and the provider keys: it must not get them committed).
+const SkipSecret = "holds a secret"
+
+// redactArtifacts keeps the bot's secrets off GitHub: a text file has them
+// replaced (and is reported by path in the result), a binary file or a
+// file whose name holds one is skipped.
+func (r *Runs) redactArtifacts(arts *dispatch.Artifacts) map[string]bool {
+	redacted := map[string]bool{}
+	kept := arts.Files[:0]
+	for _, f := range arts.Files {
+		if r.c.Secrets.Redact(f.Path) != f.Path {
+			arts.Skipped = append(arts.Skipped, dispatch.SkippedArtifact{Path: f.Path, Size: int64(len(f.Data)), Reason: SkipSecret})
+			continue
+		}
+		if text := string(f.Data); r.c.Secrets.Redact(text) != text {
+			if !isText(f.Data) {
+				arts.Skipped = append(arts.Skipped, dispatch.SkippedArtifact{Path: f.Path, Size: int64(len(f.Data)), Reason: SkipSecret})
+				continue
+			}
+			f.Data = []byte(r.c.Secrets.Redact(text))
+			redacted[f.Path] = true
+		}
+		kept = append(kept, f)
+	}
+	arts.Files = kept
+	return redacted
+}
+
+// artifactName makes an untrusted path fit a code span: valid UTF-8,
+// control characters shown as U+FFFD, backticks as quotes (a backtick
+// would end the span and let the rest be markdown), secrets redacted,
+// cut short.
+func (r *Runs) artifactName(p string) string {
+	p = strings.ToValidUTF8(r.c.Secrets.Redact(p), "\uFFFD")
+	p = strings.Map(func(c rune) rune {
+		switch {
+		case c == '`':
+			return '\''
+		case unicode.IsControl(c) || c == '\u2028' || c == '\u2029':
+			return '\uFFFD'
+		}
+		return c
+	}, p)
+	if len(p) > maxNameBytes {
+		p = truncateUTF8(p, maxNameBytes) + "…"
+	}
+	return strings.TrimSpace(p)
+}
+
+func sizeText(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
+
+// publishArtifacts stores a finished task run's artifacts on GitHub and
+// says what the comment shows. A backend that cannot hand artifacts over
+// (the in-memory one) gives nil: the comment lists the receipt's names.
+// Errors GitHub may not repeat are returned (the result is posted again
+// later); any other failure is logged and said in the comment.
+func (r *Runs) publishArtifacts(ctx context.Context, client *github.Client, rc *runContext) (*ArtifactsData, error) {
+	reader, ok := r.c.Backend.(dispatch.ArtifactReader)
+	if !ok {
+		return nil, nil
+	}
+	log := zerolog.Ctx(ctx)
+	caps := r.c.ArtifactCaps
+	data := &ArtifactsData{Caps: fmt.Sprintf("%s per file, %s in all, %d files", sizeText(caps.FileBytes), sizeText(caps.TotalBytes), caps.MaxFiles)}
+	arts, err := reader.Artifacts(ctx, rc.meta.TaskID, caps)
+	if err != nil {
+		log.Error().Err(err).Msg("read the task's artifacts")
+		data.Error = "The bot could not read the run's artifacts; its log has the details."
+		return data, nil
+	}
+	redacted := r.redactArtifacts(arts)
+	for i, s := range arts.Skipped {
+		if i == maxListedArtifacts {
+			data.MoreSkipped = len(arts.Skipped) - i
+			break
+		}
+		data.Skipped = append(data.Skipped, SkippedArtifactLine{Name: r.artifactName(s.Path), Size: sizeText(s.Size), Reason: s.Reason})
+	}
+	if len(arts.Files) == 0 {
+		return data, nil
+	}
+	branch := ArtifactBranch(rc.meta.TaskID)
+	commit, err := commitArtifacts(ctx, client, rc, branch, arts.Files)
+	if err != nil {
+		if transientGitHubError(err) {
+			return nil, err
+		}
+		log.Error().Err(err).Str("branch", branch).Msg("store the task's artifacts on GitHub")
+		data.Error = fmt.Sprintf("GitHub refused the artifacts branch `%s`; the bot's log has the details.", branch)
+		return data, nil
+	}
+	log.Info().Str("branch", branch).Str("commit", commit).Int("files", len(arts.Files)).Int64("bytes", arts.Bytes()).
+		Int("skipped", len(arts.Skipped)).Msg("task artifacts stored")
+	web := strings.TrimSuffix(r.c.WebURL, "/") + "/" + rc.meta.Repo
+	data.Branch, data.Commit = branch, commit
+	data.TreeURL = web + "/tree/" + escapePath(branch)
+	for i, f := range arts.Files {
+		if i == maxListedArtifacts {
+			data.MoreFiles = len(arts.Files) - i
+			break
+		}
+		data.Files = append(data.Files, ArtifactLink{
+			Name: r.artifactName(f.Path), URL: web + "/blob/" + commit + "/" + escapePath(f.Path), Size: sizeText(int64(len(f.Data))),
+			Redacted: redacted[f.Path],
+		})
+	}
+	return data, nil
+}
+
+// escapePath escapes each segment of a slash-separated path for a URL.
+func escapePath(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		parts[i] = url.PathEscape(s)
+	}
+	return strings.Join(parts, "/")
+}
+
+// commitArtifacts makes branch point at a parentless commit of files and
+// returns the commit. It is idempotent: when the branch already holds
+// exactly these files (a retry, a restart, another replica), it writes
+// nothing; the tree is computed here first so that check costs no write.
+func commitArtifacts(ctx context.Context, client *github.Client, rc *runContext, branch string, files []dispatch.Artifact) (string, error) {
+	ref := "refs/heads/" + branch
+	want := artifactTreeSHA(files)
+	existing, existingTree, err := refTree(ctx, client, rc, ref)
+	if err != nil {
+		return "", err
+	}
+	if existing != "" && existingTree == want {
+		return existing, nil
+	}
+	tree, err := createArtifactTree(ctx, client, rc, files)
+	if err != nil {
+		return "", err
+	}
+	if existing != "" && existingTree == tree {
+		return existing, nil
+	}
+	msg := fmt.Sprintf("Artifacts of task %s\n\nWhat the sandbox-bot task run left in its artifacts directory, for %s#%d.\nStored by the bot; the run itself could not write to the repository.",
+		rc.meta.TaskID, rc.meta.Repo, rc.meta.Number)
+	c, _, err := client.Git.CreateCommit(ctx, rc.owner, rc.repo, &github.Commit{Message: &msg, Tree: &github.Tree{SHA: &tree}}, nil)
+	if err != nil {
+		return "", fmt.Errorf("create the artifacts commit: %w", err)
+	}
+	obj := &github.Reference{Ref: &ref, Object: &github.GitObject{SHA: c.SHA}}
+	if existing == "" {
+		_, resp, err := client.Git.CreateRef(ctx, rc.owner, rc.repo, obj)
+		if err == nil {
+			return c.GetSHA(), nil
+		}
+		if resp == nil || resp.StatusCode != http.StatusUnprocessableEntity {
+			return "", fmt.Errorf("create %s: %w", ref, err)
+		}
+		// Made meanwhile (another replica): the same files are fine.
+		if existing, existingTree, err = refTree(ctx, client, rc, ref); err != nil {
+			return "", err
+		}
+		if existingTree == tree {
+			return existing, nil
+		}
+	}
+	// The branch is the task's own and holds other files (caps changed
+	// across a restart, or someone pushed there): the comment must show
+	// what the branch holds, so the run's files replace them.
+	if _, _, err := client.Git.UpdateRef(ctx, rc.owner, rc.repo, obj, true); err != nil {
+		return "", fmt.Errorf("update %s: %w", ref, err)
+	}
+	return c.GetSHA(), nil
+}
+
+// refTree returns the commit ref points at and that commit's tree, or ""
+// when the ref does not exist.
+func refTree(ctx context.Context, client *github.Client, rc *runContext, ref string) (commit, tree string, err error) {
+	r, resp, err := client.Git.GetRef(ctx, rc.owner, rc.repo, ref)
+	if err != nil {
+		if resp != nil && resp.StatusCode == http.StatusNotFound {
+			return "", "", nil
+		}
+		return "", "", fmt.Errorf("read %s: %w", ref, err)
+	}
+	sha := r.GetObject().GetSHA()
+	c, _, err := client.Git.GetCommit(ctx, rc.owner, rc.repo, sha)
+	if err != nil {
+		return "", "", fmt.Errorf("read commit %s of %s: %w", sha, ref, err)
+	}
+	return sha, c.GetTree().GetSHA(), nil
+}
+
+// createArtifactTree writes the files' tree. Small text files travel
+// inside the tree request (one write for all of them); others are blobs
+// of their own, base64-encoded.
+func createArtifactTree(ctx context.Context, client *github.Client, rc *runContext, files []dispatch.Artifact) (string, error) {
+	var entries []*github.TreeEntry
+	inline := 0
+	for _, f := range files {
+		e := &github.TreeEntry{Path: github.String(f.Path), Mode: github.String("100644"), Type: github.String("blob")}
+		if isText(f.Data) && len(f.Data) <= inlineFileBytes && inline+len(f.Data) <= inlineTotalBytes {
+			inline += len(f.Data)
+			e.Content = github.String(string(f.Data))
+		} else {
+			b, _, err := client.Git.CreateBlob(ctx, rc.owner, rc.repo, &github.Blob{
+				Content: github.String(encodeBase64(f.Data)), Encoding: github.String("base64"),
+			})
+			if err != nil {
+				return "", fmt.Errorf("create the blob of artifact %s: %w", f.Path, err)
+			}
+			e.SHA = b.SHA
+		}
+		entries = append(entries, e)
+	}
+	t, _, err := client.Git.CreateTree(ctx, rc.owner, rc.repo, "", entries)
+	if err != nil {
+		return "", fmt.Errorf("create the artifacts tree: %w", err)
+	}
+	return t.GetSHA(), nil
+}
+
+// isText reports whether b can travel as a JSON string unchanged.
+func isText(b []byte) bool {
+	return utf8.Valid(b) && !strings.ContainsRune(string(b), 0)
+}
+
+// TaskDoneData is github/task_done: a task run finished; its artifacts are
+// on their branch (Artifacts), or, on a backend that cannot hand them
+// over (nil), named from the receipt.
+type TaskDoneData struct {
+	Receipt
+	Marker    string
+	Artifacts *ArtifactsData
+}
+
+// postTaskResult stores the artifacts, then posts the result comment that
+// links them. A retry after a transient failure finds the branch made
+// and writes nothing again.
+func (r *Runs) postTaskResult(ctx context.Context, client *github.Client, rc *runContext, res *dispatch.Result, prog *progress) error {
+	arts, err := r.publishArtifacts(ctx, client, rc)
+	if err != nil {
+		return err
+	}
+	prog.complete(ctx, "success", "Done", res.PRSummary, res)
+	r.c.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelDone)
+	rcpt := rc.receipt(res)
+	return r.c.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/task_done", TaskDoneData{Receipt: rcpt, Marker: rcpt.marker(KindResult), Artifacts: arts})
+}
