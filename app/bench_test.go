@@ -324,6 +324,28 @@ func metricValue(tb testing.TB, s *Server, sample string) float64 {
 	return 0
 }
 
+// metricSum adds up every sample of one metric (all label values) on the
+// bot's /metrics.
+func metricSum(tb testing.TB, s *Server, name string) float64 {
+	tb.Helper()
+	rec := httptest.NewRecorder()
+	s.AdminHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	sum := 0.0
+	sc := bufio.NewScanner(rec.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		f, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			tb.Fatalf("/metrics: %q: %v", line, err)
+		}
+		sum += f
+	}
+	return sum
+}
+
 // readPayload reads a recorded payload verbatim: githubtest.Payload would
 // replace its repository object and shrink it by a third.
 func readPayload(tb testing.TB, name string) []byte {

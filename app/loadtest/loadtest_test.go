@@ -237,6 +237,27 @@ func TestRunChild(t *testing.T) {
 		t.Errorf("ids seen %v: want warm-r-0..2 and r-0..9", ids)
 	}
 
+	// A mix sends its messages in turn, each with its own headers.
+	mixed := map[string]int{}
+	mixSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		mixed[r.Header.Get("X-Kind")+"="+string(body)+","+r.Header.Get("X-Static")]++
+		mu.Unlock()
+	}))
+	defer mixSrv.Close()
+	mix := Spec{
+		URL: mixSrv.URL, Header: map[string]string{"X-Static": "yes", "X-Kind": "none"}, Timeout: 5 * time.Second,
+		Mix: []Message{{Body: []byte("a"), Header: map[string]string{"X-Kind": "A"}}, {Body: []byte("b"), Header: map[string]string{"X-Kind": "B"}}},
+		Run: Plan{Rate: 1000, Duration: 5 * time.Millisecond},
+	}
+	if _, err := RunChild(t.Context(), os.Args[0], []string{"-test.run=^$"}, mix); err != nil {
+		t.Fatal(err)
+	}
+	if mixed["A=a,yes"] != 3 || mixed["B=b,yes"] != 2 || len(mixed) != 2 {
+		t.Errorf("mix received %v: want a with A three times, b with B twice, the shared header on each", mixed)
+	}
+
 	// A child that cannot run the spec fails with its output in the error.
 	spec.URL = "http://127.0.0.1:0/\x00"
 	if _, err := RunChild(t.Context(), os.Args[0], []string{"-test.run=^$"}, spec); err == nil || !strings.Contains(err.Error(), "load generator") {
