@@ -1,11 +1,8 @@
 package app
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
-
-	"github.com/palantir/go-githubapp/githubapp"
 )
 
 // signature256Header is the only signature the bot accepts: SHA-1
@@ -55,35 +52,21 @@ func NewHTTPServer(cfg *Config, addr string, h http.Handler) *http.Server {
 	}
 }
 
-// errFiltered is admit's answer for a delivery no handler would act on: it
-// is answered 202 and counted, never queued.
-var errFiltered = errors.New("no handler acts on this event")
-
 // admit parses a signed delivery's payload once, on the request's
-// goroutine, and decides whether it is worth a worker. A body that is not
-// JSON is answered 400 now rather than failing in a worker after GitHub
-// was told 200. A delivery the handlers would drop (handlers.Base.MayAct)
-// is answered at once without the queue: at 1,000 deliveries/s on two
-// cores, workers decoding events only to return compete for the CPU the
-// intake needs to answer. fastjson parses a 15 KB payload several times
-// faster than encoding/json, and a pooled parser reuses its tree, so the
-// check costs about what validating alone did.
-func (d *dedupeScheduler) admit(dispatch githubapp.Dispatch) error {
+// goroutine, and decides whether it is worth a worker: false for a
+// delivery the handlers would drop (handlers.Base.MayAct). At 1,000
+// deliveries/s on two cores, workers decoding events only to return
+// compete for the CPU the intake needs to answer. A body that is not JSON
+// is an error, answered 400 now rather than failing in a worker after
+// GitHub was told 200. fastjson parses a 15 KB payload several times
+// faster than encoding/json, and a pooled parser reuses its tree, so this
+// costs about what validating alone did.
+func (d *dedupeScheduler) admit(eventType string, payload []byte) (bool, error) {
 	p := d.parsers.Get()
 	defer d.parsers.Put(p)
-	v, err := p.ParseBytes(dispatch.Payload)
+	v, err := p.ParseBytes(payload)
 	if err != nil {
-		return githubapp.ValidationError{EventType: dispatch.EventType, DeliveryID: dispatch.DeliveryID, Cause: fmt.Errorf("payload is not valid JSON: %w", err)}
+		return false, fmt.Errorf("payload is not valid JSON: %w", err)
 	}
-	if !d.mayAct(dispatch.EventType, v) {
-		return errFiltered
-	}
-	return nil
-}
-
-// filtered answers a delivery admit dropped: 202, as go-githubapp answers
-// an event type without a handler, counted under status "filtered".
-func (s *Server) filtered(w http.ResponseWriter, r *http.Request) {
-	s.metrics.deliveries.WithLabelValues(r.Header.Get("X-GitHub-Event"), "filtered").Inc()
-	w.WriteHeader(http.StatusAccepted)
+	return d.mayAct(eventType, v), nil
 }

@@ -39,13 +39,17 @@ var loadMix = []loadEvent{
 	{event: "issues", file: "issues.labeled.json", weight: 3},
 	{event: "push", file: "push.json", weight: 2},
 	{event: "check_run", file: "check_run.rerequested.json", weight: 1},
-	{event: "pull_request_review_comment", file: "pull_request_review_comment.created.json", weight: 2},
-	{event: "pull_request_review", file: "pull_request_review.submitted.json", weight: 1, mutate: func(m map[string]any) {
-		m["pull_request"].(map[string]any)["head"].(map[string]any)["ref"] = "agent/T-0A1B2C3D-fix-the-thing"
-	}},
+	{event: "pull_request_review_comment", file: "pull_request_review_comment.created.json", weight: 1},
+	{event: "pull_request_review_comment", file: "pull_request_review_comment.created.json", weight: 1, mutate: onAgentPR},
+	{event: "pull_request_review", file: "pull_request_review.submitted.json", weight: 1, mutate: onAgentPR},
 	{event: "pull_request", file: "examples:pull_request.opened", weight: 1},
 	{event: "status", file: "examples:status", weight: 1},
 	{event: "workflow_run", file: "examples:workflow_run.completed", weight: 1},
+}
+
+// onAgentPR moves a review event onto an agent PR's branch.
+func onAgentPR(m map[string]any) {
+	m["pull_request"].(map[string]any)["head"].(map[string]any)["ref"] = "agent/T-0A1B2C3D-fix-the-thing"
 }
 
 // loadMessages signs the mix's payloads in their proportions, interleaved

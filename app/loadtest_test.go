@@ -264,7 +264,7 @@ func generate(t *testing.T, url, prefix string, mix []loadtest.Message, warm, ru
 	t.Helper()
 	out, err := loadtest.RunChild(t.Context(), os.Args[0], []string{"-test.run=^TestLoadGeneratorChild$", "-test.count=1"}, loadtest.Spec{
 		URL: url + WebhookPath, Mix: mix,
-		Header: map[string]string{"Content-Type": "application/json", "User-Agent": "GitHub-Hookshot/loadtest"},
+		Header:   map[string]string{"Content-Type": "application/json", "User-Agent": "GitHub-Hookshot/loadtest"},
 		IDHeader: "X-GitHub-Delivery", IDPrefix: prefix, Warmup: warm, Run: run, Timeout: 10 * time.Second,
 	})
 	if err != nil {

@@ -103,14 +103,7 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 		mayAct:  base.MayAct,
 	}
 	s.sched = scheduler
-	hook := githubapp.NewEventDispatcher(base.Handlers(), cfg.GitHub.App.WebhookSecret,
-		githubapp.WithScheduler(scheduler),
-		githubapp.WithErrorCallback(s.onWebhookError),
-		githubapp.WithResponseCallback(func(w http.ResponseWriter, r *http.Request, event string, handled bool) {
-			s.metrics.deliveries.WithLabelValues(event, statusLabel(handled)).Inc()
-			githubapp.DefaultResponseCallback(w, r, event, handled)
-		}),
-	)
+	hook := newHook(s, base.Handlers(), cfg.GitHub.App.WebhookSecret, scheduler) // hook.go
 
 	// The webhook listener faces the internet: deliveries, liveness and a
 	// bare readiness bit. The dashboard and metrics are on AdminHandler.
@@ -177,8 +170,6 @@ func (s *Server) onWebhookError(w http.ResponseWriter, r *http.Request, err erro
 		s.metrics.rejected.WithLabelValues("malformed").Inc()
 		log.Debug().Err(ve.Cause).Msg("malformed webhook")
 		http.Error(w, "invalid webhook headers or payload", http.StatusBadRequest)
-	case errors.Is(err, errFiltered):
-		s.filtered(w, r)
 	case errors.Is(err, githubapp.ErrCapacityExceeded):
 		s.metrics.rejected.WithLabelValues("queue_full").Inc()
 		log.Warn().Msg("queue full; dropping webhook (GitHub can redeliver it)")
@@ -214,7 +205,7 @@ type dedupeScheduler struct {
 	seen     *lru.Cache
 	metrics  *serverMetrics
 	inflight atomic.Int64
-	// mayAct and parsers are the pre-filter (intake.go).
+	// mayAct and parsers are the pre-filter the hook runs (intake.go).
 	mayAct  func(eventType string, v *fastjson.Value) bool
 	parsers fastjson.ParserPool
 }
@@ -231,9 +222,6 @@ func (h doneHandler) Handle(ctx context.Context, eventType, deliveryID string, p
 }
 
 func (d *dedupeScheduler) Schedule(ctx context.Context, dispatch githubapp.Dispatch) error {
-	if err := d.admit(dispatch); err != nil {
-		return err // intake.go: malformed (400) or filtered (202)
-	}
 	if dispatch.DeliveryID != "" {
 		if ok, _ := d.seen.ContainsOrAdd(dispatch.DeliveryID, struct{}{}); ok {
 			d.metrics.rejected.WithLabelValues("duplicate").Inc()

@@ -31,7 +31,10 @@ func (b *Base) MayAct(eventType string, v *fastjson.Value) bool {
 		return action == "submitted" && !b.senderIgnored(v) &&
 			strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), "agent/")
 	case "pull_request_review_comment":
-		return action == "created" && !b.senderIgnored(v)
+		// Inline comments matter on agent PRs (revise feedback); elsewhere
+		// only a command in one does.
+		return action == "created" && !b.senderIgnored(v) &&
+			(strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), "agent/") || b.mayAddress(v.GetStringBytes("comment", "body")))
 	case "check_run":
 		return action == "rerequested" && string(v.GetStringBytes("check_run", "name")) == b.CheckName && !b.senderIgnored(v)
 	case "push":
