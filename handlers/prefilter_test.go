@@ -91,7 +91,10 @@ func prefilterVariants(label, checkName string) map[string]func(map[string]any) 
 	}
 	one := map[string]func(map[string]any){
 		"trigger label": func(m map[string]any) { set(m, "label", "name", label) },
-		"command":       func(m map[string]any) { set(m, "comment", "body", "/plan"); set(m, "review", "body", "/revise add tests") },
+		"command": func(m map[string]any) {
+			set(m, "comment", "body", "/plan")
+			set(m, "review", "body", "/revise add tests")
+		},
 		"changes requested": func(m map[string]any) {
 			set(m, "review", "state", "changes_requested", "body", "please add tests")
 		},
@@ -102,7 +105,9 @@ func prefilterVariants(label, checkName string) map[string]func(map[string]any) 
 		},
 		"base push":  func(m map[string]any) { m["ref"], m["deleted"] = "refs/heads/main", false },
 		"agent push": func(m map[string]any) { m["ref"] = "refs/heads/agent/T-0A1B2C3D-fix" },
-		"bot check":  func(m map[string]any) { set(m, "check_run", "name", checkName, "external_id", "T-0A1B2C3D:octo-org/hello#1:plan") },
+		"bot check": func(m map[string]any) {
+			set(m, "check_run", "name", checkName, "external_id", "T-0A1B2C3D:octo-org/hello#1:plan")
+		},
 	}
 	out := map[string]func(map[string]any){"as recorded": nil}
 	all := []func(map[string]any){}
