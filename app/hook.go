@@ -5,6 +5,7 @@ import (
 	"errors"
 	"mime"
 	"net/http"
+	"sync"
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
@@ -29,6 +30,10 @@ type hook struct {
 	secret   []byte
 	handlers map[string]githubapp.EventHandler
 	sched    *dedupeScheduler
+	// bodies holds read buffers (*bytes.Buffer) of deliveries that were
+	// answered without being queued, for the next ones: most deliveries
+	// are filtered, so most reads then allocate nothing.
+	bodies sync.Pool
 }
 
 func newHook(s *Server, handlers []githubapp.EventHandler, secret string, sched *dedupeScheduler) *hook {
@@ -48,7 +53,14 @@ func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.s.onWebhookError(w, r, githubapp.ValidationError{DeliveryID: delivery, Cause: errors.New("missing event type")})
 		return
 	}
-	payload, err := h.validate(r)
+	buf := h.buffer()
+	queued := false
+	defer func() {
+		if !queued && buf.Cap() <= bodyPrealloc+bytes.MinRead {
+			h.bodies.Put(buf)
+		}
+	}()
+	payload, err := h.validate(r, buf)
 	if err != nil {
 		h.s.onWebhookError(w, r, githubapp.ValidationError{EventType: event, DeliveryID: delivery, Cause: err})
 		return
@@ -77,6 +89,9 @@ func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	log := zerolog.Ctx(r.Context()).With().Str(githubapp.LogKeyEventType, event).Str(githubapp.LogKeyDeliveryID, delivery).Logger()
 	log.Info().Msg("Received webhook event")
 	ctx := log.WithContext(r.Context())
+	// The payload is the worker's now (or the dedupe's drop's): its buffer
+	// is not reused.
+	queued = true
 	if err := h.sched.Schedule(ctx, githubapp.Dispatch{Handler: handler, EventType: event, DeliveryID: delivery, Payload: payload}); err != nil {
 		h.s.onWebhookError(w, r.WithContext(ctx), err)
 		return
@@ -85,10 +100,18 @@ func (h *hook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
-// validate reads the body and checks its X-Hub-Signature-256 (guardIntake
-// has made sure there is one), returning the JSON payload. Form-encoded
-// deliveries take go-github's own path.
-func (h *hook) validate(r *http.Request) ([]byte, error) {
+func (h *hook) buffer() *bytes.Buffer {
+	if b, ok := h.bodies.Get().(*bytes.Buffer); ok {
+		b.Reset()
+		return b
+	}
+	return new(bytes.Buffer)
+}
+
+// validate reads the body into buf and checks its X-Hub-Signature-256
+// (guardIntake has made sure there is one), returning the JSON payload.
+// Form-encoded deliveries take go-github's own path.
+func (h *hook) validate(r *http.Request, buf *bytes.Buffer) ([]byte, error) {
 	ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil {
 		return nil, err
@@ -97,7 +120,6 @@ func (h *hook) validate(r *http.Request) ([]byte, error) {
 	if ct != "application/json" {
 		return github.ValidatePayloadFromBody(ct, r.Body, sig, h.secret)
 	}
-	var buf bytes.Buffer
 	if r.ContentLength > 0 {
 		buf.Grow(int(min(r.ContentLength, bodyPrealloc)) + bytes.MinRead)
 	}

@@ -54,7 +54,7 @@ func onAgentPR(m map[string]any) {
 
 // loadMessages signs the mix's payloads in their proportions, interleaved
 // (kinds take turns, so no burst is of one kind), and describes it.
-func loadMessages(t *testing.T) ([]loadtest.Message, string) {
+func loadMessages(t testing.TB) ([]loadtest.Message, string) {
 	t.Helper()
 	bodies := make([][]byte, len(loadMix))
 	var desc []string
@@ -87,7 +87,7 @@ func loadMessages(t *testing.T) ([]loadtest.Message, string) {
 	return out, "per 20 deliveries: " + strings.Join(desc, ", ")
 }
 
-func loadPayload(t *testing.T, file string) []byte {
+func loadPayload(t testing.TB, file string) []byte {
 	t.Helper()
 	name, ok := strings.CutPrefix(file, "examples:")
 	if !ok {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -178,6 +179,22 @@ func TestQuantileNearestRank(t *testing.T) {
 		if got := r.Quantile(q); got != want {
 			t.Errorf("Quantile(%v) = %s, want %s", q, got, want)
 		}
+	}
+}
+
+func TestMergeAddsUpParts(t *testing.T) {
+	a := &Result{Rate: 10, Sent: 3, Codes: map[int]int{200: 2}, Errors: 1, FirstError: "refused", MaxLag: 2 * time.Millisecond,
+		Latencies: []time.Duration{1, 5}}
+	b := &Result{Rate: 10, Sent: 2, Codes: map[int]int{200: 1, 503: 1}, MaxLag: time.Millisecond, Latencies: []time.Duration{3, 4}}
+	m := Merge(a, b)
+	if m.Rate != 10 || m.Sent != 5 || m.Codes[200] != 3 || m.Codes[503] != 1 || m.Errors != 1 || m.FirstError != "refused" || m.MaxLag != 2*time.Millisecond {
+		t.Errorf("Merge = %+v", m)
+	}
+	if !slices.Equal(m.Latencies, []time.Duration{1, 3, 4, 5}) {
+		t.Errorf("latencies %v, want the parts' together, ascending", m.Latencies)
+	}
+	if a.Latencies[1] != 5 || len(b.Latencies) != 2 {
+		t.Errorf("Merge changed its parts: %v %v", a.Latencies, b.Latencies)
 	}
 }
 
