@@ -3,13 +3,11 @@ package app
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/app/loadtest"
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 )
 
 // loadEvent is one kind of delivery in the load test's mix.
@@ -94,28 +92,12 @@ func loadPayload(t testing.TB, file string) []byte {
 		return readPayload(t, file)
 	}
 	event, action, _ := strings.Cut(name, ".")
-	b, err := os.ReadFile(filepath.Join(testenv.NPMPackageDir(t, "@octokit/webhooks-examples"), "api.github.com", "index.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var index []struct {
-		Name     string            `json:"name"`
-		Examples []json.RawMessage `json:"examples"`
-	}
-	if err := json.Unmarshal(b, &index); err != nil {
-		t.Fatalf("@octokit/webhooks-examples index: %v", err)
-	}
-	for _, e := range index {
-		if e.Name != event {
-			continue
+	for _, ex := range githubtest.Examples(t)[event] {
+		var head struct {
+			Action string `json:"action"`
 		}
-		for _, ex := range e.Examples {
-			var head struct {
-				Action string `json:"action"`
-			}
-			if json.Unmarshal(ex, &head) == nil && head.Action == action {
-				return ex
-			}
+		if json.Unmarshal(ex, &head) == nil && head.Action == action {
+			return ex
 		}
 	}
 	t.Fatalf("@octokit/webhooks-examples has no %s example", name)

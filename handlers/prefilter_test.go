@@ -1,16 +1,13 @@
 package handlers_test
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
-	"regexp"
 	"strconv"
 	"testing"
 
 	"github.com/rs/zerolog"
 	"github.com/valyala/fastjson"
 
+	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 )
 
@@ -26,7 +23,7 @@ import (
 func TestPreFilterDropsOnlyWhatHandlersIgnore(t *testing.T) {
 	testenv.Long(t, "runs every @octokit/webhooks-examples payload through the handlers (about 7 s)")
 	t.Parallel()
-	index := webhookExamples(t)
+	index := githubtest.Examples(t)
 	h := newHarness(t, nil, nil)
 	base := h.srv.Base()
 	variants := prefilterVariants(base.TriggerLabel, base.CheckName)
@@ -118,33 +115,6 @@ func prefilterVariants(label, checkName string) map[string]func(map[string]any) 
 	out["all at once"] = func(m map[string]any) {
 		for _, f := range all {
 			f(m)
-		}
-	}
-	return out
-}
-
-// webhookExamples reads @octokit/webhooks-examples' index: every example
-// payload, by event.
-func webhookExamples(t *testing.T) map[string][]json.RawMessage {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(testenv.NPMPackageDir(t, "@octokit/webhooks-examples"), "api.github.com", "index.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var index []struct {
-		Name     string            `json:"name"`
-		Examples []json.RawMessage `json:"examples"`
-	}
-	if err := json.Unmarshal(b, &index); err != nil {
-		t.Fatalf("@octokit/webhooks-examples index.json: %v", err)
-	}
-	// Some check_run examples write times as "2018-04-25 20:42:10"; GitHub
-	// sends RFC 3339, which is what go-github parses (payloads/README.md).
-	spaced := regexp.MustCompile(`"(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d)"`)
-	out := map[string][]json.RawMessage{}
-	for _, e := range index {
-		for _, ex := range e.Examples {
-			out[e.Name] = append(out[e.Name], spaced.ReplaceAll(ex, []byte(`"${1}T${2}Z"`)))
 		}
 	}
 	return out
