@@ -97,12 +97,14 @@ func TestQueueFullAnswers503AndIsCounted(t *testing.T) {
 const loadRounds = 10
 
 // TestWebhookLoad drives the real server over loopback, open-loop, at 200
-// and 1000 deliveries/s, beside the same bot with its workers held (intake
-// alone) and the bare HMAC floor, then with a small queue and a hung GitHub
-// to show drops. The load comes from a process of its own (this test
-// binary, as TestLoadGeneratorChild), so the server's goroutines cannot
-// delay the sends. It is run by hand (about 45 s; the figures mean
-// something only on a quiet machine):
+// and 1000 deliveries/s of a mix of recorded events (loadmix_test.go),
+// beside the same bot with its workers held (intake alone) and the bare
+// HMAC floor, taking turns in rounds, then with a small queue and a hung
+// GitHub to show drops. The load comes from a process of its own (this
+// test binary, as TestLoadGeneratorChild), so the server's goroutines
+// cannot delay the sends. It is run by hand (about 70 s on a quiet
+// machine; the latencies mean something only there, the CPU ratio holds
+// better on a busy one):
 //
 //	SANDBOX_LOADTEST=1 go test -count=1 -run TestWebhookLoad -v ./app
 //
