@@ -24,7 +24,7 @@ type serverMetrics struct {
 func newServerMetrics(reg *prometheus.Registry, gm metrics.Registry, backend dispatch.Backend, runs *handlers.Runs) *serverMetrics {
 	m := &serverMetrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sandbox_bot_webhook_deliveries_total", Help: "Webhook deliveries accepted into the queue (or ignored as unhandled), by event.",
+			Name: "sandbox_bot_webhook_deliveries_total", Help: "Webhook deliveries by event and status: accepted into the queue, filtered (no handler would act on it; answered 202 without queueing) or ignored (no handler for the event type).",
 		}, []string{"event", "status"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandbox_bot_webhook_rejected_total", Help: "Webhook deliveries not queued, by reason (bad_signature, sha1_only, too_many_readers, malformed, too_large, queue_full, duplicate).",

@@ -158,11 +158,13 @@ func (b *Base) mayAddress(body []byte) bool {
 	return bytes.Contains(bytes.ToLower(body), []byte("@"+strings.ToLower(slug)))
 }
 
-// slug is the App's slug once LoadIdentity has read it, else "".
+// slug is the App's slug once LoadIdentity has read it, else "". It does
+// not wait for a LoadIdentity in progress (the intake calls it).
 func (b *Base) slug() string {
-	b.trust.idMu.Lock()
-	defer b.trust.idMu.Unlock()
-	return strings.TrimSuffix(b.trust.login, "[bot]")
+	if login := b.trust.login.Load(); login != nil {
+		return strings.TrimSuffix(*login, "[bot]")
+	}
+	return ""
 }
 
 // mention runs a comment that mentions the App and holds no command. A

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-github/v62/github"
@@ -28,8 +29,10 @@ const (
 // bot account, recent permission lookups and recent refusals. It lives in
 // memory; each replica keeps its own (see refuseOnce for what that means).
 type trustState struct {
+	// idMu serialises LoadIdentity's GET /app; login is read without it,
+	// so the webhook intake's pre-filter (slug) never waits on GitHub.
 	idMu  sync.Mutex
-	login string // "<slug>[bot]", empty until read
+	login atomic.Pointer[string] // "<slug>[bot]", nil until read
 
 	mu sync.Mutex // refusals' check-and-set
 
@@ -55,8 +58,8 @@ func newTrustState() *trustState {
 func (b *core) LoadIdentity(ctx context.Context) (string, error) {
 	b.trust.idMu.Lock()
 	defer b.trust.idMu.Unlock()
-	if b.trust.login != "" {
-		return b.trust.login, nil
+	if login := b.trust.login.Load(); login != nil {
+		return *login, nil
 	}
 	app, err := b.NewAppClient()
 	if err != nil {
@@ -69,8 +72,9 @@ func (b *core) LoadIdentity(ctx context.Context) (string, error) {
 	if a.GetSlug() == "" {
 		return "", fmt.Errorf("read the App's identity: GET /app answered without a slug")
 	}
-	b.trust.login = a.GetSlug() + "[bot]"
-	return b.trust.login, nil
+	login := a.GetSlug() + "[bot]"
+	b.trust.login.Store(&login)
+	return login, nil
 }
 
 // isOwnBot reports whether u is this App's bot account.

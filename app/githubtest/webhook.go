@@ -27,6 +27,13 @@ func (s *Server) Payload(name, repo, sender string, mutate func(map[string]any))
 	if err != nil {
 		s.t.Fatalf("githubtest: no recorded payload %s: %v", name, err)
 	}
+	return s.PayloadFrom(b, repo, sender, mutate)
+}
+
+// PayloadFrom is Payload on a payload given whole (e.g. any example of
+// @octokit/webhooks-examples).
+func (s *Server) PayloadFrom(b []byte, repo, sender string, mutate func(map[string]any)) []byte {
+	s.t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil {
 		s.t.Fatal(err)

@@ -38,6 +38,16 @@ type Spec struct {
 	Warmup   Plan          `json:"warmup"`
 	Run      Plan          `json:"run"`
 	Timeout  time.Duration `json:"timeout_ns"`
+	// Mix, when set, replaces Body: request i sends Mix[i%len(Mix)], its
+	// headers over Header. A realistic load is many kinds of event.
+	Mix []Message `json:"mix,omitempty"`
+}
+
+// Message is one body to send with the headers that go with it (the event
+// type and the body's signature).
+type Message struct {
+	Body   []byte            `json:"body"`
+	Header map[string]string `json:"header"`
 }
 
 // Outcome is a child's report: the warm-up's result (for totals) and the
@@ -49,11 +59,18 @@ type Outcome struct {
 
 func (s Spec) requests(prefix string) RequestFunc {
 	return func(i int) (*http.Request, error) {
-		req, err := http.NewRequest(http.MethodPost, s.URL, bytes.NewReader(s.Body))
+		m := Message{Body: s.Body}
+		if len(s.Mix) > 0 {
+			m = s.Mix[i%len(s.Mix)]
+		}
+		req, err := http.NewRequest(http.MethodPost, s.URL, bytes.NewReader(m.Body))
 		if err != nil {
 			return nil, err
 		}
 		for k, v := range s.Header {
+			req.Header.Set(k, v)
+		}
+		for k, v := range m.Header {
 			req.Header.Set(k, v)
 		}
 		if s.IDHeader != "" {

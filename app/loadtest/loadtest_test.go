@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,6 +182,22 @@ func TestQuantileNearestRank(t *testing.T) {
 	}
 }
 
+func TestMergeAddsUpParts(t *testing.T) {
+	a := &Result{Rate: 10, Sent: 3, Codes: map[int]int{200: 2}, Errors: 1, FirstError: "refused", MaxLag: 2 * time.Millisecond,
+		Latencies: []time.Duration{1, 5}}
+	b := &Result{Rate: 10, Sent: 2, Codes: map[int]int{200: 1, 503: 1}, MaxLag: time.Millisecond, Latencies: []time.Duration{3, 4}}
+	m := Merge(a, b)
+	if m.Rate != 10 || m.Sent != 5 || m.Codes[200] != 3 || m.Codes[503] != 1 || m.Errors != 1 || m.FirstError != "refused" || m.MaxLag != 2*time.Millisecond {
+		t.Errorf("Merge = %+v", m)
+	}
+	if !slices.Equal(m.Latencies, []time.Duration{1, 3, 4, 5}) {
+		t.Errorf("latencies %v, want the parts' together, ascending", m.Latencies)
+	}
+	if a.Latencies[1] != 5 || len(b.Latencies) != 2 {
+		t.Errorf("Merge changed its parts: %v %v", a.Latencies, b.Latencies)
+	}
+}
+
 func TestWriteTable(t *testing.T) {
 	r := summarise(200, []outcome{
 		{code: 200, latency: time.Millisecond}, {code: 200, latency: 3 * time.Millisecond},
@@ -235,6 +252,27 @@ func TestRunChild(t *testing.T) {
 	}
 	if !ids["warm-r-2"] || !ids["r-9"] || len(ids) != 13 {
 		t.Errorf("ids seen %v: want warm-r-0..2 and r-0..9", ids)
+	}
+
+	// A mix sends its messages in turn, each with its own headers.
+	mixed := map[string]int{}
+	mixSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		mixed[r.Header.Get("X-Kind")+"="+string(body)+","+r.Header.Get("X-Static")]++
+		mu.Unlock()
+	}))
+	defer mixSrv.Close()
+	mix := Spec{
+		URL: mixSrv.URL, Header: map[string]string{"X-Static": "yes", "X-Kind": "none"}, Timeout: 5 * time.Second,
+		Mix: []Message{{Body: []byte("a"), Header: map[string]string{"X-Kind": "A"}}, {Body: []byte("b"), Header: map[string]string{"X-Kind": "B"}}},
+		Run: Plan{Rate: 1000, Duration: 5 * time.Millisecond},
+	}
+	if _, err := RunChild(t.Context(), os.Args[0], []string{"-test.run=^$"}, mix); err != nil {
+		t.Fatal(err)
+	}
+	if mixed["A=a,yes"] != 3 || mixed["B=b,yes"] != 2 || len(mixed) != 2 {
+		t.Errorf("mix received %v: want a with A three times, b with B twice, the shared header on each", mixed)
 	}
 
 	// A child that cannot run the spec fails with its output in the error.

@@ -1,0 +1,55 @@
+package handlers
+
+import (
+	"strings"
+
+	"github.com/google/go-github/v62/github"
+	"github.com/valyala/fastjson"
+)
+
+// MayAct reports whether the handler of eventType could act on the event
+// whose parsed payload is v. The webhook intake asks it before queueing a
+// delivery, so the events a busy organisation sends by the thousand and the
+// bot never acts on (conversation, other labels, tags, other apps' checks,
+// bots' own events) cost neither a worker nor a full decode, and leave the
+// CPU to the deliveries still being answered.
+//
+// It must never be narrower than the handlers: each rule below only repeats
+// early returns its handler takes before it calls anything. A handler that starts acting on
+// more must widen its rule here; TestPreFilterDropsOnlyWhatHandlersIgnore
+// runs every recorded example the filter drops through the handler itself
+// and fails if any of them calls GitHub or the backend. Event types without
+// a rule (installations) always pass.
+func (b *Base) MayAct(eventType string, v *fastjson.Value) bool {
+	action := string(v.GetStringBytes("action"))
+	switch eventType {
+	case "issues":
+		return action == "labeled" && string(v.GetStringBytes("label", "name")) == b.TriggerLabel
+	case "issue_comment":
+		return action == "created" && !b.senderIgnored(v) && b.mayAddress(v.GetStringBytes("comment", "body"))
+	case "pull_request_review":
+		return action == "submitted" && !b.senderIgnored(v) &&
+			strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), "agent/")
+	case "pull_request_review_comment":
+		// Inline comments matter on agent PRs (revise feedback); elsewhere
+		// only a command in one does.
+		return action == "created" && !b.senderIgnored(v) &&
+			(strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), "agent/") || b.mayAddress(v.GetStringBytes("comment", "body")))
+	case "check_run":
+		return action == "rerequested" && string(v.GetStringBytes("check_run", "name")) == b.CheckName && !b.senderIgnored(v)
+	case "push":
+		branch, isBranch := strings.CutPrefix(string(v.GetStringBytes("ref")), "refs/heads/")
+		return isBranch && !v.GetBool("deleted") && !strings.HasPrefix(branch, "agent/")
+	}
+	return true
+}
+
+// senderIgnored is isIgnoredSender on a parsed payload's sender (a
+// missing sender reads as an empty user, which handlers that decode the
+// event ignore anyway: the filter errs towards keeping).
+func (b *Base) senderIgnored(v *fastjson.Value) bool {
+	return b.isIgnoredSender(&github.User{
+		Login: github.String(string(v.GetStringBytes("sender", "login"))),
+		Type:  github.String(string(v.GetStringBytes("sender", "type"))),
+	})
+}
