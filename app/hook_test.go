@@ -22,12 +22,15 @@ func TestWebhookEndpointAnswers(t *testing.T) {
 	gh := githubtest.New(t, githubtest.Options{})
 	srv := newIntakeServer(t, gh.URL(), nil, io.Discard)
 	labeled := readPayload(t, "issues.labeled.json") // label "bug"
-	review := readPayload(t, "pull_request_review_comment.created.json")
+	// An approval on an agent PR reaches a worker, which asks GitHub
+	// nothing about it (an inline comment there would start a batch).
+	review := readPayload(t, "pull_request_review.submitted.json")
 	var m map[string]any
 	if err := json.Unmarshal(review, &m); err != nil {
 		t.Fatal(err)
 	}
 	onAgentPR(m)
+	m["review"].(map[string]any)["state"] = "approved"
 	agentReview, err := json.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
@@ -49,8 +52,8 @@ func TestWebhookEndpointAnswers(t *testing.T) {
 			sample: `sandbox_bot_webhook_deliveries_total{event="issues",status="filtered"}`},
 		{name: "form-encoded, filtered", event: "issues", contentType: "application/x-www-form-urlencoded", body: form, want: http.StatusAccepted,
 			sample: `sandbox_bot_webhook_deliveries_total{event="issues",status="filtered"}`},
-		{name: "queued", event: "pull_request_review_comment", body: agentReview, want: http.StatusOK,
-			sample: `sandbox_bot_webhook_deliveries_total{event="pull_request_review_comment",status="accepted"}`},
+		{name: "queued", event: "pull_request_review", body: agentReview, want: http.StatusOK,
+			sample: `sandbox_bot_webhook_deliveries_total{event="pull_request_review",status="accepted"}`},
 		{name: "no event type", body: labeled, want: http.StatusBadRequest, sample: `sandbox_bot_webhook_rejected_total{reason="malformed"}`},
 		{name: "not JSON", event: "issues", body: []byte(`{"action": "labeled", "issue": `), want: http.StatusBadRequest,
 			sample: `sandbox_bot_webhook_rejected_total{reason="malformed"}`},
