@@ -6,11 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"path"
-	"strings"
-	"syscall"
 )
 
 // MaxResultBytes caps result.json. A real receipt is a few KiB (output
@@ -32,50 +27,11 @@ var ErrBadResult = errors.New("result.json rejected")
 // cannot hang the bot), and at most MaxResultBytes are read. root itself
 // is the bot's own task directory and is trusted.
 func ReadResultFile(root, rel string) (*Result, error) {
-	r, err := os.OpenRoot(root)
+	f, err := openOutputFile(root, rel, MaxResultBytes, ErrBadResult)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%s: %w", root, ErrNotFound)
-		}
-		return nil, fmt.Errorf("open task directory %s: %w", root, err)
-	}
-	defer r.Close()
-	rel = path.Clean(rel)
-	if path.IsAbs(rel) || rel == ".." || strings.HasPrefix(rel, "../") {
-		return nil, fmt.Errorf("result path %q is not below %s", rel, root)
-	}
-	parts := strings.Split(rel, "/")
-	for i := range parts {
-		p := path.Join(parts[:i+1]...)
-		fi, err := r.Lstat(p)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%s/%s: %w", root, p, ErrNoResult)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s/%s: %w", root, p, err)
-		}
-		if fi.Mode()&fs.ModeSymlink != 0 {
-			return nil, fmt.Errorf("%s/%s is a symbolic link; the bot does not follow links the sandbox made: %w", root, p, ErrBadResult)
-		}
-		if i < len(parts)-1 && !fi.IsDir() {
-			return nil, fmt.Errorf("%s/%s is not a directory: %w", root, p, ErrBadResult)
-		}
-	}
-	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open %s/%s: %w (%w)", root, rel, ErrBadResult, err)
+		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("stat %s/%s: %w", root, rel, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s/%s is not a regular file (%s): %w", root, rel, fi.Mode().Type(), ErrBadResult)
-	}
-	if fi.Size() > MaxResultBytes {
-		return nil, fmt.Errorf("%s/%s is %d bytes, over the %d-byte cap: %w", root, rel, fi.Size(), MaxResultBytes, ErrBadResult)
-	}
 	res, err := DecodeResult(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", root, rel, err)
