@@ -52,7 +52,7 @@ func TestArchiveSizeCap(t *testing.T) {
 
 type entry struct {
 	name, body, link string
-	typ          byte
+	typ              byte
 }
 
 const manifest = `{"version":1,"task_id":"T-01234567","harness":"opencode","id":"ses_x","dir":"/w"}`
