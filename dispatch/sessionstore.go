@@ -28,21 +28,26 @@ type SessionKeeper interface {
 var ErrBadSession = errors.New("session archive rejected")
 
 // SessionFiles keeps session archives as <Dir>/<task-id>.tar.gz, for the
-// backends that have a data directory.
+// backends that have a data directory; it is their SessionKeeper.
 type SessionFiles struct {
 	Dir string
+	// OutputDir is where a run's result.json is on this host.
+	OutputDir func(taskID string) string
 	// MaxAge is how long an archive is kept (default 14 days): a plan
 	// waits that long for /approve at most before its run starts fresh.
 	MaxAge time.Duration
 }
 
-// Keep copies outputDir/SessionArchiveFile, read as untrusted output, to
-// the store, and removes archives older than MaxAge.
-func (s SessionFiles) Keep(outputDir, taskID string) (bool, error) {
+var _ SessionKeeper = (*SessionFiles)(nil)
+
+// KeepSession implements SessionKeeper: it copies the run's
+// SessionArchiveFile, read as untrusted output, to the store, and removes
+// archives older than MaxAge.
+func (s *SessionFiles) KeepSession(_ context.Context, taskID string) (bool, error) {
 	if !ValidTaskID(taskID) {
 		return false, fmt.Errorf("keep session: task id %q is not of the form T-XXXXXXXX", taskID)
 	}
-	b, err := ReadOutputFile(outputDir, SessionArchiveFile, MaxSessionArchiveBytes, ErrBadSession)
+	b, err := ReadOutputFile(s.OutputDir(taskID), SessionArchiveFile, MaxSessionArchiveBytes, ErrBadSession)
 	if errors.Is(err, ErrNoResult) || errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
@@ -71,8 +76,8 @@ func (s SessionFiles) Keep(outputDir, taskID string) (bool, error) {
 	return true, nil
 }
 
-// Get returns the archive kept for taskID, or ErrNotFound.
-func (s SessionFiles) Get(taskID string) ([]byte, error) {
+// KeptSession implements SessionKeeper.
+func (s *SessionFiles) KeptSession(_ context.Context, taskID string) ([]byte, error) {
 	if !ValidTaskID(taskID) {
 		return nil, fmt.Errorf("session of %q: not a task id: %w", taskID, ErrNotFound)
 	}
@@ -83,9 +88,9 @@ func (s SessionFiles) Get(taskID string) ([]byte, error) {
 	return b, err
 }
 
-func (s SessionFiles) path(taskID string) string { return filepath.Join(s.Dir, taskID+".tar.gz") }
+func (s *SessionFiles) path(taskID string) string { return filepath.Join(s.Dir, taskID+".tar.gz") }
 
-func (s SessionFiles) prune() {
+func (s *SessionFiles) prune() {
 	maxAge := s.MaxAge
 	if maxAge <= 0 {
 		maxAge = 14 * 24 * time.Hour

@@ -31,6 +31,18 @@ func planArchive(t *testing.T, res *dispatch.Result, o dispatch.WorkOrder) []byt
 	return b
 }
 
+// wantPlanHistory checks the first execute request's conversation: the
+// plan prompt, the file the agent read while planning, its plan, then the
+// short execute prompt.
+func wantPlanHistory(t *testing.T, history string) {
+	t.Helper()
+	for _, want := range []string{"Do not implement anything yet", "add A B prints A+B", "PLAN-MARKER", "Your plan was approved"} {
+		if !strings.Contains(history, want) {
+			t.Fatalf("the first execute request lacks %q: the plan conversation was not resumed:\n%s", want, history)
+		}
+	}
+}
+
 func wantResumed(t *testing.T, res *dispatch.Result) {
 	t.Helper()
 	if s := res.Session; s == nil || !s.Resumed || s.From != planTaskID || s.Note != "resumed from plan "+planTaskID {
@@ -85,11 +97,7 @@ func TestOpenCodeExecuteResumesThePlanSession(t *testing.T) {
 	for _, m := range first.Messages {
 		history.WriteString(m.Role + ": " + m.Content + "\n")
 	}
-	for _, want := range []string{"Do not implement anything yet", "add A B prints A+B", "PLAN-MARKER", "Your plan was approved"} {
-		if !strings.Contains(history.String(), want) {
-			t.Fatalf("the first execute request lacks %q: the plan conversation was not resumed:\n%s", want, history.String())
-		}
-	}
+	wantPlanHistory(t, history.String())
 	if strings.Contains(first.LastUser(), "Implement the following task") {
 		t.Fatalf("a resumed session got the whole task again:\n%s", first.LastUser())
 	}
@@ -138,16 +146,11 @@ func TestClaudeCodeExecuteResumesThePlanSession(t *testing.T) {
 	if len(reqs) != 4 {
 		t.Fatalf("scripted requests = %d, want 4", len(reqs))
 	}
-	first := reqs[2]
 	var history strings.Builder
-	for _, m := range first.Messages {
+	for _, m := range reqs[2].Messages {
 		for _, b := range m.Blocks {
 			history.WriteString(m.Role + " " + b.Type + ": " + b.Text + "\n")
 		}
 	}
-	for _, want := range []string{"Do not implement anything yet", "add A B prints A+B", "PLAN-MARKER", "Your plan was approved"} {
-		if !strings.Contains(history.String(), want) {
-			t.Fatalf("the first execute request lacks %q: the plan conversation was not resumed:\n%s", want, history.String())
-		}
-	}
+	wantPlanHistory(t, history.String())
 }

@@ -104,6 +104,9 @@ type Backend struct {
 	// Locks are files under <data-dir>/locks, shared by every bot replica
 	// that shares the directory.
 	*filelock.Locks
+	// SessionFiles keeps plan runs' agent sessions under
+	// <data-dir>/sessions (dispatch.SessionKeeper).
+	*dispatch.SessionFiles
 	o   Options
 	cli cli
 	log zerolog.Logger
@@ -168,6 +171,7 @@ func New(o Options) (*Backend, error) {
 	}
 	log := o.Logger.With().Str("backend", "docker").Logger()
 	b := &Backend{Locks: filelock.New(filepath.Join(o.DataDir, "locks"), log), o: o, cli: cli{bin: o.Docker}, log: log}
+	b.SessionFiles = &dispatch.SessionFiles{Dir: filepath.Join(o.DataDir, "sessions"), OutputDir: b.OutputDir}
 	return b, nil
 }
 

@@ -64,6 +64,9 @@ type Backend struct {
 	// Locks are files under <data-dir>/locks, shared by every bot replica
 	// that shares the directory.
 	*filelock.Locks
+	// SessionFiles keeps plan runs' agent sessions under
+	// <data-dir>/sessions (dispatch.SessionKeeper).
+	*dispatch.SessionFiles
 	o   Options
 	log zerolog.Logger
 
@@ -129,6 +132,7 @@ func New(o Options) (*Backend, error) {
 	}
 	log := o.Logger.With().Str("backend", "process").Logger()
 	b := &Backend{Locks: filelock.New(filepath.Join(o.DataDir, "locks"), log), o: o, log: log, procs: map[string]*child{}}
+	b.SessionFiles = &dispatch.SessionFiles{Dir: filepath.Join(o.DataDir, "sessions"), OutputDir: b.OutputDir}
 	fmt.Fprintln(o.Warnings, Warning)
 	b.log.Warn().Msg("process backend: no isolation between the agent and this machine")
 	return b, nil
