@@ -31,6 +31,32 @@ func planArchive(t *testing.T, res *dispatch.Result, o dispatch.WorkOrder) []byt
 	return b
 }
 
+// planThenExecute plans with pe, then executes with ee, handing over the
+// plan's session archive the way the bot does, and checks the execute run
+// resumed it and pushed the agent's NOTES.md. It returns the plan's order.
+func planThenExecute(t *testing.T, pe, ee *runEnv, cfg sandboxcfg.Config) dispatch.WorkOrder {
+	t.Helper()
+	remote := runtest.NewRemote(t, projectFiles())
+	po := order(t, remote.URL, dispatch.ModePlan, cfg)
+	po.TaskID = planTaskID
+	pres := run(t, pe, po)
+	wantStatus(t, pres, dispatch.StatusCompleted)
+	archive := planArchive(t, pres, po)
+
+	eo := order(t, remote.URL, dispatch.ModeExecute, cfg)
+	eo.Plan = pres.Plan
+	eo.Session = &dispatch.SessionHandoff{FromTask: planTaskID, Harness: pres.Session.Harness, ID: pres.Session.ID, Archive: archive}
+	res := run(t, ee, eo)
+	wantStatus(t, res, dispatch.StatusCompleted)
+	if s := res.Session; s == nil || !s.Resumed || s.From != planTaskID || s.Note != "resumed from plan "+planTaskID {
+		t.Fatalf("execute receipt's session = %+v, want resumed from %s", s, planTaskID)
+	}
+	if got, _ := remote.File(t, eo.TargetBranch, "NOTES.md"); !strings.Contains(got, "prints A+B") {
+		t.Fatalf("NOTES.md = %q", got)
+	}
+	return po
+}
+
 // wantPlanHistory checks the first execute request's conversation: the
 // plan prompt, the file the agent read while planning, its plan, then the
 // short execute prompt.
@@ -40,13 +66,6 @@ func wantPlanHistory(t *testing.T, history string) {
 		if !strings.Contains(history, want) {
 			t.Fatalf("the first execute request lacks %q: the plan conversation was not resumed:\n%s", want, history)
 		}
-	}
-}
-
-func wantResumed(t *testing.T, res *dispatch.Result) {
-	t.Helper()
-	if s := res.Session; s == nil || !s.Resumed || s.From != planTaskID || s.Note != "resumed from plan "+planTaskID {
-		t.Fatalf("execute receipt's session = %+v, want resumed from %s", s, planTaskID)
 	}
 }
 
@@ -64,30 +83,13 @@ func TestOpenCodeExecuteResumesThePlanSession(t *testing.T) {
 		{ToolCalls: []modeltest.ToolCall{write("NOTES.md", "# Notes\n\nadd.sh prints A+B.\n")}, Usage: usage(900, 40)},
 		{Text: "Wrote NOTES.md.", Usage: usage(1000, 10)},
 	})
-	remote := runtest.NewRemote(t, projectFiles())
-	cfg := sandboxcfg.Config{Model: srv.OpenCodeModel()}
-	po := order(t, remote.URL, dispatch.ModePlan, cfg)
-	po.TaskID = planTaskID
-	pres := run(t, pe, po)
-	wantStatus(t, pres, dispatch.StatusCompleted)
-	archive := planArchive(t, pres, po)
-	if hits := grepTree(t, po.OutputDir, "modeltest-key"); len(hits) > 0 {
-		t.Fatalf("the provider key is in the saved session: %v", hits)
-	}
-
 	// Another HOME and another checkout path, as in a new sandbox.
 	ee := newRunEnv(t, runtest.OpenCodeEnv(t, srv))
 	ee.opts.Bins = pe.opts.Bins
-	eo := order(t, remote.URL, dispatch.ModeExecute, cfg)
-	eo.Plan = pres.Plan
-	eo.Session = &dispatch.SessionHandoff{FromTask: planTaskID, Harness: "opencode", ID: pres.Session.ID, Archive: archive}
-	res := run(t, ee, eo)
-	wantStatus(t, res, dispatch.StatusCompleted)
-	wantResumed(t, res)
-	if got, _ := remote.File(t, eo.TargetBranch, "NOTES.md"); !strings.Contains(got, "prints A+B") {
-		t.Fatalf("NOTES.md = %q", got)
+	po := planThenExecute(t, pe, ee, sandboxcfg.Config{Model: srv.OpenCodeModel()})
+	if hits := grepTree(t, po.OutputDir, "modeltest-key"); len(hits) > 0 {
+		t.Fatalf("the provider key is in the saved session: %v", hits)
 	}
-
 	reqs := srv.ScriptedRequests()
 	if len(reqs) != 4 {
 		t.Fatalf("scripted requests = %d, want 4", len(reqs))
@@ -125,23 +127,7 @@ func TestClaudeCodeExecuteResumesThePlanSession(t *testing.T) {
 		e.opts.Environ = append(e.opts.Environ, srv.Env()...)
 		e.opts.Bins = harness.Bins{ClaudeCode: bin}
 	}
-	remote := runtest.NewRemote(t, projectFiles())
-	cfg := sandboxcfg.Config{Harness: "claude-code", Model: modeltest.AnthropicModelID}
-	po := order(t, remote.URL, dispatch.ModePlan, cfg)
-	po.TaskID = planTaskID
-	pres := run(t, pe, po)
-	wantStatus(t, pres, dispatch.StatusCompleted)
-	archive := planArchive(t, pres, po)
-
-	eo := order(t, remote.URL, dispatch.ModeExecute, cfg)
-	eo.Plan = pres.Plan
-	eo.Session = &dispatch.SessionHandoff{FromTask: planTaskID, Harness: "claude-code", ID: pres.Session.ID, Archive: archive}
-	res := run(t, ee, eo)
-	wantStatus(t, res, dispatch.StatusCompleted)
-	wantResumed(t, res)
-	if got, _ := remote.File(t, eo.TargetBranch, "NOTES.md"); !strings.Contains(got, "prints A+B") {
-		t.Fatalf("NOTES.md = %q", got)
-	}
+	planThenExecute(t, pe, ee, sandboxcfg.Config{Harness: "claude-code", Model: modeltest.AnthropicModelID})
 	reqs := srv.ScriptedRequests()
 	if len(reqs) != 4 {
 		t.Fatalf("scripted requests = %d, want 4", len(reqs))
