@@ -42,10 +42,16 @@ func TestArchiveSizeCap(t *testing.T) {
 	if _, _, err := agentsession.Decode(make([]byte, dispatch.MaxSessionArchiveBytes+1)); !errors.Is(err, agentsession.ErrBad) {
 		t.Fatalf("an archive over the cap: err = %v", err)
 	}
-	// Data that inflates past its cap is refused while reading.
-	big := bytes.Repeat([]byte("a"), agentsession.MaxDataBytes+1)
-	b := archive(t, entry{name: "session.json", body: manifest}, entry{name: "session.data", body: string(big)})
-	if _, _, err := agentsession.Decode(b); !errors.Is(err, agentsession.ErrBad) || !strings.Contains(err.Error(), "cap") {
+	// Data that would inflate past its cap is refused from its header,
+	// before anything is unpacked.
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	tw.WriteHeader(&tar.Header{Name: "session.data", Mode: 0o600, Size: agentsession.MaxDataBytes + 1, Typeflag: tar.TypeReg})
+	tw.Write(bytes.Repeat([]byte("a"), 1<<20))
+	tw.Flush()
+	zw.Close()
+	if _, _, err := agentsession.Decode(buf.Bytes()); !errors.Is(err, agentsession.ErrBad) || !strings.Contains(err.Error(), "cap") {
 		t.Fatalf("a zip bomb: err = %v", err)
 	}
 }
