@@ -59,6 +59,9 @@ type Result struct {
 	Tools map[string]int `json:"tools,omitempty"`
 	// Artifacts are task-mode outputs, relative to the output dir.
 	Artifacts []string `json:"artifacts,omitempty"`
+	// Session says what became of the agent's session: saved for the
+	// execute run (plan mode), resumed or started fresh (execute).
+	Session *SessionReport `json:"session,omitempty"`
 
 	Error *RunError `json:"error,omitempty"`
 }

@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
-	"syscall"
 )
 
 // MaxResultBytes caps result.json. A real receipt is a few KiB (output
@@ -30,31 +27,11 @@ var ErrBadResult = errors.New("result.json rejected")
 // cannot hang the bot), and at most MaxResultBytes are read. root itself
 // is the bot's own task directory and is trusted.
 func ReadResultFile(root, rel string) (*Result, error) {
-	r, rel, _, err := openBelow(root, rel)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("%w: %w", err, ErrNoResult)
-	case errors.Is(err, errLinkBelow), errors.Is(err, errNotDirBelow):
-		return nil, fmt.Errorf("%w: %w", err, ErrBadResult)
-	case err != nil:
+	f, err := openOutputFile(root, rel, MaxResultBytes, ErrBadResult)
+	if err != nil {
 		return nil, err
 	}
-	defer r.Close()
-	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, fmt.Errorf("open %s/%s: %w (%w)", root, rel, ErrBadResult, err)
-	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("stat %s/%s: %w", root, rel, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s/%s is not a regular file (%s): %w", root, rel, fi.Mode().Type(), ErrBadResult)
-	}
-	if fi.Size() > MaxResultBytes {
-		return nil, fmt.Errorf("%s/%s is %d bytes, over the %d-byte cap: %w", root, rel, fi.Size(), MaxResultBytes, ErrBadResult)
-	}
 	res, err := DecodeResult(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", root, rel, err)

@@ -131,6 +131,10 @@ type WorkOrder struct {
 	// SecretEnv names the environment variables that hold secrets given to
 	// the run; their values resolve ${VAR} and are redacted from output.
 	SecretEnv []string `json:"secret_env,omitempty"`
+	// Session hands the approved plan's agent session to an execute run,
+	// which resumes it where it can (see SessionHandoff); absent, the
+	// agent starts a fresh session with the plan in its prompt.
+	Session *SessionHandoff `json:"session,omitempty"`
 }
 
 // Validate checks the fields every mode needs.

@@ -134,7 +134,7 @@ func (b *Base) command(ctx context.Context, client *github.Client, cc commandCon
 			if !hasPlan {
 				return reply("github/no_plan", NoPlanData{TriggerLabel: b.TriggerLabel})
 			}
-			req.Mode, req.Plan = dispatch.ModeExecute, extractPlan(plan.Comment.GetBody())
+			req.Mode, req.Plan, req.PlanTask = dispatch.ModeExecute, extractPlan(plan.Comment.GetBody()), plan.Marker.TaskID
 			return b.start(ctx, client, req)
 		}
 		round := plan.Marker.Round + 1
@@ -155,7 +155,7 @@ func (b *Base) command(ctx context.Context, client *github.Client, cc commandCon
 		}
 		req.Mode, req.Round = last.Mode, last.Round
 		if hasPlan {
-			req.Plan = extractPlan(plan.Comment.GetBody())
+			req.Plan, req.PlanTask = extractPlan(plan.Comment.GetBody()), plan.Marker.TaskID
 		}
 		// /continue resumes the last run's branch; /retry of a continue
 		// run does the same, any other /retry starts the step afresh.

@@ -181,6 +181,7 @@ func (r *Runs) follow(meta dispatch.Meta) {
 	if err := r.c.Backend.Unlock(done, dispatch.LockKey(meta.Repo, meta.Number), meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("release lock")
 	}
+	r.keepSession(done, meta, res)
 	if err := r.c.Backend.Cleanup(done, meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("clean up run")
 	}

@@ -29,9 +29,12 @@ type startRequest struct {
 	Sender     string
 	Flags      sandboxcfg.Flags
 	Plan       string
-	Feedback   string
-	Round      int
-	Attempt    int
+	// PlanTask is the plan run whose plan Plan is: an execute run resumes
+	// its agent session (session.go).
+	PlanTask string
+	Feedback string
+	Round    int
+	Attempt  int
 	// Branch is the branch to work on (revise, continue, rebase); execute
 	// derives a new one.
 	Branch string
@@ -163,6 +166,9 @@ func (b *Base) startRun(ctx context.Context, client *github.Client, req startReq
 	}
 	if mode == dispatch.ModeTask {
 		spec.Order.CloneURL, spec.Order.TargetBranch = "", ""
+	}
+	if mode == dispatch.ModeExecute {
+		spec.Order.Session = b.sessionHandoff(ctx, req.PlanTask)
 	}
 	created, err := b.submit(ctx, spec)
 	b.handOver(ctx, taskID, token, created, err)

@@ -99,6 +99,7 @@ func (r *Runs) vetResult(rc *runContext, res *dispatch.Result) *dispatch.Result 
 	cp.RecordingPaths = mediaPaths(res.RecordingPaths)
 	cp.Artifacts = mediaPaths(res.Artifacts)
 	vetMediaAndTools(&cp, res, r.c.Secrets.Redact)
+	cp.Session = vetSession(res.Session, r.c.Secrets.Redact)
 	return &cp
 }
 

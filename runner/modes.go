@@ -54,6 +54,9 @@ type modeSpec struct {
 	subject string
 	// planFromOrder: the receipt carries the approved plan of the order.
 	planFromOrder bool
+	// resumesPlan: the agent resumes the plan run's session when the work
+	// order hands it over (sessioncarry.go).
+	resumesPlan bool
 }
 
 // modes is the one table of mode behaviour.
@@ -67,7 +70,7 @@ var modes = map[dispatch.Mode]modeSpec{
 		// failing on a non-fast-forward push at the end.
 		onExisting: "target branch exists already; continuing on it",
 		pushes:     true, pushAtMilestones: true, mustChange: true,
-		commitsFromBase: true, planFromOrder: true,
+		commitsFromBase: true, planFromOrder: true, resumesPlan: true,
 	},
 	dispatch.ModeContinue: {
 		pipeline: pipeImplement, prompt: PromptContinue, start: startTarget,

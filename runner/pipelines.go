@@ -68,6 +68,7 @@ func (r *run) plan() error {
 		return failed("the agent ended without writing a plan")
 	}
 	r.res.Plan = out.FinalText
+	r.savePlanSession()
 	return nil
 }
 
@@ -82,14 +83,14 @@ func (r *run) implement() error {
 		}
 		data.History = h
 	}
-	prompt, err := render(r.opts.Templates, r.spec.prompt, data)
-	if err != nil {
-		return err
+	spec := agentSpec{Stage: "agent"}
+	if r.spec.resumesPlan {
+		spec.SessionID = r.resumePlanSession()
 	}
 	stopPush := r.periodicPush()
 	defer stopPush()
 
-	out, aerr := r.agent(agentSpec{Stage: "agent", Prompt: prompt})
+	out, aerr := r.agentResuming(spec, data)
 	r.res.PRSummary = out.FinalText
 	if aerr != nil {
 		return aerr

@@ -112,3 +112,15 @@ func (rw *redactWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// Contains reports whether b holds any secret.
+func (r *Redactor) Contains(b []byte) bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, sec := range r.secrets {
+		if bytes.Contains(b, []byte(sec)) {
+			return true
+		}
+	}
+	return false
+}

@@ -92,7 +92,7 @@ func branches(t *testing.T, repo string) []string {
 func TestCreateQuickStart(t *testing.T) {
 	t.Parallel()
 	plan := "## Plan\n\n1. Add `NOTES.md` describing `add.sh`."
-	env, _ := openCodeEnv(t, []modeltest.Turn{
+	env, srv := openCodeEnv(t, []modeltest.Turn{
 		{Text: plan, Usage: modeltest.Usage{PromptTokens: 800, CompletionTokens: 60}},
 		{ToolCalls: []modeltest.ToolCall{{Name: "write", Args: map[string]any{"filePath": "NOTES.md", "content": "# Notes\n\n`sh add.sh A B` prints A+B.\n"}}}, Usage: modeltest.Usage{PromptTokens: 1000, CompletionTokens: 90}},
 		{Text: "Added NOTES.md.", Usage: modeltest.Usage{PromptTokens: 1100, CompletionTokens: 10}},
@@ -132,6 +132,14 @@ func TestCreateQuickStart(t *testing.T) {
 	}
 	if res.Plan != plan || res.Status != dispatch.StatusCompleted || res.Validation[0].Name != "test" || !res.Validation[0].Passed {
 		t.Fatalf("receipt = %+v", res)
+	}
+	// The execute run resumed the plan's agent session: the model saw the
+	// plan conversation again, and the receipt says so.
+	if s := res.Session; s == nil || !s.Resumed || !strings.HasPrefix(s.Note, "resumed from plan T-") {
+		t.Fatalf("receipt's session = %+v, want resumed", res.Session)
+	}
+	if reqs := srv.ScriptedRequests(); len(reqs) != 3 || !strings.Contains(reqs[1].Messages[1].Content, "Do not implement anything yet") {
+		t.Fatalf("the execute request does not continue the plan conversation (%d requests)", len(reqs))
 	}
 }
 

@@ -49,6 +49,7 @@ func (c *cli) execute(ctx context.Context, spec runCommand, o *options) int {
 // terminal execute, revise or abort, then executes the approved plan.
 func (c *cli) create(ctx context.Context, b dispatch.Backend, o *options) int {
 	plan := ""
+	var session *dispatch.SessionHandoff
 	if o.cfg.PlanRequired() {
 		var feedback string
 		for round := 1; ; round++ {
@@ -61,7 +62,7 @@ func (c *cli) create(ctx context.Context, b dispatch.Backend, o *options) int {
 				}
 				return code
 			}
-			plan = res.Plan
+			plan, session = res.Plan, planSession(o, po.TaskID, res)
 			fmt.Fprintf(c.stdout, "\n%s\n", renderMarkdown(plan, c.interactive))
 			if !c.interactive || o.yes {
 				fmt.Fprintln(c.stderr, "sandbox-agent: no terminal to ask: executing the plan (it is kept in the receipt)")
@@ -83,7 +84,7 @@ func (c *cli) create(ctx context.Context, b dispatch.Backend, o *options) int {
 		}
 	}
 	eo := c.order(o, dispatch.ModeExecute, "")
-	eo.Plan = plan
+	eo.Plan, eo.Session = plan, session
 	res, code := c.runOne(ctx, b, o, eo)
 	if res != nil {
 		c.report(o, eo, res)

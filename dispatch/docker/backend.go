@@ -107,6 +107,9 @@ type Backend struct {
 	*filelock.Locks
 	// Queue is <data-dir>/queue, shared the same way.
 	*filequeue.Store
+	// SessionFiles keeps plan runs' agent sessions under
+	// <data-dir>/sessions (dispatch.SessionKeeper).
+	*dispatch.SessionFiles
 	o   Options
 	cli cli
 	log zerolog.Logger
@@ -171,6 +174,7 @@ func New(o Options) (*Backend, error) {
 	}
 	log := o.Logger.With().Str("backend", "docker").Logger()
 	b := &Backend{Locks: filelock.New(filepath.Join(o.DataDir, "locks"), log), Store: filequeue.New(filepath.Join(o.DataDir, "queue")), o: o, cli: cli{bin: o.Docker}, log: log}
+	b.SessionFiles = &dispatch.SessionFiles{Dir: filepath.Join(o.DataDir, "sessions"), OutputDir: b.OutputDir}
 	return b, nil
 }
 

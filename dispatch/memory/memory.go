@@ -36,6 +36,9 @@ type Backend struct {
 	// changed is closed and replaced on every state change, so waiters
 	// wake without polling.
 	changed chan struct{}
+	// left and kept are session archives runs left and the bot kept
+	// (session.go).
+	left, kept map[string][]byte
 	// CancelEndsRun makes Cancel finish the run as interrupted, the way a
 	// runner that pushes and writes its receipt on SIGTERM would.
 	CancelEndsRun bool

@@ -67,6 +67,9 @@ type Backend struct {
 	*filelock.Locks
 	// Queue is <data-dir>/queue, shared the same way.
 	*filequeue.Store
+	// SessionFiles keeps plan runs' agent sessions under
+	// <data-dir>/sessions (dispatch.SessionKeeper).
+	*dispatch.SessionFiles
 	o   Options
 	log zerolog.Logger
 
@@ -132,6 +135,7 @@ func New(o Options) (*Backend, error) {
 	}
 	log := o.Logger.With().Str("backend", "process").Logger()
 	b := &Backend{Locks: filelock.New(filepath.Join(o.DataDir, "locks"), log), Store: filequeue.New(filepath.Join(o.DataDir, "queue")), o: o, log: log, procs: map[string]*child{}}
+	b.SessionFiles = &dispatch.SessionFiles{Dir: filepath.Join(o.DataDir, "sessions"), OutputDir: b.OutputDir}
 	fmt.Fprintln(o.Warnings, Warning)
 	b.log.Warn().Msg("process backend: no isolation between the agent and this machine")
 	return b, nil

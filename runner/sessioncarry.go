@@ -1,0 +1,237 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/agentsession"
+	"github.com/sandbox-bot/sandbox-bot/runner/harness"
+)
+
+// The plan's agent session travels to the execute run: the plan run
+// exports it (as the agent, from the agent's own storage) into an archive
+// beside result.json, the bot hands the archive over in the execute run's
+// work order, and the execute run imports it (as the agent, into the
+// agent's HOME) and resumes it, so the agent does not read the repository
+// again. Whatever stands in the way (no archive, another harness or model,
+// a base branch that moved, an archive that does not read) falls back to
+// a fresh session with the plan in the prompt, and the receipt says why.
+
+// sessionCmdTimeout bounds one export or import.
+const sessionCmdTimeout = 2 * time.Minute
+
+// savePlanSession (plan mode, after a plan was written) leaves the agent's
+// session in the output dir for the execute run. It never fails the run.
+func (r *run) savePlanSession() {
+	p, ok := r.h.(harness.SessionPorter)
+	if !ok || r.session == "" || r.order.OutputDir == "" {
+		return
+	}
+	rep := &dispatch.SessionReport{Harness: r.h.Name(), ID: r.session}
+	r.res.Session = rep
+	notSaved := func(format string, args ...any) {
+		rep.Note = "not saved: " + r.red.String(fmt.Sprintf(format, args...))
+		r.log.Warn().Str("session", r.session).Msg("agent session " + rep.Note)
+	}
+	cmd, err := p.ExportSession(r.env, r.dir, r.session)
+	if err != nil {
+		notSaved("%v", err)
+		return
+	}
+	data, err := r.sessionCmd(cmd, agentsession.MaxDataBytes)
+	if err != nil {
+		notSaved("export: %v", err)
+		return
+	}
+	if name, found := r.secretIn(data); found {
+		notSaved("it holds the value of %s, a secret of the run", name)
+		return
+	}
+	archive, err := agentsession.Encode(agentsession.Manifest{
+		TaskID: r.order.TaskID, Harness: r.h.Name(), ID: r.session, Model: r.cfg.Model, Dir: r.dir, BaseSHA: r.baseSHA,
+	}, data)
+	if err != nil {
+		notSaved("%v", err)
+		return
+	}
+	path := filepath.Join(r.order.OutputDir, dispatch.SessionArchiveFile)
+	if err := os.WriteFile(path, archive, 0o644); err != nil {
+		notSaved("%v", err)
+		return
+	}
+	rep.Archive, rep.ArchiveBytes, rep.Note = dispatch.SessionArchiveFile, int64(len(archive)), "saved for the execute run"
+	r.log.Info().Str("session", r.session).Int("bytes", len(archive)).Msg("agent session saved for the execute run")
+}
+
+// resumePlanSession (execute mode) restores the session the work order
+// hands over and returns its id, or "" when the agent starts fresh; the
+// receipt says which and why.
+func (r *run) resumePlanSession() string {
+	h := r.order.Session
+	rep := &dispatch.SessionReport{}
+	r.res.Session = rep
+	fresh := func(format string, args ...any) string {
+		rep.Note = "fresh: " + r.red.String(fmt.Sprintf(format, args...))
+		r.log.Info().Str("from", rep.From).Msg("agent session " + rep.Note)
+		return ""
+	}
+	if h == nil {
+		return fresh("no plan session was handed over")
+	}
+	rep.From = h.FromTask
+	if h.Missing != "" {
+		return fresh("%s", h.Missing)
+	}
+	if len(h.Archive) == 0 {
+		return fresh("the plan run %s left no session archive", h.FromTask)
+	}
+	m, data, err := agentsession.Decode(h.Archive)
+	if err != nil {
+		return fresh("the session archive does not read: %v", err)
+	}
+	rep.Harness, rep.ID = m.Harness, m.ID
+	p, ok := r.h.(harness.SessionPorter)
+	switch {
+	case m.Harness != r.h.Name():
+		return fresh("the plan ran with %s, this run uses %s", m.Harness, r.h.Name())
+	case !ok:
+		return fresh("the %s harness cannot resume a session", r.h.Name())
+	case m.Model != r.cfg.Model:
+		return fresh("the plan ran with model %q, this run uses %q", m.Model, r.cfg.Model)
+	case m.BaseSHA != "" && m.BaseSHA != r.baseSHA:
+		return fresh("%s moved since the plan (%.12s, now %.12s)", r.baseBranch, m.BaseSHA, r.baseSHA)
+	}
+	data, err = p.RelocateSession(data, m.ID, m.Dir, r.dir)
+	if err != nil {
+		return fresh("the session does not fit this checkout: %v", err)
+	}
+	cmd, err := p.ImportSession(r.env, r.dir, m.ID, data)
+	if err == nil {
+		_, err = r.sessionCmd(cmd, 1<<20)
+	}
+	if err != nil {
+		return fresh("restoring the session failed: %v", err)
+	}
+	rep.Resumed, rep.Note = true, "resumed from plan "+h.FromTask
+	r.log.Info().Str("from", h.FromTask).Str("session", m.ID).Msg("agent session resumed from the plan run")
+	return m.ID
+}
+
+// sessionCmd runs cmd as the agent, in its own process group, and returns
+// its stdout, which may not pass limit bytes.
+func (r *run) sessionCmd(cmd *exec.Cmd, limit int) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(r.work, sessionCmdTimeout)
+	defer cancel()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	r.opts.Agent.apply(cmd)
+	out := &cappedBuffer{limit: limit}
+	var stderr tailBuffer
+	cmd.Stdout, cmd.Stderr = out, &stderr
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-exited:
+	case <-ctx.Done():
+		signalGroup(cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+		err = fmt.Errorf("stopped after %s: %w", sessionCmdTimeout, ctx.Err())
+	}
+	signalGroup(cmd.Process.Pid, syscall.SIGKILL)
+	if out.over {
+		return nil, fmt.Errorf("%s printed more than %d bytes", filepath.Base(cmd.Path), limit)
+	}
+	if err != nil {
+		if tail := strings.TrimSpace(lastLines(stderr.String(), 5, 500)); tail != "" {
+			err = fmt.Errorf("%w: %s", err, tail)
+		}
+		return nil, fmt.Errorf("%s: %w", filepath.Base(cmd.Path), err)
+	}
+	return out.buf.Bytes(), nil
+}
+
+// secretIn reports the first secret of the run found in data: the token,
+// the secrets given to the run, and any provider key or other credential
+// in the runner's environment (the process backend and the CLI have them
+// there), so a session that echoed one never leaves the sandbox.
+func (r *run) secretIn(data []byte) (string, bool) {
+	r.red.Refresh()
+	if r.red.Contains(data) {
+		return "the token or a secret given to the run", true
+	}
+	for _, kv := range r.opts.Environ {
+		k, v, _ := strings.Cut(kv, "=")
+		if len(v) < 8 || v == dispatch.GatewayDummyKey || !credentialName(k) {
+			continue
+		}
+		if bytes.Contains(data, []byte(v)) {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// credentialName reports whether an environment variable's name says it
+// holds a credential.
+func credentialName(k string) bool {
+	k = strings.ToUpper(k)
+	for _, w := range []string{"KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL"} {
+		if strings.Contains(k, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// cappedBuffer keeps what is written up to limit and notes when more came.
+type cappedBuffer struct {
+	buf   bytes.Buffer
+	limit int
+	over  bool
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if c.buf.Len()+len(p) > c.limit {
+		c.over = true
+		return 0, errors.New("output over the cap")
+	}
+	return c.buf.Write(p)
+}
+
+// agentResuming renders the mode's prompt (short when the agent resumes
+// the plan's session, which holds the task already) and runs the agent.
+// A resumed session the CLI cannot continue (it fails before its first
+// step) gets one fresh pass with the whole prompt.
+func (r *run) agentResuming(spec agentSpec, data PromptData) (*agentOutcome, error) {
+	data.Continuing = spec.SessionID != ""
+	prompt, err := render(r.opts.Templates, r.spec.prompt, data)
+	if err != nil {
+		return &agentOutcome{}, err
+	}
+	spec.Prompt = prompt
+	out, aerr := r.agent(spec)
+	if spec.SessionID == "" || aerr != nil || out.OK() || out.Usage.Steps > 0 || r.work.Err() != nil {
+		return out, aerr
+	}
+	rep := r.res.Session
+	rep.Resumed, rep.Note = false, "fresh: resuming failed: "+r.red.String(clipString(out.Problem(), 200))
+	r.log.Warn().Str("problem", out.Problem()).Msg("the resumed agent session failed at once; starting a fresh one")
+	data.Continuing, spec.SessionID = false, ""
+	if spec.Prompt, err = render(r.opts.Templates, r.spec.prompt, data); err != nil {
+		return out, err
+	}
+	return r.agent(spec)
+}
