@@ -42,6 +42,7 @@ type queuedRequest struct {
 	Sender         string            `json:"sender,omitempty"`
 	Flags          sandboxcfg.Flags  `json:"flags"`
 	Plan           string            `json:"plan,omitempty"`
+	PlanTask       string            `json:"plan_task,omitempty"`
 	Feedback       string            `json:"feedback,omitempty"`
 	Round          int               `json:"round,omitempty"`
 	Attempt        int               `json:"attempt,omitempty"`
@@ -59,7 +60,7 @@ func queuedFrom(req startRequest, taskID string, mode dispatch.Mode, at time.Tim
 	return queuedRequest{
 		TaskID: taskID, InstallationID: req.InstallationID, Repo: req.Repo.GetFullName(), Number: req.Number, IsPR: req.IsPR,
 		Issue: req.Issue, Mode: mode, Trigger: req.Trigger, DeliveryID: req.DeliveryID, Sender: req.Sender, Flags: req.Flags,
-		Plan: req.Plan, Feedback: req.Feedback, Round: req.Round, Attempt: req.Attempt, Branch: req.Branch,
+		Plan: req.Plan, PlanTask: req.PlanTask, Feedback: req.Feedback, Round: req.Round, Attempt: req.Attempt, Branch: req.Branch,
 		BaseBranch: req.BaseBranch, CommentID: req.CommentID, Command: req.Command, Instructions: req.Instructions,
 		Inline: req.Inline, FeedbackUpto: req.FeedbackUpto, EnqueuedAt: at,
 	}
@@ -68,7 +69,7 @@ func queuedFrom(req startRequest, taskID string, mode dispatch.Mode, at time.Tim
 func (q queuedRequest) startRequest(repo *github.Repository) startRequest {
 	return startRequest{
 		InstallationID: q.InstallationID, Repo: repo, Number: q.Number, IsPR: q.IsPR, Issue: q.Issue, Mode: q.Mode,
-		Trigger: q.Trigger, DeliveryID: q.DeliveryID, Sender: q.Sender, Flags: q.Flags, Plan: q.Plan, Feedback: q.Feedback,
+		Trigger: q.Trigger, DeliveryID: q.DeliveryID, Sender: q.Sender, Flags: q.Flags, Plan: q.Plan, PlanTask: q.PlanTask, Feedback: q.Feedback,
 		Round: q.Round, Attempt: q.Attempt, Branch: q.Branch, BaseBranch: q.BaseBranch, CommentID: q.CommentID,
 		Command: q.Command, Instructions: q.Instructions, Inline: q.Inline, FeedbackUpto: q.FeedbackUpto, queuedAs: q.TaskID,
 	}
