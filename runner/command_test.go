@@ -188,9 +188,11 @@ func TestTimeoutPushesWork(t *testing.T) {
 	cfg := commandCfg(`echo started > WORK.md; echo '{"type":"step_start"}'; sleep 60`)
 	e := newRunEnv(t, nil)
 	// The timeout covers clone and setup too: it must leave the agent
-	// time to write its file even on a busy machine (the agent sleeps a
-	// minute, so the timeout still ends the run).
-	e.opts.Timeout = 20 * time.Second
+	// time to write its file even on a busy machine (start to first event
+	// took 1.7-3.4 s at a load average of 31), and the agent sleeps
+	// a minute, so the timeout still ends the run. Every second of it is
+	// a second this package's tests hold a parallel slot idle.
+	e.opts.Timeout = 10 * time.Second
 	o := order(t, remote.URL, dispatch.ModeExecute, cfg)
 	res := run(t, e, o)
 	wantStatus(t, res, dispatch.StatusTimeout)

@@ -207,17 +207,9 @@ func (s *Server) AddRepo(fullName string, installationID int64, files map[string
 		s.t.Fatalf("githubtest: repo %q is not owner/name", fullName)
 	}
 	gitDir := filepath.Join(s.dir, "git", owner, name+".git")
-	s.git("", "init", "-q", "--bare", "-b", "main", gitDir)
-	// What `git config http.receivepack true` writes, without a process.
-	cfg, err := os.OpenFile(filepath.Join(gitDir, "config"), os.O_APPEND|os.O_WRONLY, 0)
-	if err == nil {
-		_, err = cfg.WriteString("[http]\n\treceivepack = true\n")
-		if cerr := cfg.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err != nil {
-		s.t.Fatalf("githubtest: enable pushes to %s: %v", fullName, err)
+	// Pushes over smart HTTP need http.receivepack.
+	if err := gitseed.InitBare(gitDir, "main", "[http]\n\treceivepack = true\n"); err != nil {
+		s.t.Fatalf("githubtest: create %s: %v", fullName, err)
 	}
 	if len(files) == 0 {
 		files = map[string]string{"README.md": "# " + name + "\n"}

@@ -25,8 +25,8 @@ func git(t *testing.T, dir string, args ...string) string {
 func TestWriteRootAndChild(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "r.git")
-	if out, err := exec.Command("git", "init", "-q", "--bare", "-b", "main", dir).CombinedOutput(); err != nil {
-		t.Fatalf("git init: %v: %s", err, out)
+	if err := gitseed.InitBare(dir, "main", "[http]\n\treceivepack = true\n"); err != nil {
+		t.Fatal(err)
 	}
 	env := append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
 	root, err := gitseed.Write(dir, env, gitseed.Commit{
@@ -61,6 +61,18 @@ func TestWriteRootAndChild(t *testing.T) {
 	if got := git(t, dir, "cat-file", "-p", child+":c.md"); got != "c" {
 		t.Fatalf("c.md = %q", got)
 	}
+	// The repository InitBare wrote is one git takes as its own: bare, its
+	// extra configuration read, and whole.
+	if got := git(t, dir, "rev-parse", "--is-bare-repository"); got != "true" {
+		t.Fatalf("--is-bare-repository = %q", got)
+	}
+	if got := git(t, dir, "config", "http.receivepack"); got != "true" {
+		t.Fatalf("http.receivepack = %q", got)
+	}
+	if got := git(t, dir, "symbolic-ref", "HEAD"); got != "refs/heads/main" {
+		t.Fatalf("HEAD = %q", got)
+	}
+	git(t, dir, "fsck", "--strict")
 }
 
 // A failure names the repository and the branch.

@@ -1,11 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/x509"
-	"encoding/pem"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 )
 
@@ -88,13 +84,11 @@ func TestServesAndStopsOnSIGTERM(t *testing.T) {
 	}
 }
 
+// testKey is the App private key of the test binary (githubtest.AppKey):
+// generating a 2048-bit key per test costs a CPU-second on a busy machine.
 func testKey(t *testing.T) string {
 	t.Helper()
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.TrimSpace(string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}))) + fmt.Sprintln()
+	return githubtest.AppKey()
 }
 
 // freeAddr is a loopback address with a port free a moment ago, for a bot

@@ -73,9 +73,11 @@ func NewRemote(t testing.TB, files map[string]string) *Remote {
 	t.Helper()
 	root := t.TempDir()
 	bare := filepath.Join(root, "origin.git")
-	Git(t, root, "init", "--quiet", "--bare", "--initial-branch=main", bare)
+	if err := gitseed.InitBare(bare, "main", ""); err != nil {
+		t.Fatal(err)
+	}
 	r := &Remote{Dir: bare, URL: "file://" + bare}
-	r.Commit(t, "main", "", files, "Initial commit")
+	r.seed(t, "main", "", files, "Initial commit")
 	return r
 }
 
@@ -93,6 +95,12 @@ func (r *Remote) Commit(t testing.TB, branch, from string, files map[string]stri
 			t.Fatalf("commit on %s: branch %s to start from does not exist in %s", branch, from, r.Dir)
 		}
 	}
+	return r.seed(t, branch, parent, files, msg)
+}
+
+// seed writes one commit on branch with the given parent ("" for a root).
+func (r *Remote) seed(t testing.TB, branch, parent string, files map[string]string, msg string) string {
+	t.Helper()
 	sha, err := gitseed.Write(r.Dir, gitEnv(), gitseed.Commit{
 		Branch: branch, Parent: parent, Committer: "Test Maintainer <maintainer@example.com>",
 		Mode: "100755", Files: files, Message: msg,

@@ -1,0 +1,158 @@
+package sandboxinit
+
+// The egress fence: iptables rules that keep the sandbox user (and the
+// inner containers it starts) from reaching anything but loopback, the
+// inner Docker networks and the resolvers, so a program that ignores the
+// proxy variables cannot get out either.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Chains the init owns. A restarted container gets a fresh network
+// namespace, but the rules are written to be re-applied anyway.
+const (
+	chainEgress  = "SANDBOX-EGRESS"
+	chainForward = "SANDBOX-EGRESS-FWD"
+	chainDocker  = "DOCKER-USER"
+)
+
+// fenceRules are the rules that keep uid's connections on loopback (the
+// proxy and local dev servers), the inner Docker networks (services) and
+// the resolvers of resolv.conf. Everything else it opens is rejected at
+// once (a TCP reset, not a silent drop), so a tool fails fast with
+// "connection refused" instead of hanging.
+func fenceRules(nameservers []string) [][]string {
+	rules := [][]string{
+		{"-A", chainEgress, "-o", "lo", "-j", "RETURN"},
+		// The inner daemon's default bridge and its user-defined networks
+		// (the sandbox network, and any the agent creates later).
+		{"-A", chainEgress, "-o", "docker0", "-j", "RETURN"},
+		{"-A", chainEgress, "-o", "br-+", "-j", "RETURN"},
+	}
+	for _, ns := range nameservers {
+		rules = append(rules,
+			[]string{"-A", chainEgress, "-d", ns, "-p", "udp", "--dport", "53", "-j", "RETURN"},
+			[]string{"-A", chainEgress, "-d", ns, "-p", "tcp", "--dport", "53", "-j", "RETURN"})
+	}
+	return append(rules,
+		[]string{"-A", chainEgress, "-p", "tcp", "-j", "REJECT", "--reject-with", "tcp-reset"},
+		[]string{"-A", chainEgress, "-j", "REJECT"},
+	)
+}
+
+// jumpRule sends the sandbox user's packets through the fence.
+func jumpRule(uid int) []string {
+	return []string{"OUTPUT", "-m", "owner", "--uid-owner", strconv.Itoa(uid), "-j", chainEgress}
+}
+
+// forwardRules keep the inner containers (which the sandbox user starts
+// through the inner daemon, as root, in their own namespaces) from going
+// around the fence: they may talk to each other and answer, not go out.
+func forwardRules() [][]string {
+	return [][]string{
+		{"-A", chainForward, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "RETURN"},
+		{"-A", chainForward, "-o", "docker0", "-j", "RETURN"},
+		{"-A", chainForward, "-o", "br-+", "-j", "RETURN"},
+		{"-A", chainForward, "-j", "REJECT"},
+	}
+}
+
+// fence installs the rules for uids with iptables and, when the sandbox
+// has IPv6 beyond loopback, ip6tables, one batch per family. withForward
+// adds the inner-container rules (only when an inner daemon runs:
+// DOCKER-USER is its chain).
+func fence(ctx context.Context, run ipTables, uids []int, resolvConf string, hasIPv6, withForward bool) error {
+	v4, v6 := nameservers(resolvConf)
+	if err := fenceFamily(ctx, run, familyV4, uids, v4, withForward); err != nil {
+		return err
+	}
+	if hasIPv6 {
+		if err := fenceFamily(ctx, run, familyV6, uids, v6, false); err != nil {
+			return fmt.Errorf("the sandbox has IPv6 addresses, so it needs the IPv6 fence too: %w", err)
+		}
+	}
+	return nil
+}
+
+func fenceFamily(ctx context.Context, run ipTables, fam family, uids []int, ns []string, withForward bool) error {
+	b, err := newBatch(ctx, run, fam)
+	if err != nil {
+		return err
+	}
+	b.chain(chainEgress)
+	for _, r := range fenceRules(ns) {
+		b.rule(r...)
+	}
+	for _, uid := range uids {
+		b.jump(jumpRule(uid))
+	}
+	if withForward {
+		b.chain(chainForward)
+		for _, r := range forwardRules() {
+			b.rule(r...)
+		}
+		b.ensureChain(chainDocker)
+		for _, in := range []string{"br-+", "docker0"} {
+			b.jump([]string{chainDocker, "-i", in, "-j", chainForward})
+		}
+	}
+	if err := b.commit(ctx, run); err != nil {
+		if len(uids) > 0 {
+			return fmt.Errorf("%w (the owner match, xt_owner / nft meta skuid, must be available: without it the sandbox user cannot be told apart)", err)
+		}
+		return err
+	}
+	return nil
+}
+
+// nameservers reads the resolvers from a resolv.conf, by address family.
+func nameservers(path string) (v4, v6 []string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil
+	}
+	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 || f[0] != "nameserver" {
+			continue
+		}
+		ip := net.ParseIP(strings.SplitN(f[1], "%", 2)[0])
+		switch {
+		case ip == nil:
+		case ip.To4() != nil:
+			v4 = append(v4, ip.String())
+		default:
+			v6 = append(v6, ip.String())
+		}
+	}
+	return v4, v6
+}
+
+// hasIPv6 reports whether any interface has an IPv6 address other than
+// loopback: only then is there an IPv6 way out to fence.
+func hasIPv6() bool {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return true // fail closed: fence it (and fail if we cannot)
+	}
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() == nil && ipn.IP.To16() != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
