@@ -32,6 +32,9 @@ type OpsConfig struct {
 	// ReviewBatchWindow is how long review feedback on an agent PR is
 	// collected into one revise run (handlers/batch.go).
 	ReviewBatchWindow time.Duration `yaml:"review_batch_window"`
+	// ResultRetry is the first wait before posting a refused result
+	// again; it doubles up to two minutes (handlers/postretry.go).
+	ResultRetry time.Duration `yaml:"result_retry"`
 }
 
 // Defaults of OpsConfig.
@@ -48,6 +51,8 @@ const (
 	// DefaultReviewBatchWindow: a reviewer's comments a few seconds apart
 	// go into one revise run.
 	DefaultReviewBatchWindow = 30 * time.Second
+	// DefaultResultRetry: a GitHub hiccup passes within a second or two.
+	DefaultResultRetry = time.Second
 	// DefaultHTTPHeaderTimeout bounds reading a request's headers.
 	DefaultHTTPHeaderTimeout = 10 * time.Second
 )
@@ -73,7 +78,7 @@ func (o *OpsConfig) applyEnv(getenv Getenv) error {
 	durations := map[string]*time.Duration{
 		"SANDBOX_DISPATCH_DEADLINE": &o.DispatchDeadline, "SANDBOX_HTTP_READ_TIMEOUT": &o.HTTPReadTimeout,
 		"SANDBOX_HTTP_WRITE_TIMEOUT": &o.HTTPWriteTimeout, "SANDBOX_HTTP_IDLE_TIMEOUT": &o.HTTPIdleTimeout,
-		"SANDBOX_REVIEW_BATCH_WINDOW": &o.ReviewBatchWindow,
+		"SANDBOX_REVIEW_BATCH_WINDOW": &o.ReviewBatchWindow, "SANDBOX_RESULT_RETRY": &o.ResultRetry,
 	}
 	for key, dst := range durations {
 		v, ok := getenv(key)
@@ -98,4 +103,5 @@ func (o *OpsConfig) defaults() {
 	o.HTTPIdleTimeout = cmp.Or(o.HTTPIdleTimeout, DefaultHTTPIdleTimeout)
 	o.GitHubWritesPerMinute = cmp.Or(o.GitHubWritesPerMinute, DefaultGitHubWritesPerMinute)
 	o.ReviewBatchWindow = cmp.Or(o.ReviewBatchWindow, DefaultReviewBatchWindow)
+	o.ResultRetry = cmp.Or(o.ResultRetry, DefaultResultRetry)
 }

@@ -51,6 +51,8 @@ type Settings struct {
 	// ReviewBatchWindow is how long review feedback on an agent PR is
 	// collected into one revise run (batch.go).
 	ReviewBatchWindow time.Duration
+	// ResultRetry is the first wait before posting a refused result again.
+	ResultRetry time.Duration
 	// WebURL is GitHub's web address (https://github.com, or GHES's), for
 	// permanent media links.
 	WebURL string

@@ -12,19 +12,17 @@ import (
 	"github.com/rs/zerolog"
 )
 
-// Waits between tries to post a run's result: GitHub outages and rate
-// limits pass; the run and its lock are kept meanwhile.
-const (
-	postRetryFirst = time.Second
-	postRetryMax   = 2 * time.Minute
-)
+// postRetryMax caps the wait between tries to post a run's result: GitHub
+// outages and rate limits pass; the run and its lock are kept meanwhile.
+const postRetryMax = 2 * time.Minute
 
-// untilPosted tries post until it succeeds, fails for good, or the bot
+// untilPosted tries post (waiting first, then twice as long each time)
+// until it succeeds, fails for good, or the bot
 // stops (a restart reconciles the run and tries again). Posting a result
 // is idempotent through the task's markers, so a retry never duplicates a
 // comment or a PR.
-func untilPosted(ctx context.Context, log *zerolog.Logger, post func() error) error {
-	wait := postRetryFirst
+func untilPosted(ctx context.Context, log *zerolog.Logger, first time.Duration, post func() error) error {
+	wait := first
 	for {
 		err := post()
 		if err == nil || !transientGitHubError(err) || ctx.Err() != nil {

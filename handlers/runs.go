@@ -167,7 +167,7 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		log.Error().Str("result_task", res.TaskID).Msg("result.json belongs to another task; ignoring it")
 		res = nil
 	}
-	if err := untilPosted(ctx, &log, func() error { return r.finish(ctx, client, owner, repo, meta, res, prog) }); err != nil {
+	if err := untilPosted(ctx, &log, r.c.ResultRetry, func() error { return r.finish(ctx, client, owner, repo, meta, res, prog) }); err != nil {
 		log.Error().Err(err).Msg("post result")
 		// Keep the run and the lock: a restart reconciles and tries again.
 		return

@@ -96,6 +96,8 @@ func (h *harness) startWith(backend dispatch.Backend, env map[string]string) {
 		// Review feedback waits this long for more before its revise run
 		// starts; the batching tests set their own window.
 		"SANDBOX_REVIEW_BATCH_WINDOW": "20ms",
+		// A refused result is posted again 10 ms later, then 20, 40...
+		"SANDBOX_RESULT_RETRY": "10ms",
 	}
 	for k, v := range env {
 		vars[k] = v

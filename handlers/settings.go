@@ -22,6 +22,7 @@ func (s Settings) check() error {
 		{"TokenRefresh", s.TokenRefresh <= 0},
 		{"DispatchDeadline", s.DispatchDeadline <= 0},
 		{"ReviewBatchWindow", s.ReviewBatchWindow <= 0},
+		{"ResultRetry", s.ResultRetry <= 0},
 		{"CheckName", s.CheckName == ""},
 		{"WebURL", s.WebURL == ""},
 		{"Isolation", s.Isolation == ""},

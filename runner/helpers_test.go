@@ -35,12 +35,14 @@ const taskID = "T-0A1B2C3D"
 
 // TestMain lets the test binary double as a project's dev server (for the
 // media tests): with RUNNER_TEST_SERVE=1 it serves its working directory
-// on $PORT.
+// on $PORT. The runs wait on their agents and git for much of their time,
+// so unless -parallel is given two run per CPU instead of one.
 func TestMain(m *testing.M) {
 	if os.Getenv("RUNNER_TEST_SERVE") == "1" {
 		http.ListenAndServe("127.0.0.1:"+os.Getenv("PORT"), http.FileServer(http.Dir(".")))
 		os.Exit(0)
 	}
+	testenv.ParallelPerCPU(2)
 	os.Exit(m.Run())
 }
 
