@@ -29,8 +29,7 @@ func TestWebhookEndpointAnswers(t *testing.T) {
 	if err := json.Unmarshal(review, &m); err != nil {
 		t.Fatal(err)
 	}
-	onAgentPR(m)
-	m["review"].(map[string]any)["state"] = "approved"
+	approvedOnAgentPR(m)
 	agentReview, err := json.Marshal(m)
 	if err != nil {
 		t.Fatal(err)

@@ -24,9 +24,10 @@ type loadEvent struct {
 
 // loadMix is what a busy organisation sends a bot installed org-wide, per
 // 20 deliveries: mostly conversation, labels, pushes and CI the bot never
-// acts on, some of it the bot's own comments, and a few review events on
-// agent PRs that reach a worker (which decodes them in full and returns
-// without calling GitHub, so the fake GitHub stays out of the figures).
+// acts on, some of it the bot's own comments, and approvals of agent PRs
+// that reach a worker (which decodes them in full and returns without
+// calling GitHub, so the fake GitHub stays out of the figures; an inline
+// comment on an agent PR would start a review batch, which asks GitHub).
 var loadMix = []loadEvent{
 	{event: "issue_comment", file: "issue_comment.created.json", weight: 5},
 	{event: "issue_comment", file: "issue_comment.created.json", weight: 2, mutate: func(m map[string]any) {
@@ -38,16 +39,16 @@ var loadMix = []loadEvent{
 	{event: "push", file: "push.json", weight: 2},
 	{event: "check_run", file: "check_run.rerequested.json", weight: 1},
 	{event: "pull_request_review_comment", file: "pull_request_review_comment.created.json", weight: 1},
-	{event: "pull_request_review_comment", file: "pull_request_review_comment.created.json", weight: 1, mutate: onAgentPR},
-	{event: "pull_request_review", file: "pull_request_review.submitted.json", weight: 1, mutate: onAgentPR},
+	{event: "pull_request_review", file: "pull_request_review.submitted.json", weight: 2, mutate: approvedOnAgentPR},
 	{event: "pull_request", file: "examples:pull_request.opened", weight: 1},
 	{event: "status", file: "examples:status", weight: 1},
 	{event: "workflow_run", file: "examples:workflow_run.completed", weight: 1},
 }
 
-// onAgentPR moves a review event onto an agent PR's branch.
-func onAgentPR(m map[string]any) {
+// approvedOnAgentPR makes a submitted review an approval of an agent PR.
+func approvedOnAgentPR(m map[string]any) {
 	m["pull_request"].(map[string]any)["head"].(map[string]any)["ref"] = "agent/T-0A1B2C3D-fix-the-thing"
+	m["review"].(map[string]any)["state"] = "approved"
 }
 
 // loadMessages signs the mix's payloads in their proportions, interleaved
