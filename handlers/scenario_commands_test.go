@@ -22,8 +22,16 @@ func (h *harness) planned(title string) (int, string) {
 	h.backend.Finish(spec.Order.TaskID, &dispatch.Result{Mode: dispatch.ModePlan, Status: dispatch.StatusCompleted, Plan: "1. Do it.",
 		TokenUsage: dispatch.TokenUsage{TotalCostUSD: 0.10, Steps: 2}})
 	h.waitComment(n, "plan", func(c string) bool { return strings.Contains(c, "## 📋 Plan") })
-	h.gh.WaitFor(5*time.Second, "plan lock released", func() bool { return h.backend.LockHolder(dispatch.LockKey(testRepo, n)) == "" })
+	h.released(n)
 	return n, spec.Order.TaskID
+}
+
+// released waits until the issue's lock is free. A run's result comment is
+// posted before its follower releases the lock, so a command sent on seeing
+// the comment could otherwise find the issue busy.
+func (h *harness) released(n int) {
+	h.t.Helper()
+	h.gh.WaitFor(5*time.Second, "issue lock released", func() bool { return h.backend.LockHolder(dispatch.LockKey(testRepo, n)) == "" })
 }
 
 // agentPR opens a PR from an agent branch for issue, as the bot would have.
@@ -130,6 +138,7 @@ func TestHungRunFailureCommentHasDiagnostic(t *testing.T) {
 		TokenUsage: dispatch.TokenUsage{TotalCostUSD: 0.42, Steps: 3}})
 	c := h.waitComment(n, "failure comment", func(c string) bool { return strings.Contains(c, "did not finish") })
 	golden(t, "failure_hung.md", c)
+	h.released(n)
 	h.comment(n, writer, "/retry")
 	retry := h.waitSubmitted(3)[2]
 	if retry.Order.Mode != dispatch.ModeExecute || retry.Order.Plan != "1. Do it." {
@@ -273,6 +282,7 @@ func TestCheckRunRerequestedRetries(t *testing.T) {
 	exec := h.waitSubmitted(2)[1]
 	h.backend.Finish(exec.Order.TaskID, &dispatch.Result{Mode: dispatch.ModeExecute, Status: dispatch.StatusFailed, Error: &dispatch.RunError{Message: "tests failed"}})
 	h.waitComment(n, "failure", func(c string) bool { return strings.Contains(c, "did not finish") })
+	h.released(n)
 	body := h.payload("check_run.rerequested.json", writer, func(m map[string]any) {
 		cr := m["check_run"].(map[string]any)
 		cr["name"], cr["external_id"], cr["id"] = "sandbox-agent", fmt.Sprintf("%s:%s#%d:execute", exec.Order.TaskID, testRepo, n), 99

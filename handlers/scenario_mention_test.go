@@ -169,7 +169,7 @@ func TestStatusDuringAndAfterRun(t *testing.T) {
 	h.backend.Finish(spec.Order.TaskID, &dispatch.Result{Mode: dispatch.ModePlan, Status: dispatch.StatusCompleted, Plan: "1. Add an LRU.",
 		TokenUsage: dispatch.TokenUsage{TotalCostUSD: 0.10, Steps: 4}})
 	h.waitComment(n, "plan", func(c string) bool { return strings.Contains(c, "1. Add an LRU.") })
-	h.gh.WaitFor(10*time.Second, "lock released", func() bool { return h.backend.LockHolder(dispatch.LockKey(testRepo, n)) == "" })
+	h.released(n)
 	h.comment(n, reader, "/status")
 	after := h.waitComment(n, "status after the run", func(c string) bool { return strings.Contains(c, "The last run here") })
 	for _, want := range []string{"posted its plan", "Cost: $0.10", "Plan: http://127.0.0.1:", "#issuecomment-"} {

@@ -28,7 +28,7 @@ func TestApproveHandsThePlanSessionToTheExecuteRun(t *testing.T) {
 	h.backend.Finish(plan.Order.TaskID, &dispatch.Result{Mode: dispatch.ModePlan, Status: dispatch.StatusCompleted, Plan: "1. Do it.",
 		Session: &dispatch.SessionReport{Harness: "opencode", ID: "ses_plan", Archive: dispatch.SessionArchiveFile, ArchiveBytes: int64(len(archive)), Note: "saved for the execute run"}})
 	h.waitComment(n, "plan", func(c string) bool { return strings.Contains(c, "## 📋 Plan") })
-	h.gh.WaitFor(5*time.Second, "plan lock released", func() bool { return h.backend.LockHolder(dispatch.LockKey(testRepo, n)) == "" })
+	h.released(n)
 
 	h.comment(n, writer, "/approve")
 	exec := h.waitSubmitted(2)[1]

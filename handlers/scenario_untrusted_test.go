@@ -85,6 +85,7 @@ func TestResultBranchOtherThanTheRunsIsAFailure(t *testing.T) {
 	plan := h.waitSubmitted(1)[0]
 	h.backend.Finish(plan.Order.TaskID, &dispatch.Result{Mode: dispatch.ModePlan, Status: dispatch.StatusCompleted, Plan: "1. x"})
 	h.waitComment(n, "plan comment", func(c string) bool { return strings.Contains(c, "## 📋 Plan") })
+	h.released(n)
 	h.comment(n, writer, "/approve")
 	exec := h.waitSubmitted(2)[1]
 	sha := h.gh.BranchSHA(testRepo, "feature/human")
