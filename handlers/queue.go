@@ -14,7 +14,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 // Queueing under the server's caps. Every run asked for while a cap is set
@@ -30,49 +29,24 @@ import (
 // later: no token (one is minted at the start) and nothing of the GitHub
 // objects but their names.
 type queuedRequest struct {
-	TaskID         string            `json:"task_id"`
-	InstallationID int64             `json:"installation_id"`
-	Repo           string            `json:"repo"`
-	Number         int               `json:"number"`
-	IsPR           bool              `json:"is_pr,omitempty"`
-	Issue          int               `json:"issue"`
-	Mode           dispatch.Mode     `json:"mode"`
-	Trigger        string            `json:"trigger"`
-	DeliveryID     string            `json:"delivery_id,omitempty"`
-	Sender         string            `json:"sender,omitempty"`
-	Flags          sandboxcfg.Flags  `json:"flags"`
-	Plan           string            `json:"plan,omitempty"`
-	PlanTask       string            `json:"plan_task,omitempty"`
-	Feedback       string            `json:"feedback,omitempty"`
-	Round          int               `json:"round,omitempty"`
-	Attempt        int               `json:"attempt,omitempty"`
-	Branch         string            `json:"branch,omitempty"`
-	BaseBranch     string            `json:"base_branch,omitempty"`
-	CommentID      int64             `json:"comment_id,omitempty"`
-	Command        string            `json:"command,omitempty"`
-	Instructions   *dispatch.Comment `json:"instructions,omitempty"`
-	Inline         []int64           `json:"inline,omitempty"`
-	FeedbackUpto   int64             `json:"feedback_upto,omitempty"`
-	EnqueuedAt     time.Time         `json:"enqueued_at"`
+	TaskID     string    `json:"task_id"`
+	Repo       string    `json:"repo"`
+	EnqueuedAt time.Time `json:"enqueued_at"`
+	// The start request is stored with its own JSON names; only the
+	// repository object is left out (Repo above names it, and starting
+	// reads it afresh).
+	startRequest
 }
 
 func queuedFrom(req startRequest, taskID string, mode dispatch.Mode, at time.Time) queuedRequest {
-	return queuedRequest{
-		TaskID: taskID, InstallationID: req.InstallationID, Repo: req.Repo.GetFullName(), Number: req.Number, IsPR: req.IsPR,
-		Issue: req.Issue, Mode: mode, Trigger: req.Trigger, DeliveryID: req.DeliveryID, Sender: req.Sender, Flags: req.Flags,
-		Plan: req.Plan, PlanTask: req.PlanTask, Feedback: req.Feedback, Round: req.Round, Attempt: req.Attempt, Branch: req.Branch,
-		BaseBranch: req.BaseBranch, CommentID: req.CommentID, Command: req.Command, Instructions: req.Instructions,
-		Inline: req.Inline, FeedbackUpto: req.FeedbackUpto, EnqueuedAt: at,
-	}
+	req.Mode, req.queuedAs = mode, ""
+	return queuedRequest{TaskID: taskID, Repo: req.Repo.GetFullName(), EnqueuedAt: at, startRequest: req}
 }
 
-func (q queuedRequest) startRequest(repo *github.Repository) startRequest {
-	return startRequest{
-		InstallationID: q.InstallationID, Repo: repo, Number: q.Number, IsPR: q.IsPR, Issue: q.Issue, Mode: q.Mode,
-		Trigger: q.Trigger, DeliveryID: q.DeliveryID, Sender: q.Sender, Flags: q.Flags, Plan: q.Plan, PlanTask: q.PlanTask, Feedback: q.Feedback,
-		Round: q.Round, Attempt: q.Attempt, Branch: q.Branch, BaseBranch: q.BaseBranch, CommentID: q.CommentID,
-		Command: q.Command, Instructions: q.Instructions, Inline: q.Inline, FeedbackUpto: q.FeedbackUpto, queuedAs: q.TaskID,
-	}
+func (q queuedRequest) request(repo *github.Repository) startRequest {
+	req := q.startRequest
+	req.Repo, req.queuedAs = repo, q.TaskID
+	return req
 }
 
 // queueGate puts a run that is about to start through the queue when caps
@@ -245,7 +219,7 @@ func (b *Base) startFromQueue(ctx context.Context, e dispatch.QueueEntry) (tried
 	if err != nil {
 		return false, fmt.Errorf("queued run %s: read %s: %w", e.TaskID, q.Repo, err)
 	}
-	return true, b.start(ctx, client, q.startRequest(repo))
+	return true, b.start(ctx, client, q.request(repo))
 }
 
 // abortQueued removes a run that still waits from the queue: /abort on it

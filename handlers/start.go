@@ -16,46 +16,46 @@ import (
 
 // startRequest is everything a handler knows when it asks for a run.
 type startRequest struct {
-	InstallationID int64
-	Repo           *github.Repository
+	InstallationID int64              `json:"installation_id"`
+	Repo           *github.Repository `json:"-"`
 	// Number is the issue or PR the run belongs to (lock, labels, replies).
-	Number int
-	IsPR   bool
+	Number int  `json:"number"`
+	IsPR   bool `json:"is_pr,omitempty"`
 	// Issue is the issue whose text is the task (the PR's issue for PR runs).
-	Issue      int
-	Mode       dispatch.Mode
-	Trigger    string // delivery id or comment id: part of the task id
-	DeliveryID string
-	Sender     string
-	Flags      sandboxcfg.Flags
-	Plan       string
+	Issue      int              `json:"issue"`
+	Mode       dispatch.Mode    `json:"mode"`
+	Trigger    string           `json:"trigger"` // delivery id or comment id: part of the task id
+	DeliveryID string           `json:"delivery_id,omitempty"`
+	Sender     string           `json:"sender,omitempty"`
+	Flags      sandboxcfg.Flags `json:"flags"`
+	Plan       string           `json:"plan,omitempty"`
 	// PlanTask is the plan run whose plan Plan is: an execute run resumes
 	// its agent session (session.go).
-	PlanTask string
-	Feedback string
-	Round    int
-	Attempt  int
+	PlanTask string `json:"plan_task,omitempty"`
+	Feedback string `json:"feedback,omitempty"`
+	Round    int    `json:"round,omitempty"`
+	Attempt  int    `json:"attempt,omitempty"`
 	// Branch is the branch to work on (revise, continue, rebase); execute
 	// derives a new one.
-	Branch string
+	Branch string `json:"branch,omitempty"`
 	// BaseBranch overrides the configured base (a PR's base).
-	BaseBranch string
+	BaseBranch string `json:"base_branch,omitempty"`
 	// CommentID is the command comment, which gets the 👀 reaction.
-	CommentID int64
+	CommentID int64 `json:"comment_id,omitempty"`
 	// Command is the command that asked for the run ("" for labels,
 	// reviews and pushes), for replies.
-	Command string
+	Command string `json:"command,omitempty"`
 	// Instructions are a writer's words to the App (the text after an
 	// @mention), added to the task.
-	Instructions *dispatch.Comment
+	Instructions *dispatch.Comment `json:"instructions,omitempty"`
 	// queuedAs is the task id of a queued run being started (queue.go).
 	queuedAs string
 	// Inline are the inline review comments a revise run addresses; the
 	// acknowledgement's marker keeps them for the replies (batch.go).
-	Inline []int64
+	Inline []int64 `json:"inline,omitempty"`
 	// FeedbackUpto is the newest conversation comment the feedback was
 	// read up to, kept in the acknowledgement's marker.
-	FeedbackUpto int64
+	FeedbackUpto int64 `json:"feedback_upto,omitempty"`
 }
 
 func (r *startRequest) owner() string { return r.Repo.GetOwner().GetLogin() }
