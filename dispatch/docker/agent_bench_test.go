@@ -62,15 +62,10 @@ func BenchmarkOpenCodeAgentStage(b *testing.B) {
 	// The sandbox's provider is served by the init's gateway, as in
 	// production; the operator's definition has a base URL that does not
 	// answer, so only the gateway carries the requests.
-	operator := srv.OpenCodeConfig()
-	opts := operator["provider"].(map[string]any)[modeltest.ProviderID].(map[string]any)["options"].(map[string]any)
-	opts["baseURL"] = "http://127.0.0.1:1/v1"
-	delete(opts, "apiKey")
-	doc, _ := json.Marshal(operator)
 	backend, err := docker.New(docker.Options{
 		Image: img, Isolation: dispatch.IsolationCaps, DataDir: b.TempDir(), StopGrace: 30 * time.Second,
 		ExtraHosts: []string{"host.docker.internal:host-gateway"},
-		Env:        map[string]string{dispatch.EnvOpenCodeConfigJSON: string(doc)},
+		Env:        map[string]string{dispatch.EnvOpenCodeConfigJSON: srv.OpenCodeConfigBehindGateway()},
 		Gateway: &dispatch.GatewayConfig{Providers: []dispatch.GatewayProvider{
 			{Name: modeltest.ProviderID, BaseURL: srv.URL, API: dispatch.APIOpenAI, Key: "bench-key"}}},
 		Logger: zerolog.New(zerolog.NewTestWriter(b)).Level(zerolog.WarnLevel),
@@ -82,15 +77,7 @@ func BenchmarkOpenCodeAgentStage(b *testing.B) {
 		srv.Append(turns()...)
 		id := fmt.Sprintf("T-%08X", rand.Uint32())
 		cfg := sandboxcfg.Config{Harness: "opencode", Model: srv.OpenCodeModel(), InactivitySeconds: 600}
-		spec := dispatch.RunSpec{
-			Meta: dispatch.Meta{TaskID: id, Mode: dispatch.ModePlan, Repo: "acme/demo", Number: 7, InstallationID: 1, Attempt: 1},
-			Order: dispatch.WorkOrder{
-				SchemaVersion: dispatch.WorkOrderVersion, TaskID: id, Mode: dispatch.ModePlan, Attempt: 1,
-				Repo: "acme/demo", Number: 7, CloneURL: git.URL, BaseBranch: "main",
-				Task: dispatch.TaskText{Title: "Document add.sh", Body: "Say what add.sh does."}, Config: cfg, BudgetUSD: 5,
-			},
-			Token: "tok-1",
-		}
+		spec := dockertest.PlanSpec(id, git.URL, dispatch.TaskText{Title: "Document add.sh", Body: "Say what add.sh does."}, cfg)
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 		defer cancel()
 		res := dockertest.RunToEnd(ctx, b, backend, spec)

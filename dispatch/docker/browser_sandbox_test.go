@@ -58,15 +58,7 @@ func TestSandboxAgentBrowsesTheDevServer(t *testing.T) {
 	id := "T-B70E0001"
 	cfg := sandboxcfg.Config{Harness: "opencode", Model: srv.OpenCodeModel(), InactivitySeconds: 600,
 		Dev: sandboxcfg.Dev{Command: "node server.js", Port: 3000}}
-	spec := dispatch.RunSpec{
-		Meta: dispatch.Meta{TaskID: id, Mode: dispatch.ModePlan, Repo: "acme/demo", Number: 7, InstallationID: 1, Attempt: 1},
-		Order: dispatch.WorkOrder{
-			SchemaVersion: dispatch.WorkOrderVersion, TaskID: id, Mode: dispatch.ModePlan, Attempt: 1,
-			Repo: "acme/demo", Number: 7, CloneURL: git.URL, BaseBranch: "main",
-			Task: dispatch.TaskText{Title: "Look", Body: "Look at the page."}, Config: cfg, BudgetUSD: 5,
-		},
-		Token: "tok-1",
-	}
+	spec := dockertest.PlanSpec(id, git.URL, dispatch.TaskText{Title: "Look", Body: "Look at the page."}, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	res := dockertest.RunToEnd(ctx, t, b, spec)

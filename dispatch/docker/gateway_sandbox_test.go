@@ -2,7 +2,6 @@ package docker_test
 
 import (
 	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,15 +50,10 @@ func TestGatewayKeepsTheProviderKeyFromTheAgent(t *testing.T) {
 
 	// The operator's provider definition has no key and a base URL that
 	// does not answer: only the gateway can carry the requests.
-	operator := srv.OpenCodeConfig()
-	opts := operator["provider"].(map[string]any)[modeltest.ProviderID].(map[string]any)["options"].(map[string]any)
-	opts["baseURL"] = "http://127.0.0.1:1/v1"
-	delete(opts, "apiKey")
-	doc, _ := json.Marshal(operator)
 	b, err := docker.New(docker.Options{
 		Image: img, Isolation: dispatch.IsolationCaps, DataDir: t.TempDir(), StopGrace: 30 * time.Second,
 		ExtraHosts: []string{"host.docker.internal:host-gateway"},
-		Env:        map[string]string{"PROJECT_TOKEN": project, dispatch.EnvOpenCodeConfigJSON: string(doc)},
+		Env:        map[string]string{"PROJECT_TOKEN": project, dispatch.EnvOpenCodeConfigJSON: srv.OpenCodeConfigBehindGateway()},
 		Gateway: &dispatch.GatewayConfig{Providers: []dispatch.GatewayProvider{
 			{Name: modeltest.ProviderID, BaseURL: srv.URL, API: dispatch.APIOpenAI, Key: key}}},
 		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel),
@@ -72,16 +66,8 @@ func TestGatewayKeepsTheProviderKeyFromTheAgent(t *testing.T) {
 	// loaded two-core machine; the watchdog is not what this test is about.
 	cfg := sandboxcfg.Config{Harness: "opencode", Model: srv.OpenCodeModel(), InactivitySeconds: 600,
 		Env: map[string]string{"PROJECT_TOKEN": "${PROJECT_TOKEN}"}}
-	spec := dispatch.RunSpec{
-		Meta: dispatch.Meta{TaskID: id, Mode: dispatch.ModePlan, Repo: "acme/demo", Number: 7, InstallationID: 1, Attempt: 1},
-		Order: dispatch.WorkOrder{
-			SchemaVersion: dispatch.WorkOrderVersion, TaskID: id, Mode: dispatch.ModePlan, Attempt: 1,
-			Repo: "acme/demo", Number: 7, CloneURL: git.URL, BaseBranch: "main",
-			Task: dispatch.TaskText{Title: "Search", Body: "Look around."}, Config: cfg, BudgetUSD: 5,
-			SecretEnv: []string{"PROJECT_TOKEN"},
-		},
-		Token: "tok-1",
-	}
+	spec := dockertest.PlanSpec(id, git.URL, dispatch.TaskText{Title: "Search", Body: "Look around."}, cfg)
+	spec.Order.SecretEnv = []string{"PROJECT_TOKEN"}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	res := dockertest.RunToEnd(ctx, t, b, spec)

@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -140,12 +139,7 @@ func TestOpenCodeThroughTheGateway(t *testing.T) {
 	})
 	gw := serveGateway(t, dispatch.GatewayProvider{Name: modeltest.ProviderID, BaseURL: srv.URL, API: dispatch.APIOpenAI, Key: key})
 
-	operator := srv.OpenCodeConfig()
-	opts := operator["provider"].(map[string]any)[modeltest.ProviderID].(map[string]any)["options"].(map[string]any)
-	opts["baseURL"] = "http://127.0.0.1:1/v1"
-	delete(opts, "apiKey")
-	doc, _ := json.Marshal(operator)
-	r := newAgentRun(t, gw, dispatch.EnvOpenCodeConfigJSON+"="+string(doc))
+	r := newAgentRun(t, gw, dispatch.EnvOpenCodeConfigJSON+"="+srv.OpenCodeConfigBehindGateway())
 	r.opts.Bins = harness.Bins{OpenCode: bin}
 
 	res := r.run(t, dispatch.ModePlan, sandboxcfg.Config{Harness: "opencode", Model: srv.OpenCodeModel()})

@@ -67,3 +67,19 @@ func (s *Server) WriteOpenCodeConfig(dir string) (string, error) {
 	}
 	return p, nil
 }
+
+// OpenCodeConfigBehindGateway is the operator's opencode.json for a sandbox
+// whose provider the model gateway serves: the provider's definition has
+// no key and a base URL that does not answer, so only the gateway (which
+// the harness points OpenCode at) can carry the requests.
+func (s *Server) OpenCodeConfigBehindGateway() string {
+	doc := s.OpenCodeConfig()
+	opts := doc["provider"].(map[string]any)[ProviderID].(map[string]any)["options"].(map[string]any)
+	opts["baseURL"] = "http://127.0.0.1:1/v1"
+	delete(opts, "apiKey")
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		panic(err) // a literal map of strings always marshals
+	}
+	return string(raw)
+}

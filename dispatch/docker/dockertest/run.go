@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 // RunToEnd submits spec to b, waits for the sandbox to end and returns its
@@ -40,4 +41,19 @@ func RunToEnd(ctx context.Context, t testing.TB, b dispatch.Backend, spec dispat
 		t.Fatalf("no result (state %+v): %v", st, err)
 	}
 	return res
+}
+
+// PlanSpec is a plan run of acme/demo#7 (installation 1) cloning from
+// cloneURL with the token tok-1, as the sandbox tests and benchmarks
+// start it.
+func PlanSpec(id, cloneURL string, task dispatch.TaskText, cfg sandboxcfg.Config) dispatch.RunSpec {
+	return dispatch.RunSpec{
+		Meta: dispatch.Meta{TaskID: id, Mode: dispatch.ModePlan, Repo: "acme/demo", Number: 7, InstallationID: 1, Attempt: 1},
+		Order: dispatch.WorkOrder{
+			SchemaVersion: dispatch.WorkOrderVersion, TaskID: id, Mode: dispatch.ModePlan, Attempt: 1,
+			Repo: "acme/demo", Number: 7, CloneURL: cloneURL, BaseBranch: "main",
+			Task: task, Config: cfg, BudgetUSD: 5,
+		},
+		Token: "tok-1",
+	}
 }
