@@ -31,6 +31,11 @@ func startPiped(cmd *exec.Cmd) (*piped, error) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Setpgid = true
+	// A runner killed outright (the OOM killer, a lost machine on the
+	// process backend) takes its agent down instead of leaving it working
+	// unsupervised. The runner never locks goroutines to threads, so the
+	// signal is not sent early by an ending thread.
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	// Plain pipes handed to the child: the reading ends see EOF when every
 	// holder exits, and a background grandchild that keeps them open is
 	// dealt with by the supervision instead of blocking Wait.
