@@ -107,7 +107,7 @@ func (s *AnthropicServer) stream(w http.ResponseWriter, r *http.Request, msgID, 
 	idx := 0
 	if t.Text != "" {
 		send("content_block_start", map[string]any{"index": idx, "content_block": map[string]any{"type": "text", "text": ""}})
-		for _, part := range anthropicSplit(t.Text, 3) {
+		for _, part := range split(t.Text, 3) {
 			send("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "text_delta", "text": part}})
 		}
 		send("content_block_stop", map[string]any{"index": idx})
@@ -122,7 +122,7 @@ func (s *AnthropicServer) stream(w http.ResponseWriter, r *http.Request, msgID, 
 		}
 		send("content_block_start", map[string]any{"index": idx, "content_block": map[string]any{
 			"type": "tool_use", "id": s.toolID(msgID, i, tu), "name": tu.Name, "input": map[string]any{}}})
-		for _, part := range anthropicSplit(string(in), 3) {
+		for _, part := range split(string(in), 3) {
 			send("content_block_delta", map[string]any{"index": idx, "delta": map[string]any{"type": "input_json_delta", "partial_json": part}})
 		}
 		send("content_block_stop", map[string]any{"index": idx})
@@ -228,21 +228,4 @@ func anthropicErrorType(status int) string {
 	default:
 		return "api_error"
 	}
-}
-
-// anthropicSplit cuts s into up to n pieces on rune boundaries, so each
-// delta stays valid UTF-8 however the JSON is cut.
-func anthropicSplit(s string, n int) []string {
-	runes := []rune(s)
-	if len(runes) < n || n <= 1 {
-		return []string{s}
-	}
-	size := (len(runes) + n - 1) / n
-	var out []string
-	for len(runes) > 0 {
-		k := min(size, len(runes))
-		out = append(out, string(runes[:k]))
-		runes = runes[k:]
-	}
-	return out
 }

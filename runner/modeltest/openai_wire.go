@@ -306,7 +306,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, model string, t 
 	}
 }
 
-// split cuts s into at most n pieces of similar size on rune boundaries.
+// split cuts s into up to n pieces on rune boundaries, so each streamed
+// delta stays valid UTF-8 however the text or the JSON is cut; "" has none.
 func split(s string, n int) []string {
 	if s == "" {
 		return nil
