@@ -83,6 +83,7 @@ func ReplySamples() map[string][]any {
 		"github/status": {
 			StatusData{User: "maya", TaskID: task, Mode: dispatch.ModeExecute, Running: true, Stage: "validate", Message: "check test", Elapsed: "4m 10s", CostUSD: 0.42, HasCost: true,
 				CheckURL: "https://github.com/octo-org/hello/runs/1", PlanURL: "https://github.com/octo-org/hello/issues/7#issuecomment-1"},
+			StatusData{User: "maya", TaskID: task, Mode: dispatch.ModePlan, Running: true, Place: 2, Elapsed: "3m 5s"},
 			StatusData{User: "maya", TaskID: task, Mode: dispatch.ModePlan, Outcome: "failed", Elapsed: "1m 2s", ResultURL: "https://github.com/octo-org/hello/issues/7#issuecomment-2"},
 		},
 	}

@@ -132,6 +132,12 @@ func TestQueueCapStartsInOrder(t *testing.T) {
 	if v := adminMetric(t, h, "sandbox_bot_queue_length"); v != "3" {
 		t.Errorf("sandbox_bot_queue_length = %s with three runs waiting", v)
 	}
+	// /status on a waiting run says it waits, and where, not that it runs.
+	waiting := h.backend.LockHolder(dispatch.LockKey(testRepo, issues[3]))
+	h.comment(issues[3], reader, "/status")
+	h.waitComment(issues[3], "/status of a queued run", func(c string) bool {
+		return strings.Contains(c, "The plan run `"+waiting+"` is waiting for a slot here: 2 in line") && !strings.Contains(c, "is running here")
+	})
 	for i := range 3 {
 		done := h.backend.Specs()[i]
 		h.backend.Finish(done.Order.TaskID, planDone(done.Order.TaskID))

@@ -25,6 +25,9 @@ type StatusData struct {
 	TaskID  string
 	Mode    dispatch.Mode
 	Running bool
+	// Place is the run's place in the queue (1 starts next) when it waits
+	// for a slot; 0 when it does not.
+	Place int
 	// Stage and Message are the runner's last progress line, when this
 	// replica follows the run (sanitized: the sandbox wrote them).
 	Stage   string
@@ -79,6 +82,8 @@ func (b *Base) statusData(ctx context.Context, holder string, marked []markedCom
 		d.TaskID, d.Running = holder, true
 		if ack, ok := lastMarked(marked, KindAck, holder); ok {
 			d.Mode, start = ack.Marker.Mode, ack.Comment.GetCreatedAt().Time
+		} else if q, ok := lastMarked(marked, KindQueued, holder); ok {
+			d.Mode, start = q.Marker.Mode, q.Comment.GetCreatedAt().Time
 		}
 		if st, err := b.Backend.Status(ctx, holder); err == nil {
 			d.Mode = st.Meta.Mode
@@ -87,6 +92,7 @@ func (b *Base) statusData(ctx context.Context, holder string, marked []markedCom
 			}
 		}
 		end = b.Now()
+		d.Place = b.queuePlace(ctx, holder)
 	} else {
 		last, ok := lastRun(marked)
 		if !ok {
@@ -136,4 +142,19 @@ func lastRun(marked []markedComment) (markedComment, bool) {
 		}
 	}
 	return markedComment{}, false
+}
+
+// queuePlace is taskID's place among the runs waiting for a slot, 0 when
+// it is not waiting (or the queue cannot be read: /status then says it
+// runs, as the lock does).
+func (b *Base) queuePlace(ctx context.Context, taskID string) int {
+	if !b.Caps.Any() {
+		return 0
+	}
+	q, err := b.Backend.ReadQueue(ctx)
+	if err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("/status: read the run queue")
+		return 0
+	}
+	return dispatch.Place(q, taskID)
 }
