@@ -64,7 +64,8 @@ func (b *Base) status(ctx context.Context, client *github.Client, cc commandCont
 		log.Info().Str("sender", cc.sender).Msg("/status where the bot never ran: no reply")
 		return nil
 	}
-	key := fmt.Sprintf("status\x00%s#%d\x00%s\x00%s\x00%t", full, cc.number, cc.sender, data.TaskID, data.Running)
+	// The run's state is part of the key: waiting, running, ended.
+	key := fmt.Sprintf("status\x00%s#%d\x00%s\x00%s\x00%t\x00%t", full, cc.number, cc.sender, data.TaskID, data.Running, data.Place > 0)
 	if !b.once(key, statusInterval) {
 		log.Info().Str("sender", cc.sender).Msg("/status answered to this person recently; not replying again")
 		return nil
