@@ -1,7 +1,6 @@
 package runner_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -44,13 +43,7 @@ func BenchmarkRunnerOverhead(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		start := time.Now()
-		if err := cmd.Run(); err != nil {
-			b.Fatalf("opencode run: %v\n%s", err, out.String())
-		}
-		return time.Since(start)
+		return runtest.TimedRun(b, "opencode run", cmd)
 	}
 	viaRunner := func(i int) time.Duration {
 		srv.Append(turns(i)...)

@@ -100,13 +100,7 @@ func BenchmarkOpenCodeAgentStage(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		start := time.Now()
-		if err := cmd.Run(); err != nil {
-			b.Fatalf("opencode run on the host: %v\n%s", err, out.String())
-		}
-		return time.Since(start)
+		return runtest.TimedRun(b, "opencode run on the host", cmd)
 	}
 
 	// Warm the host's OpenCode (its HOME, database, page cache) and the

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/app/gitseed"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
@@ -252,4 +253,18 @@ func HermeticEnv(home string) []string {
 		"XDG_STATE_HOME="+filepath.Join(home, ".local", "state"),
 		"GIT_CONFIG_GLOBAL=/dev/null",
 	)
+}
+
+// TimedRun runs cmd (an agent CLI started directly, a benchmark's floor)
+// and returns how long it took; it fails the benchmark with the output
+// when the command fails.
+func TimedRun(tb testing.TB, what string, cmd *exec.Cmd) time.Duration {
+	tb.Helper()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		tb.Fatalf("%s: %v\n%s", what, err, out.String())
+	}
+	return time.Since(start)
 }
