@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch/termtext"
 )
 
 // ResultVersion is bumped on any incompatible change of Result.
@@ -54,6 +56,11 @@ type Result struct {
 	// MediaOmitted says what media was left out of the media commit and
 	// why (a size cap), one line each.
 	MediaOmitted []string `json:"media_omitted,omitempty"`
+	// MediaError says why no screenshots were taken of a project that
+	// asks for them (dev.routes): Chromium missing, the dev server not
+	// coming up, a capture that failed. Empty when they were taken, or
+	// not asked for.
+	MediaError string `json:"media_error,omitempty"`
 	// Tools counts the agent's tool calls over the run by the name its
 	// CLI reports (bash, browser_take_snapshot, mcp__browser__click, ...).
 	Tools map[string]int `json:"tools,omitempty"`
@@ -136,10 +143,51 @@ type Diagnostic struct {
 	IdleSeconds    float64   `json:"idle_seconds,omitempty"`
 }
 
+// CleanText strips terminal escapes and control characters from every
+// text of the receipt that a program printed or an agent wrote: the runner
+// before it writes result.json, and the bot again when it reads one (a
+// hostile sandbox writes what it likes), so no escape reaches GitHub, a
+// receipt or the dashboard.
+func (r *Result) CleanText() {
+	for _, p := range []*string{&r.Plan, &r.PRSummary, &r.MediaError} {
+		*p = termtext.Clean(*p)
+	}
+	for i := range r.Commits {
+		r.Commits[i].Message = termtext.Clean(r.Commits[i].Message)
+	}
+	for i := range r.Validation {
+		v := &r.Validation[i]
+		v.Name, v.Command, v.OutputTail = termtext.Clean(v.Name), termtext.Clean(v.Command), termtext.Clean(v.OutputTail)
+	}
+	for i := range r.Repairs {
+		cleanAll(r.Repairs[i].FailedChecks)
+	}
+	cleanAll(r.MediaOmitted)
+	cleanAll(r.ScreenshotPaths)
+	cleanAll(r.RecordingPaths)
+	cleanAll(r.Artifacts)
+	if s := r.Session; s != nil {
+		s.Harness, s.ID, s.Note = termtext.Clean(s.Harness), termtext.Clean(s.ID), termtext.Clean(s.Note)
+	}
+	if e := r.Error; e != nil {
+		e.Message = termtext.Clean(e.Message)
+		if d := e.Diagnostic; d != nil {
+			d.LastEventType = termtext.Clean(d.LastEventType)
+		}
+	}
+}
+
+func cleanAll(texts []string) {
+	for i, t := range texts {
+		texts[i] = termtext.Clean(t)
+	}
+}
+
 // WriteResult writes result.json atomically (temp file + rename), so a
 // reader never sees half a receipt even if the sandbox is killed mid-write.
 func WriteResult(dir string, r *Result) error {
 	r.SchemaVersion = ResultVersion
+	r.CleanText()
 	if r.Commits == nil {
 		r.Commits = []Commit{}
 	}
@@ -215,5 +263,6 @@ func ParseProgress(line []byte) (Progress, bool) {
 	if err := json.Unmarshal(line, &p); err != nil || p.Event != "progress" {
 		return Progress{}, false
 	}
+	p.Stage, p.Message, p.Tool = termtext.Clean(p.Stage), termtext.Clean(p.Message), termtext.Clean(p.Tool)
 	return p, true
 }

@@ -73,6 +73,7 @@ func ParseResult(b []byte) (*Result, error) {
 	if !r.Status.Known() {
 		return nil, fmt.Errorf("%s status %q is not a known status: %w", ResultFile, r.Status, ErrBadResult)
 	}
+	r.CleanText()
 	return &r, nil
 }
 

@@ -26,6 +26,7 @@ func vetMediaAndTools(cp, res *dispatch.Result, redact func(string) string) {
 		}
 		cp.MediaOmitted = append(cp.MediaOmitted, sanitizeInline(redact(n), 200))
 	}
+	cp.MediaError = sanitizeInline(redact(res.MediaError), 300)
 	cp.Tools = nil
 	for name, c := range res.Tools {
 		if !toolNameRE.MatchString(name) || c <= 0 || len(cp.Tools) == maxToolNames {

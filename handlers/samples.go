@@ -19,6 +19,9 @@ func ReplySamples() map[string][]any {
 	done := sampleReceipt(task, dispatch.ModeExecute, sampleResult(task, dispatch.StatusCompleted))
 	failed := sampleReceipt(task, dispatch.ModeExecute, sampleResult(task, dispatch.StatusHung))
 	lost := sampleReceipt(task, dispatch.ModeExecute, nil)
+	noShots := sampleResult(task, dispatch.StatusCompleted)
+	noShots.ScreenshotPaths, noShots.MediaError = nil, "the dev server did not answer on port 5173 within 90s"
+	doneNoShots := sampleReceipt(task, dispatch.ModeExecute, noShots)
 	taskDone := sampleReceipt(task, dispatch.ModeTask, sampleResult(task, dispatch.StatusCompleted))
 	marker := Marker{Kind: KindResult, TaskID: task, Mode: dispatch.ModeExecute, Issue: 7}.String()
 	issueCmds, prCmds := commandsFor(false), commandsFor(true)
@@ -55,7 +58,7 @@ func ReplySamples() map[string][]any {
 		"github/progress_done":       {ProgressDoneData{Marker: marker, Conclusion: "success", Title: "Done", Summary: "Added a login page."}, ProgressDoneData{Marker: marker, Conclusion: "neutral", Title: "No changes", Summary: "Nothing changed."}},
 		"github/plan_comment":        {PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, CostSoFar: 1.25, PlanStart: planStart, PlanEnd: planEnd}},
 		"github/pr_body": {PRBodyData{Receipt: done, Marker: marker, MediaBase: "https://github.com/octo-org/hello/raw/0123abc/", PlanURL: "https://github.com/octo-org/hello/issues/7#issuecomment-1",
-			History: historyStart + "\n### Runs\n" + historyEnd}, PRBodyData{Receipt: lost, Marker: marker}},
+			History: historyStart + "\n### Runs\n" + historyEnd}, PRBodyData{Receipt: lost, Marker: marker}, PRBodyData{Receipt: doneNoShots, Marker: marker}},
 		"github/pr_history": {PRHistoryData{TotalUSD: 0.63, Runs: []RunEntry{
 			{TaskID: task, Mode: dispatch.ModeExecute, Attempt: 1, Status: dispatch.StatusCompleted, CostUSD: 0.42, Steps: 12, URL: "https://github.com/octo-org/hello/issues/7#issuecomment-3"},
 			{TaskID: task, Mode: dispatch.ModeRevise, Attempt: 2, Status: dispatch.StatusFailed, CostUSD: 0.21, Steps: 5},

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/termtext"
 	"github.com/sandbox-bot/sandbox-bot/runner/media"
 )
 
@@ -53,25 +55,31 @@ func (r *run) captureMedia() {
 		}
 	}
 	if err := r.copyIntoCheckout(dst, srcs); err != nil {
-		r.log.Warn().Err(err).Msg("media: copy into the checkout")
+		r.mediaFailed("copy into the checkout", err)
 		return
 	}
 	r.gitMu.Lock()
 	defer r.gitMu.Unlock()
 	sha, err := r.git.CommitPaths(r.work, fmt.Sprintf("Add screenshots and recordings for review\n\nCaptured by sandbox-bot; the next commit removes them, the PR shows them\nfrom this one.\n\nTask: %s", r.order.TaskID), rel)
-	if err != nil || sha == "" {
-		r.log.Warn().Err(err).Msg("media: commit")
+	if err == nil && sha == "" {
+		err = errors.New("nothing to commit")
+	}
+	if err != nil {
+		r.mediaFailed("commit", err)
 		return
 	}
 	if err := r.removeFromCheckout(dst); err != nil {
-		r.log.Warn().Err(err).Msg("media: remove from the checkout")
+		r.mediaFailed("remove from the checkout", err)
 		return
 	}
 	if _, err := r.git.CommitPaths(r.work, fmt.Sprintf("Remove the review media from the branch tip\n\nThey stay in %s, where the PR links them.\n\nTask: %s", sha, r.order.TaskID), rel); err != nil {
-		r.log.Warn().Err(err).Msg("media: removal commit")
+		r.mediaFailed("removal commit", err)
 		return
 	}
 	r.res.MediaCommit, r.res.ScreenshotPaths, r.res.RecordingPaths = sha, shots, recs
+	if len(shots) > 0 {
+		r.res.MediaError = ""
+	}
 	r.prog.emit(dispatch.Progress{Stage: "media", Message: fmt.Sprintf("media commit %s: %d screenshot(s), %d recording(s)", sha[:12], len(shots), len(recs))})
 }
 
@@ -83,8 +91,7 @@ func (r *run) captureRoutes() []mediaFile {
 	}
 	chromium, ffmpeg := r.tools()
 	if chromium == "" {
-		r.log.Warn().Msg("dev.routes are set but no Chromium is installed: no screenshots")
-		r.prog.emit(dispatch.Progress{Stage: "media", Message: "skipped: no Chromium"})
+		r.mediaFailed("", errors.New("no Chromium is installed in the sandbox"))
 		return nil
 	}
 	r.prog.emit(dispatch.Progress{Stage: "media", Message: fmt.Sprintf("capturing %d route(s)", len(dev.Routes))})
@@ -94,8 +101,7 @@ func (r *run) captureRoutes() []mediaFile {
 		Credential: r.opts.Agent.credential(), Log: r.log.With().Str("stage", "media").Logger(),
 	})
 	if err != nil {
-		r.log.Warn().Err(err).Msg("media capture failed")
-		r.prog.emit(dispatch.Progress{Stage: "media", Message: "failed: " + clipString(err.Error(), 200)})
+		r.mediaFailed("", err)
 		if res == nil {
 			return nil
 		}
@@ -112,6 +118,23 @@ func (r *run) captureRoutes() []mediaFile {
 		}
 	}
 	return files
+}
+
+// mediaFailed reports why the screenshots a project asks for are not in
+// the PR: in the log, the progress and the receipt (media_error), which
+// the PR body shows as "Screenshots: not taken: <reason>". A reason from a
+// step is prefixed with it.
+func (r *run) mediaFailed(step string, err error) {
+	reason := err.Error()
+	if step != "" {
+		reason = step + ": " + reason
+	}
+	reason = r.red.String(termtext.Clean(strings.TrimPrefix(reason, "media: ")))
+	r.log.Warn().Str("reason", reason).Msg("media: no screenshots")
+	r.prog.emit(dispatch.Progress{Stage: "media", Message: "failed: " + clipString(reason, 200)})
+	if r.res.MediaError == "" {
+		r.res.MediaError = clipString(reason, 500)
+	}
 }
 
 // agentRecordings converts what the agent recorded with its browser.

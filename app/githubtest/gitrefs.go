@@ -56,3 +56,9 @@ func (s *Server) TreeFiles(fullName, sha string) map[string]string {
 	}
 	return files
 }
+
+// IsAncestor reports whether commit a is an ancestor of (or is) commit b.
+func (s *Server) IsAncestor(fullName, a, b string) bool {
+	r := s.Repo(fullName)
+	return exec.Command(mustGit(), "--git-dir", r.GitDir, "merge-base", "--is-ancestor", a, b).Run() == nil
+}

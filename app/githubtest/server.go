@@ -1059,7 +1059,48 @@ func (s *Server) updateBranch(w http.ResponseWriter, r *http.Request, repo *Repo
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": "merge conflict between base and head"})
 		return
 	}
+	// As GitHub does: merge the base into the head branch, or refuse when
+	// the two conflict.
+	if err := mergeBase(repo, iss.PR.Head, iss.PR.Base); err != nil {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": "merge conflict between base and head"})
+		return
+	}
+	s.notify()
 	writeJSON(w, http.StatusAccepted, map[string]string{"message": "Updating pull request branch.", "url": ""})
+}
+
+// mergeBase merges branch base into branch head in the bare repository
+// with a merge commit, like the update-branch API; nothing when head
+// already holds base, or when a branch has no commits in the fake (a
+// scenario's PR that names a branch it never pushed). It fails on a
+// conflict and leaves head as it was.
+func mergeBase(repo *Repo, head, base string) error {
+	git := func(args ...string) (string, error) {
+		out, err := exec.Command(mustGit(), append([]string{"--git-dir", repo.GitDir}, args...)...).Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	headSHA, herr := git("rev-parse", "--verify", "refs/heads/"+head)
+	baseSHA, berr := git("rev-parse", "--verify", "refs/heads/"+base)
+	if herr != nil || berr != nil {
+		return nil
+	}
+	if exec.Command(mustGit(), "--git-dir", repo.GitDir, "merge-base", "--is-ancestor", baseSHA, headSHA).Run() == nil {
+		return nil
+	}
+	tree, err := git("merge-tree", "--write-tree", headSHA, baseSHA)
+	if err != nil {
+		return fmt.Errorf("merge %s into %s: conflict", base, head)
+	}
+	cmd := exec.Command(mustGit(), "--git-dir", repo.GitDir, "commit-tree", strings.Fields(tree)[0], "-p", headSHA, "-p", baseSHA,
+		"-m", fmt.Sprintf("Merge branch '%s' into %s", base, head))
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=GitHub", "GIT_AUTHOR_EMAIL=noreply@github.com",
+		"GIT_COMMITTER_NAME=GitHub", "GIT_COMMITTER_EMAIL=noreply@github.com")
+	out, err := cmd.Output()
+	if err != nil {
+		return err
+	}
+	_, err = git("update-ref", "refs/heads/"+head, strings.TrimSpace(string(out)), headSHA)
+	return err
 }
 
 func (s *Server) requestReviewers(w http.ResponseWriter, r *http.Request, repo *Repo) {

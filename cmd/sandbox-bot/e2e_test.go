@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -43,13 +45,15 @@ const (
 
 // loop is one end-to-end environment.
 type loop struct {
-	t       *testing.T
-	gh      *githubtest.Server
-	model   *modeltest.Server
-	bin     string
-	dataDir string
-	env     []string
-	bot     *botProcess
+	t     *testing.T
+	gh    *githubtest.Server
+	model *modeltest.Server
+	// anthropic is the scripted Anthropic model, when the loop has one.
+	anthropic *modeltest.AnthropicServer
+	bin       string
+	dataDir   string
+	env       []string
+	bot       *botProcess
 }
 
 func newLoop(t *testing.T, script []modeltest.Turn) *loop {
@@ -60,48 +64,86 @@ func newLoop(t *testing.T, script []modeltest.Turn) *loop {
 // newLoopOn starts the loop with extra bot environment (another backend).
 func newLoopOn(t *testing.T, script []modeltest.Turn, backendEnv func(img string) []string) *loop {
 	t.Helper()
+	return startLoop(t, loopOptions{script: script, backendEnv: backendEnv, sandboxYML: `validate:
+  greeting: grep -q hello greet.txt
+`, files: map[string]string{"README.md": "# demo\n"}})
+}
+
+// loopOptions shape one end-to-end environment.
+type loopOptions struct {
+	// script is the scripted OpenAI-compatible model's (OpenCode's);
+	// anthropic, when set, starts the scripted Anthropic model too, which
+	// the bot serves through the sandbox's model gateway (Claude Code).
+	script    []modeltest.Turn
+	anthropic *modeltest.AnthropicScript
+	// harness and model of .sandbox.yml: OpenCode on the scripted model
+	// when empty.
+	harness, model string
+	// sandboxYML is added to the repository's .sandbox.yml after the
+	// harness, model and limits; files are the repository's other files.
+	sandboxYML string
+	files      map[string]string
+	// env is added to the bot's environment; backendEnv too, given the
+	// sandbox image (another backend).
+	env        []string
+	backendEnv func(img string) []string
+}
+
+// startLoop starts the fake GitHub with the repository, the scripted
+// models and the bot.
+func startLoop(t *testing.T, o loopOptions) *loop {
+	t.Helper()
 	img := testenv.SandboxImage(t)
 	gw := dockertest.Gateway(t)
 	gh := githubtest.New(t, githubtest.Options{Listen: gw + ":0"})
-	model, err := modeltest.New(gw+":0", script)
+	model, err := modeltest.New(gw+":0", o.script)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(model.Close)
-	provider := model.OpenCodeConfig()
-	delete(provider, "model")
-	opencodeJSON, _ := json.MarshalIndent(provider, "", "  ")
-	gh.AddRepo(e2eRepo, 7, map[string]string{
-		".sandbox.yml": fmt.Sprintf(`name: demo
-harness: opencode
-model: %s
-max_budget_usd: 2
-timeout_minutes: 10
-inactivity_timeout: 60
-validate:
-  greeting: grep -q hello greet.txt
-`, model.OpenCodeModel()),
-		// The repository's own opencode.json names the model provider: here
-		// the scripted one, reachable from the sandbox on the bridge.
-		"opencode.json": string(opencodeJSON),
-		"README.md":     "# demo\n",
-	})
+	l := &loop{t: t, gh: gh, model: model, bin: buildBot(t)}
+	harness, modelName := cmp.Or(o.harness, "opencode"), cmp.Or(o.model, model.OpenCodeModel())
+	files := map[string]string{}
+	maps.Copy(files, o.files)
+	if harness == "opencode" {
+		// The repository's own opencode.json names the model provider:
+		// here the scripted one, reachable from the sandbox on the bridge.
+		provider := model.OpenCodeConfig()
+		delete(provider, "model")
+		opencodeJSON, _ := json.MarshalIndent(provider, "", "  ")
+		files["opencode.json"] = string(opencodeJSON)
+	}
+	files[".sandbox.yml"] = fmt.Sprintf("name: demo\nharness: %s\nmodel: %s\nmax_budget_usd: 2\ntimeout_minutes: 10\ninactivity_timeout: 60\n%s", harness, modelName, o.sandboxYML)
+	gh.AddRepo(e2eRepo, 7, files)
 	gh.SetPermission(e2eRepo, e2eWriter, "write")
 	dataDir, err := os.MkdirTemp("", "sandbox-bot-e2e-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { removeAll(dataDir) })
-	l := &loop{t: t, gh: gh, model: model, bin: buildBot(t), dataDir: dataDir}
+	l.dataDir = dataDir
 	l.env = []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"GITHUB_V3_API_URL=" + gh.URL(), "GITHUB_APP_INTEGRATION_ID=1", "GITHUB_APP_WEBHOOK_SECRET=" + e2eSecret,
+		"GITHUB_V3_API_URL=" + gh.URL(), "GITHUB_WEB_URL=" + gh.WebURL(), "GITHUB_APP_INTEGRATION_ID=1", "GITHUB_APP_WEBHOOK_SECRET=" + e2eSecret,
 		"GITHUB_APP_PRIVATE_KEY=" + testKey(t), "SANDBOX_BACKEND=docker", "SANDBOX_ISOLATION=caps",
 		"SANDBOX_IMAGE=" + img, "SANDBOX_DATA_DIR=" + dataDir, "SANDBOX_PROGRESS_INTERVAL=1s",
 		"SANDBOX_LOG_LEVEL=debug", "SANDBOX_SHUTDOWN_TIMEOUT=5s",
 	}
-	if backendEnv != nil {
-		l.env = append(l.env, backendEnv(img)...)
+	if o.anthropic != nil {
+		// The operator's Anthropic provider, served to the sandbox by its
+		// model gateway with the key from the bot's environment.
+		a, err := modeltest.NewAnthropic(gw+":0", *o.anthropic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(a.Close)
+		l.anthropic = a
+		l.env = append(l.env, "E2E_ANTHROPIC_KEY=e2e-anthropic-key",
+			"SANDBOX_PROVIDERS=anthropic=http://"+a.Addr()+",E2E_ANTHROPIC_KEY,anthropic")
+	}
+	l.env = append(l.env, o.env...)
+	if o.backendEnv != nil {
+		l.env = append(l.env, o.backendEnv(img)...)
 	}
 	l.bot = l.startBot()
 	return l

@@ -11,16 +11,17 @@ import (
 
 var _ SessionPorter = (*OpenCode)(nil)
 
-// sessionCmd is opencode run's surroundings for a session command: the
-// checkout as working directory and $PWD, offline defaults.
-func (o *OpenCode) sessionCmd(env []string, dir string, args ...string) (*exec.Cmd, error) {
+// sessionCmd is opencode run's surroundings for a session command (name
+// with args, name being opencode or a shell that runs it): the checkout as
+// working directory and $PWD, offline defaults.
+func (o *OpenCode) sessionCmd(env []string, dir, name string, args ...string) (*exec.Cmd, error) {
 	if o.bin == "" {
 		return nil, errors.New("opencode harness: no opencode binary configured")
 	}
 	if dir == "" {
 		return nil, errors.New("opencode harness: no working directory")
 	}
-	cmd := exec.Command(o.bin, args...)
+	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	cmd.Env = envDefaults(append(WithoutEnv(env, "PWD"), "PWD="+dir), openCodeEnv())
 	return cmd, nil
@@ -36,7 +37,7 @@ func (o *OpenCode) ExportSession(env []string, dir, id string) (*exec.Cmd, error
 	if id == "" || strings.HasPrefix(id, "-") {
 		return nil, fmt.Errorf("opencode harness: %q is not a session id to export", id)
 	}
-	return o.sessionCmd(env, dir, "export", id)
+	return o.sessionCmd(env, dir, o.bin, "export", id)
 }
 
 // RelocateSession implements SessionPorter. OpenCode continues a session
@@ -63,10 +64,18 @@ func (o *OpenCode) RelocateSession(data []byte, id, from, to string) ([]byte, er
 	return relocateJSON(data, from, to), nil
 }
 
-// ImportSession implements SessionPorter: `opencode import` reads the
-// export from stdin and stores it (replacing a session of the same id).
+// ImportSession implements SessionPorter: `opencode import FILE` stores
+// the export (replacing a session of the same id). The export comes on
+// stdin, and a shell running as the agent first writes it to a file of the
+// agent's own: OpenCode opens its argument by name, and in the sandbox the
+// runner's end of a pipe cannot be reopened through /dev/stdin by the
+// agent, who is another user.
 func (o *OpenCode) ImportSession(env []string, dir, id string, data []byte) (*exec.Cmd, error) {
-	cmd, err := o.sessionCmd(env, dir, "import", "/dev/stdin")
+	cmd, err := o.sessionCmd(env, dir, "sh", "-c", `set -e
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+cat >"$d/session.json"
+"$0" import "$d/session.json"`, o.bin)
 	if err != nil {
 		return nil, err
 	}

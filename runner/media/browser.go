@@ -6,11 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -19,14 +23,25 @@ import (
 type browser struct {
 	cmd     *exec.Cmd
 	dataDir string
-	page    *cdp
-	exited  chan struct{}
+	// cred is the user the browser and its profile belong to.
+	cred   *syscall.Credential
+	page   *cdp
+	exited chan struct{}
+	// out keeps the last lines Chromium printed, for errors.
+	out *lastLines
 }
 
-// launchBrowser starts Chromium as cred (nil: this process's user). The
-// pages it renders are the agent's dev server's, hostile content: they
-// get no more than the agent has, never the runner's token.
-func launchBrowser(ctx context.Context, bin string, cred *syscall.Credential) (*browser, error) {
+// launchBrowser starts Chromium as cred (nil: this process's user) with
+// env, the agent's environment (nil: this process's). The pages it renders
+// are the agent's dev server's, hostile content: they get no more than the
+// agent has, never the runner's token or environment.
+//
+// In the sandbox the runner and the agent are two unprivileged users, so
+// nothing here may rely on the runner reading what Chromium writes: the
+// DevTools address comes from Chromium's stderr (a pipe the runner made and
+// Chromium inherited), not from DevToolsActivePort in its profile, which
+// is the agent's and private to it.
+func launchBrowser(ctx context.Context, bin string, cred *syscall.Credential, env []string) (*browser, error) {
 	dataDir, err := os.MkdirTemp("", "sandbox-chromium-")
 	if err != nil {
 		return nil, err
@@ -45,15 +60,26 @@ func launchBrowser(ctx context.Context, bin string, cred *syscall.Credential) (*
 		"--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
 		"--user-data-dir="+dataDir, fmt.Sprintf("--window-size=%d,%d", width, height), "about:blank")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
-	// Its own profile is its home: the runner's is not the agent's to write.
-	cmd.Env = append(os.Environ(), "HOME="+dataDir, "XDG_CONFIG_HOME="+dataDir, "XDG_CACHE_HOME="+dataDir)
+	if env == nil {
+		env = os.Environ()
+	}
+	// Its own profile is its home: not even the agent's HOME is the
+	// browser's to write.
+	cmd.Env = append(withoutKeys(env, "HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"), "HOME="+dataDir, "XDG_CONFIG_HOME="+dataDir, "XDG_CACHE_HOME="+dataDir)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		removeAs(cred, dataDir)
+		return nil, err
+	}
 	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dataDir)
+		removeAs(cred, dataDir)
 		return nil, fmt.Errorf("media: start %s: %w", bin, err)
 	}
-	b := &browser{cmd: cmd, dataDir: dataDir, exited: make(chan struct{})}
+	b := &browser{cmd: cmd, dataDir: dataDir, cred: cred, exited: make(chan struct{}), out: &lastLines{max: 20}}
+	devtools := make(chan string, 1)
+	go b.readStderr(stderr, devtools)
 	go func() { cmd.Wait(); close(b.exited) }()
-	port, err := b.debugPort(ctx)
+	port, err := b.debugPort(ctx, devtools)
 	if err != nil {
 		b.close()
 		return nil, err
@@ -70,28 +96,45 @@ func launchBrowser(ctx context.Context, bin string, cred *syscall.Credential) (*
 	return b, nil
 }
 
-// debugPort reads the port Chromium chose from DevToolsActivePort.
-func (b *browser) debugPort(ctx context.Context) (string, error) {
-	p := filepath.Join(b.dataDir, "DevToolsActivePort")
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if f, err := os.Open(p); err == nil {
-			sc := bufio.NewScanner(f)
-			ok := sc.Scan()
-			f.Close()
-			if ok && sc.Text() != "" {
-				return strings.TrimSpace(sc.Text()), nil
+// devtoolsLine is how Chromium announces its DevTools endpoint on stderr.
+var devtoolsLine = regexp.MustCompile(`DevTools listening on (ws://\S+)`)
+
+// readStderr hands the DevTools URL to found once and keeps the last lines
+// for an error that needs them; it reads until Chromium closes stderr.
+func (b *browser) readStderr(r io.Reader, found chan<- string) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if m := devtoolsLine.FindStringSubmatch(line); m != nil {
+			select {
+			case found <- m[1]:
+			default:
 			}
+			continue
 		}
-		select {
-		case <-b.exited:
-			return "", errors.New("media: Chromium exited at start")
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+		b.out.add(line)
 	}
-	return "", errors.New("media: Chromium did not open its DevTools port within 30s")
+}
+
+// debugPort waits for the port Chromium announced.
+func (b *browser) debugPort(ctx context.Context, devtools <-chan string) (string, error) {
+	timeout := time.NewTimer(30 * time.Second)
+	defer timeout.Stop()
+	select {
+	case ws := <-devtools:
+		u, err := url.Parse(ws)
+		if err != nil || u.Port() == "" {
+			return "", fmt.Errorf("media: Chromium announced DevTools at %q, which has no port", ws)
+		}
+		return u.Port(), nil
+	case <-b.exited:
+		return "", fmt.Errorf("media: Chromium exited at start%s", b.out.suffix())
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case <-timeout.C:
+		return "", fmt.Errorf("media: Chromium did not open its DevTools port within 30s%s", b.out.suffix())
+	}
 }
 
 func pageSocket(ctx context.Context, port string) (string, error) {
@@ -130,5 +173,58 @@ func (b *browser) close() {
 		syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
 		<-b.exited
 	}
-	os.RemoveAll(b.dataDir)
+	removeAs(b.cred, b.dataDir)
+}
+
+// removeAs removes dir as cred: the profile Chromium wrote as the agent
+// is the agent's, and in the sandbox the runner cannot remove what is in
+// it.
+func removeAs(cred *syscall.Credential, dir string) {
+	if cred == nil {
+		os.RemoveAll(dir)
+		return
+	}
+	cmd := exec.Command("rm", "-rf", "--", dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	_ = cmd.Run()
+	os.Remove(dir)
+}
+
+// withoutKeys is env without the variables named.
+func withoutKeys(env []string, keys ...string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(keys, k) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// lastLines keeps the last max lines written to it.
+type lastLines struct {
+	mu    sync.Mutex
+	max   int
+	lines []string
+}
+
+func (l *lastLines) add(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) == l.max {
+		l.lines = l.lines[1:]
+	}
+	l.lines = append(l.lines, line)
+}
+
+// suffix is ": <the last lines>" for an error, or "" when there are none.
+func (l *lastLines) suffix() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) == 0 {
+		return ""
+	}
+	tail := l.lines[max(0, len(l.lines)-3):]
+	return ": " + strings.Join(tail, " | ")
 }

@@ -21,7 +21,7 @@ func TestBrowserRunsAsTheAgent(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	b, err := launchBrowser(ctx, chromium, &syscall.Credential{Uid: 65534, Gid: 65534})
+	b, err := launchBrowser(ctx, chromium, &syscall.Credential{Uid: 65534, Gid: 65534}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,7 +121,7 @@ func Capture(ctx context.Context, o Options) (*Result, error) {
 	defer stopServer()
 	base := "http://127.0.0.1:" + strconv.Itoa(o.Port)
 
-	b, err := launchBrowser(ctx, o.Chromium, o.Credential)
+	b, err := launchBrowser(ctx, o.Chromium, o.Credential, o.Env)
 	if err != nil {
 		return nil, err
 	}
