@@ -11,9 +11,9 @@ import (
 
 // SessionKeeper is a Backend that can carry a plan run's agent session to
 // the run that executes the plan: the docker and process backends keep
-// the archive in their data directory. A backend without it (Nomad, whose
-// allocations' files go with the job and whose work order travels in the
-// job itself) leaves every execute run to a fresh session.
+// the archive in their data directory, the Nomad backend in Variables
+// (its allocations' files go with the job). A backend without it leaves
+// every execute run to a fresh session.
 type SessionKeeper interface {
 	// KeepSession copies the session archive the ended run taskID left
 	// beside its result.json into the backend's keeping, where Cleanup
@@ -22,6 +22,15 @@ type SessionKeeper interface {
 	// KeptSession returns the archive kept for taskID, or ErrNotFound.
 	KeptSession(ctx context.Context, taskID string) ([]byte, error)
 }
+
+// SessionNotKept is KeptSession's answer for a session the backend chose
+// not to keep, with the reason the execute run's receipt gives.
+type SessionNotKept struct{ Reason string }
+
+func (e *SessionNotKept) Error() string { return e.Reason }
+
+// Is makes a SessionNotKept an ErrNotFound too.
+func (e *SessionNotKept) Is(target error) bool { return target == ErrNotFound }
 
 // ErrBadSession: the run left a session archive the bot refuses to read (a
 // link, not a regular file, over MaxSessionArchiveBytes).

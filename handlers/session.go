@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/rs/zerolog"
@@ -51,6 +52,9 @@ func (b *Base) sessionHandoff(ctx context.Context, planTask string) *dispatch.Se
 	if err != nil {
 		zerolog.Ctx(ctx).Info().Err(err).Str("plan_task", planTask).Msg("no agent session to hand over")
 		h.Missing = "no agent session of the plan run " + planTask + " is kept"
+		if notKept := (*dispatch.SessionNotKept)(nil); errors.As(err, &notKept) {
+			h.Missing = notKept.Reason
+		}
 		return h
 	}
 	m, _, err := agentsession.Decode(archive)

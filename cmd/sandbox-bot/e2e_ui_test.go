@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
+	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad/nomadtest"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
 )
 
@@ -349,4 +351,70 @@ func (l *loop) submitted(mode string) int {
 		}
 	}
 	return n
+}
+
+// uiClaudeCodeScript is the Claude Code side of the plan and the execute
+// run: the browser's tools are mcp__browser__<tool>, and the edit is a
+// shell command (Claude Code's Write wants an absolute path, which is the
+// sandbox's to choose).
+func uiClaudeCodeScript() modeltest.AnthropicScript {
+	use := func(name string, in map[string]any) modeltest.AnthropicTurn {
+		return modeltest.AnthropicTurn{ToolUses: []modeltest.AnthropicToolUse{{Name: name, Input: in}}, Usage: modeltest.AnthropicUsage{InputTokens: 400, OutputTokens: 20}}
+	}
+	return modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{
+		use("mcp__browser__navigate_page", map[string]any{"type": "url", "url": fmt.Sprintf("http://127.0.0.1:%d/", uiDevPort)}),
+		use("mcp__browser__take_snapshot", map[string]any{}),
+		{Text: uiPlanText, Usage: modeltest.AnthropicUsage{InputTokens: 900, OutputTokens: 60}},
+		use("Bash", map[string]any{"command": "cat > page.html <<'EOF'\n" + uiPage("Hello, reviewers", "footer") + "EOF", "description": "Change the heading"}),
+		{Text: "Changed the heading to Hello, reviewers.", Usage: modeltest.AnthropicUsage{InputTokens: 1700, OutputTokens: 20}},
+	}}
+}
+
+// TestE2EUISessionAndMediaClaudeCode: the session and media parts of the
+// life with Claude Code, whose provider the bot serves through the
+// sandbox's model gateway.
+func TestE2EUISessionAndMediaClaudeCode(t *testing.T) {
+	yml, files := uiRepo()
+	script := uiClaudeCodeScript()
+	l := startLoop(t, loopOptions{anthropic: &script, harness: "claude-code", model: modeltest.AnthropicModelID, sandboxYML: yml, files: files})
+	_, pr := uiPlanApprovePR(t, l)
+	reqs := l.anthropic.ScriptedRequests()
+	if len(reqs) < 4 {
+		t.Fatalf("scripted requests: %d, want at least 4", len(reqs))
+	}
+	var history strings.Builder
+	for _, m := range reqs[3].Messages {
+		for _, b := range m.Blocks {
+			history.WriteString(m.Role + " " + b.Type + ": " + b.Text + "\n")
+		}
+	}
+	for _, want := range []string{uiCanary, "UI-PLAN-7Q"} {
+		if !strings.Contains(history.String(), want) {
+			t.Errorf("the execute run's first model request lacks %q from the plan's session:\n%s", want, history.String())
+		}
+	}
+	wantMedia(t, l, pr)
+}
+
+// TestE2ENomadUISessionAndMedia: the session and media parts through the
+// Nomad backend, whose fake runs each job on the real engine as Nomad's
+// docker driver would: the plan's session leaves its allocation for
+// Variables and comes back in the execute job.
+func TestE2ENomadUISessionAndMedia(t *testing.T) {
+	testenv.Docker(t)
+	fake, err := nomadtest.New(nomadtest.Options{Heartbeat: time.Second,
+		Driver: nomadtest.DockerDriver{ExtraArgs: []string{"--add-host", "host.docker.internal:host-gateway"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(fake.Close)
+	yml, files := uiRepo()
+	l := startLoop(t, loopOptions{script: uiOpenCodeScript()[:5], sandboxYML: yml, files: files,
+		backendEnv: func(string) []string { return []string{"NOMAD_ADDR=" + fake.URL, "SANDBOX_BACKEND=nomad"} }})
+	_, pr := uiPlanApprovePR(t, l)
+	wantOpenCodeResumedPlan(t, l.model)
+	wantMedia(t, l, pr)
+	if fake.Jobs() != 2 {
+		t.Errorf("want 2 Nomad jobs (plan, execute), got %d", fake.Jobs())
+	}
 }

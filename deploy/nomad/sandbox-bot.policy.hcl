@@ -23,6 +23,11 @@ namespace "default" {
     path "sandbox-bot/queued/*" {
       capabilities = ["write", "read", "destroy", "list"]
     }
+    # Plan runs' agent sessions, kept for their execute runs (a head and
+    # its chunks per plan, removed after 14 days).
+    path "sandbox-bot/session/*" {
+      capabilities = ["write", "read", "destroy", "list"]
+    }
   }
 }
 

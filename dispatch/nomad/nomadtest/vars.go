@@ -19,6 +19,9 @@ import (
 	"github.com/hashicorp/nomad/api"
 )
 
+// maxVarSize is what one Variable's items may hold in all.
+const maxVarSize = 64 << 10
+
 // validVarPath is nomad/structs' rule for variable paths.
 var validVarPath = regexp.MustCompile(`^[a-zA-Z0-9-_~/]{1,128}$`)
 
@@ -87,6 +90,15 @@ func (s *Server) varRoutes(w http.ResponseWriter, r *http.Request, path string) 
 		}
 		if len(in.Items) == 0 {
 			http.Error(w, "variable missing required Items object", http.StatusBadRequest)
+			return
+		}
+		// Like Nomad, a Variable holds 64 KiB at most.
+		size := 0
+		for k, v := range in.Items {
+			size += len(k) + len(v)
+		}
+		if size > maxVarSize {
+			http.Error(w, "variables are limited to 64KiB in total size", http.StatusBadRequest)
 			return
 		}
 		s.mu.Lock()
