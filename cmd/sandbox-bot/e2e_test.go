@@ -299,6 +299,18 @@ func TestE2ELabelPlanApprovePR(t *testing.T) {
 // Nomad agent through the real api client, and the fake runs each job the
 // way Nomad's docker driver would, on the real engine.
 func TestE2ENomadLabelPlanApprovePR(t *testing.T) {
+	fake, onNomad := nomadFake(t)
+	l := newLoopOn(t, greetScript(), onNomad)
+	labelPlanApprovePR(t, l)
+	if fake.Jobs() != 2 {
+		t.Errorf("want 2 Nomad jobs (plan, execute), got %d", fake.Jobs())
+	}
+}
+
+// nomadFake starts a fake Nomad agent that runs jobs on the real engine,
+// and returns it with the bot settings that use it.
+func nomadFake(t *testing.T) (*nomadtest.Server, func(string) []string) {
+	t.Helper()
 	testenv.Docker(t)
 	fake, err := nomadtest.New(nomadtest.Options{Heartbeat: time.Second,
 		Driver: nomadtest.DockerDriver{ExtraArgs: []string{"--add-host", "host.docker.internal:host-gateway"}}})
@@ -306,13 +318,7 @@ func TestE2ENomadLabelPlanApprovePR(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(fake.Close)
-	l := newLoopOn(t, greetScript(), func(string) []string {
-		return []string{"NOMAD_ADDR=" + fake.URL, "SANDBOX_BACKEND=nomad"}
-	})
-	labelPlanApprovePR(t, l)
-	if fake.Jobs() != 2 {
-		t.Errorf("want 2 Nomad jobs (plan, execute), got %d", fake.Jobs())
-	}
+	return fake, func(string) []string { return []string{"NOMAD_ADDR=" + fake.URL, "SANDBOX_BACKEND=nomad"} }
 }
 
 func labelPlanApprovePR(t *testing.T, l *loop) {

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad/nomadtest"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
 )
 
@@ -401,16 +399,9 @@ func TestE2EUISessionAndMediaClaudeCode(t *testing.T) {
 // docker driver would: the plan's session leaves its allocation for
 // Variables and comes back in the execute job.
 func TestE2ENomadUISessionAndMedia(t *testing.T) {
-	testenv.Docker(t)
-	fake, err := nomadtest.New(nomadtest.Options{Heartbeat: time.Second,
-		Driver: nomadtest.DockerDriver{ExtraArgs: []string{"--add-host", "host.docker.internal:host-gateway"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(fake.Close)
+	fake, onNomad := nomadFake(t)
 	yml, files := uiRepo()
-	l := startLoop(t, loopOptions{script: uiOpenCodeScript()[:5], sandboxYML: yml, files: files,
-		backendEnv: func(string) []string { return []string{"NOMAD_ADDR=" + fake.URL, "SANDBOX_BACKEND=nomad"} }})
+	l := startLoop(t, loopOptions{script: uiOpenCodeScript()[:5], sandboxYML: yml, files: files, backendEnv: onNomad})
 	_, pr := uiPlanApprovePR(t, l)
 	wantOpenCodeResumedPlan(t, l.model)
 	wantMedia(t, l, pr)

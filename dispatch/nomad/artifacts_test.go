@@ -15,18 +15,7 @@ import (
 // allocation's data directory, waits for its end and reads its artifacts.
 func artifactsRun(t *testing.T, trigger string, leave func(data, taskDir string) error) *dispatch.Artifacts {
 	t.Helper()
-	driver := nomadtest.DriverFunc(func(_ context.Context, task *nomadtest.Task) (int, error) {
-		order, err := renderedWorkOrder(task)
-		if err != nil {
-			return 1, err
-		}
-		data := filepath.Join(task.AllocDir, "data")
-		if err := leave(data, task.TaskDir); err != nil {
-			return 1, err
-		}
-		return 0, dispatch.WriteResult(data, &dispatch.Result{TaskID: order.TaskID, Mode: order.Mode, Status: dispatch.StatusCompleted})
-	})
-	e := newEnv(t, nomadtest.Options{Driver: driver})
+	e := newEnv(t, nomadtest.Options{Driver: leaving(leave)})
 	b := e.backend()
 	ctx := ctxT(t)
 	s := spec(dispatch.ModeTask, trigger)
@@ -41,6 +30,22 @@ func artifactsRun(t *testing.T, trigger string, leave func(data, taskDir string)
 		t.Fatal(err)
 	}
 	return arts
+}
+
+// leaving is a driver whose "sandbox" calls leave with the allocation's
+// data directory and its task directory, then writes a completed receipt.
+func leaving(leave func(data, taskDir string) error) nomadtest.Driver {
+	return nomadtest.DriverFunc(func(_ context.Context, task *nomadtest.Task) (int, error) {
+		order, err := renderedWorkOrder(task)
+		if err != nil {
+			return 1, err
+		}
+		data := filepath.Join(task.AllocDir, "data")
+		if err := leave(data, task.TaskDir); err != nil {
+			return 1, err
+		}
+		return 0, dispatch.WriteResult(data, &dispatch.Result{TaskID: order.TaskID, Mode: order.Mode, Status: dispatch.StatusCompleted})
+	})
 }
 
 // On Nomad the bot reads artifacts through the client's fs ls and fs cat:

@@ -2,7 +2,6 @@ package nomad_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"errors"
 	"os"
@@ -19,16 +18,8 @@ import (
 // its receipt, and returns the backend, the fake and the task id.
 func planWithSession(t *testing.T, trigger string, archive []byte) (*nomad.Backend, *nomadtest.Server, string) {
 	t.Helper()
-	driver := nomadtest.DriverFunc(func(_ context.Context, task *nomadtest.Task) (int, error) {
-		order, err := renderedWorkOrder(task)
-		if err != nil {
-			return 1, err
-		}
-		data := filepath.Join(task.AllocDir, "data")
-		if err := os.WriteFile(filepath.Join(data, dispatch.SessionArchiveFile), archive, 0o644); err != nil {
-			return 1, err
-		}
-		return 0, dispatch.WriteResult(data, &dispatch.Result{TaskID: order.TaskID, Mode: order.Mode, Status: dispatch.StatusCompleted})
+	driver := leaving(func(data, _ string) error {
+		return os.WriteFile(filepath.Join(data, dispatch.SessionArchiveFile), archive, 0o644)
 	})
 	e := newEnv(t, nomadtest.Options{Driver: driver})
 	b := e.backend()
