@@ -113,7 +113,7 @@ func startLoop(t *testing.T, o loopOptions) *loop {
 		opencodeJSON, _ := json.MarshalIndent(provider, "", "  ")
 		files["opencode.json"] = string(opencodeJSON)
 	}
-	files[".sandbox.yml"] = fmt.Sprintf("name: demo\nharness: %s\nmodel: %s\nmax_budget_usd: 2\ntimeout_minutes: 10\ninactivity_timeout: 60\n%s", harness, modelName, o.sandboxYML)
+	files[".sandbox.yml"] = fmt.Sprintf("name: demo\nharness: %s\nmodel: %s\nmax_budget_usd: 2\ntimeout_minutes: 15\ninactivity_timeout: 300\n%s", harness, modelName, o.sandboxYML)
 	gh.AddRepo(e2eRepo, 7, files)
 	gh.SetPermission(e2eRepo, e2eWriter, "write")
 	dataDir, err := os.MkdirTemp("", "sandbox-bot-e2e-")
