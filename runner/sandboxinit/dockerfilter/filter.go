@@ -133,7 +133,7 @@ func (f *Filter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if mt := formBody(r.Header); mt != "" {
-		msg := fmt.Sprintf("sandbox docker filter: a %s body on %s %s is refused: the engine would read it as parameters the filter does not check; send parameters in the query", mt, r.Method, p)
+		msg := fmt.Sprintf("sandbox docker filter: a body of type %s on %s %s is refused: the engine would read it as parameters the filter does not check; send parameters in the query", mt, r.Method, p)
 		f.cfg.Log.Info().Str("method", r.Method).Str("path", p).Str("refused", msg).Msg("docker request refused")
 		writeError(w, http.StatusForbidden, msg)
 		return

@@ -233,10 +233,10 @@ func TestFilterRefusesParametersInTheBody(t *testing.T) {
 	d, sock, _ := startFilter(t)
 	c := unixClient(sock)
 	cases := []struct{ path, ctype, body, want string }{
-		{"/v1.41/images/create", "application/x-www-form-urlencoded", "fromSrc=http://198.51.100.7/x.tar&repo=x", "application/x-www-form-urlencoded body on POST /v1.41/images/create is refused"},
+		{"/v1.41/images/create", "application/x-www-form-urlencoded", "fromSrc=http://198.51.100.7/x.tar&repo=x", "a body of type application/x-www-form-urlencoded on POST /v1.41/images/create is refused"},
 		{"/images/create?fromImage=redis", "Application/X-WWW-Form-Urlencoded; charset=utf-8", "fromSrc=http://198.51.100.7/x.tar", "is refused"},
-		{"/v1.41/build", "application/x-www-form-urlencoded;;bad", "networkmode=host&remote=client-session&session=s", "application/x-www-form-urlencoded body on POST /v1.41/build is refused"},
-		{"/v1.41/build", "multipart/form-data; boundary=x", "--x\r\nContent-Disposition: form-data; name=\"networkmode\"\r\n\r\nhost\r\n--x--\r\n", "multipart/form-data body"},
+		{"/v1.41/build", "application/x-www-form-urlencoded;;bad", "networkmode=host&remote=client-session&session=s", "a body of type application/x-www-form-urlencoded on POST /v1.41/build is refused"},
+		{"/v1.41/build", "multipart/form-data; boundary=x", "--x\r\nContent-Disposition: form-data; name=\"networkmode\"\r\n\r\nhost\r\n--x--\r\n", "a body of type multipart/form-data"},
 		{"/v1.41/images/create?fromSrc=http://198.51.100.7/x.tar&repo=x", "text/plain", "", "docker import from a URL is refused"},
 		{"/v1.41/build?networkmode=host", "application/x-tar", "", "docker build --network=host is refused"},
 	}
