@@ -101,15 +101,22 @@ func do(t *testing.T, method, url string, header map[string]string, body string)
 	return resp.StatusCode, string(b)
 }
 
+// serveBoth is a gateway with an OpenAI-compatible provider "oa" (base
+// URL ending in /v1) and an Anthropic one "an", each with its upstream.
+func serveBoth(t *testing.T) (oa, an *upstream, gw *gateway.Server) {
+	oa, an = newUpstream(t), newUpstream(t)
+	gw = serve(t,
+		dispatch.GatewayProvider{Name: "oa", BaseURL: oa.URL + "/v1", API: dispatch.APIOpenAI, Key: openAIKey},
+		dispatch.GatewayProvider{Name: "an", BaseURL: an.URL, API: dispatch.APIAnthropic, Key: anthropicKey},
+	)
+	return oa, an, gw
+}
+
 // Each provider gets its own auth header with its key; whatever credential
 // the client sent (the dummy key, or anything an agent tries) is dropped.
 func TestRoutesAddTheProvidersKey(t *testing.T) {
 	t.Parallel()
-	oa, an := newUpstream(t), newUpstream(t)
-	gw := serve(t,
-		dispatch.GatewayProvider{Name: "oa", BaseURL: oa.URL + "/v1", API: dispatch.APIOpenAI, Key: openAIKey},
-		dispatch.GatewayProvider{Name: "an", BaseURL: an.URL, API: dispatch.APIAnthropic, Key: anthropicKey},
-	)
+	oa, an, gw := serveBoth(t)
 
 	code, body := do(t, "POST", gw.URL+"/oa/chat/completions?stream=1", map[string]string{
 		"Authorization": "Bearer " + dispatch.GatewayDummyKey, "X-Api-Key": "agent-set", "Cookie": "c=1", "Content-Type": "application/json",
@@ -306,11 +313,7 @@ func TestLoadChecksTheFile(t *testing.T) {
 // are dropped from what is forwarded.
 func TestOnlyModelEndpointsAreForwarded(t *testing.T) {
 	t.Parallel()
-	oa, an := newUpstream(t), newUpstream(t)
-	gw := serve(t,
-		dispatch.GatewayProvider{Name: "oa", BaseURL: oa.URL + "/v1", API: dispatch.APIOpenAI, Key: openAIKey},
-		dispatch.GatewayProvider{Name: "an", BaseURL: an.URL, API: dispatch.APIAnthropic, Key: anthropicKey},
-	)
+	oa, an, gw := serveBoth(t)
 	cases := []struct {
 		method, path string
 		ok           bool
