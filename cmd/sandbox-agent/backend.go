@@ -194,8 +194,14 @@ func (c *cli) dockerBackend(ctx context.Context, o *options) (dispatch.Backend, 
 		}
 		env[n] = v
 	}
+	deny, err := dispatch.ParseDenyNets(c.getenv(envDenyNetworks))
+	if err != nil {
+		return nil, nop, fmt.Errorf("$%s: %w", envDenyNetworks, err)
+	}
 	logger := zerolog.New(zerolog.ConsoleWriter{Out: c.stderr, NoColor: !c.interactive}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
-	db, err := docker.New(docker.Options{
+	// The bot's bounds: its default ceilings and deny list (the CLI has no
+	// server configuration to raise them).
+	db, err := docker.NewBounded(docker.Options{
 		Image:      o.image,
 		Isolation:  o.isolation,
 		DataDir:    o.dataDir,
@@ -203,7 +209,7 @@ func (c *cli) dockerBackend(ctx context.Context, o *options) (dispatch.Backend, 
 		Env:        env,
 		Gateway:    gw,
 		Logger:     logger,
-	})
+	}, docker.Bounds{DenyNets: deny})
 	if err != nil {
 		return nil, nop, err
 	}
