@@ -56,12 +56,11 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 			logger.Error().Err(err).Msg("no Docker engine reachable: not ready, runs fail and are reported on their issues until it answers " +
 				"(the bot never falls back to unisolated processes; SANDBOX_BACKEND=process does that on purpose)")
 		}
-		b, err := docker.New(docker.Options{
+		b, err := docker.NewBounded(docker.Options{
 			Image: cfg.Image, Isolation: cfg.Isolation, DataDir: cfg.DataDir, CacheDir: filepath.Join(cfg.DataDir, "cache"),
 			ExtraHosts: []string{"host.docker.internal:host-gateway"}, Env: passEnv(projectEnv), Gateway: gw, Logger: logger,
-			CacheScope: cfg.CacheScope, DenyNets: cfg.denyNets(), BotListen: botListeners(cfg),
-			MemoryMB: cfg.Limits.MaxMemoryMB, CPU: cfg.Limits.MaxCPU, PidsLimit: cfg.Limits.PidsLimit,
-		})
+			CacheScope: cfg.CacheScope,
+		}, docker.Bounds{Limits: cfg.Limits, DenyNets: cfg.denyNets(), BotListen: botListeners(cfg)})
 		if err != nil {
 			return nil, nop, err
 		}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/app/receipts"
@@ -56,9 +57,11 @@ func newDashboard(cfg *Config, log zerolog.Logger) (*dashboard, error) {
 	return d, nil
 }
 
-// receiptsFor is what the handlers keep receipts with and link to.
-func (d *dashboard) receiptsFor(cfg *Config) handlers.Receipts {
-	rc := handlers.Receipts{Store: d.store}
+// receiptsFor is what the handlers keep receipts with and link to: each
+// receipt is stored with its repository's id, read from GitHub through
+// the run's installation (cc gives the bot's current client creator).
+func (d *dashboard) receiptsFor(cfg *Config, cc func() githubapp.ClientCreator) handlers.Receipts {
+	rc := handlers.Receipts{Store: withRepoIDs{store: d.store, cc: cc, log: d.log}}
 	if d.signIn != nil && cfg.PublicURL != "" {
 		rc.DashboardURL = strings.TrimSuffix(cfg.PublicURL, "/") + "/dashboard"
 	}
@@ -91,11 +94,13 @@ func (d *dashboard) mountAdmin(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/runs", all(d.api))
 }
 
-// viewer is who reads the dashboard: Repos nil is the operator (every
-// repository).
+// viewer is who reads the dashboard: RepoIDs nil is the operator (every
+// repository); a signed-in person sees the repositories GitHub says they
+// can read, by id, so a receipt stays with its repository through a
+// rename or a transfer and never goes to a new repository of the old name.
 type viewer struct {
-	Login string
-	Repos []string
+	Login   string
+	RepoIDs []int64
 }
 
 // signedIn refuses requests without a session: HTML goes to sign-in,
@@ -119,7 +124,7 @@ func (d *dashboard) signedIn(h func(http.ResponseWriter, *http.Request, viewer),
 			http.Error(w, "read your repositories on GitHub: "+err.Error(), http.StatusBadGateway)
 			return
 		}
-		h(w, r, viewer{Login: s.Login, Repos: repos})
+		h(w, r, viewer{Login: s.Login, RepoIDs: repos})
 	}
 }
 
@@ -136,7 +141,7 @@ type query struct {
 func parseQuery(r *http.Request, v viewer) (query, error) {
 	q := r.URL.Query()
 	out := query{Repo: q.Get("repo"), Mode: q.Get("mode"), Status: q.Get("status"), From: q.Get("from"), To: q.Get("to"), Task: q.Get("task"), Page: 1}
-	out.Filter = receipts.Filter{Repos: v.Repos, Repo: out.Repo, Mode: out.Mode, Status: out.Status, TaskID: out.Task}
+	out.Filter = receipts.Filter{RepoIDs: v.RepoIDs, Repo: out.Repo, Mode: out.Mode, Status: out.Status, TaskID: out.Task}
 	if out.From != "" {
 		t, err := time.Parse(time.DateOnly, out.From)
 		if err != nil {

@@ -66,7 +66,7 @@ type signIn struct {
 }
 
 type accessEntry struct {
-	repos   []string
+	repos   []int64
 	expires time.Time
 }
 
@@ -224,10 +224,10 @@ func (si *signIn) client(token string) *github.Client {
 	return c
 }
 
-// repos lists the repositories the person can read in the App's
-// installations (GET /user/installations, then each installation's
+// repos lists the ids of the repositories the person can read in the
+// App's installations (GET /user/installations, then each installation's
 // repositories), cached for accessTTL.
-func (si *signIn) repos(ctx context.Context, s session) ([]string, error) {
+func (si *signIn) repos(ctx context.Context, s session) ([]int64, error) {
 	key := sha256.Sum256([]byte(s.Token))
 	if v, ok := si.access.Get(key); ok {
 		if e := v.(accessEntry); time.Now().Before(e.expires) {
@@ -235,7 +235,7 @@ func (si *signIn) repos(ctx context.Context, s session) ([]string, error) {
 		}
 	}
 	c := si.client(s.Token)
-	repos := []string{}
+	repos := []int64{}
 	opts := &github.ListOptions{PerPage: 100}
 	for {
 		insts, resp, err := c.Apps.ListUserInstallations(ctx, opts)
@@ -250,7 +250,7 @@ func (si *signIn) repos(ctx context.Context, s session) ([]string, error) {
 					return nil, fmt.Errorf("list %s's repositories in installation %d: %w", s.Login, inst.GetID(), err)
 				}
 				for _, r := range list.Repositories {
-					repos = append(repos, r.GetFullName())
+					repos = append(repos, r.GetID())
 				}
 				if rresp.NextPage == 0 {
 					break

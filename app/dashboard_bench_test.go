@@ -21,7 +21,7 @@ import (
 //	go test -run '^$' -bench Dashboard -benchtime 200x ./app
 func BenchmarkDashboard(b *testing.B) {
 	f := newDashFixture(b)
-	seedReceipts(b, f.data, 10000)
+	seedReceipts(b, f, 10000)
 	client := f.signedInClient("alice")
 	get := func(path string) (ttfb, full time.Duration) {
 		var first time.Time
@@ -71,7 +71,7 @@ func pct(ds []time.Duration, p int) time.Duration {
 
 // seedReceipts stores n receipts over a year, across the fixture's
 // repositories, modes and statuses.
-func seedReceipts(tb testing.TB, dataDir string, n int) {
+func seedReceipts(tb testing.TB, f *dashFixture, n int) {
 	tb.Helper()
 	repos := []string{"octo/alpha", "octo/beta", "other/gamma"}
 	modes := []string{"plan", "execute", "revise", "rebase", "continue", "task"}
@@ -79,12 +79,12 @@ func seedReceipts(tb testing.TB, dataDir string, n int) {
 	runs := make([]receipts.Run, n)
 	for i := range runs {
 		repo := repos[i%len(repos)]
-		runs[i] = receipts.Run{TaskID: fmt.Sprintf("T-%08X", 0x10000000+i), Repo: repo, InstallationID: 1, Number: 1 + i%500, Issue: 1 + i%500,
+		runs[i] = receipts.Run{TaskID: fmt.Sprintf("T-%08X", 0x10000000+i), Repo: repo, RepoID: f.ids[repo], InstallationID: 1, Number: 1 + i%500, Issue: 1 + i%500,
 			Mode: modes[i%len(modes)], Status: statuses[i%len(statuses)], Attempt: 1, URL: fmt.Sprintf("https://github.com/%s/issues/%d", repo, 1+i%500),
 			CostUSD: float64(i%997) / 100, DurationSeconds: float64(30 + i%3600), Steps: i % 40, InputTokens: int64(i * 10), OutputTokens: int64(i),
 			EndedAt: dashDay.Add(-time.Duration(i) * 53 * time.Minute)}
 	}
-	st, err := receipts.Open(dataDir + "/receipts")
+	st, err := receipts.Open(f.data + "/receipts")
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -34,6 +34,8 @@ type dashFixture struct {
 	http *httptest.Server
 	// seeded are the receipts, by repository.
 	seeded map[string][]receipts.Run
+	// ids are the fake's repository ids, by name.
+	ids map[string]int64
 }
 
 var dashDay = time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
@@ -41,16 +43,17 @@ var dashDay = time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
 func newDashFixture(t testing.TB) *dashFixture {
 	t.Helper()
 	f := &dashFixture{t: t, gh: githubtest.New(t, githubtest.Options{}), data: t.TempDir(), seeded: map[string][]receipts.Run{}}
-	f.gh.AddRepo("octo/alpha", 1, nil)
-	f.gh.AddRepo("octo/beta", 1, nil)
-	f.gh.AddRepo("other/gamma", 2, nil)
+	f.ids = map[string]int64{}
+	for name, inst := range map[string]int64{"octo/alpha": 1, "octo/beta": 1, "other/gamma": 2} {
+		f.ids[name] = f.gh.AddRepo(name, inst, nil).ID
+	}
 	f.gh.SetPermission("octo/alpha", "alice", "read")
 	f.gh.SetPermission("other/gamma", "alice", "write")
 	f.gh.SetPermission("octo/beta", "bob", "admin")
 	f.gh.SetOAuthApp(oauthClientID, oauthClientSecret)
 
 	run := func(id, repo, mode, status string, n int, cost, secs float64, day int) receipts.Run {
-		return receipts.Run{TaskID: id, Repo: repo, InstallationID: 1, Number: n, Issue: n, Mode: mode, Status: status, Attempt: 1,
+		return receipts.Run{TaskID: id, Repo: repo, RepoID: f.ids[repo], InstallationID: 1, Number: n, Issue: n, Mode: mode, Status: status, Attempt: 1,
 			URL: fmt.Sprintf("%s%s/issues/%d", f.gh.URL(), repo, n), CostUSD: cost, DurationSeconds: secs, Steps: 7,
 			EndedAt: dashDay.Add(time.Duration(day) * 24 * time.Hour)}
 	}
@@ -308,5 +311,40 @@ func TestDashboardOnlyOnAdminListenerWithoutOAuth(t *testing.T) {
 	cfg.GitHub.OAuth.ClientID = "only-the-id"
 	if _, err := NewServer(cfg, memory.New(), zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "GITHUB_OAUTH_CLIENT_SECRET") {
 		t.Errorf("an OAuth client id without its secret: %v, want an error naming GITHUB_OAUTH_CLIENT_SECRET", err)
+	}
+}
+
+// Access follows the repository, not its name. octo/alpha is renamed
+// (same id) and a new repository takes the old name, readable by mallory
+// only: mallory sees none of the old repository's receipts, alice (who
+// reads the renamed one) still sees them, and a receipt the bot keeps
+// under the old name after the rename is stored with the renamed
+// repository's id (GitHub redirects the old name to it).
+func TestDashboardFollowsTheRepositoryIDNotItsName(t *testing.T) {
+	t.Parallel()
+	f := newDashFixture(t)
+	f.gh.RenameRepo("octo/alpha", "octo/renamed")
+	late := receipts.Run{TaskID: "T-A0000009", Repo: "octo/alpha", InstallationID: 1, Number: 4, Issue: 4, Mode: "plan", Status: "completed", Attempt: 1, EndedAt: dashDay}
+	if err := f.srv.Load().Base().Receipts.Store.Put(t.Context(), late); err != nil {
+		t.Fatal(err)
+	}
+	taken := f.gh.AddRepo("octo/alpha", 1, nil)
+	f.gh.SetPermission("octo/alpha", "mallory", "admin")
+	if taken.ID == f.ids["octo/alpha"] {
+		t.Fatal("the new repository got the old one's id")
+	}
+
+	if code, got := f.api(f.signedInClient("mallory"), ""); code != http.StatusOK || got.Page.Total != 0 {
+		t.Errorf("mallory, who reads the new octo/alpha: %d, %d runs %v; want none of the old octo/alpha's", code, got.Page.Total, taskIDs(got.Page.Runs))
+	}
+	code, got := f.api(f.signedInClient("alice"), "?repo=octo%2Falpha")
+	want := taskIDs(append(f.runsOf("octo/alpha"), late))
+	if code != http.StatusOK || got.Page.Total != len(want) {
+		t.Fatalf("alice, who reads the renamed repository: %d, %v; want %v", code, taskIDs(got.Page.Runs), want)
+	}
+	for _, r := range got.Page.Runs {
+		if !want[r.TaskID] || r.RepoID != f.ids["octo/alpha"] {
+			t.Errorf("alice sees %s (repository id %d), want the old octo/alpha's receipts with id %d", r.TaskID, r.RepoID, f.ids["octo/alpha"])
+		}
 	}
 }

@@ -81,7 +81,7 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	if err != nil {
 		return nil, err
 	}
-	base.Receipts = dash.receiptsFor(cfg)
+	base.Receipts = dash.receiptsFor(cfg, func() githubapp.ClientCreator { return base.ClientCreator })
 
 	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prom, ready: &readiness{backend: backend}, dash: dash}
 	s.metrics = newServerMetrics(s.prom, registry, backend, base.Runs)

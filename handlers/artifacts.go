@@ -28,6 +28,38 @@ const ArtifactBranchPrefix = "agent-artifacts/"
 // ArtifactBranch is the branch that holds a task's artifacts.
 func ArtifactBranch(taskID string) string { return ArtifactBranchPrefix + taskID }
 
+// ArtifactDir is the directory of the artifacts branch that holds the
+// files: nothing the agent names sits at the root, where GitHub looks for
+// what it runs (.github/workflows, action.yml, dependabot.yml).
+const ArtifactDir = "artifacts"
+
+// SkipGitHubPath is why a file under a .github directory is not stored:
+// whatever the App's permissions, the bot never writes a file GitHub
+// could read as configuration (a workflow runs with the repository's
+// secrets).
+const SkipGitHubPath = "a .github path, which the bot never writes"
+
+// refuseGitHubPaths skips every file with a .github directory anywhere in
+// its path (in any case: GitHub's own checks fold it on some systems).
+func refuseGitHubPaths(arts *dispatch.Artifacts) {
+	kept := arts.Files[:0]
+	for _, f := range arts.Files {
+		github := false
+		for _, seg := range strings.Split(f.Path, "/") {
+			github = github || strings.EqualFold(seg, ".github")
+		}
+		if github {
+			arts.Skipped = append(arts.Skipped, dispatch.SkippedArtifact{Path: f.Path, Size: int64(len(f.Data)), Reason: SkipGitHubPath})
+			continue
+		}
+		kept = append(kept, f)
+	}
+	arts.Files = kept
+}
+
+// storedAt is where an artifact's file is on its branch.
+func storedAt(p string) string { return ArtifactDir + "/" + p }
+
 // Bounds of what the result comment lists, and of what goes into a tree
 // request inline rather than as a blob of its own (one write per blob).
 const (
@@ -144,6 +176,7 @@ func (r *Runs) publishArtifacts(ctx context.Context, client *github.Client, rc *
 		data.Error = "The bot could not read the run's artifacts; its log has the details."
 		return data, nil
 	}
+	refuseGitHubPaths(arts)
 	redacted := r.redactArtifacts(arts)
 	for i, s := range arts.Skipped {
 		if i == maxListedArtifacts {
@@ -156,7 +189,11 @@ func (r *Runs) publishArtifacts(ctx context.Context, client *github.Client, rc *
 		return data, nil
 	}
 	branch := ArtifactBranch(rc.meta.TaskID)
-	commit, err := commitArtifacts(ctx, client, rc, branch, arts.Files)
+	stored := make([]dispatch.Artifact, len(arts.Files))
+	for i, f := range arts.Files {
+		stored[i] = dispatch.Artifact{Path: storedAt(f.Path), Data: f.Data}
+	}
+	commit, err := commitArtifacts(ctx, client, rc, branch, stored)
 	if err != nil {
 		if transientGitHubError(err) {
 			return nil, err
@@ -176,7 +213,7 @@ func (r *Runs) publishArtifacts(ctx context.Context, client *github.Client, rc *
 			break
 		}
 		data.Files = append(data.Files, ArtifactLink{
-			Name: r.artifactName(f.Path), URL: web + "/blob/" + commit + "/" + escapePath(f.Path), Size: sizeText(int64(len(f.Data))),
+			Name: r.artifactName(f.Path), URL: web + "/blob/" + commit + "/" + escapePath(storedAt(f.Path)), Size: sizeText(int64(len(f.Data))),
 			Redacted: redacted[f.Path],
 		})
 	}

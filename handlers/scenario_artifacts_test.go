@@ -20,10 +20,12 @@ import (
 // A task run's agent (a command, run by the real sandbox-runner on the
 // process backend) leaves a report, a binary file in a subdirectory, a
 // file whose name is markdown, a link to a file outside its directory and
-// a file over the per-file cap. The bot stores what is within the caps on
-// the orphan branch agent-artifacts/<task-id> of the fake's real git
-// repository, links the branch and every file, names what it skipped, and
-// the task's own token stays read-only.
+// a file over the per-file cap, and workflow files (.github/workflows at the
+// top, in another case, and deeper down). The bot stores what is within
+// the caps under artifacts/ of the orphan branch agent-artifacts/<task-id>
+// of the fake's real git repository (so GitHub runs nothing of it), never
+// a .github path, links the branch and every file, names what it skipped,
+// and the task's own token stays read-only.
 const artifactsSandboxYML = `mode: task
 harness: command
 command: |
@@ -38,6 +40,11 @@ command: |
   cp ../../secrets/token stolen.txt
   { printf 'x\000'; cat ../../secrets/token; } > stolen.bin
   truncate -s 6M big.bin
+  mkdir -p .github/workflows .GitHub/workflows docs/.github/workflows
+  printf 'on: push\njobs: {x: {runs-on: ubuntu-latest, steps: [{run: "curl evil"}]}}\n' > .github/workflows/x.yml
+  cp .github/workflows/x.yml .GitHub/workflows/y.yml
+  cp .github/workflows/x.yml docs/.github/workflows/z.yml
+  printf 'runs: {using: node20, main: evil.js}\n' > action.yml
   echo '{"type":"step_finish","tokens":{"input":10,"output":5},"cost_usd":0.01}'
   echo "Wrote the report."
 `
@@ -141,7 +148,8 @@ func TestTaskArtifactsOnOrphanBranch(t *testing.T) {
 		t.Errorf("the artifacts commit has parents %v; want an orphan", p)
 	}
 	weird := "a [link](javascript:x) `x` @alice <b>.md"
-	want := map[string]string{"report.md": "# Report\n\nAll good.\n", "data/blob.bin": "bin\x00ary\xff", weird: "x", "stolen.txt": "[REDACTED]"}
+	want := map[string]string{"artifacts/report.md": "# Report\n\nAll good.\n", "artifacts/data/blob.bin": "bin\x00ary\xff", "artifacts/" + weird: "x",
+		"artifacts/stolen.txt": "[REDACTED]", "artifacts/action.yml": "runs: {using: node20, main: evil.js}\n"}
 	got := h.gh.TreeFiles(testRepo, commit)
 	if len(got) != len(want) {
 		t.Errorf("the branch holds %v; want exactly %v", keys(got), keys(want))
@@ -151,15 +159,21 @@ func TestTaskArtifactsOnOrphanBranch(t *testing.T) {
 			t.Errorf("%s on the branch is %q; want %q", p, got[p], c)
 		}
 	}
+	for p := range got {
+		if strings.Contains(strings.ToLower(p), ".github") {
+			t.Errorf("the branch holds %s: GitHub could run it", p)
+		}
+	}
 
 	web := h.gh.WebURL() + "/" + testRepo
 	for _, s := range []string{
 		"[`" + branch + "`](" + web + "/tree/" + branch + ")",
-		"[`report.md`](" + web + "/blob/" + commit + "/report.md)",
-		"[`data/blob.bin`](" + web + "/blob/" + commit + "/data/blob.bin)",
+		"[`report.md`](" + web + "/blob/" + commit + "/artifacts/report.md)",
+		"[`data/blob.bin`](" + web + "/blob/" + commit + "/artifacts/data/blob.bin)",
+		"- `.github/workflows/x.yml` (", "- `.GitHub/workflows/y.yml` (", "- `docs/.github/workflows/z.yml` (", "): a .github path, which the bot never writes",
 		// The name is shown in a code span, its backticks made quotes,
 		// and its link goes to the escaped path.
-		"[`a [link](javascript:x) 'x' @alice <b>.md`](" + web + "/blob/" + commit + "/" + url.PathEscape(weird) + ")",
+		"[`a [link](javascript:x) 'x' @alice <b>.md`](" + web + "/blob/" + commit + "/artifacts/" + url.PathEscape(weird) + ")",
 		"- `host-link` (", "): symbolic link",
 		"- `big.bin` (6.0 MiB): over the per-file cap",
 		// The sandbox's token (its agent can read it in task mode) is
@@ -239,7 +253,7 @@ func TestTaskArtifactsAfterARestart(t *testing.T) {
 	a.h.stop()
 	a.h.startWith(a.b, a.env)
 	comment := waitResult(a.h, a.n, a.taskID)
-	if !strings.Contains(comment, "/blob/"+commit+"/report.md") {
+	if !strings.Contains(comment, "/blob/"+commit+"/artifacts/report.md") {
 		t.Errorf("the result does not link the branch's commit %s:\n%s", commit, comment)
 	}
 	a.wroteOnce(t)

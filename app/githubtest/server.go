@@ -140,8 +140,11 @@ type Server struct {
 	limit *writeLimit
 	dir   string
 
-	mu        sync.Mutex
-	repos     map[string]*Repo
+	mu    sync.Mutex
+	repos map[string]*Repo
+	// moved are the old names of renamed or transferred repositories, by
+	// the repository id GitHub redirects them to.
+	moved     map[string]int64
 	tokens    map[string]*Token
 	requests  []Request
 	nextID    int64
@@ -172,6 +175,7 @@ func New(t testing.TB, opts Options) *Server {
 		t:       t,
 		dir:     t.TempDir(),
 		repos:   map[string]*Repo{},
+		moved:   map[string]int64{},
 		tokens:  map[string]*Token{},
 		teams:   map[string][]string{},
 		nextID:  1000,
@@ -225,7 +229,38 @@ func (s *Server) AddRepo(fullName string, installationID int64, files map[string
 		CheckRuns: map[int64]*CheckRun{}, GitDir: gitDir, nextNumber: 1,
 	}
 	s.repos[fullName] = r
+	delete(s.moved, fullName)
 	return r
+}
+
+// RenameRepo renames (or transfers) a repository, as GitHub does: same
+// id, new name, and the old name redirects to /repositories/{id} until a
+// new repository takes it.
+func (s *Server) RenameRepo(oldName, newName string) {
+	s.t.Helper()
+	owner, name, ok := strings.Cut(newName, "/")
+	if !ok {
+		s.t.Fatalf("githubtest: repo %q is not owner/name", newName)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.repos[oldName]
+	if r == nil || s.repos[newName] != nil {
+		s.t.Fatalf("githubtest: rename %s to %s: no such repository, or the name is taken", oldName, newName)
+	}
+	gitDir := filepath.Join(s.dir, "git", owner, name+".git")
+	if err := os.MkdirAll(filepath.Dir(gitDir), 0o755); err != nil {
+		s.t.Fatal(err)
+	}
+	if err := os.Rename(r.GitDir, gitDir); err != nil {
+		s.t.Fatalf("githubtest: rename %s: %v", oldName, err)
+	}
+	delete(s.repos, oldName)
+	r.Owner, r.Name, r.GitDir = owner, name, gitDir
+	s.repos[newName] = r
+	s.moved[oldName] = r.ID
+	delete(s.moved, newName)
+	s.notify()
 }
 
 // CommitFile commits a file on a branch of the repo (as a person would push).
@@ -528,6 +563,12 @@ func (s *Server) routes() http.Handler {
 			var repo *Repo
 			if o := r.PathValue("owner"); o != "" {
 				repo = s.repos[o+"/"+r.PathValue("repo")]
+				if id, ok := s.moved[o+"/"+r.PathValue("repo")]; repo == nil && ok {
+					// GitHub's answer for a renamed or transferred repository.
+					w.Header().Set("Location", s.srv.URL+"/repositories/"+strconv.FormatInt(id, 10)+strings.TrimPrefix(r.URL.Path, "/repos/"+o+"/"+r.PathValue("repo")))
+					writeJSON(w, http.StatusMovedPermanently, map[string]string{"message": "Moved Permanently"})
+					return
+				}
 				if repo == nil {
 					writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
 					return
@@ -543,6 +584,7 @@ func (s *Server) routes() http.Handler {
 	h("GET /app/installations", s.listInstallations)
 	h("GET /installation/repositories", s.installationRepos)
 	h("GET /repos/{owner}/{repo}", s.getRepo)
+	h("GET /repositories/{id}", s.getRepoByID)
 	h("GET /repos/{owner}/{repo}/installation", s.repoInstallation)
 	h("GET /repos/{owner}/{repo}/contents/{path...}", s.getContents)
 	h("GET /repos/{owner}/{repo}/collaborators/{user}/permission", s.getPermission)
@@ -691,6 +733,17 @@ func sortedRepoNames(m map[string]*Repo) []string {
 
 func (s *Server) getRepo(w http.ResponseWriter, _ *http.Request, repo *Repo) {
 	writeJSON(w, http.StatusOK, s.repoJSON(repo))
+}
+
+func (s *Server) getRepoByID(w http.ResponseWriter, r *http.Request, _ *Repo) {
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	for _, repo := range s.repos {
+		if repo.ID == id {
+			writeJSON(w, http.StatusOK, s.repoJSON(repo))
+			return
+		}
+	}
+	writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
 }
 
 func (s *Server) repoInstallation(w http.ResponseWriter, _ *http.Request, repo *Repo) {

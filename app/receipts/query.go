@@ -11,9 +11,11 @@ import (
 
 // Filter narrows the receipts a query sees. The zero Filter sees all.
 type Filter struct {
-	// Repos are the repositories the reader may see (owner/name); nil
-	// means every repository, an empty non-nil slice none.
-	Repos []string
+	// RepoIDs are the repositories the reader may see, by GitHub's id
+	// (names change hands: a rename, a transfer, a deletion and a new
+	// repository of the old name); nil means every repository, an empty
+	// non-nil slice none.
+	RepoIDs []int64
 	// Repo, Mode, Status and TaskID match exactly when set.
 	Repo, Mode, Status, TaskID string
 	// From and To bound EndedAt: From inclusive, To exclusive.
@@ -23,13 +25,13 @@ type Filter struct {
 // where is the filter as an SQL condition and its arguments.
 func (f Filter) where() (string, []any) {
 	conds, args := []string{"1=1"}, []any{}
-	if f.Repos != nil {
-		if len(f.Repos) == 0 {
+	if f.RepoIDs != nil {
+		if len(f.RepoIDs) == 0 {
 			return "0=1", nil
 		}
-		conds = append(conds, "repo IN (?"+strings.Repeat(",?", len(f.Repos)-1)+")")
-		for _, r := range f.Repos {
-			args = append(args, r)
+		conds = append(conds, "repo_id IN (?"+strings.Repeat(",?", len(f.RepoIDs)-1)+")")
+		for _, id := range f.RepoIDs {
+			args = append(args, id)
 		}
 	}
 	for _, c := range []struct {
@@ -51,7 +53,7 @@ func (f Filter) where() (string, []any) {
 	return strings.Join(conds, " AND "), args
 }
 
-const runColumns = `task_id, repo, installation_id, number, issue, mode, status, attempt, branch, url, cost_usd, duration_s, tokens_in, tokens_out, steps, error, ended_at`
+const runColumns = `task_id, repo, repo_id, installation_id, number, issue, mode, status, attempt, branch, url, cost_usd, duration_s, tokens_in, tokens_out, steps, error, ended_at`
 
 func scanRuns(rows *sql.Rows) ([]Run, error) {
 	defer rows.Close()
@@ -59,7 +61,7 @@ func scanRuns(rows *sql.Rows) ([]Run, error) {
 	for rows.Next() {
 		var r Run
 		var ended int64
-		if err := rows.Scan(&r.TaskID, &r.Repo, &r.InstallationID, &r.Number, &r.Issue, &r.Mode, &r.Status, &r.Attempt, &r.Branch, &r.URL,
+		if err := rows.Scan(&r.TaskID, &r.Repo, &r.RepoID, &r.InstallationID, &r.Number, &r.Issue, &r.Mode, &r.Status, &r.Attempt, &r.Branch, &r.URL,
 			&r.CostUSD, &r.DurationSeconds, &r.InputTokens, &r.OutputTokens, &r.Steps, &r.Error, &ended); err != nil {
 			return nil, fmt.Errorf("receipts: read a run: %w", err)
 		}
@@ -250,7 +252,7 @@ func (s *Store) series(ctx context.Context, st *Stats, where string, args []any,
 // Repos lists the repositories with receipts that f's access allows,
 // ignoring f's other fields (for the repository filter's choices).
 func (s *Store) Repos(ctx context.Context, f Filter) ([]string, error) {
-	where, args := Filter{Repos: f.Repos}.where()
+	where, args := Filter{RepoIDs: f.RepoIDs}.where()
 	rows, err := s.db.QueryContext(ctx, "SELECT DISTINCT repo FROM runs WHERE "+where+" ORDER BY repo", args...)
 	if err != nil {
 		return nil, fmt.Errorf("receipts: list repositories in %s: %w", s.path, err)

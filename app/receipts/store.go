@@ -28,9 +28,14 @@ const FileName = "receipts.db"
 // compares across runs, never the plan, summary or logs (those stay on
 // GitHub, where their access rules apply).
 type Run struct {
-	TaskID         string `json:"task_id"`
-	Repo           string `json:"repo"`
-	InstallationID int64  `json:"installation_id"`
+	TaskID string `json:"task_id"`
+	Repo   string `json:"repo"`
+	// RepoID is GitHub's id of the repository, which a rename or a
+	// transfer keeps and a new repository of the old name does not get:
+	// access is decided by it. 0 when it could not be read (such a
+	// receipt shows on the operator's dashboard only).
+	RepoID         int64 `json:"repo_id"`
+	InstallationID int64 `json:"installation_id"`
 	// Number is the issue or pull request the run belongs to.
 	Number int `json:"number"`
 	// Issue is the issue whose text was the task (a PR run's issue).
@@ -89,6 +94,43 @@ CREATE INDEX IF NOT EXISTS runs_status_ended ON runs(status, ended_at);
 CREATE INDEX IF NOT EXISTS runs_cost ON runs(cost_usd);
 `
 
+// migrations bring a database of an older bot up to the schema; each is
+// applied when the column it adds is missing. Receipts kept before the
+// repository id was get 0, which no signed-in person's access matches.
+var migrations = []struct{ column, sql string }{
+	{"repo_id", `ALTER TABLE runs ADD COLUMN repo_id INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS runs_repo_id_ended ON runs(repo_id, ended_at);`},
+}
+
+// migrate applies the migrations a database lacks.
+func migrate(db *sql.DB) error {
+	rows, err := db.Query(`SELECT name FROM pragma_table_info('runs')`)
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return err
+		}
+		have[name] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, m := range migrations {
+		if !have[m.column] {
+			if _, err := db.Exec(m.sql); err != nil {
+				return fmt.Errorf("add column %s: %w", m.column, err)
+			}
+		}
+	}
+	return nil
+}
+
 // Open opens (creating if needed) the database in dir.
 func Open(dir string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -106,6 +148,10 @@ func Open(dir string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("receipts: create schema in %s: %w", path, err)
 	}
+	if err := migrate(db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("receipts: migrate %s: %w", path, err)
+	}
 	return &Store{db: db, path: path}, nil
 }
 
@@ -116,8 +162,8 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Close() error { return s.db.Close() }
 
 const insertRun = `INSERT OR REPLACE INTO runs
-	(task_id, repo, installation_id, number, issue, mode, status, attempt, branch, url, cost_usd, duration_s, tokens_in, tokens_out, steps, error, ended_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	(task_id, repo, repo_id, installation_id, number, issue, mode, status, attempt, branch, url, cost_usd, duration_s, tokens_in, tokens_out, steps, error, ended_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // Put stores a receipt, replacing an earlier one of the same task (a
 // result posted again after a restart).
@@ -139,7 +185,7 @@ func (s *Store) PutMany(ctx context.Context, runs []Run) error {
 		if r.TaskID == "" || r.Repo == "" {
 			return errors.New("receipts: a receipt needs a task id and a repository")
 		}
-		if _, err := stmt.ExecContext(ctx, r.TaskID, r.Repo, r.InstallationID, r.Number, r.Issue, r.Mode, r.Status, r.Attempt, r.Branch, r.URL,
+		if _, err := stmt.ExecContext(ctx, r.TaskID, r.Repo, r.RepoID, r.InstallationID, r.Number, r.Issue, r.Mode, r.Status, r.Attempt, r.Branch, r.URL,
 			r.CostUSD, r.DurationSeconds, r.InputTokens, r.OutputTokens, r.Steps, r.Error, r.EndedAt.UnixMilli()); err != nil {
 			return fmt.Errorf("receipts: store %s of %s: %w", r.TaskID, r.Repo, err)
 		}

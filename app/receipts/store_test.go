@@ -20,6 +20,8 @@ func seed(t *testing.T, s *Store) []Run {
 		{TaskID: "T-00000005", Repo: "o/b", Mode: "revise", Status: "failed", CostUSD: 0.1, DurationSeconds: 5, EndedAt: day0.Add(3 * day)},
 	}
 	for i := range runs {
+		// o/a is repository 101, o/b 102.
+		runs[i].RepoID = 100 + int64(runs[i].Repo[2]-'a'+1)
 		runs[i].URL = fmt.Sprintf("https://github.example/%s/issues/%d", runs[i].Repo, i+1)
 		runs[i].Number, runs[i].Issue = i+1, i+1
 	}
@@ -89,9 +91,9 @@ func TestStoreFiltersAndPages(t *testing.T) {
 		{"mode", Filter{Mode: "revise"}, 2},
 		{"status", Filter{Status: "failed"}, 2},
 		{"date range", Filter{From: day0.Add(day).Truncate(day), To: day0.Add(2 * day)}, 2},
-		{"access to o/b only", Filter{Repos: []string{"o/b"}}, 2},
-		{"access to o/b, asking for o/a", Filter{Repos: []string{"o/b"}, Repo: "o/a"}, 0},
-		{"no access", Filter{Repos: []string{}}, 0},
+		{"access to o/b only", Filter{RepoIDs: []int64{102}}, 2},
+		{"access to o/b, asking for o/a", Filter{RepoIDs: []int64{102}, Repo: "o/a"}, 0},
+		{"no access", Filter{RepoIDs: []int64{}}, 0},
 		{"task", Filter{TaskID: "T-00000004"}, 1},
 	} {
 		p, err := s.List(ctx, c.f, 0, 100)
@@ -144,7 +146,7 @@ func TestStoreStats(t *testing.T) {
 	if st.Series[3].CostUSD != 3.1 || st.Series[3].AvgDurationSeconds != 302.5 {
 		t.Errorf("last bucket: $%v, %vs average; want $3.1, 302.5s", st.Series[3].CostUSD, st.Series[3].AvgDurationSeconds)
 	}
-	none, err := s.Stats(context.Background(), Filter{Repos: []string{}})
+	none, err := s.Stats(context.Background(), Filter{RepoIDs: []int64{}})
 	if err != nil || none.Runs != 0 || len(none.Series) != 0 {
 		t.Errorf("no access: %+v, %v; want no runs", none, err)
 	}
@@ -153,7 +155,7 @@ func TestStoreStats(t *testing.T) {
 func TestStoreQueriesUseIndexes(t *testing.T) {
 	t.Parallel()
 	s := seeded(t)
-	for _, f := range []Filter{{}, {Repo: "o/a"}, {Status: "failed"}, {Mode: "plan"}, {Repos: []string{"o/a", "o/b"}}} {
+	for _, f := range []Filter{{}, {Repo: "o/a"}, {Status: "failed"}, {Mode: "plan"}, {RepoIDs: []int64{101, 102}}} {
 		where, args := f.where()
 		rows, err := s.db.Query("EXPLAIN QUERY PLAN SELECT task_id FROM runs WHERE "+where+" ORDER BY ended_at DESC LIMIT 50", args...)
 		if err != nil {
@@ -178,5 +180,37 @@ func TestStoreQueriesUseIndexes(t *testing.T) {
 		if !indexed {
 			t.Errorf("filter %+v: page query plan %q uses no index", f, plan)
 		}
+	}
+}
+
+// A database of a bot from before the repository id gains the column on
+// open; its receipts keep everything and get id 0, which no person's
+// access matches (the operator's dashboard still shows them).
+func TestStoreMigratesAnOldDatabase(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The schema as it was: no repo_id.
+	if _, err := s.db.Exec(`DROP TABLE runs; CREATE TABLE runs (task_id TEXT PRIMARY KEY, repo TEXT NOT NULL, installation_id INTEGER NOT NULL,
+		number INTEGER NOT NULL, issue INTEGER NOT NULL, mode TEXT NOT NULL, status TEXT NOT NULL, attempt INTEGER NOT NULL, branch TEXT NOT NULL,
+		url TEXT NOT NULL, cost_usd REAL NOT NULL, duration_s REAL NOT NULL, tokens_in INTEGER NOT NULL, tokens_out INTEGER NOT NULL,
+		steps INTEGER NOT NULL, error TEXT NOT NULL, ended_at INTEGER NOT NULL);
+		INSERT INTO runs VALUES ('T-0000000A', 'o/a', 1, 1, 1, 'plan', 'completed', 1, '', '', 0.5, 10, 1, 1, 1, '', 1000);`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err = Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	all, err := s.List(context.Background(), Filter{}, 0, 10)
+	if err != nil || all.Total != 1 || all.Runs[0].RepoID != 0 || all.Runs[0].CostUSD != 0.5 {
+		t.Fatalf("the old receipt after the migration: %+v %v", all, err)
+	}
+	if p, _ := s.List(context.Background(), Filter{RepoIDs: []int64{1, 101}}, 0, 10); p.Total != 0 {
+		t.Error("a person's access sees the receipt without an id")
 	}
 }

@@ -167,35 +167,18 @@ func (c *cli) dockerBackend(ctx context.Context, o *options) (dispatch.Backend, 
 	if o.envFile != "" {
 		return nil, nop, errors.New("--env-file is not passed into docker sandboxes; use --backend process, or put the variables in .sandbox.yml env with ${VAR} and --pass-env")
 	}
-	env := map[string]string{}
-	if p := c.getenv(envOpenCode); p != "" {
-		doc, refs, err := openCodeConfig(p)
-		if err != nil {
-			return nil, nop, err
-		}
-		env[dispatch.EnvOpenCodeConfigJSON] = doc
-		// Keys the configuration reads as {env:VAR} go along when set.
-		for _, n := range refs {
-			if c.getenv(n) != "" && n != envTokenVar {
-				o.passEnv = appendNew(o.passEnv, n)
-			}
-		}
-	}
-	// Provider keys go to the sandbox's model gateway only; the rest of
-	// --pass-env stays the project's secrets, in the environment.
-	gw, projectEnv, err := dispatch.ResolveProviders(o.passEnv, o.providers, c.lookupEnv)
+	env, gw, err := c.sandboxEnv(o)
 	if err != nil {
-		return nil, nop, fmt.Errorf("--provider: %w", err)
+		return nil, nop, err
 	}
-	for _, n := range projectEnv {
-		v, _ := c.lookupEnv(n)
-		if strings.ContainsAny(v, "\r\n") {
-			return nil, nop, fmt.Errorf("--pass-env %s: the value holds a newline, which an env file cannot carry", n)
-		}
-		env[n] = v
+	deny, err := dispatch.ParseDenyNets(c.getenv(envDenyNetworks))
+	if err != nil {
+		return nil, nop, fmt.Errorf("$%s: %w", envDenyNetworks, err)
 	}
 	logger := zerolog.New(zerolog.ConsoleWriter{Out: c.stderr, NoColor: !c.interactive}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
-	db, err := docker.New(docker.Options{
+	// The bot's bounds: its default ceilings and deny list (the CLI has no
+	// server configuration to raise them).
+	db, err := docker.NewBounded(docker.Options{
 		Image:      o.image,
 		Isolation:  o.isolation,
 		DataDir:    o.dataDir,
@@ -203,7 +186,7 @@ func (c *cli) dockerBackend(ctx context.Context, o *options) (dispatch.Backend, 
 		Env:        env,
 		Gateway:    gw,
 		Logger:     logger,
-	})
+	}, docker.Bounds{DenyNets: deny})
 	if err != nil {
 		return nil, nop, err
 	}
@@ -248,6 +231,40 @@ func (c *cli) dockerBackend(ctx context.Context, o *options) (dispatch.Backend, 
 	}
 	fmt.Fprintf(c.stderr, "sandbox-agent: docker sandbox %s, isolation %s\n", o.image, o.isolation)
 	return &sandboxes{Backend: db, isolation: o.isolation, fallback: !o.isolationChosen, stderr: c.stderr}, done, nil
+}
+
+// sandboxEnv is what every sandbox of the run gets: the operator's
+// opencode.json (and the variables it names), the project's secrets; the
+// provider keys go to the model gateway's configuration instead.
+func (c *cli) sandboxEnv(o *options) (map[string]string, *dispatch.GatewayConfig, error) {
+	env := map[string]string{}
+	if p := c.getenv(envOpenCode); p != "" {
+		doc, refs, err := openCodeConfig(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		env[dispatch.EnvOpenCodeConfigJSON] = doc
+		// Keys the configuration reads as {env:VAR} go along when set.
+		for _, n := range refs {
+			if c.getenv(n) != "" && n != envTokenVar {
+				o.passEnv = appendNew(o.passEnv, n)
+			}
+		}
+	}
+	// Provider keys go to the sandbox's model gateway only; the rest of
+	// --pass-env stays the project's secrets, in the environment.
+	gw, projectEnv, err := dispatch.ResolveProviders(o.passEnv, o.providers, c.lookupEnv)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--provider: %w", err)
+	}
+	for _, n := range projectEnv {
+		v, _ := c.lookupEnv(n)
+		if strings.ContainsAny(v, "\r\n") {
+			return nil, nil, fmt.Errorf("--pass-env %s: the value holds a newline, which an env file cannot carry", n)
+		}
+		env[n] = v
+	}
+	return env, gw, nil
 }
 
 // sandboxes is the docker backend with advice on a failed start. When

@@ -38,8 +38,11 @@ const (
 	envTokenVar   = "GITHUB_TOKEN"
 	envImage      = "SANDBOX_IMAGE"
 	envIsolation  = "SANDBOX_ISOLATION"
-	envProviders  = "SANDBOX_PROVIDERS"
-	envOpenCode   = "OPENCODE_CONFIG"
+	// envDenyNetworks names networks no sandbox may reach (the bot's own
+	// SANDBOX_DENY_NETWORKS): "10.0.0.0/8,10.1.2.3:5432".
+	envDenyNetworks = "SANDBOX_DENY_NETWORKS"
+	envProviders    = "SANDBOX_PROVIDERS"
+	envOpenCode     = "OPENCODE_CONFIG"
 )
 
 // defaultImage is what deploy/sandbox/build --local tags.

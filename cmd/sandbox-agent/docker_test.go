@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
@@ -208,5 +211,82 @@ func TestIsolationHint(t *testing.T) {
 	}
 	if isolationHint(nil, "privileged") != nil {
 		t.Fatal("hint without an error")
+	}
+}
+
+// The CLI's sandboxes are held as the bot's are (one builder,
+// docker.NewBounded): the default ceilings of memory, CPU and processes
+// (a repository asking for more memory gets the ceiling), and the deny
+// list of SANDBOX_DENY_NETWORKS fenced in the running sandbox beside the
+// link-local defaults. The test reads the running container from the host.
+func TestDockerSandboxHasTheBotsBounds(t *testing.T) {
+	img := testenv.SandboxImage(t)
+	t.Parallel()
+	repo := quickstart(t, map[string]string{".sandbox.yml": "harness: command\ncommand: |\n  while [ ! -e /sandbox/out/go ]; do sleep 0.1; done\n  echo done > DONE.md\n" +
+		"plan: { required: false }\nresources: { memory_mb: 64000 }\nvalidate:\n  test: sh test.sh\n"})
+	env := append(dockerEnv(t, img), envDenyNetworks+"=198.51.100.0/24,203.0.113.7:5432")
+	data := dockerDataDir(t)
+	done := make(chan cliRun, 1)
+	go func() {
+		var stdout, stderr bytes.Buffer
+		c := newCLI(strings.NewReader(""), &stdout, &stderr, env)
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		code := c.run(ctx, []string{"create", "--backend", "docker", "--repo", repo, "--task", "Wait", "--data-dir", data})
+		done <- cliRun{code: code, stdout: stdout.String(), stderr: stderr.String()}
+	}()
+	var name string
+	deadline := time.Now().Add(3 * time.Minute)
+	for name == "" {
+		out, _ := exec.Command("docker", "ps", "--filter", "label=org.sandbox-bot.data-dir="+data, "--format", "{{.Names}}").Output()
+		name = strings.TrimSpace(string(out))
+		if name == "" && time.Now().After(deadline) {
+			t.Fatal("no sandbox of the CLI's running")
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("the CLI ended (exit %d) before its sandbox was seen:\n%s", r.code, r.stderr)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	var inspect []struct {
+		HostConfig struct {
+			Memory, NanoCpus int64
+			PidsLimit        *int64
+		}
+	}
+	out, err := exec.Command("docker", "inspect", name).Output()
+	if err != nil || json.Unmarshal(out, &inspect) != nil || len(inspect) != 1 {
+		t.Fatalf("docker inspect %s: %v", name, err)
+	}
+	hc := inspect[0].HostConfig
+	cpus := int64(min(4, runtime.NumCPU())) * 1e9
+	if hc.Memory != 8192<<20 || hc.NanoCpus != cpus || hc.PidsLimit == nil || *hc.PidsLimit != 4096 {
+		t.Errorf("the CLI's sandbox has memory %d, CPU %d, pids %v; want 8 GiB, %d, 4096", hc.Memory, hc.NanoCpus, hc.PidsLimit, cpus)
+	}
+	// The init fenced the operator's networks before the runner started;
+	// wait for the rules rather than for a time.
+	var rules string
+	for start := time.Now(); time.Since(start) < time.Minute; time.Sleep(200 * time.Millisecond) {
+		b, _ := exec.Command("docker", "exec", name, "iptables", "-S", "SANDBOX-DENY").CombinedOutput()
+		if rules = string(b); strings.Contains(rules, "203.0.113.7") {
+			break
+		}
+	}
+	for _, want := range []string{
+		"-A SANDBOX-DENY -d 198.51.100.0/24 -p tcp -j REJECT --reject-with tcp-reset",
+		"-A SANDBOX-DENY -d 203.0.113.7/32 -p tcp -m tcp --dport 5432 -j REJECT --reject-with tcp-reset",
+		"-A SANDBOX-DENY -d 169.254.0.0/16 -p tcp -j REJECT --reject-with tcp-reset",
+	} {
+		if !strings.Contains(rules, want) {
+			t.Errorf("the CLI's sandbox's deny rules lack %q:\n%s", want, rules)
+		}
+	}
+	outDirs, _ := filepath.Glob(filepath.Join(data, "tasks", "*", "out"))
+	for _, d := range outDirs {
+		os.WriteFile(filepath.Join(d, "go"), nil, 0o644)
+	}
+	if r := <-done; r.code != exitOK {
+		t.Fatalf("exit %d:\n%s", r.code, r.stderr)
 	}
 }

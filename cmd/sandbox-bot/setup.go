@@ -170,9 +170,25 @@ func (s *setup) start() (string, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.page)
 	mux.HandleFunc("GET /callback", s.callback)
-	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	s.srv = &http.Server{Handler: onlyHost(l.Addr().String(), mux, s.stderr), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.srv.Serve(l) }()
 	return "http://" + l.Addr().String() + "/", nil
+}
+
+// onlyHost serves h only to requests for host, the address the page was
+// printed with. A page on another site can point its own name at
+// 127.0.0.1 (DNS rebinding) and read this page, whose form carries the
+// state, or send a code of its own App to the callback; its requests name
+// its own host, and are refused.
+func onlyHost(host string, h http.Handler, stderr io.Writer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.EqualFold(r.Host, host) {
+			fmt.Fprintf(stderr, "sandbox-bot setup: refused a request for host %q (this page is %s)\n", r.Host, host)
+			http.Error(w, fmt.Sprintf("sandbox-bot setup answers only as http://%s/ (the address it printed), not as %q", host, r.Host), http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // wait blocks until the App is registered (or that failed) and stops the

@@ -211,10 +211,11 @@ var (
 )
 
 // An existing env file is kept unless --force; a redirect without this
-// setup's state is refused; with --force the file is replaced, still 0600.
+// setup's state is refused, and so is any request for another host (DNS
+// rebinding); with --force the file is replaced, still 0600.
 // The browser's part is played by net/http here (the Chromium test drives
 // the page itself).
-func TestSetupKeepsFilesAndRefusesWrongState(t *testing.T) {
+func TestSetupKeepsFilesAndRefusesWrongStateAndHost(t *testing.T) {
 	t.Parallel()
 	gh := githubtest.New(t, githubtest.Options{})
 	envFile := filepath.Join(t.TempDir(), "sandbox-bot.env")
@@ -236,6 +237,28 @@ func TestSetupKeepsFilesAndRefusesWrongState(t *testing.T) {
 	resp.Body.Close()
 	if b, _ := os.ReadFile(envFile); resp.StatusCode != http.StatusBadRequest || string(b) != "OLD=1\n" || len(gh.ManifestApps()) != 0 {
 		t.Fatalf("a wrong state: status %d, env file %q, Apps %d", resp.StatusCode, b, len(gh.ManifestApps()))
+	}
+
+	// A page of another site whose name it pointed at 127.0.0.1 (DNS
+	// rebinding): its requests carry its own Host, and get nothing.
+	u, _ := url.Parse(r.page)
+	foreign := "rebind.example:" + u.Port()
+	for _, p := range []string{"", "callback?" + url.Values{"code": {"theirs"}, "state": {"x"}}.Encode()} {
+		req, _ := http.NewRequest("GET", r.page+p, nil)
+		req.Host = foreign
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMisdirectedRequest || strings.Contains(string(body), "state=") || strings.Contains(string(body), "manifest") ||
+			!strings.Contains(string(body), "answers only as "+r.page) {
+			t.Errorf("GET /%s as %s: %d %s", p, foreign, resp.StatusCode, body)
+		}
+	}
+	if len(gh.ManifestApps()) != 0 {
+		t.Fatalf("a request for a foreign host made an App")
 	}
 
 	resp, err = http.Get(r.page)

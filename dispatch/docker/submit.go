@@ -138,11 +138,14 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 	if b.o.Network != "" {
 		args = append(args, "--network", b.o.Network)
 	}
+	// The configured bound is the default and the ceiling: the bot checks
+	// a repository's ask against it already; the local CLI's repository
+	// file is held here.
 	mem, cpu := order.Config.Resources.MemoryMB, order.Config.Resources.CPU
-	if mem <= 0 {
+	if mem <= 0 || (b.o.MemoryMB > 0 && mem > b.o.MemoryMB) {
 		mem = b.o.MemoryMB
 	}
-	if cpu <= 0 {
+	if cpu <= 0 || (b.o.CPU > 0 && cpu > b.o.CPU) {
 		cpu = b.o.CPU
 	}
 	if mem > 0 {

@@ -32,6 +32,14 @@ import (
 const agentDump = `env | sort; echo "== parent"; tr '\0' '\n' < /proc/$PPID/environ | sort; ` +
 	`for f in "$OPENCODE_CONFIG" "$HOME"/.config/opencode/* "$HOME"/.claude.json; do [ -f "$f" ] && { echo "== $f"; cat "$f"; }; done; echo "== end of dump"`
 
+// agentTriesFiles is the agent's try at the provider's files API through
+// the gateway, with the key the gateway adds and an organisation of its
+// choosing: the gateway's 403 reaches the model as the tool's result.
+func agentTriesFiles(provider, path string) string {
+	return `; echo "== files"; curl -sS -X POST -H 'OpenAI-Organization: org-agent' -H 'Content-Type: application/json' -d '{}' "$` +
+		dispatch.EnvModelGateway + `/` + provider + path + `"`
+}
+
 func serveGateway(t *testing.T, providers ...dispatch.GatewayProvider) map[string]string {
 	t.Helper()
 	cfg := dispatch.GatewayConfig{Providers: providers}
@@ -134,7 +142,7 @@ func TestOpenCodeThroughTheGateway(t *testing.T) {
 	const key = "sk-canary-opencode-gateway-5f1e9a"
 	bin := testenv.NPMBin(t, "opencode")
 	srv := modeltest.Start(t, []modeltest.Turn{
-		{ToolCalls: []modeltest.ToolCall{{Name: "bash", Args: map[string]any{"command": agentDump, "description": "dump"}}}, Usage: modeltest.Usage{PromptTokens: 100, CompletionTokens: 10}},
+		{ToolCalls: []modeltest.ToolCall{{Name: "bash", Args: map[string]any{"command": agentDump + agentTriesFiles(modeltest.ProviderID, "/files"), "description": "dump"}}}, Usage: modeltest.Usage{PromptTokens: 100, CompletionTokens: 10}},
 		{Text: "1. Nothing to change.", Usage: modeltest.Usage{PromptTokens: 200, CompletionTokens: 10}},
 	})
 	gw := serveGateway(t, dispatch.GatewayProvider{Name: modeltest.ProviderID, BaseURL: srv.URL, API: dispatch.APIOpenAI, Key: key})
@@ -154,7 +162,8 @@ func TestOpenCodeThroughTheGateway(t *testing.T) {
 	if len(results) != 1 {
 		t.Fatalf("tool results: %q", results)
 	}
-	r.noKeyIn(t, key, results[0], dispatch.EnvModelGateway+"=", "OPENCODE_CONFIG_CONTENT=", dispatch.GatewayDummyKey, "== "+r.state)
+	r.noKeyIn(t, key, results[0], dispatch.EnvModelGateway+"=", "OPENCODE_CONFIG_CONTENT=", dispatch.GatewayDummyKey, "== "+r.state,
+		"model gateway: POST /files is not forwarded")
 }
 
 // Claude Code gets ANTHROPIC_BASE_URL at the gateway and a dummy key, even
@@ -167,7 +176,7 @@ func TestClaudeCodeThroughTheGateway(t *testing.T) {
 	const key = "sk-ant-canary-claude-gateway-7b2c4d"
 	bin := testenv.NPMBin(t, "claude")
 	srv := modeltest.StartAnthropic(t, modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{
-		{Usage: modeltest.AnthropicUsage{InputTokens: 100, OutputTokens: 10}, ToolUses: []modeltest.AnthropicToolUse{{Name: "Bash", Input: map[string]any{"command": agentDump}}}},
+		{Usage: modeltest.AnthropicUsage{InputTokens: 100, OutputTokens: 10}, ToolUses: []modeltest.AnthropicToolUse{{Name: "Bash", Input: map[string]any{"command": agentDump + agentTriesFiles("anthropic", "/v1/files")}}}},
 		{Text: "Nothing to change.", Usage: modeltest.AnthropicUsage{InputTokens: 200, OutputTokens: 10}},
 	}})
 	gw := serveGateway(t, dispatch.GatewayProvider{Name: "anthropic", BaseURL: srv.URL, API: dispatch.APIAnthropic, Key: key})
@@ -199,5 +208,6 @@ func TestClaudeCodeThroughTheGateway(t *testing.T) {
 		}
 		t.Fatalf("tool results: %+v", results)
 	}
-	r.noKeyIn(t, key, results[0].Text, "ANTHROPIC_BASE_URL="+gw[dispatch.EnvModelGateway]+"/anthropic", "ANTHROPIC_API_KEY="+dispatch.GatewayDummyKey)
+	r.noKeyIn(t, key, results[0].Text, "ANTHROPIC_BASE_URL="+gw[dispatch.EnvModelGateway]+"/anthropic", "ANTHROPIC_API_KEY="+dispatch.GatewayDummyKey,
+		"model gateway: POST /v1/files is not forwarded")
 }

@@ -115,6 +115,9 @@ func (r *route) rewrite(pr *httputil.ProxyRequest) {
 	for _, h := range inboundAuth {
 		pr.Out.Header.Del(h)
 	}
+	for _, h := range droppedHeaders {
+		pr.Out.Header.Del(h)
+	}
 	if r.p.Key != "" {
 		switch r.p.API {
 		case dispatch.APIAnthropic:
@@ -141,6 +144,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		req.URL.Path += "/"
 	}
 	req.URL.RawPath = ""
+	if err := allowed(r.p.API, req.Method, req.URL.Path); err != nil {
+		g.log.Warn().Str("provider", name).Str("method", req.Method).Str("path", req.URL.Path).Msg("model request refused: not a model endpoint")
+		writeError(w, http.StatusForbidden, err.Error())
+		return
+	}
 	start := time.Now()
 	sw := &statusWriter{ResponseWriter: w}
 	r.proxy.ServeHTTP(sw, req)

@@ -52,6 +52,12 @@ func newUpstream(t *testing.T) *upstream {
 	return u
 }
 
+func (u *upstream) count() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return len(u.reqs)
+}
+
 func (u *upstream) last(t *testing.T) seen {
 	t.Helper()
 	u.mu.Lock()
@@ -95,15 +101,22 @@ func do(t *testing.T, method, url string, header map[string]string, body string)
 	return resp.StatusCode, string(b)
 }
 
+// serveBoth is a gateway with an OpenAI-compatible provider "oa" (base
+// URL ending in /v1) and an Anthropic one "an", each with its upstream.
+func serveBoth(t *testing.T) (oa, an *upstream, gw *gateway.Server) {
+	oa, an = newUpstream(t), newUpstream(t)
+	gw = serve(t,
+		dispatch.GatewayProvider{Name: "oa", BaseURL: oa.URL + "/v1", API: dispatch.APIOpenAI, Key: openAIKey},
+		dispatch.GatewayProvider{Name: "an", BaseURL: an.URL, API: dispatch.APIAnthropic, Key: anthropicKey},
+	)
+	return oa, an, gw
+}
+
 // Each provider gets its own auth header with its key; whatever credential
 // the client sent (the dummy key, or anything an agent tries) is dropped.
 func TestRoutesAddTheProvidersKey(t *testing.T) {
 	t.Parallel()
-	oa, an := newUpstream(t), newUpstream(t)
-	gw := serve(t,
-		dispatch.GatewayProvider{Name: "oa", BaseURL: oa.URL + "/v1", API: dispatch.APIOpenAI, Key: openAIKey},
-		dispatch.GatewayProvider{Name: "an", BaseURL: an.URL, API: dispatch.APIAnthropic, Key: anthropicKey},
-	)
+	oa, an, gw := serveBoth(t)
 
 	code, body := do(t, "POST", gw.URL+"/oa/chat/completions?stream=1", map[string]string{
 		"Authorization": "Bearer " + dispatch.GatewayDummyKey, "X-Api-Key": "agent-set", "Cookie": "c=1", "Content-Type": "application/json",
@@ -164,14 +177,14 @@ func TestPathCannotClimbOutOfTheBasePath(t *testing.T) {
 	}
 	defer conn.Close()
 	// A raw request: an HTTP client would clean the path itself.
-	fmt.Fprintf(conn, "GET /oa/../../../admin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	fmt.Fprintf(conn, "GET /oa/../../../models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if p := up.last(t).Path; p != "/api/v1/admin" {
-		t.Fatalf("upstream path = %q, want /api/v1/admin", p)
+	if p := up.last(t).Path; p != "/api/v1/models" {
+		t.Fatalf("upstream path = %q, want /api/v1/models", p)
 	}
 }
 
@@ -290,5 +303,70 @@ func TestLoadChecksTheFile(t *testing.T) {
 	}
 	if _, err := gateway.Load(filepath.Join(dir, "missing.json")); err == nil || !strings.Contains(err.Error(), "missing.json") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// The operator's key goes only to the model endpoints the harnesses use:
+// anything else (files, batches, fine-tunes, the organisation's admin
+// API, another method on a model endpoint) is a 403 that names the path
+// and reaches nothing; the organisation and project headers an agent sets
+// are dropped from what is forwarded.
+func TestOnlyModelEndpointsAreForwarded(t *testing.T) {
+	t.Parallel()
+	oa, an, gw := serveBoth(t)
+	cases := []struct {
+		method, path string
+		ok           bool
+	}{
+		{"POST", "/oa/chat/completions", true},
+		{"POST", "/oa/responses", true},
+		{"GET", "/oa/models", true},
+		{"GET", "/oa/models/gpt-x", true},
+		{"POST", "/an/v1/messages?beta=true", true},
+		{"POST", "/an/v1/messages/count_tokens", true},
+		{"GET", "/an/v1/models", true},
+		{"GET", "/oa/files", false},
+		{"POST", "/oa/files", false},
+		{"POST", "/oa/batches", false},
+		{"POST", "/oa/fine_tuning/jobs", false},
+		{"GET", "/oa/organization/admin_api_keys", false},
+		{"DELETE", "/oa/models/ft:gpt-x:acme", false},
+		{"GET", "/oa/models/a/b", false},
+		{"GET", "/oa/chat/completions", false},
+		{"POST", "/oa/responses/resp_1/cancel", false},
+		{"POST", "/an/v1/messages/batches", false},
+		{"GET", "/an/v1/organizations/api_keys", false},
+		{"POST", "/an/v1/files", false},
+		{"POST", "/an/messages", false},
+	}
+	for _, c := range cases {
+		before := oa.count() + an.count()
+		code, body := do(t, c.method, gw.URL+c.path, map[string]string{
+			"OpenAI-Organization": "org-agent", "OpenAI-Project": "proj-agent", "Content-Type": "application/json",
+		}, `{}`)
+		after := oa.count() + an.count()
+		path, _, _ := strings.Cut(strings.SplitN(c.path, "/", 3)[2], "?")
+		switch {
+		case c.ok && code != 200:
+			t.Errorf("%s %s: %d %s, want it forwarded", c.method, c.path, code, body)
+		case !c.ok && (code != http.StatusForbidden || !strings.Contains(body, c.method+" /"+path+" is not forwarded")):
+			t.Errorf("%s %s: %d %s, want a 403 naming the path", c.method, c.path, code, body)
+		case !c.ok && after != before:
+			t.Errorf("%s %s reached the provider", c.method, c.path)
+		case !c.ok && (strings.Contains(body, openAIKey) || strings.Contains(body, anthropicKey)):
+			t.Errorf("%s %s: the refusal shows a key", c.method, c.path)
+		}
+	}
+	for _, u := range []*upstream{oa, an} {
+		u.mu.Lock()
+		reqs := append([]seen(nil), u.reqs...)
+		u.mu.Unlock()
+		for _, r := range reqs {
+			for _, h := range []string{"OpenAI-Organization", "OpenAI-Project"} {
+				if v := r.Header.Get(h); v != "" {
+					t.Errorf("%s reached the provider with %s: %q", r.Path, h, v)
+				}
+			}
+		}
 	}
 }

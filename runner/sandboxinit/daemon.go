@@ -79,8 +79,9 @@ type proc struct {
 	log  string
 }
 
-// startProc starts argv with env added to the init's environment.
-func startProc(name, logPath string, env []string, argv ...string) (*proc, error) {
+// startProc starts argv with env added to the init's environment (a
+// later value wins), as root with group gid when gid is not 0.
+func startProc(name, logPath string, env []string, gid int, argv ...string) (*proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open %s log %s: %w", name, logPath, err)
@@ -94,6 +95,9 @@ func startProc(name, logPath string, env []string, argv ...string) (*proc, error
 	// Its own process group: a Ctrl-C on an interactive sandbox must reach
 	// the runner first, not tear the daemon down under it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if gid != 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 0, Gid: uint32(gid), Groups: []uint32{}}
+	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
@@ -154,6 +158,10 @@ func tail(path string, lines int) string {
 type daemonConfig struct {
 	Driver  string
 	Timeout time.Duration
+	// Env is added to dockerd's environment (the egress proxy), and GID,
+	// when not 0, is the group it runs as (the fence's match).
+	Env []string
+	GID int
 }
 
 // startDaemon starts containerd and dockerd and waits until dockerd
@@ -181,7 +189,7 @@ func startContainerd(log zerolog.Logger) (*daemon, error) {
 	}
 	d := &daemon{log: log}
 	var err error
-	d.containerd, err = startProc("containerd", filepath.Join(logDir, "containerd.log"), nil,
+	d.containerd, err = startProc("containerd", filepath.Join(logDir, "containerd.log"), nil, 0,
 		"containerd", "--address", containerdSocket, "--log-level", "warn")
 	if err != nil {
 		return nil, err
@@ -201,13 +209,13 @@ func (d *daemon) startDockerd(ctx context.Context, cfg daemonConfig) error {
 	deadline := time.Now().Add(cfg.Timeout)
 	notified := make(chan struct{}, 1)
 	_ = os.Remove(notifySocket)
-	var env []string
+	env := append([]string(nil), cfg.Env...)
 	if conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notifySocket, Net: "unixgram"}); err != nil {
 		d.log.Debug().Err(err).Msg("no readiness socket for dockerd: polling /_ping")
 	} else {
 		defer os.Remove(notifySocket)
 		defer conn.Close()
-		env = []string{"NOTIFY_SOCKET=" + notifySocket}
+		env = append(env, "NOTIFY_SOCKET="+notifySocket)
 		go func() {
 			buf := make([]byte, 512)
 			for {
@@ -223,7 +231,7 @@ func (d *daemon) startDockerd(ctx context.Context, cfg daemonConfig) error {
 		}()
 	}
 	var err error
-	d.dockerd, err = startProc("dockerd", filepath.Join(logDir, "dockerd.log"), env,
+	d.dockerd, err = startProc("dockerd", filepath.Join(logDir, "dockerd.log"), env, cfg.GID,
 		"dockerd",
 		"--host", "unix://"+dockerSocket,
 		// The socket is root's alone: the agent reaches the daemon only

@@ -37,6 +37,7 @@ func (s *sandbox) startDockerFilter(env map[string]string) error {
 		Upstream:  dockerSocket,
 		Workspace: ws,
 		StageDir:  dockerStageDir,
+		IPv6:      s.ipv6,
 		Log:       s.log.With().Str("part", "docker-filter").Logger(),
 	})
 	if err != nil {

@@ -57,8 +57,9 @@ func dedupe(xs []string) []string {
 
 // egress is the running allowlist: the proxy's server.
 type egress struct {
-	srv  *http.Server
-	done chan struct{}
+	allow *allowlist
+	srv   *http.Server
+	done  chan struct{}
 }
 
 func (e *egress) stop() {
@@ -70,20 +71,46 @@ func (e *egress) stop() {
 
 // startEgress enforces network.allow for acct: proxy first (so that the
 // fence never cuts the runner off from a way out that does not exist yet),
-// then the fence. It returns the variables the runner gets.
+// then the fence. The proxy may be running already, open for the start
+// (startEgressProxy): from here on it lets through only the allowlist.
+// It returns the variables the runner gets.
 func (s *sandbox) startEgress(ctx context.Context, acct *account, run ipTables) (map[string]string, error) {
 	cfg := s.order.Config.Network
 	if acct == nil || os.Geteuid() != 0 {
 		return nil, errors.New("network.allow is set, but the sandbox init is not root, so it cannot fence the sandbox user in " +
 			"(task mode runs unprivileged: drop network.allow there, or run a coding sandbox)")
 	}
-	allow, err := newAllowlist(cfg.Allow, alwaysAllowed(s.order), s.deny.nets)
-	if err != nil {
-		return nil, err
+	if s.egress == nil {
+		if err := s.startEgressProxy(); err != nil {
+			return nil, err
+		}
 	}
+	s.egress.allow.closeStart()
+	spec := fenceSpec{uids: fenceUIDs(*acct), resolvConf: "/etc/resolv.conf", ipv6: s.ipv6, forward: s.inner}
+	if s.inner {
+		spec.gids = []int{daemonGID}
+	}
+	if err := fence(ctx, run, spec); err != nil {
+		return nil, fmt.Errorf("network.allow is set but the egress fence could not be installed, so the sandbox would run unrestricted: %w", err)
+	}
+	s.log.Info().Strs("allow", cfg.Allow).Str("proxy", ProxyAddr).Ints("uids", spec.uids).Ints("gids", spec.gids).Msg("egress allowlist enforced")
+	return proxyEnv(ProxyAddr, s.services), nil
+}
+
+// startEgressProxy starts the filtering proxy, open for the start: until
+// startEgress closes it, what only the init and the inner daemon can ask
+// for (service images, Supabase's) passes unless it is on a denied
+// network, as it did before the proxy existed. Nothing of the agent's
+// runs yet.
+func (s *sandbox) startEgressProxy() error {
+	allow, err := newAllowlist(s.order.Config.Network.Allow, alwaysAllowed(s.order), s.deny.nets)
+	if err != nil {
+		return err
+	}
+	allow.openForStart()
 	l, err := net.Listen("tcp", ProxyAddr)
 	if err != nil {
-		return nil, fmt.Errorf("egress proxy: listen on %s: %w", ProxyAddr, err)
+		return fmt.Errorf("egress proxy: listen on %s: %w", ProxyAddr, err)
 	}
 	// The init's logger already names its component; the messages say
 	// "egress" so that a grep for it finds every decision.
@@ -94,6 +121,7 @@ func (s *sandbox) startEgress(ctx context.Context, acct *account, run ipTables) 
 		log.Info().Msg("egress proxy connects through the sandbox's upstream proxy (HTTP(S)_PROXY)")
 	}
 	e := &egress{
+		allow: allow,
 		srv: &http.Server{
 			Handler:           newEgressProxy(allow, log, upstream),
 			ReadHeaderTimeout: 30 * time.Second,
@@ -107,11 +135,37 @@ func (s *sandbox) startEgress(ctx context.Context, acct *account, run ipTables) 
 		}
 	}()
 	s.egress = e
-	if err := fence(ctx, run, fenceUIDs(*acct), "/etc/resolv.conf", hasIPv6(), s.inner); err != nil {
-		return nil, fmt.Errorf("network.allow is set but the egress fence could not be installed, so the sandbox would run unrestricted: %w", err)
+	return nil
+}
+
+// daemonGID is the group the inner dockerd runs as (its user stays root)
+// when network.allow is set: the fence matches it, so the daemon's own
+// connections (pulls, pushes, a build's ADD of a URL, an import from a
+// URL) go nowhere but the proxy. No file or account of the image has it.
+const daemonGID = 2375
+
+// fenceDaemon holds the inner daemon to the proxy before it starts: the
+// fence's chain with the daemon's group jumped to it. The sandbox user's
+// jumps and the forwarding rules follow in startEgress, once the services
+// are up.
+func (s *sandbox) fenceDaemon(ctx context.Context, run ipTables) error {
+	if err := s.startEgressProxy(); err != nil {
+		return err
 	}
-	log.Info().Strs("allow", cfg.Allow).Str("proxy", ProxyAddr).Ints("uids", fenceUIDs(*acct)).Msg("egress allowlist enforced")
-	return proxyEnv(ProxyAddr, s.services), nil
+	spec := fenceSpec{gids: []int{daemonGID}, resolvConf: "/etc/resolv.conf", ipv6: s.ipv6}
+	if err := fence(ctx, run, spec); err != nil {
+		return fmt.Errorf("network.allow is set but the inner Docker daemon could not be fenced, so its pulls and pushes would go anywhere: %w", err)
+	}
+	s.log.Info().Int("gid", daemonGID).Str("proxy", ProxyAddr).Msg("inner Docker daemon held to the egress proxy")
+	return nil
+}
+
+// daemonProxyEnv points the inner daemon's registry, build and import
+// traffic at the proxy, whatever the init's own environment says (an
+// operator's proxy is the egress proxy's upstream, not the daemon's).
+func daemonProxyEnv() []string {
+	u := "http://" + ProxyAddr
+	return []string{"HTTP_PROXY=" + u, "HTTPS_PROXY=" + u, "http_proxy=" + u, "https_proxy=" + u, "NO_PROXY=", "no_proxy="}
 }
 
 // agentUser is the account the agent runs as. The runner may get an

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -35,7 +36,18 @@ type allowlist struct {
 	rules   []allowRule
 	deny    []dispatch.DenyNet
 	entries []string // for messages, in the order given
+	// start is set while the sandbox starts (openForStart): only the
+	// init and the inner daemon run, and everything not denied passes.
+	start atomic.Bool
 }
+
+// openForStart lets everything but the denied networks through until
+// closeStart: the init's pulls of service images go through the proxy
+// too, before anything of the agent's runs.
+func (a *allowlist) openForStart() { a.start.Store(true) }
+
+// closeStart ends the start's allowance; from then on only the list holds.
+func (a *allowlist) closeStart() { a.start.Store(false) }
 
 // newAllowlist parses network.allow entries plus the rules the sandbox
 // cannot work without (alwaysAllowed); deny are the networks no entry can
@@ -71,6 +83,12 @@ func (a *allowlist) allows(host string, port uint16, connect bool) (grant, bool)
 	if h == "" {
 		g.why = "no host in the request"
 		return g, false
+	}
+	if a.start.Load() {
+		// Private addresses too, as the inner daemon reached them before
+		// it was proxied; the deny list still applies at the dial.
+		g.why, g.trusted = "the sandbox's start (services, before the runner)", true
+		return g, true
 	}
 	var portless []string
 	for _, r := range a.rules {

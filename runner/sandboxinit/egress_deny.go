@@ -137,7 +137,7 @@ func (s *sandbox) applyEgressDefaults(ctx context.Context, run ipTables, euid in
 		s.deny.done = true
 		return nil
 	}
-	if err := installDeny(ctx, run, nets, resolvConf, hasIPv6(), s.inner); err != nil {
+	if err := installDeny(ctx, run, nets, resolvConf, s.ipv6, s.inner); err != nil {
 		return fmt.Errorf("egress defaults could not be installed, so the sandbox would reach cloud metadata and the bot: %w", err)
 	}
 	s.deny.done = true

@@ -52,6 +52,14 @@ func jumpRule(uid int) []string {
 	return []string{"OUTPUT", "-m", "owner", "--uid-owner", strconv.Itoa(uid), "-j", chainEgress}
 }
 
+// gidJumpRule sends the packets of processes whose group is gid through
+// the fence: the inner dockerd runs as root with a group of its own
+// (daemonGID), so its pulls, pushes and fetches can leave only through the
+// proxy.
+func gidJumpRule(gid int) []string {
+	return []string{"OUTPUT", "-m", "owner", "--gid-owner", strconv.Itoa(gid), "-j", chainEgress}
+}
+
 // forwardRules keep the inner containers (which the sandbox user starts
 // through the inner daemon, as root, in their own namespaces) from going
 // around the fence: they may talk to each other and answer, not go out.
@@ -64,24 +72,35 @@ func forwardRules() [][]string {
 	}
 }
 
-// fence installs the rules for uids with iptables and, when the sandbox
-// has IPv6 beyond loopback, ip6tables, one batch per family. withForward
-// adds the inner-container rules (only when an inner daemon runs:
-// DOCKER-USER is its chain).
-func fence(ctx context.Context, run ipTables, uids []int, resolvConf string, hasIPv6, withForward bool) error {
-	v4, v6 := nameservers(resolvConf)
-	if err := fenceFamily(ctx, run, familyV4, uids, v4, withForward); err != nil {
+// fenceSpec is what one installation of the fence covers.
+type fenceSpec struct {
+	// uids and gids are the owners whose packets the fence holds.
+	uids, gids []int
+	resolvConf string
+	// ipv6 fences IPv6 as well (the sandbox has IPv6 beyond loopback).
+	ipv6 bool
+	// forward adds the inner-container rules (only when an inner daemon
+	// runs): from DOCKER-USER for IPv4, which the daemon keeps first in
+	// FORWARD, and from FORWARD itself for IPv6, which it leaves alone.
+	forward bool
+}
+
+// fence installs the rules with iptables and, with spec.ipv6, ip6tables,
+// one batch per family.
+func fence(ctx context.Context, run ipTables, spec fenceSpec) error {
+	v4, v6 := nameservers(spec.resolvConf)
+	if err := fenceFamily(ctx, run, familyV4, spec, v4); err != nil {
 		return err
 	}
-	if hasIPv6 {
-		if err := fenceFamily(ctx, run, familyV6, uids, v6, false); err != nil {
+	if spec.ipv6 {
+		if err := fenceFamily(ctx, run, familyV6, spec, v6); err != nil {
 			return fmt.Errorf("the sandbox has IPv6 addresses, so it needs the IPv6 fence too: %w", err)
 		}
 	}
 	return nil
 }
 
-func fenceFamily(ctx context.Context, run ipTables, fam family, uids []int, ns []string, withForward bool) error {
+func fenceFamily(ctx context.Context, run ipTables, fam family, spec fenceSpec, ns []string) error {
 	b, err := newBatch(ctx, run, fam)
 	if err != nil {
 		return err
@@ -90,21 +109,28 @@ func fenceFamily(ctx context.Context, run ipTables, fam family, uids []int, ns [
 	for _, r := range fenceRules(ns) {
 		b.rule(r...)
 	}
-	for _, uid := range uids {
+	for _, uid := range spec.uids {
 		b.jump(jumpRule(uid))
 	}
-	if withForward {
+	for _, gid := range spec.gids {
+		b.jump(gidJumpRule(gid))
+	}
+	if spec.forward {
 		b.chain(chainForward)
 		for _, r := range forwardRules() {
 			b.rule(r...)
 		}
-		b.ensureChain(chainDocker)
+		from := "FORWARD"
+		if !fam.v6 {
+			from = chainDocker
+			b.ensureChain(chainDocker)
+		}
 		for _, in := range []string{"br-+", "docker0"} {
-			b.jump([]string{chainDocker, "-i", in, "-j", chainForward})
+			b.jump([]string{from, "-i", in, "-j", chainForward})
 		}
 	}
 	if err := b.commit(ctx, run); err != nil {
-		if len(uids) > 0 {
+		if len(spec.uids)+len(spec.gids) > 0 {
 			return fmt.Errorf("%w (the owner match, xt_owner / nft meta skuid, must be available: without it the sandbox user cannot be told apart)", err)
 		}
 		return err

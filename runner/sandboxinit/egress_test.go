@@ -381,7 +381,7 @@ func TestFenceRules(t *testing.T) {
 	rc := resolvConf(t, "# comment\nnameserver 10.255.255.53\nnameserver fd00::53\noptions ndots:0\n")
 	// A fresh namespace: no chain of ours, no jump yet.
 	f := &fakeTables{}
-	if err := fence(context.Background(), f.run, []int{1000}, rc, false, true); err != nil {
+	if err := fence(context.Background(), f.run, fenceSpec{uids: []int{1000}, gids: []int{daemonGID}, resolvConf: rc, forward: true}); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -394,6 +394,7 @@ func TestFenceRules(t *testing.T) {
 		"iptables -A SANDBOX-EGRESS -p tcp -j REJECT --reject-with tcp-reset",
 		"iptables -A SANDBOX-EGRESS -j REJECT",
 		"iptables -I OUTPUT 1 -m owner --uid-owner 1000 -j SANDBOX-EGRESS",
+		"iptables -I OUTPUT 1 -m owner --gid-owner 2375 -j SANDBOX-EGRESS",
 		"iptables :SANDBOX-EGRESS-FWD - [0:0]",
 		"iptables -A SANDBOX-EGRESS-FWD -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN",
 		"iptables -A SANDBOX-EGRESS-FWD -o docker0 -j RETURN",
@@ -420,17 +421,20 @@ func TestFenceReapplies(t *testing.T) {
 			"-A SANDBOX-EGRESS -o lo -j RETURN\nCOMMIT\n",
 		"ip6tables-save": "*filter\n:OUTPUT ACCEPT [0:0]\n:SANDBOX-EGRESS - [0:0]\n-A OUTPUT -m owner --uid-owner 1001 -j SANDBOX-EGRESS\nCOMMIT\n",
 	}}
-	if err := fence(context.Background(), f.run, []int{1001, 1002}, resolvConf(t, "nameserver fd00::53\n"), true, true); err != nil {
+	if err := fence(context.Background(), f.run, fenceSpec{uids: []int{1001, 1002}, resolvConf: resolvConf(t, "nameserver fd00::53\n"), ipv6: true, forward: true}); err != nil {
 		t.Fatal(err)
 	}
 	all := strings.Join(f.cmds, "\n")
 	for _, want := range []string{"iptables :SANDBOX-EGRESS - [0:0]", "iptables :SANDBOX-EGRESS-FWD - [0:0]", "ip6tables :SANDBOX-EGRESS - [0:0]",
-		"ip6tables -A SANDBOX-EGRESS -d fd00::53 -p udp --dport 53 -j RETURN", "ip6tables -I OUTPUT 1 -m owner --uid-owner 1002 -j SANDBOX-EGRESS"} {
+		"ip6tables -A SANDBOX-EGRESS -d fd00::53 -p udp --dport 53 -j RETURN", "ip6tables -I OUTPUT 1 -m owner --uid-owner 1002 -j SANDBOX-EGRESS",
+		// Forwarded IPv6 is held too: the daemon leaves ip6tables alone, so
+		// the jump is from FORWARD.
+		"ip6tables :SANDBOX-EGRESS-FWD - [0:0]", "ip6tables -I FORWARD 1 -i br-+ -j SANDBOX-EGRESS-FWD", "ip6tables -I FORWARD 1 -i docker0 -j SANDBOX-EGRESS-FWD"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no %q among:\n%s", want, all)
 		}
 	}
-	for _, never := range []string{"iptables -I OUTPUT", "iptables -I DOCKER-USER", ":DOCKER-USER", "--uid-owner 1001 -j SANDBOX-EGRESS\nip6tables"} {
+	for _, never := range []string{"iptables -I OUTPUT", "iptables -I DOCKER-USER", ":DOCKER-USER", "--uid-owner 1001 -j SANDBOX-EGRESS\nip6tables", "ip6tables -I DOCKER-USER"} {
 		if strings.Contains(all, never) {
 			t.Errorf("%q: a jump added again, or the daemon's DOCKER-USER emptied:\n%s", never, all)
 		}
@@ -464,7 +468,7 @@ func TestFenceFailsClosed(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := &fakeTables{fail: tc.fail}
-			err := fence(context.Background(), f.run, []int{1000}, resolvConf(t, ""), tc.ipv6, false)
+			err := fence(context.Background(), f.run, fenceSpec{uids: []int{1000}, resolvConf: resolvConf(t, ""), ipv6: tc.ipv6})
 			if err == nil || !strings.Contains(err.Error(), tc.contains) {
 				t.Fatalf("fence = %v, want an error about %q", err, tc.contains)
 			}
@@ -480,7 +484,7 @@ func TestBatchNamesTheFailingRule(t *testing.T) {
 	f := &fakeTables{fail: func(cmd string) (string, bool) {
 		return "iptables-restore v1.8.9 (nf_tables): Couldn't load match `owner'", strings.Contains(cmd, "--uid-owner 1000")
 	}}
-	err := fence(context.Background(), f.run, []int{1000}, resolvConf(t, ""), false, false)
+	err := fence(context.Background(), f.run, fenceSpec{uids: []int{1000}, resolvConf: resolvConf(t, "")})
 	if err == nil || !strings.Contains(err.Error(), `rule "-I OUTPUT 1 -m owner --uid-owner 1000 -j SANDBOX-EGRESS"`) {
 		t.Fatalf("fence = %v, want the failing rule named", err)
 	}

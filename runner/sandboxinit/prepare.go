@@ -99,9 +99,16 @@ func (s *sandbox) startDocker(ctx, saveCtx context.Context, env map[string]strin
 	if err != nil {
 		return nil, err
 	}
-	err = s.steps.do("dockerd", func() error {
-		return s.daemon.startDockerd(ctx, daemonConfig{Driver: choice.Driver, Timeout: s.opts.dockerdTimeout})
-	})
+	dcfg := daemonConfig{Driver: choice.Driver, Timeout: s.opts.dockerdTimeout}
+	if s.order != nil && len(s.order.Config.Network.Allow) > 0 {
+		// network.allow holds for the daemon too: its pulls, pushes and
+		// fetches go through the proxy, and it is fenced before it runs.
+		if err := s.steps.do("egress-daemon", func() error { return s.fenceDaemon(ctx, execIPTables) }); err != nil {
+			return nil, err
+		}
+		dcfg.Env, dcfg.GID = daemonProxyEnv(), daemonGID
+	}
+	err = s.steps.do("dockerd", func() error { return s.daemon.startDockerd(ctx, dcfg) })
 	if err != nil {
 		return nil, err
 	}
@@ -140,6 +147,9 @@ func (s *sandbox) startServices(ctx, saveCtx context.Context, env map[string]str
 			env[k] = v
 		}
 		pulled = append(pulled, more...)
+	}
+	if err := r.engine.checkNoSocketHolder(ctx); err != nil {
+		return nil, err
 	}
 	if err := addHosts("/etc/hosts", svcs); err != nil {
 		s.log.Warn().Err(err).Msg("service names not added to /etc/hosts")

@@ -28,8 +28,12 @@ type sandbox struct {
 	docker  dockerCLI
 	steps   *steps
 
-	order    *dispatch.WorkOrder
-	inner    bool // this start runs an inner daemon
+	order *dispatch.WorkOrder
+	inner bool // this start runs an inner daemon
+	// ipv6 is decided once, before any rule: the sandbox had IPv6 beyond
+	// loopback when it started, so every fence covers IPv6 too. Without
+	// it the agent may not create IPv6 networks (dockerfilter).
+	ipv6     bool
 	daemon   *daemon
 	services dispatch.Services
 	egress   *egress   // network.allow's proxy, when set
@@ -157,6 +161,7 @@ func (s *sandbox) start(ctx, saveCtx context.Context) (started, error) {
 		return st, err
 	}
 	s.inner = s.wantsInnerDaemon()
+	s.ipv6 = hasIPv6()
 	if os.Geteuid() == 0 {
 		a, err := lookupAccount(s.opts.user)
 		if err != nil {

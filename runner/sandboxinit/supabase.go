@@ -51,10 +51,14 @@ func startSupabase(ctx context.Context, r *serviceRunner, dir string) (supabaseS
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return supabaseStack{}, nil, err
 	}
-	if _, err := os.Stat(filepath.Join(dir, "supabase", "config.toml")); err != nil {
+	config := filepath.Join(dir, "supabase", "config.toml")
+	if _, err := os.Stat(config); err != nil {
 		if out, err := runCLI(ctx, dir, bin, "init", "--workdir", dir); err != nil {
 			return supabaseStack{}, nil, fmt.Errorf("supabase init: %w: %s", err, out)
 		}
+	}
+	if err := disableAnalytics(config); err != nil {
+		return supabaseStack{}, nil, err
 	}
 	start := time.Now()
 	if out, err := runCLI(ctx, dir, bin, "start", "--workdir", dir); err != nil {
@@ -84,11 +88,59 @@ func runCLI(ctx context.Context, dir, bin string, args ...string) (string, error
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
+	// The CLI reads SUPABASE_<SECTION>_<KEY> over config.toml: analytics
+	// stays off whatever the file says (see disableAnalytics).
+	cmd.Env = append(os.Environ(), "SUPABASE_ANALYTICS_ENABLED=false")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.Dir = dir
 	err := cmd.Run()
 	return out.String(), err
+}
+
+// disableAnalytics turns Supabase's analytics off in config.toml: its log
+// collector (vector) is started with the Docker socket bound into it, and
+// a container holding the inner daemon's socket is root over the sandbox
+// (the agent could reach it by joining its namespaces). Studio's log
+// views stay empty; everything else of the stack runs.
+func disableAnalytics(config string) error {
+	b, err := os.ReadFile(config)
+	if err != nil {
+		return fmt.Errorf("supabase: read %s: %w", config, err)
+	}
+	if err := os.WriteFile(config, []byte(analyticsOff(string(b))), 0o644); err != nil {
+		return fmt.Errorf("supabase: turn analytics off in %s: %w", config, err)
+	}
+	return nil
+}
+
+// analyticsOff rewrites a config.toml with [analytics] enabled = false.
+func analyticsOff(toml string) string {
+	var out []string
+	section, done := "", false
+	closeSection := func() {
+		if section == "analytics" && !done {
+			out, done = append(out, "enabled = false"), true
+		}
+	}
+	for _, l := range strings.Split(toml, "\n") {
+		t := strings.TrimSpace(l)
+		if strings.HasPrefix(t, "[") {
+			closeSection()
+			section = strings.Trim(t, "[] ")
+		} else if k, _, ok := strings.Cut(t, "="); ok && section == "analytics" && strings.TrimSpace(k) == "enabled" {
+			if !done {
+				out, done = append(out, "enabled = false"), true
+			}
+			continue
+		}
+		out = append(out, l)
+	}
+	closeSection()
+	if !done {
+		out = append(out, "", "[analytics]", "enabled = false")
+	}
+	return strings.Join(out, "\n")
 }
 
 func lastLines(s string, n int) string {

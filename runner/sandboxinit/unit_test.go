@@ -506,3 +506,33 @@ func TestRunTaskModeSupervisesTheCommand(t *testing.T) {
 		t.Error("a command given after -- is not the runner: no fallback receipt expected")
 	}
 }
+
+// Supabase's log collector would hold the daemon's socket: analytics is
+// turned off in config.toml whatever the file said, and nothing else in it
+// changes.
+func TestAnalyticsOff(t *testing.T) {
+	for in, want := range map[string]string{
+		"[api]\nport = 54321\n\n[analytics]\nenabled = true\nport = 54327\n\n[db]\nport = 54322\n": "[api]\nport = 54321\n\n[analytics]\nenabled = false\nport = 54327\n\n[db]\nport = 54322\n",
+		"[analytics]\nport = 54327\n[db]\n":  "[analytics]\nport = 54327\nenabled = false\n[db]\n",
+		"[api]\nenabled = true\n":            "[api]\nenabled = true\n\n\n[analytics]\nenabled = false",
+		"[analytics]\n  enabled=true # on\n": "[analytics]\nenabled = false\n",
+	} {
+		if got := analyticsOff(in); got != want {
+			t.Errorf("analyticsOff(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// A bind of a daemon socket, or of a directory above one, is what the
+// init refuses to leave in any container of the sandbox.
+func TestHoldsDaemonSocket(t *testing.T) {
+	for src, want := range map[string]bool{
+		"/var/run/docker.sock": true, "/run/docker.sock": true, "/var/run": true, "/run/": true, "/": true, "/var": false,
+		"/run/containerd": true, "/run/containerd/containerd.sock": true, "/run/sandbox/docker.sock": false, "/workspace": false,
+		"/var/run/../run/docker.sock": true, "/run/sandbox": false,
+	} {
+		if got := holdsDaemonSocket(src); got != want {
+			t.Errorf("holdsDaemonSocket(%q) = %v, want %v", src, got, want)
+		}
+	}
+}

@@ -144,9 +144,9 @@ func (p *Policy) checkHostConfig(ctx context.Context, hc object) error {
 			err = checkLogConfig(v)
 		case "NetworkMode":
 			err = p.checkNamespace(ctx, name, v, true)
-		case "PidMode", "IpcMode":
+		case "PidMode", "IpcMode", "UTSMode":
 			err = p.checkNamespace(ctx, name, v, false)
-		case "UTSMode", "UsernsMode", "CgroupnsMode":
+		case "UsernsMode", "CgroupnsMode":
 			if s, _ := v.(string); strings.EqualFold(s, "host") {
 				err = refuse("HostConfig.%s=host is refused: the host's namespaces are the host's", name)
 			}
@@ -187,9 +187,14 @@ func (p *Policy) checkHostConfig(ctx context.Context, hc object) error {
 	return nil
 }
 
-// checkNamespace allows the container's own namespace, another
-// container's (when that one is not on the host's), and for networks a
-// network by name unless its driver is the host's.
+// checkNamespace allows the container's own namespace, the namespace of
+// another container the agent created through the filter (and that
+// container's only when it passes checkExisting), and for networks a
+// network by name unless its driver is the host's. A container the agent
+// did not create is never joined: the init's services and the Supabase
+// stack hold what the agent may not reach (a process of theirs can hold
+// a socket or a file that /proc/<pid>/root shows to whoever shares its
+// pid namespace).
 func (p *Policy) checkNamespace(ctx context.Context, field string, v any, network bool) error {
 	s, ok := v.(string)
 	if !ok && v != nil {
@@ -198,22 +203,32 @@ func (p *Policy) checkNamespace(ctx context.Context, field string, v any, networ
 	switch {
 	case strings.EqualFold(s, "host"):
 		return refuse("HostConfig.%s=host is refused: the host's namespaces are the host's", field)
-	case strings.HasPrefix(s, "container:"):
-		id := strings.TrimPrefix(s, "container:")
-		c, err := p.Inspect.Container(ctx, id)
-		if err != nil {
-			return err
-		}
-		if c != nil && c.HostConfig != nil {
-			if mode, _ := c.HostConfig.str(field); strings.EqualFold(mode, "host") {
-				return refuse("HostConfig.%s=%s is refused: that container uses the host's namespace", field, s)
-			}
-		}
-		return nil
+	case len(s) >= len("container:") && strings.EqualFold(s[:len("container:")], "container:"):
+		return p.checkJoin(ctx, field, s, s[len("container:"):])
 	case network:
 		return p.checkNetworkName(ctx, "HostConfig.NetworkMode", s)
 	}
 	return nil
+}
+
+// checkJoin decides HostConfig.<field>=container:<ref>.
+func (p *Policy) checkJoin(ctx context.Context, field, mode, ref string) error {
+	c, err := p.Inspect.Container(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if c == nil {
+		return refuse("HostConfig.%s=%s is refused: there is no container %s", field, mode, ref)
+	}
+	if p.Owned == nil || c.ID == "" || !p.Owned.Owns(c.ID) {
+		return refuse("HostConfig.%s=%s is refused: the agent did not create that container through this filter, so its namespaces are not the agent's to join", field, mode)
+	}
+	if c.HostConfig != nil {
+		if m, _ := c.HostConfig.str(field); strings.EqualFold(m, "host") {
+			return refuse("HostConfig.%s=%s is refused: that container uses the host's namespace", field, mode)
+		}
+	}
+	return p.checkExisting(ctx, ref, "HostConfig."+field+": joining")
 }
 
 // checkNetworkName refuses the host network by name or by id.

@@ -44,7 +44,11 @@ type Config struct {
 	Workspace string
 	// StageDir holds the staged bind mounts (root only).
 	StageDir string
-	Log      zerolog.Logger
+	// IPv6 says the init fenced IPv6 too (its deny list and allowlist
+	// rules cover forwarded IPv6): only then may the agent create IPv6
+	// networks, whose containers would otherwise route around the fence.
+	IPv6 bool
+	Log  zerolog.Logger
 }
 
 // Filter is a running filter.
@@ -100,8 +104,11 @@ func newFilter(cfg Config) *Filter {
 	transport := &http.Transport{DialContext: dial, MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}
 	ws := &Workspace{Root: filepath.Clean(cfg.Workspace), StageDir: cfg.StageDir}
 	f := &Filter{cfg: cfg, ws: ws}
-	f.policy = &Policy{Binds: ws, Inspect: engineInspector{client: &http.Client{Transport: transport, Timeout: 30 * time.Second}}, Socket: cfg.Socket}
+	mine := newOwned()
+	f.policy = &Policy{Binds: ws, Inspect: engineInspector{client: &http.Client{Transport: transport, Timeout: 30 * time.Second}},
+		Socket: cfg.Socket, Owned: mine, IPv6: cfg.IPv6}
 	f.proxy = &httputil.ReverseProxy{
+		ModifyResponse: mine.recordCreated,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = "docker"
@@ -123,6 +130,12 @@ func (f *Filter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
 	if path.Clean(p) != p && path.Clean(p)+"/" != p {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("sandbox docker filter: path %q is not clean", p))
+		return
+	}
+	if mt := formBody(r.Header); mt != "" {
+		msg := fmt.Sprintf("sandbox docker filter: a body of type %s on %s %s is refused: the engine would read it as parameters the filter does not check; send parameters in the query", mt, r.Method, p)
+		f.cfg.Log.Info().Str("method", r.Method).Str("path", p).Str("refused", msg).Msg("docker request refused")
+		writeError(w, http.StatusForbidden, msg)
 		return
 	}
 	var read []byte
@@ -224,6 +237,7 @@ func (e engineInspector) get(ctx context.Context, p string, v any) (bool, error)
 
 func (e engineInspector) Container(ctx context.Context, id string) (*Existing, error) {
 	var c struct {
+		ID         string
 		HostConfig map[string]any
 		Mounts     []MountPoint
 	}
@@ -231,7 +245,7 @@ func (e engineInspector) Container(ctx context.Context, id string) (*Existing, e
 	if err != nil || !found {
 		return nil, err
 	}
-	return &Existing{HostConfig: c.HostConfig, Mounts: c.Mounts}, nil
+	return &Existing{ID: c.ID, HostConfig: c.HostConfig, Mounts: c.Mounts}, nil
 }
 
 func (e engineInspector) NetworkDriver(ctx context.Context, name string) (string, error) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -30,7 +31,14 @@ func (d *fakeDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.mu.Unlock()
 	switch {
 	case strings.HasSuffix(r.URL.Path, "/json") && strings.Contains(r.URL.Path, "/containers/"):
-		io.WriteString(w, `{"HostConfig":{"NetworkMode":"bridge"},"Mounts":[]}`)
+		// The engine names a container by its full id, whatever it was
+		// asked by; here a name is its own id.
+		seg := strings.Split(r.URL.Path, "/")
+		fmt.Fprintf(w, `{"Id":%q,"HostConfig":{"NetworkMode":"bridge"},"Mounts":[]}`, seg[len(seg)-2])
+	case strings.HasSuffix(r.URL.Path, "/containers/create"):
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		io.WriteString(w, `{"Id":"abc","Warnings":[]}`)
 	case strings.HasSuffix(r.URL.Path, "/attach"):
 		conn, rw, err := w.(http.Hijacker).Hijack()
 		if err != nil {
@@ -114,7 +122,7 @@ func TestFilterForwardsAndRefuses(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"abc"`) {
+		if resp.StatusCode != http.StatusCreated || !strings.Contains(string(b), `"abc"`) {
 			t.Errorf("%s: %s %s", p, resp.Status, b)
 		}
 		path, _, _ := strings.Cut(p, "?")
@@ -213,5 +221,77 @@ func TestWorkspaceStagesWhatWasChecked(t *testing.T) {
 	}
 	if _, err := os.Stat(made); err == nil {
 		t.Errorf("staged mount %s left behind", made)
+	}
+}
+
+// dockerd reads its parameters from the query and from a form-encoded
+// body alike (r.Form): a body that would carry them past the filter is
+// refused before anything reaches the engine, however its type is
+// spelled; the same parameters in the query are refused by the policy.
+func TestFilterRefusesParametersInTheBody(t *testing.T) {
+	t.Parallel()
+	d, sock, _ := startFilter(t)
+	c := unixClient(sock)
+	cases := []struct{ path, ctype, body, want string }{
+		{"/v1.41/images/create", "application/x-www-form-urlencoded", "fromSrc=http://198.51.100.7/x.tar&repo=x", "a body of type application/x-www-form-urlencoded on POST /v1.41/images/create is refused"},
+		{"/images/create?fromImage=redis", "Application/X-WWW-Form-Urlencoded; charset=utf-8", "fromSrc=http://198.51.100.7/x.tar", "is refused"},
+		{"/v1.41/build", "application/x-www-form-urlencoded;;bad", "networkmode=host&remote=client-session&session=s", "a body of type application/x-www-form-urlencoded on POST /v1.41/build is refused"},
+		{"/v1.41/build", "multipart/form-data; boundary=x", "--x\r\nContent-Disposition: form-data; name=\"networkmode\"\r\n\r\nhost\r\n--x--\r\n", "a body of type multipart/form-data"},
+		{"/v1.41/images/create?fromSrc=http://198.51.100.7/x.tar&repo=x", "text/plain", "", "docker import from a URL is refused"},
+		{"/v1.41/build?networkmode=host", "application/x-tar", "", "docker build --network=host is refused"},
+	}
+	for _, tc := range cases {
+		req, _ := http.NewRequest("POST", "http://docker"+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", tc.ctype)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct{ Message string }
+		json.NewDecoder(resp.Body).Decode(&e)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(e.Message, tc.want) {
+			t.Errorf("%s (%s): %s %q, want 403 with %q", tc.path, tc.ctype, resp.Status, e.Message, tc.want)
+		}
+		p, _, _ := strings.Cut(tc.path, "?")
+		d.mu.Lock()
+		_, reached := d.bodies[p]
+		d.mu.Unlock()
+		if reached {
+			t.Errorf("%s (%s) reached the engine", tc.path, tc.ctype)
+		}
+	}
+}
+
+// A container created through the filter is the agent's: its namespaces
+// may be joined; a container the engine has but the filter never created
+// (the init's services) may not.
+func TestFilterKnowsWhatItCreated(t *testing.T) {
+	t.Parallel()
+	_, sock, _ := startFilter(t)
+	c := unixClient(sock)
+	post := func(body string) (int, string) {
+		resp, err := c.Post("http://docker/v1.41/containers/create", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var e struct{ Message string }
+		json.NewDecoder(resp.Body).Decode(&e)
+		return resp.StatusCode, e.Message
+	}
+	if code, msg := post(`{"Image":"x","HostConfig":{"PidMode":"container:abc"}}`); code != http.StatusForbidden || !strings.Contains(msg, "did not create") {
+		t.Fatalf("join before the filter created abc: %d %q", code, msg)
+	}
+	if code, msg := post(`{"Image":"x"}`); code != http.StatusCreated {
+		t.Fatalf("create: %d %q", code, msg)
+	}
+	for _, mode := range []string{"PidMode", "IpcMode", "UTSMode", "NetworkMode"} {
+		if code, msg := post(`{"Image":"x","HostConfig":{"` + mode + `":"container:abc"}}`); code != http.StatusCreated {
+			t.Errorf("%s of the agent's own container: %d %q", mode, code, msg)
+		}
+		if code, msg := post(`{"Image":"x","HostConfig":{"` + mode + `":"container:svc"}}`); code != http.StatusForbidden || !strings.Contains(msg, "HostConfig."+mode+"=container:svc is refused") {
+			t.Errorf("%s of a container the filter did not create: %d %q", mode, code, msg)
+		}
 	}
 }

@@ -79,6 +79,9 @@ func (p *Policy) CreateNetwork(body []byte) ([]byte, error) {
 			return nil, refuse("network IPAM.Driver %q is refused: only the default IPAM driver is allowed", d)
 		}
 	}
+	if err := p.checkIPv6(o, ipam); err != nil {
+		return nil, err
+	}
 	opts, err := o.obj("Options")
 	if err != nil {
 		return nil, err
@@ -89,6 +92,36 @@ func (p *Policy) CreateNetwork(body []byte) ([]byte, error) {
 		}
 	}
 	return json.Marshal(o)
+}
+
+// checkIPv6 refuses an IPv6 network unless the init fenced IPv6: its
+// containers' packets are forwarded by the sandbox's IPv6 stack, which the
+// IPv4 rules do not see.
+func (p *Policy) checkIPv6(o, ipam object) error {
+	if p.IPv6 {
+		return nil
+	}
+	const why = "this sandbox fences IPv4 only (it had no IPv6 when it started), so an IPv6 network's containers would route around its egress rules; use an IPv4 network"
+	if v, k, _ := o.field("EnableIPv6"); v == true {
+		return refuse("network %s is refused: %s", k, why)
+	}
+	if ipam == nil {
+		return nil
+	}
+	v, _, _ := ipam.field("Config")
+	pools, _ := v.([]any)
+	for _, pool := range pools {
+		m, ok := pool.(map[string]any)
+		if !ok {
+			continue
+		}
+		for _, k := range []string{"Subnet", "IPRange", "Gateway"} {
+			if s, _ := object(m).str(k); strings.Contains(s, ":") {
+				return refuse("network IPAM.Config %s %q is refused: %s", k, s, why)
+			}
+		}
+	}
+	return nil
 }
 
 // ConnectNetwork checks POST /networks/{id}/connect.

@@ -40,6 +40,8 @@ type Binder interface {
 
 // Existing is what the filter reads of a container the engine already has.
 type Existing struct {
+	// ID is the engine's full id of the container.
+	ID         string
 	HostConfig object
 	Mounts     []MountPoint
 }
@@ -65,6 +67,17 @@ type Policy struct {
 	// Socket is the filter's own socket: binding it into a container gives
 	// that container the same filtered Docker (testcontainers' reaper does).
 	Socket string
+	// Owned knows the containers created through the filter; only theirs
+	// are namespaces another container may join.
+	Owned Owner
+	// IPv6 allows IPv6 networks (the init fenced IPv6 forwarding).
+	IPv6 bool
+}
+
+// Owner says whether a container (by full id) was created through the
+// filter.
+type Owner interface {
+	Owns(id string) bool
 }
 
 // checkExisting refuses to act on a container the agent could not have

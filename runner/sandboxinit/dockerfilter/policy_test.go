@@ -31,8 +31,20 @@ type fakeEngine struct {
 }
 
 func (e fakeEngine) Container(_ context.Context, id string) (*Existing, error) {
-	return e.containers[id], nil
+	c := e.containers[id]
+	if c != nil && c.ID == "" {
+		// The engine answers with the full id, whatever name it was asked.
+		cp := *c
+		cp.ID = "id-" + id
+		c = &cp
+	}
+	return c, nil
 }
+
+// fakeOwned owns the containers the test's agent made.
+type fakeOwned map[string]bool
+
+func (o fakeOwned) Owns(id string) bool { return o[id] }
 
 func (e fakeEngine) NetworkDriver(_ context.Context, name string) (string, error) {
 	return e.networks[name], nil
@@ -42,6 +54,7 @@ func testPolicy() *Policy {
 	return &Policy{
 		Binds:  fakeBinds{},
 		Socket: "/run/sandbox/docker.sock",
+		Owned:  fakeOwned{"id-mine": true, "id-hostnet": true, "id-hostpid": true, "id-priv": true, "id-vector": true},
 		Inspect: fakeEngine{
 			containers: map[string]*Existing{
 				"mine":     {HostConfig: object{"NetworkMode": "bridge", "Privileged": false, "CgroupnsMode": "host", "MaskedPaths": []any{"/proc/kcore"}}, Mounts: []MountPoint{{Type: "bind", Source: "/stage/repo"}, {Type: "volume", Source: "/var/lib/docker/volumes/x/_data"}}},
@@ -52,6 +65,7 @@ func testPolicy() *Policy {
 				"priv":     {HostConfig: object{"Privileged": true}},
 				"capped":   {HostConfig: object{"CapAdd": []any{"SYS_ADMIN"}}},
 				"seccomp0": {HostConfig: object{"SecurityOpt": []any{"seccomp=unconfined"}}},
+				"db":       {HostConfig: object{"NetworkMode": "sandbox"}},
 			},
 			networks: map[string]string{"proj_default": "bridge", "f00dhostid": "host"},
 		},
@@ -133,6 +147,18 @@ func TestPolicyTable(t *testing.T) {
 		{"endpoint host", "POST", create, `{"Image":"svc","NetworkingConfig":{"EndpointsConfig":{"host":{}}}}`, "EndpointsConfig=host"},
 		{"network of a host container", "POST", create, `{"Image":"svc","HostConfig":{"NetworkMode":"container:hostnet"}}`, "uses the host's namespace"},
 		{"pid of a host container", "POST", create, `{"Image":"svc","HostConfig":{"PidMode":"container:hostpid"}}`, "uses the host's namespace"},
+		{"pid of the agent's own", "POST", create, `{"Image":"svc","HostConfig":{"PidMode":"container:mine","IpcMode":"container:mine","UTSMode":"container:mine"}}`, ""},
+		{"pid of a service", "POST", create, `{"Image":"svc","HostConfig":{"PidMode":"container:db"}}`, "HostConfig.PidMode=container:db is refused: the agent did not create that container"},
+		{"ipc of a service", "POST", create, `{"Image":"svc","HostConfig":{"IpcMode":"container:db"}}`, "HostConfig.IpcMode=container:db is refused: the agent did not create"},
+		{"network of a service", "POST", create, `{"Image":"svc","HostConfig":{"NetworkMode":"container:db"}}`, "HostConfig.NetworkMode=container:db is refused: the agent did not create"},
+		{"uts of a service", "POST", create, `{"Image":"svc","HostConfig":{"UTSMode":"container:db"}}`, "HostConfig.UTSMode=container:db is refused: the agent did not create"},
+		{"pid of the socket holder", "POST", create, `{"Image":"svc","HostConfig":{"PidMode":"container:reaper"}}`, "the agent did not create"},
+		{"pid of an owned privileged one", "POST", create, `{"Image":"svc","HostConfig":{"PidMode":"container:priv"}}`, "is privileged"},
+		{"pid of an owned socket holder", "POST", create, `{"Image":"svc","HostConfig":{"PidMode":"container:vector"}}`, "mounts /var/run/docker.sock"},
+		{"pid of nothing", "POST", create, `{"Image":"svc","HostConfig":{"PidMode":"container:nosuch"}}`, "there is no container nosuch"},
+		{"ipv6 network", "POST", "/v1.41/networks/create", `{"Name":"v6","EnableIPv6":true,"IPAM":{"Config":[{"Subnet":"fd00:dead::/64"}]}}`, "network EnableIPv6 is refused"},
+		{"ipv6 subnet only", "POST", "/v1.41/networks/create", `{"Name":"v6","IPAM":{"Config":[{"Subnet":"172.30.0.0/16"},{"Subnet":"fd00:dead::/64"}]}}`, `IPAM.Config Subnet "fd00:dead::/64" is refused`},
+		{"ipv4 subnet", "POST", "/v1.41/networks/create", `{"Name":"v4","EnableIPv6":false,"IPAM":{"Config":[{"Subnet":"172.30.0.0/16","Gateway":"172.30.0.1"}]}}`, ""},
 		{"uts host", "POST", create, `{"Image":"svc","HostConfig":{"UTSMode":"host"}}`, "HostConfig.UTSMode=host"},
 		{"userns host", "POST", create, `{"Image":"svc","HostConfig":{"UsernsMode":"host"}}`, "HostConfig.UsernsMode=host"},
 		{"cgroupns host", "POST", create, `{"Image":"svc","HostConfig":{"CgroupnsMode":"host"}}`, "HostConfig.CgroupnsMode=host"},

@@ -1,0 +1,54 @@
+package app
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/app/receipts"
+)
+
+// withRepoIDs stores receipts with their repository's id. The handlers
+// know a run by its repository's name; the dashboard decides access by
+// id, which GitHub keeps through a rename or a transfer and gives a new
+// repository of a deleted one's name afresh. The id is read through the
+// run's own installation, so a name that now belongs to a repository the
+// installation cannot see stays 0: such a receipt shows to the operator
+// only.
+type withRepoIDs struct {
+	store *receipts.Store
+	cc    func() githubapp.ClientCreator
+	log   zerolog.Logger
+}
+
+func (w withRepoIDs) Put(ctx context.Context, r receipts.Run) error {
+	if r.RepoID == 0 {
+		r.RepoID = w.repoID(ctx, r)
+	}
+	return w.store.Put(ctx, r)
+}
+
+// repoID asks GitHub; a failure is logged and gives 0.
+func (w withRepoIDs) repoID(ctx context.Context, r receipts.Run) int64 {
+	owner, name, ok := strings.Cut(r.Repo, "/")
+	if !ok || r.InstallationID == 0 || w.cc == nil {
+		return 0
+	}
+	log := w.log.With().Str("task_id", r.TaskID).Str("repo", r.Repo).Int64("installation", r.InstallationID).Logger()
+	client, err := w.cc().NewInstallationClient(r.InstallationID)
+	if err != nil {
+		log.Warn().Err(err).Msg("receipt kept without its repository id (dashboard: operator only)")
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	repo, _, err := client.Repositories.Get(ctx, owner, name)
+	if err != nil {
+		log.Warn().Err(err).Msg("receipt kept without its repository id (dashboard: operator only)")
+		return 0
+	}
+	return repo.GetID()
+}
