@@ -28,6 +28,14 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 	if err != nil {
 		return nil, nop, err
 	}
+	env := passEnv(projectEnv)
+	if cfg.OpenCodeConfig != "" {
+		doc, _, err := dispatch.ReadOpenCodeConfig(cfg.OpenCodeConfig)
+		if err != nil {
+			return nil, nop, fmt.Errorf("OPENCODE_CONFIG: %w", err)
+		}
+		env[dispatch.EnvOpenCodeConfigJSON] = doc
+	}
 	switch cfg.Backend {
 	case "nomad":
 		nc := api.DefaultConfig()
@@ -44,7 +52,7 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 		b, err := nomad.New(nomad.Options{
 			Config: nc, Image: cfg.Image, Isolation: cfg.Isolation, Region: cfg.Nomad.Region, Namespace: cfg.Nomad.Namespace,
 			Datacenters: cfg.Nomad.Datacenters, NodePool: cfg.Nomad.NodePool, KillTimeout: cfg.Nomad.KillTimeout, Purge: cfg.Nomad.Purge,
-			Limits: nomad.Limits{MaxCPU: cfg.Limits.MaxCPU, MaxMemoryMB: cfg.Limits.MaxMemoryMB}, PidsLimit: cfg.Limits.PidsLimit, Env: passEnv(projectEnv), Gateway: gw, Logger: logger,
+			Limits: nomad.Limits{MaxCPU: cfg.Limits.MaxCPU, MaxMemoryMB: cfg.Limits.MaxMemoryMB}, PidsLimit: cfg.Limits.PidsLimit, Env: env, Gateway: gw, Logger: logger,
 			DenyNets: nomadDenyNets(ctx, cfg, logger),
 		})
 		if err != nil {
@@ -58,7 +66,7 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 		}
 		b, err := docker.NewBounded(docker.Options{
 			Image: cfg.Image, Isolation: cfg.Isolation, DataDir: cfg.DataDir, CacheDir: filepath.Join(cfg.DataDir, "cache"),
-			ExtraHosts: []string{"host.docker.internal:host-gateway"}, Env: passEnv(projectEnv), Gateway: gw, Logger: logger,
+			ExtraHosts: []string{"host.docker.internal:host-gateway"}, Env: env, Gateway: gw, Logger: logger,
 			CacheScope: cfg.CacheScope,
 		}, docker.Bounds{Limits: cfg.Limits, DenyNets: cfg.denyNets(), BotListen: botListeners(cfg)})
 		if err != nil {

@@ -97,6 +97,12 @@ type Config struct {
 	// gateway, never the agent (env: SANDBOX_PROVIDERS, space-separated
 	// NAME=BASE_URL[,KEY_ENV[,API]]).
 	Providers []dispatch.ModelProvider `yaml:"providers"`
+	// OpenCodeConfig is the operator's opencode.json (env: OPENCODE_CONFIG,
+	// as for OpenCode itself): the providers and models OpenCode in every
+	// sandbox knows besides the repository's own opencode.json; a provider
+	// that the gateway serves is re-addressed to it. Task runs, which have
+	// no repository, need it for any provider OpenCode does not know.
+	OpenCodeConfig string `yaml:"opencode_config"`
 
 	TemplatesDir string `yaml:"templates_dir"`
 	// RunnerBinary is the sandbox-runner executable for the process backend.
@@ -243,6 +249,7 @@ func (c *Config) applyEnv(getenv Getenv) error {
 		c.DenyNetworks = splitList(v)
 	}
 	str("SANDBOX_CACHE_SCOPE", &c.CacheScope)
+	str("OPENCODE_CONFIG", &c.OpenCodeConfig)
 	if v, ok := getenv("SANDBOX_PROVIDERS"); ok {
 		c.Providers = nil
 		for _, f := range strings.Fields(v) {

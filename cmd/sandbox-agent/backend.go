@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,8 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"strings"
 	"time"
 
@@ -302,30 +298,13 @@ func isolationHint(err error, isolation dispatch.Isolation) error {
 	return fmt.Errorf("%w\nIf this host refuses privileged containers (\"unable to apply caps\"), run with --isolation caps (or %s=caps)", err, envIsolation)
 }
 
-var openCodeEnvRef = regexp.MustCompile(`\{env:([A-Za-z_][A-Za-z0-9_]*)\}`)
-
-// openCodeConfig reads the operator's opencode.json as one line of JSON
-// (the env file that carries it cannot hold newlines) and the variables it
-// reads through {env:VAR}.
+// openCodeConfig reads the operator's opencode.json for the sandboxes.
 func openCodeConfig(path string) (string, []string, error) {
-	raw, err := os.ReadFile(path)
+	doc, refs, err := dispatch.ReadOpenCodeConfig(path)
 	if err != nil {
 		return "", nil, fmt.Errorf("$%s: %w", envOpenCode, err)
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return "", nil, fmt.Errorf("$%s %s: not plain JSON (comments cannot be passed into a sandbox): %w", envOpenCode, path, err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
-		return "", nil, fmt.Errorf("$%s %s: not a JSON object: %w", envOpenCode, path, err)
-	}
-	var refs []string
-	for _, m := range openCodeEnvRef.FindAllStringSubmatch(buf.String(), -1) {
-		refs = appendNew(refs, m[1])
-	}
-	sort.Strings(refs)
-	return buf.String(), refs, nil
+	return doc, refs, nil
 }
 
 // bridgeGateway is the default bridge's gateway address: the host as a

@@ -70,7 +70,7 @@ func TestE2ETaskRunArtifacts(t *testing.T) {
 	l := startLoop(t, loopOptions{script: []modeltest.Turn{
 		{ToolCalls: []modeltest.ToolCall{write("report.md", "# Report\n\nAll good.\n")}, Usage: usage(600, 30)},
 		{Text: "Wrote report.md.", Usage: usage(700, 10)},
-	}, sandboxYML: "mode: task\n", files: map[string]string{"README.md": "# demo\n"}})
+	}, sandboxYML: "mode: task\n", files: map[string]string{"README.md": "# demo\n"}, operatorOpenCode: true})
 	n := l.gh.AddIssue(e2eRepo, e2eWriter, "Report", "Write a report.")
 	l.label(n)
 	done := l.waitComment(n, "report.md", 5*time.Minute)
@@ -79,8 +79,11 @@ func TestE2ETaskRunArtifacts(t *testing.T) {
 		t.Fatalf("artifact branches %v, want 1:\n%s", refs, done)
 	}
 	files := l.gh.TreeFiles(e2eRepo, l.gh.Ref(e2eRepo, refs[0]))
-	if files["report.md"] != "# Report\n\nAll good.\n" || len(files) != 1 {
+	if files["artifacts/report.md"] != "# Report\n\nAll good.\n" || len(files) != 1 {
 		t.Fatalf("the artifacts branch holds %v", files)
+	}
+	if reqs := l.model.ScriptedRequests(); len(reqs) == 0 || reqs[0].Authorization != "Bearer modeltest-key" {
+		t.Errorf("the provider key did not reach the model through the gateway: %+v", reqs)
 	}
 	for _, tok := range l.gh.Tokens() {
 		if len(tok.Repositories) > 0 && tok.Permissions["contents"] != "read" {

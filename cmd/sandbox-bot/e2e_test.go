@@ -83,6 +83,11 @@ type loopOptions struct {
 	// harness, model and limits; files are the repository's other files.
 	sandboxYML string
 	files      map[string]string
+	// operatorOpenCode serves the scripted model as the operator's
+	// provider: named in the bot's OPENCODE_CONFIG and SANDBOX_PROVIDERS,
+	// reached through the sandbox's model gateway, where the repository
+	// does not name it (a task run has no repository).
+	operatorOpenCode bool
 	// env is added to the bot's environment; backendEnv too, given the
 	// sandbox image (another backend).
 	env        []string
@@ -105,7 +110,7 @@ func startLoop(t *testing.T, o loopOptions) *loop {
 	harness, modelName := cmp.Or(o.harness, "opencode"), cmp.Or(o.model, model.OpenCodeModel())
 	files := map[string]string{}
 	maps.Copy(files, o.files)
-	if harness == "opencode" {
+	if harness == "opencode" && !o.operatorOpenCode {
 		// The repository's own opencode.json names the model provider:
 		// here the scripted one, reachable from the sandbox on the bridge.
 		provider := model.OpenCodeConfig()
@@ -140,6 +145,14 @@ func startLoop(t *testing.T, o loopOptions) *loop {
 		l.anthropic = a
 		l.env = append(l.env, "E2E_ANTHROPIC_KEY=e2e-anthropic-key",
 			"SANDBOX_PROVIDERS=anthropic=http://"+a.Addr()+",E2E_ANTHROPIC_KEY,anthropic")
+	}
+	if o.operatorOpenCode {
+		path := filepath.Join(t.TempDir(), "opencode.json")
+		if err := os.WriteFile(path, []byte(model.OpenCodeConfigBehindGateway()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		l.env = append(l.env, "OPENCODE_CONFIG="+path, "E2E_SCRIPTED_KEY=modeltest-key",
+			"SANDBOX_PROVIDERS="+modeltest.ProviderID+"="+model.URL+",E2E_SCRIPTED_KEY")
 	}
 	l.env = append(l.env, o.env...)
 	if o.backendEnv != nil {
