@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"sort"
 	"slices"
+	"sort"
 )
 
 var openCodeEnvRef = regexp.MustCompile(`\{env:([A-Za-z_][A-Za-z0-9_]*)\}`)

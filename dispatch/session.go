@@ -17,6 +17,12 @@ type SessionHandoff struct {
 	// Missing says why there is no archive (the backend cannot carry
 	// one, it was not kept, ...): the runner starts fresh and says so.
 	Missing string `json:"missing,omitempty"`
+	// RepoID and PlanSHA256 are what the bot expects the archive to be
+	// bound to: the repository of this run and the digest of the approved
+	// plan as its run wrote it (from the plan comment). An archive bound to
+	// anything else, or to nothing, is not resumed.
+	RepoID     int64  `json:"repo_id,omitempty"`
+	PlanSHA256 string `json:"plan_sha256,omitempty"`
 }
 
 // SessionReport is result.json's account of the agent's session.

@@ -106,8 +106,9 @@ type WorkOrder struct {
 	// Attempt counts continue runs of the same task, starting at 1.
 	Attempt int `json:"attempt"`
 
-	Repo         string `json:"repo,omitempty"`   // owner/name
-	Number       int    `json:"number,omitempty"` // issue or PR number
+	Repo         string `json:"repo,omitempty"`    // owner/name
+	RepoID       int64  `json:"repo_id,omitempty"` // GitHub's id of Repo, which a rename keeps
+	Number       int    `json:"number,omitempty"`  // issue or PR number
 	CloneURL     string `json:"clone_url,omitempty"`
 	BaseBranch   string `json:"base_branch,omitempty"`
 	TargetBranch string `json:"target_branch,omitempty"`

@@ -134,7 +134,7 @@ func (b *Base) command(ctx context.Context, client *github.Client, cc commandCon
 			if !hasPlan {
 				return reply("github/no_plan", NoPlanData{TriggerLabel: b.TriggerLabel})
 			}
-			req.Mode, req.Plan, req.PlanTask = dispatch.ModeExecute, extractPlan(plan.Comment.GetBody()), plan.Marker.TaskID
+			req.Mode, req.Plan, req.PlanTask, req.PlanSHA = dispatch.ModeExecute, extractPlan(plan.Comment.GetBody()), plan.Marker.TaskID, plan.Marker.PlanSHA
 			return b.start(ctx, client, req)
 		}
 		round := plan.Marker.Round + 1
@@ -155,7 +155,7 @@ func (b *Base) command(ctx context.Context, client *github.Client, cc commandCon
 		}
 		req.Mode, req.Round = last.Mode, last.Round
 		if hasPlan {
-			req.Plan, req.PlanTask = extractPlan(plan.Comment.GetBody()), plan.Marker.TaskID
+			req.Plan, req.PlanTask, req.PlanSHA = extractPlan(plan.Comment.GetBody()), plan.Marker.TaskID, plan.Marker.PlanSHA
 		}
 		// /continue resumes the last run's branch; /retry of a continue
 		// run does the same, any other /retry starts the step afresh.

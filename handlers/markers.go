@@ -35,6 +35,10 @@ type Marker struct {
 	// Upto is, on a revise run's acknowledgement, the newest comment of
 	// the conversation its feedback was read up to (batch_feedback.go).
 	Upto int64 `json:"upto,omitempty"`
+	// PlanSHA is, on a plan comment, the digest of the plan the run wrote
+	// (agentsession.PlanDigest): the execute run resumes the plan run's
+	// session only if the session archive names the same plan.
+	PlanSHA string `json:"plan_sha,omitempty"`
 }
 
 // Marker kinds.

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/agentsession"
 )
 
 // Runs follows every run this bot replica started or found on the backend,
@@ -209,6 +210,11 @@ func (r *Runs) finish(ctx context.Context, client *github.Client, owner, repo st
 		issue = meta.Number
 	}
 	rc := &runContext{meta: meta, owner: owner, repo: repo, issue: issue, round: ack.Marker.Round, branch: ack.Marker.Branch, marked: marked}
+	if res != nil && meta.Mode == dispatch.ModePlan {
+		// Of the plan as the runner wrote it, before it is made safe to
+		// post: the digest the session archive carries.
+		rc.planDigest = agentsession.PlanDigest(res.Plan)
+	}
 	res = r.vetResult(rc, res)
 	defer r.keepReceipt(ctx, rc, res)
 
@@ -259,6 +265,8 @@ type runContext struct {
 	round       int
 	branch      string
 	marked      []markedComment
+	// planDigest binds a plan run's session to the plan it wrote.
+	planDigest string
 }
 
 // receipt is what the run did and where it came from.
@@ -287,7 +295,7 @@ func (r *Runs) postPlan(ctx context.Context, client *github.Client, rc *runConte
 		Receipt: rc.receipt(res), MaxRounds: r.c.MaxPlanRounds, CostSoFar: r.costSoFar(rc, res), PlanStart: planStart, PlanEnd: planEnd,
 	}
 	data.Round = max(rc.round, 1)
-	data.Marker = Marker{Kind: KindPlan, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Round: data.Round, Cost: roundCost(res)}.String()
+	data.Marker = Marker{Kind: KindPlan, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Round: data.Round, Cost: roundCost(res), PlanSHA: rc.planDigest}.String()
 	prog.complete(ctx, "success", "Plan ready", "The plan is posted on the issue.", res)
 	r.c.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelAwaitingApproval)
 	return r.c.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/plan_comment", data)

@@ -36,6 +36,11 @@ func TestApproveHandsThePlanSessionToTheExecuteRun(t *testing.T) {
 	if s == nil || s.FromTask != plan.Order.TaskID || s.Harness != "opencode" || s.ID != "ses_plan" || !bytes.Equal(s.Archive, archive) || s.Missing != "" {
 		t.Fatalf("execute work order's session = %+v, want the plan's archive", s)
 	}
+	// What the runner must find in the archive before it resumes it: this
+	// repository, and the plan as the plan run wrote it.
+	if s.RepoID == 0 || s.RepoID != exec.Order.RepoID || s.PlanSHA256 != agentsession.PlanDigest("1. Do it.") {
+		t.Fatalf("the handoff binds the session to repository %d and plan %q; want %d and the plan's digest", s.RepoID, s.PlanSHA256, exec.Order.RepoID)
+	}
 	h.gh.CreateBranch(testRepo, exec.Order.TargetBranch, "main")
 	h.backend.Finish(exec.Order.TaskID, &dispatch.Result{Mode: dispatch.ModeExecute, Status: dispatch.StatusCompleted, Branch: exec.Order.TargetBranch,
 		PRSummary: "Done.", Commits: []dispatch.Commit{{SHA: strings.Repeat("a", 40), Message: "Add caching"}}, Session: &dispatch.SessionReport{Resumed: true, From: plan.Order.TaskID, Note: "resumed from plan " + plan.Order.TaskID}})

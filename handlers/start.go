@@ -32,6 +32,9 @@ type startRequest struct {
 	// PlanTask is the plan run whose plan Plan is: an execute run resumes
 	// its agent session (session.go).
 	PlanTask string `json:"plan_task,omitempty"`
+	// PlanSHA is the digest of that plan as its run wrote it, from the
+	// plan comment's marker: the session must name the same.
+	PlanSHA  string `json:"plan_sha,omitempty"`
 	Feedback string `json:"feedback,omitempty"`
 	Round    int    `json:"round,omitempty"`
 	Attempt  int    `json:"attempt,omitempty"`
@@ -157,7 +160,7 @@ func (b *Base) startRun(ctx context.Context, client *github.Client, req startReq
 		},
 		Order: dispatch.WorkOrder{
 			SchemaVersion: dispatch.WorkOrderVersion, TaskID: taskID, Mode: mode, Attempt: attempt,
-			Repo: full, Number: req.Number, CloneURL: req.Repo.GetCloneURL(), BaseBranch: base, TargetBranch: branch,
+			Repo: full, RepoID: req.Repo.GetID(), Number: req.Number, CloneURL: req.Repo.GetCloneURL(), BaseBranch: base, TargetBranch: branch,
 			Task: task, Plan: req.Plan, Feedback: req.Feedback, Config: *cfg,
 			BudgetUSD: budget, TimeoutMinutes: cfg.TimeoutMinutes, SecretEnv: b.SecretEnv,
 		},
@@ -169,6 +172,9 @@ func (b *Base) startRun(ctx context.Context, client *github.Client, req startReq
 	}
 	if mode == dispatch.ModeExecute {
 		spec.Order.Session = b.sessionHandoff(ctx, req.PlanTask)
+		if h := spec.Order.Session; h != nil {
+			h.RepoID, h.PlanSHA256 = req.Repo.GetID(), req.PlanSHA
+		}
 	}
 	created, err := b.submit(ctx, spec)
 	b.handOver(ctx, taskID, token, created, err)

@@ -17,9 +17,16 @@ import (
 // the prompt it was given.
 func TestExecuteFallsBackToAFreshSession(t *testing.T) {
 	t.Parallel()
-	good, err := agentsession.Encode(agentsession.Manifest{TaskID: "T-9A8B7C6D", Harness: "opencode", ID: "ses_1", Dir: "/w/repo"}, []byte("{}"))
+	good, err := agentsession.Encode(agentsession.Manifest{TaskID: "T-9A8B7C6D", Harness: "opencode", ID: "ses_1", Dir: "/w/repo",
+		RepoID: 42, PlanSHA256: agentsession.PlanDigest("1. PLAN-IN-PROMPT: write NOTES.md.")}, []byte("{}"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A hostile plan agent cannot change the manifest (the runner writes
+	// it), but an archive can come from elsewhere: a transferred issue's
+	// plan run in another repository, or a session that wrote another plan.
+	bound := func(repo int64, plan string) *dispatch.SessionHandoff {
+		return &dispatch.SessionHandoff{FromTask: "T-9A8B7C6D", Archive: good, RepoID: repo, PlanSHA256: plan}
 	}
 	cases := []struct {
 		name    string
@@ -33,6 +40,10 @@ func TestExecuteFallsBackToAFreshSession(t *testing.T) {
 		{"corrupt archive", &dispatch.SessionHandoff{FromTask: "T-9A8B7C6D", Archive: []byte("\x1f\x8bnot really gzip")},
 			"fresh: the session archive does not read: not gzip"},
 		{"other harness", &dispatch.SessionHandoff{FromTask: "T-9A8B7C6D", Archive: good}, "fresh: the plan ran with opencode, this run uses command"},
+		{"another repository", bound(7, agentsession.PlanDigest("1. PLAN-IN-PROMPT: write NOTES.md.")),
+			"fresh: the plan's session was made in another repository (id 42, this run's is 7)"},
+		{"another plan", bound(42, agentsession.PlanDigest("1. Something people never approved.")),
+			"fresh: the session archive is not the session that wrote the approved plan"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -56,8 +56,11 @@ func (r *run) savePlanSession() {
 		notSaved("it holds the value of %s, a secret of the run", name)
 		return
 	}
+	// Bound to this repository and to the plan as the receipt will carry
+	// it (redacted), which is what the bot's plan comment records.
 	archive, err := agentsession.Encode(agentsession.Manifest{
 		TaskID: r.order.TaskID, Harness: r.h.Name(), ID: r.session, Model: r.cfg.Model, Dir: r.dir, BaseSHA: r.baseSHA,
+		RepoID: r.order.RepoID, PlanSHA256: agentsession.PlanDigest(r.red.String(r.res.Plan)),
 	}, data)
 	if err != nil {
 		notSaved("%v", err)
@@ -99,6 +102,9 @@ func (r *run) resumePlanSession() string {
 		return fresh("the session archive does not read: %v", err)
 	}
 	rep.Harness, rep.ID = m.Harness, m.ID
+	if why := bindingMismatch(m, h); why != "" {
+		return fresh("%s", why)
+	}
 	p, ok := r.h.(harness.SessionPorter)
 	switch {
 	case m.Harness != r.h.Name():
@@ -124,6 +130,21 @@ func (r *run) resumePlanSession() string {
 	rep.Resumed, rep.Note = true, "resumed from plan "+h.FromTask
 	r.log.Info().Str("from", h.FromTask).Str("session", m.ID).Msg("agent session resumed from the plan run")
 	return m.ID
+}
+
+// bindingMismatch says why an archive is not this run's to resume: it
+// was made in another repository, or it is not the session that wrote the
+// plan people approved. What the bot expects it to be bound to comes in the
+// handoff; an archive bound to nothing (an older runner's) is not trusted
+// where the bot expects a binding.
+func bindingMismatch(m agentsession.Manifest, h *dispatch.SessionHandoff) string {
+	switch {
+	case h.RepoID != 0 && m.RepoID != h.RepoID:
+		return fmt.Sprintf("the plan's session was made in another repository (id %d, this run's is %d)", m.RepoID, h.RepoID)
+	case h.PlanSHA256 != "" && m.PlanSHA256 != h.PlanSHA256:
+		return "the session archive is not the session that wrote the approved plan"
+	}
+	return ""
 }
 
 // sessionCmd runs cmd as the agent, in its own process group, and returns

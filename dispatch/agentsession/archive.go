@@ -11,12 +11,16 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/termtext"
 )
 
 // Version is bumped on any incompatible change of the archive.
@@ -50,6 +54,21 @@ type Manifest struct {
 	Dir string `json:"dir"`
 	// BaseSHA is the base branch's commit the plan saw.
 	BaseSHA string `json:"base_sha,omitempty"`
+	// RepoID is the repository the plan run worked on (GitHub's id, which
+	// a rename or transfer keeps), and PlanSHA256 the PlanDigest of the plan
+	// it wrote: an execute run resumes the session only in that repository
+	// and only for that plan, as approved.
+	RepoID     int64  `json:"repo_id,omitempty"`
+	PlanSHA256 string `json:"plan_sha256,omitempty"`
+}
+
+// PlanDigest is the digest that binds a session to its plan: of the plan's
+// text as a receipt carries it (terminal escapes stripped) and without the
+// space around it. The runner records it in the archive, the bot in the
+// plan comment's marker, from the same text.
+func PlanDigest(plan string) string {
+	sum := sha256.Sum256([]byte(strings.TrimSpace(termtext.Clean(plan))))
+	return hex.EncodeToString(sum[:])
 }
 
 // Encode builds the archive of m and data, or ErrTooBig.
