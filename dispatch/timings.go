@@ -63,24 +63,41 @@ type StageTiming struct {
 	Note string `json:"note,omitempty"`
 }
 
+// InitStep notes a stage that is one step of the sandbox's start (the
+// "sandbox" stage spans them all).
+const InitStep = "init step"
+
 // Summary is the stages that lead to the agent's first event, for a
-// receipt: "sandbox 1.2 s, clone 0.3 s, setup 0.8 s (cached), agent 2.1 s".
+// receipt: "sandbox 1.2 s, clone 0.3 s, setup 0.8 s (cached), agent 2.1 s
+// to its first event". The init's single steps are left to the JSON.
 func (t *Timings) Summary() string {
 	if t == nil {
 		return ""
 	}
 	out := ""
 	for _, s := range t.Stages {
-		if !t.FirstAgentEvent.IsZero() && s.Start.After(t.FirstAgentEvent) {
+		if s.Note == InitStep || (!t.FirstAgentEvent.IsZero() && s.Start.After(t.FirstAgentEvent)) {
 			continue
 		}
 		if out != "" {
 			out += ", "
 		}
-		out += fmt.Sprintf("%s %.1f s", s.Stage, s.Seconds)
-		if s.Note != "" {
-			out += " (" + s.Note + ")"
+		secs, note := s.Seconds, s.Note
+		if s.Stage == "agent" && !t.FirstAgentEvent.IsZero() {
+			secs, note = t.FirstAgentEvent.Sub(s.Start).Seconds(), "to its first event"
+		}
+		out += fmt.Sprintf("%s %.1f s", s.Stage, secs)
+		if note != "" {
+			out += " (" + note + ")"
 		}
 	}
 	return out
+}
+
+// StartTimings is the file the sandbox's init writes for the runner
+// (EnvStartTimings): when it started and its steps. The init writes it again
+// when it starts the inner daemon on first use, mid-run.
+type StartTimings struct {
+	Started time.Time     `json:"started"`
+	Stages  []StageTiming `json:"stages"`
 }

@@ -33,17 +33,10 @@ func (t *timeline) event(at time.Time) {
 	}
 }
 
-// StartTimings is the file the sandbox's init writes (EnvStartTimings):
-// when it started and its steps, in the receipt's form.
-type StartTimings struct {
-	Started time.Time              `json:"started"`
-	Stages  []dispatch.StageTiming `json:"stages"`
-}
-
 // ReadStartTimings reads the init's file; a missing or unreadable one is
 // no timings (a run outside a sandbox).
-func ReadStartTimings(path string) StartTimings {
-	var st StartTimings
+func ReadStartTimings(path string) dispatch.StartTimings {
+	var st dispatch.StartTimings
 	if path == "" {
 		return st
 	}

@@ -104,6 +104,7 @@ func (s *sandbox) run(parent context.Context) int {
 		dir = runAs.Home
 	}
 
+	s.writeStartTimings(st.env)
 	mu.Lock()
 	if ctx.Err() != nil {
 		mu.Unlock()
@@ -202,6 +203,7 @@ func (s *sandbox) start(ctx, saveCtx context.Context) (started, error) {
 		return st, err
 	}
 	maps.Copy(st.env, cacheEnv(s.opts.cacheDir))
+	s.prepareSetupCache(st.runner, st.env)
 	maps.Copy(st.env, gatewayEnv)
 	if s.order != nil && len(s.order.Config.Network.Allow) > 0 {
 		var env map[string]string
