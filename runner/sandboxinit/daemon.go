@@ -81,6 +81,11 @@ type proc struct {
 
 // startProc starts argv with env added to the init's environment.
 func startProc(name, logPath string, env []string, argv ...string) (*proc, error) {
+	return startProcFiles(name, logPath, env, nil, argv...)
+}
+
+// startProcFiles is startProc with files passed on as fds 3, 4, ...
+func startProcFiles(name, logPath string, env []string, files []*os.File, argv ...string) (*proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open %s log %s: %w", name, logPath, err)
@@ -88,6 +93,7 @@ func startProc(name, logPath string, env []string, argv ...string) (*proc, error
 	defer f.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
+	cmd.ExtraFiles = files
 	if len(env) > 0 {
 		cmd.Env = append(os.Environ(), env...)
 	}
@@ -154,6 +160,9 @@ func tail(path string, lines int) string {
 type daemonConfig struct {
 	Driver  string
 	Timeout time.Duration
+	// Listener, when set, is the daemon's socket, held by the init until
+	// the first use (lazydaemon.go): dockerd serves it by socket activation.
+	Listener *os.File
 }
 
 // startDaemon starts containerd and dockerd and waits until dockerd
@@ -223,19 +232,25 @@ func (d *daemon) startDockerd(ctx context.Context, cfg daemonConfig) error {
 		}()
 	}
 	var err error
-	d.dockerd, err = startProc("dockerd", filepath.Join(logDir, "dockerd.log"), env,
-		"dockerd",
-		"--host", "unix://"+dockerSocket,
-		// The socket is root's alone: the agent reaches the daemon only
-		// through the filter (dockerfilter.go), whatever its groups.
-		"--group", "root",
-		"--containerd", containerdSocket,
-		"--data-root", dockerRoot,
-		"--storage-driver", cfg.Driver,
-		// The outer stop grace is shared with the runner's push; services
-		// are disposable, so the daemon does not wait long for them.
-		"--shutdown-timeout", "2",
-	)
+	argv, files := []string{"dockerd", "--host", "unix://" + dockerSocket}, []*os.File(nil)
+	if cfg.Listener != nil {
+		// Socket activation wants LISTEN_PID to be dockerd's own pid,
+		// which only a shell that execs it knows.
+		argv = []string{"sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1; export LISTEN_PID LISTEN_FDS; exec "$@"`, "sh", "dockerd", "--host", "fd://"}
+		files = []*os.File{cfg.Listener}
+	}
+	d.dockerd, err = startProcFiles("dockerd", filepath.Join(logDir, "dockerd.log"), env, files,
+		append(argv,
+			// The socket is root's alone: the agent reaches the daemon only
+			// through the filter (dockerfilter.go), whatever its groups.
+			"--group", "root",
+			"--containerd", containerdSocket,
+			"--data-root", dockerRoot,
+			"--storage-driver", cfg.Driver,
+			// The outer stop grace is shared with the runner's push; services
+			// are disposable, so the daemon does not wait long for them.
+			"--shutdown-timeout", "2",
+		)...)
 	if err != nil {
 		return err
 	}

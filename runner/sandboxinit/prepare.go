@@ -80,6 +80,15 @@ func (s *sandbox) startDocker(ctx, saveCtx context.Context, env map[string]strin
 	if err != nil {
 		return nil, err
 	}
+	if !s.wantsDaemonNow() {
+		err := s.steps.do("egress-defaults", func() error { return s.enforceEgressDefaults(ctx, execIPTables) })
+		if err != nil {
+			return nil, err
+		}
+		// The held socket outlives this step: it waits until the runner
+		// has exited, like the image saves.
+		return dispatch.Services{}, s.holdDockerSocket(saveCtx)
+	}
 	err = s.steps.do("containerd", func() (err error) {
 		s.daemon, err = startContainerd(s.log)
 		return err

@@ -37,6 +37,7 @@ type sandbox struct {
 	saves    sync.WaitGroup
 
 	dockerFilter *dockerfilter.Filter // the agent's Docker socket
+	lazy         *lazyDaemon          // the daemon's socket, held until first use
 }
 
 func (s *sandbox) run(parent context.Context) int {
