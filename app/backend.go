@@ -46,6 +46,8 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 			Datacenters: cfg.Nomad.Datacenters, NodePool: cfg.Nomad.NodePool, KillTimeout: cfg.Nomad.KillTimeout, Purge: cfg.Nomad.Purge,
 			Limits: nomad.Limits{MaxCPU: cfg.Limits.MaxCPU, MaxMemoryMB: cfg.Limits.MaxMemoryMB}, PidsLimit: cfg.Limits.PidsLimit, Env: passEnv(projectEnv), Gateway: gw, Logger: logger,
 			DenyNets: nomadDenyNets(ctx, cfg, logger),
+			SetupCache: nomad.SetupCache{Volume: cfg.SetupCache.NomadVolume,
+				MaxBytes: max(cfg.SetupCache.RepoBytes(), 0), NodeMaxBytes: max(cfg.SetupCache.NodeBytes(), 0)},
 		})
 		if err != nil {
 			return nil, nop, err
@@ -61,6 +63,7 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 			ExtraHosts: []string{"host.docker.internal:host-gateway"}, Env: passEnv(projectEnv), Gateway: gw, Logger: logger,
 			CacheScope: cfg.CacheScope, DenyNets: cfg.denyNets(), BotListen: botListeners(cfg),
 			MemoryMB: cfg.Limits.MaxMemoryMB, CPU: cfg.Limits.MaxCPU, PidsLimit: cfg.Limits.PidsLimit,
+			SetupCacheMaxBytes: cfg.SetupCache.RepoBytes(), SetupCacheNodeMaxBytes: max(cfg.SetupCache.NodeBytes(), 0),
 		})
 		if err != nil {
 			return nil, nop, err

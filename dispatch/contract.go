@@ -63,6 +63,9 @@ const (
 	EnvSetupCacheDir = "SANDBOX_SETUP_CACHE_DIR"
 	// EnvSetupCacheMaxSize bounds that directory (bytes, or "2GiB").
 	EnvSetupCacheMaxSize = "SANDBOX_SETUP_CACHE_MAX_SIZE"
+	// EnvSetupCacheNodeMaxSize bounds a Nomad node's setup cache volume,
+	// every repository's entries (bytes); the init enforces it.
+	EnvSetupCacheNodeMaxSize = "SANDBOX_SETUP_CACHE_NODE_MAX_SIZE"
 	// EnvStartTimings is the file where the sandbox's init records its
 	// start steps (and the inner daemon's start on first use), for the
 	// receipt's timings.

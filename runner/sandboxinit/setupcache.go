@@ -12,10 +12,6 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch/setupcache"
 )
 
-// envSetupCacheNodeMax bounds a Nomad node's setup cache volume (all
-// repositories); the init enforces it while it still sees the whole volume.
-const envSetupCacheNodeMax = "SANDBOX_SETUP_CACHE_NODE_MAX_SIZE"
-
 // prepareSetupCache hands the repository's setup cache directory to the
 // runner (its own uid, mode 0700: the agent cannot read or write it) and
 // names it in env. On Nomad the node's volume is mounted whole: the init
@@ -49,7 +45,7 @@ func (s *sandbox) narrowSetupCacheVolume() error {
 	if st, err := os.Lstat(node); err != nil || !st.IsDir() {
 		return nil
 	}
-	if v := os.Getenv(envSetupCacheNodeMax); v != "" {
+	if v := os.Getenv(dispatch.EnvSetupCacheNodeMaxSize); v != "" {
 		if max, err := humanize.ParseBytes(v); err == nil && max > 0 {
 			dirs, _ := filepath.Glob(filepath.Join(node, "*"))
 			if removed, _ := setupcache.Evict(dirs, int64(max)); len(removed) > 0 {
