@@ -50,6 +50,8 @@ type loop struct {
 	dataDir string
 	env     []string
 	bot     *botProcess
+	// hostEnv runs OpenCode on the host against model (load tests' floors).
+	hostEnv []string
 }
 
 func newLoop(t *testing.T, script []modeltest.Turn) *loop {
@@ -59,6 +61,26 @@ func newLoop(t *testing.T, script []modeltest.Turn) *loop {
 
 // newLoopOn starts the loop with extra bot environment (another backend).
 func newLoopOn(t *testing.T, script []modeltest.Turn, backendEnv func(img string) []string) *loop {
+	t.Helper()
+	return newLoopWith(t, script, backendEnv, func(model *modeltest.Server) map[string]string {
+		return map[string]string{
+			".sandbox.yml": fmt.Sprintf(`name: demo
+harness: opencode
+model: %s
+max_budget_usd: 2
+timeout_minutes: 10
+inactivity_timeout: 60
+validate:
+  greeting: grep -q hello greet.txt
+`, model.OpenCodeModel()),
+			"README.md": "# demo\n",
+		}
+	})
+}
+
+// newLoopWith starts the loop on a repository of the files repoFiles
+// returns, plus an opencode.json naming the scripted model.
+func newLoopWith(t *testing.T, script []modeltest.Turn, backendEnv func(img string) []string, repoFiles func(*modeltest.Server) map[string]string) *loop {
 	t.Helper()
 	img := testenv.SandboxImage(t)
 	gw := dockertest.Gateway(t)
@@ -71,21 +93,11 @@ func newLoopOn(t *testing.T, script []modeltest.Turn, backendEnv func(img string
 	provider := model.OpenCodeConfig()
 	delete(provider, "model")
 	opencodeJSON, _ := json.MarshalIndent(provider, "", "  ")
-	gh.AddRepo(e2eRepo, 7, map[string]string{
-		".sandbox.yml": fmt.Sprintf(`name: demo
-harness: opencode
-model: %s
-max_budget_usd: 2
-timeout_minutes: 10
-inactivity_timeout: 60
-validate:
-  greeting: grep -q hello greet.txt
-`, model.OpenCodeModel()),
-		// The repository's own opencode.json names the model provider: here
-		// the scripted one, reachable from the sandbox on the bridge.
-		"opencode.json": string(opencodeJSON),
-		"README.md":     "# demo\n",
-	})
+	files := repoFiles(model)
+	// The repository's own opencode.json names the model provider: here
+	// the scripted one, reachable from the sandbox on the bridge.
+	files["opencode.json"] = string(opencodeJSON)
+	gh.AddRepo(e2eRepo, 7, files)
 	gh.SetPermission(e2eRepo, e2eWriter, "write")
 	dataDir, err := os.MkdirTemp("", "sandbox-bot-e2e-")
 	if err != nil {
