@@ -55,6 +55,12 @@ func (t *timeline) result(requested time.Time, startFile string) *dispatch.Timin
 	defer t.mu.Unlock()
 	init := ReadStartTimings(startFile)
 	out := &dispatch.Timings{RequestedAt: requested.UTC(), SandboxStarted: init.Started.UTC(), FirstAgentEvent: t.firstEvent}
+	if !requested.IsZero() && !init.Started.IsZero() && init.Started.After(requested) {
+		// The bot's share and the container's creation: from the request
+		// to the init's first instruction.
+		out.Stages = append(out.Stages, dispatch.StageTiming{Stage: "dispatch", Start: requested.UTC(),
+			Seconds: init.Started.Sub(requested).Seconds(), Note: "bot and container start"})
+	}
 	out.Stages = append(append(out.Stages, init.Stages...), t.stages...)
 	sort.SliceStable(out.Stages, func(i, j int) bool { return out.Stages[i].Start.Before(out.Stages[j].Start) })
 	origin := requested

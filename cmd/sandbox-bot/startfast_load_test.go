@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,10 +30,11 @@ import (
 //
 // second-run-setup: a repository whose setup takes 30 s uncached (npm ci
 // from a registry fixture, then sleep 30); the first plan run fills the
-// setup cache and prints its start table, the second's label → first
-// model request is the figure. Floor: OpenCode's own exec → first model
-// request on the host (a checkout of the repository, a warm HOME) plus a
-// bare `docker run --rm IMAGE true`, each the mean of three around the run.
+// setup cache and prints its start table; the later runs' label → first
+// model request (3 runs, SANDBOX_STARTLOAD_ROUNDS) is the figure. Floor:
+// OpenCode's own exec → first model request on the host (a checkout of
+// the repository, a warm HOME) plus a bare `docker run --rm IMAGE true`,
+// measured between the runs, means.
 // second-run-bare: the same for a repository without setup or services.
 // burst: 8 issues labeled at once, label → the last plan comment, beside 8
 // plain `opencode run`s of the same one-turn plan started at once on the
@@ -147,17 +149,28 @@ func secondRun(t *testing.T, withSetup bool) {
 		firstRequestAfter(l.model, t0).Sub(t0).Round(time.Millisecond), time.Since(t0).Round(time.Millisecond), startLine(c))
 	f.measure(t, l, img)
 
-	second := l.gh.AddIssue(e2eRepo, e2eWriter, "Pad the input", "Use left-pad there too.")
-	l.model.Append(planTurns(1)...)
-	t1 := time.Now()
-	l.label(second)
-	c = l.waitComment(second, "## 📋 Plan", 15*time.Minute)
-	got := firstRequestAfter(l.model, t1).Sub(t1)
-	f.measure(t, l, img)
-	fl := f.total()
-	t.Logf("second run: label → first model request %s; floor %s (OpenCode's own start on the host %s + bare docker run %s): x%.2f (goal ≤ 1.5)\n%s",
-		got.Round(time.Millisecond), fl.Round(time.Millisecond), mean(f.cli).Round(time.Millisecond), mean(f.bare).Round(time.Millisecond),
-		float64(got)/float64(fl), startLine(c))
+	// Later runs, alternating with the floor so that load from elsewhere
+	// falls on both alike.
+	rounds := 3
+	if v, err := strconv.Atoi(os.Getenv("SANDBOX_STARTLOAD_ROUNDS")); err == nil && v > 0 {
+		rounds = v
+	}
+	var runs []time.Duration
+	for i := 0; i < rounds; i++ {
+		n := l.gh.AddIssue(e2eRepo, e2eWriter, fmt.Sprintf("Pad input %d", i+1), "Use left-pad there too.")
+		l.model.Append(planTurns(1)...)
+		t1 := time.Now()
+		l.label(n)
+		c = l.waitComment(n, "## 📋 Plan", 15*time.Minute)
+		got := firstRequestAfter(l.model, t1).Sub(t1)
+		runs = append(runs, got)
+		f.measure(t, l, img)
+		t.Logf("run %d: label → first model request %s\n%s", i+2, got.Round(time.Millisecond), startLine(c))
+	}
+	fl, got := f.total(), mean(runs)
+	t.Logf("later runs: label → first model request %s (mean of %v); floor %s (OpenCode's own start on the host %s + bare docker run %s, means of %d): x%.2f (goal ≤ 1.5)",
+		got.Round(time.Millisecond), roundAll(runs), fl.Round(time.Millisecond), mean(f.cli).Round(time.Millisecond), mean(f.bare).Round(time.Millisecond),
+		len(f.cli), float64(got)/float64(fl))
 	logLoad(t)
 }
 
