@@ -108,8 +108,8 @@ func sampleResult(task string, status dispatch.Status) *dispatch.Result {
 		TokenUsage:      dispatch.TokenUsage{Input: 1000, Output: 200, Reasoning: 50, CacheRead: 300, CacheWrite: 20, TotalCostUSD: 0.42, Steps: 12},
 		ScreenshotPaths: []string{".sandbox-bot/media/login.png"}, RecordingPaths: []string{".sandbox-bot/media/login.webm"},
 		MediaCommit: "0123abc", Artifacts: []string{"report.md"},
-		Setup:       &dispatch.SetupReport{Status: dispatch.SetupCached, Cache: "restored entry 1a2b3c4d5e6f (12 MiB, saved on 0123abc)", Seconds: 0.8},
-		Timings:     sampleTimings(),
+		Setup:   &dispatch.SetupReport{Status: dispatch.SetupCached, Cache: "restored entry 1a2b3c4d5e6f (12 MiB, saved on 0123abc)", Seconds: 0.8},
+		Timings: sampleTimings(),
 	}
 	if status != dispatch.StatusCompleted {
 		res.Error = &dispatch.RunError{Message: "the agent sent no event for 300 s", Diagnostic: &dispatch.Diagnostic{
