@@ -154,7 +154,10 @@ func (c *setupCache) tar(ctx context.Context, args []string, feed func(io.Writer
 	cmd := exec.CommandContext(ctx, "tar", args...)
 	cmd.WaitDelay = 5 * time.Second
 	cmd.Dir = r.dir
-	cmd.Env = r.env
+	// Not the project's environment: TAR_OPTIONS from a repository's .env
+	// must not change what is archived or how it is extracted.
+	path, _ := lookupEnv(r.env, "PATH")
+	cmd.Env = []string{"PATH=" + path, "LC_ALL=C"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	r.opts.Agent.apply(cmd)
 	var stderr tailBuffer

@@ -56,7 +56,8 @@ func (c *cacheRig) run(mode dispatch.Mode, repo string) *dispatch.Result {
 		agent = `cat > /dev/null; cat node_modules/dep/index.js > "$SEEN"; echo 'evil()' > node_modules/dep/index.js; echo change >> README.md`
 	}
 	e := newRunEnv(c.t, nil)
-	e.opts.Environ = append(e.opts.Environ, "SETUP_COUNT="+c.count, "SEEN="+c.seen)
+	// A project's TAR_OPTIONS must not reach the cache's tar.
+	e.opts.Environ = append(e.opts.Environ, "SETUP_COUNT="+c.count, "SEEN="+c.seen, "TAR_OPTIONS=--exclude=node_modules")
 	e.opts.SetupCacheDir = c.cache
 	o := order(c.t, c.remote.URL, mode, cachedCfg(agent))
 	o.Repo = repo
