@@ -54,6 +54,8 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 			Datacenters: cfg.Nomad.Datacenters, NodePool: cfg.Nomad.NodePool, KillTimeout: cfg.Nomad.KillTimeout, Purge: cfg.Nomad.Purge,
 			Limits: nomad.Limits{MaxCPU: cfg.Limits.MaxCPU, MaxMemoryMB: cfg.Limits.MaxMemoryMB}, PidsLimit: cfg.Limits.PidsLimit, Env: env, Gateway: gw, Logger: logger,
 			DenyNets: nomadDenyNets(ctx, cfg, logger),
+			SetupCache: nomad.SetupCache{Volume: cfg.SetupCache.NomadVolume,
+				MaxBytes: max(cfg.SetupCache.RepoBytes(), 0), NodeMaxBytes: max(cfg.SetupCache.NodeBytes(), 0)},
 		})
 		if err != nil {
 			return nil, nop, err
@@ -67,7 +69,8 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 		b, err := docker.NewBounded(docker.Options{
 			Image: cfg.Image, Isolation: cfg.Isolation, DataDir: cfg.DataDir, CacheDir: filepath.Join(cfg.DataDir, "cache"),
 			ExtraHosts: []string{"host.docker.internal:host-gateway"}, Env: env, Gateway: gw, Logger: logger,
-			CacheScope: cfg.CacheScope,
+			CacheScope:         cfg.CacheScope,
+			SetupCacheMaxBytes: cfg.SetupCache.RepoBytes(), SetupCacheNodeMaxBytes: max(cfg.SetupCache.NodeBytes(), 0),
 		}, docker.Bounds{Limits: cfg.Limits, DenyNets: cfg.denyNets(), BotListen: botListeners(cfg)})
 		if err != nil {
 			return nil, nop, err

@@ -45,6 +45,8 @@ type Config struct {
 	Ops   OpsConfig   `yaml:",inline"`
 	// Artifacts caps the task artifacts the bot stores on GitHub.
 	Artifacts ArtifactsConfig `yaml:"artifacts"`
+	// SetupCache bounds the per-repository setup cache.
+	SetupCache SetupCacheConfig `yaml:"setup_cache"`
 
 	// TriggerLabel starts a plan run when added to an issue.
 	TriggerLabel string `yaml:"trigger_label"`
@@ -169,6 +171,9 @@ func LoadConfig(getenv Getenv) (*Config, error) {
 		return nil, err
 	}
 	if err := c.applyCapsEnv(getenv); err != nil {
+		return nil, err
+	}
+	if err := c.SetupCache.load(getenv); err != nil {
 		return nil, err
 	}
 	if err := c.Artifacts.load(getenv); err != nil {

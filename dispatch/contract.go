@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"strings"
 )
 
 // Names shared by the bot's backends and the sandbox (its init and the
@@ -57,7 +58,34 @@ const (
 	// runner's own: the sandbox init sets it when it starts the runner as
 	// RunnerUser with the capabilities to switch users.
 	EnvAgentUser = "SANDBOX_AGENT_USER"
+	// EnvSetupCacheDir is the repository's setup cache directory, the
+	// runner's alone (see dispatch/setupcache); unset, setup always runs.
+	EnvSetupCacheDir = "SANDBOX_SETUP_CACHE_DIR"
+	// EnvSetupCacheMaxSize bounds that directory (bytes, or "2GiB").
+	EnvSetupCacheMaxSize = "SANDBOX_SETUP_CACHE_MAX_SIZE"
+	// EnvSetupCacheNodeMaxSize bounds a Nomad node's setup cache volume,
+	// every repository's entries (bytes); the init enforces it.
+	EnvSetupCacheNodeMaxSize = "SANDBOX_SETUP_CACHE_NODE_MAX_SIZE"
+	// EnvStartTimings is the file where the sandbox's init records its
+	// start steps (and the inner daemon's start on first use), for the
+	// receipt's timings.
+	EnvStartTimings = "SANDBOX_START_TIMINGS"
 )
+
+// The setup cache inside a sandbox: the docker backend binds the
+// repository's directory at SetupCacheMount; on Nomad the node's host
+// volume is mounted at SetupCacheNodeMount and the init binds the
+// repository's directory of it at SetupCacheMount before anything else
+// runs, then unmounts the rest.
+const (
+	SetupCacheMount     = CacheDir + "/setup"
+	SetupCacheNodeMount = CacheDir + "/setup-node"
+)
+
+// SetupCacheRepoDir is repo's directory in a node's setup cache volume.
+func SetupCacheRepoDir(root, repo string) string {
+	return filepath.Join(root, url.PathEscape(strings.ToLower(repo)))
+}
 
 // The sandbox image's accounts. The runner's uid is fixed so that the
 // docker backend can give it the task directory's token and work order.

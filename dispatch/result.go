@@ -69,6 +69,11 @@ type Result struct {
 	// Session says what became of the agent's session: saved for the
 	// execute run (plan mode), resumed or started fresh (execute).
 	Session *SessionReport `json:"session,omitempty"`
+	// Setup says what became of lifecycle.setup: it ran, or the setup
+	// cache stood in for it, and what the cache did (setupcache.go).
+	Setup *SetupReport `json:"setup,omitempty"`
+	// Timings are the run's stages, from the sandbox's start to the end.
+	Timings *Timings `json:"timings,omitempty"`
 
 	Error *RunError `json:"error,omitempty"`
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
@@ -136,6 +137,9 @@ type WorkOrder struct {
 	// which resumes it where it can (see SessionHandoff); absent, the
 	// agent starts a fresh session with the plan in its prompt.
 	Session *SessionHandoff `json:"session,omitempty"`
+	// RequestedAt is when the bot (or the CLI) asked for the run: the
+	// receipt's time to the agent's first step counts from it.
+	RequestedAt time.Time `json:"requested_at,omitzero"`
 }
 
 // Validate checks the fields every mode needs.

@@ -111,6 +111,8 @@ func sampleResult(task string, status dispatch.Status) *dispatch.Result {
 		TokenUsage:      dispatch.TokenUsage{Input: 1000, Output: 200, Reasoning: 50, CacheRead: 300, CacheWrite: 20, TotalCostUSD: 0.42, Steps: 12},
 		ScreenshotPaths: []string{".sandbox-bot/media/login.png"}, RecordingPaths: []string{".sandbox-bot/media/login.webm"},
 		MediaCommit: "0123abc", Artifacts: []string{"report.md"},
+		Setup:   &dispatch.SetupReport{Status: dispatch.SetupCached, Cache: "restored entry 1a2b3c4d5e6f (12 MiB, saved on 0123abc)", Seconds: 0.8},
+		Timings: sampleTimings(),
 	}
 	if status != dispatch.StatusCompleted {
 		res.Error = &dispatch.RunError{Message: "the agent sent no event for 300 s", Diagnostic: &dispatch.Diagnostic{
@@ -118,4 +120,18 @@ func sampleResult(task string, status dispatch.Status) *dispatch.Result {
 		}}
 	}
 	return res
+}
+
+// sampleTimings is a second run's start: setup restored from the cache.
+func sampleTimings() *dispatch.Timings {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	return &dispatch.Timings{RequestedAt: at, SandboxStarted: at.Add(sec(1.1)), FirstAgentEvent: at.Add(sec(5.2)), FirstEventSeconds: 5.2,
+		Stages: []dispatch.StageTiming{
+			{Stage: "dispatch", Start: at, Seconds: 1.1, Note: "bot and container start"},
+			{Stage: "sandbox", Start: at.Add(sec(1.1)), Seconds: 0.1},
+			{Stage: "clone", Start: at.Add(sec(1.3)), Seconds: 0.4},
+			{Stage: "setup", Start: at.Add(sec(1.7)), Seconds: 0.8, Note: dispatch.SetupCached},
+			{Stage: "agent", Start: at.Add(sec(2.6)), Seconds: 40},
+		}}
 }

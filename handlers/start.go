@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
@@ -68,6 +69,9 @@ func (r *startRequest) name() string  { return r.Repo.GetName() }
 // token, submits the run and acknowledges it. Problems people can fix (bad
 // config, a busy issue) become replies, not errors; start reports the rest.
 func (b *Base) startRun(ctx context.Context, client *github.Client, req startRequest) error {
+	// The receipt's time to the agent's first step counts from here: the
+	// worker took the event (or a queued run got its slot).
+	requestedAt := time.Now().UTC()
 	logger := zerolog.Ctx(ctx)
 	owner, name, full := req.owner(), req.name(), req.Repo.GetFullName()
 	if req.Issue == 0 {
@@ -163,6 +167,7 @@ func (b *Base) startRun(ctx context.Context, client *github.Client, req startReq
 			Repo: full, RepoID: req.Repo.GetID(), Number: req.Number, CloneURL: req.Repo.GetCloneURL(), BaseBranch: base, TargetBranch: branch,
 			Task: task, Plan: req.Plan, Feedback: req.Feedback, Config: *cfg,
 			BudgetUSD: budget, TimeoutMinutes: cfg.TimeoutMinutes, SecretEnv: b.SecretEnv,
+			RequestedAt: requestedAt,
 		},
 		Token:     token,
 		Isolation: b.Isolation,

@@ -14,6 +14,7 @@ import (
 var runnerOnlyEnv = []string{
 	dispatch.EnvWorkOrder, dispatch.EnvAgentUser, dispatch.EnvWorkspace, dispatch.EnvStateDir,
 	dispatch.EnvTemplatesDir, dispatch.EnvPushInterval, dispatch.EnvEnvFile, dispatch.EnvStartupGrace,
+	dispatch.EnvSetupCacheDir, dispatch.EnvSetupCacheMaxSize, dispatch.EnvStartTimings,
 	"GITHUB_TOKEN", "GH_TOKEN", "GIT_ASKPASS", "SSH_ASKPASS",
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
@@ -152,7 +153,46 @@ func (r *run) resolveEnv() error {
 	return err
 }
 
+// setup runs lifecycle.setup, or restores what it produced from the setup
+// cache (setupcache.go), and records which in the receipt.
 func (r *run) setup() error {
+	if len(r.cfg.Lifecycle.Setup) == 0 {
+		return nil
+	}
+	start := time.Now()
+	rep := &dispatch.SetupReport{Status: dispatch.SetupRan}
+	r.res.Setup = rep
+	defer func() {
+		rep.Seconds = time.Since(start).Seconds()
+		note := rep.Status
+		if rep.Status == dispatch.SetupRan && rep.Key != "" {
+			note = "ran, cache missed"
+		}
+		r.tl.add("setup", start, note)
+	}()
+	cache, err := r.newSetupCache(rep)
+	if err != nil {
+		return err
+	}
+	if cache != nil && cache.restore(rep) {
+		rep.Status = dispatch.SetupCached
+		r.prog.emit(dispatch.Progress{Stage: "setup", Message: rep.String()})
+		return nil
+	}
+	if err := r.runSetup(); err != nil {
+		rep.Status = dispatch.SetupFailed
+		return err
+	}
+	if cache != nil {
+		saved := time.Now()
+		cache.save(rep)
+		r.tl.add("setup-cache-save", saved, "")
+	}
+	r.prog.emit(dispatch.Progress{Stage: "setup", Message: rep.String()})
+	return nil
+}
+
+func (r *run) runSetup() error {
 	for i, c := range r.cfg.Lifecycle.Setup {
 		r.prog.emit(dispatch.Progress{Stage: "setup", Message: fmt.Sprintf("setup %d/%d: %s", i+1, len(r.cfg.Lifecycle.Setup), c)})
 		out, _, err := shellRun(r.work, r.dir, r.env, r.opts.Agent, c, 0, r.red)

@@ -75,6 +75,7 @@ func (r *run) invoke(spec agentSpec) *agentOutcome {
 	}
 	base := r.res.TokenUsage
 	p.onEvent = func(ev harness.Event, st agentStats) {
+		r.tl.event(time.Now())
 		pr := dispatch.Progress{Stage: spec.Stage, Step: st.Steps, ToolCalls: base.Steps + st.ToolCalls, CostUSD: base.TotalCostUSD + st.CostUSD, Tokens: base.Input + base.Output + st.Tokens}
 		switch ev.Type {
 		case harness.EventToolUse:
@@ -91,7 +92,9 @@ func (r *run) invoke(spec agentSpec) *agentOutcome {
 		r.prog.emit(pr)
 	}
 	r.prog.emit(dispatch.Progress{Stage: spec.Stage, Message: "agent " + r.h.Name() + " started"})
+	started := time.Now()
 	out := p.run(r.work)
+	r.tl.add(spec.Stage, started, "")
 	r.res.TokenUsage.Add(out.Usage)
 	addTools(r.res, out.Tools)
 	if repair {

@@ -82,6 +82,12 @@ func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		}
 		opts.Agent = a
 	}
+	opts.SetupCacheDir = getenv(dispatch.EnvSetupCacheDir)
+	opts.StartTimings = getenv(dispatch.EnvStartTimings)
+	if opts.SetupCacheMaxBytes, err = parseSize(getenv(dispatch.EnvSetupCacheMaxSize)); err != nil {
+		fmt.Fprintf(stderr, "sandbox-runner run: %s: %v\n", dispatch.EnvSetupCacheMaxSize, err)
+		return ExitUsage
+	}
 	if d, err := time.ParseDuration(getenv(dispatch.EnvPushInterval)); err == nil {
 		opts.PushInterval = d
 	}

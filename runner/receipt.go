@@ -58,6 +58,7 @@ func (r *run) finish(err error) {
 		res.Plan = r.order.Plan
 	}
 	res.DurationSeconds = time.Since(r.start).Seconds()
+	res.Timings = r.tl.result(r.order.RequestedAt, r.opts.StartTimings)
 	if res.Error != nil {
 		res.Error.Message = r.red.String(res.Error.Message)
 	}

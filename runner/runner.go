@@ -74,6 +74,13 @@ type Options struct {
 	Agent *AgentUser
 	// GitName and GitEmail are the commit identity.
 	GitName, GitEmail string
+	// SetupCacheDir is the repository's setup cache, the runner's alone
+	// ($SANDBOX_SETUP_CACHE_DIR); empty, setup always runs.
+	SetupCacheDir string
+	// SetupCacheMaxBytes bounds it (least recently used entries go first).
+	SetupCacheMaxBytes int64
+	// StartTimings is the sandbox init's timings file ($SANDBOX_START_TIMINGS).
+	StartTimings string
 }
 
 func (o *Options) defaults() {
@@ -130,6 +137,7 @@ type run struct {
 	red   *Redactor
 	prog  *reporter
 	res   *dispatch.Result
+	tl    timeline
 
 	parent context.Context // ends on SIGTERM
 	work   context.Context // parent plus timeout_minutes
@@ -263,7 +271,7 @@ func (r *run) exec() error {
 		}
 		r.services = s
 	}
-	if err := r.prepare(); err != nil {
+	if err := r.timed("clone", r.prepare); err != nil {
 		return err
 	}
 	if err := r.resolveEnv(); err != nil {

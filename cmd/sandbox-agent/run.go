@@ -136,6 +136,7 @@ func (c *cli) order(o *options, mode dispatch.Mode, taskID string) dispatch.Work
 	}
 	w := dispatch.WorkOrder{
 		SchemaVersion:  dispatch.WorkOrderVersion,
+		RequestedAt:    time.Now().UTC(),
 		TaskID:         taskID,
 		Mode:           mode,
 		Attempt:        1,

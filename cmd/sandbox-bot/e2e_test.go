@@ -54,6 +54,8 @@ type loop struct {
 	dataDir   string
 	env       []string
 	bot       *botProcess
+	// hostEnv runs OpenCode on the host against model (load tests' floors).
+	hostEnv []string
 }
 
 func newLoop(t *testing.T, script []modeltest.Turn) *loop {
@@ -83,6 +85,9 @@ type loopOptions struct {
 	// harness, model and limits; files are the repository's other files.
 	sandboxYML string
 	files      map[string]string
+	// repoFiles, when set, gives every file of the repository instead,
+	// .sandbox.yml included.
+	repoFiles func(*modeltest.Server) map[string]string
 	// operatorOpenCode serves the scripted model as the operator's
 	// provider: named in the bot's OPENCODE_CONFIG and SANDBOX_PROVIDERS,
 	// reached through the sandbox's model gateway, where the repository
@@ -92,6 +97,14 @@ type loopOptions struct {
 	// sandbox image (another backend).
 	env        []string
 	backendEnv func(img string) []string
+}
+
+// newLoopWith starts the loop on a repository of the files repoFiles
+// returns (its .sandbox.yml included), plus an opencode.json naming the
+// scripted model.
+func newLoopWith(t *testing.T, script []modeltest.Turn, backendEnv func(img string) []string, repoFiles func(*modeltest.Server) map[string]string) *loop {
+	t.Helper()
+	return startLoop(t, loopOptions{script: script, backendEnv: backendEnv, repoFiles: repoFiles})
 }
 
 // startLoop starts the fake GitHub with the repository, the scripted
@@ -118,7 +131,11 @@ func startLoop(t *testing.T, o loopOptions) *loop {
 		opencodeJSON, _ := json.MarshalIndent(provider, "", "  ")
 		files["opencode.json"] = string(opencodeJSON)
 	}
-	files[".sandbox.yml"] = fmt.Sprintf("name: demo\nharness: %s\nmodel: %s\nmax_budget_usd: 2\ntimeout_minutes: 15\ninactivity_timeout: 300\n%s", harness, modelName, o.sandboxYML)
+	if o.repoFiles != nil {
+		maps.Copy(files, o.repoFiles(model))
+	} else {
+		files[".sandbox.yml"] = fmt.Sprintf("name: demo\nharness: %s\nmodel: %s\nmax_budget_usd: 2\ntimeout_minutes: 15\ninactivity_timeout: 300\n%s", harness, modelName, o.sandboxYML)
+	}
 	gh.AddRepo(e2eRepo, 7, files)
 	gh.SetPermission(e2eRepo, e2eWriter, "write")
 	dataDir, err := os.MkdirTemp("", "sandbox-bot-e2e-")

@@ -16,6 +16,19 @@ client {
   # them before the disk fills.
   gc_disk_usage_threshold = 70
   gc_max_allocs           = 50
+
+  # The setup cache: what lifecycle.setup produced (node_modules, .venv),
+  # one directory per repository, written by the sandboxes' runner user
+  # (uid 1001) only; the sandbox's init narrows the volume to the run's
+  # repository before anything else runs. Name it to the bot with
+  # SANDBOX_NOMAD_SETUP_CACHE_VOLUME=sandbox-setup-cache. Create the
+  # directory root-owned, mode 0711; the sandboxes bound it
+  # (SANDBOX_SETUP_CACHE_NODE_MAX_SIZE). Clear it with rm -rf of its
+  # contents while no sandbox runs, or of one repository's directory.
+  host_volume "sandbox-setup-cache" {
+    path      = "/var/lib/sandbox-bot/setup-cache"
+    read_only = false
+  }
 }
 
 plugin "docker" {

@@ -112,6 +112,16 @@ job "sandbox" {
       size = 20480
     }
 
+    # The setup cache (SANDBOX_NOMAD_SETUP_CACHE_VOLUME): the host volume of
+    # deploy/nomad/client.hcl, mounted whole; the sandbox's init binds the
+    # run's repository's directory of it at /cache/setup and unmounts the
+    # rest before the runner starts. Coding modes only.
+    volume "setup-cache" {
+      type      = "host"
+      source    = "sandbox-setup-cache"
+      read_only = false
+    }
+
     task "sandbox" {
       driver = "docker"
 
@@ -136,6 +146,12 @@ job "sandbox" {
         }]
       }
 
+      volume_mount {
+        volume      = "setup-cache"
+        destination = "/cache/setup-node"
+        read_only   = false
+      }
+
       env {
         SANDBOX_WORK_ORDER = "/local/work-order.json"
         SANDBOX_DIND       = "1" # "0" in task mode: no inner daemon
@@ -146,6 +162,9 @@ job "sandbox" {
         # NOMAD_ADDR, SANDBOX_LISTEN and deny_networks), and this node's
         # own agent. Coding modes only.
         SANDBOX_DENY_NETS = "${attr.unique.network.ip-address}:4646"
+        # The setup cache's bounds: one repository, and the whole node.
+        SANDBOX_SETUP_CACHE_MAX_SIZE      = "2147483648"
+        SANDBOX_SETUP_CACHE_NODE_MAX_SIZE = "21474836480"
       }
 
       # The work order. base64 keeps issue text such as "{{" out of the

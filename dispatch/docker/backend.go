@@ -66,6 +66,10 @@ type Options struct {
 	// CacheScope is CacheScopeRepository (default) or
 	// CacheScopeInstallation.
 	CacheScope string
+	// SetupCacheMaxBytes bounds one repository's setup cache
+	// (repos/<...>/setup, setupcache.go); 0 is no bound, negative turns
+	// the setup cache off. SetupCacheNodeMaxBytes bounds all of them.
+	SetupCacheMaxBytes, SetupCacheNodeMaxBytes int64
 	// DenyNets are networks no sandbox may reach, on top of link-local
 	// (dispatch.DefaultDenyNets), e.g. the operator's internal networks.
 	DenyNets []dispatch.DenyNet

@@ -27,14 +27,24 @@ import (
 // Each timed start's step timings (the init's "steps" field:
 // name@start+took in milliseconds from the init's start) are logged
 // beside the figures, so a slow start shows where its time went.
+//
+// The sub-benchmark no-services is a run without services: the init holds
+// the inner daemon's socket and starts no daemon until something uses it.
 func BenchmarkSandboxReady(b *testing.B) {
 	img := testenv.SandboxImage(b)
 	svc := dockertest.ServiceImage(b)
 	cache := b.TempDir()
 	dockertest.CacheImage(b, filepath.Join(cache, "images"), svc)
+	b.Run("one-service", func(b *testing.B) {
+		sandboxReady(b, img, cache, map[string]sandboxcfg.Service{"web": {Image: svc, Ports: []int{8080}}})
+	})
+	b.Run("no-services", func(b *testing.B) { sandboxReady(b, img, cache, nil) })
+}
+
+func sandboxReady(b *testing.B, img, cache string, services map[string]sandboxcfg.Service) {
 	order := dispatch.WorkOrder{SchemaVersion: dispatch.WorkOrderVersion, TaskID: "T-BE0C0001", Mode: dispatch.ModePlan, Attempt: 1,
 		CloneURL: "http://host.docker.internal:1/x.git", OutputDir: "/sandbox/out",
-		Config: sandboxcfg.Config{Services: map[string]sandboxcfg.Service{"web": {Image: svc, Ports: []int{8080}}}}}
+		Config: sandboxcfg.Config{Services: services}}
 	raw, _ := json.Marshal(order)
 	orderPath := filepath.Join(b.TempDir(), "work-order.json")
 	os.WriteFile(orderPath, raw, 0o644)

@@ -303,12 +303,14 @@ echo 'Checked the service.'`,
 
 // `docker stop` mid-run (Cancel): the runner gets SIGTERM through the init,
 // pushes what the agent has done so far and writes an interrupted receipt;
-// then the inner daemon stops cleanly.
+// then the inner daemon, which the agent's Docker use started, stops
+// cleanly.
 func TestCancelPushesWorkSoFar(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cfg := sandboxcfg.Config{Harness: "command", Command: `echo partial > partial.txt
+	cfg := sandboxcfg.Config{Harness: "command", Command: `docker version >/dev/null
+echo partial > partial.txt
 echo '{"type":"tool_use","tool":"write","input":{"filePath":"partial.txt"}}'
 sleep 600`}
 	spec := f.spec("T-5A0D0002", dispatch.ModeExecute, cfg)

@@ -64,6 +64,9 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 	if err := b.prepareCaches(m); err != nil {
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
 	}
+	if err := b.prepareSetupCache(m); err != nil {
+		return false, fmt.Errorf("docker backend: %s: setup cache: %w", m.TaskID, err)
+	}
 	b.denyOnce.Do(func() { b.deny = dispatch.FormatDenyNets(b.denyNets(ctx)) })
 	args, err := b.runArgs(rec, order, dir, task)
 	if err != nil {
@@ -120,6 +123,7 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 		args = append(args, "--env", dispatch.EnvDenyNets+"="+b.deny)
 	}
 	args = append(args, b.cacheMounts(m, task)...)
+	args = append(args, b.setupCacheArgs(m, task)...)
 	if task {
 		// No inner daemon, no privileges: the init and the runner run as
 		// the sandbox user from the start.

@@ -53,6 +53,16 @@ func TestReferenceJobMatchesBuildJob(t *testing.T) {
 		fmt.Sprintf(`kill_signal = "%s" kill_timeout = "%ds"`, task.KillSignal, int(task.KillTimeout.Seconds())),
 		fmt.Sprintf(`logs { max_files = %d max_file_size = %d }`, *task.LogConfig.MaxFiles, *task.LogConfig.MaxFileSizeMB),
 	}
+	cached, err := nomad.BuildJob(nomad.Options{Image: testImage, SetupCache: nomad.SetupCache{Volume: "sandbox-setup-cache"}}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range cached.TaskGroups[0].Volumes {
+		want = append(want, fmt.Sprintf(`volume "%s" { type = "%s" source = "%s" read_only = %v }`, name, v.Type, v.Source, v.ReadOnly))
+	}
+	for _, m := range cached.TaskGroups[0].Tasks[0].VolumeMounts {
+		want = append(want, fmt.Sprintf(`volume_mount { volume = "%s" destination = "%s" read_only = %v }`, *m.Volume, *m.Destination, *m.ReadOnly))
+	}
 	for _, w := range want {
 		if !strings.Contains(hcl, w) {
 			t.Errorf("deploy/nomad/sandbox.nomad.hcl lacks %s", w)

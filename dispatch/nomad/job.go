@@ -147,6 +147,7 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 	}
 	if !taskMode {
 		task.Env[dispatch.EnvDenyNets] = denyNetsEnv(o.DenyNets)
+		addSetupCache(o.SetupCache, group, task)
 	}
 	task.Resources = &api.Resources{CPU: ptr(res.CPU), MemoryMB: ptr(res.MemoryMB)}
 	task.KillTimeout = ptr(o.KillTimeout)

@@ -32,6 +32,10 @@ func goldenOptions() nomad.Options {
 	}
 }
 
+func withSetupCache(o *nomad.Options) {
+	o.SetupCache = nomad.SetupCache{Volume: "sandbox-setup-cache", MaxBytes: 2 << 30, NodeMaxBytes: 20 << 30}
+}
+
 // TestBuildJobGolden pins the job of every mode. The golden files were
 // reviewed field by field against Nomad's job specification (job, group,
 // restart, reschedule, disconnect, ephemeral_disk, task, docker driver,
@@ -54,6 +58,10 @@ func TestBuildJobGolden(t *testing.T) {
 		{"task", spec(dispatch.ModeTask, "6"), "", nil},
 		// Provider keys only in secrets/gateway/ (gateway_test.go checks it).
 		{"execute-gateway", spec(dispatch.ModeExecute, "7"), "", withGateway},
+		// The node's setup cache volume, mounted where the init narrows it
+		// to the run's repository; task mode never gets it.
+		{"plan-setup-cache", spec(dispatch.ModePlan, "8"), "", withSetupCache},
+		{"task-setup-cache", spec(dispatch.ModeTask, "9"), "", withSetupCache},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

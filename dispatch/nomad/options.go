@@ -156,6 +156,9 @@ type Options struct {
 	// by root only, where the sandbox's init reads them and serves the
 	// model gateway; the agent never sees a key.
 	Gateway *dispatch.GatewayConfig
+	// SetupCache is the node's host volume of the setup cache; the zero
+	// value leaves it out of the jobs.
+	SetupCache SetupCache
 	// LogDrain bounds how long Wait keeps reading the log after the
 	// allocation ended, for the last progress lines.
 	LogDrain time.Duration

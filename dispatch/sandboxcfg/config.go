@@ -31,6 +31,7 @@ type Config struct {
 	Env      map[string]string  `yaml:"env,omitempty" json:"env,omitempty" desc:"Environment for setup, agent and checks. ${VAR} takes a secret given to the run; {service} takes a service address."`
 
 	Lifecycle Lifecycle            `yaml:"lifecycle,omitempty" json:"lifecycle,omitempty" desc:"Commands run around the agent."`
+	Cache     Cache                `yaml:"cache,omitempty" json:"cache,omitzero" desc:"The setup cache: what lifecycle.setup produced, saved after setup on the base branch and restored instead of running setup while its key matches."`
 	Validate  Checks               `yaml:"validate,omitempty" json:"validate,omitempty" desc:"Checks run after the agent, in file order: name: command, or name: {command, timeout_seconds}."`
 	Dev       Dev                  `yaml:"dev,omitempty" json:"dev,omitempty" desc:"Dev server started for screenshots and recordings."`
 	PR        PR                   `yaml:"pr,omitempty" json:"pr,omitempty" desc:"How the pull request is opened."`

@@ -279,6 +279,7 @@ func merge(c, over *Config) {
 	if len(over.Network.Allow) > 0 {
 		c.Network = over.Network
 	}
+	c.Cache.merge(over.Cache)
 	if over.Resources.CPU != 0 {
 		c.Resources.CPU = over.Resources.CPU
 	}
@@ -316,6 +317,7 @@ func setKeys(c *Config) []string {
 	add(c.Plan.Required != nil, "plan")
 	add(c.Repair != (Repair{}), "repair")
 	add(len(c.Network.Allow) > 0, "network")
+	add(c.Cache.set(), "cache")
 	add(c.Resources != (Resources{}), "resources")
 	return keys
 }

@@ -55,6 +55,7 @@ func fullConfig() *sandboxcfg.Config {
 			"DEBUG":        "true",
 		},
 		Lifecycle: sandboxcfg.Lifecycle{Setup: []string{"npm ci", "npm run db:migrate"}},
+		Cache:     sandboxcfg.Cache{Enabled: ptr(true), Paths: []string{"node_modules", "packages/web/node_modules"}, KeyFiles: []string{".nvmrc"}},
 		Validate: sandboxcfg.Checks{
 			{Name: "lint", Command: "npm run lint"},
 			{Name: "typecheck", Command: "npx tsc --noEmit"},
@@ -306,7 +307,7 @@ func TestParseValid(t *testing.T) {
 }
 
 // topFields is the valid-field list every unknown top-level key reports.
-const topFields = "(valid fields: branch, command, dev, env, harness, inactivity_timeout, lifecycle, max_budget_usd, mcp, mode, model, name, network, plan, pr, repair, resources, services, skills, supabase, timeout_minutes, validate)"
+const topFields = "(valid fields: branch, cache, command, dev, env, harness, inactivity_timeout, lifecycle, max_budget_usd, mcp, mode, model, name, network, plan, pr, repair, resources, services, skills, supabase, timeout_minutes, validate)"
 
 type errorCase struct {
 	name string
@@ -607,6 +608,18 @@ func errorParseCases() []errorCase {
 				`ci/.sandbox.yml:4:7: network.allow[1]: port "0" is not a number between 1 and 65535, got "git.corp:0"`,
 				`ci/.sandbox.yml:5:7: network.allow[2]: port "70000" is not a number between 1 and 65535, got "[fd00::1]:70000"`,
 				`ci/.sandbox.yml:6:7: network.allow[3]: must be a host name, *.domain, an IP address or a CIDR network, optionally with :port, got "a*b.example.com"`,
+			},
+		},
+		{
+			name: "cache paths outside the repository",
+			yaml: "cache:\n  paths: [/usr/lib, ../up, node_modules/, .git/hooks, \".\"]\n  key_files: [\"~/.npmrc\"]\n",
+			want: []string{
+				`ci/.sandbox.yml:2:11: cache.paths[0]: "/usr/lib" must be relative to the repository`,
+				`ci/.sandbox.yml:2:21: cache.paths[1]: "../up" is not inside the repository`,
+				`ci/.sandbox.yml:2:28: cache.paths[2]: "node_modules/" is not clean; write "node_modules"`,
+				`ci/.sandbox.yml:2:43: cache.paths[3]: ".git/hooks" is inside .git`,
+				`ci/.sandbox.yml:2:55: cache.paths[4]: "." is not inside the repository`,
+				`ci/.sandbox.yml:3:15: cache.key_files[0]: "~/.npmrc" must be relative to the repository`,
 			},
 		},
 		{

@@ -136,6 +136,7 @@ func (c *Config) validate(file string, pos positions) Errors {
 			bad(fmt.Sprintf("network.allow[%d]", i), "%v, got %q", err, h)
 		}
 	}
+	c.Cache.validate(bad)
 	if c.Resources.CPU < 0 {
 		bad("resources.cpu", "must not be negative")
 	}

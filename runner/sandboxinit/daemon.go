@@ -82,6 +82,11 @@ type proc struct {
 // startProc starts argv with env added to the init's environment (a
 // later value wins), as root with group gid when gid is not 0.
 func startProc(name, logPath string, env []string, gid int, argv ...string) (*proc, error) {
+	return startProcFiles(name, logPath, env, gid, nil, argv...)
+}
+
+// startProcFiles is startProc with files passed on as fds 3, 4, ...
+func startProcFiles(name, logPath string, env []string, gid int, files []*os.File, argv ...string) (*proc, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open %s log %s: %w", name, logPath, err)
@@ -89,6 +94,7 @@ func startProc(name, logPath string, env []string, gid int, argv ...string) (*pr
 	defer f.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
+	cmd.ExtraFiles = files
 	if len(env) > 0 {
 		cmd.Env = append(os.Environ(), env...)
 	}
@@ -162,6 +168,9 @@ type daemonConfig struct {
 	// when not 0, is the group it runs as (the fence's match).
 	Env []string
 	GID int
+	// Listener, when set, is the daemon's socket, held by the init until
+	// the first use (lazydaemon.go): dockerd serves it by socket activation.
+	Listener *os.File
 }
 
 // startDaemon starts containerd and dockerd and waits until dockerd
@@ -231,19 +240,25 @@ func (d *daemon) startDockerd(ctx context.Context, cfg daemonConfig) error {
 		}()
 	}
 	var err error
-	d.dockerd, err = startProc("dockerd", filepath.Join(logDir, "dockerd.log"), env, cfg.GID,
-		"dockerd",
-		"--host", "unix://"+dockerSocket,
-		// The socket is root's alone: the agent reaches the daemon only
-		// through the filter (dockerfilter.go), whatever its groups.
-		"--group", "root",
-		"--containerd", containerdSocket,
-		"--data-root", dockerRoot,
-		"--storage-driver", cfg.Driver,
-		// The outer stop grace is shared with the runner's push; services
-		// are disposable, so the daemon does not wait long for them.
-		"--shutdown-timeout", "2",
-	)
+	argv, files := []string{"dockerd", "--host", "unix://" + dockerSocket}, []*os.File(nil)
+	if cfg.Listener != nil {
+		// Socket activation wants LISTEN_PID to be dockerd's own pid,
+		// which only a shell that execs it knows.
+		argv = []string{"sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1; export LISTEN_PID LISTEN_FDS; exec "$@"`, "sh", "dockerd", "--host", "fd://"}
+		files = []*os.File{cfg.Listener}
+	}
+	d.dockerd, err = startProcFiles("dockerd", filepath.Join(logDir, "dockerd.log"), env, cfg.GID, files,
+		append(argv,
+			// The socket is root's alone: the agent reaches the daemon only
+			// through the filter (dockerfilter.go), whatever its groups.
+			"--group", "root",
+			"--containerd", containerdSocket,
+			"--data-root", dockerRoot,
+			"--storage-driver", cfg.Driver,
+			// The outer stop grace is shared with the runner's push; services
+			// are disposable, so the daemon does not wait long for them.
+			"--shutdown-timeout", "2",
+		)...)
 	if err != nil {
 		return err
 	}

@@ -80,6 +80,20 @@ func (s *sandbox) startDocker(ctx, saveCtx context.Context, env map[string]strin
 	if err != nil {
 		return nil, err
 	}
+	if !s.wantsDaemonNow() {
+		err := s.steps.do("egress-defaults", func() error { return s.enforceEgressDefaults(ctx, execIPTables) })
+		if err != nil {
+			return nil, err
+		}
+		// The daemon started on first use is held to network.allow like
+		// one started now: fenced before the runner, proxied when it runs.
+		if err := s.fenceDaemonForAllow(ctx); err != nil {
+			return nil, err
+		}
+		// The held socket outlives this step: it waits until the runner
+		// has exited, like the image saves.
+		return dispatch.Services{}, s.holdDockerSocket(saveCtx)
+	}
 	err = s.steps.do("containerd", func() (err error) {
 		s.daemon, err = startContainerd(s.log)
 		return err
@@ -99,15 +113,10 @@ func (s *sandbox) startDocker(ctx, saveCtx context.Context, env map[string]strin
 	if err != nil {
 		return nil, err
 	}
-	dcfg := daemonConfig{Driver: choice.Driver, Timeout: s.opts.dockerdTimeout}
-	if s.order != nil && len(s.order.Config.Network.Allow) > 0 {
-		// network.allow holds for the daemon too: its pulls, pushes and
-		// fetches go through the proxy, and it is fenced before it runs.
-		if err := s.steps.do("egress-daemon", func() error { return s.fenceDaemon(ctx, execIPTables) }); err != nil {
-			return nil, err
-		}
-		dcfg.Env, dcfg.GID = daemonProxyEnv(), daemonGID
+	if err := s.fenceDaemonForAllow(ctx); err != nil {
+		return nil, err
 	}
+	dcfg := s.daemonConfig(choice.Driver)
 	err = s.steps.do("dockerd", func() error { return s.daemon.startDockerd(ctx, dcfg) })
 	if err != nil {
 		return nil, err
@@ -166,4 +175,28 @@ func (s *sandbox) startServices(ctx, saveCtx context.Context, env map[string]str
 		}(ref)
 	}
 	return svcs, nil
+}
+
+// daemonAllowlisted reports whether network.allow holds the inner daemon.
+func (s *sandbox) daemonAllowlisted() bool {
+	return s.order != nil && len(s.order.Config.Network.Allow) > 0
+}
+
+// fenceDaemonForAllow, with network.allow set, starts the egress proxy and
+// fences the daemon's group before the daemon runs: its pulls, pushes and
+// fetches go through the proxy, whether it starts now or on first use.
+func (s *sandbox) fenceDaemonForAllow(ctx context.Context) error {
+	if !s.daemonAllowlisted() {
+		return nil
+	}
+	return s.steps.do("egress-daemon", func() error { return s.fenceDaemon(ctx, execIPTables) })
+}
+
+// daemonConfig is how dockerd starts, now or on first use.
+func (s *sandbox) daemonConfig(driver string) daemonConfig {
+	c := daemonConfig{Driver: driver, Timeout: s.opts.dockerdTimeout}
+	if s.daemonAllowlisted() {
+		c.Env, c.GID = daemonProxyEnv(), daemonGID
+	}
+	return c
 }

@@ -41,6 +41,7 @@ type sandbox struct {
 	saves    sync.WaitGroup
 
 	dockerFilter *dockerfilter.Filter // the agent's Docker socket
+	lazy         *lazyDaemon          // the daemon's socket, held until first use
 }
 
 func (s *sandbox) run(parent context.Context) int {
@@ -108,6 +109,7 @@ func (s *sandbox) run(parent context.Context) int {
 		dir = runAs.Home
 	}
 
+	s.writeStartTimings(st.env)
 	mu.Lock()
 	if ctx.Err() != nil {
 		mu.Unlock()
@@ -207,6 +209,7 @@ func (s *sandbox) start(ctx, saveCtx context.Context) (started, error) {
 		return st, err
 	}
 	maps.Copy(st.env, cacheEnv(s.opts.cacheDir))
+	s.prepareSetupCache(st.runner, st.env)
 	maps.Copy(st.env, gatewayEnv)
 	if s.order != nil && len(s.order.Config.Network.Allow) > 0 {
 		var env map[string]string

@@ -23,6 +23,7 @@ type stepTime struct {
 	name        string
 	start, took time.Duration
 	failed      bool
+	note        string // qualifies a step recorded after the start
 }
 
 func newSteps(origin time.Time) *steps { return &steps{origin: origin} }

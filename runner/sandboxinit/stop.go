@@ -52,6 +52,7 @@ func (s *sandbox) shutdown() {
 		s.egress.stop()
 		s.egress = nil
 	}
+	s.stopLazy()
 	if s.daemon != nil {
 		_ = s.daemon.stop()
 		s.daemon = nil

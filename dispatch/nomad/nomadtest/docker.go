@@ -30,6 +30,11 @@ type DockerDriver struct {
 	// task's environment, as a Nomad client interpolates its node's
 	// attributes; default 127.0.0.1.
 	NodeAddr string
+	// HostVolumes are the node's host volumes by name (the client
+	// configuration's host_volume blocks): a task's volume_mount of a
+	// group's host volume binds the path. A job asking for a volume the
+	// node lacks fails, as Nomad would never place it there.
+	HostVolumes map[string]string
 }
 
 var nodeAddrRef = regexp.MustCompile(`\$\{attr\.unique\.network\.ip-address\}`)
@@ -74,6 +79,11 @@ func (d DockerDriver) Run(ctx context.Context, t *Task) (int, error) {
 		}
 		args = append(args, "-v", host+":"+target)
 	}
+	mounts, err := d.hostVolumeArgs(t)
+	if err != nil {
+		return 1, err
+	}
+	args = append(args, mounts...)
 	if b, _ := cfg["privileged"].(bool); b {
 		args = append(args, "--privileged")
 	}
@@ -191,4 +201,28 @@ func labelMap(v any) map[string]string {
 		}
 	}
 	return out
+}
+
+// hostVolumeArgs binds the task's host volume mounts.
+func (d DockerDriver) hostVolumeArgs(t *Task) ([]string, error) {
+	var args []string
+	for _, m := range t.Task.VolumeMounts {
+		if m == nil || m.Volume == nil || m.Destination == nil || t.Group == nil {
+			continue
+		}
+		req := t.Group.Volumes[*m.Volume]
+		if req == nil || req.Type != "host" {
+			return nil, fmt.Errorf("docker driver: volume_mount %q names no host volume of the group", *m.Volume)
+		}
+		path, ok := d.HostVolumes[req.Source]
+		if !ok {
+			return nil, fmt.Errorf("docker driver: this node has no host volume %q", req.Source)
+		}
+		v := path + ":" + *m.Destination
+		if req.ReadOnly || (m.ReadOnly != nil && *m.ReadOnly) {
+			v += ":ro"
+		}
+		args = append(args, "-v", v)
+	}
+	return args, nil
 }

@@ -1,0 +1,247 @@
+package dockertest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// CPUProfile samples the CPU time of every process of a running container
+// (the container's init and all its descendants, inner containers
+// included) from the host's /proc, every 50 ms, keeping each process's
+// last reading. A process that lives less than a sample is missed; Report
+// puts what the container's cgroup counted beyond the samples under
+// "unsampled (short-lived)".
+type CPUProfile struct {
+	container string
+	root      int
+	cgroupCPU string
+	stop      chan struct{}
+	done      chan struct{}
+
+	mu    sync.Mutex
+	procs map[int]procCPU
+	total time.Duration // the cgroup's count at the last sample
+}
+
+type procCPU struct {
+	comm, cmdline string
+	ticks         int64
+}
+
+// clockTick is USER_HZ, the unit of /proc/<pid>/stat's times (100 on
+// every Linux this runs on).
+const clockTick = 100
+
+// ProfileContainer starts sampling container once it runs; Report stops.
+func ProfileContainer(t testing.TB, container string) *CPUProfile {
+	t.Helper()
+	p := &CPUProfile{container: container, stop: make(chan struct{}), done: make(chan struct{}), procs: map[int]procCPU{}}
+	go p.loop()
+	return p
+}
+
+func (p *CPUProfile) loop() {
+	defer close(p.done)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if p.root == 0 {
+			p.attach()
+		} else {
+			p.sample()
+		}
+		select {
+		case <-p.stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// attach finds the container's init and its cgroup's CPU accounting.
+func (p *CPUProfile) attach() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "docker", "inspect", "-f", "{{.State.Pid}} {{.Id}}", p.container).Output()
+	if err != nil {
+		return
+	}
+	f := strings.Fields(string(out))
+	if len(f) != 2 {
+		return
+	}
+	pid, _ := strconv.Atoi(f[0])
+	if pid <= 0 {
+		return
+	}
+	for _, dir := range []string{"/sys/fs/cgroup/cpuacct/docker/" + f[1], "/sys/fs/cgroup/cpu,cpuacct/docker/" + f[1]} {
+		if _, err := os.Stat(filepath.Join(dir, "cpuacct.usage")); err == nil {
+			p.cgroupCPU = filepath.Join(dir, "cpuacct.usage")
+		}
+	}
+	p.root = pid
+}
+
+// sample reads every descendant of the container's init.
+func (p *CPUProfile) sample() {
+	des, err := os.ReadDir("/proc")
+	if err != nil {
+		return
+	}
+	parent := map[int]int{}
+	stats := map[int]procCPU{}
+	for _, de := range des {
+		pid, err := strconv.Atoi(de.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + de.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+		if open < 0 || closing < open {
+			continue
+		}
+		fields := strings.Fields(s[closing+2:])
+		if len(fields) < 13 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(fields[1])
+		ut, _ := strconv.ParseInt(fields[11], 10, 64)
+		st, _ := strconv.ParseInt(fields[12], 10, 64)
+		parent[pid] = ppid
+		stats[pid] = procCPU{comm: s[open+1 : closing], ticks: ut + st}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cgroupCPU != "" {
+		if b, err := os.ReadFile(p.cgroupCPU); err == nil {
+			ns, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			p.total = max(p.total, time.Duration(ns))
+		}
+	}
+	for pid, st := range stats {
+		if !descends(pid, p.root, parent) {
+			continue
+		}
+		prev, seen := p.procs[pid]
+		if !seen {
+			cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+			st.cmdline = strings.TrimSpace(strings.ReplaceAll(string(cl), "\x00", " "))
+		} else {
+			st.cmdline = prev.cmdline
+			if st.cmdline == "" || prev.comm != st.comm {
+				// An exec since the last sample (sh -c exec …).
+				cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+				st.cmdline = strings.TrimSpace(strings.ReplaceAll(string(cl), "\x00", " "))
+			}
+		}
+		p.procs[pid] = st
+	}
+}
+
+func descends(pid, root int, parent map[int]int) bool {
+	for i := 0; i < 64 && pid > 1; i++ {
+		if pid == root {
+			return true
+		}
+		pid = parent[pid]
+	}
+	return pid == root
+}
+
+// CPUReport is CPU time by part of the sandbox.
+type CPUReport struct {
+	// Total is the container cgroup's own count (0 when it could not be
+	// read); Parts are the sampled processes by part.
+	Total time.Duration
+	Parts map[string]time.Duration
+}
+
+// Report stops sampling and sums the processes by part; the cgroup's total
+// is its last reading while the container ran.
+func (p *CPUProfile) Report() CPUReport {
+	close(p.stop)
+	<-p.done
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	total := p.total
+	r := CPUReport{Total: total, Parts: map[string]time.Duration{}}
+	var sampled time.Duration
+	for pid, st := range p.procs {
+		d := time.Duration(st.ticks) * time.Second / clockTick
+		r.Parts[part(pid == p.root, st)] += d
+		sampled += d
+	}
+	if total > sampled {
+		r.Parts["unsampled (short-lived)"] = total - sampled
+	}
+	return r
+}
+
+// part names what a process is in the sandbox.
+func part(root bool, st procCPU) string {
+	cmd := st.cmdline
+	switch {
+	case root:
+		return "PID 1 (reaper, signal forwarding)"
+	case strings.Contains(cmd, "sandbox-runner init"):
+		return "init (docker filter, egress proxy, model gateway)"
+	case strings.Contains(cmd, "sandbox-runner run"):
+		return "runner"
+	case strings.Contains(cmd, "opencode") && strings.Contains(cmd, " export"):
+		return "opencode export (session)"
+	case strings.Contains(cmd, "opencode") && strings.Contains(cmd, " import"):
+		return "opencode import (session)"
+	case st.comm == "opencode" || strings.Contains(cmd, "opencode"):
+		return "opencode (agent)"
+	case st.comm == "claude" || strings.Contains(cmd, "claude"):
+		return "claude (agent)"
+	case st.comm == "dockerd" || st.comm == "containerd" || strings.HasPrefix(st.comm, "containerd-") || st.comm == "runc" || st.comm == "docker-proxy" || st.comm == "docker-init":
+		return "inner dockerd/containerd"
+	case strings.HasPrefix(st.comm, "git"):
+		return "git"
+	case st.comm == "tar":
+		return "tar (setup cache)"
+	case st.comm == "node" || st.comm == "npm" || strings.Contains(cmd, "npm"):
+		return "node/npm (setup)"
+	case strings.Contains(st.comm, "chrom") || st.comm == "ffmpeg":
+		return "chromium/ffmpeg (media)"
+	case st.comm == "iptables" || strings.HasPrefix(st.comm, "iptables") || strings.HasPrefix(st.comm, "xtables") || strings.HasPrefix(st.comm, "ip6tables"):
+		return "iptables"
+	}
+	return "other (" + st.comm + ")"
+}
+
+// Table prints the report, largest first, with each part's share.
+func (r CPUReport) Table() string {
+	type row struct {
+		name string
+		d    time.Duration
+	}
+	var rows []row
+	var sum time.Duration
+	for n, d := range r.Parts {
+		rows = append(rows, row{n, d})
+		sum += d
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].d > rows[j].d })
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-58s %9s %6s\n", "part", "cpu", "share")
+	for _, rw := range rows {
+		fmt.Fprintf(&b, "%-58s %8.2fs %5.1f%%\n", rw.name, rw.d.Seconds(), 100*rw.d.Seconds()/max(sum.Seconds(), 1e-9))
+	}
+	fmt.Fprintf(&b, "%-58s %8.2fs (cgroup: %.2fs)\n", "total", sum.Seconds(), r.Total.Seconds())
+	return b.String()
+}
