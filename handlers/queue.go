@@ -5,15 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 // Queueing under the server's caps. Every run asked for while a cap is set
@@ -53,7 +52,7 @@ func (q queuedRequest) request(repo *github.Repository) startRequest {
 // are set. wait=true means it waits: it is queued, labelled and told its
 // place, and keeps the issue's lock. A run the queue itself starts
 // (req.queuedAs) has its slot already.
-func (b *Base) queueGate(ctx context.Context, client *github.Client, req startRequest, taskID string, mode dispatch.Mode) (wait bool, err error) {
+func (b *Base) queueGate(ctx context.Context, gh GitHub, req startRequest, taskID string, mode dispatch.Mode) (wait bool, err error) {
 	if !b.Caps.Any() || req.queuedAs != "" {
 		return false, nil
 	}
@@ -83,13 +82,13 @@ func (b *Base) queueGate(ctx context.Context, client *github.Client, req startRe
 	}
 	log.Info().Int("place", place).Msg("over a cap: run queued")
 	if req.CommentID != 0 {
-		b.react(ctx, client, req.owner(), req.name(), req.CommentID, "eyes")
+		b.react(ctx, gh, req.Number, req.CommentID, "eyes")
 	}
-	b.setState(ctx, client, req.owner(), req.name(), req.Number, LabelQueued)
-	return true, b.reply(ctx, client, req.owner(), req.name(), req.Number, "github/queued", QueuedData{
+	labelErr := b.setState(ctx, gh, req.Number, lifecycle.Queued)
+	return true, errors.Join(labelErr, b.reply(ctx, gh, req.Number, "github/queued", QueuedData{
 		TaskID: taskID, Mode: mode, Place: place, Ahead: place - 1, Caps: capsText(b.Caps),
 		Marker: Marker{Kind: KindQueued, TaskID: taskID, Mode: mode, Issue: req.Issue}.String(),
-	})
+	}))
 }
 
 // capsText describes the caps that are set, for the queued reply.
@@ -206,40 +205,26 @@ func (b *Base) startFromQueue(ctx context.Context, e dispatch.QueueEntry) (tried
 	if err := json.Unmarshal(raw, &q); err != nil {
 		return false, fmt.Errorf("queued run %s: %w (%w)", e.TaskID, err, dispatch.ErrNotFound)
 	}
-	client, err := b.NewInstallationClient(q.InstallationID)
+	gh, err := b.hub.Repo(q.InstallationID, q.Repo)
 	if err != nil {
 		return false, fmt.Errorf("queued run %s: installation %d: %w", e.TaskID, q.InstallationID, err)
 	}
-	owner, name, _ := strings.Cut(q.Repo, "/")
-	repo, resp, err := client.Repositories.Get(ctx, owner, name)
-	if resp != nil && resp.StatusCode == http.StatusNotFound {
+	repo, err := gh.Repository(ctx)
+	if errors.Is(err, ErrNotFound) {
 		// Deleted, or the App lost access: nothing to start.
-		return false, fmt.Errorf("queued run %s: read %s: %w (%w)", e.TaskID, q.Repo, err, dispatch.ErrNotFound)
+		return false, fmt.Errorf("queued run %s: %w (%w)", e.TaskID, err, dispatch.ErrNotFound)
 	}
 	if err != nil {
-		return false, fmt.Errorf("queued run %s: read %s: %w", e.TaskID, q.Repo, err)
+		return false, fmt.Errorf("queued run %s: %w", e.TaskID, err)
 	}
-	return true, b.start(ctx, client, q.request(repo))
-}
-
-// abortQueued removes a run that still waits from the queue: /abort on it
-// releases the issue and says so. handled=false when holder is not
-// waiting (it runs, or is being started), for the ordinary abort.
-func (b *Base) abortQueued(ctx context.Context, client *github.Client, cc commandContext, key, holder string) (handled bool, err error) {
-	removed, err := dispatch.DequeueWaiting(ctx, b.Backend, holder)
-	if err != nil || !removed {
-		return false, err
+	req := q.request(repo)
+	place := lifecycle.OnIssue
+	if req.IsPR {
+		place = lifecycle.OnPR
 	}
-	owner, name := cc.owner(), cc.name()
-	if err := b.Backend.DropQueued(ctx, holder); err != nil {
-		zerolog.Ctx(ctx).Warn().Err(err).Msg("drop aborted queued run")
+	c, _ := lifecycle.Decide(place, lifecycle.Queued, lifecycle.SlotFree, lifecycle.Facts{})
+	if c.Do != lifecycle.StartQueued {
+		return true, nil
 	}
-	if err := b.Backend.Unlock(ctx, key, holder); err != nil {
-		return true, fmt.Errorf("release the lock of queued run %s: %w", holder, err)
-	}
-	b.react(ctx, client, owner, name, cc.commentID, "+1")
-	b.setState(ctx, client, owner, name, cc.number, "")
-	return true, b.reply(ctx, client, owner, name, cc.number, "github/queue_aborted", QueueAbortedData{
-		TaskID: holder, By: cc.sender, Marker: Marker{Kind: KindAborted, TaskID: holder}.String(),
-	})
+	return true, b.start(ctx, gh, req)
 }
