@@ -100,7 +100,7 @@ func (b *Base) perform(ctx context.Context, t thread, ev event, sc *scene, c lif
 	if !ok {
 		return nil
 	}
-	return b.start(ctx, t.gh, req)
+	return b.starts.start(ctx, t.gh, req)
 }
 
 // command is the name of the command the event is ("" for a label, a

@@ -93,10 +93,12 @@ type core struct {
 	batches *batches // review feedback waiting for its revise run (batch.go)
 }
 
-// Base is shared by every handler: the core and the run follower.
+// Base is shared by every handler: the core, what starts runs, and the
+// run follower.
 type Base struct {
 	*core
-	Runs *Runs
+	starts *starter
+	Runs   *Runs
 }
 
 // NewBase wires a Base and its Runs. The settings come defaulted from the
@@ -118,8 +120,10 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 		Secrets:       NewSecrets(),
 	}}
 	b.hub = newGoHub(b.core)
-	b.Runs = newRuns(b.core, b.start)
-	b.Runs.onEnd, b.Runs.onReconcile = b.freeSlot, b.admitAndStart
+	b.starts = &starter{core: b.core}
+	b.Runs = newRuns(b.core, b.starts.start)
+	b.starts.runs = b.Runs
+	b.Runs.onEnd, b.Runs.onReconcile = b.starts.freeSlot, b.starts.admitAndStart
 	b.batches = newBatches(b)
 	return b, nil
 }

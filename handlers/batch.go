@@ -249,7 +249,7 @@ func (b *Base) startBatch(ctx context.Context, gh GitHub, h batchHolder) error {
 	if req.Flags != (sandboxcfg.Flags{}) {
 		req.Command = "revise" // a flag over the server's ceiling is refused as the command's
 	}
-	return b.start(ctx, gh, req)
+	return b.starts.start(ctx, gh, req)
 }
 
 // recover schedules the batches pending in the backend: after a restart,

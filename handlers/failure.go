@@ -23,7 +23,7 @@ const dispatchTries = 3
 // the agent:failed label. Otherwise a person who labeled the issue would
 // wait for a run that never comes. A failed submission is retried
 // (Base.submit) before this sees an error.
-func (b *Base) start(ctx context.Context, gh GitHub, req startRequest) error {
+func (b *starter) start(ctx context.Context, gh GitHub, req startRequest) error {
 	handled, err := b.startRun(ctx, gh, req)
 	if handled || err == nil {
 		return err
@@ -34,7 +34,7 @@ func (b *Base) start(ctx context.Context, gh GitHub, req startRequest) error {
 // failedToStart logs why a run did not start and tells the issue, unless
 // the bot is stopping. locked says the caller holds the issue's lock; if
 // not, it is taken for the label, and a run holding it keeps its label.
-func (b *Base) failedToStart(ctx context.Context, gh GitHub, req startRequest, cause error, locked bool) error {
+func (b *starter) failedToStart(ctx context.Context, gh GitHub, req startRequest, cause error, locked bool) error {
 	if ctx.Err() != nil {
 		return cause
 	}
@@ -47,7 +47,7 @@ func (b *Base) failedToStart(ctx context.Context, gh GitHub, req startRequest, c
 
 // reportStartFailure posts the failure comment once per trigger (a
 // redelivered event finds its marker) and sets agent:failed.
-func (b *Base) reportStartFailure(ctx context.Context, gh GitHub, req startRequest, cause error, locked bool) error {
+func (b *starter) reportStartFailure(ctx context.Context, gh GitHub, req startRequest, cause error, locked bool) error {
 	issue := cmp.Or(req.Issue, req.Number)
 	// The task id the trigger maps to, as a key for the marker: the run
 	// itself may have got another (a plan that is not required becomes
@@ -122,7 +122,7 @@ func explainStartFailure(err error, deadline time.Duration) (what, todo string) 
 // idempotent by task id, so a try that did reach the backend is harmless.
 // It is a method rather than a wrapper of the Backend, which would hide the
 // backend's optional interfaces (dispatch.TokenReader).
-func (b *Base) submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
+func (b *starter) submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
 	start := time.Now()
 	wait := b.DispatchDeadline / (1<<dispatchTries - 2) // 30s: tries at 0, 5s, 15s
 	for try := 1; ; try++ {

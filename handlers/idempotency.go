@@ -14,7 +14,7 @@ import "context"
 //
 // When the queue starts a run (fromQueue), the reply that it was queued
 // does not count: only what followed its start does.
-func (b *Base) actedOn(ctx context.Context, gh GitHub, number int, taskID string, fromQueue bool) (bool, error) {
+func (b *starter) actedOn(ctx context.Context, gh GitHub, number int, taskID string, fromQueue bool) (bool, error) {
 	marked, err := b.botMarked(ctx, gh, number)
 	if err != nil {
 		return false, err

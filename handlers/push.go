@@ -90,7 +90,7 @@ func (b *Base) rebase(ctx context.Context, t thread, sc *scene, trigger string, 
 		}
 		repo = full
 	}
-	return b.start(ctx, t.gh, startRequest{
+	return b.starts.start(ctx, t.gh, startRequest{
 		InstallationID: t.installation, Repo: repo, Number: t.number, IsPR: true, Issue: sc.issue,
 		Mode: dispatch.ModeRebase, Trigger: trigger, DeliveryID: t.deliveryID,
 		Branch: sc.pr.GetHead().GetRef(), BaseBranch: sc.pr.GetBase().GetRef(),

@@ -52,7 +52,7 @@ func (q queuedRequest) request(repo *github.Repository) startRequest {
 // are set. wait=true means it waits: it is queued, labelled and told its
 // place, and keeps the issue's lock. A run the queue itself starts
 // (req.queuedAs) has its slot already.
-func (b *Base) queueGate(ctx context.Context, gh GitHub, req startRequest, taskID string, mode dispatch.Mode) (wait bool, err error) {
+func (b *starter) queueGate(ctx context.Context, gh GitHub, req startRequest, taskID string, mode dispatch.Mode) (wait bool, err error) {
 	if !b.Caps.Any() || req.queuedAs != "" {
 		return false, nil
 	}
@@ -68,7 +68,7 @@ func (b *Base) queueGate(ctx context.Context, gh GitHub, req startRequest, taskI
 		return false, err
 	}
 	others := slices.DeleteFunc(slices.Clone(sub.Admitted), func(e dispatch.QueueEntry) bool { return e.TaskID == taskID })
-	b.Runs.startQueued(b, others)
+	b.runs.startQueued(b, others)
 	if sub.Self {
 		b.observeWait(entry, now)
 		return false, b.Backend.DropQueued(ctx, taskID)
@@ -109,11 +109,11 @@ func capsText(c dispatch.Caps) []string {
 // admit claims the slots free now for the oldest queued runs that fit.
 // What holds a slot is read from the backend: every run it has not seen
 // end, whichever replica started it.
-func (b *Base) admit(ctx context.Context) ([]dispatch.QueueEntry, error) {
+func (b *starter) admit(ctx context.Context) ([]dispatch.QueueEntry, error) {
 	return dispatch.AdmitLive(ctx, b.Backend, b.Caps, b.Now())
 }
 
-func (b *Base) observeWait(e dispatch.QueueEntry, now time.Time) {
+func (b *starter) observeWait(e dispatch.QueueEntry, now time.Time) {
 	if b.QueueWait != nil {
 		b.QueueWait(max(now.Sub(time.UnixMilli(e.EnqueuedAt)), 0))
 	}
@@ -123,18 +123,18 @@ func (b *Base) observeWait(e dispatch.QueueEntry, now time.Time) {
 // ends (its slot is freed first) and after reconciling at start. Without
 // caps it still runs: runs queued under caps an operator has since lifted
 // must start too, and then they all fit.
-func (b *Base) admitAndStart(ctx context.Context) {
+func (b *starter) admitAndStart(ctx context.Context) {
 	admitted, err := b.admit(ctx)
 	if err != nil {
 		zerolog.Ctx(ctx).Error().Err(err).Msg("admit queued runs; the next run to end tries again")
 		return
 	}
-	b.Runs.startQueued(b, admitted)
+	b.runs.startQueued(b, admitted)
 }
 
 // freeSlot releases the slot of a run that ended or did not start, and
 // admits the next runs.
-func (b *Base) freeSlot(ctx context.Context, taskID string) {
+func (b *starter) freeSlot(ctx context.Context, taskID string) {
 	if _, _, err := dispatch.Dequeue(ctx, b.Backend, taskID); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("release the run's queue slot; it frees after its grace")
 	}
@@ -144,7 +144,7 @@ func (b *Base) freeSlot(ctx context.Context, taskID string) {
 // startQueued starts admitted runs one after another, in the order they
 // were queued, on a goroutine of their own that Stop waits for and Busy
 // counts.
-func (r *Runs) startQueued(b *Base, admitted []dispatch.QueueEntry) {
+func (r *Runs) startQueued(b *starter, admitted []dispatch.QueueEntry) {
 	if len(admitted) == 0 {
 		return
 	}
@@ -171,7 +171,7 @@ func (r *Runs) startQueued(b *Base, admitted []dispatch.QueueEntry) {
 // issue was told) gives its slot back at once. One that could not be
 // tried (GitHub did not answer) keeps its claim: after the claim's grace
 // it waits again at its place, and a later admission tries again.
-func (b *Base) startAdmitted(ctx context.Context, e dispatch.QueueEntry) {
+func (b *starter) startAdmitted(ctx context.Context, e dispatch.QueueEntry) {
 	log := zerolog.Ctx(ctx)
 	b.observeWait(e, b.Now())
 	if tried, err := b.startFromQueue(ctx, e); !tried && !errors.Is(err, dispatch.ErrNotFound) {
@@ -196,7 +196,7 @@ func (b *Base) startAdmitted(ctx context.Context, e dispatch.QueueEntry) {
 // startFromQueue loads what starting the run needs and starts it; tried
 // is false when it got no further than loading. A request that is gone
 // or unreadable is ErrNotFound: there is nothing to start.
-func (b *Base) startFromQueue(ctx context.Context, e dispatch.QueueEntry) (tried bool, err error) {
+func (b *starter) startFromQueue(ctx context.Context, e dispatch.QueueEntry) (tried bool, err error) {
 	raw, err := b.Backend.LoadQueued(ctx, e.TaskID)
 	if err != nil {
 		return false, err

@@ -63,6 +63,15 @@ type startRequest struct {
 
 func (r *startRequest) name() string { return r.Repo.GetName() }
 
+// starter starts runs: from the table's starting actions, the queue, the
+// review batches and the follower's continuations. A start resolves the
+// configuration, takes the issue's lock, goes through the queue, submits
+// the run, acknowledges it and hands it to the follower.
+type starter struct {
+	*core
+	runs *Runs
+}
+
 // launch is a start request resolved: the configuration, the mode it
 // runs in, its task id and the issue's lock.
 type launch struct {
@@ -80,7 +89,7 @@ type launch struct {
 // errors. handled is false for an error before the lock was taken, which
 // start reports; anything after it (a failure to start, reported under the
 // lock, or an error once the run was submitted) is handled here.
-func (b *Base) startRun(ctx context.Context, gh GitHub, req startRequest) (handled bool, err error) {
+func (b *starter) startRun(ctx context.Context, gh GitHub, req startRequest) (handled bool, err error) {
 	l, ok, err := b.resolve(ctx, gh, req)
 	if err != nil || !ok {
 		return err == nil, err
@@ -131,7 +140,7 @@ const lockWait = 10 * time.Second
 // takeLock takes the issue's lock for l. A run that holds it but whose
 // result is on the issue already (a person answered the plan the moment
 // it appeared) is waited for, lockWait at most, instead of answered busy.
-func (b *Base) takeLock(ctx context.Context, gh GitHub, l launch) (string, error) {
+func (b *starter) takeLock(ctx context.Context, gh GitHub, l launch) (string, error) {
 	deadline := b.Now().Add(lockWait)
 	for checked := false; ; checked = true {
 		holder, err := b.Backend.Lock(ctx, l.lockKey, l.taskID)
@@ -155,7 +164,7 @@ func (b *Base) takeLock(ctx context.Context, gh GitHub, l launch) (string, error
 // mode and the task id, and makes sure the trigger did not act already.
 // ok is false when the request was answered instead (a refusal) or is a
 // redelivery.
-func (b *Base) resolve(ctx context.Context, gh GitHub, req startRequest) (launch, bool, error) {
+func (b *starter) resolve(ctx context.Context, gh GitHub, req startRequest) (launch, bool, error) {
 	logger := zerolog.Ctx(ctx)
 	if req.Issue == 0 {
 		req.Issue = req.Number
@@ -204,7 +213,7 @@ type built struct {
 
 // runSpec reads the task's text, names the branch, mints the token and
 // writes the work order.
-func (b *Base) runSpec(ctx context.Context, gh GitHub, l launch) (built, error) {
+func (b *starter) runSpec(ctx context.Context, gh GitHub, l launch) (built, error) {
 	req := l.req
 	task, excluded, err := b.taskText(ctx, gh, req.Issue)
 	if err != nil {
@@ -247,7 +256,7 @@ func (b *Base) runSpec(ctx context.Context, gh GitHub, l launch) (built, error) 
 // acknowledge tells the issue a submitted run started: the 👀 reaction,
 // the state label and the acknowledgement with its marker, written under
 // the lock the run now holds. Then the run is followed.
-func (b *Base) acknowledge(ctx context.Context, gh GitHub, l launch, r built, created bool) error {
+func (b *starter) acknowledge(ctx context.Context, gh GitHub, l launch, r built, created bool) error {
 	log := zerolog.Ctx(ctx)
 	if !created {
 		log.Info().Msg("run exists already (redelivered event); nothing to do")
@@ -273,7 +282,7 @@ func (b *Base) acknowledge(ctx context.Context, gh GitHub, l launch, r built, cr
 	if err != nil {
 		log.Warn().Err(err).Msg("post acknowledgement")
 	}
-	b.Runs.Follow(r.spec.Meta)
+	b.runs.Follow(r.spec.Meta)
 	return labelErr
 }
 
@@ -283,7 +292,7 @@ func (b *Base) acknowledge(ctx context.Context, gh GitHub, l launch, r built, cr
 // issue's author like the body: an outsider's issue reaches the agent as
 // "Issue #N" only. excluded names whose text was left out so the
 // acknowledgement can say so.
-func (b *Base) taskText(ctx context.Context, gh GitHub, number int) (dispatch.TaskText, excludedText, error) {
+func (b *starter) taskText(ctx context.Context, gh GitHub, number int) (dispatch.TaskText, excludedText, error) {
 	var excluded excludedText
 	issue, err := gh.Issue(ctx, number)
 	if err != nil {

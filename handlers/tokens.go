@@ -134,17 +134,17 @@ func (r *Runs) revoke(ctx context.Context, taskID string, tokens []string, why s
 // unless the submission failed or a run with this id existed already (a
 // redelivery; that run has its own token), in which case nobody holds this
 // one and it is revoked at once.
-func (b *Base) handOver(ctx context.Context, taskID, token string, created bool, submitErr error) {
+func (b *starter) handOver(ctx context.Context, taskID, token string, created bool, submitErr error) {
 	if submitErr == nil && created {
-		b.Runs.tokens.add(taskID, token)
-		b.Runs.tokens.delivered(taskID, token)
+		b.runs.tokens.add(taskID, token)
+		b.runs.tokens.delivered(taskID, token)
 		return
 	}
 	why := "the run existed already"
 	if submitErr != nil {
 		why = "submission failed"
 	}
-	b.Runs.revoke(ctx, taskID, []string{token}, why)
+	b.runs.revoke(ctx, taskID, []string{token}, why)
 }
 
 // adoptToken remembers the token of a run this bot process did not start
