@@ -16,28 +16,28 @@ const orgConfigRepo = ".github"
 // `.github` repository's .sandbox.yml (its default branch), the
 // repository's at ref, then the flags; and checks the result against the
 // server's limits.
-func (b *core) loadConfig(ctx context.Context, installation int64, gh GitHub, ref string, flags sandboxcfg.Flags) (*sandboxcfg.Config, error) {
+func (b *core) loadConfig(ctx context.Context, installation int64, gh GitHub, ref string, flags sandboxcfg.Flags) (sandboxcfg.Resolved, error) {
 	owner, repo, _ := strings.Cut(gh.FullName(), "/")
 	var layers []sandboxcfg.Layer
 	if repo != orgConfigRepo {
 		org, err := b.hub.Repo(installation, owner+"/"+orgConfigRepo)
 		if err != nil {
-			return nil, err
+			return sandboxcfg.Resolved{}, err
 		}
 		layer, err := readConfigLayer(ctx, org, "")
 		if err != nil {
-			return nil, err
+			return sandboxcfg.Resolved{}, err
 		}
 		layers = append(layers, layer)
 	}
 	own, err := readConfigLayer(ctx, gh, ref)
 	if err != nil {
-		return nil, err
+		return sandboxcfg.Resolved{}, err
 	}
 	layers = append(layers, own)
 	resolved, _, err := sandboxcfg.ResolveLayers(b.Defaults, layers, flags, b.Limits)
 	if err != nil {
-		return nil, &ConfigError{Source: gh.FullName(), Err: err}
+		return sandboxcfg.Resolved{}, &ConfigError{Source: gh.FullName(), Err: err}
 	}
 	return resolved, nil
 }

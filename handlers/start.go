@@ -76,7 +76,7 @@ type starter struct {
 // runs in, its task id and the lock.
 type launch struct {
 	req     startRequest
-	cfg     *sandboxcfg.Config
+	cfg     sandboxcfg.Resolved
 	mode    dispatch.Mode
 	base    string
 	taskID  string
@@ -191,7 +191,7 @@ func (b *starter) resolve(ctx context.Context, gh GitHub, req startRequest) (lau
 	if cfg.Mode == sandboxcfg.ModeTask && (l.mode == dispatch.ModePlan || l.mode == dispatch.ModeExecute) {
 		l.mode = dispatch.ModeTask
 	}
-	if l.mode == dispatch.ModePlan && !cfg.PlanRequired() {
+	if l.mode == dispatch.ModePlan && !cfg.Plan.Required {
 		l.mode = dispatch.ModeExecute
 	}
 	l.taskID = cmp.Or(req.queuedAs, dispatch.NewTaskID(req.Repo.GetFullName(), req.Number, l.mode, req.Trigger))
@@ -238,7 +238,7 @@ func (b *starter) runSpec(ctx context.Context, gh GitHub, l launch) (built, erro
 		Order: dispatch.WorkOrder{
 			SchemaVersion: dispatch.WorkOrderVersion, TaskID: l.taskID, Mode: l.mode, Attempt: attempt,
 			Repo: full, Number: req.Number, CloneURL: req.Repo.GetCloneURL(), BaseBranch: l.base, TargetBranch: branch,
-			Task: task, Plan: req.Plan, Feedback: req.Feedback, Config: *l.cfg,
+			Task: task, Plan: req.Plan, Feedback: req.Feedback, Config: l.cfg,
 			BudgetUSD: l.cfg.MaxBudgetUSD, TimeoutMinutes: l.cfg.TimeoutMinutes, SecretEnv: b.SecretEnv,
 		},
 		Token:     token,

@@ -60,7 +60,7 @@ func order(t *testing.T, remote string, mode dispatch.Mode, cfg sandboxcfg.Confi
 		TargetBranch:  dispatch.BranchName(taskID, "Add notes"),
 		Task:          dispatch.TaskText{Title: "Add notes", Body: "Write NOTES.md describing add.sh."},
 		Plan:          "1. Write NOTES.md.",
-		Config:        cfg,
+		Config:        sandboxcfg.MustResolve(cfg),
 		BudgetUSD:     5,
 		OutputDir:     filepath.Join(t.TempDir(), "out"),
 	}

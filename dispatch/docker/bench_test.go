@@ -34,7 +34,7 @@ func BenchmarkSandboxReady(b *testing.B) {
 	dockertest.CacheImage(b, filepath.Join(cache, "images"), svc)
 	order := dispatch.WorkOrder{SchemaVersion: dispatch.WorkOrderVersion, TaskID: "T-BE0C0001", Mode: dispatch.ModePlan, Attempt: 1,
 		CloneURL: "http://host.docker.internal:1/x.git", OutputDir: "/sandbox/out",
-		Config: sandboxcfg.Config{Services: map[string]sandboxcfg.Service{"web": {Image: svc, Ports: []int{8080}}}}}
+		Config: sandboxcfg.MustResolve(sandboxcfg.Config{Services: map[string]sandboxcfg.Service{"web": {Image: svc, Ports: []int{8080}}}})}
 	raw, _ := json.Marshal(order)
 	orderPath := filepath.Join(b.TempDir(), "work-order.json")
 	os.WriteFile(orderPath, raw, 0o644)

@@ -53,8 +53,7 @@ func TestNomadGatewayKeepsTheProviderKeyFromClaudeCode(t *testing.T) {
 			{Name: "anthropic", BaseURL: srv.URL, API: dispatch.APIAnthropic, Key: key}}}
 	})
 	cfg := sandboxcfg.Config{Harness: "claude-code", Model: modeltest.AnthropicModelID, InactivitySeconds: 600}
-	cfg.ApplyDefaults()
-	s.Order.Config, s.Order.CloneURL = cfg, git.URL
+	s.Order.Config, s.Order.CloneURL = sandboxcfg.MustResolve(cfg), git.URL
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()

@@ -43,14 +43,14 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// spec is a run of mode on acme/web#42, with defaults applied the way the
-// bot resolves .sandbox.yml.
+// spec is a run of mode on acme/web#42, its .sandbox.yml resolved the way
+// the bot resolves it.
 func spec(mode dispatch.Mode, trigger string) dispatch.RunSpec {
 	cfg := sandboxcfg.Config{Name: "web", Validate: sandboxcfg.Checks{{Name: "test", Command: "go test ./..."}}}
 	if mode == dispatch.ModeTask {
 		cfg.Mode = sandboxcfg.ModeTask
 	}
-	cfg.ApplyDefaults()
+	resolved := sandboxcfg.MustResolve(cfg)
 	id := dispatch.NewTaskID("acme/web", 42, mode, trigger)
 	o := dispatch.WorkOrder{
 		SchemaVersion:  dispatch.WorkOrderVersion,
@@ -58,9 +58,9 @@ func spec(mode dispatch.Mode, trigger string) dispatch.RunSpec {
 		Mode:           mode,
 		Attempt:        1,
 		Task:           dispatch.TaskText{Title: "Add a dark mode toggle", Body: "Use {{ .Theme }} literally; it is not a template.", URL: "https://github.com/acme/web/issues/42"},
-		Config:         cfg,
-		BudgetUSD:      cfg.MaxBudgetUSD,
-		TimeoutMinutes: cfg.TimeoutMinutes,
+		Config:         resolved,
+		BudgetUSD:      resolved.MaxBudgetUSD,
+		TimeoutMinutes: resolved.TimeoutMinutes,
 	}
 	if mode != dispatch.ModeTask {
 		o.Repo, o.Number = "acme/web", 42

@@ -53,8 +53,7 @@ func TestNomadHostileAgentFindsNoCredentials(t *testing.T) {
 		if mode == dispatch.ModeExecute {
 			cfg.Env["WRITE_FILE"] = "agent-work.txt"
 		}
-		cfg.ApplyDefaults()
-		s.Order.Config, s.Order.CloneURL = cfg, git.URL
+		s.Order.Config, s.Order.CloneURL = sandboxcfg.MustResolve(cfg), git.URL
 		if _, err := b.Submit(ctx, s); err != nil {
 			t.Fatal(err)
 		}

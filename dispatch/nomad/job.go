@@ -96,7 +96,7 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 		timeout = order.Config.TimeoutMinutes
 	}
 	if timeout <= 0 {
-		return nil, fmt.Errorf("build nomad job %s: timeout_minutes is %d; the work order needs a positive timeout (sandboxcfg.ApplyDefaults sets one)", order.TaskID, timeout)
+		return nil, fmt.Errorf("build nomad job %s: timeout_minutes is %d; the work order needs a positive timeout (its resolved configuration has one)", order.TaskID, timeout)
 	}
 	maxRun := time.Duration(timeout)*time.Minute + o.RunGrace
 

@@ -89,7 +89,7 @@ func (r *agentRun) run(t *testing.T, mode dispatch.Mode, cfg sandboxcfg.Config) 
 		Repo: "acme/demo", Number: 3, CloneURL: remote.URL, BaseBranch: "main",
 		TargetBranch: dispatch.BranchName("T-6A7E3A11", "Dump"),
 		Task:         dispatch.TaskText{Title: "Dump", Body: "Show your environment."},
-		Plan:         "1. Dump the environment.", Config: cfg, BudgetUSD: 5, OutputDir: r.out,
+		Plan:         "1. Dump the environment.", Config: sandboxcfg.MustResolve(cfg), BudgetUSD: 5, OutputDir: r.out,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
