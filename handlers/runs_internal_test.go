@@ -11,7 +11,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/memory"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
@@ -32,7 +32,7 @@ func TestRunsContinueThroughTheirStartFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend := memory.New()
+	backend := backendtest.NewMemory()
 	b, err := NewBase(cc, Settings{
 		TriggerLabel: "agent", MaxContinues: 2, MaxPlanRounds: 5, ProgressInterval: time.Millisecond, TokenRefresh: time.Hour,
 		DispatchDeadline: time.Second, CheckName: "sandbox-agent", WebURL: "https://github.com", Isolation: dispatch.IsolationCaps, ReviewBatchWindow: time.Second, ResultRetry: time.Second,

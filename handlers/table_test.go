@@ -14,7 +14,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/memory"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 	"github.com/sandbox-bot/sandbox-bot/templates"
@@ -46,7 +46,7 @@ type world struct {
 	ctx     context.Context
 	hub     *memHub
 	repo    *memRepo
-	backend *memory.Backend
+	backend *backendtest.Memory
 	b       *Base
 	logs    *testenv.Log
 }
@@ -66,7 +66,7 @@ func newWorld(t *testing.T) *world {
 	repo := hub.repo(tRepo)
 	repo.perms[tWriter] = "write"
 	repo.sandboxYML = "name: hello\nharness: opencode\nmax_budget_usd: 4\n"
-	backend := memory.New()
+	backend := backendtest.NewMemory()
 	b, err := NewBase(nil, tableSettings(), backend, tTemplates)
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -66,34 +65,16 @@ func order(t *testing.T, remote string, mode dispatch.Mode, cfg sandboxcfg.Confi
 	}
 }
 
-// logs collects what a run writes, safe for the runner's goroutines.
-type logs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 type runEnv struct {
 	opts     runner.Options
-	progress *logs
-	log      *logs
+	progress *testenv.Log
+	log      *testenv.Log
 	home     string
 }
 
 func newRunEnv(t *testing.T, env []string) *runEnv {
 	t.Helper()
-	e := &runEnv{progress: &logs{}, log: &logs{}}
+	e := &runEnv{progress: &testenv.Log{}, log: &testenv.Log{}}
 	if env == nil {
 		e.home = t.TempDir()
 		env = runtest.HermeticEnv(e.home)

@@ -23,9 +23,7 @@ import (
 // init's gateway, the server receives the key, and the agent finds it in no
 // file, process environment or variable it can read.
 func TestNomadGatewayKeepsTheProviderKeyFromClaudeCode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the real sandbox image")
-	}
+	testenv.Long(t, "runs the real sandbox image")
 	img := testenv.SandboxImage(t)
 	const key = "sk-ant-canary-nomad-claude-51c8e2"
 	s := spec(dispatch.ModeExecute, "gateway-claude")

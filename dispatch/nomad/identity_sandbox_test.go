@@ -27,9 +27,7 @@ import (
 // every push it tries to the base branch is refused; main does not move, and
 // the runner pushes the run's own branch.
 func TestNomadHostileAgentFindsNoCredentials(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the real sandbox image")
-	}
+	testenv.Long(t, "runs the real sandbox image")
 	img := testenv.SandboxImage(t)
 	remote := runtest.NewRemote(t, map[string]string{"README.md": "# demo\n"})
 	git := dockertest.ServeGit(t, remote.Dir, testToken)
