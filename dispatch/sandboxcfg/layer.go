@@ -202,6 +202,12 @@ func matchAny(patterns []string, s string) bool {
 // merge copies every field over sets onto c. Maps merge key by key so a repo
 // can add one env var without restating the server's.
 func merge(c, over *Config) {
+	mergeRun(c, over)
+	mergeSections(c, over)
+}
+
+// mergeRun merges the top-level values: what runs and its bounds.
+func mergeRun(c, over *Config) {
 	if over.Name != "" {
 		c.Name = over.Name
 	}
@@ -229,6 +235,10 @@ func merge(c, over *Config) {
 	if over.InactivitySeconds != 0 {
 		c.InactivitySeconds = over.InactivitySeconds
 	}
+}
+
+// mergeSections merges the sections: maps entry by entry, lists whole.
+func mergeSections(c, over *Config) {
 	for k, v := range over.Services {
 		if c.Services == nil {
 			c.Services = map[string]Service{}
