@@ -23,7 +23,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/app/loadtest"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/memory"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 )
 
 // intakePayload is the recorded issue_comment payload (14,643 bytes from
@@ -284,7 +284,7 @@ func newIntakeServer(tb testing.TB, githubURL string, env map[string]string, log
 	if err != nil {
 		tb.Fatal(err)
 	}
-	srv, err := NewServer(cfg, memory.New(), zerolog.New(logs).Level(zerolog.InfoLevel))
+	srv, err := NewServer(cfg, backendtest.NewMemory(), zerolog.New(logs).Level(zerolog.InfoLevel))
 	if err != nil {
 		tb.Fatal(err)
 	}

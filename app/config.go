@@ -193,30 +193,10 @@ func LoadConfig(getenv Getenv) (*Config, error) {
 }
 
 func (c *Config) applyEnv(getenv Getenv) error {
-	str := func(key string, dst *string) {
-		if v, ok := getenv(key); ok {
-			*dst = v
-		}
+	if err := c.applyPlatformEnv(getenv); err != nil {
+		return err
 	}
-	str("GITHUB_WEB_URL", &c.GitHub.WebURL)
-	str("GITHUB_V3_API_URL", &c.GitHub.V3APIURL)
-	str("GITHUB_V4_API_URL", &c.GitHub.V4APIURL)
-	str("GITHUB_APP_WEBHOOK_SECRET", &c.GitHub.App.WebhookSecret)
-	str("GITHUB_APP_PRIVATE_KEY", &c.GitHub.App.PrivateKey)
-	str("GITHUB_APP_SLUG", &c.AppSlug)
-	str("GITHUB_OAUTH_CLIENT_ID", &c.GitHub.OAuth.ClientID)
-	str("GITHUB_OAUTH_CLIENT_SECRET", &c.GitHub.OAuth.ClientSecret)
-	if v, ok := getenv("GITHUB_APP_INTEGRATION_ID"); ok {
-		id, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-		if err != nil {
-			return fmt.Errorf("GITHUB_APP_INTEGRATION_ID: %q is not a number", v)
-		}
-		c.GitHub.App.IntegrationID = id
-	}
-	str("NOMAD_ADDR", &c.Nomad.Addr)
-	str("NOMAD_TOKEN", &c.Nomad.Token)
-	str("NOMAD_NAMESPACE", &c.Nomad.Namespace)
-	str("NOMAD_REGION", &c.Nomad.Region)
+	str := envString(getenv)
 	str("SANDBOX_LISTEN", &c.Listen)
 	str("SANDBOX_BACKEND", &c.Backend)
 	str("SANDBOX_IMAGE", &c.Image)
@@ -281,6 +261,40 @@ func (c *Config) applyEnv(getenv Getenv) error {
 		}
 	}
 	return nil
+}
+
+// applyPlatformEnv reads go-githubapp's and Nomad's variables.
+func (c *Config) applyPlatformEnv(getenv Getenv) error {
+	str := envString(getenv)
+	str("GITHUB_WEB_URL", &c.GitHub.WebURL)
+	str("GITHUB_V3_API_URL", &c.GitHub.V3APIURL)
+	str("GITHUB_V4_API_URL", &c.GitHub.V4APIURL)
+	str("GITHUB_APP_WEBHOOK_SECRET", &c.GitHub.App.WebhookSecret)
+	str("GITHUB_APP_PRIVATE_KEY", &c.GitHub.App.PrivateKey)
+	str("GITHUB_APP_SLUG", &c.AppSlug)
+	str("GITHUB_OAUTH_CLIENT_ID", &c.GitHub.OAuth.ClientID)
+	str("GITHUB_OAUTH_CLIENT_SECRET", &c.GitHub.OAuth.ClientSecret)
+	if v, ok := getenv("GITHUB_APP_INTEGRATION_ID"); ok {
+		id, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return fmt.Errorf("GITHUB_APP_INTEGRATION_ID: %q is not a number", v)
+		}
+		c.GitHub.App.IntegrationID = id
+	}
+	str("NOMAD_ADDR", &c.Nomad.Addr)
+	str("NOMAD_TOKEN", &c.Nomad.Token)
+	str("NOMAD_NAMESPACE", &c.Nomad.Namespace)
+	str("NOMAD_REGION", &c.Nomad.Region)
+	return nil
+}
+
+// envString sets a string field from a variable that is set.
+func envString(getenv Getenv) func(key string, dst *string) {
+	return func(key string, dst *string) {
+		if v, ok := getenv(key); ok {
+			*dst = v
+		}
+	}
 }
 
 // oneLine folds a multi-line decoder report ("unmarshal errors:\n  line

@@ -15,7 +15,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/app/receipts"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/memory"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 )
 
 const (
@@ -99,7 +99,7 @@ func (f *dashFixture) start() {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	srv, err := NewServer(cfg, memory.New(), zerolog.Nop())
+	srv, err := NewServer(cfg, backendtest.NewMemory(), zerolog.Nop())
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -288,7 +288,7 @@ func TestDashboardOnlyOnAdminListenerWithoutOAuth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := NewServer(cfg, memory.New(), zerolog.Nop())
+	srv, err := NewServer(cfg, backendtest.NewMemory(), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestDashboardOnlyOnAdminListenerWithoutOAuth(t *testing.T) {
 		}
 	}
 	cfg.GitHub.OAuth.ClientID = "only-the-id"
-	if _, err := NewServer(cfg, memory.New(), zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "GITHUB_OAUTH_CLIENT_SECRET") {
+	if _, err := NewServer(cfg, backendtest.NewMemory(), zerolog.Nop()); err == nil || !strings.Contains(err.Error(), "GITHUB_OAUTH_CLIENT_SECRET") {
 		t.Errorf("an OAuth client id without its secret: %v, want an error naming GITHUB_OAUTH_CLIENT_SECRET", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/app/loadtest"
+	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 )
 
 const (
@@ -110,9 +111,7 @@ const loadRounds = 10
 //
 // SANDBOX_LOADTEST_DURATION (default 5s) sets the measured time per line.
 func TestWebhookLoad(t *testing.T) {
-	if os.Getenv("SANDBOX_LOADTEST") != "1" {
-		t.Skip("hand-run load test; run with SANDBOX_LOADTEST=1 go test -count=1 -run TestWebhookLoad -v ./app")
-	}
+	testenv.HandRun(t, "SANDBOX_LOADTEST", "go test -count=1 -run TestWebhookLoad -v ./app")
 	duration := 5 * time.Second
 	if v := os.Getenv("SANDBOX_LOADTEST_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)

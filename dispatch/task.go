@@ -96,7 +96,9 @@ type TaskText struct {
 }
 
 // WorkOrderVersion is bumped on any incompatible change of WorkOrder.
-const WorkOrderVersion = 1
+// 2: config is the resolved configuration (sandboxcfg.Resolved), every
+// default filled in, no longer a file layer the sandbox completes.
+const WorkOrderVersion = 2
 
 // WorkOrder is what the bot hands the runner (as JSON). It never carries the
 // token itself, only where the token file is.
@@ -118,9 +120,11 @@ type WorkOrder struct {
 	Plan     string   `json:"plan,omitempty"`     // the approved plan (execute, continue)
 	Feedback string   `json:"feedback,omitempty"` // review feedback (revise, plan re-rounds)
 
-	Config         sandboxcfg.Config `json:"config"`
-	BudgetUSD      float64           `json:"budget_usd"`
-	TimeoutMinutes int               `json:"timeout_minutes"`
+	// Config is the resolved .sandbox.yml: the runner and the init read
+	// it as it is.
+	Config         sandboxcfg.Resolved `json:"config"`
+	BudgetUSD      float64             `json:"budget_usd"`
+	TimeoutMinutes int                 `json:"timeout_minutes"`
 
 	// TokenFile is read by the runner's git credential helper on every use,
 	// so a refreshed token is picked up without a restart.
@@ -160,7 +164,7 @@ func (w *WorkOrder) Validate() error {
 	if w.Mode.WritesCode() && w.TargetBranch == "" {
 		problems = append(problems, "target_branch is required in "+string(w.Mode)+" mode")
 	}
-	if w.Mode == ModeExecute && strings.TrimSpace(w.Plan) == "" && w.Config.PlanRequired() {
+	if w.Mode == ModeExecute && strings.TrimSpace(w.Plan) == "" && w.Config.Plan.Required {
 		problems = append(problems, "plan is required in execute mode when plan.required is true")
 	}
 	if w.OutputDir == "" {

@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ func order(mode dispatch.Mode) dispatch.WorkOrder {
 		Mode:          mode,
 		Attempt:       1,
 		Task:          dispatch.TaskText{Title: "Add a toggle", Body: "Please."},
+		Config:        sandboxcfg.MustResolve(sandboxcfg.Config{}),
 		OutputDir:     "/sandbox/out",
 	}
 	if mode != dispatch.ModeTask {
@@ -82,13 +84,13 @@ func TestWorkOrderErrorsNameTheField(t *testing.T) {
 		t.Errorf("plan mode without a target branch: %v", err)
 	}
 	o = order(dispatch.ModeExecute)
-	o.Plan, o.Config.Plan.Required = "", &notRequired
+	o.Plan, o.Config.Plan.Required = "", notRequired
 	if err := o.Validate(); err != nil {
 		t.Errorf("execute without a plan where plan.required is false: %v", err)
 	}
 
 	// All at once: one error lists every field.
-	o = dispatch.WorkOrder{Mode: dispatch.ModeExecute}
+	o = dispatch.WorkOrder{Mode: dispatch.ModeExecute, Config: sandboxcfg.MustResolve(sandboxcfg.Config{})}
 	err := o.Validate()
 	if err == nil {
 		t.Fatal("an empty execute order is valid")
@@ -108,12 +110,12 @@ func TestWorkOrderJSONRoundTrip(t *testing.T) {
 	o.Task.Comments = []dispatch.Comment{{Author: "alice", Body: "Use {{ .Theme }} literally."}}
 	o.TokenFile = dispatch.TokenPath
 	o.SecretEnv = []string{"API_KEY"}
-	o.Config = sandboxcfg.Config{Name: "web", Harness: "command", Command: "true"}
+	o.Config = sandboxcfg.MustResolve(sandboxcfg.Config{Name: "web", Harness: "command", Command: "true"})
 	raw, err := json.Marshal(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{`"schema_version":1`, `"task_id":"T-0123ABCD"`, `"token_file":"/sandbox/secrets/token"`, `"output_dir":"/sandbox/out"`} {
+	for _, key := range []string{fmt.Sprintf(`"schema_version":%d`, dispatch.WorkOrderVersion), `"task_id":"T-0123ABCD"`, `"token_file":"/sandbox/secrets/token"`, `"output_dir":"/sandbox/out"`} {
 		if !strings.Contains(string(raw), key) {
 			t.Errorf("work order JSON lacks %s: %s", key, raw)
 		}

@@ -2,8 +2,8 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strings"
 	"unicode"
@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 // A task run has no repository to push to, and its sandbox holds a
@@ -162,7 +163,7 @@ func sizeText(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
 // (the in-memory one) gives nil: the comment lists the receipt's names.
 // Errors GitHub may not repeat are returned (the result is posted again
 // later); any other failure is logged and said in the comment.
-func (r *Runs) publishArtifacts(ctx context.Context, client *github.Client, rc *runContext) (*ArtifactsData, error) {
+func (r *Runs) publishArtifacts(ctx context.Context, rc *runContext) (*ArtifactsData, error) {
 	reader, ok := r.c.Backend.(dispatch.ArtifactReader)
 	if !ok {
 		return nil, nil
@@ -193,7 +194,7 @@ func (r *Runs) publishArtifacts(ctx context.Context, client *github.Client, rc *
 	for i, f := range arts.Files {
 		stored[i] = dispatch.Artifact{Path: storedAt(f.Path), Data: f.Data}
 	}
-	commit, err := commitArtifacts(ctx, client, rc, branch, stored)
+	commit, err := commitArtifacts(ctx, rc, branch, stored)
 	if err != nil {
 		if transientGitHubError(err) {
 			return nil, err
@@ -233,17 +234,17 @@ func escapePath(p string) string {
 // returns the commit. It is idempotent: when the branch already holds
 // exactly these files (a retry, a restart, another replica), it writes
 // nothing; the tree is computed here first so that check costs no write.
-func commitArtifacts(ctx context.Context, client *github.Client, rc *runContext, branch string, files []dispatch.Artifact) (string, error) {
+func commitArtifacts(ctx context.Context, rc *runContext, branch string, files []dispatch.Artifact) (string, error) {
 	ref := "refs/heads/" + branch
 	want := artifactTreeSHA(files)
-	existing, existingTree, err := refTree(ctx, client, rc, ref)
+	existing, existingTree, err := rc.gh.RefCommit(ctx, ref)
 	if err != nil {
 		return "", err
 	}
 	if existing != "" && existingTree == want {
 		return existing, nil
 	}
-	tree, err := createArtifactTree(ctx, client, rc, files)
+	tree, err := createArtifactTree(ctx, rc, files)
 	if err != nil {
 		return "", err
 	}
@@ -252,21 +253,20 @@ func commitArtifacts(ctx context.Context, client *github.Client, rc *runContext,
 	}
 	msg := fmt.Sprintf("Artifacts of task %s\n\nWhat the sandbox-bot task run left in its artifacts directory, for %s#%d.\nStored by the bot; the run itself could not write to the repository.",
 		rc.meta.TaskID, rc.meta.Repo, rc.meta.Number)
-	c, _, err := client.Git.CreateCommit(ctx, rc.owner, rc.repo, &github.Commit{Message: &msg, Tree: &github.Tree{SHA: &tree}}, nil)
+	commit, err := rc.gh.CreateCommit(ctx, msg, tree)
 	if err != nil {
 		return "", fmt.Errorf("create the artifacts commit: %w", err)
 	}
-	obj := &github.Reference{Ref: &ref, Object: &github.GitObject{SHA: c.SHA}}
 	if existing == "" {
-		_, resp, err := client.Git.CreateRef(ctx, rc.owner, rc.repo, obj)
+		err := rc.gh.CreateRef(ctx, ref, commit)
 		if err == nil {
-			return c.GetSHA(), nil
+			return commit, nil
 		}
-		if resp == nil || resp.StatusCode != http.StatusUnprocessableEntity {
+		if !errors.Is(err, ErrExists) {
 			return "", fmt.Errorf("create %s: %w", ref, err)
 		}
 		// Made meanwhile (another replica): the same files are fine.
-		if existing, existingTree, err = refTree(ctx, client, rc, ref); err != nil {
+		if existing, existingTree, err = rc.gh.RefCommit(ctx, ref); err != nil {
 			return "", err
 		}
 		if existingTree == tree {
@@ -276,34 +276,16 @@ func commitArtifacts(ctx context.Context, client *github.Client, rc *runContext,
 	// The branch is the task's own and holds other files (caps changed
 	// across a restart, or someone pushed there): the comment must show
 	// what the branch holds, so the run's files replace them.
-	if _, _, err := client.Git.UpdateRef(ctx, rc.owner, rc.repo, obj, true); err != nil {
+	if err := rc.gh.UpdateRef(ctx, ref, commit); err != nil {
 		return "", fmt.Errorf("update %s: %w", ref, err)
 	}
-	return c.GetSHA(), nil
-}
-
-// refTree returns the commit ref points at and that commit's tree, or ""
-// when the ref does not exist.
-func refTree(ctx context.Context, client *github.Client, rc *runContext, ref string) (commit, tree string, err error) {
-	r, resp, err := client.Git.GetRef(ctx, rc.owner, rc.repo, ref)
-	if err != nil {
-		if resp != nil && resp.StatusCode == http.StatusNotFound {
-			return "", "", nil
-		}
-		return "", "", fmt.Errorf("read %s: %w", ref, err)
-	}
-	sha := r.GetObject().GetSHA()
-	c, _, err := client.Git.GetCommit(ctx, rc.owner, rc.repo, sha)
-	if err != nil {
-		return "", "", fmt.Errorf("read commit %s of %s: %w", sha, ref, err)
-	}
-	return sha, c.GetTree().GetSHA(), nil
+	return commit, nil
 }
 
 // createArtifactTree writes the files' tree. Small text files travel
 // inside the tree request (one write for all of them); others are blobs
 // of their own, base64-encoded.
-func createArtifactTree(ctx context.Context, client *github.Client, rc *runContext, files []dispatch.Artifact) (string, error) {
+func createArtifactTree(ctx context.Context, rc *runContext, files []dispatch.Artifact) (string, error) {
 	var entries []*github.TreeEntry
 	inline := 0
 	for _, f := range files {
@@ -312,21 +294,19 @@ func createArtifactTree(ctx context.Context, client *github.Client, rc *runConte
 			inline += len(f.Data)
 			e.Content = github.String(string(f.Data))
 		} else {
-			b, _, err := client.Git.CreateBlob(ctx, rc.owner, rc.repo, &github.Blob{
-				Content: github.String(encodeBase64(f.Data)), Encoding: github.String("base64"),
-			})
+			sha, err := rc.gh.CreateBlob(ctx, f.Data)
 			if err != nil {
 				return "", fmt.Errorf("create the blob of artifact %s: %w", f.Path, err)
 			}
-			e.SHA = b.SHA
+			e.SHA = &sha
 		}
 		entries = append(entries, e)
 	}
-	t, _, err := client.Git.CreateTree(ctx, rc.owner, rc.repo, "", entries)
+	tree, err := rc.gh.CreateTree(ctx, entries)
 	if err != nil {
 		return "", fmt.Errorf("create the artifacts tree: %w", err)
 	}
-	return t.GetSHA(), nil
+	return tree, nil
 }
 
 // isText reports whether b can travel as a JSON string unchanged.
@@ -346,13 +326,14 @@ type TaskDoneData struct {
 // postTaskResult stores the artifacts, then posts the result comment that
 // links them. A retry after a transient failure finds the branch made
 // and writes nothing again.
-func (r *Runs) postTaskResult(ctx context.Context, client *github.Client, rc *runContext, res *dispatch.Result, prog *progress) error {
-	arts, err := r.publishArtifacts(ctx, client, rc)
+func (r *Runs) postTaskResult(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, state lifecycle.State) error {
+	arts, err := r.publishArtifacts(ctx, rc)
 	if err != nil {
 		return err
 	}
 	prog.complete(ctx, "success", "Done", res.PRSummary, res)
-	r.c.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelDone)
 	rcpt := rc.receipt(res)
-	return r.c.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/task_done", TaskDoneData{Receipt: rcpt, Marker: rcpt.marker(KindResult), Artifacts: arts})
+	return r.show(ctx, rc, state, func() error {
+		return r.c.reply(ctx, rc.gh, rc.meta.Number, "github/task_done", TaskDoneData{Receipt: rcpt, Marker: rcpt.marker(KindResult), Artifacts: arts})
+	})
 }

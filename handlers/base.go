@@ -1,22 +1,21 @@
-// Package handlers holds one type per GitHub webhook event, the comment
-// command parser, the permission checks, and Runs, which follows each run the
-// bot started until its result is on GitHub.
+// Package handlers turns GitHub's webhooks into what the bot does. One
+// type per webhook event parses it into an event of the lifecycle table
+// (handlers/lifecycle); on (act.go) checks who asked, observes the issue
+// or pull request (observe.go), asks the table and performs what it says.
+// Runs follows each run until its result is on GitHub, as the table's run
+// rows say. Every call to GitHub goes through the seam in github.go.
 //
 // The bot keeps no database: what it must remember lives on GitHub (labels
 // and comments with hidden markers) and in the backend (runs, their
-// metadata, the per-issue lock).
+// metadata, the per-issue lock, the run queue).
 package handlers
 
 import (
-	"context"
-	"fmt"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/go-github/v62/github"
-	"github.com/palantir/go-githubapp/appconfig"
 	"github.com/palantir/go-githubapp/githubapp"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -63,17 +62,23 @@ type Settings struct {
 	ArtifactCaps dispatch.ArtifactCaps
 }
 
-// core is what the handlers and the run follower share: the client
-// creator, settings, backend, templates, the App's identity and the
-// secrets to redact. Runs holds it and a start function, not Base, so the
-// follower depends on what it uses rather than on every handler.
+// core is what the handlers and the run follower share: the way to
+// GitHub, settings, backend, templates, the App's identity and the secrets
+// to redact. Runs holds it and a start function, not Base, so the follower
+// depends on what it uses rather than on every handler.
 type core struct {
+	// ClientCreator makes the go-github clients behind the seam (the
+	// server wraps it in its rate limiter).
 	githubapp.ClientCreator
+	// hub is the seam every GitHub call goes through (github.go): over
+	// ClientCreator, or in memory in the table's tests.
+	hub Hub
 	Settings
 	Backend   dispatch.Backend
 	Templates *templates.Set
-	Loader    *appconfig.Loader
 	Now       func() time.Time
+	// retryWait is the first wait before a label write is tried again.
+	retryWait time.Duration
 	trust     *trustState
 	board     *runBoard // what this replica saw of its runs, for /status
 	// Secrets are redacted from everything the bot posts.
@@ -88,10 +93,12 @@ type core struct {
 	batches *batches // review feedback waiting for its revise run (batch.go)
 }
 
-// Base is shared by every handler: the core and the run follower.
+// Base is shared by every handler: the core, what starts runs, and the
+// run follower.
 type Base struct {
 	*core
-	Runs *Runs
+	starts *starter
+	Runs   *Runs
 }
 
 // NewBase wires a Base and its Runs. The settings come defaulted from the
@@ -106,14 +113,17 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 		Settings:      s,
 		Backend:       backend,
 		Templates:     tmpl,
-		Loader:        newConfigLoader(),
 		Now:           time.Now,
+		retryWait:     200 * time.Millisecond,
 		trust:         newTrustState(),
 		board:         newRunBoard(s.WebURL),
 		Secrets:       NewSecrets(),
 	}}
-	b.Runs = newRuns(b.core, b.start)
-	b.Runs.onEnd, b.Runs.onReconcile = b.freeSlot, b.admitAndStart
+	b.hub = newGoHub(b.core)
+	b.starts = &starter{core: b.core}
+	b.Runs = newRuns(b.core, b.starts.start)
+	b.starts.runs = b.Runs
+	b.Runs.onEnd, b.Runs.onReconcile = b.starts.freeSlot, b.starts.admitAndStart
 	b.batches = newBatches(b)
 	return b, nil
 }
@@ -123,32 +133,6 @@ func (b *Base) Handlers() []githubapp.EventHandler {
 	return []githubapp.EventHandler{
 		&Issues{b}, &IssueComment{b}, &PullRequestReview{b}, &PullRequestReviewComment{b},
 		&Push{b}, &Installation{b}, &InstallationRepositories{b}, &CheckRun{b},
-	}
-}
-
-// State labels shown on issues and PRs.
-const (
-	LabelPlanning         = "agent:planning"
-	LabelAwaitingApproval = "agent:awaiting-approval"
-	LabelRunning          = "agent:running"
-	LabelDone             = "agent:done"
-	LabelFailed           = "agent:failed"
-	// LabelQueued: the run waits for a slot under the server's caps.
-	LabelQueued = "agent:queued"
-)
-
-var stateLabels = []string{LabelPlanning, LabelAwaitingApproval, LabelRunning, LabelDone, LabelFailed, LabelQueued}
-
-// labelColors are what installation events create labels with.
-func (b *Base) labelSet() map[string]string {
-	return map[string]string{
-		b.TriggerLabel:        "5319e7",
-		LabelPlanning:         "c5def5",
-		LabelAwaitingApproval: "fbca04",
-		LabelRunning:          "1d76db",
-		LabelDone:             "0e8a16",
-		LabelFailed:           "b60205",
-		LabelQueued:           "ededed",
 	}
 }
 
@@ -162,35 +146,4 @@ func (b *Base) isIgnoredSender(u *github.User) bool {
 		return !slices.Contains(b.AllowBots, u.GetLogin())
 	}
 	return false
-}
-
-// fetchCanWrite reports whether login may drive the bot on repo: write,
-// maintain or admin permission, or a place on the operator's allowlist.
-func (b *Base) fetchCanWrite(ctx context.Context, client *github.Client, owner, repo, login string) (bool, error) {
-	if slices.Contains(b.AllowUsers, login) {
-		return true, nil
-	}
-	perm, _, err := client.Repositories.GetPermissionLevel(ctx, owner, repo, login)
-	if err != nil {
-		return false, fmt.Errorf("read %s's permission on %s/%s: %w", login, owner, repo, err)
-	}
-	// GitHub reports maintain as "write" in this legacy field.
-	switch perm.GetPermission() {
-	case "admin", "maintain", "write":
-		return true, nil
-	}
-	for _, team := range b.AllowTeams {
-		org, slug, _ := strings.Cut(team, "/")
-		m, resp, err := client.Teams.GetTeamMembershipBySlug(ctx, org, slug, login)
-		if err != nil {
-			if resp != nil && resp.StatusCode == http.StatusNotFound {
-				continue
-			}
-			return false, fmt.Errorf("read %s's membership of %s: %w", login, team, err)
-		}
-		if m.GetState() == "active" {
-			return true, nil
-		}
-	}
-	return false, nil
 }

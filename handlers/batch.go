@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -77,7 +76,7 @@ func newBatches(b *Base) *batches {
 // add puts a writer's feedback on an agent PR into the PR's batch,
 // opening one if none is pending. req is what a direct revise would have
 // been started with; the caller checked the sender and the PR.
-func (bs *batches) add(ctx context.Context, client *github.Client, req startRequest) error {
+func (bs *batches) add(ctx context.Context, gh GitHub, req startRequest) error {
 	full := req.Repo.GetFullName()
 	key := batchKey(full, req.Number)
 	h := batchHolder{
@@ -89,7 +88,7 @@ func (bs *batches) add(ctx context.Context, client *github.Client, req startRequ
 		return err
 	}
 	if req.CommentID != 0 {
-		bs.b.react(ctx, client, req.owner(), req.name(), req.CommentID, "eyes")
+		bs.b.react(ctx, gh, req.Number, req.CommentID, "eyes")
 	}
 	return nil
 }
@@ -185,12 +184,12 @@ func (bs *batches) fire(key, raw string, h batchHolder, rejoin *batchHolder) {
 		bs.schedule(raw, h, nil, bs.b.ReviewBatchWindow, holder)
 		return
 	}
-	client, err := bs.b.NewInstallationClient(h.Installation)
+	gh, err := bs.b.hub.Repo(h.Installation, h.Repo)
 	if err != nil {
 		log.Error().Err(err).Msg("start review batch: no installation client")
 		return
 	}
-	if err := bs.b.startBatch(ctx, client, h); err != nil {
+	if err := bs.b.startBatch(ctx, gh, h); err != nil {
 		log.Error().Err(err).Msg("start review batch")
 	}
 	if ctx.Err() != nil {
@@ -224,17 +223,16 @@ func (b *Base) prBusy(ctx context.Context, h batchHolder) (string, bool) {
 // startBatch starts the revise run of a batch with every piece of
 // feedback on the PR not yet addressed; with none (a redelivered event
 // whose feedback a run already took) nothing starts.
-func (b *Base) startBatch(ctx context.Context, client *github.Client, h batchHolder) error {
-	owner, name, _ := strings.Cut(h.Repo, "/")
-	repo, _, err := client.Repositories.Get(ctx, owner, name)
+func (b *Base) startBatch(ctx context.Context, gh GitHub, h batchHolder) error {
+	repo, err := gh.Repository(ctx)
 	if err != nil {
-		return fmt.Errorf("read repository %s: %w", h.Repo, err)
+		return err
 	}
-	pr, issue, ok, err := b.agentPR(ctx, client, owner, name, h.Number)
+	pr, issue, ok, err := b.agentPR(ctx, gh, h.Number)
 	if err != nil || !ok {
 		return err
 	}
-	fb, upto, err := b.pendingFeedback(ctx, client, owner, name, h.Number)
+	fb, upto, err := b.pendingFeedback(ctx, gh, h.Number)
 	if err != nil {
 		return err
 	}
@@ -251,7 +249,7 @@ func (b *Base) startBatch(ctx context.Context, client *github.Client, h batchHol
 	if req.Flags != (sandboxcfg.Flags{}) {
 		req.Command = "revise" // a flag over the server's ceiling is refused as the command's
 	}
-	return b.start(ctx, client, req)
+	return b.starts.start(ctx, gh, req)
 }
 
 // recover schedules the batches pending in the backend: after a restart,

@@ -88,12 +88,12 @@ func (f feedback) inlineIDs() []int64 {
 // since that acknowledgement, and every inline comment the bot has not
 // replied on. Non-writers' text never reaches the agent. upto is the
 // newest conversation comment read, for this run's acknowledgement.
-func (b *Base) pendingFeedback(ctx context.Context, client *github.Client, owner, repo string, number int) (_ feedback, upto int64, _ error) {
+func (b *Base) pendingFeedback(ctx context.Context, gh GitHub, number int) (_ feedback, upto int64, _ error) {
 	login, err := b.LoadIdentity(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
-	comments, err := listComments(ctx, client, owner, repo, number)
+	comments, err := gh.Comments(ctx, number)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -117,7 +117,7 @@ func (b *Base) pendingFeedback(ctx context.Context, client *github.Client, owner
 			items = append(items, feedbackItem{at: c.GetCreatedAt().Time, author: c.GetUser().GetLogin(), kind: "comment", body: text, flags: flags})
 		}
 	}
-	reviews, err := listReviews(ctx, client, owner, repo, number)
+	reviews, err := gh.Reviews(ctx, number)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -135,7 +135,7 @@ func (b *Base) pendingFeedback(ctx context.Context, client *github.Client, owner
 			items = append(items, feedbackItem{at: at, author: rv.GetUser().GetLogin(), kind: "review", state: rv.GetState(), body: text, flags: flags})
 		}
 	}
-	inline, err := listReviewComments(ctx, client, owner, repo, number)
+	inline, err := gh.ReviewComments(ctx, number)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -151,7 +151,7 @@ func (b *Base) pendingFeedback(ctx context.Context, client *github.Client, owner
 	}
 	var out feedback
 	for _, it := range items {
-		ok, err := b.canWrite(ctx, client, owner, repo, it.author)
+		ok, err := b.canWrite(ctx, gh, it.author)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -203,19 +203,4 @@ func addressedInline(comments []*github.PullRequestComment, login string) map[in
 		}
 	}
 	return done
-}
-
-func listReviews(ctx context.Context, client *github.Client, owner, repo string, number int) ([]*github.PullRequestReview, error) {
-	return listAll(fmt.Sprintf("reviews of %s/%s#%d", owner, repo, number), func(opt github.ListOptions) ([]*github.PullRequestReview, *github.Response, error) {
-		return client.PullRequests.ListReviews(ctx, owner, repo, number, &opt)
-	})
-}
-
-// listReviewComments are a PR's inline comments, oldest first.
-func listReviewComments(ctx context.Context, client *github.Client, owner, repo string, number int) ([]*github.PullRequestComment, error) {
-	all, err := listAll(fmt.Sprintf("review comments of %s/%s#%d", owner, repo, number), func(opt github.ListOptions) ([]*github.PullRequestComment, *github.Response, error) {
-		return client.PullRequests.ListComments(ctx, owner, repo, number, &github.PullRequestListCommentsOptions{ListOptions: opt})
-	})
-	slices.SortStableFunc(all, func(a, b *github.PullRequestComment) int { return cmp.Compare(a.GetID(), b.GetID()) })
-	return all, err
 }

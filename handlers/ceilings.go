@@ -9,7 +9,7 @@ import (
 // flagOverCeiling checks a command's one-off flags against the operator's
 // ceilings before anything else, so `/approve --budget 500` is answered with
 // the ceiling and who can raise it, not with advice to edit .sandbox.yml.
-func (b *Base) flagOverCeiling(command string, f sandboxcfg.Flags) (OverCeilingData, bool) {
+func (b *starter) flagOverCeiling(command string, f sandboxcfg.Flags) (OverCeilingData, bool) {
 	l := b.Limits
 	switch {
 	case l.MaxBudgetUSD > 0 && f.BudgetUSD > l.MaxBudgetUSD:

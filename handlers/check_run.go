@@ -23,37 +23,36 @@ func (h *CheckRun) Handles() []string { return []string{"check_run"} }
 
 // Handle implements githubapp.EventHandler.
 func (h *CheckRun) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var event github.CheckRunEvent
-	if err := json.Unmarshal(payload, &event); err != nil {
+	var e github.CheckRunEvent
+	if err := json.Unmarshal(payload, &e); err != nil {
 		return fmt.Errorf("parse check_run event: %w", err)
 	}
-	run := event.GetCheckRun()
-	if event.GetAction() != "rerequested" || run.GetName() != h.CheckName || h.isIgnoredSender(event.GetSender()) {
+	run := e.GetCheckRun()
+	if e.GetAction() != "rerequested" || run.GetName() != h.CheckName || h.isIgnoredSender(e.GetSender()) {
 		return nil
 	}
 	number, mode, ok := parseExternalID(run.GetExternalID())
 	if !ok {
 		return nil
 	}
-	repo := event.GetRepo()
-	installationID := githubapp.GetInstallationIDFromEvent(&event)
-	ctx, _ = githubapp.PreparePRContext(ctx, installationID, repo, number)
-	client, err := h.NewInstallationClient(installationID)
-	if err != nil {
-		return err
-	}
+	repo := e.GetRepo()
+	installation := githubapp.GetInstallationIDFromEvent(&e)
+	ctx, _ = githubapp.PreparePRContext(ctx, installation, repo, number)
 	cmd := &Command{Name: "retry"}
 	if mode == dispatch.ModeRebase {
 		cmd.Name = "rebase"
 	}
-	issue, _, err := client.Issues.Get(ctx, repo.GetOwner().GetLogin(), repo.GetName(), number)
+	t, err := h.thread(installation, repo, number, false)
 	if err != nil {
-		return fmt.Errorf("read #%d: %w", number, err)
+		return err
 	}
-	return h.command(ctx, client, commandContext{
-		installationID: installationID, repo: repo, number: number, isPR: issue.IsPullRequest(),
-		sender: event.GetSender().GetLogin(), deliveryID: deliveryID, commentID: run.GetID(),
-	}, cmd, nil)
+	issue, err := t.gh.Issue(ctx, number)
+	if err != nil {
+		return err
+	}
+	t.isPR, t.sender, t.deliveryID, t.commentID = issue.IsPullRequest(), e.GetSender().GetLogin(), deliveryID, run.GetID()
+	_, err = h.on(ctx, t, commandEvent(cmd, nil, commentTrigger(run.GetID())))
+	return err
 }
 
 // parseExternalID reads "T-XXXXXXXX:owner/repo#N:mode".

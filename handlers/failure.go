@@ -1,16 +1,17 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 // dispatchTries is how often a transient submission error is tried.
@@ -22,32 +23,37 @@ const dispatchTries = 3
 // the agent:failed label. Otherwise a person who labeled the issue would
 // wait for a run that never comes. A failed submission is retried
 // (Base.submit) before this sees an error.
-func (b *Base) start(ctx context.Context, client *github.Client, req startRequest) error {
-	err := b.startRun(ctx, client, req)
-	if err == nil || ctx.Err() != nil {
+func (b *starter) start(ctx context.Context, gh GitHub, req startRequest) error {
+	handled, err := b.startRun(ctx, gh, req)
+	if handled || err == nil {
 		return err
 	}
-	log := zerolog.Ctx(ctx)
-	log.Error().Err(err).Str("mode", string(req.Mode)).Int("number", req.Number).Msg("run could not start; telling the issue")
-	if rerr := b.reportStartFailure(ctx, client, req, err); rerr != nil {
-		return fmt.Errorf("%w (and reporting it failed: %v)", err, rerr)
+	return b.failedToStart(ctx, gh, req, err, false)
+}
+
+// failedToStart logs why a run did not start and tells the issue, unless
+// the bot is stopping. locked says the caller holds the issue's lock; if
+// not, it is taken for the label, and a run holding it keeps its label.
+func (b *starter) failedToStart(ctx context.Context, gh GitHub, req startRequest, cause error, locked bool) error {
+	if ctx.Err() != nil {
+		return cause
+	}
+	zerolog.Ctx(ctx).Error().Err(cause).Str("mode", string(req.Mode)).Int("number", req.Number).Msg("run could not start; telling the issue")
+	if err := b.reportStartFailure(ctx, gh, req, cause, locked); err != nil {
+		return fmt.Errorf("%w (and reporting it failed: %v)", cause, err)
 	}
 	return nil
 }
 
 // reportStartFailure posts the failure comment once per trigger (a
 // redelivered event finds its marker) and sets agent:failed.
-func (b *Base) reportStartFailure(ctx context.Context, client *github.Client, req startRequest, cause error) error {
-	owner, name := req.owner(), req.name()
-	issue := req.Issue
-	if issue == 0 {
-		issue = req.Number
-	}
+func (b *starter) reportStartFailure(ctx context.Context, gh GitHub, req startRequest, cause error, locked bool) error {
+	issue := cmp.Or(req.Issue, req.Number)
 	// The task id the trigger maps to, as a key for the marker: the run
 	// itself may have got another (a plan that is not required becomes
 	// execute), but this one is stable for the same trigger.
 	key := dispatch.NewTaskID(req.Repo.GetFullName(), req.Number, req.Mode, req.Trigger)
-	marked, err := b.botMarked(ctx, client, owner, name, req.Number)
+	marked, err := b.botMarked(ctx, gh, req.Number)
 	if err != nil {
 		return err
 	}
@@ -55,12 +61,30 @@ func (b *Base) reportStartFailure(ctx context.Context, client *github.Client, re
 		zerolog.Ctx(ctx).Info().Str("task_id", key).Msg("start failure already reported")
 		return nil
 	}
+	var labelErr error
+	if !locked {
+		lockKey := dispatch.LockKey(req.Repo.GetFullName(), req.Number)
+		if _, err := b.Backend.Lock(ctx, lockKey, key); err == nil {
+			defer b.unlock(ctx, lockKey, key)
+			locked = true
+		}
+	}
+	if locked {
+		labelErr = b.setState(ctx, gh, req.Number, lifecycle.Failed)
+	}
 	what, todo := explainStartFailure(cause, b.DispatchDeadline)
-	b.setState(ctx, client, owner, name, req.Number, LabelFailed)
-	return b.reply(ctx, client, owner, name, req.Number, "github/start_failed", StartFailedData{
+	return errors.Join(labelErr, b.reply(ctx, gh, req.Number, "github/start_failed", StartFailedData{
 		Mode: req.Mode, What: what, Todo: todo, TaskID: key, Delivery: req.DeliveryID,
 		Marker: Marker{Kind: KindFailure, TaskID: key, Mode: req.Mode, Issue: issue, Branch: req.Branch, Round: req.Round}.String(),
-	})
+	}))
+}
+
+// unlock releases the issue's lock held by taskID, even when the bot is
+// stopping; a failure is logged (the lock then waits for /abort).
+func (b *core) unlock(ctx context.Context, key, taskID string) {
+	if err := b.Backend.Unlock(context.WithoutCancel(ctx), key, taskID); err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Str("lock", key).Msg("release lock")
+	}
 }
 
 // explainStartFailure says, for people on the issue, what failed and what
@@ -98,7 +122,7 @@ func explainStartFailure(err error, deadline time.Duration) (what, todo string) 
 // idempotent by task id, so a try that did reach the backend is harmless.
 // It is a method rather than a wrapper of the Backend, which would hide the
 // backend's optional interfaces (dispatch.TokenReader).
-func (b *Base) submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
+func (b *starter) submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
 	start := time.Now()
 	wait := b.DispatchDeadline / (1<<dispatchTries - 2) // 30s: tries at 0, 5s, 15s
 	for try := 1; ; try++ {

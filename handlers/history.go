@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -122,9 +121,10 @@ func spliceHistory(body, section string) string {
 // prHistory is the runs section of the body an execute or continue run
 // gives its PR: the history the open PR on the branch has (a continue
 // run, a post retried after a restart) with this run added.
-func (r *Runs) prHistory(ctx context.Context, client *github.Client, rc *runContext, res *dispatch.Result) string {
+func (r *Runs) prHistory(ctx context.Context, rc *runContext, res *dispatch.Result) string {
 	var runs []RunEntry
-	existing, _, err := client.PullRequests.List(ctx, rc.owner, rc.repo, &github.PullRequestListOptions{Head: rc.owner + ":" + res.Branch, State: "open"})
+	owner, _, _ := strings.Cut(rc.meta.Repo, "/")
+	existing, err := rc.gh.OpenPullRequests(ctx, owner+":"+res.Branch, "")
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("read the PR's run history; starting it over")
 	} else if len(existing) > 0 {
@@ -141,8 +141,8 @@ func (r *Runs) prHistory(ctx context.Context, client *github.Client, rc *runCont
 
 // recordOnPR adds a run that ran on the PR (revise, rebase, continue) to
 // the PR body's history, once.
-func (r *Runs) recordOnPR(ctx context.Context, client *github.Client, rc *runContext, res *dispatch.Result) error {
-	pr, _, err := client.PullRequests.Get(ctx, rc.owner, rc.repo, rc.meta.Number)
+func (r *Runs) recordOnPR(ctx context.Context, rc *runContext, res *dispatch.Result) error {
+	pr, err := rc.gh.PullRequest(ctx, rc.meta.Number)
 	if err != nil {
 		return fmt.Errorf("read PR #%d for its run history: %w", rc.meta.Number, err)
 	}
@@ -163,7 +163,7 @@ func (r *Runs) recordOnPR(ctx context.Context, client *github.Client, rc *runCon
 		return err
 	}
 	body := spliceHistory(pr.GetBody(), section)
-	if _, _, err := client.PullRequests.Edit(ctx, rc.owner, rc.repo, rc.meta.Number, &github.PullRequest{Body: &body}); err != nil {
+	if _, err := rc.gh.EditPullRequestBody(ctx, rc.meta.Number, body); err != nil {
 		return fmt.Errorf("update PR #%d's run history: %w", rc.meta.Number, err)
 	}
 	return nil
@@ -173,10 +173,9 @@ func (r *Runs) recordOnPR(ctx context.Context, client *github.Client, rc *runCon
 // posted: the run in the PR body's history and, for a completed revise,
 // replies on the inline comments it addressed. Both are idempotent, and
 // both run again when a restarted bot finds the run not yet cleaned up.
-func (r *Runs) afterPRRun(ctx context.Context, client *github.Client, meta dispatch.Meta, res *dispatch.Result) {
+func (r *Runs) afterPRRun(ctx context.Context, gh GitHub, meta dispatch.Meta, res *dispatch.Result) {
 	log := zerolog.Ctx(ctx)
-	owner, repo, _ := strings.Cut(meta.Repo, "/")
-	marked, err := r.c.botMarked(ctx, client, owner, repo, meta.Number)
+	marked, err := r.c.botMarked(ctx, gh, meta.Number)
 	if err != nil {
 		log.Warn().Err(err).Msg("read the run's acknowledgement for its PR follow-ups")
 		return
@@ -185,13 +184,13 @@ func (r *Runs) afterPRRun(ctx context.Context, client *github.Client, meta dispa
 	if !ok || ack.Marker.Issue == 0 || ack.Marker.Issue == meta.Number {
 		return // not a run on a PR (execute and continue runs on the issue write the history when they open it)
 	}
-	rc := &runContext{meta: meta, owner: owner, repo: repo, issue: ack.Marker.Issue, round: ack.Marker.Round, branch: ack.Marker.Branch, marked: marked}
+	rc := &runContext{meta: meta, gh: gh, issue: ack.Marker.Issue, round: ack.Marker.Round, branch: ack.Marker.Branch, marked: marked}
 	res = r.vetResult(rc, res)
-	if err := r.recordOnPR(ctx, client, rc, res); err != nil {
+	if err := r.recordOnPR(ctx, rc, res); err != nil {
 		log.Warn().Err(err).Msg("PR run history")
 	}
 	if meta.Mode == dispatch.ModeRevise {
-		if err := r.replyInline(ctx, client, rc, ack.Marker, res); err != nil {
+		if err := r.replyInline(ctx, rc, ack.Marker, res); err != nil {
 			log.Warn().Err(err).Msg("reply on addressed inline comments")
 		}
 	}

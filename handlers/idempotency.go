@@ -1,10 +1,6 @@
 package handlers
 
-import (
-	"context"
-
-	"github.com/google/go-github/v62/github"
-)
+import "context"
 
 // actedOn reports whether the bot already acted on taskID on issue or PR
 // number: one of its own comments carries a marker of that task (the
@@ -18,8 +14,8 @@ import (
 //
 // When the queue starts a run (fromQueue), the reply that it was queued
 // does not count: only what followed its start does.
-func (b *Base) actedOn(ctx context.Context, client *github.Client, owner, repo string, number int, taskID string, fromQueue bool) (bool, error) {
-	marked, err := b.botMarked(ctx, client, owner, repo, number)
+func (b *starter) actedOn(ctx context.Context, gh GitHub, number int, taskID string, fromQueue bool) (bool, error) {
+	marked, err := b.botMarked(ctx, gh, number)
 	if err != nil {
 		return false, err
 	}

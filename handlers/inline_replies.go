@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -32,7 +31,7 @@ var commitSHA = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
 // commit it pushed. One reply per thread (GitHub takes replies only on a
 // thread's first comment); a thread the bot already answered for these
 // comments (a retry, a restart) gets none.
-func (r *Runs) replyInline(ctx context.Context, client *github.Client, rc *runContext, ack Marker, res *dispatch.Result) error {
+func (r *Runs) replyInline(ctx context.Context, rc *runContext, ack Marker, res *dispatch.Result) error {
 	if len(ack.Inline) == 0 || res == nil || res.Status != dispatch.StatusCompleted {
 		return nil
 	}
@@ -40,7 +39,7 @@ func (r *Runs) replyInline(ctx context.Context, client *github.Client, rc *runCo
 	if err != nil {
 		return err
 	}
-	comments, err := listReviewComments(ctx, client, rc.owner, rc.repo, rc.meta.Number)
+	comments, err := rc.gh.ReviewComments(ctx, rc.meta.Number)
 	if err != nil {
 		return err
 	}
@@ -79,8 +78,8 @@ func (r *Runs) replyInline(ctx context.Context, client *github.Client, rc *runCo
 		if err != nil {
 			return err
 		}
-		if _, _, err := client.PullRequests.CreateCommentInReplyTo(ctx, rc.owner, rc.repo, rc.meta.Number, strings.TrimSpace(body), top); err != nil {
-			return fmt.Errorf("reply on review comment %d of %s#%d: %w", top, rc.meta.Repo, rc.meta.Number, err)
+		if err := rc.gh.ReplyToReviewComment(ctx, rc.meta.Number, top, strings.TrimSpace(body)); err != nil {
+			return err
 		}
 		zerolog.Ctx(ctx).Info().Int64("comment_id", top).Ints64("addressed", ids).Msg("replied on addressed inline comments")
 	}

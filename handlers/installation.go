@@ -4,11 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 // Installation sets the app up in every repository it is installed on
@@ -22,16 +23,16 @@ func (h *Installation) Handles() []string { return []string{"installation"} }
 
 // Handle implements githubapp.EventHandler.
 func (h *Installation) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var event github.InstallationEvent
-	if err := json.Unmarshal(payload, &event); err != nil {
+	var e github.InstallationEvent
+	if err := json.Unmarshal(payload, &e); err != nil {
 		return fmt.Errorf("parse installation event: %w", err)
 	}
-	id := event.GetInstallation().GetID()
-	log := zerolog.Ctx(ctx).With().Int64(githubapp.LogKeyInstallationID, id).Str("action", event.GetAction()).Logger()
+	id := e.GetInstallation().GetID()
+	log := zerolog.Ctx(ctx).With().Int64(githubapp.LogKeyInstallationID, id).Str("action", e.GetAction()).Logger()
 	ctx = log.WithContext(ctx)
-	switch event.GetAction() {
+	switch e.GetAction() {
 	case "created", "new_permissions_accepted", "unsuspend":
-		return h.setUpRepos(ctx, id, event.Repositories)
+		return h.setUpRepos(ctx, id, e.Repositories)
 	case "deleted", "suspend":
 		return h.stopRuns(ctx, func(installation int64, _ string) bool { return installation == id })
 	}
@@ -39,21 +40,19 @@ func (h *Installation) Handle(ctx context.Context, eventType, deliveryID string,
 }
 
 // setUpRepos creates the labels in each repository; existing ones are kept.
-func (b *Base) setUpRepos(ctx context.Context, installationID int64, repos []*github.Repository) error {
-	client, err := b.NewInstallationClient(installationID)
-	if err != nil {
-		return err
-	}
+func (b *Base) setUpRepos(ctx context.Context, installation int64, repos []*github.Repository) error {
 	log := zerolog.Ctx(ctx)
 	var firstErr error
 	for _, r := range repos {
-		owner, name, _ := cutFullName(r.GetFullName())
+		gh, err := b.hub.Repo(installation, r.GetFullName())
+		if err != nil {
+			return err
+		}
 		for label, color := range b.labelSet() {
-			_, resp, err := client.Issues.CreateLabel(ctx, owner, name, &github.Label{Name: github.String(label), Color: github.String(color), Description: github.String(labelDescription(label, b.TriggerLabel))})
-			if err != nil && (resp == nil || resp.StatusCode != http.StatusUnprocessableEntity) { // 422: exists
+			if err := gh.CreateLabel(ctx, label, color, labelDescription(label, b.TriggerLabel)); err != nil {
 				log.Error().Err(err).Str("repo", r.GetFullName()).Str("label", label).Msg("create label")
 				if firstErr == nil {
-					firstErr = fmt.Errorf("create label %q in %s: %w", label, r.GetFullName(), err)
+					firstErr = err
 				}
 			}
 		}
@@ -62,17 +61,31 @@ func (b *Base) setUpRepos(ctx context.Context, installationID int64, repos []*gi
 	return firstErr
 }
 
+// labelSet is the trigger label and the state labels, with the colours
+// installation events create them with.
+func (b *Base) labelSet() map[string]string {
+	return map[string]string{
+		b.TriggerLabel:                  "5319e7",
+		lifecycle.LabelPlanning:         "c5def5",
+		lifecycle.LabelAwaitingApproval: "fbca04",
+		lifecycle.LabelRunning:          "1d76db",
+		lifecycle.LabelDone:             "0e8a16",
+		lifecycle.LabelFailed:           "b60205",
+		lifecycle.LabelQueued:           "ededed",
+	}
+}
+
 func labelDescription(label, trigger string) string {
 	switch label {
 	case trigger:
 		return "Ask the sandbox agent to plan and implement this issue"
-	case LabelPlanning:
+	case lifecycle.LabelPlanning:
 		return "The agent is writing a plan"
-	case LabelAwaitingApproval:
+	case lifecycle.LabelAwaitingApproval:
 		return "A plan is waiting for /approve"
-	case LabelRunning:
+	case lifecycle.LabelRunning:
 		return "The agent is working in a sandbox"
-	case LabelDone:
+	case lifecycle.LabelDone:
 		return "The agent finished"
 	}
 	return "The agent's last run failed"
@@ -98,13 +111,4 @@ func (b *Base) stopRuns(ctx context.Context, match func(installation int64, repo
 		log.Info().Str("task_id", r.Meta.TaskID).Str("repo", r.Meta.Repo).Msg("run cancelled: app removed")
 	}
 	return nil
-}
-
-func cutFullName(full string) (string, string, bool) {
-	for i := 0; i < len(full); i++ {
-		if full[i] == '/' {
-			return full[:i], full[i+1:], true
-		}
-	}
-	return full, "", false
 }

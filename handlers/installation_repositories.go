@@ -23,18 +23,18 @@ func (h *InstallationRepositories) Handles() []string {
 
 // Handle implements githubapp.EventHandler.
 func (h *InstallationRepositories) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var event github.InstallationRepositoriesEvent
-	if err := json.Unmarshal(payload, &event); err != nil {
+	var e github.InstallationRepositoriesEvent
+	if err := json.Unmarshal(payload, &e); err != nil {
 		return fmt.Errorf("parse installation_repositories event: %w", err)
 	}
-	id := event.GetInstallation().GetID()
+	id := e.GetInstallation().GetID()
 	ctx = zerolog.Ctx(ctx).With().Int64(githubapp.LogKeyInstallationID, id).Logger().WithContext(ctx)
-	switch event.GetAction() {
+	switch e.GetAction() {
 	case "added":
-		return h.setUpRepos(ctx, id, event.RepositoriesAdded)
+		return h.setUpRepos(ctx, id, e.RepositoriesAdded)
 	case "removed":
 		removed := map[string]bool{}
-		for _, r := range event.RepositoriesRemoved {
+		for _, r := range e.RepositoriesRemoved {
 			removed[r.GetFullName()] = true
 		}
 		return h.stopRuns(ctx, func(installation int64, repo string) bool { return installation == id && removed[repo] })

@@ -8,10 +8,10 @@ import (
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
 
-	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
-// Issues starts a plan run when a writer adds the trigger label.
+// Issues hands the table a writer's trigger label on an issue: a plan run.
 type Issues struct{ *Base }
 
 var _ githubapp.EventHandler = &Issues{}
@@ -21,40 +21,35 @@ func (h *Issues) Handles() []string { return []string{"issues"} }
 
 // Handle implements githubapp.EventHandler.
 func (h *Issues) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var event github.IssuesEvent
-	if err := json.Unmarshal(payload, &event); err != nil {
+	var e github.IssuesEvent
+	if err := json.Unmarshal(payload, &e); err != nil {
 		return fmt.Errorf("parse issues event: %w", err)
 	}
-	if event.GetAction() != "labeled" || event.GetLabel().GetName() != h.TriggerLabel {
+	if e.GetAction() != "labeled" || e.GetLabel().GetName() != h.TriggerLabel {
 		return nil
 	}
-	repo, issue := event.GetRepo(), event.GetIssue()
-	ctx, log := githubapp.PrepareRepoContext(ctx, githubapp.GetInstallationIDFromEvent(&event), repo)
-	log = log.With().Int("issue", issue.GetNumber()).Logger()
-	ctx = log.WithContext(ctx)
-	if h.isIgnoredSender(event.GetSender()) {
-		log.Debug().Str("sender", event.GetSender().GetLogin()).Msg("ignoring bot")
+	repo, issue := e.GetRepo(), e.GetIssue()
+	installation := githubapp.GetInstallationIDFromEvent(&e)
+	ctx, log := githubapp.PrepareRepoContext(ctx, installation, repo)
+	ctx = log.With().Int("issue", issue.GetNumber()).Logger().WithContext(ctx)
+	if h.isIgnoredSender(e.GetSender()) {
+		log.Debug().Str("sender", e.GetSender().GetLogin()).Msg("ignoring bot")
 		return nil
 	}
-	if st := stateOf(issue.Labels); st == LabelPlanning || st == LabelRunning || st == LabelAwaitingApproval {
-		log.Info().Str("state", st).Msg("issue already has a task; ignoring the label")
-		return nil
-	}
-	client, err := h.NewInstallationClient(githubapp.GetInstallationIDFromEvent(&event))
+	t, err := h.thread(installation, repo, issue.GetNumber(), false)
 	if err != nil {
 		return err
 	}
-	owner, name, sender := repo.GetOwner().GetLogin(), repo.GetName(), event.GetSender().GetLogin()
-	ok, err := h.canWrite(ctx, client, owner, name, sender)
+	t.sender, t.deliveryID = e.GetSender().GetLogin(), deliveryID
+	_, err = h.on(ctx, t, event{kind: lifecycle.Label, trigger: deliveryID, tried: "label this issue `" + h.TriggerLabel + "`"})
+	return err
+}
+
+// thread opens the seam on an issue or pull request of repo.
+func (b *Base) thread(installation int64, repo *github.Repository, number int, isPR bool) (thread, error) {
+	gh, err := b.hub.Repo(installation, repo.GetFullName())
 	if err != nil {
-		return err
+		return thread{}, err
 	}
-	if !ok {
-		log.Info().Str("sender", sender).Msg("refusing: sender cannot write to the repository")
-		return h.refuse(ctx, client, repo, issue.GetNumber(), sender, "label this issue `"+h.TriggerLabel+"`")
-	}
-	return h.start(ctx, client, startRequest{
-		InstallationID: githubapp.GetInstallationIDFromEvent(&event), Repo: repo, Number: issue.GetNumber(),
-		Mode: dispatch.ModePlan, Trigger: deliveryID, DeliveryID: deliveryID, Sender: sender, Round: 1,
-	})
+	return thread{gh: gh, installation: installation, repo: repo, number: number, isPR: isPR}, nil
 }

@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"regexp"
 	"strings"
 
@@ -102,13 +101,6 @@ type markedComment struct {
 	Marker  Marker
 }
 
-// listComments returns every comment on an issue or PR, oldest first.
-func listComments(ctx context.Context, client *github.Client, owner, repo string, number int) ([]*github.IssueComment, error) {
-	return listAll(fmt.Sprintf("comments of %s/%s#%d", owner, repo, number), func(opt github.ListOptions) ([]*github.IssueComment, *github.Response, error) {
-		return client.Issues.ListComments(ctx, owner, repo, number, &github.IssueListCommentsOptions{ListOptions: opt})
-	})
-}
-
 // markedComments filters comments to the marked ones this App's bot
 // account wrote. A marker anyone else wrote (a person, another App, a
 // quoted copy of the bot's own) is text, never state: otherwise another
@@ -128,12 +120,12 @@ func markedComments(comments []*github.IssueComment, botLogin string) []markedCo
 
 // botMarked lists an issue's or PR's comments and returns the marked ones
 // this App wrote.
-func (b *core) botMarked(ctx context.Context, client *github.Client, owner, repo string, number int) ([]markedComment, error) {
+func (b *core) botMarked(ctx context.Context, gh GitHub, number int) ([]markedComment, error) {
 	login, err := b.LoadIdentity(ctx)
 	if err != nil {
 		return nil, err
 	}
-	comments, err := listComments(ctx, client, owner, repo, number)
+	comments, err := gh.Comments(ctx, number)
 	if err != nil {
 		return nil, err
 	}

@@ -3,13 +3,10 @@ package handlers
 import (
 	"bytes"
 	"context"
-	"strconv"
 	"strings"
 	"unicode"
 
-	"github.com/rs/zerolog"
-
-	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 // An @mention of the App hands it work the way people hand work to other
@@ -167,12 +164,13 @@ func (b *Base) slug() string {
 	return ""
 }
 
-// mention runs a comment that mentions the App and holds no command. A
-// writer's mention on an issue starts the label's flow with the text as
-// their instructions (or, on a plan awaiting approval, revises it); on an
-// agent PR it is `/revise <text>`; on any other PR it gets a short reply
-// saying what the bot does there. Anyone else gets the usual refusal.
-func (b *Base) mention(ctx context.Context, cc commandContext, body string) error {
+// mention hands the table a comment that mentions the App and holds no
+// command: on an issue it starts the label's flow with the text as the
+// writer's instructions (on a plan awaiting approval it revises it), on
+// the App's pull request it is review feedback, on any other pull request
+// it gets a short reply saying what the bot does there. "@bot /status" is
+// the command after the mention.
+func (b *Base) mention(ctx context.Context, t thread, body string) error {
 	login, err := b.LoadIdentity(ctx)
 	if err != nil {
 		return err
@@ -182,63 +180,20 @@ func (b *Base) mention(ctx context.Context, cc commandContext, body string) erro
 	if !found {
 		return nil
 	}
-	log := zerolog.Ctx(ctx)
-	client, err := b.NewInstallationClient(cc.installationID)
-	if err != nil {
-		return err
-	}
-	// "@bot /status" is the command after the mention.
+	trigger := commentTrigger(t.commentID)
 	if strings.HasPrefix(text, "/") {
 		if cmd, perr := ParseCommand(text); cmd != nil || perr != nil {
-			return b.command(ctx, client, cc, cmd, perr)
-		}
-	}
-	owner, name := cc.owner(), cc.name()
-	ok, err := b.canWrite(ctx, client, owner, name, cc.sender)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		log.Info().Str("sender", cc.sender).Msg("refusing mention: sender cannot write to the repository")
-		return b.refuse(ctx, client, cc.repo, cc.number, cc.sender, "hand work to @"+slug)
-	}
-	revise := &Command{Name: "revise", Text: text}
-	if cc.isPR {
-		_, _, agent, err := b.agentPR(ctx, client, owner, name, cc.number)
-		if err != nil {
+			_, err := b.on(ctx, t, commandEvent(cmd, perr, trigger))
 			return err
 		}
-		if !agent {
-			return b.reply(ctx, client, owner, name, cc.number, "github/mention_other_pr", MentionOtherPRData{Slug: slug, TriggerLabel: b.TriggerLabel})
-		}
-		if text == "" {
-			return b.command(ctx, client, cc, nil, &CommandError{Msg: "Mention me with what to change, e.g. `@" + slug + " use the existing date helper`."})
-		}
-		log.Info().Str("sender", cc.sender).Msg("mention on the agent's pull request: revise")
-		return b.command(ctx, client, cc, revise, nil)
 	}
-	if stateOf(cc.labels) == LabelAwaitingApproval {
-		// A bare mention ("thanks @bot") must not throw the plan away.
-		if text == "" {
-			return b.command(ctx, client, cc, nil, &CommandError{Msg: "Mention me with what to change in the plan, e.g. `@" + slug + " use the existing date helper`."})
-		}
-		log.Info().Str("sender", cc.sender).Msg("mention on a plan awaiting approval: revise")
-		return b.command(ctx, client, cc, revise, nil)
+	ev := event{kind: lifecycle.Mention, text: text, trigger: trigger, tried: "hand work to @" + slug,
+		problem: "Mention me with what to change in the plan, e.g. `@" + slug + " use the existing date helper`."}
+	if t.isPR {
+		ev.problem = "Mention me with what to change, e.g. `@" + slug + " use the existing date helper`."
 	}
-	log.Info().Str("sender", cc.sender).Msg("mention on an issue: plan run")
-	// The trigger label shows the issue is the agent's, as if a writer had
-	// added it; the labeled event it causes is the App's own and ignored.
-	if _, _, err := client.Issues.AddLabelsToIssue(ctx, owner, name, cc.number, []string{b.TriggerLabel}); err != nil {
-		log.Warn().Err(err).Str("label", b.TriggerLabel).Msg("add the trigger label")
-	}
-	req := startRequest{
-		InstallationID: cc.installationID, Repo: cc.repo, Number: cc.number, Mode: dispatch.ModePlan, Round: 1,
-		Trigger: strconv.FormatInt(cc.commentID, 10), DeliveryID: cc.deliveryID, Sender: cc.sender, CommentID: cc.commentID,
-	}
-	if text != "" {
-		req.Instructions = &dispatch.Comment{Author: cc.sender, Body: text}
-	}
-	return b.start(ctx, client, req)
+	_, err = b.on(ctx, t, ev)
+	return err
 }
 
 // MentionOtherPRData is github/mention_other_pr: a writer mentioned the

@@ -17,11 +17,10 @@ import (
 // the head commit, updated at most once per interval, or, before a branch
 // exists, one progress comment edited in place.
 type progress struct {
-	ctx         context.Context // carries the run's logger
-	b           *core
-	client      *github.Client
-	owner, repo string
-	meta        dispatch.Meta
+	ctx  context.Context // carries the run's logger
+	b    *core
+	gh   GitHub
+	meta dispatch.Meta
 
 	mu         sync.Mutex
 	last       dispatch.Progress
@@ -35,8 +34,8 @@ type progress struct {
 	superseded []int64
 }
 
-func newProgress(ctx context.Context, b *core, client *github.Client, owner, repo string, meta dispatch.Meta) *progress {
-	p := &progress{ctx: ctx, b: b, client: client, owner: owner, repo: repo, meta: meta, headSHA: meta.HeadSHA}
+func newProgress(ctx context.Context, b *core, gh GitHub, meta dispatch.Meta) *progress {
+	p := &progress{ctx: ctx, b: b, gh: gh, meta: meta, headSHA: meta.HeadSHA}
 	p.startOnPR(ctx)
 	return p
 }
@@ -103,7 +102,7 @@ func (p *progress) send(ctx context.Context) {
 			checkID = p.adopt(ctx, sha)
 		}
 		if checkID == 0 {
-			cr, _, err := p.client.Checks.CreateCheckRun(ctx, p.owner, p.repo, github.CreateCheckRunOptions{
+			cr, err := p.gh.CreateCheckRun(ctx, github.CreateCheckRunOptions{
 				Name: p.b.CheckName, HeadSHA: sha, Status: github.String("in_progress"), ExternalID: github.String(p.externalID()),
 				StartedAt: &github.Timestamp{Time: p.b.Now()}, DetailsURL: p.detailsURL(),
 				Output: &github.CheckRunOutput{Title: &title, Summary: github.String(title), Text: &text},
@@ -118,7 +117,7 @@ func (p *progress) send(ctx context.Context) {
 			p.b.board.checkRun(p.meta, cr)
 			return
 		}
-		if _, _, err := p.client.Checks.UpdateCheckRun(ctx, p.owner, p.repo, checkID, github.UpdateCheckRunOptions{
+		if err := p.gh.UpdateCheckRun(ctx, checkID, github.UpdateCheckRunOptions{
 			Name: p.b.CheckName, Output: &github.CheckRunOutput{Title: &title, Summary: github.String(title), Text: &text},
 		}); err != nil {
 			log.Warn().Err(err).Msg("update check run")
@@ -131,7 +130,7 @@ func (p *progress) send(ctx context.Context) {
 		return
 	}
 	if commentID == 0 {
-		c, _, err := p.client.Issues.CreateComment(ctx, p.owner, p.repo, p.meta.Number, &github.IssueComment{Body: &body})
+		c, err := p.gh.Comment(ctx, p.meta.Number, body)
 		if err != nil {
 			log.Warn().Err(err).Msg("create progress comment")
 			return
@@ -141,7 +140,7 @@ func (p *progress) send(ctx context.Context) {
 		p.mu.Unlock()
 		return
 	}
-	if _, _, err := p.client.Issues.EditComment(ctx, p.owner, p.repo, commentID, &github.IssueComment{Body: &body}); err != nil {
+	if err := p.gh.EditComment(ctx, commentID, body); err != nil {
 		log.Warn().Err(err).Msg("edit progress comment")
 	}
 }
@@ -175,13 +174,13 @@ func (p *progress) complete(ctx context.Context, conclusion, title, summary stri
 	now := &github.Timestamp{Time: p.b.Now()}
 	switch {
 	case checkID != 0:
-		if _, _, err := p.client.Checks.UpdateCheckRun(ctx, p.owner, p.repo, checkID, github.UpdateCheckRunOptions{
+		if err := p.gh.UpdateCheckRun(ctx, checkID, github.UpdateCheckRunOptions{
 			Name: p.b.CheckName, Status: github.String("completed"), Conclusion: &conclusion, CompletedAt: now, Output: out,
 		}); err != nil {
 			log.Warn().Err(err).Msg("complete check run")
 		}
 	case sha != "":
-		if cr, _, err := p.client.Checks.CreateCheckRun(ctx, p.owner, p.repo, github.CreateCheckRunOptions{
+		if cr, err := p.gh.CreateCheckRun(ctx, github.CreateCheckRunOptions{
 			Name: p.b.CheckName, HeadSHA: sha, Status: github.String("completed"), Conclusion: &conclusion,
 			ExternalID: github.String(p.externalID()), CompletedAt: now, Output: out, DetailsURL: p.detailsURL(),
 		}); err != nil {
@@ -197,7 +196,7 @@ func (p *progress) complete(ctx context.Context, conclusion, title, summary stri
 			log.Error().Err(err).Msg("render the progress comment's last edit")
 			return
 		}
-		if _, _, err := p.client.Issues.EditComment(ctx, p.owner, p.repo, commentID, &github.IssueComment{Body: &body}); err != nil {
+		if err := p.gh.EditComment(ctx, commentID, body); err != nil {
 			log.Warn().Err(err).Msg("close progress comment")
 		}
 	}

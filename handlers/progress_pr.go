@@ -23,7 +23,7 @@ func (p *progress) startOnPR(ctx context.Context) {
 	if p.headSHA != "" {
 		return
 	}
-	pr, _, err := p.client.PullRequests.Get(ctx, p.owner, p.repo, p.meta.Number)
+	pr, err := p.gh.PullRequest(ctx, p.meta.Number)
 	if err != nil {
 		// A continue run of an issue's execute run: no PR yet; its check
 		// run starts with its first push.
@@ -66,7 +66,7 @@ func (p *progress) closeSuperseded(ctx context.Context) {
 	for _, id := range ids {
 		title := "Superseded by a newer push"
 		summary := fmt.Sprintf("The run pushed %.12s; its progress goes on in the check run on that commit.", sha)
-		if _, _, err := p.client.Checks.UpdateCheckRun(ctx, p.owner, p.repo, id, github.UpdateCheckRunOptions{
+		if err := p.gh.UpdateCheckRun(ctx, id, github.UpdateCheckRunOptions{
 			Name: p.b.CheckName, Status: github.String("completed"), Conclusion: github.String("neutral"),
 			CompletedAt: &github.Timestamp{Time: p.b.Now()}, Output: &github.CheckRunOutput{Title: &title, Summary: &summary},
 		}); err != nil {
@@ -95,12 +95,12 @@ func (p *progress) entryLink() string {
 // the bot restarted, so a run followed again keeps one check run. It
 // returns 0 when there is none (or GitHub cannot say).
 func (p *progress) adopt(ctx context.Context, sha string) int64 {
-	list, _, err := p.client.Checks.ListCheckRunsForRef(ctx, p.owner, p.repo, sha, &github.ListCheckRunsOptions{CheckName: github.String(p.b.CheckName)})
+	list, err := p.gh.CheckRuns(ctx, sha, p.b.CheckName)
 	if err != nil {
 		zerolog.Ctx(ctx).Debug().Err(err).Msg("list check runs to resume one")
 		return 0
 	}
-	for _, c := range list.CheckRuns {
+	for _, c := range list {
 		if c.GetExternalID() == p.externalID() && c.GetStatus() != "completed" {
 			p.mu.Lock()
 			defer p.mu.Unlock()

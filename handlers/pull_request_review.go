@@ -9,9 +9,8 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
-	"github.com/rs/zerolog"
 
-	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 // PullRequestReview puts a writer's review of an agent PR (changes
@@ -27,12 +26,12 @@ func (h *PullRequestReview) Handles() []string { return []string{"pull_request_r
 
 // Handle implements githubapp.EventHandler.
 func (h *PullRequestReview) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var event github.PullRequestReviewEvent
-	if err := json.Unmarshal(payload, &event); err != nil {
+	var e github.PullRequestReviewEvent
+	if err := json.Unmarshal(payload, &e); err != nil {
 		return fmt.Errorf("parse pull_request_review event: %w", err)
 	}
-	review, pr, repo := event.GetReview(), event.GetPullRequest(), event.GetRepo()
-	if event.GetAction() != "submitted" || h.isIgnoredSender(event.GetSender()) {
+	review, pr, repo := e.GetReview(), e.GetPullRequest(), e.GetRepo()
+	if e.GetAction() != "submitted" || h.isIgnoredSender(e.GetSender()) {
 		return nil
 	}
 	// Approvals ask for nothing; a bare "commented" review is the wrapper
@@ -44,42 +43,26 @@ func (h *PullRequestReview) Handle(ctx context.Context, eventType, deliveryID st
 	if !strings.HasPrefix(pr.GetHead().GetRef(), "agent/") {
 		return nil
 	}
-	installationID := githubapp.GetInstallationIDFromEvent(&event)
-	ctx, _ = githubapp.PreparePRContext(ctx, installationID, repo, pr.GetNumber())
-	client, err := h.NewInstallationClient(installationID)
-	if err != nil {
-		return err
-	}
-	return h.feedbackOnPR(ctx, client, commandContext{
-		installationID: installationID, repo: repo, number: pr.GetNumber(), isPR: true,
-		sender: event.GetSender().GetLogin(), deliveryID: deliveryID,
-	}, review.GetBody(), "review-"+strconv.FormatInt(review.GetID(), 10))
+	return h.feedbackOnPR(ctx, githubapp.GetInstallationIDFromEvent(&e), repo, pr.GetNumber(), e.GetSender().GetLogin(), deliveryID,
+		review.GetBody(), "review-"+strconv.FormatInt(review.GetID(), 10))
 }
 
-// feedbackOnPR routes what a person wrote on a PR in a review (its body,
-// an inline comment): a command other than /revise runs as one, and a
-// non-writer's command gets the usual refusal; a writer's feedback on an
-// agent PR goes into the PR's review batch (batch.go).
-func (b *Base) feedbackOnPR(ctx context.Context, client *github.Client, cc commandContext, body, trigger string) error {
-	ok, err := b.canWrite(ctx, client, cc.owner(), cc.name(), cc.sender)
+// feedbackOnPR hands the table what a person wrote on a pull request in a
+// review (its body, an inline comment): a command other than /revise is
+// that command, and the rest is feedback for the review batch (batch.go).
+func (b *Base) feedbackOnPR(ctx context.Context, installation int64, repo *github.Repository, number int, sender, deliveryID, body, trigger string) error {
+	ctx, _ = githubapp.PreparePRContext(ctx, installation, repo, number)
+	t, err := b.thread(installation, repo, number, true)
 	if err != nil {
 		return err
 	}
-	if cmd, perr := ParseCommand(body); perr != nil || cmd != nil && (cmd.Name != "revise" || !ok) {
-		return b.command(ctx, client, cc, cmd, perr)
+	t.sender, t.deliveryID = sender, deliveryID
+	ev := event{kind: lifecycle.Review, trigger: trigger}
+	if cmd, perr := ParseCommand(body); perr != nil || cmd != nil {
+		ev = commandEvent(cmd, perr, trigger)
 	}
-	if !ok {
-		zerolog.Ctx(ctx).Info().Str("sender", cc.sender).Msg("review feedback by a non-writer; not revising")
-		return nil
-	}
-	_, _, isAgent, err := b.agentPR(ctx, client, cc.owner(), cc.name(), cc.number)
-	if err != nil || !isAgent {
-		return err
-	}
-	return b.batches.add(ctx, client, startRequest{
-		InstallationID: cc.installationID, Repo: cc.repo, Number: cc.number, IsPR: true, Mode: dispatch.ModeRevise,
-		Trigger: trigger, DeliveryID: cc.deliveryID, Sender: cc.sender,
-	})
+	_, err = b.on(ctx, t, ev)
+	return err
 }
 
 // inlineContext is where an inline comment sits, for the agent.

@@ -26,27 +26,19 @@ func (h *PullRequestReviewComment) Handles() []string {
 
 // Handle implements githubapp.EventHandler.
 func (h *PullRequestReviewComment) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var event github.PullRequestReviewCommentEvent
-	if err := json.Unmarshal(payload, &event); err != nil {
+	var e github.PullRequestReviewCommentEvent
+	if err := json.Unmarshal(payload, &e); err != nil {
 		return fmt.Errorf("parse pull_request_review_comment event: %w", err)
 	}
-	if event.GetAction() != "created" || h.isIgnoredSender(event.GetSender()) {
+	if e.GetAction() != "created" || h.isIgnoredSender(e.GetSender()) {
 		return nil
 	}
-	comment, pr, repo := event.GetComment(), event.GetPullRequest(), event.GetRepo()
+	comment, pr, repo := e.GetComment(), e.GetPullRequest(), e.GetRepo()
 	// Conversation on other PRs is none of the bot's business; a command
 	// there still gets its answer (prCommand says where it applies).
 	if cmd, perr := ParseCommand(comment.GetBody()); cmd == nil && perr == nil && !strings.HasPrefix(pr.GetHead().GetRef(), "agent/") {
 		return nil
 	}
-	installationID := githubapp.GetInstallationIDFromEvent(&event)
-	ctx, _ = githubapp.PreparePRContext(ctx, installationID, repo, pr.GetNumber())
-	client, err := h.NewInstallationClient(installationID)
-	if err != nil {
-		return err
-	}
-	return h.feedbackOnPR(ctx, client, commandContext{
-		installationID: installationID, repo: repo, number: pr.GetNumber(), isPR: true,
-		sender: event.GetSender().GetLogin(), deliveryID: deliveryID,
-	}, comment.GetBody(), "inline-"+strconv.FormatInt(comment.GetID(), 10))
+	return h.feedbackOnPR(ctx, githubapp.GetInstallationIDFromEvent(&e), repo, pr.GetNumber(), e.GetSender().GetLogin(), deliveryID,
+		comment.GetBody(), "inline-"+strconv.FormatInt(comment.GetID(), 10))
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 // Push keeps agent PRs current: a push to a branch that open agent PRs
@@ -26,38 +27,33 @@ func (h *Push) Handles() []string { return []string{"push"} }
 
 // Handle implements githubapp.EventHandler.
 func (h *Push) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var event github.PushEvent
-	if err := json.Unmarshal(payload, &event); err != nil {
+	var e github.PushEvent
+	if err := json.Unmarshal(payload, &e); err != nil {
 		return fmt.Errorf("parse push event: %w", err)
 	}
-	branch, isBranch := strings.CutPrefix(event.GetRef(), "refs/heads/")
-	if !isBranch || event.GetDeleted() || strings.HasPrefix(branch, "agent/") {
+	branch, isBranch := strings.CutPrefix(e.GetRef(), "refs/heads/")
+	if !isBranch || e.GetDeleted() || strings.HasPrefix(branch, "agent/") {
 		return nil
 	}
-	repo := pushRepo(event.GetRepo())
-	installationID := githubapp.GetInstallationIDFromEvent(&event)
-	ctx, log := githubapp.PrepareRepoContext(ctx, installationID, repo)
-	client, err := h.NewInstallationClient(installationID)
+	repo := pushRepo(e.GetRepo())
+	installation := githubapp.GetInstallationIDFromEvent(&e)
+	ctx, log := githubapp.PrepareRepoContext(ctx, installation, repo)
+	gh, err := h.hub.Repo(installation, repo.GetFullName())
 	if err != nil {
 		return err
 	}
-	owner, name := repo.GetOwner().GetLogin(), repo.GetName()
-	login, err := h.LoadIdentity(ctx)
+	prs, err := gh.OpenPullRequests(ctx, "", branch)
 	if err != nil {
 		return err
-	}
-	prs, _, err := client.PullRequests.List(ctx, owner, name, &github.PullRequestListOptions{State: "open", Base: branch, ListOptions: github.ListOptions{PerPage: 100}})
-	if err != nil {
-		return fmt.Errorf("list PRs into %s: %w", branch, err)
 	}
 	for _, pr := range prs {
-		// Only PRs this App opened from the base repository: a fork's
-		// agent/... branch with a copied marker, or a person's PR on an
-		// agent/ branch, must get neither an update nor a sandbox.
-		if _, ok := isAgentPR(pr, login); !ok {
-			continue
-		}
-		if err := h.rebase(ctx, client, installationID, repo, pr, "push-"+event.GetAfter(), deliveryID, false); err != nil {
+		// Only PRs this App opened from the base repository are ours (the
+		// table): a fork's agent/... branch with a copied marker, or a
+		// person's PR on an agent/ branch, gets neither an update nor a
+		// sandbox.
+		t := thread{gh: gh, installation: installation, repo: repo, number: pr.GetNumber(), isPR: true, pr: pr,
+			sender: e.GetSender().GetLogin(), deliveryID: deliveryID}
+		if _, err := h.on(ctx, t, event{kind: lifecycle.Push, trigger: "push-" + e.GetAfter()}); err != nil {
 			log.Error().Err(err).Int("pr", pr.GetNumber()).Msg("update agent PR")
 		}
 	}
@@ -72,44 +68,31 @@ func pushRepo(r *github.PushEventRepository) *github.Repository {
 	}
 }
 
-// rebase updates an agent PR with its base: the API first, a sandbox run
-// when the API reports a conflict.
-func (b *Base) rebase(ctx context.Context, client *github.Client, installationID int64, repo *github.Repository, pr *github.PullRequest, trigger, deliveryID string, explicit bool) error {
-	log := zerolog.Ctx(ctx).With().Int("pr", pr.GetNumber()).Logger()
-	owner, name := repo.GetOwner().GetLogin(), repo.GetName()
-	_, _, err := client.PullRequests.UpdateBranch(ctx, owner, name, pr.GetNumber(), nil)
-	if err == nil || isAccepted(err) {
+// rebase updates the App's PR with its base: the API first, a rebase run
+// when the API reports a conflict. explicit (/rebase) says so when the API
+// did it.
+func (b *Base) rebase(ctx context.Context, t thread, sc *scene, trigger string, explicit bool) error {
+	log := zerolog.Ctx(ctx).With().Int("pr", t.number).Logger()
+	err := t.gh.UpdateBranch(ctx, t.number)
+	if err == nil {
 		log.Info().Msg("PR branch updated through the API")
 		if explicit {
-			return b.reply(ctx, client, owner, name, pr.GetNumber(), "github/branch_updated", BranchUpdatedData{Base: pr.GetBase().GetRef()})
+			return b.reply(ctx, t.gh, t.number, "github/branch_updated", BranchUpdatedData{Base: sc.pr.GetBase().GetRef()})
 		}
 		return nil
 	}
 	log.Info().Err(err).Msg("API update failed; starting a rebase run")
-	_, issue, ok, perr := b.agentPR(ctx, client, owner, name, pr.GetNumber())
-	if perr != nil {
-		return perr
-	}
-	if !ok {
-		return fmt.Errorf("PR #%d is not an agent PR of this App; not starting a rebase run", pr.GetNumber())
-	}
+	repo := t.repo
 	if repo.GetCloneURL() == "" || repo.GetDefaultBranch() == "" {
-		full, _, err := client.Repositories.Get(ctx, owner, name)
+		full, err := t.gh.Repository(ctx)
 		if err != nil {
-			return fmt.Errorf("read repository: %w", err)
+			return err
 		}
 		repo = full
 	}
-	return b.start(ctx, client, startRequest{
-		InstallationID: installationID, Repo: repo, Number: pr.GetNumber(), IsPR: true, Issue: issue,
-		Mode: dispatch.ModeRebase, Trigger: trigger, DeliveryID: deliveryID,
-		Branch: pr.GetHead().GetRef(), BaseBranch: pr.GetBase().GetRef(),
+	return b.starts.start(ctx, t.gh, startRequest{
+		InstallationID: t.installation, Repo: repo, Number: t.number, IsPR: true, Issue: sc.issue,
+		Mode: dispatch.ModeRebase, Trigger: trigger, DeliveryID: t.deliveryID,
+		Branch: sc.pr.GetHead().GetRef(), BaseBranch: sc.pr.GetBase().GetRef(),
 	})
-}
-
-// isAccepted: update-branch answers 202, which go-github reports as an
-// AcceptedError although the update was scheduled.
-func isAccepted(err error) bool {
-	_, ok := err.(*github.AcceptedError)
-	return ok
 }

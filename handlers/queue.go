@@ -5,15 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 // Queueing under the server's caps. Every run asked for while a cap is set
@@ -53,7 +52,7 @@ func (q queuedRequest) request(repo *github.Repository) startRequest {
 // are set. wait=true means it waits: it is queued, labelled and told its
 // place, and keeps the issue's lock. A run the queue itself starts
 // (req.queuedAs) has its slot already.
-func (b *Base) queueGate(ctx context.Context, client *github.Client, req startRequest, taskID string, mode dispatch.Mode) (wait bool, err error) {
+func (b *starter) queueGate(ctx context.Context, gh GitHub, req startRequest, taskID string, mode dispatch.Mode) (wait bool, err error) {
 	if !b.Caps.Any() || req.queuedAs != "" {
 		return false, nil
 	}
@@ -69,7 +68,7 @@ func (b *Base) queueGate(ctx context.Context, client *github.Client, req startRe
 		return false, err
 	}
 	others := slices.DeleteFunc(slices.Clone(sub.Admitted), func(e dispatch.QueueEntry) bool { return e.TaskID == taskID })
-	b.Runs.startQueued(b, others)
+	b.runs.startQueued(b, others)
 	if sub.Self {
 		b.observeWait(entry, now)
 		return false, b.Backend.DropQueued(ctx, taskID)
@@ -83,13 +82,13 @@ func (b *Base) queueGate(ctx context.Context, client *github.Client, req startRe
 	}
 	log.Info().Int("place", place).Msg("over a cap: run queued")
 	if req.CommentID != 0 {
-		b.react(ctx, client, req.owner(), req.name(), req.CommentID, "eyes")
+		b.react(ctx, gh, req.Number, req.CommentID, "eyes")
 	}
-	b.setState(ctx, client, req.owner(), req.name(), req.Number, LabelQueued)
-	return true, b.reply(ctx, client, req.owner(), req.name(), req.Number, "github/queued", QueuedData{
+	labelErr := b.setState(ctx, gh, req.Number, lifecycle.Queued)
+	return true, errors.Join(labelErr, b.reply(ctx, gh, req.Number, "github/queued", QueuedData{
 		TaskID: taskID, Mode: mode, Place: place, Ahead: place - 1, Caps: capsText(b.Caps),
 		Marker: Marker{Kind: KindQueued, TaskID: taskID, Mode: mode, Issue: req.Issue}.String(),
-	})
+	}))
 }
 
 // capsText describes the caps that are set, for the queued reply.
@@ -110,11 +109,11 @@ func capsText(c dispatch.Caps) []string {
 // admit claims the slots free now for the oldest queued runs that fit.
 // What holds a slot is read from the backend: every run it has not seen
 // end, whichever replica started it.
-func (b *Base) admit(ctx context.Context) ([]dispatch.QueueEntry, error) {
+func (b *starter) admit(ctx context.Context) ([]dispatch.QueueEntry, error) {
 	return dispatch.AdmitLive(ctx, b.Backend, b.Caps, b.Now())
 }
 
-func (b *Base) observeWait(e dispatch.QueueEntry, now time.Time) {
+func (b *starter) observeWait(e dispatch.QueueEntry, now time.Time) {
 	if b.QueueWait != nil {
 		b.QueueWait(max(now.Sub(time.UnixMilli(e.EnqueuedAt)), 0))
 	}
@@ -124,18 +123,18 @@ func (b *Base) observeWait(e dispatch.QueueEntry, now time.Time) {
 // ends (its slot is freed first) and after reconciling at start. Without
 // caps it still runs: runs queued under caps an operator has since lifted
 // must start too, and then they all fit.
-func (b *Base) admitAndStart(ctx context.Context) {
+func (b *starter) admitAndStart(ctx context.Context) {
 	admitted, err := b.admit(ctx)
 	if err != nil {
 		zerolog.Ctx(ctx).Error().Err(err).Msg("admit queued runs; the next run to end tries again")
 		return
 	}
-	b.Runs.startQueued(b, admitted)
+	b.runs.startQueued(b, admitted)
 }
 
 // freeSlot releases the slot of a run that ended or did not start, and
 // admits the next runs.
-func (b *Base) freeSlot(ctx context.Context, taskID string) {
+func (b *starter) freeSlot(ctx context.Context, taskID string) {
 	if _, _, err := dispatch.Dequeue(ctx, b.Backend, taskID); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("release the run's queue slot; it frees after its grace")
 	}
@@ -145,7 +144,7 @@ func (b *Base) freeSlot(ctx context.Context, taskID string) {
 // startQueued starts admitted runs one after another, in the order they
 // were queued, on a goroutine of their own that Stop waits for and Busy
 // counts.
-func (r *Runs) startQueued(b *Base, admitted []dispatch.QueueEntry) {
+func (r *Runs) startQueued(b *starter, admitted []dispatch.QueueEntry) {
 	if len(admitted) == 0 {
 		return
 	}
@@ -172,7 +171,7 @@ func (r *Runs) startQueued(b *Base, admitted []dispatch.QueueEntry) {
 // issue was told) gives its slot back at once. One that could not be
 // tried (GitHub did not answer) keeps its claim: after the claim's grace
 // it waits again at its place, and a later admission tries again.
-func (b *Base) startAdmitted(ctx context.Context, e dispatch.QueueEntry) {
+func (b *starter) startAdmitted(ctx context.Context, e dispatch.QueueEntry) {
 	log := zerolog.Ctx(ctx)
 	b.observeWait(e, b.Now())
 	if tried, err := b.startFromQueue(ctx, e); !tried && !errors.Is(err, dispatch.ErrNotFound) {
@@ -197,7 +196,7 @@ func (b *Base) startAdmitted(ctx context.Context, e dispatch.QueueEntry) {
 // startFromQueue loads what starting the run needs and starts it; tried
 // is false when it got no further than loading. A request that is gone
 // or unreadable is ErrNotFound: there is nothing to start.
-func (b *Base) startFromQueue(ctx context.Context, e dispatch.QueueEntry) (tried bool, err error) {
+func (b *starter) startFromQueue(ctx context.Context, e dispatch.QueueEntry) (tried bool, err error) {
 	raw, err := b.Backend.LoadQueued(ctx, e.TaskID)
 	if err != nil {
 		return false, err
@@ -206,40 +205,26 @@ func (b *Base) startFromQueue(ctx context.Context, e dispatch.QueueEntry) (tried
 	if err := json.Unmarshal(raw, &q); err != nil {
 		return false, fmt.Errorf("queued run %s: %w (%w)", e.TaskID, err, dispatch.ErrNotFound)
 	}
-	client, err := b.NewInstallationClient(q.InstallationID)
+	gh, err := b.hub.Repo(q.InstallationID, q.Repo)
 	if err != nil {
 		return false, fmt.Errorf("queued run %s: installation %d: %w", e.TaskID, q.InstallationID, err)
 	}
-	owner, name, _ := strings.Cut(q.Repo, "/")
-	repo, resp, err := client.Repositories.Get(ctx, owner, name)
-	if resp != nil && resp.StatusCode == http.StatusNotFound {
+	repo, err := gh.Repository(ctx)
+	if errors.Is(err, ErrNotFound) {
 		// Deleted, or the App lost access: nothing to start.
-		return false, fmt.Errorf("queued run %s: read %s: %w (%w)", e.TaskID, q.Repo, err, dispatch.ErrNotFound)
+		return false, fmt.Errorf("queued run %s: %w (%w)", e.TaskID, err, dispatch.ErrNotFound)
 	}
 	if err != nil {
-		return false, fmt.Errorf("queued run %s: read %s: %w", e.TaskID, q.Repo, err)
+		return false, fmt.Errorf("queued run %s: %w", e.TaskID, err)
 	}
-	return true, b.start(ctx, client, q.request(repo))
-}
-
-// abortQueued removes a run that still waits from the queue: /abort on it
-// releases the issue and says so. handled=false when holder is not
-// waiting (it runs, or is being started), for the ordinary abort.
-func (b *Base) abortQueued(ctx context.Context, client *github.Client, cc commandContext, key, holder string) (handled bool, err error) {
-	removed, err := dispatch.DequeueWaiting(ctx, b.Backend, holder)
-	if err != nil || !removed {
-		return false, err
+	req := q.request(repo)
+	place := lifecycle.OnIssue
+	if req.IsPR {
+		place = lifecycle.OnPR
 	}
-	owner, name := cc.owner(), cc.name()
-	if err := b.Backend.DropQueued(ctx, holder); err != nil {
-		zerolog.Ctx(ctx).Warn().Err(err).Msg("drop aborted queued run")
+	c, _ := lifecycle.Decide(place, lifecycle.Queued, lifecycle.SlotFree, lifecycle.Facts{})
+	if c.Do != lifecycle.StartQueued {
+		return true, nil
 	}
-	if err := b.Backend.Unlock(ctx, key, holder); err != nil {
-		return true, fmt.Errorf("release the lock of queued run %s: %w", holder, err)
-	}
-	b.react(ctx, client, owner, name, cc.commentID, "+1")
-	b.setState(ctx, client, owner, name, cc.number, "")
-	return true, b.reply(ctx, client, owner, name, cc.number, "github/queue_aborted", QueueAbortedData{
-		TaskID: holder, By: cc.sender, Marker: Marker{Kind: KindAborted, TaskID: holder}.String(),
-	})
+	return true, b.start(ctx, gh, req)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
 
@@ -18,7 +19,7 @@ func TestRepliesRenderWithTheirData(t *testing.T) {
 		"github/ack":                 AckData{TaskID: "T-00000001", Mode: dispatch.ModePlan, Round: 1, Attempt: 1, IssueAuthorExcluded: "mallory", Excluded: []string{"eve"}, Issue: 3},
 		"github/refusal":             RefusalData{User: "mallory", Action: "use `/approve`"},
 		"github/busy":                BusyData{Holder: "T-00000001", HolderMode: dispatch.ModeExecute, Mode: dispatch.ModePlan, Command: "plan"},
-		"github/command_error":       CommandErrorData{Error: "x", Commands: commandsFor(false), State: LabelAwaitingApproval},
+		"github/command_error":       CommandErrorData{Error: "x", Commands: commandsFor(false), State: lifecycle.LabelAwaitingApproval},
 		"github/config_error":        ConfigErrorData{Source: "acme/app", Error: "bad", File: ".sandbox.yml"},
 		"github/no_plan":             NoPlanData{TriggerLabel: "agent"},
 		"github/plan_in_progress":    PlanInProgressData{Command: "revise", TaskID: "T-00000001", Round: 2},

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,11 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/agentsession"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 // Runs follows every run this bot replica started or found on the backend,
@@ -24,7 +25,7 @@ type Runs struct {
 	c *core
 	// start starts a run (Base.start): the continuation of an interrupted
 	// one.
-	start func(ctx context.Context, client *github.Client, req startRequest) error
+	start func(ctx context.Context, gh GitHub, req startRequest) error
 
 	mu        sync.Mutex
 	ctx       context.Context
@@ -41,7 +42,7 @@ type Runs struct {
 	logger       zerolog.Logger
 }
 
-func newRuns(c *core, start func(context.Context, *github.Client, startRequest) error) *Runs {
+func newRuns(c *core, start func(context.Context, GitHub, startRequest) error) *Runs {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Runs{c: c, start: start, ctx: ctx, cancel: cancel, following: map[string]bool{}, aborted: map[string]string{}, logger: zerolog.Nop()}
 }
@@ -58,7 +59,13 @@ func (r *Runs) Reconcile(ctx context.Context) error {
 		return fmt.Errorf("list runs on %s backend: %w", r.c.Backend.Name(), err)
 	}
 	for _, st := range runs {
-		r.Follow(st.Meta)
+		place := lifecycle.OnIssue
+		if st.Meta.Mode == dispatch.ModeRevise || st.Meta.Mode == dispatch.ModeRebase {
+			place = lifecycle.OnPR
+		}
+		if c, _ := lifecycle.Decide(place, lifecycle.RunState(place, st.Meta.Mode), lifecycle.Restart, lifecycle.Facts{}); c.Do == lifecycle.Follow {
+			r.Follow(st.Meta)
+		}
 	}
 	r.logger.Info().Int("runs", len(runs)).Str("backend", r.c.Backend.Name()).Msg("reconciled runs")
 	if r.onReconcile != nil {
@@ -125,16 +132,15 @@ func (r *Runs) abortedBy(taskID string) (string, bool) {
 }
 
 func (r *Runs) follow(meta dispatch.Meta) {
-	owner, repo, _ := strings.Cut(meta.Repo, "/")
 	log := r.logger.With().Str("task_id", meta.TaskID).Str("repo", meta.Repo).Int("issue", meta.Number).
 		Str("mode", string(meta.Mode)).Str("delivery_id", meta.DeliveryID).Logger()
 	ctx := log.WithContext(r.ctx)
-	client, err := r.c.NewInstallationClient(meta.InstallationID)
+	gh, err := r.c.hub.Repo(meta.InstallationID, meta.Repo)
 	if err != nil {
 		log.Error().Err(err).Msg("cannot follow run: no installation client")
 		return
 	}
-	prog := newProgress(ctx, r.c, client, owner, repo, meta)
+	prog := newProgress(ctx, r.c, gh, meta)
 	r.adoptToken(ctx, meta.TaskID)
 	refreshDone, refreshed := make(chan struct{}), make(chan struct{})
 	go func() { defer close(refreshed); r.refreshTokens(ctx, meta, refreshDone) }()
@@ -168,13 +174,13 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		log.Error().Str("result_task", res.TaskID).Msg("result.json belongs to another task; ignoring it")
 		res = nil
 	}
-	if err := untilPosted(ctx, &log, r.c.ResultRetry, func() error { return r.finish(ctx, client, owner, repo, meta, res, prog) }); err != nil {
+	if err := untilPosted(ctx, &log, r.c.ResultRetry, func() error { return r.finish(ctx, gh, meta, res, prog) }); err != nil {
 		log.Error().Err(err).Msg("post result")
 		// Keep the run and the lock: a restart reconciles and tries again.
 		return
 	}
 	log.Info().Msg("result posted")
-	r.afterPRRun(ctx, client, meta, res)
+	r.afterPRRun(ctx, gh, meta, res)
 	// The result is on GitHub: finish the bookkeeping even if the bot is
 	// shutting down, or the next start would find the run again.
 	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
@@ -189,27 +195,24 @@ func (r *Runs) follow(meta dispatch.Meta) {
 	log.Info().Msg("run finished and reported")
 }
 
-// finish posts what the run produced. It is idempotent: if a comment with
-// this task's result marker exists (posted before a restart), it does not
-// post again.
-func (r *Runs) finish(ctx context.Context, client *github.Client, owner, repo string, meta dispatch.Meta, res *dispatch.Result, prog *progress) error {
+// finish posts what the run produced, as the run table says for its mode
+// and how it ended. It is idempotent: if a comment with this task's result
+// marker exists (posted before a restart), it does not post again, and
+// only shows that marker's state.
+func (r *Runs) finish(ctx context.Context, gh GitHub, meta dispatch.Meta, res *dispatch.Result, prog *progress) error {
 	log := zerolog.Ctx(ctx)
-	marked, err := r.c.botMarked(ctx, client, owner, repo, meta.Number)
+	marked, err := r.c.botMarked(ctx, gh, meta.Number)
 	if err != nil {
 		return err
 	}
 	for _, m := range marked {
-		if m.Marker.TaskID == meta.TaskID && (m.Marker.Kind == KindPlan || m.Marker.Kind == KindResult || m.Marker.Kind == KindFailure || m.Marker.Kind == KindAborted) {
+		if state, ok := endState(m.Marker, meta); ok {
 			log.Info().Str("kind", m.Marker.Kind).Msg("result already posted")
-			return nil
+			return r.c.setState(ctx, gh, meta.Number, state)
 		}
 	}
 	ack, _ := lastMarked(marked, KindAck, meta.TaskID)
-	issue := ack.Marker.Issue
-	if issue == 0 {
-		issue = meta.Number
-	}
-	rc := &runContext{meta: meta, owner: owner, repo: repo, issue: issue, round: ack.Marker.Round, branch: ack.Marker.Branch, marked: marked}
+	rc := &runContext{meta: meta, gh: gh, issue: cmp.Or(ack.Marker.Issue, meta.Number), round: ack.Marker.Round, branch: ack.Marker.Branch, marked: marked}
 	if res != nil && meta.Mode == dispatch.ModePlan {
 		// Of the plan as the runner wrote it, before it is made safe to
 		// post: the digest the session archive carries.
@@ -217,54 +220,103 @@ func (r *Runs) finish(ctx context.Context, client *github.Client, owner, repo st
 	}
 	res = r.vetResult(rc, res)
 	defer r.keepReceipt(ctx, rc, res)
-
-	status := dispatch.StatusInterrupted
-	if res != nil {
-		status = res.Status
-	}
 	// An abort is remembered in memory and in the /abort reply's marker, so
 	// a bot restarted between /abort and the run's end does not continue it.
 	by, aborted := r.abortedBy(meta.TaskID)
 	if !aborted {
 		_, aborted = lastMarked(marked, KindAbortRequested, meta.TaskID)
 	}
-	if aborted {
+	c := lifecycle.DecideEnd(meta.Mode, lifecycle.EndOf(statusOf(res), aborted), lifecycle.Facts{
+		AttemptsLeft: meta.Attempt <= r.c.MaxContinues,
+		NoCommits:    res == nil || res.Branch == "" || len(res.Commits) == 0,
+	})
+	log.Info().Str("end", string(lifecycle.EndOf(statusOf(res), aborted))).Str("do", string(c.Do)).Msg("run ended")
+	if c.Do == lifecycle.Resume {
+		return r.continueRun(ctx, rc, res, prog)
+	}
+	return r.report(ctx, rc, res, prog, c, by)
+}
+
+// endState is the state a result marker of the run shows, if m is one.
+func endState(m Marker, meta dispatch.Meta) (lifecycle.State, bool) {
+	if m.TaskID != meta.TaskID {
+		return "", false
+	}
+	switch m.Kind {
+	case KindPlan:
+		return lifecycle.PlanPosted, true
+	case KindResult:
+		return lifecycle.Done, true
+	case KindFailure:
+		return lifecycle.Failed, true
+	case KindAborted:
+		return lifecycle.Aborted, true
+	}
+	return "", false
+}
+
+// report completes the run's check run, shows its state and posts its
+// result: the label and the result's marker are written together, under
+// the lock the run still holds.
+func (r *Runs) report(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, c lifecycle.Case, by string) error {
+	var post func() error
+	switch c.Do {
+	case lifecycle.PostAborted:
 		prog.complete(ctx, "cancelled", "Aborted", "The run was aborted.", res)
-		r.c.setState(ctx, client, owner, repo, meta.Number, "")
-		return r.c.reply(ctx, client, owner, repo, meta.Number, "github/aborted", AbortedData{
-			Receipt: rc.receipt(res), By: by,
-			Marker: Marker{Kind: KindAborted, TaskID: meta.TaskID, Mode: meta.Mode, Issue: issue, Branch: rc.branch}.String(),
-		})
-	}
-	if status == dispatch.StatusInterrupted {
-		return r.continueRun(ctx, client, rc, res, prog)
-	}
-	if status != dispatch.StatusCompleted {
-		return r.fail(ctx, client, rc, res, prog)
-	}
-	switch meta.Mode {
-	case dispatch.ModePlan:
-		return r.postPlan(ctx, client, rc, res, prog)
-	case dispatch.ModeExecute, dispatch.ModeContinue:
-		return r.openPR(ctx, client, rc, res, prog)
-	case dispatch.ModeTask:
-		return r.postTaskResult(ctx, client, rc, res, prog)
-	default: // revise, rebase: a receipt comment where the run was asked for
-		prog.complete(ctx, "success", "Done", res.PRSummary, res)
-		r.c.setState(ctx, client, owner, repo, meta.Number, LabelDone)
+		post = func() error {
+			return r.c.reply(ctx, rc.gh, rc.meta.Number, "github/aborted", AbortedData{
+				Receipt: rc.receipt(res), By: by,
+				Marker: Marker{Kind: KindAborted, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Branch: rc.branch}.String(),
+			})
+		}
+	case lifecycle.PostFailure:
+		post = r.fail(ctx, rc, res, prog)
+	case lifecycle.PostPlan:
+		post = r.postPlan(ctx, rc, res, prog)
+	case lifecycle.NoChanges:
+		prog.complete(ctx, "neutral", "No changes", "The agent finished without changing anything.", res)
 		rcpt := rc.receipt(res)
-		return r.c.reply(ctx, client, owner, repo, meta.Number, "github/done", DoneData{Receipt: rcpt, Marker: rcpt.marker(KindResult)})
+		post = func() error {
+			return r.c.reply(ctx, rc.gh, rc.meta.Number, "github/no_changes", NoChangesData{Receipt: rcpt, Marker: rcpt.marker(KindResult)})
+		}
+	case lifecycle.OpenPR:
+		return r.openPR(ctx, rc, res, prog, c.Next)
+	case lifecycle.PostTask:
+		return r.postTaskResult(ctx, rc, res, prog, c.Next)
+	default: // PostDone: a receipt comment where the run was asked for
+		prog.complete(ctx, "success", "Done", res.PRSummary, res)
+		rcpt := rc.receipt(res)
+		post = func() error {
+			return r.c.reply(ctx, rc.gh, rc.meta.Number, "github/done", DoneData{Receipt: rcpt, Marker: rcpt.marker(KindResult)})
+		}
 	}
+	return r.show(ctx, rc, c.Next, post)
+}
+
+// show writes the state's label, then posts the result. A label GitHub
+// would not take (after setState's tries) does not hold the result back:
+// when GitHub may take it later, it is returned and the result's retry
+// (which finds the result posted) shows the state again; otherwise it
+// stays reported in the log, and a restart shows it again.
+func (r *Runs) show(ctx context.Context, rc *runContext, state lifecycle.State, post func() error) error {
+	labelErr := r.c.setState(ctx, rc.gh, rc.meta.Number, state)
+	if err := post(); err != nil {
+		return err
+	}
+	if transientGitHubError(labelErr) {
+		return labelErr
+	}
+	return nil
 }
 
 // runContext is what finishing a run needs to know about where it came from.
 type runContext struct {
-	meta        dispatch.Meta
-	owner, repo string
-	issue       int
-	round       int
-	branch      string
-	marked      []markedComment
+	meta   dispatch.Meta
+	gh     GitHub
+	issue  int
+	round  int
+	branch string
+	marked []markedComment
 	// planDigest binds a plan run's session to the plan it wrote.
 	planDigest string
 }
@@ -290,15 +342,14 @@ func (r *Runs) mediaBase(rc *runContext, res *dispatch.Result) string {
 	return fmt.Sprintf("%s/%s/raw/%s/", strings.TrimSuffix(r.c.WebURL, "/"), rc.meta.Repo, res.MediaCommit)
 }
 
-func (r *Runs) postPlan(ctx context.Context, client *github.Client, rc *runContext, res *dispatch.Result, prog *progress) error {
+func (r *Runs) postPlan(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress) func() error {
 	data := PlanCommentData{
 		Receipt: rc.receipt(res), MaxRounds: r.c.MaxPlanRounds, CostSoFar: r.costSoFar(rc, res), PlanStart: planStart, PlanEnd: planEnd,
 	}
 	data.Round = max(rc.round, 1)
 	data.Marker = Marker{Kind: KindPlan, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Round: data.Round, Cost: roundCost(res), PlanSHA: rc.planDigest}.String()
 	prog.complete(ctx, "success", "Plan ready", "The plan is posted on the issue.", res)
-	r.c.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelAwaitingApproval)
-	return r.c.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/plan_comment", data)
+	return func() error { return r.c.reply(ctx, rc.gh, rc.meta.Number, "github/plan_comment", data) }
 }
 
 // costSoFar adds up the costs of this issue's earlier plan rounds.
@@ -324,7 +375,9 @@ func roundCost(res *dispatch.Result) float64 {
 	return res.TokenUsage.TotalCostUSD
 }
 
-func (r *Runs) fail(ctx context.Context, client *github.Client, rc *runContext, res *dispatch.Result, prog *progress) error {
+// fail completes the run's check run as failed (timed out) and returns
+// the post of its failure comment.
+func (r *Runs) fail(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress) func() error {
 	rcpt := rc.receipt(res)
 	data := FailureData{Receipt: rcpt, Marker: rcpt.marker(KindFailure), Retry: "/retry"}
 	prog.attach(headOf(res))
@@ -333,22 +386,17 @@ func (r *Runs) fail(ctx context.Context, client *github.Client, rc *runContext, 
 		conclusion = "timed_out"
 	}
 	prog.complete(ctx, conclusion, "Run "+string(statusOf(res)), errorMessage(res), res)
-	r.c.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelFailed)
-	return r.c.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/failure", data)
+	return func() error { return r.c.reply(ctx, rc.gh, rc.meta.Number, "github/failure", data) }
 }
 
-// continueRun resumes an interrupted run in continue mode, a bounded number
-// of times, and otherwise reports the interruption as a failure.
-func (r *Runs) continueRun(ctx context.Context, client *github.Client, rc *runContext, res *dispatch.Result, prog *progress) error {
-	log := zerolog.Ctx(ctx)
-	if rc.meta.Attempt > r.c.MaxContinues {
-		log.Info().Int("attempt", rc.meta.Attempt).Msg("interrupted too often; giving up")
-		return r.fail(ctx, client, rc, res, prog)
-	}
+// continueRun resumes an interrupted run (the table checked it may): the
+// code-writing ones in continue mode on their branch, the others afresh.
+// The issue's lock passes from the interrupted run to its continuation.
+func (r *Runs) continueRun(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress) error {
 	prog.complete(ctx, "neutral", "Interrupted; continuing", "The sandbox stopped before the run finished; a continue run picks up the pushed work.", res)
-	repo, _, err := client.Repositories.Get(ctx, rc.owner, rc.repo)
+	repo, err := rc.gh.Repository(ctx)
 	if err != nil {
-		return fmt.Errorf("read repository: %w", err)
+		return err
 	}
 	mode := dispatch.ModeContinue
 	switch rc.meta.Mode {
@@ -367,11 +415,10 @@ func (r *Runs) continueRun(ctx context.Context, client *github.Client, rc *runCo
 	if plan, ok := lastMarked(rc.marked, KindPlan, ""); ok {
 		req.Plan = extractPlan(plan.Comment.GetBody())
 	}
-	// The lock passes from the interrupted run to its continuation.
 	if err := r.c.Backend.Unlock(ctx, dispatch.LockKey(rc.meta.Repo, rc.meta.Number), rc.meta.TaskID); err != nil {
 		return fmt.Errorf("release lock for continue run: %w", err)
 	}
-	return r.start(ctx, client, req)
+	return r.start(ctx, rc.gh, req)
 }
 
 func headOf(res *dispatch.Result) string {

@@ -7,12 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/memory"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
@@ -33,7 +32,7 @@ func TestRunsContinueThroughTheirStartFunction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	backend := memory.New()
+	backend := backendtest.NewMemory()
 	b, err := NewBase(cc, Settings{
 		TriggerLabel: "agent", MaxContinues: 2, MaxPlanRounds: 5, ProgressInterval: time.Millisecond, TokenRefresh: time.Hour,
 		DispatchDeadline: time.Second, CheckName: "sandbox-agent", WebURL: "https://github.com", Isolation: dispatch.IsolationCaps, ReviewBatchWindow: time.Second, ResultRetry: time.Second,
@@ -44,7 +43,7 @@ func TestRunsContinueThroughTheirStartFunction(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var started []startRequest
-	r := newRuns(b.core, func(_ context.Context, _ *github.Client, req startRequest) error {
+	r := newRuns(b.core, func(_ context.Context, _ GitHub, req startRequest) error {
 		mu.Lock()
 		defer mu.Unlock()
 		started = append(started, req)
@@ -57,15 +56,14 @@ func TestRunsContinueThroughTheirStartFunction(t *testing.T) {
 	if _, err := backend.Lock(t.Context(), key, meta.TaskID); err != nil {
 		t.Fatal(err)
 	}
-	client, err := cc.NewInstallationClient(42)
+	repoGH, err := b.hub.Repo(42, repo)
 	if err != nil {
 		t.Fatal(err)
 	}
-	owner, name, _ := strings.Cut(repo, "/")
 	res := &dispatch.Result{TaskID: meta.TaskID, Mode: meta.Mode, Status: dispatch.StatusInterrupted, Branch: "agent/" + strings.ToLower(meta.TaskID) + "-add-a-login-page",
 		Commits: []dispatch.Commit{{SHA: "0123abc", Message: "half a login page"}}}
-	prog := newProgress(t.Context(), b.core, client, owner, name, meta)
-	if err := r.finish(t.Context(), client, owner, name, meta, res, prog); err != nil {
+	prog := newProgress(t.Context(), b.core, repoGH, meta)
+	if err := r.finish(t.Context(), repoGH, meta, res, prog); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

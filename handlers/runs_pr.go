@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/google/go-github/v62/github"
@@ -10,22 +9,17 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
-// openPR reports a completed execute or continue run: that nothing
-// changed, or the pull request it opens (or updates) with the
-// repository's labels and reviewers.
-func (r *Runs) openPR(ctx context.Context, client *github.Client, rc *runContext, res *dispatch.Result, prog *progress) error {
+// openPR reports a completed execute or continue run that pushed commits:
+// the pull request it opens (or updates) with the repository's labels and
+// reviewers, then the issue's state and the comment that links it.
+func (r *Runs) openPR(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, state lifecycle.State) error {
 	log := zerolog.Ctx(ctx)
-	if res.Branch == "" || len(res.Commits) == 0 {
-		prog.complete(ctx, "neutral", "No changes", "The agent finished without changing anything.", res)
-		r.c.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelDone)
-		rcpt := rc.receipt(res)
-		return r.c.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/no_changes", NoChangesData{Receipt: rcpt, Marker: rcpt.marker(KindResult)})
-	}
-	cfg := r.configOf(ctx, client, rc)
+	cfg := r.configOf(ctx, rc)
 	rcpt := rc.receipt(res)
-	data := PRBodyData{Receipt: rcpt, Marker: rcpt.marker(KindPR), MediaBase: r.mediaBase(rc, res), History: r.prHistory(ctx, client, rc, res)}
+	data := PRBodyData{Receipt: rcpt, Marker: rcpt.marker(KindPR), MediaBase: r.mediaBase(rc, res), History: r.prHistory(ctx, rc, res)}
 	if plan, ok := lastMarked(rc.marked, KindPlan, ""); ok {
 		data.PlanURL = plan.Comment.GetHTMLURL()
 	}
@@ -33,18 +27,16 @@ func (r *Runs) openPR(ctx context.Context, client *github.Client, rc *runContext
 	if err != nil {
 		return err
 	}
-	issue, _, err := client.Issues.Get(ctx, rc.owner, rc.repo, rc.issue)
+	issue, err := rc.gh.Issue(ctx, rc.issue)
 	if err != nil {
-		return fmt.Errorf("read issue #%d: %w", rc.issue, err)
+		return err
 	}
-	base := cfg.base
-	title := issue.GetTitle()
-	pr, err := r.findOrCreatePR(ctx, client, rc, res.Branch, base, title, body, cfg.draft)
+	pr, err := r.findOrCreatePR(ctx, rc, res.Branch, cfg.base, issue.GetTitle(), body, cfg.draft)
 	if err != nil {
 		return err
 	}
 	if len(cfg.labels) > 0 {
-		if _, _, err := client.Issues.AddLabelsToIssue(ctx, rc.owner, rc.repo, pr.GetNumber(), cfg.labels); err != nil {
+		if err := rc.gh.AddLabels(ctx, pr.GetNumber(), cfg.labels...); err != nil {
 			log.Warn().Err(err).Msg("label PR")
 		}
 	}
@@ -57,41 +49,32 @@ func (r *Runs) openPR(ctx context.Context, client *github.Client, rc *runContext
 				users = append(users, rv)
 			}
 		}
-		if _, _, err := client.PullRequests.RequestReviewers(ctx, rc.owner, rc.repo, pr.GetNumber(), github.ReviewersRequest{Reviewers: users, TeamReviewers: teams}); err != nil {
+		if err := rc.gh.RequestReviewers(ctx, pr.GetNumber(), users, teams); err != nil {
 			log.Warn().Err(err).Msg("request reviewers")
 		}
 	}
 	prog.attach(res.HeadSHA)
 	prog.complete(ctx, "success", "Pull request opened", res.PRSummary, res)
-	r.c.setState(ctx, client, rc.owner, rc.repo, rc.meta.Number, LabelDone)
-	return r.c.reply(ctx, client, rc.owner, rc.repo, rc.meta.Number, "github/pr_opened", PROpenedData{
-		Receipt: rcpt, PRURL: pr.GetHTMLURL(), PRNumber: pr.GetNumber(),
-		Marker: Marker{Kind: KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Branch: res.Branch}.String(),
+	return r.show(ctx, rc, state, func() error {
+		return r.c.reply(ctx, rc.gh, rc.meta.Number, "github/pr_opened", PROpenedData{
+			Receipt: rcpt, PRURL: pr.GetHTMLURL(), PRNumber: pr.GetNumber(),
+			Marker: Marker{Kind: KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Branch: res.Branch}.String(),
+		})
 	})
 }
 
 // findOrCreatePR opens the PR, or updates the one a previous attempt (a
 // continue run, or a post interrupted by a restart) already opened.
-func (r *Runs) findOrCreatePR(ctx context.Context, client *github.Client, rc *runContext, head, base, title, body string, draft bool) (*github.PullRequest, error) {
-	existing, _, err := client.PullRequests.List(ctx, rc.owner, rc.repo, &github.PullRequestListOptions{Head: rc.owner + ":" + head, State: "open"})
+func (r *Runs) findOrCreatePR(ctx context.Context, rc *runContext, head, base, title, body string, draft bool) (*github.PullRequest, error) {
+	owner, _, _ := strings.Cut(rc.meta.Repo, "/")
+	existing, err := rc.gh.OpenPullRequests(ctx, owner+":"+head, "")
 	if err != nil {
-		return nil, fmt.Errorf("look for an open PR from %s: %w", head, err)
+		return nil, err
 	}
 	if len(existing) > 0 {
-		pr := existing[0]
-		pr, _, err = client.PullRequests.Edit(ctx, rc.owner, rc.repo, pr.GetNumber(), &github.PullRequest{Body: &body})
-		if err != nil {
-			return nil, fmt.Errorf("update PR body: %w", err)
-		}
-		return pr, nil
+		return rc.gh.EditPullRequestBody(ctx, existing[0].GetNumber(), body)
 	}
-	pr, _, err := client.PullRequests.Create(ctx, rc.owner, rc.repo, &github.NewPullRequest{
-		Title: &title, Head: &head, Base: &base, Body: &body, Draft: &draft,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open PR %s -> %s: %w", head, base, err)
-	}
-	return pr, nil
+	return rc.gh.CreatePullRequest(ctx, &github.NewPullRequest{Title: &title, Head: &head, Base: &base, Body: &body, Draft: &draft})
 }
 
 type prSettings struct {
@@ -103,13 +86,13 @@ type prSettings struct {
 
 // configOf re-reads the PR settings from the configuration at the default
 // branch; failures fall back to plain defaults (the run already happened).
-func (r *Runs) configOf(ctx context.Context, client *github.Client, rc *runContext) prSettings {
-	repo, _, err := client.Repositories.Get(ctx, rc.owner, rc.repo)
+func (r *Runs) configOf(ctx context.Context, rc *runContext) prSettings {
+	repo, err := rc.gh.Repository(ctx)
 	if err != nil {
 		return prSettings{base: "main"}
 	}
 	s := prSettings{base: repo.GetDefaultBranch()}
-	cfg, err := r.c.loadConfig(ctx, client, rc.owner, rc.repo, "", sandboxcfg.Flags{})
+	cfg, err := r.c.loadConfig(ctx, rc.meta.InstallationID, rc.gh, "", sandboxcfg.Flags{})
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("re-read configuration for PR settings")
 		return s

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 // ReplySamples returns, for every github/*.tmpl, data of its type to
@@ -38,7 +39,7 @@ func ReplySamples() map[string][]any {
 		"github/ack":                 acks,
 		"github/refusal":             {RefusalData{User: "mallory", Action: "use `/approve`"}},
 		"github/busy":                {BusyData{Holder: task, HolderMode: dispatch.ModePlan, Mode: dispatch.ModeExecute, Command: "approve"}, BusyData{Holder: task, Mode: dispatch.ModePlan}},
-		"github/command_error":       {CommandErrorData{Error: "unknown flag --budgte", Commands: issueCmds, State: LabelAwaitingApproval}, CommandErrorData{Error: "x", Commands: prCmds, OnPR: true, State: LabelRunning}, CommandErrorData{Error: "x", Commands: issueCmds, State: LabelPlanning}},
+		"github/command_error":       {CommandErrorData{Error: "unknown flag --budgte", Commands: issueCmds, State: lifecycle.LabelAwaitingApproval}, CommandErrorData{Error: "x", Commands: prCmds, OnPR: true, State: lifecycle.LabelRunning}, CommandErrorData{Error: "x", Commands: issueCmds, State: lifecycle.LabelPlanning}},
 		"github/config_error":        {ConfigErrorData{Source: "octo-org/hello", Error: "line 3: unknown field \"modle\"", File: ".sandbox.yml"}},
 		"github/no_plan":             {NoPlanData{TriggerLabel: "agent"}},
 		"github/plan_in_progress":    {PlanInProgressData{Command: "approve", TaskID: task, Round: 1}, PlanInProgressData{Command: "revise", TaskID: task, Round: 2}},

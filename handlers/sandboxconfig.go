@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/google/go-github/v62/github"
-	"github.com/palantir/go-githubapp/appconfig"
-
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
@@ -15,34 +12,32 @@ import (
 // way GitHub's own community files do.
 const orgConfigRepo = ".github"
 
-// newConfigLoader reads one repository's .sandbox.yml. go-githubapp's owner
-// default is off: it only replaces a missing repository file, while the
-// org's file is a layer beneath the repository's (loadConfig reads both).
-func newConfigLoader() *appconfig.Loader {
-	return appconfig.NewLoader([]string{sandboxcfg.FileName}, appconfig.WithOwnerDefault("", nil))
-}
-
 // loadConfig layers, lowest first: the server's defaults, the owner's
 // `.github` repository's .sandbox.yml (its default branch), the
 // repository's at ref, then the flags; and checks the result against the
 // server's limits.
-func (b *core) loadConfig(ctx context.Context, client *github.Client, owner, repo, ref string, flags sandboxcfg.Flags) (*sandboxcfg.Config, error) {
+func (b *core) loadConfig(ctx context.Context, installation int64, gh GitHub, ref string, flags sandboxcfg.Flags) (sandboxcfg.Resolved, error) {
+	owner, repo, _ := strings.Cut(gh.FullName(), "/")
 	var layers []sandboxcfg.Layer
 	if repo != orgConfigRepo {
-		org, err := b.readConfigLayer(ctx, client, owner, orgConfigRepo, "")
+		org, err := b.hub.Repo(installation, owner+"/"+orgConfigRepo)
 		if err != nil {
-			return nil, err
+			return sandboxcfg.Resolved{}, err
 		}
-		layers = append(layers, org)
+		layer, err := readConfigLayer(ctx, org, "")
+		if err != nil {
+			return sandboxcfg.Resolved{}, err
+		}
+		layers = append(layers, layer)
 	}
-	own, err := b.readConfigLayer(ctx, client, owner, repo, ref)
+	own, err := readConfigLayer(ctx, gh, ref)
 	if err != nil {
-		return nil, err
+		return sandboxcfg.Resolved{}, err
 	}
 	layers = append(layers, own)
 	resolved, _, err := sandboxcfg.ResolveLayers(b.Defaults, layers, flags, b.Limits)
 	if err != nil {
-		return nil, &ConfigError{Source: owner + "/" + repo, Err: err}
+		return sandboxcfg.Resolved{}, &ConfigError{Source: gh.FullName(), Err: err}
 	}
 	return resolved, nil
 }
@@ -50,21 +45,19 @@ func (b *core) loadConfig(ctx context.Context, client *github.Client, owner, rep
 // readConfigLayer reads and parses one repository's file; a repository
 // without one (or one the installation cannot read) is a layer with a nil
 // Config.
-func (b *core) readConfigLayer(ctx context.Context, client *github.Client, owner, repo, ref string) (sandboxcfg.Layer, error) {
-	c, err := b.Loader.LoadConfig(ctx, client, owner, repo, ref)
-	source := strings.TrimSuffix(c.Source, "@")
+func readConfigLayer(ctx context.Context, gh GitHub, ref string) (sandboxcfg.Layer, error) {
+	f, err := gh.ConfigFile(ctx, ref)
 	if err != nil {
-		return sandboxcfg.Layer{}, fmt.Errorf("read %s from %s: %w", sandboxcfg.FileName, source, err)
+		return sandboxcfg.Layer{}, fmt.Errorf("read %s from %s: %w", sandboxcfg.FileName, f.Source, err)
 	}
-	if c.IsUndefined() {
-		return sandboxcfg.Layer{Name: owner + "/" + repo + ":" + sandboxcfg.FileName}, nil
+	if !f.Found {
+		return sandboxcfg.Layer{Name: gh.FullName() + ":" + sandboxcfg.FileName}, nil
 	}
-	name := source + ":" + c.Path
-	parsed, err := sandboxcfg.Parse(c.Path, c.Content)
+	parsed, err := sandboxcfg.Parse(f.Path, f.Content)
 	if err != nil {
-		return sandboxcfg.Layer{}, &ConfigError{Source: source, Err: err}
+		return sandboxcfg.Layer{}, &ConfigError{Source: f.Source, Err: err}
 	}
-	return sandboxcfg.Layer{Name: name, Config: parsed}, nil
+	return sandboxcfg.Layer{Name: f.Source + ":" + f.Path, Config: parsed}, nil
 }
 
 // ConfigError is a .sandbox.yml that cannot be used; the bot quotes it on

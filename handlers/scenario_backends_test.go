@@ -139,9 +139,7 @@ func TestHostileResultJSONOnNomadFake(t *testing.T) {
 // The docker backend with a real container: an image whose entrypoint
 // leaves the hostile file in the bind-mounted out directory.
 func TestHostileResultJSONOnDockerBackend(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs containers on the Docker engine")
-	}
+	testenv.Long(t, "runs containers on the Docker engine")
 	testenv.Docker(t)
 	base := testenv.SandboxImage(t)
 	for name, cmd := range hostileResults {
@@ -234,9 +232,7 @@ func TestNoDockerEngineMeansNoProcessRun(t *testing.T) {
 // The docker backend asked to run an image the engine does not have: the
 // issue is told at once (no retries: waiting does not build an image).
 func TestDockerMissingImageReachesTheIssue(t *testing.T) {
-	if testing.Short() {
-		t.Skip("uses the Docker engine")
-	}
+	testenv.Long(t, "uses the Docker engine")
 	testenv.Docker(t)
 	h := newHarness(t, nil, nil)
 	data := t.TempDir()

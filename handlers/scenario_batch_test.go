@@ -10,7 +10,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/memory"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 	"github.com/sandbox-bot/sandbox-bot/handlers"
 )
 
@@ -52,7 +52,7 @@ func (h *harness) botReplies(pr int) []*githubtest.ReviewComment {
 // keepRuns is the memory backend with cleanup left undone, as when a bot
 // stops after posting a result and before cleaning up: the restarted bot
 // follows the run again and must not post anything twice.
-type keepRuns struct{ *memory.Backend }
+type keepRuns struct{ *backendtest.Memory }
 
 func (keepRuns) Cleanup(context.Context, string) error { return nil }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/app"
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/memory"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -38,7 +38,7 @@ var testKey = githubtest.AppKey()
 type harness struct {
 	t       *testing.T
 	gh      *githubtest.Server
-	backend *memory.Backend
+	backend *backendtest.Memory
 	srv     *app.Server
 	http    *httptest.Server
 	logs    *bytes.Buffer
@@ -72,7 +72,7 @@ func newHarnessOn(t *testing.T, gh *githubtest.Server, files map[string]string, 
 	gh.SetPermission(testRepo, writer, "write")
 	gh.SetPermission(testRepo, "maya", "maintain")
 	gh.SetPermission(testRepo, reader, "read")
-	h := &harness{t: t, gh: gh, backend: memory.New(), logs: &bytes.Buffer{}, data: t.TempDir()}
+	h := &harness{t: t, gh: gh, backend: backendtest.NewMemory(), logs: &bytes.Buffer{}, data: t.TempDir()}
 	h.start(env)
 	return h
 }

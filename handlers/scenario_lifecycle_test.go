@@ -7,24 +7,24 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/memory"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 )
 
 // gatedBackend holds Submit until released, to catch the bot mid-handler.
 type gatedBackend struct {
-	*memory.Backend
+	*backendtest.Memory
 	gate chan struct{}
 }
 
 func (g *gatedBackend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
 	<-g.gate
-	return g.Backend.Submit(ctx, spec)
+	return g.Memory.Submit(ctx, spec)
 }
 
 func TestDrainWaitsForQueuedWork(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, nil, nil)
-	gated := &gatedBackend{Backend: h.backend, gate: make(chan struct{})}
+	gated := &gatedBackend{Memory: h.backend, gate: make(chan struct{})}
 	h.stop()
 	h.startWith(gated, nil)
 	n := h.gh.AddIssue(testRepo, writer, "x", "")

@@ -11,7 +11,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/memory"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 )
 
 // sandboxTokens returns the tokens minted for sandboxes: narrowed to a
@@ -131,11 +131,11 @@ func TestTokensByMode(t *testing.T) {
 }
 
 // refusingBackend refuses every submission, as a Nomad cluster that is down.
-type refusingBackend struct{ *memory.Backend }
+type refusingBackend struct{ *backendtest.Memory }
 
 // existingBackend answers every submission "exists already", as it does
 // for a second bot replica that lost the race for the same task.
-type existingBackend struct{ *memory.Backend }
+type existingBackend struct{ *backendtest.Memory }
 
 // Every token minted for a sandbox is revoked when its run ends, whatever
 // the outcome, and not before.
@@ -187,9 +187,9 @@ func TestTokensRevokedWhateverTheOutcome(t *testing.T) {
 
 	// Nobody holds the token of a run that was never started: the
 	// submission failed, or another replica's run with that id exists.
-	for name, backend := range map[string]func(*memory.Backend) dispatch.Backend{
-		"submission failed":   func(m *memory.Backend) dispatch.Backend { return refusingBackend{m} },
-		"run existed already": func(m *memory.Backend) dispatch.Backend { return existingBackend{m} },
+	for name, backend := range map[string]func(*backendtest.Memory) dispatch.Backend{
+		"submission failed":   func(m *backendtest.Memory) dispatch.Backend { return refusingBackend{m} },
+		"run existed already": func(m *backendtest.Memory) dispatch.Backend { return existingBackend{m} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

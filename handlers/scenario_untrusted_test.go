@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 const (
@@ -98,7 +99,7 @@ func TestResultBranchOtherThanTheRunsIsAFailure(t *testing.T) {
 	if prs := h.gh.PullRequests(testRepo); len(prs) != 1 || prs[0].Body != "My careful description." {
 		t.Errorf("the human's PR was touched or a PR was opened: %+v", prs)
 	}
-	h.gh.WaitFor(5*time.Second, "agent:failed", func() bool { return hasLabel(h.gh.Issue(testRepo, n).Labels, handlers.LabelFailed) })
+	h.gh.WaitFor(5*time.Second, "agent:failed", func() bool { return hasLabel(h.gh.Issue(testRepo, n).Labels, lifecycle.LabelFailed) })
 }
 
 // Every token the App minted for a run (the refreshed ones too) and every
@@ -199,7 +200,7 @@ func TestDispatchFailureReachesTheIssue(t *testing.T) {
 			if strings.Contains(comment, "Cannot connect") || strings.Contains(comment, "docker run") {
 				t.Errorf("the raw error belongs in the log, not on the issue:\n%s", comment)
 			}
-			h.gh.WaitFor(5*time.Second, "agent:failed", func() bool { return hasLabel(h.gh.Issue(testRepo, n).Labels, handlers.LabelFailed) })
+			h.gh.WaitFor(5*time.Second, "agent:failed", func() bool { return hasLabel(h.gh.Issue(testRepo, n).Labels, lifecycle.LabelFailed) })
 			if got := len(fb.tries); got != c.tries {
 				t.Errorf("submission tried %d times, want %d", got, c.tries)
 			}

@@ -38,7 +38,7 @@ func (r *Runs) keepSession(ctx context.Context, meta dispatch.Meta, res *dispatc
 
 // sessionHandoff is the execute run's part of the work order that hands
 // over the session of the plan run planTask, or says why there is none.
-func (b *Base) sessionHandoff(ctx context.Context, planTask string) *dispatch.SessionHandoff {
+func (b *starter) sessionHandoff(ctx context.Context, planTask string) *dispatch.SessionHandoff {
 	if planTask == "" {
 		return nil
 	}

@@ -6,14 +6,14 @@ import (
 	"testing"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/memory"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 )
 
 // A backend that cannot keep sessions (Nomad) tells the execute run why it
 // starts fresh; a plan run without a plan task hands over nothing.
 func TestSessionHandoffWithoutAKeeper(t *testing.T) {
 	t.Parallel()
-	b := &Base{core: &core{Backend: struct{ dispatch.Backend }{memory.New()}}}
+	b := &starter{core: &core{Backend: struct{ dispatch.Backend }{backendtest.NewMemory()}}}
 	h := b.sessionHandoff(context.Background(), "T-00000001")
 	if h == nil || h.FromTask != "T-00000001" || len(h.Archive) != 0 || !strings.Contains(h.Missing, "the memory backend does not carry agent sessions") {
 		t.Fatalf("handoff = %+v", h)

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 // startRequest is everything a handler knows when it asks for a run.
@@ -62,157 +64,239 @@ type startRequest struct {
 	FeedbackUpto int64 `json:"feedback_upto,omitempty"`
 }
 
-func (r *startRequest) owner() string { return r.Repo.GetOwner().GetLogin() }
-func (r *startRequest) name() string  { return r.Repo.GetName() }
+func (r *startRequest) name() string { return r.Repo.GetName() }
 
-// startRun resolves the configuration, takes the per-issue lock, mints the
-// token, submits the run and acknowledges it. Problems people can fix (bad
-// config, a busy issue) become replies, not errors; start reports the rest.
-func (b *Base) startRun(ctx context.Context, client *github.Client, req startRequest) error {
-	// The receipt's time to the agent's first step counts from here: the
-	// worker took the event (or a queued run got its slot).
+// starter starts runs: from the table's starting actions, the queue, the
+// review batches and the follower's continuations. A start resolves the
+// configuration, takes the issue's lock, goes through the queue, submits
+// the run, acknowledges it and hands it to the follower.
+type starter struct {
+	*core
+	runs *Runs
+}
+
+// launch is a start request resolved: the configuration, the mode it
+// runs in, its task id and the issue's lock.
+type launch struct {
+	req     startRequest
+	cfg     sandboxcfg.Resolved
+	mode    dispatch.Mode
+	base    string
+	taskID  string
+	lockKey string
+	// requestedAt is when the worker took the event (or a queued run got
+	// its slot): the receipt's time to the agent's first step counts from
+	// it.
+	requestedAt time.Time
+}
+
+// startRun resolves the request, takes the per-issue lock, puts the run
+// through the queue, mints the token, submits the run and acknowledges it.
+// Problems people can fix (bad config, a busy issue) become replies, not
+// errors. handled is false for an error before the lock was taken, which
+// start reports; anything after it (a failure to start, reported under the
+// lock, or an error once the run was submitted) is handled here.
+func (b *starter) startRun(ctx context.Context, gh GitHub, req startRequest) (handled bool, err error) {
 	requestedAt := time.Now().UTC()
+	l, ok, err := b.resolve(ctx, gh, req)
+	if err != nil || !ok {
+		return err == nil, err
+	}
+	l.requestedAt = requestedAt
+	ctx, log := withTask(ctx, l.taskID)
+	if holder, err := b.takeLock(ctx, gh, l); err != nil {
+		if errors.Is(err, dispatch.ErrLocked) {
+			log.Info().Str("holder", holder).Msg("issue busy; not starting a second run")
+			return true, b.replyBusyNow(ctx, gh, req, holder, l.mode)
+		}
+		return false, fmt.Errorf("lock %s: %w", l.lockKey, err)
+	}
+	keep := false // the lock: a queued or submitted run keeps it
+	defer func() {
+		if !keep {
+			if err := b.Backend.Unlock(context.WithoutCancel(ctx), l.lockKey, l.taskID); err != nil {
+				log.Warn().Err(err).Msg("release lock after failed start")
+			}
+			b.freeSlot(context.WithoutCancel(ctx), l.taskID) // a queue slot it may have taken
+		}
+	}()
+	wait, err := b.queueGate(ctx, gh, req, l.taskID, l.mode)
+	if wait {
+		keep = true
+		return true, err
+	}
+	var r built
+	if err == nil {
+		r, err = b.runSpec(ctx, gh, l)
+	}
+	if err == nil {
+		var created bool
+		created, err = b.submit(ctx, r.spec)
+		b.handOver(ctx, l.taskID, r.spec.Token, created, err)
+		if err == nil {
+			keep = true
+			return true, b.acknowledge(ctx, gh, l, r, created)
+		}
+		err = fmt.Errorf("submit %s run %s: %w", l.mode, l.taskID, err)
+	}
+	return true, b.failedToStart(ctx, gh, req, err, true)
+}
+
+// lockWait bounds how long a start waits for the lock of a run whose
+// result is posted: its follower lets go once its bookkeeping is done.
+const lockWait = 10 * time.Second
+
+// takeLock takes the issue's lock for l. A run that holds it but whose
+// result is on the issue already (a person answered the plan the moment
+// it appeared) is waited for, lockWait at most, instead of answered busy.
+func (b *starter) takeLock(ctx context.Context, gh GitHub, l launch) (string, error) {
+	deadline := b.Now().Add(lockWait)
+	for checked := false; ; checked = true {
+		holder, err := b.Backend.Lock(ctx, l.lockKey, l.taskID)
+		if !errors.Is(err, dispatch.ErrLocked) || b.Now().After(deadline) {
+			return holder, err
+		}
+		if !checked {
+			marked, merr := b.botMarked(ctx, gh, l.req.Number)
+			if merr != nil || !ended(marked, holder) {
+				return holder, err
+			}
+			zerolog.Ctx(ctx).Info().Str("holder", holder).Msg("the run holding the issue has ended; waiting for its follower to let go")
+		}
+		if !pause(ctx, 50*time.Millisecond) {
+			return holder, err
+		}
+	}
+}
+
+// resolve checks the request's flags, reads the configuration, picks the
+// mode and the task id, and makes sure the trigger did not act already.
+// ok is false when the request was answered instead (a refusal) or is a
+// redelivery.
+func (b *starter) resolve(ctx context.Context, gh GitHub, req startRequest) (launch, bool, error) {
 	logger := zerolog.Ctx(ctx)
-	owner, name, full := req.owner(), req.name(), req.Repo.GetFullName()
 	if req.Issue == 0 {
 		req.Issue = req.Number
 	}
+	l := launch{req: req, base: req.BaseBranch, lockKey: dispatch.LockKey(req.Repo.GetFullName(), req.Number)}
 	if over, ok := b.flagOverCeiling(req.Command, req.Flags); ok {
 		logger.Info().Str("flag", over.Flag).Str("asked", over.Asked).Msg("refusing: flag over the server ceiling")
-		return b.reply(ctx, client, owner, name, req.Number, "github/over_ceiling", over)
+		return l, false, b.reply(ctx, gh, req.Number, "github/over_ceiling", over)
 	}
-	base := req.BaseBranch
-	cfg, err := b.loadConfig(ctx, client, owner, name, base, req.Flags)
+	cfg, err := b.loadConfig(ctx, req.InstallationID, gh, l.base, req.Flags)
 	var cfgErr *ConfigError
 	if errors.As(err, &cfgErr) {
 		logger.Info().Err(err).Msg("refusing to dispatch: invalid configuration")
-		return b.reply(ctx, client, owner, name, req.Number, "github/config_error", ConfigErrorData{
+		return l, false, b.reply(ctx, gh, req.Number, "github/config_error", ConfigErrorData{
 			Source: cfgErr.Source, Error: cfgErr.Error(), File: sandboxcfg.FileName,
 		})
 	}
 	if err != nil {
-		return err
+		return l, false, err
 	}
-	if base == "" {
-		base = cfg.Branch
+	l.cfg = cfg
+	l.base = cmp.Or(l.base, cfg.Branch, req.Repo.GetDefaultBranch())
+	l.mode = req.Mode
+	if cfg.Mode == sandboxcfg.ModeTask && (l.mode == dispatch.ModePlan || l.mode == dispatch.ModeExecute) {
+		l.mode = dispatch.ModeTask
 	}
-	if base == "" {
-		base = req.Repo.GetDefaultBranch()
+	if l.mode == dispatch.ModePlan && !cfg.Plan.Required {
+		l.mode = dispatch.ModeExecute
 	}
-	mode := req.Mode
-	if cfg.Mode == sandboxcfg.ModeTask && (mode == dispatch.ModePlan || mode == dispatch.ModeExecute) {
-		mode = dispatch.ModeTask
-	}
-	if mode == dispatch.ModePlan && !cfg.PlanRequired() {
-		mode = dispatch.ModeExecute
-	}
-	taskID := dispatch.NewTaskID(full, req.Number, mode, req.Trigger)
-	if req.queuedAs != "" {
-		taskID = req.queuedAs
-	}
-	ctx, log := withTask(ctx, taskID)
-	if acted, err := b.actedOn(ctx, client, owner, name, req.Number, taskID, req.queuedAs != ""); err != nil {
-		return err
-	} else if acted {
-		log.Info().Msg("task already acted on (its marker is on GitHub): redelivered event, nothing to do")
-		return nil
-	}
-	lockKey := dispatch.LockKey(full, req.Number)
-	if holder, err := b.Backend.Lock(ctx, lockKey, taskID); err != nil {
-		if errors.Is(err, dispatch.ErrLocked) {
-			log.Info().Str("holder", holder).Msg("issue busy; not starting a second run")
-			return b.replyBusy(ctx, client, req, holder, mode)
+	l.taskID = cmp.Or(req.queuedAs, dispatch.NewTaskID(req.Repo.GetFullName(), req.Number, l.mode, req.Trigger))
+	if acted, err := b.actedOn(ctx, gh, req.Number, l.taskID, req.queuedAs != ""); err != nil || acted {
+		if acted {
+			logger.Info().Str("task_id", l.taskID).Msg("task already acted on (its marker is on GitHub): redelivered event, nothing to do")
 		}
-		return fmt.Errorf("lock %s: %w", lockKey, err)
+		return l, false, err
 	}
-	started := false
-	defer func() {
-		if !started {
-			if err := b.Backend.Unlock(context.WithoutCancel(ctx), lockKey, taskID); err != nil {
-				log.Warn().Err(err).Msg("release lock after failed start")
-			}
-			b.freeSlot(context.WithoutCancel(ctx), taskID) // a queue slot it may have taken
-		}
-	}()
-	if wait, err := b.queueGate(ctx, client, req, taskID, mode); err != nil || wait {
-		started = wait // a queued run keeps the issue's lock
-		return err
-	}
+	return l, true, nil
+}
 
-	task, excluded, err := b.taskText(ctx, client, owner, name, req.Issue)
+// built is a run ready to submit, and what its acknowledgement says.
+type built struct {
+	spec     dispatch.RunSpec
+	branch   string
+	excluded excludedText
+}
+
+// runSpec reads the task's text, names the branch, mints the token and
+// writes the work order.
+func (b *starter) runSpec(ctx context.Context, gh GitHub, l launch) (built, error) {
+	req := l.req
+	task, excluded, err := b.taskText(ctx, gh, req.Issue)
 	if err != nil {
-		return err
+		return built{}, err
 	}
 	task.Instructions = req.Instructions
 	branch := req.Branch
-	if branch == "" && mode == dispatch.ModeExecute {
-		branch = dispatch.BranchName(taskID, task.Title)
+	if branch == "" && l.mode == dispatch.ModeExecute {
+		branch = dispatch.BranchName(l.taskID, task.Title)
 	}
-	token, _, err := b.mintToken(ctx, req.InstallationID, name, mode)
+	token, _, err := b.mintToken(ctx, req.InstallationID, req.name(), l.mode)
 	if err != nil {
-		return err
+		return built{}, err
 	}
-	budget := cfg.MaxBudgetUSD
-	attempt := req.Attempt
-	if attempt == 0 {
-		attempt = 1
-	}
+	attempt := max(req.Attempt, 1)
+	full := req.Repo.GetFullName()
 	spec := dispatch.RunSpec{
 		Meta: dispatch.Meta{
-			TaskID: taskID, Mode: mode, Repo: full, Number: req.Number, InstallationID: req.InstallationID,
+			TaskID: l.taskID, Mode: l.mode, Repo: full, Number: req.Number, InstallationID: req.InstallationID,
 			Attempt: attempt, DeliveryID: req.DeliveryID,
 		},
 		Order: dispatch.WorkOrder{
-			SchemaVersion: dispatch.WorkOrderVersion, TaskID: taskID, Mode: mode, Attempt: attempt,
-			Repo: full, RepoID: req.Repo.GetID(), Number: req.Number, CloneURL: req.Repo.GetCloneURL(), BaseBranch: base, TargetBranch: branch,
-			Task: task, Plan: req.Plan, Feedback: req.Feedback, Config: *cfg,
-			BudgetUSD: budget, TimeoutMinutes: cfg.TimeoutMinutes, SecretEnv: b.SecretEnv,
-			RequestedAt: requestedAt,
+			SchemaVersion: dispatch.WorkOrderVersion, TaskID: l.taskID, Mode: l.mode, Attempt: attempt,
+			Repo: full, RepoID: req.Repo.GetID(), Number: req.Number, CloneURL: req.Repo.GetCloneURL(), BaseBranch: l.base, TargetBranch: branch,
+			Task: task, Plan: req.Plan, Feedback: req.Feedback, Config: l.cfg,
+			BudgetUSD: l.cfg.MaxBudgetUSD, TimeoutMinutes: l.cfg.TimeoutMinutes, SecretEnv: b.SecretEnv,
+			RequestedAt: l.requestedAt,
 		},
 		Token:     token,
 		Isolation: b.Isolation,
 	}
-	if mode == dispatch.ModeTask {
+	if l.mode == dispatch.ModeTask {
 		spec.Order.CloneURL, spec.Order.TargetBranch = "", ""
 	}
-	if mode == dispatch.ModeExecute {
+	if l.mode == dispatch.ModeExecute {
 		spec.Order.Session = b.sessionHandoff(ctx, req.PlanTask)
 		if h := spec.Order.Session; h != nil {
 			h.RepoID, h.PlanSHA256 = req.Repo.GetID(), req.PlanSHA
 		}
 	}
-	created, err := b.submit(ctx, spec)
-	b.handOver(ctx, taskID, token, created, err)
-	if err != nil {
-		return fmt.Errorf("submit %s run %s: %w", mode, taskID, err)
-	}
-	started = true
+	return built{spec: spec, branch: branch, excluded: excluded}, nil
+}
+
+// acknowledge tells the issue a submitted run started: the 👀 reaction,
+// the state label and the acknowledgement with its marker, written under
+// the lock the run now holds. Then the run is followed.
+func (b *starter) acknowledge(ctx context.Context, gh GitHub, l launch, r built, created bool) error {
+	log := zerolog.Ctx(ctx)
 	if !created {
 		log.Info().Msg("run exists already (redelivered event); nothing to do")
 		return nil
 	}
-	log.Info().Str("mode", string(mode)).Str("branch", branch).Msg("run submitted")
-	if req.CommentID != 0 {
-		b.react(ctx, client, owner, name, req.CommentID, "eyes")
-	} else if _, _, err := client.Reactions.CreateIssueReaction(ctx, owner, name, req.Number, "eyes"); err != nil {
+	req, mode := l.req, l.mode
+	log.Info().Str("mode", string(mode)).Str("branch", r.branch).Msg("run submitted")
+	if err := gh.React(ctx, req.Number, req.CommentID, "eyes"); err != nil {
 		log.Warn().Err(err).Msg("add reaction")
 	}
-	label := LabelRunning
-	if mode == dispatch.ModePlan {
-		label = LabelPlanning
+	place := lifecycle.OnIssue
+	if req.IsPR {
+		place = lifecycle.OnPR
 	}
-	b.setState(ctx, client, owner, name, req.Number, label)
-	err = b.reply(ctx, client, owner, name, req.Number, "github/ack", AckData{
-		TaskID: taskID, Mode: mode, Branch: branch, Budget: budget, Excluded: excluded.Commenters,
-		IssueAuthorExcluded: excluded.IssueAuthor, Issue: req.Issue,
-		Round: req.Round, Attempt: attempt, Harness: cfg.Harness, HasPlan: req.Plan != "",
-		Marker: Marker{Kind: KindAck, TaskID: taskID, Mode: mode, Issue: req.Issue, Branch: branch, Round: req.Round, Attempt: attempt, Inline: req.Inline, Upto: req.FeedbackUpto}.String(),
+	labelErr := b.setState(ctx, gh, req.Number, lifecycle.RunState(place, mode))
+	attempt := r.spec.Meta.Attempt
+	err := b.reply(ctx, gh, req.Number, "github/ack", AckData{
+		TaskID: l.taskID, Mode: mode, Branch: r.branch, Budget: l.cfg.MaxBudgetUSD, Excluded: r.excluded.Commenters,
+		IssueAuthorExcluded: r.excluded.IssueAuthor, Issue: req.Issue,
+		Round: req.Round, Attempt: attempt, Harness: l.cfg.Harness, HasPlan: req.Plan != "",
+		Marker: Marker{Kind: KindAck, TaskID: l.taskID, Mode: mode, Issue: req.Issue, Branch: r.branch, Round: req.Round, Attempt: attempt, Inline: req.Inline, Upto: req.FeedbackUpto}.String(),
 	})
 	if err != nil {
 		log.Warn().Err(err).Msg("post acknowledgement")
 	}
-	b.Runs.Follow(spec.Meta)
-	return nil
+	b.runs.Follow(r.spec.Meta)
+	return labelErr
 }
 
 // taskText collects the issue's title and body and the comments of people
@@ -221,18 +305,18 @@ func (b *Base) startRun(ctx context.Context, client *github.Client, req startReq
 // issue's author like the body: an outsider's issue reaches the agent as
 // "Issue #N" only. excluded names whose text was left out so the
 // acknowledgement can say so.
-func (b *Base) taskText(ctx context.Context, client *github.Client, owner, repo string, number int) (dispatch.TaskText, excludedText, error) {
+func (b *starter) taskText(ctx context.Context, gh GitHub, number int) (dispatch.TaskText, excludedText, error) {
 	var excluded excludedText
-	issue, _, err := client.Issues.Get(ctx, owner, repo, number)
+	issue, err := gh.Issue(ctx, number)
 	if err != nil {
-		return dispatch.TaskText{}, excluded, fmt.Errorf("read %s/%s#%d: %w", owner, repo, number, err)
+		return dispatch.TaskText{}, excluded, err
 	}
 	writers := map[string]bool{}
 	isWriter := func(login string) (bool, error) {
 		if ok, seen := writers[login]; seen {
 			return ok, nil
 		}
-		ok, err := b.canWrite(ctx, client, owner, repo, login)
+		ok, err := b.canWrite(ctx, gh, login)
 		writers[login] = ok
 		return ok, err
 	}
@@ -246,7 +330,7 @@ func (b *Base) taskText(ctx context.Context, client *github.Client, owner, repo 
 		task.Title = outsiderTitle(number)
 		excluded.IssueAuthor = author
 	}
-	comments, err := listComments(ctx, client, owner, repo, number)
+	comments, err := gh.Comments(ctx, number)
 	if err != nil {
 		return task, excluded, err
 	}
@@ -277,52 +361,20 @@ func withTask(ctx context.Context, taskID string) (context.Context, zerolog.Logg
 }
 
 // reply renders a github/ template and posts it as a comment.
-func (b *core) reply(ctx context.Context, client *github.Client, owner, repo string, number int, tmpl string, data any) error {
+func (b *core) reply(ctx context.Context, gh GitHub, number int, tmpl string, data any) error {
 	body, err := b.Templates.Render(tmpl, data)
 	if err != nil {
 		return err
 	}
-	body = strings.TrimSpace(body)
-	if _, _, err := client.Issues.CreateComment(ctx, owner, repo, number, &github.IssueComment{Body: &body}); err != nil {
-		return fmt.Errorf("comment on %s/%s#%d: %w", owner, repo, number, err)
+	if _, err = gh.Comment(ctx, number, strings.TrimSpace(body)); err == nil {
+		zerolog.Ctx(ctx).Debug().Str("reply", tmpl).Int("number", number).Msg("replied")
 	}
-	return nil
+	return err
 }
 
-func (b *Base) react(ctx context.Context, client *github.Client, owner, repo string, commentID int64, content string) {
-	if _, _, err := client.Reactions.CreateIssueCommentReaction(ctx, owner, repo, commentID, content); err != nil {
+// react adds a reaction to a comment; a failure only costs the reaction.
+func (b *core) react(ctx context.Context, gh GitHub, number int, commentID int64, content string) {
+	if err := gh.React(ctx, number, commentID, content); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("add reaction")
 	}
-}
-
-// setState puts one state label on an issue or PR and removes the others.
-func (b *core) setState(ctx context.Context, client *github.Client, owner, repo string, number int, label string) {
-	log := zerolog.Ctx(ctx)
-	issue, _, err := client.Issues.Get(ctx, owner, repo, number)
-	if err != nil {
-		log.Warn().Err(err).Msg("read labels")
-		return
-	}
-	for _, l := range issue.Labels {
-		if slices.Contains(stateLabels, l.GetName()) && l.GetName() != label {
-			if _, err := client.Issues.RemoveLabelForIssue(ctx, owner, repo, number, l.GetName()); err != nil {
-				log.Warn().Err(err).Str("label", l.GetName()).Msg("remove state label")
-			}
-		}
-	}
-	if label != "" {
-		if _, _, err := client.Issues.AddLabelsToIssue(ctx, owner, repo, number, []string{label}); err != nil {
-			log.Warn().Err(err).Str("label", label).Msg("add state label")
-		}
-	}
-}
-
-// stateOf returns the state label an issue carries, or "".
-func stateOf(labels []*github.Label) string {
-	for _, l := range labels {
-		if slices.Contains(stateLabels, l.GetName()) {
-			return l.GetName()
-		}
-	}
-	return ""
 }

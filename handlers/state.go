@@ -2,41 +2,70 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 
-	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
-// planInProgress returns the acknowledgement of the plan run that is still
-// writing this issue's plan: the newest of the bot's own markers is that
-// acknowledgement (progress notes and abort requests aside), so no plan,
-// failure, abort or result has followed it yet.
-func planInProgress(marked []markedComment) (Marker, bool) {
-	for i := len(marked) - 1; i >= 0; i-- {
-		switch m := marked[i].Marker; m.Kind {
-		case KindProgress, KindAbortRequested:
-			continue
-		case KindAck:
-			return m, m.Mode == dispatch.ModePlan
-		default:
-			return Marker{}, false
+// replyState answers with the github/<name> template the table chose,
+// filled from what the bot saw.
+func (b *Base) replyState(ctx context.Context, t thread, ev event, sc *scene, name string) error {
+	var data any
+	switch name {
+	case "no_plan":
+		data = NoPlanData{TriggerLabel: b.TriggerLabel}
+	case "plan_in_progress":
+		d := PlanInProgressData{Command: ev.command(), TaskID: sc.holder, Round: 1}
+		if ack, ok := sc.holderAck(); ok {
+			d.TaskID, d.Round = ack.Marker.TaskID, max(ack.Marker.Round, 1)
 		}
+		data = d
+	case "max_rounds":
+		data = MaxRoundsData{MaxRounds: b.MaxPlanRounds}
+	case "no_earlier_run":
+		data = NoEarlierRunData{Command: ev.command()}
+	case "nothing_to_continue":
+		data = NothingToContinueData{Mode: sc.last.Mode}
+	case "nothing_to_abort":
+		data = NothingToAbortData{}
+	case "wrong_place":
+		d := WrongPlaceData{Command: ev.command(), OnPR: t.isPR, Commands: commandsFor(t.isPR)}
+		if sc.state == lifecycle.NotOurs {
+			d.NotAgentPR, d.Commands = true, nil
+		}
+		data = d
+	case "mention_other_pr":
+		data = MentionOtherPRData{Slug: b.slug(), TriggerLabel: b.TriggerLabel}
+	default:
+		return fmt.Errorf("the table chose the reply %q, which has no data here", name)
 	}
-	return Marker{}, false
+	return b.reply(ctx, t.gh, t.number, "github/"+name, data)
 }
 
-// replyBusy tells the person that holder still runs here, naming what it
-// is when the bot's own acknowledgement says so.
-func (b *Base) replyBusy(ctx context.Context, client *github.Client, req startRequest, holder string, mode dispatch.Mode) error {
-	data := BusyData{Holder: holder, Mode: mode, Command: req.Command}
-	if marked, err := b.botMarked(ctx, client, req.owner(), req.name(), req.Number); err != nil {
-		zerolog.Ctx(ctx).Warn().Err(err).Msg("read the running task's acknowledgement")
-	} else if ack, ok := lastMarked(marked, KindAck, holder); ok {
+// replyBusy tells the person that the run holding the issue still runs,
+// naming what it is when the bot's own acknowledgement says so; mode is
+// the run they asked for.
+func (b *core) replyBusy(ctx context.Context, t thread, sc *scene, command string, mode dispatch.Mode) error {
+	data := BusyData{Holder: sc.holder, Mode: mode, Command: command}
+	if ack, ok := sc.holderAck(); ok {
 		data.HolderMode = ack.Marker.Mode
 	}
-	return b.reply(ctx, client, req.owner(), req.name(), req.Number, "github/busy", data)
+	return b.reply(ctx, t.gh, t.number, "github/busy", data)
+}
+
+// replyBusyNow is replyBusy for a start that found the lock taken: the
+// issue is read again for the holder's acknowledgement.
+func (b *starter) replyBusyNow(ctx context.Context, gh GitHub, req startRequest, holder string, mode dispatch.Mode) error {
+	sc := &scene{holder: holder}
+	if marked, err := b.botMarked(ctx, gh, req.Number); err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("read the running task's acknowledgement")
+	} else {
+		sc.marked = marked
+	}
+	return b.replyBusy(ctx, thread{gh: gh, number: req.Number}, sc, req.Command, mode)
 }
 
 // commandsFor lists the commands that apply on an issue or on an agent PR,

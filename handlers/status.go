@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -48,30 +47,21 @@ type StatusData struct {
 
 // status answers /status, for any reader. Where the bot never ran it
 // says nothing: the command is not an invitation to talk.
-func (b *Base) status(ctx context.Context, client *github.Client, cc commandContext) error {
+func (b *Base) status(ctx context.Context, t thread, sc *scene) error {
 	log := zerolog.Ctx(ctx)
-	owner, name, full := cc.owner(), cc.name(), cc.repo.GetFullName()
-	holder, err := b.Backend.Holder(ctx, dispatch.LockKey(full, cc.number))
-	if err != nil {
-		return fmt.Errorf("/status: find the run holding %s#%d: %w", full, cc.number, err)
-	}
-	marked, err := b.botMarked(ctx, client, owner, name, cc.number)
-	if err != nil {
-		return err
-	}
-	data, ok := b.statusData(ctx, holder, marked)
+	data, ok := b.statusData(ctx, sc.holder, sc.marked)
 	if !ok {
-		log.Info().Str("sender", cc.sender).Msg("/status where the bot never ran: no reply")
+		log.Info().Str("sender", t.sender).Msg("/status where the bot never ran: no reply")
 		return nil
 	}
 	// The run's state is part of the key: waiting, running, ended.
-	key := fmt.Sprintf("status\x00%s#%d\x00%s\x00%s\x00%t\x00%t", full, cc.number, cc.sender, data.TaskID, data.Running, data.Place > 0)
+	key := fmt.Sprintf("status\x00%s#%d\x00%s\x00%s\x00%t\x00%t", t.gh.FullName(), t.number, t.sender, data.TaskID, data.Running, data.Place > 0)
 	if !b.once(key, statusInterval) {
-		log.Info().Str("sender", cc.sender).Msg("/status answered to this person recently; not replying again")
+		log.Info().Str("sender", t.sender).Msg("/status answered to this person recently; not replying again")
 		return nil
 	}
-	data.User = cc.sender
-	return b.reply(ctx, client, owner, name, cc.number, "github/status", data)
+	data.User = t.sender
+	return b.reply(ctx, t.gh, t.number, "github/status", data)
 }
 
 // statusData describes the run holding the issue, else the newest run the

@@ -3,13 +3,10 @@ package handlers
 import (
 	"context"
 	"errors"
-	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -35,59 +32,7 @@ func tokenPermission(mode dispatch.Mode) string {
 // contents permission of mode only. Everything else (comments, PRs,
 // checks) the bot does itself.
 func (b *core) mintToken(ctx context.Context, installationID int64, repo string, mode dispatch.Mode) (string, time.Time, error) {
-	app, err := b.NewAppClient()
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("create app client: %w", err)
-	}
-	perm := tokenPermission(mode)
-	tok, _, err := app.Apps.CreateInstallationToken(ctx, installationID, &github.InstallationTokenOptions{
-		Repositories: []string{repo},
-		Permissions:  &github.InstallationPermissions{Contents: github.String(perm)},
-	})
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("mint contents:%s token for installation %d, repo %s: %w", perm, installationID, repo, err)
-	}
-	return tok.GetToken(), tok.GetExpiresAt().Time, nil
-}
-
-// revokeAttempts and revokeBackoff bound the retries of one revocation: a
-// token that cannot be revoked expires within the hour anyway, and posting
-// the run's result must not wait on it for long.
-const (
-	revokeAttempts = 3
-	revokeBackoff  = 250 * time.Millisecond
-)
-
-// revokeToken revokes token with GitHub's DELETE /installation/token,
-// which a token may only do for itself. A 401 means the token is already
-// dead (revoked or expired): done.
-func (b *core) revokeToken(ctx context.Context, token string) error {
-	client, err := b.NewTokenClient(token)
-	if err != nil {
-		return fmt.Errorf("create client for revocation: %w", err)
-	}
-	var last error
-	for attempt := 1; attempt <= revokeAttempts; attempt++ {
-		resp, err := client.Apps.RevokeInstallationToken(ctx)
-		if err == nil || (resp != nil && resp.StatusCode == http.StatusUnauthorized) {
-			return nil
-		}
-		last = err
-		if resp != nil && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
-			break // GitHub will answer the same again
-		}
-		if attempt == revokeAttempts {
-			break
-		}
-		t := time.NewTimer(revokeBackoff * time.Duration(attempt*attempt))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return errors.Join(last, ctx.Err())
-		case <-t.C:
-		}
-	}
-	return fmt.Errorf("revoke installation token (%d attempts): %w", revokeAttempts, last)
+	return b.hub.MintToken(ctx, installationID, repo, tokenPermission(mode))
 }
 
 // runTokens remembers the tokens minted for each run until they are
@@ -176,7 +121,7 @@ func (r *Runs) revoke(ctx context.Context, taskID string, tokens []string, why s
 	log := zerolog.Ctx(ctx)
 	failed := 0
 	for i, tok := range tokens {
-		if err := r.c.revokeToken(ctx, tok); err != nil {
+		if err := r.c.hub.RevokeToken(ctx, tok); err != nil {
 			failed++
 			log.Warn().Err(err).Str("task_id", taskID).Int("token", i+1).Int("tokens", len(tokens)).Str("why", why).
 				Msg("could not revoke a sandbox token; it expires within the hour")
@@ -189,17 +134,17 @@ func (r *Runs) revoke(ctx context.Context, taskID string, tokens []string, why s
 // unless the submission failed or a run with this id existed already (a
 // redelivery; that run has its own token), in which case nobody holds this
 // one and it is revoked at once.
-func (b *Base) handOver(ctx context.Context, taskID, token string, created bool, submitErr error) {
+func (b *starter) handOver(ctx context.Context, taskID, token string, created bool, submitErr error) {
 	if submitErr == nil && created {
-		b.Runs.tokens.add(taskID, token)
-		b.Runs.tokens.delivered(taskID, token)
+		b.runs.tokens.add(taskID, token)
+		b.runs.tokens.delivered(taskID, token)
 		return
 	}
 	why := "the run existed already"
 	if submitErr != nil {
 		why = "submission failed"
 	}
-	b.Runs.revoke(ctx, taskID, []string{token}, why)
+	b.runs.revoke(ctx, taskID, []string{token}, why)
 }
 
 // adoptToken remembers the token of a run this bot process did not start

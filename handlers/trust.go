@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -61,18 +62,14 @@ func (b *core) LoadIdentity(ctx context.Context) (string, error) {
 	if login := b.trust.login.Load(); login != nil {
 		return *login, nil
 	}
-	app, err := b.NewAppClient()
+	slug, err := b.hub.AppSlug(ctx)
 	if err != nil {
-		return "", fmt.Errorf("read the App's identity: create app client: %w", err)
+		return "", fmt.Errorf("read the App's identity: %w", err)
 	}
-	a, _, err := app.Apps.Get(ctx, "")
-	if err != nil {
-		return "", fmt.Errorf("read the App's identity (GET /app with the App's JWT): %w", err)
-	}
-	if a.GetSlug() == "" {
+	if slug == "" {
 		return "", fmt.Errorf("read the App's identity: GET /app answered without a slug")
 	}
-	login := a.GetSlug() + "[bot]"
+	login := slug + "[bot]"
 	b.trust.login.Store(&login)
 	return login, nil
 }
@@ -84,20 +81,48 @@ func isOwnBot(u *github.User, login string) bool {
 
 // canWrite is fetchCanWrite behind a short cache per repository and login.
 // Errors are not cached.
-func (b *Base) canWrite(ctx context.Context, client *github.Client, owner, repo, login string) (bool, error) {
-	key := owner + "/" + repo + "\x00" + login
+func (b *core) canWrite(ctx context.Context, gh GitHub, login string) (bool, error) {
+	key := gh.FullName() + "\x00" + login
 	now := b.Now()
 	if v, ok := b.trust.perms.Get(key); ok {
 		if e := v.(permEntry); now.Sub(e.at) < permissionTTL {
 			return e.ok, nil
 		}
 	}
-	ok, err := b.fetchCanWrite(ctx, client, owner, repo, login)
+	ok, err := b.fetchCanWrite(ctx, gh, login)
 	if err != nil {
 		return false, err
 	}
 	b.trust.perms.Add(key, permEntry{ok: ok, at: now})
 	return ok, nil
+}
+
+// fetchCanWrite reports whether login may drive the bot on the
+// repository: write, maintain or admin permission, or a place on the
+// operator's allowlist.
+func (b *core) fetchCanWrite(ctx context.Context, gh GitHub, login string) (bool, error) {
+	if slices.Contains(b.AllowUsers, login) {
+		return true, nil
+	}
+	perm, err := gh.Permission(ctx, login)
+	if err != nil {
+		return false, err
+	}
+	// GitHub reports maintain as "write" in this legacy field.
+	switch perm {
+	case "admin", "maintain", "write":
+		return true, nil
+	}
+	for _, team := range b.AllowTeams {
+		member, err := gh.TeamMember(ctx, team, login)
+		if err != nil {
+			return false, err
+		}
+		if member {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // refuseOnce reports whether login should be told (again) on this issue
@@ -123,12 +148,12 @@ func (b *Base) once(key string, interval time.Duration) bool {
 	return true
 }
 
-// refuse tells login, at most once per issue per hour, that only writers
-// can do what they tried; nothing runs either way.
-func (b *Base) refuse(ctx context.Context, client *github.Client, repo *github.Repository, number int, login, action string) error {
-	if !b.refuseOnce(repo.GetFullName(), number, login) {
-		zerolog.Ctx(ctx).Info().Str("sender", login).Msg("refused within the hour already; not replying again")
+// refuse tells the sender, at most once per issue per hour, that only
+// writers can do what they tried; nothing runs either way.
+func (b *Base) refuse(ctx context.Context, t thread, tried string) error {
+	if !b.refuseOnce(t.gh.FullName(), t.number, t.sender) {
+		zerolog.Ctx(ctx).Info().Str("sender", t.sender).Msg("refused within the hour already; not replying again")
 		return nil
 	}
-	return b.reply(ctx, client, repo.GetOwner().GetLogin(), repo.GetName(), number, "github/refusal", RefusalData{User: login, Action: action})
+	return b.reply(ctx, t.gh, t.number, "github/refusal", RefusalData{User: t.sender, Action: tried})
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
-	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
@@ -62,34 +61,6 @@ func TestMarkedCommentsOnlyFromOwnBot(t *testing.T) {
 	}
 }
 
-func TestPlanInProgress(t *testing.T) {
-	t.Parallel()
-	mk := func(kinds ...Marker) []markedComment {
-		var out []markedComment
-		for _, m := range kinds {
-			out = append(out, markedComment{Marker: m})
-		}
-		return out
-	}
-	ackPlan := Marker{Kind: KindAck, TaskID: "T-0000000A", Mode: dispatch.ModePlan, Round: 2}
-	for name, c := range map[string]struct {
-		marked []markedComment
-		want   bool
-	}{
-		"nothing yet":                 {nil, false},
-		"plan acknowledged":           {mk(ackPlan), true},
-		"progress after the ack":      {mk(ackPlan, Marker{Kind: KindProgress, TaskID: "T-0000000A"}), true},
-		"plan posted":                 {mk(ackPlan, Marker{Kind: KindPlan, TaskID: "T-0000000A"}), false},
-		"plan failed":                 {mk(ackPlan, Marker{Kind: KindFailure, TaskID: "T-0000000A"}), false},
-		"execute acknowledged":        {mk(Marker{Kind: KindAck, Mode: dispatch.ModeExecute}), false},
-		"re-plan after an older plan": {mk(Marker{Kind: KindPlan}, ackPlan), true},
-	} {
-		if _, got := planInProgress(c.marked); got != c.want {
-			t.Errorf("%s: planInProgress = %v, want %v", name, got, c.want)
-		}
-	}
-}
-
 func TestRefuseOncePerHour(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -112,7 +83,7 @@ func TestRefuseOncePerHour(t *testing.T) {
 
 func TestFlagOverCeiling(t *testing.T) {
 	t.Parallel()
-	b := &Base{core: &core{Settings: Settings{Limits: sandboxcfg.Limits{}.WithDefaults()}}}
+	b := &starter{core: &core{Settings: Settings{Limits: sandboxcfg.Limits{}.WithDefaults()}}}
 	for name, c := range map[string]struct {
 		flags   sandboxcfg.Flags
 		setting string

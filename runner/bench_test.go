@@ -52,7 +52,7 @@ func BenchmarkRunnerOverhead(b *testing.B) {
 			SchemaVersion: dispatch.WorkOrderVersion, TaskID: fmt.Sprintf("T-%08X", 0xBE000000+i), Mode: dispatch.ModeExecute, Attempt: 1,
 			CloneURL: remote.URL, BaseBranch: "main", TargetBranch: "agent/bench-" + strconv.Itoa(i),
 			Task: dispatch.TaskText{Title: "Write the notes"}, Plan: "Write them.",
-			Config: sandboxcfg.Config{}, BudgetUSD: 5, OutputDir: filepath.Join(work, "out"),
+			Config: sandboxcfg.MustResolve(sandboxcfg.Config{}), BudgetUSD: 5, OutputDir: filepath.Join(work, "out"),
 		}
 		start := time.Now()
 		res := runner.Run(context.Background(), o, runner.Options{

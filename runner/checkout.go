@@ -91,6 +91,31 @@ func (r *run) prepare() error {
 		_, err := g.RevParse(r.work, "origin/"+target)
 		targetExists = err == nil
 	}
+	if err := r.checkoutStart(g, target, targetExists); err != nil {
+		return err
+	}
+	if r.startSHA, err = g.RevParse(r.work, "HEAD"); err != nil {
+		return err
+	}
+	if targetExists {
+		r.pushedSHA = r.startSHA
+		r.lease = r.startSHA
+	}
+	// The sandbox writes resolved .env files into the checkout; they hold
+	// secrets and must never be committed.
+	if err := g.Exclude(".env", ".env.local"); err != nil {
+		return err
+	}
+	r.res.Branch = target
+	r.log.Info().Str("base", r.baseBranch).Str("branch", target).Str("head", r.startSHA).Msg("checked out")
+	return nil
+}
+
+// checkoutStart checks out what the mode starts from: the base branch, the
+// target branch (made from the base when it does not exist yet), or a
+// target branch that must exist.
+func (r *run) checkoutStart(g *Git, target string, targetExists bool) error {
+	var err error
 	switch r.spec.start {
 	case startBase:
 		err = g.Checkout(r.work, r.baseBranch, "origin/"+r.baseBranch)
@@ -111,24 +136,7 @@ func (r *run) prepare() error {
 		err = g.Checkout(r.work, target, "origin/"+target)
 	}
 	r.pushes = r.spec.pushes
-	if err != nil {
-		return err
-	}
-	if r.startSHA, err = g.RevParse(r.work, "HEAD"); err != nil {
-		return err
-	}
-	if targetExists {
-		r.pushedSHA = r.startSHA
-		r.lease = r.startSHA
-	}
-	// The sandbox writes resolved .env files into the checkout; they hold
-	// secrets and must never be committed.
-	if err := g.Exclude(".env", ".env.local"); err != nil {
-		return err
-	}
-	r.res.Branch = target
-	r.log.Info().Str("base", r.baseBranch).Str("branch", target).Str("head", r.startSHA).Msg("checked out")
-	return nil
+	return err
 }
 
 func (r *run) resolveEnv() error {

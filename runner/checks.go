@@ -89,9 +89,6 @@ func runChecks(ctx context.Context, dir string, env []string, as *AgentUser, che
 			break
 		}
 		timeout := time.Duration(c.TimeoutSeconds) * time.Second
-		if timeout <= 0 {
-			timeout = sandboxcfg.DefaultCheckTimeout * time.Second
-		}
 		start := time.Now()
 		tail, timedOut, err := shellRun(ctx, dir, env, as, c.Command, timeout, red)
 		run := checkRun{Check: c, Passed: err == nil, Duration: time.Since(start), Tail: tail, TimedOut: timedOut}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/gitserve/gitservetest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/runner/runtest"
 )
@@ -295,12 +296,12 @@ func TestTokenThroughCredentialHelper(t *testing.T) {
 	tokenFile := filepath.Join(secrets, "token")
 	os.WriteFile(tokenFile, []byte(tokenA+"\n"), 0o600)
 	refreshed := filepath.Join(secrets, "refreshed")
-	srv := runtest.ServeHTTP(t, remote, func(user, pass string) bool {
+	srv := gitservetest.Serve(t, remote.Dir, gitservetest.Options{Allow: func(user, pass string) bool {
 		if _, err := os.Stat(refreshed); err == nil {
 			return pass == tokenB
 		}
 		return pass == tokenA
-	})
+	}})
 	// The "agent" plays the bot refreshing the token mid-run. It is told
 	// the token file's path in its script: the runner keeps any variable
 	// naming the token file out of the agent's environment.

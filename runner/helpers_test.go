@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -60,40 +59,22 @@ func order(t *testing.T, remote string, mode dispatch.Mode, cfg sandboxcfg.Confi
 		TargetBranch:  dispatch.BranchName(taskID, "Add notes"),
 		Task:          dispatch.TaskText{Title: "Add notes", Body: "Write NOTES.md describing add.sh."},
 		Plan:          "1. Write NOTES.md.",
-		Config:        cfg,
+		Config:        sandboxcfg.MustResolve(cfg),
 		BudgetUSD:     5,
 		OutputDir:     filepath.Join(t.TempDir(), "out"),
 	}
 }
 
-// logs collects what a run writes, safe for the runner's goroutines.
-type logs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 type runEnv struct {
 	opts     runner.Options
-	progress *logs
-	log      *logs
+	progress *testenv.Log
+	log      *testenv.Log
 	home     string
 }
 
 func newRunEnv(t *testing.T, env []string) *runEnv {
 	t.Helper()
-	e := &runEnv{progress: &logs{}, log: &logs{}}
+	e := &runEnv{progress: &testenv.Log{}, log: &testenv.Log{}}
 	if env == nil {
 		e.home = t.TempDir()
 		env = runtest.HermeticEnv(e.home)

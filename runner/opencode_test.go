@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/gitserve/gitservetest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
 	"github.com/sandbox-bot/sandbox-bot/runner/runtest"
@@ -60,7 +61,7 @@ func TestOpenCodeExecute(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	httpRemote := runtest.ServeHTTP(t, remote, func(user, pass string) bool { return pass == token })
+	httpRemote := gitservetest.Serve(t, remote.Dir, gitservetest.Options{Token: token})
 
 	cfg := sandboxcfg.Config{
 		Env:      map[string]string{"API_KEY": "${MY_API_SECRET}"},

@@ -33,9 +33,7 @@ func TestPlanTextAsWritten(t *testing.T) {
 	})
 	t.Run("opencode", func(t *testing.T) {
 		t.Parallel()
-		if testing.Short() {
-			t.Skip("runs the OpenCode CLI")
-		}
+		testenv.Long(t, "runs the OpenCode CLI")
 		e, _ := openCodeRunEnv(t, []modeltest.Turn{{Text: writtenPlan, Usage: usage(1000, 80)}})
 		remote := runtest.NewRemote(t, projectFiles())
 		res := run(t, e, order(t, remote.URL, dispatch.ModePlan, sandboxcfg.Config{}))
@@ -46,9 +44,7 @@ func TestPlanTextAsWritten(t *testing.T) {
 	})
 	t.Run("claude-code", func(t *testing.T) {
 		t.Parallel()
-		if testing.Short() {
-			t.Skip("runs the Claude Code CLI")
-		}
+		testenv.Long(t, "runs the Claude Code CLI")
 		bin := testenv.NPMBin(t, "claude")
 		e := newRunEnv(t, nil)
 		srv := modeltest.StartAnthropic(t, modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{

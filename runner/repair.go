@@ -18,7 +18,7 @@ func (r *run) validateAndRepair(mainOK bool) error {
 	if r.work.Err() != nil {
 		return r.interruption(nil)
 	}
-	attempts := r.cfg.RepairAttempts()
+	attempts := r.cfg.Repair.Attempts
 	for i := 1; i <= attempts && mainOK && len(failing(runs)) > 0; i++ {
 		bad := failing(runs)
 		rep := dispatch.Repair{Attempt: i}

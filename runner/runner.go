@@ -130,7 +130,7 @@ func failed(format string, args ...any) error {
 type run struct {
 	order dispatch.WorkOrder
 	spec  modeSpec // what the order's mode does
-	cfg   sandboxcfg.Config
+	cfg   sandboxcfg.Resolved
 	opts  Options
 	start time.Time
 	log   zerolog.Logger
@@ -226,17 +226,14 @@ func (r *run) exec() error {
 	}
 	r.spec = spec
 	r.cfg = r.order.Config
-	r.cfg.ApplyDefaults()
-	if err := r.cfg.Verify(); err != nil {
+	if err := r.cfg.Check(); err != nil {
 		return fmt.Errorf("work order config: %w", err)
 	}
 	r.budget = r.order.BudgetUSD
 	if r.budget <= 0 {
 		r.budget = r.cfg.MaxBudgetUSD
 	}
-	budgetCfg := r.cfg
-	budgetCfg.MaxBudgetUSD = r.budget
-	r.repairBudget = budgetCfg.RepairBudgetUSD()
+	r.repairBudget = r.cfg.RepairBudget(r.budget)
 	timeout := time.Duration(r.order.TimeoutMinutes) * time.Minute
 	if timeout <= 0 {
 		timeout = time.Duration(r.cfg.TimeoutMinutes) * time.Minute

@@ -17,7 +17,6 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -31,6 +30,8 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/app/gitseed"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/gitserve"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/gitserve/gitservetest"
 )
 
 // Request is one API call the fake received.
@@ -139,6 +140,8 @@ type Server struct {
 	srv   *httptest.Server
 	limit *writeLimit
 	dir   string
+	// gitBackend serves the repositories under dir/git (serveGit).
+	gitBackend http.Handler
 
 	mu    sync.Mutex
 	repos map[string]*Repo
@@ -182,6 +185,11 @@ func New(t testing.TB, opts Options) *Server {
 		changed: make(chan struct{}),
 	}
 	s.limit = newWriteLimit(opts.SecondaryLimit)
+	backend, err := gitserve.Backend("", filepath.Join(s.dir, "git"), "", gitservetest.Hermetic()...)
+	if err != nil {
+		t.Fatalf("githubtest: %v", err)
+	}
+	s.gitBackend = backend
 	s.srv = httptest.NewUnstartedServer(s.limitWrites(s.routes()))
 	if opts.Listen != "" {
 		l, err := net.Listen("tcp", opts.Listen)
@@ -1321,18 +1329,9 @@ func (s *Server) serveGit(w http.ResponseWriter, r *http.Request) {
 	if !allowed {
 		return
 	}
-	h := &cgi.Handler{
-		Path: mustGit(),
-		Args: []string{"http-backend"},
-		Env: []string{
-			"GIT_PROJECT_ROOT=" + filepath.Join(s.dir, "git"),
-			"GIT_HTTP_EXPORT_ALL=1",
-			"REMOTE_USER=x-access-token",
-		},
-	}
 	r2 := r.Clone(r.Context())
 	r2.URL.Path = "/" + parts[0] + "/" + parts[1] + "/" + parts[2]
-	h.ServeHTTP(w, r2)
+	s.gitBackend.ServeHTTP(w, r2)
 	if r.Method == http.MethodPost {
 		s.mu.Lock()
 		s.notify()

@@ -2,15 +2,14 @@ package githubtest
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
 	"embed"
-	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/sandbox-bot/sandbox-bot/app/loadtest"
 )
 
 // Recorded payloads from @octokit/webhooks-examples (see payloads/README.md).
@@ -59,12 +58,9 @@ func (s *Server) PayloadFrom(b []byte, repo, sender string, mutate func(map[stri
 	return out
 }
 
-// Sign returns the X-Hub-Signature-256 value for body.
-func Sign(body []byte, secret string) string {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
-}
+// Sign returns the X-Hub-Signature-256 value for body: the load
+// generator's signer, the one every test signs with.
+func Sign(body []byte, secret string) string { return loadtest.Sign(body, []byte(secret)) }
 
 // Deliver posts a webhook to url the way GitHub does and returns the status.
 // An empty signature sends none.

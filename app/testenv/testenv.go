@@ -45,6 +45,17 @@ func Long(t testing.TB, what string) {
 	}
 }
 
+// HandRun skips t unless the variable env is 1: a load test a person runs
+// by hand (how says the command), which neither tier runs because its
+// figures mean something only on a quiet machine. With Long and Missing it
+// is the one way tests choose their tier.
+func HandRun(t testing.TB, env, how string) {
+	t.Helper()
+	if os.Getenv(env) != "1" {
+		t.Skipf("run by hand: %s=1 %s", env, how)
+	}
+}
+
 // ModuleRoot is the directory holding go.mod.
 func ModuleRoot(t testing.TB) string {
 	t.Helper()

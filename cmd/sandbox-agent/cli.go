@@ -148,7 +148,7 @@ type options struct {
 	task      dispatch.TaskText
 	plan      string
 	feedback  string
-	cfg       *sandboxcfg.Config
+	cfg       *sandboxcfg.Resolved
 	sources   []string
 	// orgFile is an organisation's .sandbox.yml, beneath the repository's.
 	orgFile   string

@@ -17,7 +17,7 @@ import (
 // file, the global file under the user's config directory, then the flags.
 // Each file is parsed strictly, so errors carry file:line:col. It returns
 // the files used and which of them set each key.
-func (c *cli) loadConfig(o *options, project string, fl sandboxcfg.Flags) (*sandboxcfg.Config, []string, sandboxcfg.Origins, error) {
+func (c *cli) loadConfig(o *options, project string, fl sandboxcfg.Flags) (*sandboxcfg.Resolved, []string, sandboxcfg.Origins, error) {
 	type layer struct {
 		file string
 		data []byte
@@ -71,7 +71,7 @@ func (c *cli) loadConfig(o *options, project string, fl sandboxcfg.Flags) (*sand
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return final, sources, origins, nil
+	return &final, sources, origins, nil
 }
 
 func (c *cli) globalFile() string {

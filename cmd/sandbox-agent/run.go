@@ -50,7 +50,7 @@ func (c *cli) execute(ctx context.Context, spec runCommand, o *options) int {
 func (c *cli) create(ctx context.Context, b dispatch.Backend, o *options) int {
 	plan := ""
 	var session *dispatch.SessionHandoff
-	if o.cfg.PlanRequired() {
+	if o.cfg.Plan.Required {
 		var feedback string
 		for round := 1; ; round++ {
 			po := c.order(o, dispatch.ModePlan, "")

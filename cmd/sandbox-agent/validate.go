@@ -43,7 +43,7 @@ func (c *cli) validate(args []string) int {
 	}
 	fmt.Fprintf(c.stdout, "ok: %s\n", strings.Join(sources, ", "))
 	fmt.Fprintf(c.stdout, "  harness %s, model %q, budget $%.2f, timeout %dm, inactivity %ds\n", cfg.Harness, cfg.Model, cfg.MaxBudgetUSD, cfg.TimeoutMinutes, cfg.InactivitySeconds)
-	fmt.Fprintf(c.stdout, "  plan required: %v, repair attempts: %d (budget $%.2f)\n", cfg.PlanRequired(), cfg.RepairAttempts(), cfg.RepairBudgetUSD())
+	fmt.Fprintf(c.stdout, "  plan required: %v, repair attempts: %d (budget $%.2f)\n", cfg.Plan.Required, cfg.Repair.Attempts, cfg.RepairBudget(cfg.MaxBudgetUSD))
 	for _, ch := range cfg.Validate {
 		fmt.Fprintf(c.stdout, "  check %s: %s (timeout %ds)\n", ch.Name, ch.Command, ch.TimeoutSeconds)
 	}

@@ -21,8 +21,8 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/app"
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/dotenv"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/memory"
 )
 
 // setupRun is `sandbox-bot setup` running in this process against the fake
@@ -128,7 +128,7 @@ func checkEnvFile(t *testing.T, gh *githubtest.Server, envFile string, r *setupR
 	if err != nil {
 		t.Fatalf("the bot does not start from the env file: %v", err)
 	}
-	srv, err := app.NewServer(cfg, memory.New(), zerolog.Nop())
+	srv, err := app.NewServer(cfg, backendtest.NewMemory(), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

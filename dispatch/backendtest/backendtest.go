@@ -3,6 +3,8 @@
 // call Run with a way to make a fresh backend and its runner, so the
 // backends cannot drift apart (create-only submission, the errors callers
 // branch on, cancel, token refresh, the per-issue lock, the run queue).
+// Like fstest's MapFS, it also holds Memory, the backend in memory that
+// the bot's tests use in place of a real one.
 package backendtest
 
 import (

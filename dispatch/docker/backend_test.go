@@ -151,7 +151,7 @@ func testSpec(mode dispatch.Mode) dispatch.RunSpec {
 		cfg.Mode = sandboxcfg.ModeTask
 	}
 	o := dispatch.WorkOrder{SchemaVersion: dispatch.WorkOrderVersion, TaskID: id, Mode: mode, Attempt: 1,
-		Repo: "acme/calc", Number: 7, TargetBranch: "agent/x", Plan: "p", Config: cfg, OutputDir: "/elsewhere"}
+		Repo: "acme/calc", Number: 7, TargetBranch: "agent/x", Plan: "p", Config: sandboxcfg.MustResolve(cfg), OutputDir: "/elsewhere"}
 	if mode != dispatch.ModeTask {
 		o.CloneURL = "https://github.com/acme/calc.git"
 	}

@@ -44,7 +44,7 @@ func BenchmarkSandboxReady(b *testing.B) {
 func sandboxReady(b *testing.B, img, cache string, services map[string]sandboxcfg.Service) {
 	order := dispatch.WorkOrder{SchemaVersion: dispatch.WorkOrderVersion, TaskID: "T-BE0C0001", Mode: dispatch.ModePlan, Attempt: 1,
 		CloneURL: "http://host.docker.internal:1/x.git", OutputDir: "/sandbox/out",
-		Config: sandboxcfg.Config{Services: services}}
+		Config: sandboxcfg.MustResolve(sandboxcfg.Config{Services: services})}
 	raw, _ := json.Marshal(order)
 	orderPath := filepath.Join(b.TempDir(), "work-order.json")
 	os.WriteFile(orderPath, raw, 0o644)

@@ -23,9 +23,7 @@ import (
 // image's chrome-devtools-mcp and Debian's Chromium, and every browser
 // process runs as the agent's user, not as the runner or root.
 func TestSandboxAgentBrowsesTheDevServer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the real sandbox image")
-	}
+	testenv.Long(t, "runs the real sandbox image")
 	img := testenv.SandboxImage(t)
 	remote := runtest.NewRemote(t, map[string]string{
 		"README.md": "# demo\n",

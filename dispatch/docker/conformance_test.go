@@ -58,7 +58,7 @@ echo Done.`}
 					Meta: dispatch.Meta{TaskID: id, Mode: dispatch.ModeTask, Repo: "acme/demo", Number: 7, InstallationID: 1, Attempt: 1},
 					Order: dispatch.WorkOrder{
 						SchemaVersion: dispatch.WorkOrderVersion, TaskID: id, Mode: dispatch.ModeTask, Attempt: 1,
-						Task: dispatch.TaskText{Title: "Conformance", Body: "Wait for the release."}, Config: cfg, BudgetUSD: 1,
+						Task: dispatch.TaskText{Title: "Conformance", Body: "Wait for the release."}, Config: sandboxcfg.MustResolve(cfg), BudgetUSD: 1,
 					},
 					Token: "ghs_dockerConformanceToken00000000001",
 				}

@@ -263,9 +263,11 @@ func TestEgressAllowlistFailsClosedWithoutRoot(t *testing.T) {
 	f := newFixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cfg := sandboxcfg.Config{Mode: sandboxcfg.ModeTask, Harness: "command", Command: "echo ran > ran.txt",
-		Network: sandboxcfg.Network{Allow: []string{"example.com"}}}
+	cfg := sandboxcfg.Config{Mode: sandboxcfg.ModeTask, Harness: "command", Command: "echo ran > ran.txt"}
 	spec := f.spec("T-E6E55002", dispatch.ModeTask, cfg)
+	// No configuration resolves to this (task mode cannot fence its
+	// network): the sandbox refuses it all the same.
+	spec.Order.Config.Network.Allow = []string{"example.com"}
 	spec.Order.CloneURL, spec.Order.TargetBranch, spec.Token = "", "", ""
 	f.submit(t, ctx, spec)
 	st := wait(ctx, f.b, spec.Meta.TaskID).result(t)

@@ -31,9 +31,7 @@ const (
 // its own; the container's configuration and the sandbox log do not hold it
 // either.
 func TestGatewayKeepsTheProviderKeyFromTheAgent(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the real sandbox image")
-	}
+	testenv.Long(t, "runs the real sandbox image")
 	img := testenv.SandboxImage(t)
 	key, project := dockerKey, dockerProject
 	remote := runtest.NewRemote(t, map[string]string{"README.md": "# demo\n"})

@@ -17,6 +17,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/gitserve/gitservetest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/runner/runtest"
 )
@@ -32,7 +33,7 @@ type fixture struct {
 	b      *docker.Backend
 	cache  string
 	remote *runtest.Remote
-	git    *dockertest.GitServer
+	git    *gitservetest.Server
 	svc    string
 }
 
@@ -74,7 +75,7 @@ func (f *fixture) spec(id string, mode dispatch.Mode, cfg sandboxcfg.Config) dis
 		Repo: "acme/demo", Number: 7, CloneURL: f.git.URL, BaseBranch: "main",
 		TargetBranch: dispatch.BranchName(id, "Demo"),
 		Task:         dispatch.TaskText{Title: "Demo", Body: "Do the demo."},
-		Plan:         "1. Do it.", Config: cfg, BudgetUSD: 5,
+		Plan:         "1. Do it.", Config: sandboxcfg.MustResolve(cfg), BudgetUSD: 5,
 	}
 	return dispatch.RunSpec{
 		Meta:  dispatch.Meta{TaskID: id, Mode: mode, Repo: "acme/demo", Number: 7, InstallationID: 1, Attempt: 1},

@@ -16,6 +16,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/gitserve/gitservetest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
 	"github.com/sandbox-bot/sandbox-bot/runner/runtest"
@@ -32,7 +33,7 @@ type setupCacheRig struct {
 	srv     *modeltest.Server
 	npm     *dockertest.NPMRegistry
 	remote  *runtest.Remote
-	git     *dockertest.GitServer
+	git     *gitservetest.Server
 }
 
 var (

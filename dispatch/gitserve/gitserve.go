@@ -73,14 +73,6 @@ func Start(o Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gitserve: %s is not a git repository: %w", o.Repo, err)
 	}
-	execPath, err := gitOutput(o.Git, "", "--exec-path")
-	if err != nil {
-		return nil, fmt.Errorf("gitserve: locate git http-backend: %w", err)
-	}
-	backendBin := filepath.Join(execPath, "git-http-backend")
-	if _, err := os.Stat(backendBin); err != nil {
-		return nil, fmt.Errorf("gitserve: git http-backend not installed with git (%s): %w", backendBin, err)
-	}
 	token := o.Token
 	if token == "" {
 		if token, err = NewToken(); err != nil {
@@ -92,20 +84,9 @@ func Start(o Options) (*Server, error) {
 	// GIT_PROJECT_ROOT the git directory itself so nothing beside it is
 	// reachable through a crafted path.
 	prefix := "/" + name + ".git"
-	backend := &cgi.Handler{
-		Path: backendBin,
-		Root: prefix,
-		Dir:  gitDir,
-		Env: []string{
-			"GIT_PROJECT_ROOT=" + gitDir,
-			"GIT_HTTP_EXPORT_ALL=1",
-			// A REMOTE_USER turns receive-pack on: pushes are what the
-			// sandbox is for.
-			"REMOTE_USER=sandbox",
-		},
-		// HOME keeps the user's git identity and safe.directory settings;
-		// PATH finds git's helpers.
-		InheritEnv: []string{"PATH", "HOME", "XDG_CONFIG_HOME"},
+	backend, err := Backend(o.Git, gitDir, prefix)
+	if err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", o.Listen)
 	if err != nil {
@@ -188,6 +169,41 @@ func (s *Server) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return s.srv.Shutdown(ctx)
+}
+
+// Backend is git's smart HTTP protocol for the repositories under
+// projectRoot (git http-backend behind net/http/cgi), at the request paths
+// below prefix: gitserve's server and every test's git server (the fake
+// GitHub's, a test remote, the one a sandbox clones from) are this one.
+// It takes pushes; who may push is its caller's to decide. env is added to
+// its environment (tests keep git off the developer's configuration with
+// GIT_CONFIG_GLOBAL=/dev/null).
+func Backend(git, projectRoot, prefix string, env ...string) (http.Handler, error) {
+	if git == "" {
+		git = "git"
+	}
+	execPath, err := gitOutput(git, "", "--exec-path")
+	if err != nil {
+		return nil, fmt.Errorf("gitserve: locate git http-backend: %w", err)
+	}
+	bin := filepath.Join(execPath, "git-http-backend")
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("gitserve: git http-backend not installed with git (%s): %w", bin, err)
+	}
+	return &cgi.Handler{
+		Path: bin,
+		Root: prefix,
+		Dir:  projectRoot,
+		Env: append([]string{
+			"GIT_PROJECT_ROOT=" + projectRoot,
+			"GIT_HTTP_EXPORT_ALL=1",
+			// A REMOTE_USER turns receive-pack on.
+			"REMOTE_USER=x-access-token",
+		}, env...),
+		// HOME keeps the user's git identity and safe.directory settings;
+		// PATH finds git's helpers.
+		InheritEnv: []string{"PATH", "HOME", "XDG_CONFIG_HOME"},
+	}, nil
 }
 
 // NewToken returns 32 random bytes in hex.

@@ -23,9 +23,7 @@ import (
 // init's gateway, the server receives the key, and the agent finds it in no
 // file, process environment or variable it can read.
 func TestNomadGatewayKeepsTheProviderKeyFromClaudeCode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the real sandbox image")
-	}
+	testenv.Long(t, "runs the real sandbox image")
 	img := testenv.SandboxImage(t)
 	const key = "sk-ant-canary-nomad-claude-51c8e2"
 	s := spec(dispatch.ModeExecute, "gateway-claude")
@@ -53,8 +51,7 @@ func TestNomadGatewayKeepsTheProviderKeyFromClaudeCode(t *testing.T) {
 			{Name: "anthropic", BaseURL: srv.URL, API: dispatch.APIAnthropic, Key: key}}}
 	})
 	cfg := sandboxcfg.Config{Harness: "claude-code", Model: modeltest.AnthropicModelID, InactivitySeconds: 600}
-	cfg.ApplyDefaults()
-	s.Order.Config, s.Order.CloneURL = cfg, git.URL
+	s.Order.Config, s.Order.CloneURL = sandboxcfg.MustResolve(cfg), git.URL
 
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()

@@ -1,19 +1,18 @@
 package nomad_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad/nomadtest"
@@ -25,32 +24,14 @@ const (
 	testToken = "ghs_TESTTOKENx9Q2vL7secretvalue000001"
 )
 
-// syncBuffer collects log output from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// spec is a run of mode on acme/web#42, with defaults applied the way the
-// bot resolves .sandbox.yml.
+// spec is a run of mode on acme/web#42, its .sandbox.yml resolved the way
+// the bot resolves it.
 func spec(mode dispatch.Mode, trigger string) dispatch.RunSpec {
 	cfg := sandboxcfg.Config{Name: "web", Validate: sandboxcfg.Checks{{Name: "test", Command: "go test ./..."}}}
 	if mode == dispatch.ModeTask {
 		cfg.Mode = sandboxcfg.ModeTask
 	}
-	cfg.ApplyDefaults()
+	resolved := sandboxcfg.MustResolve(cfg)
 	id := dispatch.NewTaskID("acme/web", 42, mode, trigger)
 	o := dispatch.WorkOrder{
 		SchemaVersion:  dispatch.WorkOrderVersion,
@@ -58,9 +39,9 @@ func spec(mode dispatch.Mode, trigger string) dispatch.RunSpec {
 		Mode:           mode,
 		Attempt:        1,
 		Task:           dispatch.TaskText{Title: "Add a dark mode toggle", Body: "Use {{ .Theme }} literally; it is not a template.", URL: "https://github.com/acme/web/issues/42"},
-		Config:         cfg,
-		BudgetUSD:      cfg.MaxBudgetUSD,
-		TimeoutMinutes: cfg.TimeoutMinutes,
+		Config:         resolved,
+		BudgetUSD:      resolved.MaxBudgetUSD,
+		TimeoutMinutes: resolved.TimeoutMinutes,
 	}
 	if mode != dispatch.ModeTask {
 		o.Repo, o.Number = "acme/web", 42
@@ -89,7 +70,7 @@ func spec(mode dispatch.Mode, trigger string) dispatch.RunSpec {
 type env struct {
 	t    *testing.T
 	fake *nomadtest.Server
-	logs *syncBuffer
+	logs *testenv.Log
 }
 
 func newEnv(t *testing.T, o nomadtest.Options) *env {
@@ -102,7 +83,7 @@ func newEnv(t *testing.T, o nomadtest.Options) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(fake.Close)
-	e := &env{t: t, fake: fake, logs: &syncBuffer{}}
+	e := &env{t: t, fake: fake, logs: &testenv.Log{}}
 	t.Cleanup(func() {
 		if strings.Contains(e.logs.String(), testToken) {
 			t.Errorf("the token reached the bot's logs:\n%s", e.logs.String())

@@ -27,9 +27,7 @@ import (
 // every push it tries to the base branch is refused; main does not move, and
 // the runner pushes the run's own branch.
 func TestNomadHostileAgentFindsNoCredentials(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the real sandbox image")
-	}
+	testenv.Long(t, "runs the real sandbox image")
 	img := testenv.SandboxImage(t)
 	remote := runtest.NewRemote(t, map[string]string{"README.md": "# demo\n"})
 	git := dockertest.ServeGit(t, remote.Dir, testToken)
@@ -53,8 +51,7 @@ func TestNomadHostileAgentFindsNoCredentials(t *testing.T) {
 		if mode == dispatch.ModeExecute {
 			cfg.Env["WRITE_FILE"] = "agent-work.txt"
 		}
-		cfg.ApplyDefaults()
-		s.Order.Config, s.Order.CloneURL = cfg, git.URL
+		s.Order.Config, s.Order.CloneURL = sandboxcfg.MustResolve(cfg), git.URL
 		if _, err := b.Submit(ctx, s); err != nil {
 			t.Fatal(err)
 		}

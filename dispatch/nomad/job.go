@@ -51,30 +51,10 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 	if err := o.setDefaults(); err != nil {
 		return nil, err
 	}
-	order := spec.Order
-	if order.SchemaVersion == 0 {
-		order.SchemaVersion = dispatch.WorkOrderVersion
+	order, err := placeOrder(o, spec)
+	if err != nil {
+		return nil, err
 	}
-	// The backend decides where things are inside the sandbox; the bot
-	// cannot know the allocation's layout.
-	order.OutputDir = OutputDir
-	if order.Mode != dispatch.ModeTask || order.TokenFile != "" || spec.Token != "" {
-		order.TokenFile = TokenPath
-	}
-	order.GatewayFile = ""
-	if o.Gateway != nil {
-		order.GatewayFile = GatewayPath
-	}
-	if err := order.Validate(); err != nil {
-		return nil, fmt.Errorf("build nomad job: %w", err)
-	}
-	if spec.Meta.TaskID != "" && spec.Meta.TaskID != order.TaskID {
-		return nil, fmt.Errorf("build nomad job: meta task_id %q differs from work order task_id %q", spec.Meta.TaskID, order.TaskID)
-	}
-	if spec.Meta.Mode != "" && spec.Meta.Mode != order.Mode {
-		return nil, fmt.Errorf("build nomad job %s: meta mode %q differs from work order mode %q", order.TaskID, spec.Meta.Mode, order.Mode)
-	}
-
 	isolation := spec.Isolation
 	if isolation == "" {
 		isolation = o.Isolation
@@ -82,11 +62,9 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 	if _, err := dispatch.ParseIsolation(string(isolation)); err != nil {
 		return nil, fmt.Errorf("build nomad job %s: isolation %w", order.TaskID, err)
 	}
-	taskMode := order.Mode == dispatch.ModeTask
-	if taskMode {
+	if order.Mode == dispatch.ModeTask {
 		isolation = "none"
 	}
-
 	res, err := resourcesFor(o, order)
 	if err != nil {
 		return nil, fmt.Errorf("build nomad job %s: %w", order.TaskID, err)
@@ -96,15 +74,53 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 		timeout = order.Config.TimeoutMinutes
 	}
 	if timeout <= 0 {
-		return nil, fmt.Errorf("build nomad job %s: timeout_minutes is %d; the work order needs a positive timeout (sandboxcfg.ApplyDefaults sets one)", order.TaskID, timeout)
+		return nil, fmt.Errorf("build nomad job %s: timeout_minutes is %d; the work order needs a positive timeout (its resolved configuration has one)", order.TaskID, timeout)
 	}
-	maxRun := time.Duration(timeout)*time.Minute + o.RunGrace
-
 	orderJSON, err := json.Marshal(order)
 	if err != nil {
 		return nil, fmt.Errorf("build nomad job %s: encode work order: %w", order.TaskID, err)
 	}
+	job := sandboxJob(o, spec.Meta, order, isolation)
+	group := sandboxGroup(o, res, time.Duration(timeout)*time.Minute+o.RunGrace)
+	task := sandboxTask(o, *job.ID, order, isolation, res, orderJSON)
+	if order.Mode != dispatch.ModeTask {
+		addSetupCache(o.SetupCache, group, task)
+	}
+	group.AddTask(task)
+	job.AddTaskGroup(group)
+	return job, nil
+}
 
+// placeOrder is the work order as the sandbox finds it in the allocation:
+// the backend decides where things are inside the sandbox (the bot cannot
+// know the allocation's layout). It must agree with the run's metadata.
+func placeOrder(o Options, spec dispatch.RunSpec) (dispatch.WorkOrder, error) {
+	order := spec.Order
+	if order.SchemaVersion == 0 {
+		order.SchemaVersion = dispatch.WorkOrderVersion
+	}
+	order.OutputDir = OutputDir
+	if order.Mode != dispatch.ModeTask || order.TokenFile != "" || spec.Token != "" {
+		order.TokenFile = TokenPath
+	}
+	order.GatewayFile = ""
+	if o.Gateway != nil {
+		order.GatewayFile = GatewayPath
+	}
+	if err := order.Validate(); err != nil {
+		return order, fmt.Errorf("build nomad job: %w", err)
+	}
+	if spec.Meta.TaskID != "" && spec.Meta.TaskID != order.TaskID {
+		return order, fmt.Errorf("build nomad job: meta task_id %q differs from work order task_id %q", spec.Meta.TaskID, order.TaskID)
+	}
+	if spec.Meta.Mode != "" && spec.Meta.Mode != order.Mode {
+		return order, fmt.Errorf("build nomad job %s: meta mode %q differs from work order mode %q", order.TaskID, spec.Meta.Mode, order.Mode)
+	}
+	return order, nil
+}
+
+// sandboxJob is the batch job of one run, placed where it may run.
+func sandboxJob(o Options, meta dispatch.Meta, order dispatch.WorkOrder, isolation dispatch.Isolation) *api.Job {
 	id := JobID(o.JobPrefix, order.TaskID, order.Mode)
 	job := api.NewBatchJob(id, id, o.Region, o.Priority)
 	if o.Namespace != "" {
@@ -120,8 +136,12 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 		// instead of failing the task at start on the others.
 		job.Constrain(api.NewConstraint("${attr.driver.docker.privileged.enabled}", "=", "true"))
 	}
-	job.Meta = jobMeta(spec.Meta, order, isolation)
+	job.Meta = jobMeta(meta, order, isolation)
+	return job
+}
 
+// sandboxGroup is the job's one group: run once, for at most maxRun.
+func sandboxGroup(o Options, res Resources, maxRun time.Duration) *api.TaskGroup {
 	group := api.NewTaskGroup(GroupName, 1)
 	// The bot decides about retries (continue mode); Nomad must not start
 	// the same work from scratch behind its back.
@@ -133,7 +153,14 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 	}
 	group.MaxRunDuration = ptr(maxRun)
 	group.EphemeralDisk = &api.EphemeralDisk{SizeMB: ptr(res.DiskMB)}
+	return group
+}
 
+// sandboxTask is the sandbox container: the image's init with the work
+// order, the token and the gateway's providers rendered as files only the
+// runner reads.
+func sandboxTask(o Options, id string, order dispatch.WorkOrder, isolation dispatch.Isolation, res Resources, orderJSON []byte) *api.Task {
+	taskMode := order.Mode == dispatch.ModeTask
 	task := api.NewTask(TaskName, "docker")
 	task.Config = dockerConfig(o.Image, isolation, taskMode)
 	if o.PidsLimit > 0 {
@@ -147,7 +174,6 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 	}
 	if !taskMode {
 		task.Env[dispatch.EnvDenyNets] = denyNetsEnv(o.DenyNets)
-		addSetupCache(o.SetupCache, group, task)
 	}
 	task.Resources = &api.Resources{CPU: ptr(res.CPU), MemoryMB: ptr(res.MemoryMB)}
 	task.KillTimeout = ptr(o.KillTimeout)
@@ -199,9 +225,7 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 			Perms:        ptr("0400"),
 		})
 	}
-	group.AddTask(task)
-	job.AddTaskGroup(group)
-	return job, nil
+	return task
 }
 
 // envTemplate renders the sandbox environment from the run's Variable, one

@@ -49,11 +49,10 @@ func TestNomadSetupCacheOnTheNodeVolume(t *testing.T) {
 		`echo "node: $(ls -A /cache/setup-node 2>&1 | tr '\n' ' ')"; echo "setup: $(ls /cache/setup 2>&1 | head -c 200)"`
 	cfg := sandboxcfg.Config{Harness: "command", Command: agent,
 		Lifecycle: sandboxcfg.Lifecycle{Setup: []string{"mkdir -p node_modules/dep && echo made-by-setup > node_modules/dep/index.js"}}}
-	cfg.ApplyDefaults()
 	run := func(trigger string) *dispatch.Result {
 		t.Helper()
 		s := spec(dispatch.ModePlan, trigger)
-		s.Order.Config, s.Order.CloneURL = cfg, git.URL
+		s.Order.Config, s.Order.CloneURL = sandboxcfg.MustResolve(cfg), git.URL
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		if _, err := b.Submit(ctx, s); err != nil {

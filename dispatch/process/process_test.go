@@ -55,7 +55,7 @@ func spec(remote string, script string) dispatch.RunSpec {
 			TargetBranch:  "agent/t-11223344-notes",
 			Task:          dispatch.TaskText{Title: "Notes", Body: "Add notes."},
 			Plan:          "1. Write NOTES.md.",
-			Config:        sandboxcfg.Config{Harness: "command", Command: script, Validate: sandboxcfg.Checks{{Name: "notes", Command: "test -s NOTES.md"}}},
+			Config:        sandboxcfg.MustResolve(sandboxcfg.Config{Harness: "command", Command: script, Validate: sandboxcfg.Checks{{Name: "notes", Command: "test -s NOTES.md"}}}),
 			OutputDir:     "/ignored/the/backend/sets/it",
 		},
 		Token: "ghs_processBackendToken0123456789",

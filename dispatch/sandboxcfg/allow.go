@@ -174,7 +174,7 @@ func (e AllowEntry) String() string {
 
 // checkNetworkCeiling bounds a repository's network.allow by the server's:
 // every entry the repository lists must fall inside one of the ceiling's.
-func (l Limits) checkNetworkCeiling(c *Config, file string) Errors {
+func (l Limits) checkNetworkCeiling(c *Resolved, file string) Errors {
 	if len(l.NetworkAllow) == 0 {
 		return nil
 	}

@@ -18,6 +18,26 @@ type Cache struct {
 	KeyFiles []string `yaml:"key_files,omitempty" json:"key_files,omitempty" desc:"Files whose content decides what setup produces, added to the key besides the setup commands and the default lock files."`
 }
 
+// ResolvedCache is Cache with its default applied (Resolved).
+type ResolvedCache struct {
+	Enabled  bool     `json:"enabled"`
+	Paths    []string `json:"paths,omitempty"`
+	KeyFiles []string `json:"key_files,omitempty"`
+}
+
+// On reports whether the cache applies to setup.
+func (c ResolvedCache) On() bool { return c.Enabled }
+
+func (c Cache) resolve() ResolvedCache {
+	return ResolvedCache{Enabled: c.On(), Paths: slices.Clone(c.Paths), KeyFiles: slices.Clone(c.KeyFiles)}
+}
+
+// layer is c as a layer that sets everything.
+func (c ResolvedCache) layer() Cache {
+	enabled := c.Enabled
+	return Cache{Enabled: &enabled, Paths: c.Paths, KeyFiles: c.KeyFiles}
+}
+
 // maxCacheEntries bounds paths and key_files.
 const maxCacheEntries = 32
 

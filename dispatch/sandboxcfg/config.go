@@ -3,12 +3,15 @@
 // default, server limits, one-off command flags) and the JSON Schema that
 // editors use to check the file.
 //
-// The same resolved Config travels to the sandbox inside the work order, so
-// the runner and the bot never disagree on what a field means.
+// A Config is one layer as written; ResolveLayers makes the Resolved
+// configuration a run uses, which travels to the sandbox inside the work
+// order, so the runner and the bot never disagree on what a field means
+// (resolved.go says the stages).
 package sandboxcfg
 
-// Config is the validated content of .sandbox.yml. Field order here is the
-// order of the generated JSON Schema and of the documentation.
+// Config is the validated content of one .sandbox.yml (or of the server's
+// defaults): a layer, where what is not set is absent. Field order here is
+// the order of the generated JSON Schema and of the documentation.
 type Config struct {
 	// Name of the project, shown in receipts.
 	Name string `yaml:"name,omitempty" json:"name,omitempty" desc:"Project name shown in receipts."`
@@ -123,7 +126,8 @@ type Resources struct {
 	MemoryMB int `yaml:"memory_mb,omitempty" json:"memory_mb,omitempty" desc:"Memory in MB." min:"0"`
 }
 
-// Defaults applied when a field is unset.
+// Defaults a resolved configuration has where no layer set a value
+// (resolve, in resolved.go, is the one place that applies them).
 const (
 	DefaultHarness           = "opencode"
 	DefaultMaxBudgetUSD      = 5.0
@@ -137,67 +141,3 @@ const (
 	ModeCoding               = "coding"
 	ModeTask                 = "task"
 )
-
-// PlanRequired reports whether the approval gate applies (default true).
-func (c *Config) PlanRequired() bool { return c.Plan.Required == nil || *c.Plan.Required }
-
-// RepairAttempts is the number of repair attempts (default 2).
-func (c *Config) RepairAttempts() int {
-	if c.Repair.Attempts == nil {
-		return DefaultRepairAttempts
-	}
-	return *c.Repair.Attempts
-}
-
-// RepairBudgetUSD is the share of the run budget reserved for repairs, never
-// less than the minimum.
-func (c *Config) RepairBudgetUSD() float64 {
-	share := c.Repair.BudgetShare
-	if share == 0 {
-		share = DefaultRepairShare
-	}
-	min := c.Repair.MinBudgetUSD
-	if min == 0 {
-		min = DefaultRepairMinUSD
-	}
-	b := c.MaxBudgetUSD * share
-	if b < min {
-		b = min
-	}
-	return b
-}
-
-// ApplyDefaults fills unset fields with their defaults. It is idempotent.
-func (c *Config) ApplyDefaults() {
-	if c.Mode == "" {
-		c.Mode = ModeCoding
-	}
-	if c.Harness == "" {
-		c.Harness = DefaultHarness
-	}
-	if c.MaxBudgetUSD == 0 {
-		c.MaxBudgetUSD = DefaultMaxBudgetUSD
-	}
-	if c.TimeoutMinutes == 0 {
-		c.TimeoutMinutes = DefaultTimeoutMinutes
-	}
-	if c.InactivitySeconds == 0 {
-		c.InactivitySeconds = DefaultInactivitySeconds
-	}
-	for i := range c.Validate {
-		if c.Validate[i].TimeoutSeconds == 0 {
-			c.Validate[i].TimeoutSeconds = DefaultCheckTimeout
-		}
-	}
-	for name, s := range c.Services {
-		if s.Healthcheck == nil && len(s.Ports) > 0 {
-			s.Healthcheck = &Healthcheck{TCP: s.Ports[0]}
-		}
-		if s.Healthcheck != nil && s.Healthcheck.TimeoutSeconds == 0 {
-			hc := *s.Healthcheck
-			hc.TimeoutSeconds = DefaultHealthTimeout
-			s.Healthcheck = &hc
-		}
-		c.Services[name] = s
-	}
-}

@@ -67,12 +67,15 @@ func FuzzParse(f *testing.F) {
 		if err := c.Verify(); err != nil {
 			t.Fatalf("Parse accepted a config that Verify rejects: %v", err)
 		}
-		c.ApplyDefaults()
-		if err := c.Verify(); err != nil {
-			t.Fatalf("ApplyDefaults made an accepted config invalid: %v", err)
+		r, err := c.Resolve()
+		if err != nil {
+			t.Fatalf("an accepted config does not resolve: %v", err)
 		}
-		if b := c.RepairBudgetUSD(); b < 0 || b != b {
-			t.Fatalf("RepairBudgetUSD() = %v", b)
+		if err := r.Check(); err != nil {
+			t.Fatalf("a resolved config fails its own check: %v", err)
+		}
+		if b := r.RepairBudget(r.MaxBudgetUSD); b < 0 || b != b {
+			t.Fatalf("RepairBudget = %v", b)
 		}
 	})
 }

@@ -68,7 +68,7 @@ const (
 // Resolve layers a configuration: server defaults, then the repository (or
 // org default) file, then flags; and checks the result against the limits.
 // repoFile names the source for error messages.
-func Resolve(serverDefaults Config, repo *Config, repoFile string, flags Flags, limits Limits) (*Config, error) {
+func Resolve(serverDefaults Config, repo *Config, repoFile string, flags Flags, limits Limits) (Resolved, error) {
 	c, _, err := ResolveLayers(serverDefaults, []Layer{{Name: repoFile, Config: repo}}, flags, limits)
 	return c, err
 }
@@ -76,15 +76,16 @@ func Resolve(serverDefaults Config, repo *Config, repoFile string, flags Flags, 
 // ResolveLayers is Resolve over any number of file layers, lowest first
 // (nil Configs are skipped), and also says which layer set each key. Every
 // file layer is bound by limits.AllowedOverrides: an organisation's file is
-// no more trusted than a repository's.
-func ResolveLayers(serverDefaults Config, layers []Layer, flags Flags, limits Limits) (*Config, Origins, error) {
+// no more trusted than a repository's. It is the one way to a Resolved
+// configuration.
+func ResolveLayers(serverDefaults Config, layers []Layer, flags Flags, limits Limits) (Resolved, Origins, error) {
 	var errs Errors
 	origins := Origins{}
 	for _, key := range setKeys(&serverDefaults) {
 		origins[key] = OriginServer
 	}
 	// The server's defaults are shared by every concurrent Resolve: copy
-	// what merge and ApplyDefaults write to (maps, check timeouts).
+	// what merge writes to (maps).
 	c := serverDefaults
 	c.Services = maps.Clone(serverDefaults.Services)
 	c.Env = maps.Clone(serverDefaults.Env)
@@ -127,10 +128,10 @@ func ResolveLayers(serverDefaults Config, layers []Layer, flags Flags, limits Li
 		c.Network.Allow = slices.Clone(limits.NetworkAllow)
 		origins["network"] = OriginLimits
 	}
-	c.ApplyDefaults()
 	if err := c.Verify(); err != nil {
 		errs = append(errs, err.(Errors)...)
 	}
+	r := resolve(&c)
 	// A value over a limit is reported against the file that set it; one
 	// no file set (a flag, a server default) against the topmost file.
 	file := ""
@@ -139,7 +140,7 @@ func ResolveLayers(serverDefaults Config, layers []Layer, flags Flags, limits Li
 			file = l.Name
 		}
 	}
-	for _, e := range limits.check(&c, file) {
+	for _, e := range limits.check(&r, file) {
 		key, _, _ := strings.Cut(e.Field, ".")
 		key, _, _ = strings.Cut(key, "[")
 		if o := origins[key]; slices.ContainsFunc(layers, func(l Layer) bool { return l.Config != nil && l.Name == o }) {
@@ -148,12 +149,12 @@ func ResolveLayers(serverDefaults Config, layers []Layer, flags Flags, limits Li
 		errs = append(errs, e)
 	}
 	if len(errs) > 0 {
-		return nil, nil, errs
+		return Resolved{}, nil, errs
 	}
-	return &c, origins, nil
+	return r, origins, nil
 }
 
-func (l Limits) check(c *Config, file string) Errors {
+func (l Limits) check(c *Resolved, file string) Errors {
 	var errs Errors
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &FieldError{File: file, Field: field, Msg: fmt.Sprintf(format, args...)})
@@ -201,6 +202,12 @@ func matchAny(patterns []string, s string) bool {
 // merge copies every field over sets onto c. Maps merge key by key so a repo
 // can add one env var without restating the server's.
 func merge(c, over *Config) {
+	mergeRun(c, over)
+	mergeSections(c, over)
+}
+
+// mergeRun merges the top-level values: what runs and its bounds.
+func mergeRun(c, over *Config) {
 	if over.Name != "" {
 		c.Name = over.Name
 	}
@@ -228,6 +235,10 @@ func merge(c, over *Config) {
 	if over.InactivitySeconds != 0 {
 		c.InactivitySeconds = over.InactivitySeconds
 	}
+}
+
+// mergeSections merges the sections: maps entry by entry, lists whole.
+func mergeSections(c, over *Config) {
 	for k, v := range over.Services {
 		if c.Services == nil {
 			c.Services = map[string]Service{}

@@ -19,11 +19,8 @@ func mustParse(t *testing.T, src string) *sandboxcfg.Config {
 	return c
 }
 
-// withDefaults is c after ApplyDefaults, for building expected values.
-func withDefaults(c sandboxcfg.Config) *sandboxcfg.Config {
-	c.ApplyDefaults()
-	return &c
-}
+// withDefaults is c resolved alone, for building expected values.
+func withDefaults(c sandboxcfg.Config) sandboxcfg.Resolved { return sandboxcfg.MustResolve(c) }
 
 func TestResolveLayers(t *testing.T) {
 	t.Parallel()
@@ -127,8 +124,8 @@ func TestResolveAppliesDefaults(t *testing.T) {
 		got.InactivitySeconds != 180 || got.Validate[0].TimeoutSeconds != 600 {
 		t.Errorf("defaults not applied: %+v", got)
 	}
-	if !got.PlanRequired() || got.RepairAttempts() != 2 || got.RepairBudgetUSD() != 1 {
-		t.Errorf("PlanRequired=%v RepairAttempts=%d RepairBudgetUSD=%v, want true 2 1", got.PlanRequired(), got.RepairAttempts(), got.RepairBudgetUSD())
+	if !got.Plan.Required || got.Repair.Attempts != 2 || got.RepairBudget(got.MaxBudgetUSD) != 1 {
+		t.Errorf("plan %+v, repair %+v (budget %v), want required, 2 attempts, $1", got.Plan, got.Repair, got.RepairBudget(got.MaxBudgetUSD))
 	}
 }
 
@@ -299,12 +296,12 @@ func TestResolveLimits(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Resolve: %v", err)
 				}
-				if got == nil {
+				if got.Harness == "" {
 					t.Fatal("Resolve returned no config and no error")
 				}
 				return
 			}
-			if got != nil {
+			if got.Harness != "" {
 				t.Errorf("Resolve returned a config along with errors")
 			}
 			var errs sandboxcfg.Errors
@@ -374,27 +371,36 @@ func TestResolveLeavesServerDefaultsAlone(t *testing.T) {
 	}
 }
 
-func TestApplyDefaults(t *testing.T) {
+// resolve is the one place that fills in defaults.
+func TestResolveFillsDefaults(t *testing.T) {
 	t.Parallel()
+	base := sandboxcfg.Resolved{Mode: "coding", Harness: "opencode", MaxBudgetUSD: 5, TimeoutMinutes: 60, InactivitySeconds: 180,
+		Plan: sandboxcfg.ResolvedPlan{Required: true}, Repair: sandboxcfg.ResolvedRepair{Attempts: 2, BudgetShare: 0.2, MinBudgetUSD: 1},
+		Cache: sandboxcfg.ResolvedCache{Enabled: true}}
+	with := func(change func(*sandboxcfg.Resolved)) sandboxcfg.Resolved {
+		r := base
+		change(&r)
+		return r
+	}
 	for _, tc := range []struct {
 		name string
 		in   sandboxcfg.Config
-		want sandboxcfg.Config
+		want sandboxcfg.Resolved
 	}{
-		{
-			name: "empty config",
-			want: sandboxcfg.Config{Mode: "coding", Harness: "opencode", MaxBudgetUSD: 5, TimeoutMinutes: 60, InactivitySeconds: 180},
-		},
+		{name: "empty config", want: base},
 		{
 			name: "set values are kept",
-			in:   sandboxcfg.Config{Mode: "task", Harness: "claude-code", MaxBudgetUSD: 0.5, TimeoutMinutes: 5, InactivitySeconds: 30},
-			want: sandboxcfg.Config{Mode: "task", Harness: "claude-code", MaxBudgetUSD: 0.5, TimeoutMinutes: 5, InactivitySeconds: 30},
+			in: sandboxcfg.Config{Mode: "task", Harness: "claude-code", MaxBudgetUSD: 0.5, TimeoutMinutes: 5, InactivitySeconds: 30,
+				Plan: sandboxcfg.Plan{Required: ptr(false)}, Repair: sandboxcfg.Repair{Attempts: ptr(0), BudgetShare: 0.5, MinBudgetUSD: 2}},
+			want: sandboxcfg.Resolved{Mode: "task", Harness: "claude-code", MaxBudgetUSD: 0.5, TimeoutMinutes: 5, InactivitySeconds: 30,
+				Repair: sandboxcfg.ResolvedRepair{BudgetShare: 0.5, MinBudgetUSD: 2}, Cache: sandboxcfg.ResolvedCache{Enabled: true}},
 		},
 		{
 			name: "check timeouts",
 			in:   sandboxcfg.Config{Validate: sandboxcfg.Checks{{Name: "a", Command: "x"}, {Name: "b", Command: "y", TimeoutSeconds: 30}}},
-			want: sandboxcfg.Config{Mode: "coding", Harness: "opencode", MaxBudgetUSD: 5, TimeoutMinutes: 60, InactivitySeconds: 180,
-				Validate: sandboxcfg.Checks{{Name: "a", Command: "x", TimeoutSeconds: 600}, {Name: "b", Command: "y", TimeoutSeconds: 30}}},
+			want: with(func(r *sandboxcfg.Resolved) {
+				r.Validate = sandboxcfg.Checks{{Name: "a", Command: "x", TimeoutSeconds: 600}, {Name: "b", Command: "y", TimeoutSeconds: 30}}
+			}),
 		},
 		{
 			name: "service health checks",
@@ -404,40 +410,50 @@ func TestApplyDefaults(t *testing.T) {
 				"slow":        {Image: "es", Healthcheck: &sandboxcfg.Healthcheck{TCP: 9200, TimeoutSeconds: 300}},
 				"no-ports":    {Image: "worker"},
 			}},
-			want: sandboxcfg.Config{Mode: "coding", Harness: "opencode", MaxBudgetUSD: 5, TimeoutMinutes: 60, InactivitySeconds: 180,
-				Services: map[string]sandboxcfg.Service{
-					"tcp-default": {Image: "pg", Ports: []int{5432, 5433}, Healthcheck: &sandboxcfg.Healthcheck{TCP: 5432, TimeoutSeconds: 60}},
-					"http":        {Image: "api", Ports: []int{80}, Healthcheck: &sandboxcfg.Healthcheck{HTTP: "/health", TimeoutSeconds: 60}},
-					"slow":        {Image: "es", Healthcheck: &sandboxcfg.Healthcheck{TCP: 9200, TimeoutSeconds: 300}},
-					"no-ports":    {Image: "worker"},
-				}},
+			want: with(func(r *sandboxcfg.Resolved) {
+				r.Services = map[string]sandboxcfg.ResolvedService{
+					"tcp-default": {Image: "pg", Ports: []int{5432, 5433}, Healthcheck: sandboxcfg.Healthcheck{TCP: 5432, TimeoutSeconds: 60}},
+					"http":        {Image: "api", Ports: []int{80}, Healthcheck: sandboxcfg.Healthcheck{HTTP: "/health", TimeoutSeconds: 60}},
+					"slow":        {Image: "es", Healthcheck: sandboxcfg.Healthcheck{TCP: 9200, TimeoutSeconds: 300}},
+					"no-ports":    {Image: "worker", Healthcheck: sandboxcfg.Healthcheck{TimeoutSeconds: 60}},
+				}
+			}),
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := tc.in
-			c.ApplyDefaults()
-			if !reflect.DeepEqual(c, tc.want) {
-				t.Errorf("ApplyDefaults:\n got %#v\nwant %#v", c, tc.want)
+			got := sandboxcfg.MustResolve(tc.in)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("resolved:\n got %#v\nwant %#v", got, tc.want)
 			}
-			c.ApplyDefaults()
-			if !reflect.DeepEqual(c, tc.want) {
-				t.Errorf("ApplyDefaults is not idempotent:\n got %#v\nwant %#v", c, tc.want)
+			if err := got.Check(); err != nil {
+				t.Errorf("a resolved config fails its check: %v", err)
 			}
 		})
 	}
 }
 
-func TestApplyDefaultsDoesNotWriteThroughSharedHealthchecks(t *testing.T) {
+func TestResolveDoesNotWriteThroughSharedHealthchecks(t *testing.T) {
 	t.Parallel()
 	hc := &sandboxcfg.Healthcheck{HTTP: "/health"}
-	c := sandboxcfg.Config{Services: map[string]sandboxcfg.Service{"api": {Image: "api", Healthcheck: hc}}}
-	c.ApplyDefaults()
+	sandboxcfg.MustResolve(sandboxcfg.Config{Services: map[string]sandboxcfg.Service{"api": {Image: "api", Ports: []int{80}, Healthcheck: hc}}})
 	if hc.TimeoutSeconds != 0 {
-		t.Errorf("ApplyDefaults wrote into a Healthcheck it does not own (timeout %d)", hc.TimeoutSeconds)
+		t.Errorf("resolving wrote into a Healthcheck it does not own (timeout %d)", hc.TimeoutSeconds)
 	}
 }
 
-func TestRepairBudgetUSD(t *testing.T) {
+// A check arriving over the wire with something unset is refused: the
+// sandbox applies no default of its own.
+func TestCheckRefusesAnUnresolvedConfig(t *testing.T) {
+	t.Parallel()
+	r := sandboxcfg.MustResolve(sandboxcfg.Config{Validate: sandboxcfg.Checks{{Name: "test", Command: "go test"}}})
+	r.TimeoutMinutes, r.Validate[0].TimeoutSeconds = 0, 0
+	err := r.Check()
+	if err == nil || !strings.Contains(err.Error(), "timeout_minutes") || !strings.Contains(err.Error(), "validate.test.timeout_seconds") {
+		t.Errorf("Check = %v", err)
+	}
+}
+
+func TestRepairBudget(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name   string
@@ -456,9 +472,9 @@ func TestRepairBudgetUSD(t *testing.T) {
 		{"custom floor under the share", 50, sandboxcfg.Repair{MinBudgetUSD: 3}, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := sandboxcfg.Config{MaxBudgetUSD: tc.budget, Repair: tc.repair}
-			if got := c.RepairBudgetUSD(); !nearly(got, tc.want) {
-				t.Errorf("RepairBudgetUSD() with budget $%g and %+v = %v, want %v", tc.budget, tc.repair, got, tc.want)
+			r := sandboxcfg.MustResolve(sandboxcfg.Config{Repair: tc.repair})
+			if got := r.RepairBudget(tc.budget); !nearly(got, tc.want) {
+				t.Errorf("RepairBudget($%g) with %+v = %v, want %v", tc.budget, tc.repair, got, tc.want)
 			}
 		})
 	}
@@ -467,25 +483,6 @@ func TestRepairBudgetUSD(t *testing.T) {
 func nearly(a, b float64) bool {
 	d := a - b
 	return d < 1e-9 && d > -1e-9
-}
-
-func TestRepairAttemptsAndPlanRequired(t *testing.T) {
-	t.Parallel()
-	var c sandboxcfg.Config
-	if c.RepairAttempts() != 2 {
-		t.Errorf("default RepairAttempts() = %d, want 2", c.RepairAttempts())
-	}
-	if !c.PlanRequired() {
-		t.Error("default PlanRequired() = false, want true")
-	}
-	c.Repair.Attempts = ptr(0)
-	c.Plan.Required = ptr(false)
-	if c.RepairAttempts() != 0 {
-		t.Errorf("RepairAttempts() with attempts: 0 = %d, want 0 (repair disabled)", c.RepairAttempts())
-	}
-	if c.PlanRequired() {
-		t.Error("PlanRequired() with required: false = true")
-	}
 }
 
 func TestVerifyNamesFieldsWithoutPositions(t *testing.T) {

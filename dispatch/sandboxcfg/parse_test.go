@@ -96,11 +96,8 @@ func TestParseFullFile(t *testing.T) {
 	if want := fullConfig(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Parse(full.sandbox.yml):\n got %#v\nwant %#v", got, want)
 	}
-	if got.PlanRequired() {
-		t.Error("plan.required: false parsed, but PlanRequired() is true")
-	}
-	if got.RepairAttempts() != 3 {
-		t.Errorf("RepairAttempts() = %d, want 3", got.RepairAttempts())
+	if r := sandboxcfg.MustResolve(*got); r.Plan.Required || r.Repair.Attempts != 3 {
+		t.Errorf("plan.required: false and repair.attempts: 3 resolve to %+v and %+v", r.Plan, r.Repair)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
 
+	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
@@ -266,9 +267,7 @@ func TestSchemaShape(t *testing.T) {
 
 func TestSchemaGeneratorWritesTheCommittedFile(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("builds the generator")
-	}
+	testenv.Long(t, "builds the generator")
 	out := filepath.Join(t.TempDir(), "schema.json")
 	cmd := goRun(t, "./gen", "-o", out)
 	if b, err := cmd.CombinedOutput(); err != nil {

@@ -25,6 +25,9 @@ func (c *Config) Verify() error {
 	return nil
 }
 
+// report records one problem with a field.
+type report func(field, format string, args ...any)
+
 func (c *Config) validate(file string, pos positions) Errors {
 	var errs Errors
 	bad := func(field, format string, args ...any) {
@@ -32,6 +35,16 @@ func (c *Config) validate(file string, pos positions) Errors {
 			errs = append(errs, &FieldError{File: file, Pos: pos[field], Field: field, Msg: fmt.Sprintf(format, args...)})
 		}
 	}
+	c.validateRun(bad)
+	c.validateServices(bad)
+	c.validateEnv(bad)
+	c.validateSections(bad)
+	c.validateTaskMode(bad)
+	return errs
+}
+
+// validateRun checks the mode, the harness and the run's bounds.
+func (c *Config) validateRun(bad report) {
 	if c.Mode != "" && c.Mode != ModeCoding && c.Mode != ModeTask {
 		bad("mode", "must be coding or task, got %q", c.Mode)
 	}
@@ -50,6 +63,10 @@ func (c *Config) validate(file string, pos positions) Errors {
 	if c.InactivitySeconds < 0 {
 		bad("inactivity_timeout", "must be at least 1, got %d", c.InactivitySeconds)
 	}
+}
+
+// validateServices checks the services and their healthchecks.
+func (c *Config) validateServices(bad report) {
 	for _, name := range slices.Sorted(maps.Keys(c.Services)) {
 		s := c.Services[name]
 		p := "services." + name
@@ -86,6 +103,10 @@ func (c *Config) validate(file string, pos positions) Errors {
 			}
 		}
 	}
+}
+
+// validateEnv checks that every {placeholder} names a service.
+func (c *Config) validateEnv(bad report) {
 	for _, k := range slices.Sorted(maps.Keys(c.Env)) {
 		for _, m := range placeholder.FindAllStringSubmatch(c.Env[k], -1) {
 			if !c.knowsPlaceholder(m[1]) {
@@ -97,6 +118,11 @@ func (c *Config) validate(file string, pos positions) Errors {
 			}
 		}
 	}
+}
+
+// validateSections checks validate, dev, mcp, repair, network and
+// resources.
+func (c *Config) validateSections(bad report) {
 	for i, ch := range c.Validate {
 		if strings.TrimSpace(ch.Command) == "" {
 			bad("validate."+ch.Name, "command is empty")
@@ -143,6 +169,11 @@ func (c *Config) validate(file string, pos positions) Errors {
 	if c.Resources.MemoryMB < 0 {
 		bad("resources.memory_mb", "must not be negative")
 	}
+}
+
+// validateTaskMode refuses what a task sandbox cannot do: it has no inner
+// Docker daemon and no privileges.
+func (c *Config) validateTaskMode(bad report) {
 	if c.Mode == ModeTask && len(c.Network.Allow) > 0 {
 		bad("network.allow", "task mode runs without privileges, so the sandbox cannot fence its network; drop the allowlist or use mode coding")
 	}
@@ -152,7 +183,6 @@ func (c *Config) validate(file string, pos positions) Errors {
 	if c.Mode == ModeTask && c.Supabase {
 		bad("supabase", "task mode has no inner Docker daemon, so it cannot start the Supabase stack")
 	}
-	return errs
 }
 
 // knowsPlaceholder reports whether {name} resolves at run time.

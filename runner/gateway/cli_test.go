@@ -97,7 +97,7 @@ func (r *agentRun) run(t *testing.T, mode dispatch.Mode, cfg sandboxcfg.Config) 
 		Repo: "acme/demo", Number: 3, CloneURL: remote.URL, BaseBranch: "main",
 		TargetBranch: dispatch.BranchName("T-6A7E3A11", "Dump"),
 		Task:         dispatch.TaskText{Title: "Dump", Body: "Show your environment."},
-		Plan:         "1. Dump the environment.", Config: cfg, BudgetUSD: 5, OutputDir: r.out,
+		Plan:         "1. Dump the environment.", Config: sandboxcfg.MustResolve(cfg), BudgetUSD: 5, OutputDir: r.out,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -135,9 +135,7 @@ func (r *agentRun) noKeyIn(t *testing.T, key, dump string, mustShow ...string) {
 // names a base URL that does not answer and no key at all, so only the
 // gateway can have carried the request, and only it added the key.
 func TestOpenCodeThroughTheGateway(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the real OpenCode CLI")
-	}
+	testenv.Long(t, "runs the real OpenCode CLI")
 	t.Parallel()
 	const key = "sk-canary-opencode-gateway-5f1e9a"
 	bin := testenv.NPMBin(t, "opencode")
@@ -169,9 +167,7 @@ func TestOpenCodeThroughTheGateway(t *testing.T) {
 // Claude Code gets ANTHROPIC_BASE_URL at the gateway and a dummy key, even
 // when its environment had a base URL and key of its own.
 func TestClaudeCodeThroughTheGateway(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs the real Claude Code CLI")
-	}
+	testenv.Long(t, "runs the real Claude Code CLI")
 	t.Parallel()
 	const key = "sk-ant-canary-claude-gateway-7b2c4d"
 	bin := testenv.NPMBin(t, "claude")

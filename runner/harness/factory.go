@@ -39,7 +39,7 @@ func LookupBins(getenv func(string) string) Bins {
 }
 
 // ByName builds the harness cfg.Harness names, configured from cfg.
-func ByName(cfg sandboxcfg.Config, bins Bins) (Harness, error) {
+func ByName(cfg sandboxcfg.Resolved, bins Bins) (Harness, error) {
 	switch cfg.Harness {
 	case "opencode", "":
 		if bins.OpenCode == "" {

@@ -233,15 +233,15 @@ func TestByName(t *testing.T) {
 		{sandboxcfg.Config{Harness: "claude-code", MCP: map[string]sandboxcfg.MCPServer{"x": {URL: "http://x"}}}, "claude-code"},
 		{sandboxcfg.Config{Harness: "command", Command: "./agent.sh"}, "command"},
 	} {
-		h, err := harness.ByName(tc.cfg, bins)
+		h, err := harness.ByName(sandboxcfg.MustResolve(tc.cfg), bins)
 		if err != nil || h.Name() != tc.want {
 			t.Fatalf("ByName(%q) = %v, %v", tc.cfg.Harness, h, err)
 		}
 	}
-	if _, err := harness.ByName(sandboxcfg.Config{Harness: "opencode"}, harness.Bins{}); err == nil || !strings.Contains(err.Error(), "not installed") {
+	if _, err := harness.ByName(sandboxcfg.MustResolve(sandboxcfg.Config{Harness: "opencode"}), harness.Bins{}); err == nil || !strings.Contains(err.Error(), "not installed") {
 		t.Fatalf("missing binary: %v", err)
 	}
-	if _, err := harness.ByName(sandboxcfg.Config{Harness: "aider"}, bins); err == nil {
+	if _, err := harness.ByName(sandboxcfg.Resolved{Harness: "aider"}, bins); err == nil {
 		t.Fatal("unknown harness accepted")
 	}
 }

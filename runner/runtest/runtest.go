@@ -6,15 +6,10 @@ package runtest
 
 import (
 	"bytes"
-	"encoding/base64"
-	"net/http"
-	"net/http/cgi"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -140,84 +135,6 @@ func (r *Remote) Subjects(t testing.TB, rng string) []string {
 		return nil
 	}
 	return strings.Split(out, "\n")
-}
-
-// HTTPRemote serves a Remote over smart HTTP with git http-backend behind
-// basic auth, the way GitHub takes an installation token.
-type HTTPRemote struct {
-	URL string
-
-	mu       sync.Mutex
-	accept   func(user, password string) bool
-	authed   int
-	rejected int
-	pushes   int
-}
-
-// ServeHTTP serves r. accept decides on each request's credentials; git
-// first tries without and gets a 401, then asks its credential helper.
-func ServeHTTP(t testing.TB, r *Remote, accept func(user, password string) bool) *HTTPRemote {
-	t.Helper()
-	out, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Fatalf("git --exec-path: %v", err)
-	}
-	backend := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
-	h := &HTTPRemote{accept: accept}
-	cgiHandler := &cgi.Handler{
-		Path: backend,
-		Env: []string{
-			"GIT_PROJECT_ROOT=" + filepath.Dir(r.Dir),
-			"GIT_HTTP_EXPORT_ALL=1",
-			// http-backend allows pushes from an authenticated user only.
-			"REMOTE_USER=x-access-token",
-			"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		},
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		user, pass, ok := basicAuth(req)
-		h.mu.Lock()
-		allowed := ok && h.accept(user, pass)
-		if allowed {
-			h.authed++
-			if strings.HasSuffix(req.URL.Path, "git-receive-pack") {
-				h.pushes++
-			}
-		} else {
-			h.rejected++
-		}
-		h.mu.Unlock()
-		if !allowed {
-			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
-			http.Error(w, "authentication required", http.StatusUnauthorized)
-			return
-		}
-		cgiHandler.ServeHTTP(w, req)
-	}))
-	t.Cleanup(srv.Close)
-	h.URL = srv.URL + "/" + filepath.Base(r.Dir)
-	return h
-}
-
-func basicAuth(r *http.Request) (string, string, bool) {
-	a := r.Header.Get("Authorization")
-	if !strings.HasPrefix(a, "Basic ") {
-		return "", "", false
-	}
-	b, err := base64.StdEncoding.DecodeString(a[len("Basic "):])
-	if err != nil {
-		return "", "", false
-	}
-	user, pass, ok := strings.Cut(string(b), ":")
-	return user, pass, ok
-}
-
-// Counts returns how many requests were authenticated and rejected, and
-// how many authenticated pushes (receive-pack requests) came in.
-func (h *HTTPRemote) Counts() (authed, rejected, pushes int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.authed, h.rejected, h.pushes
 }
 
 // OpenCodeEnv is a hermetic environment for the real OpenCode CLI talking

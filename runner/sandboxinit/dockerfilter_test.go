@@ -125,9 +125,7 @@ echo DONE
 // volume, a workspace bind, compose, a classic and a BuildKit build, exec,
 // attach with stdin) works through the filter.
 func TestAgentDockerIsFiltered(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs a sandbox and about fifty inner containers; skipped under -short")
-	}
+	testenv.Long(t, "runs a sandbox and about fifty inner containers")
 	img := testenv.SandboxImage(t)
 	cache := cachedService(t)
 	out := t.TempDir()
@@ -212,9 +210,7 @@ func TestAgentDockerIsFiltered(t *testing.T) {
 // alternating, and reports both and their ratio (the filter's target:
 // at most 1.10).
 func BenchmarkDockerFilter(b *testing.B) {
-	if testing.Short() {
-		b.Skip("runs a sandbox; skipped under -short")
-	}
+	testenv.Long(b, "runs a sandbox")
 	img := testenv.SandboxImage(b)
 	name := fmt.Sprintf("sandbox-filter-bench-%d", os.Getpid())
 	exec.Command("docker", "rm", "-f", name).Run()

@@ -73,7 +73,7 @@ func TestCheckPicksStorageDriver(t *testing.T) {
 func writeOrder(t *testing.T, dir string, cfg sandboxcfg.Config) string {
 	t.Helper()
 	o := dispatch.WorkOrder{SchemaVersion: dispatch.WorkOrderVersion, TaskID: "T-1A1F0001", Mode: dispatch.ModePlan, Attempt: 1,
-		Repo: "acme/demo", Number: 3, CloneURL: "http://host.docker.internal:1/demo.git", Config: cfg, OutputDir: "/sandbox/out"}
+		Repo: "acme/demo", Number: 3, CloneURL: "http://host.docker.internal:1/demo.git", Config: sandboxcfg.MustResolve(cfg), OutputDir: "/sandbox/out"}
 	raw, _ := json.Marshal(o)
 	p := filepath.Join(dir, "work-order.json")
 	if err := os.WriteFile(p, raw, 0o644); err != nil {

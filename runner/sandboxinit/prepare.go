@@ -134,7 +134,7 @@ func (s *sandbox) startDocker(ctx, saveCtx context.Context, env map[string]strin
 func (s *sandbox) startServices(ctx, saveCtx context.Context, env map[string]string) (dispatch.Services, error) {
 	cache := newImageCache(s.opts.cacheDir, s.log)
 	r := &serviceRunner{docker: s.docker, engine: newEngine(s.log), steps: s.steps, log: s.log, cache: cache, getenv: os.Getenv}
-	var specs map[string]sandboxcfg.Service
+	var specs map[string]sandboxcfg.ResolvedService
 	supabase := false
 	if s.order != nil {
 		specs = s.order.Config.Services

@@ -85,26 +85,19 @@ func (runningProbe) String() string              { return "running" }
 
 // probeFor builds the probe a service's healthcheck asks for. ip is the
 // service container's address on the inner network.
-func probeFor(docker dockerCLI, name, ip string, s sandboxcfg.Service) (probe, error) {
+func probeFor(docker dockerCLI, name, ip string, s sandboxcfg.ResolvedService) (probe, error) {
 	hc := s.Healthcheck
-	switch {
-	case hc == nil && len(s.Ports) == 0:
-		return runningProbe{}, nil
-	case hc == nil:
-		return tcpProbe{addr: net.JoinHostPort(ip, strconv.Itoa(s.Ports[0]))}, nil
-	case hc.TCP != 0:
+	switch hc.Kind() {
+	case "tcp":
 		return tcpProbe{addr: net.JoinHostPort(ip, strconv.Itoa(hc.TCP))}, nil
-	case hc.HTTP != "":
+	case "http":
 		port, path, err := splitHTTPCheck(hc.HTTP, s.Ports)
 		if err != nil {
 			return nil, fmt.Errorf("services.%s.healthcheck.http: %w", name, err)
 		}
 		return newHTTPProbe("http://" + net.JoinHostPort(ip, strconv.Itoa(port)) + path), nil
-	case len(hc.Command) > 0:
+	case "command":
 		return execProbe{docker: docker, container: containerName(name), argv: hc.Command}, nil
-	}
-	if len(s.Ports) > 0 {
-		return tcpProbe{addr: net.JoinHostPort(ip, strconv.Itoa(s.Ports[0]))}, nil
 	}
 	return runningProbe{}, nil
 }

@@ -72,7 +72,7 @@ func (r *serviceRunner) ensureNetwork(ctx context.Context) error {
 // startAll starts every service and probes their health in parallel. It
 // returns each service's address and the images it had to pull (candidates
 // for the image cache).
-func (r *serviceRunner) startAll(ctx context.Context, specs map[string]sandboxcfg.Service) (dispatch.Services, []string, error) {
+func (r *serviceRunner) startAll(ctx context.Context, specs map[string]sandboxcfg.ResolvedService) (dispatch.Services, []string, error) {
 	addrs := dispatch.Services{}
 	if err := r.removeStale(ctx); err != nil {
 		return nil, nil, err
@@ -138,7 +138,7 @@ func sortedNames[V any](m map[string]V) []string {
 	return names
 }
 
-func (r *serviceRunner) startOne(ctx context.Context, name string, spec sandboxcfg.Service, network func() error) (string, bool, error) {
+func (r *serviceRunner) startOne(ctx context.Context, name string, spec sandboxcfg.ResolvedService, network func() error) (string, bool, error) {
 	var pulled bool
 	err := r.steps.do("image:"+name, func() (err error) {
 		pulled, err = r.ensureImage(ctx, spec.Image)
@@ -181,10 +181,7 @@ func (r *serviceRunner) startOne(ctx context.Context, name string, spec sandboxc
 	if err != nil {
 		return "", false, err
 	}
-	timeout := time.Duration(sandboxcfg.DefaultHealthTimeout) * time.Second
-	if spec.Healthcheck != nil && spec.Healthcheck.TimeoutSeconds > 0 {
-		timeout = time.Duration(spec.Healthcheck.TimeoutSeconds) * time.Second
-	}
+	timeout := time.Duration(spec.Healthcheck.TimeoutSeconds) * time.Second
 	err = r.steps.do("healthy:"+name, func() error {
 		return waitHealthy(ctx, p, timeout, func(ctx context.Context) error { return r.alive(ctx, name) })
 	})

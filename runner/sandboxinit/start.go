@@ -269,7 +269,9 @@ func (s *sandbox) loadOrder() error {
 	if err := o.Validate(); err != nil {
 		return fmt.Errorf("%s: %w", s.opts.workOrder, err)
 	}
-	s.order.Config.ApplyDefaults()
+	if err := o.Config.Check(); err != nil {
+		return fmt.Errorf("%s: config: %w", s.opts.workOrder, err)
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package sandboxinit
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -157,8 +158,14 @@ func TestProbeForPicksTheConfiguredKind(t *testing.T) {
 		{sandboxcfg.Service{Ports: []int{80}, Healthcheck: &sandboxcfg.Healthcheck{HTTP: "/h"}}, "http http://10.0.0.2:80/h"},
 		{sandboxcfg.Service{Healthcheck: &sandboxcfg.Healthcheck{Command: []string{"pg_isready"}}}, "command pg_isready"},
 	}
+	// The init reads services as resolved: a healthcheck, or TCP on the
+	// first port, or none.
+	resolved := func(s sandboxcfg.Service) sandboxcfg.ResolvedService {
+		s.Image = "img"
+		return sandboxcfg.MustResolve(sandboxcfg.Config{Services: map[string]sandboxcfg.Service{"x": s}}).Services["x"]
+	}
 	for _, c := range cases {
-		p, err := probeFor(d, "x", "10.0.0.2", c.svc)
+		p, err := probeFor(d, "x", "10.0.0.2", resolved(c.svc))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +173,7 @@ func TestProbeForPicksTheConfiguredKind(t *testing.T) {
 			t.Errorf("probe = %s, want %s", p, c.want)
 		}
 	}
-	if ep, _ := probeFor(d, "a", "10.0.0.2", sandboxcfg.Service{Healthcheck: &sandboxcfg.Healthcheck{Command: []string{"true"}}}); ep.(execProbe).container != "service-a" {
+	if ep, _ := probeFor(d, "a", "10.0.0.2", resolved(sandboxcfg.Service{Healthcheck: &sandboxcfg.Healthcheck{Command: []string{"true"}}})); ep.(execProbe).container != "service-a" {
 		t.Errorf("one-letter service probes container %q, want service-a", ep.(execProbe).container)
 	}
 }
@@ -478,7 +485,9 @@ func TestRunTaskModeSupervisesTheCommand(t *testing.T) {
 	os.Chmod(filepath.Dir(out), 0o755)
 	os.Chmod(out, 0o777)
 	order := filepath.Join(t.TempDir(), "wo.json")
-	os.WriteFile(order, []byte(`{"schema_version":1,"task_id":"T-0000ABCD","mode":"task","attempt":1,"output_dir":"`+out+`","config":{}}`), 0o644)
+	raw, _ := json.Marshal(dispatch.WorkOrder{SchemaVersion: dispatch.WorkOrderVersion, TaskID: "T-0000ABCD", Mode: dispatch.ModeTask, Attempt: 1,
+		OutputDir: out, Config: sandboxcfg.MustResolve(sandboxcfg.Config{Mode: sandboxcfg.ModeTask})})
+	os.WriteFile(order, raw, 0o644)
 	runtime := t.TempDir()
 	os.Chmod(runtime, 0o755)
 	opts := options{workOrder: order, cacheDir: t.TempDir(), runtimeDir: runtime, user: "nobody",

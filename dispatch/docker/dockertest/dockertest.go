@@ -7,22 +7,18 @@ package dockertest
 import (
 	"archive/tar"
 	"bytes"
-	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/cgi"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/gitserve/gitservetest"
 )
 
 // ServiceImageRef is the tag ServiceImage gives the test service.
@@ -114,89 +110,10 @@ func goImage(t testing.TB, name, ref string) string {
 	return ref
 }
 
-// GitServer serves one bare repository over smart HTTP (git http-backend)
-// on the bridge gateway, behind basic auth that takes one token as the
-// password, the way GitHub takes an installation token.
-type GitServer struct {
-	// URL is the clone URL as a sandbox sees it.
-	URL string
-
-	mu       sync.Mutex
-	token    string
-	pushes   int
-	rejected int
-}
-
-// ServeGit serves bare (a directory ending in .git) until the test ends.
-func ServeGit(t testing.TB, bare, token string) *GitServer {
+// ServeGit serves bare (a directory ending in .git) on the bridge gateway,
+// where a sandbox reaches it as host.docker.internal, behind basic auth
+// that takes token as the password, until the test ends.
+func ServeGit(t testing.TB, bare, token string) *gitservetest.Server {
 	t.Helper()
-	out, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		t.Fatalf("git --exec-path: %v", err)
-	}
-	backend := &cgi.Handler{
-		Path: filepath.Join(strings.TrimSpace(string(out)), "git-http-backend"),
-		Env: []string{
-			"GIT_PROJECT_ROOT=" + filepath.Dir(bare),
-			"GIT_HTTP_EXPORT_ALL=1",
-			"REMOTE_USER=x-access-token",
-			"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		},
-	}
-	l, err := net.Listen("tcp", net.JoinHostPort(Gateway(t), "0"))
-	if err != nil {
-		t.Fatalf("listen on the bridge gateway: %v", err)
-	}
-	g := &GitServer{token: token}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !g.allowed(r) {
-			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
-			http.Error(w, "authentication required", http.StatusUnauthorized)
-			return
-		}
-		backend.ServeHTTP(w, r)
-	})}
-	go srv.Serve(l)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	g.URL = "http://host.docker.internal:" + port + "/" + filepath.Base(bare)
-	return g
-}
-
-func (g *GitServer) allowed(r *http.Request) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	ok := false
-	if a := r.Header.Get("Authorization"); strings.HasPrefix(a, "Basic ") {
-		if raw, err := base64.StdEncoding.DecodeString(a[len("Basic "):]); err == nil {
-			_, pass, _ := strings.Cut(string(raw), ":")
-			ok = pass == g.token
-		}
-	}
-	if !ok {
-		g.rejected++
-		return false
-	}
-	if strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
-		g.pushes++
-	}
-	return true
-}
-
-// Pushes counts authenticated pushes.
-func (g *GitServer) Pushes() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.pushes
-}
-
-// SetToken changes the token the server accepts (a refreshed token).
-func (g *GitServer) SetToken(token string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.token = token
+	return gitservetest.Serve(t, bare, gitservetest.Options{Listen: net.JoinHostPort(Gateway(t), "0"), Host: "host.docker.internal", Token: token})
 }

@@ -45,14 +45,14 @@ func RunToEnd(ctx context.Context, t testing.TB, b dispatch.Backend, spec dispat
 
 // PlanSpec is a plan run of acme/demo#7 (installation 1) cloning from
 // cloneURL with the token tok-1, as the sandbox tests and benchmarks
-// start it.
+// start it; cfg is resolved on its own.
 func PlanSpec(id, cloneURL string, task dispatch.TaskText, cfg sandboxcfg.Config) dispatch.RunSpec {
 	return dispatch.RunSpec{
 		Meta: dispatch.Meta{TaskID: id, Mode: dispatch.ModePlan, Repo: "acme/demo", Number: 7, InstallationID: 1, Attempt: 1},
 		Order: dispatch.WorkOrder{
 			SchemaVersion: dispatch.WorkOrderVersion, TaskID: id, Mode: dispatch.ModePlan, Attempt: 1,
 			Repo: "acme/demo", Number: 7, CloneURL: cloneURL, BaseBranch: "main",
-			Task: task, Config: cfg, BudgetUSD: 5,
+			Task: task, Config: sandboxcfg.MustResolve(cfg), BudgetUSD: 5,
 		},
 		Token: "tok-1",
 	}

@@ -1,17 +1,16 @@
-package memory_test
+package backendtest_test
 
 import (
 	"testing"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/memory"
 )
 
 func TestQueueContract(t *testing.T) {
 	t.Parallel()
 	backendtest.RunQueue(t, func(t *testing.T) (dispatch.Queue, dispatch.Queue) {
-		b := memory.New()
+		b := backendtest.NewMemory()
 		return b, b
 	})
 }

@@ -1,4 +1,4 @@
-package memory
+package backendtest
 
 import (
 	"context"
@@ -9,18 +9,18 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
-// Queue is an in-memory dispatch.Queue; the memory backend embeds one. The
+// MemoryQueue is an in-memory dispatch.Queue; Memory embeds one. The
 // zero value is ready to use.
-type Queue struct {
+type MemoryQueue struct {
 	mu       sync.Mutex
 	entries  []dispatch.QueueEntry
 	requests map[string][]byte
 }
 
-var _ dispatch.Queue = (*Queue)(nil)
+var _ dispatch.Queue = (*MemoryQueue)(nil)
 
 // UpdateQueue implements dispatch.Queue: one mutex makes it atomic.
-func (q *Queue) UpdateQueue(_ context.Context, change func([]dispatch.QueueEntry) ([]dispatch.QueueEntry, error)) error {
+func (q *MemoryQueue) UpdateQueue(_ context.Context, change func([]dispatch.QueueEntry) ([]dispatch.QueueEntry, error)) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	next, err := change(slices.Clone(q.entries))
@@ -35,14 +35,14 @@ func (q *Queue) UpdateQueue(_ context.Context, change func([]dispatch.QueueEntry
 }
 
 // ReadQueue implements dispatch.Queue.
-func (q *Queue) ReadQueue(context.Context) ([]dispatch.QueueEntry, error) {
+func (q *MemoryQueue) ReadQueue(context.Context) ([]dispatch.QueueEntry, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return slices.Clone(q.entries), nil
 }
 
 // SaveQueued implements dispatch.Queue.
-func (q *Queue) SaveQueued(_ context.Context, taskID string, request []byte) error {
+func (q *MemoryQueue) SaveQueued(_ context.Context, taskID string, request []byte) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.requests == nil {
@@ -53,7 +53,7 @@ func (q *Queue) SaveQueued(_ context.Context, taskID string, request []byte) err
 }
 
 // LoadQueued implements dispatch.Queue.
-func (q *Queue) LoadQueued(_ context.Context, taskID string) ([]byte, error) {
+func (q *MemoryQueue) LoadQueued(_ context.Context, taskID string) ([]byte, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	r, ok := q.requests[taskID]
@@ -64,7 +64,7 @@ func (q *Queue) LoadQueued(_ context.Context, taskID string) ([]byte, error) {
 }
 
 // DropQueued implements dispatch.Queue.
-func (q *Queue) DropQueued(_ context.Context, taskID string) error {
+func (q *MemoryQueue) DropQueued(_ context.Context, taskID string) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	delete(q.requests, taskID)

@@ -1,4 +1,4 @@
-package memory
+package backendtest
 
 import (
 	"context"
@@ -7,10 +7,10 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
-var _ dispatch.LockLister = (*Backend)(nil)
+var _ dispatch.LockLister = (*Memory)(nil)
 
 // ListLocks implements dispatch.LockLister.
-func (b *Backend) ListLocks(_ context.Context, prefix string) (map[string]string, error) {
+func (b *Memory) ListLocks(_ context.Context, prefix string) (map[string]string, error) {
 	prefix = strings.ToLower(prefix)
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -1,4 +1,4 @@
-package memory
+package backendtest
 
 import (
 	"context"
@@ -7,11 +7,11 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
-var _ dispatch.SessionKeeper = (*Backend)(nil)
+var _ dispatch.SessionKeeper = (*Memory)(nil)
 
 // LeaveSession plays a run that left archive beside its result.json (a
 // plan run's agent session, dispatch.SessionArchiveFile).
-func (b *Backend) LeaveSession(taskID string, archive []byte) {
+func (b *Memory) LeaveSession(taskID string, archive []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.left == nil {
@@ -21,7 +21,7 @@ func (b *Backend) LeaveSession(taskID string, archive []byte) {
 }
 
 // KeepSession implements dispatch.SessionKeeper.
-func (b *Backend) KeepSession(_ context.Context, taskID string) (bool, error) {
+func (b *Memory) KeepSession(_ context.Context, taskID string) (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	a, ok := b.left[taskID]
@@ -33,7 +33,7 @@ func (b *Backend) KeepSession(_ context.Context, taskID string) (bool, error) {
 }
 
 // KeptSession implements dispatch.SessionKeeper.
-func (b *Backend) KeptSession(_ context.Context, taskID string) ([]byte, error) {
+func (b *Memory) KeptSession(_ context.Context, taskID string) ([]byte, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if a, ok := b.kept[taskID]; ok {

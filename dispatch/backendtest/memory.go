@@ -1,7 +1,4 @@
-// Package memory is an in-memory dispatch.Backend. The bot's handler tests
-// stand it behind the Backend interface to see exactly what would have been
-// started, and to end runs with a chosen result.json.
-package memory
+package backendtest
 
 import (
 	"context"
@@ -14,7 +11,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
-type run struct {
+type memoryRun struct {
 	spec     dispatch.RunSpec
 	status   dispatch.RunStatus
 	result   *dispatch.Result
@@ -22,10 +19,14 @@ type run struct {
 	progress []dispatch.Progress
 }
 
-// Backend keeps runs in memory. The zero value is not usable; call New.
-type Backend struct {
+// Memory is a dispatch.Backend that keeps runs in memory: no sandbox
+// starts. The bot's tests stand it behind the Backend interface to see
+// exactly what would have been started, and to end runs with a chosen
+// result.json; it passes the conformance suite like the real backends
+// (memory_test.go). The zero value is not usable; call NewMemory.
+type Memory struct {
 	mu    sync.Mutex
-	runs  map[string]*run
+	runs  map[string]*memoryRun
 	order []string
 	// history keeps every spec ever submitted, cleaned up or not.
 	history []dispatch.RunSpec
@@ -37,36 +38,37 @@ type Backend struct {
 	// wake without polling.
 	changed chan struct{}
 	// left and kept are session archives runs left and the bot kept
-	// (session.go).
+	// (memory_session.go).
 	left, kept map[string][]byte
 	// CancelEndsRun makes Cancel finish the run as interrupted, the way a
 	// runner that pushes and writes its receipt on SIGTERM would.
 	CancelEndsRun bool
-	// Queue is the run queue, kept like everything else here in memory.
-	Queue
+	// MemoryQueue is the run queue, kept like everything else here in
+	// memory.
+	MemoryQueue
 }
 
 var (
-	_ dispatch.Backend     = (*Backend)(nil)
-	_ dispatch.TokenReader = (*Backend)(nil)
+	_ dispatch.Backend     = (*Memory)(nil)
+	_ dispatch.TokenReader = (*Memory)(nil)
 )
 
 // New returns an empty backend.
-func New() *Backend {
-	return &Backend{runs: map[string]*run{}, locks: map[string]string{}, cancels: map[string]int{}, tokens: map[string][]string{},
+func NewMemory() *Memory {
+	return &Memory{runs: map[string]*memoryRun{}, locks: map[string]string{}, cancels: map[string]int{}, tokens: map[string][]string{},
 		changed: make(chan struct{}), CancelEndsRun: true}
 }
 
-func (b *Backend) notify() {
+func (b *Memory) notify() {
 	close(b.changed)
 	b.changed = make(chan struct{})
 }
 
 // Name implements dispatch.Backend.
-func (b *Backend) Name() string { return "memory" }
+func (b *Memory) Name() string { return "memory" }
 
 // Submit implements dispatch.Backend.
-func (b *Backend) Submit(_ context.Context, spec dispatch.RunSpec) (bool, error) {
+func (b *Memory) Submit(_ context.Context, spec dispatch.RunSpec) (bool, error) {
 	// Like the real backends, it decides where the sandbox finds its token
 	// and leaves its receipt.
 	if spec.Order.OutputDir == "" {
@@ -84,7 +86,7 @@ func (b *Backend) Submit(_ context.Context, spec dispatch.RunSpec) (bool, error)
 	if _, ok := b.runs[id]; ok {
 		return false, nil
 	}
-	b.runs[id] = &run{
+	b.runs[id] = &memoryRun{
 		spec:   spec,
 		status: dispatch.RunStatus{Meta: spec.Meta, State: dispatch.StateRunning, StartedAt: time.Now()},
 	}
@@ -96,7 +98,7 @@ func (b *Backend) Submit(_ context.Context, spec dispatch.RunSpec) (bool, error)
 }
 
 // Status implements dispatch.Backend.
-func (b *Backend) Status(_ context.Context, taskID string) (dispatch.RunStatus, error) {
+func (b *Memory) Status(_ context.Context, taskID string) (dispatch.RunStatus, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r, ok := b.runs[taskID]
@@ -107,7 +109,7 @@ func (b *Backend) Status(_ context.Context, taskID string) (dispatch.RunStatus, 
 }
 
 // List implements dispatch.Backend.
-func (b *Backend) List(_ context.Context) ([]dispatch.RunStatus, error) {
+func (b *Memory) List(_ context.Context) ([]dispatch.RunStatus, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make([]dispatch.RunStatus, 0, len(b.order))
@@ -120,7 +122,7 @@ func (b *Backend) List(_ context.Context) ([]dispatch.RunStatus, error) {
 }
 
 // Wait implements dispatch.Backend.
-func (b *Backend) Wait(ctx context.Context, taskID string, progress func(dispatch.Progress)) (dispatch.RunStatus, error) {
+func (b *Memory) Wait(ctx context.Context, taskID string, progress func(dispatch.Progress)) (dispatch.RunStatus, error) {
 	sent := 0
 	for {
 		b.mu.Lock()
@@ -152,7 +154,7 @@ func (b *Backend) Wait(ctx context.Context, taskID string, progress func(dispatc
 }
 
 // Result implements dispatch.Backend.
-func (b *Backend) Result(_ context.Context, taskID string) (*dispatch.Result, error) {
+func (b *Memory) Result(_ context.Context, taskID string) (*dispatch.Result, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r, ok := b.runs[taskID]
@@ -173,7 +175,7 @@ func (b *Backend) Result(_ context.Context, taskID string) (*dispatch.Result, er
 }
 
 // Cancel implements dispatch.Backend.
-func (b *Backend) Cancel(_ context.Context, taskID string) error {
+func (b *Memory) Cancel(_ context.Context, taskID string) error {
 	b.mu.Lock()
 	r, ok := b.runs[taskID]
 	if !ok {
@@ -192,7 +194,7 @@ func (b *Backend) Cancel(_ context.Context, taskID string) error {
 }
 
 // RefreshToken implements dispatch.Backend.
-func (b *Backend) RefreshToken(_ context.Context, taskID, token string) error {
+func (b *Memory) RefreshToken(_ context.Context, taskID, token string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r, ok := b.runs[taskID]
@@ -207,7 +209,7 @@ func (b *Backend) RefreshToken(_ context.Context, taskID, token string) error {
 }
 
 // Cleanup implements dispatch.Backend.
-func (b *Backend) Cleanup(_ context.Context, taskID string) error {
+func (b *Memory) Cleanup(_ context.Context, taskID string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.runs, taskID)
@@ -223,7 +225,7 @@ func (b *Backend) Cleanup(_ context.Context, taskID string) error {
 
 // Lock implements dispatch.Backend. Keys are lower-cased, as GitHub names
 // are case-insensitive (the real backends do the same).
-func (b *Backend) Lock(_ context.Context, key, holder string) (string, error) {
+func (b *Memory) Lock(_ context.Context, key, holder string) (string, error) {
 	key = strings.ToLower(key)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -235,7 +237,7 @@ func (b *Backend) Lock(_ context.Context, key, holder string) (string, error) {
 }
 
 // Unlock implements dispatch.Backend.
-func (b *Backend) Unlock(_ context.Context, key, holder string) error {
+func (b *Memory) Unlock(_ context.Context, key, holder string) error {
 	key = strings.ToLower(key)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -246,14 +248,14 @@ func (b *Backend) Unlock(_ context.Context, key, holder string) error {
 }
 
 // Specs returns every run ever submitted, in order, cleaned up or not.
-func (b *Backend) Specs() []dispatch.RunSpec {
+func (b *Memory) Specs() []dispatch.RunSpec {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return append([]dispatch.RunSpec(nil), b.history...)
 }
 
 // Spec returns one run's spec.
-func (b *Backend) Spec(taskID string) (dispatch.RunSpec, bool) {
+func (b *Memory) Spec(taskID string) (dispatch.RunSpec, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r, ok := b.runs[taskID]
@@ -264,14 +266,14 @@ func (b *Backend) Spec(taskID string) (dispatch.RunSpec, bool) {
 }
 
 // Tokens returns the tokens delivered to a run, first the initial one.
-func (b *Backend) Tokens(taskID string) []string {
+func (b *Memory) Tokens(taskID string) []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return append([]string(nil), b.tokens[taskID]...)
 }
 
 // CurrentToken implements dispatch.TokenReader: the last token delivered.
-func (b *Backend) CurrentToken(_ context.Context, taskID string) (string, error) {
+func (b *Memory) CurrentToken(_ context.Context, taskID string) (string, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if _, ok := b.runs[taskID]; !ok {
@@ -285,26 +287,26 @@ func (b *Backend) CurrentToken(_ context.Context, taskID string) (string, error)
 }
 
 // Cancels counts Cancel calls for a run.
-func (b *Backend) Cancels(taskID string) int {
+func (b *Memory) Cancels(taskID string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.cancels[taskID]
 }
 
 // Holder implements dispatch.Backend.
-func (b *Backend) Holder(_ context.Context, key string) (string, error) {
+func (b *Memory) Holder(_ context.Context, key string) (string, error) {
 	return b.LockHolder(key), nil
 }
 
 // LockHolder returns who holds key, or "".
-func (b *Backend) LockHolder(key string) string {
+func (b *Memory) LockHolder(key string) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.locks[strings.ToLower(key)]
 }
 
 // Emit adds a progress line to a running run.
-func (b *Backend) Emit(taskID string, p dispatch.Progress) {
+func (b *Memory) Emit(taskID string, p dispatch.Progress) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if r, ok := b.runs[taskID]; ok {
@@ -316,7 +318,7 @@ func (b *Backend) Emit(taskID string, p dispatch.Progress) {
 
 // Finish ends a run with result (nil: the run ended without a receipt, as
 // a killed sandbox does).
-func (b *Backend) Finish(taskID string, result *dispatch.Result) {
+func (b *Memory) Finish(taskID string, result *dispatch.Result) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r, ok := b.runs[taskID]
@@ -340,7 +342,7 @@ func (b *Backend) Finish(taskID string, result *dispatch.Result) {
 }
 
 // WaitSubmitted blocks until n runs were submitted in total, or ctx ends.
-func (b *Backend) WaitSubmitted(ctx context.Context, n int) ([]dispatch.RunSpec, error) {
+func (b *Memory) WaitSubmitted(ctx context.Context, n int) ([]dispatch.RunSpec, error) {
 	for {
 		b.mu.Lock()
 		count, ch := len(b.history), b.changed
@@ -357,7 +359,7 @@ func (b *Backend) WaitSubmitted(ctx context.Context, n int) ([]dispatch.RunSpec,
 }
 
 // IDs returns the task ids known, sorted.
-func (b *Backend) IDs() []string {
+func (b *Memory) IDs() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	ids := append([]string(nil), b.order...)

@@ -1,4 +1,4 @@
-package memory_test
+package backendtest_test
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/memory"
 )
 
 // The in-memory backend stands in for the real ones in the handler tests,
@@ -14,7 +13,7 @@ import (
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	backendtest.Run(t, func(t *testing.T) backendtest.Harness {
-		b := memory.New()
+		b := backendtest.NewMemory()
 		var runs backendtest.Behaviors
 		return backendtest.Harness{
 			Backend: b,

@@ -1,13 +1,12 @@
-package memory_test
+package backendtest_test
 
 import (
 	"testing"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/memory"
 )
 
 func TestLocksListsByPrefix(t *testing.T) {
 	t.Parallel()
-	backendtest.LockLister(t, memory.New())
+	backendtest.LockLister(t, backendtest.NewMemory())
 }

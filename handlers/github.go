@@ -1,0 +1,132 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+)
+
+// The seam between the bot and GitHub. Everything the handlers and the run
+// follower do on GitHub goes through Hub and GitHub: goHub speaks them over
+// go-github, with the server's rate limiter in its clients
+// (github_client.go); the table's tests use an in-memory GitHub, so every
+// decision is tested without HTTP, and the scenario tests keep the wire.
+
+// Hub opens the seam: one repository through an installation, and the
+// calls the App makes as itself.
+type Hub interface {
+	// Repo is the repository fullName ("owner/name") as installation
+	// sees it.
+	Repo(installation int64, fullName string) (GitHub, error)
+	// AppSlug is the App's slug (GET /app with the App's JWT).
+	AppSlug(ctx context.Context) (string, error)
+	// MintToken creates an installation token for repo with the contents
+	// permission ("read" or "write") and nothing else.
+	MintToken(ctx context.Context, installation int64, repo, contents string) (string, time.Time, error)
+	// RevokeToken revokes token (the token revokes itself); a token
+	// already dead is revoked.
+	RevokeToken(ctx context.Context, token string) error
+}
+
+// GitHub is one repository as the App's installation sees it. Methods take
+// issue and pull request numbers of that repository.
+type GitHub interface {
+	// FullName is "owner/name".
+	FullName() string
+	Conversation
+	People
+	PullRequests
+	Checks
+	GitData
+}
+
+// Conversation is the repository, its .sandbox.yml, and the issues and
+// pull requests as threads: comments, reactions, labels.
+type Conversation interface {
+	Repository(ctx context.Context) (*github.Repository, error)
+	// ConfigFile is the repository's .sandbox.yml at ref ("" for the
+	// default branch); ConfigFile.Found is false when it has none (or the
+	// installation cannot read the repository).
+	ConfigFile(ctx context.Context, ref string) (ConfigFile, error)
+	Issue(ctx context.Context, number int) (*github.Issue, error)
+	// Comments are every comment on an issue or PR, oldest first.
+	Comments(ctx context.Context, number int) ([]*github.IssueComment, error)
+	Comment(ctx context.Context, number int, body string) (*github.IssueComment, error)
+	EditComment(ctx context.Context, id int64, body string) error
+	// React reacts to comment commentID, or to the issue itself when it
+	// is 0.
+	React(ctx context.Context, number int, commentID int64, content string) error
+	AddLabels(ctx context.Context, number int, labels ...string) error
+	RemoveLabel(ctx context.Context, number int, label string) error
+	// CreateLabel creates a label; one that exists is kept as it is.
+	CreateLabel(ctx context.Context, name, color, description string) error
+}
+
+// People are who may drive the bot.
+type People interface {
+	// Permission is login's permission on the repository (GitHub's legacy
+	// field: admin, write, read, none; maintain reads write).
+	Permission(ctx context.Context, login string) (string, error)
+	// TeamMember reports whether login is an active member of team
+	// ("org/slug"); a team that does not exist has no members.
+	TeamMember(ctx context.Context, team, login string) (bool, error)
+}
+
+// PullRequests are the pull requests and their reviews.
+type PullRequests interface {
+	PullRequest(ctx context.Context, number int) (*github.PullRequest, error)
+	// OpenPullRequests lists open pull requests from head ("owner:branch")
+	// or into base, whichever is set (the first 100).
+	OpenPullRequests(ctx context.Context, head, base string) ([]*github.PullRequest, error)
+	CreatePullRequest(ctx context.Context, pr *github.NewPullRequest) (*github.PullRequest, error)
+	EditPullRequestBody(ctx context.Context, number int, body string) (*github.PullRequest, error)
+	RequestReviewers(ctx context.Context, number int, users, teams []string) error
+	// UpdateBranch merges the base into the PR's branch through GitHub's
+	// API; an error means it could not (a conflict).
+	UpdateBranch(ctx context.Context, number int) error
+	Reviews(ctx context.Context, number int) ([]*github.PullRequestReview, error)
+	// ReviewComments are a PR's inline comments, oldest first.
+	ReviewComments(ctx context.Context, number int) ([]*github.PullRequestComment, error)
+	ReplyToReviewComment(ctx context.Context, number int, to int64, body string) error
+}
+
+// Checks are the check runs the bot shows a run's progress on.
+type Checks interface {
+	CheckRuns(ctx context.Context, sha, name string) ([]*github.CheckRun, error)
+	CreateCheckRun(ctx context.Context, opts github.CreateCheckRunOptions) (*github.CheckRun, error)
+	UpdateCheckRun(ctx context.Context, id int64, opts github.UpdateCheckRunOptions) error
+}
+
+// GitData writes commits without a checkout (a task's artifacts).
+type GitData interface {
+	// RefCommit is the commit ref points at and that commit's tree; both
+	// "" when the ref does not exist.
+	RefCommit(ctx context.Context, ref string) (commit, tree string, err error)
+	CreateBlob(ctx context.Context, content []byte) (string, error)
+	CreateTree(ctx context.Context, entries []*github.TreeEntry) (string, error)
+	CreateCommit(ctx context.Context, message, tree string) (string, error)
+	// CreateRef creates ref at sha; ErrExists when it exists.
+	CreateRef(ctx context.Context, ref, sha string) error
+	// UpdateRef moves ref to sha, forced.
+	UpdateRef(ctx context.Context, ref, sha string) error
+}
+
+// ConfigFile is a repository's .sandbox.yml as read.
+type ConfigFile struct {
+	Found bool
+	// Source is where it was read, "owner/repo@ref" ("owner/repo@" for the
+	// default branch), and Path its path there.
+	Source, Path string
+	Content      []byte
+}
+
+// Errors of the seam that callers act on; others are GitHub's own (see
+// transientGitHubError).
+var (
+	// ErrNotFound: the repository, issue or ref does not exist (404).
+	ErrNotFound = errors.New("not found on GitHub")
+	// ErrExists: what was to be created exists already (422).
+	ErrExists = errors.New("exists on GitHub already")
+)

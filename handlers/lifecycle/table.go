@@ -1,0 +1,148 @@
+package lifecycle
+
+import "github.com/sandbox-bot/sandbox-bot/dispatch"
+
+// The tables. A row is an event, a column a state; every state of the
+// place has a cell in every row (TestEveryCellIsDecided), so there is no
+// event the bot answers by accident. What a start does when it cannot
+// start (a flag over a ceiling, an invalid .sandbox.yml, a lock taken by
+// another replica, a full queue, a failed submission) is the start's
+// business, the same from every cell that starts a run: README.md says
+// it under the table.
+
+func do(a Action, next State) Rule { return Rule{{Do: a, Next: next}} }
+
+func reply(name string) Rule { return do(Reply(name), "") }
+
+var (
+	nothing = do(Nothing, "")
+	busy    = do(Busy, "")
+	status  = do(ShowStatus, "")
+	help    = do(Help, "")
+)
+
+// each is the same rule in every one of states.
+func each(r Rule, states ...State) map[State]Rule {
+	m := make(map[State]Rule, len(states))
+	for _, s := range states {
+		m[s] = r
+	}
+	return m
+}
+
+// with is m with the cells of more added (overriding).
+func with(m map[State]Rule, more map[State]Rule) map[State]Rule {
+	for s, r := range more {
+		m[s] = r
+	}
+	return m
+}
+
+// Rules shared by several cells.
+var (
+	plan = do(StartPlan, Planning)
+	// approve: the plan is executed; without one there is nothing to
+	// approve.
+	approve = Rule{{If: NoPlan, Do: Reply("no_plan")}, {Do: Execute, Next: Executing}}
+	// approveBusy: a run holds the issue.
+	approveBusy = Rule{{If: NoPlan, Do: Reply("no_plan")}, {Do: Busy}}
+	replan      = Rule{{If: PastLastRound, Do: Reply("max_rounds")}, {Do: Replan, Next: Planning}}
+	replanBusy  = Rule{{If: PastLastRound, Do: Reply("max_rounds")}, {Do: Busy}}
+	retry       = Rule{{If: NoEarlierRun, Do: Reply("no_earlier_run")}, {If: RetryNoBranch, Do: Reply("nothing_to_continue")}, {Do: RetryRun}}
+	retryBusy   = Rule{{If: NoEarlierRun, Do: Reply("no_earlier_run")}, {If: RetryNoBranch, Do: Reply("nothing_to_continue")}, {Do: Busy}}
+	cont        = Rule{{If: NoEarlierRun, Do: Reply("no_earlier_run")}, {If: NoBranch, Do: Reply("nothing_to_continue")}, {Do: ContinueRun, Next: Executing}}
+	contBusy    = Rule{{If: NoEarlierRun, Do: Reply("no_earlier_run")}, {If: NoBranch, Do: Reply("nothing_to_continue")}, {Do: Busy}}
+	// mentionPlan: a mention on a plan awaiting approval revises it; a
+	// bare one ("thanks @bot") must not throw the plan away.
+	mentionPlan = Rule{{If: NoText, Do: Help}, {If: PastLastRound, Do: Reply("max_rounds")}, {Do: Replan, Next: Planning}}
+	feedback    = Rule{{If: NoText, Do: Help}, {Do: Collect}}
+)
+
+// The issue's states by whether a run holds it.
+var (
+	issueHeld = []State{Queued, Planning, Executing}
+	issueFree = []State{Idle, PlanPosted, Done, Failed, Aborted}
+	// ended: the issue's last run ended (or could not start).
+	ended  = []State{Done, Failed, Aborted}
+	prOurs = []State{PROpen, Queued, Revising, Rebasing, Failed, Aborted}
+	prHeld = []State{Queued, Revising, Rebasing}
+	prFree = []State{PROpen, Failed, Aborted}
+)
+
+// issueTable is what the bot does on an issue.
+var issueTable = map[Event]map[State]Rule{
+	// A label while a run or a plan is there is the App's own or a
+	// re-label: it asks for nothing new.
+	Label: with(each(plan, Idle, Done, Failed, Aborted), map[State]Rule{
+		Queued: busy, Planning: nothing, PlanPosted: nothing, Executing: nothing,
+	}),
+	Mention: with(each(plan, Idle, Done, Failed, Aborted), with(each(busy, issueHeld...), map[State]Rule{
+		PlanPosted: mentionPlan,
+	})),
+	Plan: with(each(plan, issueFree...), each(busy, issueHeld...)),
+	Approve: with(each(approve, ended...), map[State]Rule{
+		Idle: reply("no_plan"), Queued: approveBusy, Planning: reply("plan_in_progress"),
+		PlanPosted: do(Execute, Executing), Executing: approveBusy,
+	}),
+	Revise: with(each(replan, issueFree...), map[State]Rule{
+		Queued: replanBusy, Planning: reply("plan_in_progress"), Executing: replanBusy,
+	}),
+	Abort: with(each(reply("nothing_to_abort"), issueFree...), map[State]Rule{
+		Queued: do(Dequeue, Aborted), Planning: do(Cancel, ""), Executing: do(Cancel, ""),
+	}),
+	Retry:    with(each(retry, issueFree...), each(retryBusy, issueHeld...)),
+	Continue: with(each(cont, issueFree...), each(contBusy, issueHeld...)),
+	Rebase:   each(reply("wrong_place"), IssueStates...),
+	Status:   each(status, IssueStates...),
+	Typo:     each(help, IssueStates...),
+	SlotFree: with(each(nothing, IssueStates...), map[State]Rule{Queued: do(StartQueued, "")}),
+	Restart: with(each(nothing, IssueStates...), map[State]Rule{
+		Queued: do(Admit, ""), Planning: do(Follow, ""), Executing: do(Follow, ""),
+	}),
+}
+
+// prTable is what the bot does on a pull request.
+var prTable = map[Event]map[State]Rule{
+	Mention: with(each(feedback, prOurs...), map[State]Rule{NotOurs: reply("mention_other_pr")}),
+	// A review on another PR is none of the bot's business.
+	Review: with(each(do(Collect, ""), prOurs...), map[State]Rule{NotOurs: nothing}),
+	Revise: with(each(do(Collect, ""), prOurs...), map[State]Rule{NotOurs: reply("wrong_place")}),
+	Rebase: with(each(do(UpdateBranch, ""), prOurs...), map[State]Rule{NotOurs: reply("wrong_place")}),
+	Push:   with(each(do(UpdateBranch, ""), prOurs...), map[State]Rule{NotOurs: nothing}),
+	Abort: with(each(reply("nothing_to_abort"), prFree...), map[State]Rule{
+		NotOurs: reply("wrong_place"), Queued: do(Dequeue, Aborted), Revising: do(Cancel, ""), Rebasing: do(Cancel, ""),
+	}),
+	Retry:    with(with(each(do(RetryRun, ""), prFree...), each(busy, prHeld...)), map[State]Rule{NotOurs: reply("wrong_place")}),
+	Continue: with(with(each(do(ContinueRun, Revising), prFree...), each(busy, prHeld...)), map[State]Rule{NotOurs: reply("wrong_place")}),
+	Plan:     each(reply("wrong_place"), PRStates...),
+	Approve:  each(reply("wrong_place"), PRStates...),
+	Status:   each(status, PRStates...),
+	Typo:     each(help, PRStates...),
+	SlotFree: with(each(nothing, PRStates...), map[State]Rule{Queued: do(StartQueued, "")}),
+	Restart: with(each(nothing, PRStates...), map[State]Rule{
+		Queued: do(Admit, ""), Revising: do(Follow, ""), Rebasing: do(Follow, ""),
+	}),
+}
+
+// runTable is what the bot does when a run ends, by the run's mode. An
+// aborted run is never continued; an interrupted one is, a bounded number
+// of times (SANDBOX_MAX_CONTINUES): code-writing runs resume their branch
+// in a continue run, the others start over.
+var runTable = map[dispatch.Mode]map[End]Rule{
+	dispatch.ModePlan:     ends(do(PostPlan, PlanPosted), Planning),
+	dispatch.ModeExecute:  ends(Rule{{If: NoCommits, Do: NoChanges, Next: Done}, {Do: OpenPR, Next: Done}}, Executing),
+	dispatch.ModeContinue: ends(Rule{{If: NoCommits, Do: NoChanges, Next: Done}, {Do: OpenPR, Next: Done}}, Executing),
+	dispatch.ModeTask:     ends(do(PostTask, Done), Executing),
+	dispatch.ModeRevise:   ends(do(PostDone, PROpen), Revising),
+	dispatch.ModeRebase:   ends(do(PostDone, PROpen), Rebasing),
+}
+
+// ends is a run table row: completed as given, the rest alike.
+func ends(completed Rule, resumes State) map[End]Rule {
+	return map[End]Rule{
+		Completed:   completed,
+		Broke:       do(PostFailure, Failed),
+		Interrupted: Rule{{If: AttemptsLeft, Do: Resume, Next: resumes}, {Do: PostFailure, Next: Failed}},
+		Stopped:     do(PostAborted, Aborted),
+	}
+}

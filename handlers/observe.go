@@ -1,0 +1,188 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/go-github/v62/github"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+)
+
+// thread is where an event happened and who acted: an issue or pull
+// request, through the seam.
+type thread struct {
+	gh           GitHub
+	installation int64
+	// repo is the event's repository; push events leave out some fields
+	// (starting a run reads it afresh when it needs them).
+	repo   *github.Repository
+	number int
+	isPR   bool
+	// pr is the pull request when the event brought it.
+	pr         *github.PullRequest
+	sender     string
+	commentID  int64
+	deliveryID string
+}
+
+// scene is an issue or pull request as the bot sees it when an event
+// arrives: its place and state in the table, the facts the table's guards
+// read, and what they were read from.
+type scene struct {
+	place lifecycle.Place
+	state lifecycle.State
+	facts lifecycle.Facts
+	// marked are the bot's own marked comments, oldest first.
+	marked []markedComment
+	// holder is the task holding the issue's lock ("" when none).
+	holder string
+	// plan is the newest plan comment (hasPlan), last the marker of the
+	// newest run started or ended (hasLast).
+	plan    markedComment
+	hasPlan bool
+	last    Marker
+	hasLast bool
+	// pr and issue are the App's pull request and the issue it serves.
+	pr    *github.PullRequest
+	issue int
+}
+
+// holderAck is the acknowledgement of the run holding the lock.
+func (sc *scene) holderAck() (markedComment, bool) {
+	if sc.holder == "" {
+		return markedComment{}, false
+	}
+	return lastMarked(sc.marked, KindAck, sc.holder)
+}
+
+// observe reads the state of t from the table's storage: the bot's own
+// markers (which run started and ended, the plan), the per-issue lock
+// (which run holds it) and the queue (whether it waits). The state label
+// is what the bot wrote from the same; people can edit it, so it is never
+// read back.
+func (b *Base) observe(ctx context.Context, t thread) (scene, error) {
+	sc := scene{place: lifecycle.OnIssue, issue: t.number}
+	login, err := b.LoadIdentity(ctx)
+	if err != nil {
+		return sc, err
+	}
+	if t.isPR {
+		sc.place = lifecycle.OnPR
+		pr := t.pr
+		if pr == nil {
+			if pr, err = t.gh.PullRequest(ctx, t.number); err != nil {
+				return sc, err
+			}
+		}
+		issue, ours := isAgentPR(pr, login)
+		if !ours {
+			sc.state = lifecycle.NotOurs
+			return sc, nil
+		}
+		sc.pr, sc.issue = pr, issue
+	}
+	comments, err := t.gh.Comments(ctx, t.number)
+	if err != nil {
+		return sc, err
+	}
+	sc.marked = markedComments(comments, login)
+	if sc.holder, err = b.Backend.Holder(ctx, dispatch.LockKey(t.gh.FullName(), t.number)); err != nil {
+		return sc, fmt.Errorf("read the lock of %s#%d: %w", t.gh.FullName(), t.number, err)
+	}
+	sc.plan, sc.hasPlan = lastMarked(sc.marked, KindPlan, "")
+	sc.last, sc.hasLast = lastOutcome(sc.marked)
+	sc.state = b.stateOf(ctx, &sc)
+	sc.facts = lifecycle.Facts{
+		HasPlan: sc.hasPlan, PlanRound: sc.plan.Marker.Round, MaxRounds: b.MaxPlanRounds,
+		HasLastRun: sc.hasLast, LastMode: sc.last.Mode, LastBranch: sc.last.Branch,
+	}
+	return sc, nil
+}
+
+// stateOf names the state: a run holding the lock makes it that run's
+// (waiting in the queue until its acknowledgement is posted) until its
+// result is posted; otherwise the newest outcome the bot's comments tell
+// of.
+func (b *Base) stateOf(ctx context.Context, sc *scene) lifecycle.State {
+	if sc.holder != "" && !ended(sc.marked, sc.holder) {
+		if ack, ok := sc.holderAck(); ok {
+			return lifecycle.RunState(sc.place, ack.Marker.Mode)
+		}
+		if _, ok := lastMarked(sc.marked, KindQueued, sc.holder); ok {
+			return lifecycle.Queued
+		}
+		// Between taking the lock and the acknowledgement: the backend
+		// knows the run once it is submitted.
+		var mode dispatch.Mode
+		if st, err := b.Backend.Status(ctx, sc.holder); err == nil {
+			mode = st.Meta.Mode
+		}
+		return lifecycle.RunState(sc.place, mode)
+	}
+	for i := len(sc.marked) - 1; i >= 0; i-- {
+		switch sc.marked[i].Marker.Kind {
+		case KindPlan:
+			return lifecycle.PlanPosted
+		case KindResult:
+			if sc.place == lifecycle.OnPR {
+				return lifecycle.PROpen
+			}
+			return lifecycle.Done
+		case KindFailure:
+			return lifecycle.Failed
+		case KindAborted:
+			return lifecycle.Aborted
+		}
+	}
+	if sc.place == lifecycle.OnPR {
+		return lifecycle.PROpen
+	}
+	return lifecycle.Idle
+}
+
+// ended reports whether the result of taskID is posted: its follower is
+// only finishing its bookkeeping before it lets the issue go.
+func ended(marked []markedComment, taskID string) bool {
+	for _, m := range marked {
+		if m.Marker.TaskID == taskID {
+			switch m.Marker.Kind {
+			case KindPlan, KindResult, KindFailure, KindAborted:
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// lastOutcome is the marker of the newest run that ended (or was started)
+// here, for /retry and /continue.
+func lastOutcome(marked []markedComment) (Marker, bool) {
+	for i := len(marked) - 1; i >= 0; i-- {
+		switch m := marked[i].Marker; m.Kind {
+		case KindFailure, KindAborted, KindResult, KindAck, KindPlan:
+			return m, true
+		}
+	}
+	return Marker{}, false
+}
+
+// triggerActed reports whether trigger already started something here: a
+// marker of the bot's names a task derived from it. A redelivered webhook
+// maps to the same task ids, so whatever the state is now, it does nothing.
+func triggerActed(marked []markedComment, repo string, number int, trigger string) bool {
+	if trigger == "" {
+		return false
+	}
+	ids := map[string]bool{}
+	for _, m := range dispatch.Modes {
+		ids[dispatch.NewTaskID(repo, number, m, trigger)] = true
+	}
+	for _, m := range marked {
+		if ids[m.Marker.TaskID] {
+			return true
+		}
+	}
+	return false
+}
