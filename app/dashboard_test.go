@@ -38,6 +38,10 @@ type dashFixture struct {
 	ids map[string]int64
 }
 
+// hostileTitle is an issue title that would be markup if it were not
+// escaped.
+const hostileTitle = `Fix <img src=x onerror="document.title='pwned'"> <b>login</b>`
+
 var dashDay = time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
 
 func newDashFixture(t testing.TB) *dashFixture {
@@ -65,6 +69,9 @@ func newDashFixture(t testing.TB) *dashFixture {
 		run("T-B0000002", "octo/beta", "revise", "completed", 6, 0.10, 30, 2),
 		run("T-C0000001", "other/gamma", "task", "budget_exceeded", 9, 2.00, 900, 4),
 	}
+	all[1].Title = hostileTitle
+	all[0].Title = "Add a cache to the client with a title long enough to wrap in its cell"
+	all[0].Repo = "octo/alpha"
 	for _, r := range all {
 		f.seeded[r.Repo] = append(f.seeded[r.Repo], r)
 	}

@@ -22,12 +22,16 @@ var (
 // Meta is what the bot needs to pick a run up again after a restart; the
 // backend stores it with the run (Nomad job meta, a file for docker).
 type Meta struct {
-	TaskID         string `json:"task_id"`
-	Mode           Mode   `json:"mode"`
-	Repo           string `json:"repo"`
-	Number         int    `json:"number"`
-	InstallationID int64  `json:"installation_id"`
-	Attempt        int    `json:"attempt"`
+	TaskID string `json:"task_id"`
+	Mode   Mode   `json:"mode"`
+	Repo   string `json:"repo"`
+	// RepoID is GitHub's id of Repo (a rename keeps it): who may watch the
+	// run's live page is decided by it. 0 for runs started before it was
+	// kept.
+	RepoID         int64 `json:"repo_id,omitempty"`
+	Number         int   `json:"number"`
+	InstallationID int64 `json:"installation_id"`
+	Attempt        int   `json:"attempt"`
 	// DeliveryID is the webhook delivery that started the run, for logs.
 	DeliveryID string `json:"delivery_id,omitempty"`
 	// HeadSHA is the commit the progress Check Run hangs on, once known.

@@ -33,7 +33,7 @@ func ReplySamples() map[string][]any {
 	}
 	acks = append(acks,
 		AckData{TaskID: task, Mode: dispatch.ModePlan, Budget: 3, Harness: "claude-code", Issue: 7, Round: 1, Attempt: 1, IssueAuthorExcluded: "mallory", Excluded: []string{"eve"}, Marker: marker},
-		AckData{TaskID: task, Mode: dispatch.ModeExecute, Budget: 3, Harness: "opencode", Issue: 7, Attempt: 1, Excluded: []string{"eve", "oscar"}, Marker: marker})
+		AckData{TaskID: task, Mode: dispatch.ModeExecute, Budget: 3, Harness: "opencode", Issue: 7, Attempt: 1, Excluded: []string{"eve", "oscar"}, LiveURL: "https://bot.example.com/runs/" + task, Marker: marker})
 
 	return map[string][]any{
 		"github/ack":                 acks,
@@ -86,7 +86,7 @@ func ReplySamples() map[string][]any {
 		"github/mention_other_pr": {MentionOtherPRData{Slug: "sandbox-bot", TriggerLabel: "agent"}},
 		"github/status": {
 			StatusData{User: "maya", TaskID: task, Mode: dispatch.ModeExecute, Running: true, Stage: "validate", Message: "check test", Elapsed: "4m 10s", CostUSD: 0.42, HasCost: true,
-				CheckURL: "https://github.com/octo-org/hello/runs/1", PlanURL: "https://github.com/octo-org/hello/issues/7#issuecomment-1"},
+				CheckURL: "https://github.com/octo-org/hello/runs/1", LiveURL: "https://bot.example.com/runs/" + task, PlanURL: "https://github.com/octo-org/hello/issues/7#issuecomment-1"},
 			StatusData{User: "maya", TaskID: task, Mode: dispatch.ModePlan, Running: true, Place: 2, Elapsed: "3m 5s"},
 			StatusData{User: "maya", TaskID: task, Mode: dispatch.ModePlan, Outcome: "failed", Elapsed: "1m 2s", ResultURL: "https://github.com/octo-org/hello/issues/7#issuecomment-2"},
 		},

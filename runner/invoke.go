@@ -80,6 +80,12 @@ func (r *run) invoke(spec agentSpec) *agentOutcome {
 		switch ev.Type {
 		case harness.EventToolUse:
 			pr.Message, pr.Tool = "tool "+ev.Tool, ev.Tool
+			pr.Kind, pr.Detail = dispatch.KindTool, ev.ToolInput
+		case harness.EventText:
+			if strings.TrimSpace(ev.Text) == "" {
+				return
+			}
+			pr.Kind, pr.Detail = dispatch.KindText, ev.Text
 		case harness.EventStepFinish:
 			pr.Message = fmt.Sprintf("step %d done", st.Completed)
 		case harness.EventError:

@@ -104,6 +104,7 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 		"--label", labelNumber + "=" + strconv.Itoa(m.Number),
 		"--label", labelAttempt + "=" + strconv.Itoa(m.Attempt),
 		"--label", labelInstallation + "=" + strconv.FormatInt(m.InstallationID, 10),
+		"--label", labelRepoID + "=" + strconv.FormatInt(m.RepoID, 10),
 		"--env", "SANDBOX_WORK_ORDER=" + dispatch.WorkOrderPath,
 		"--stop-timeout", strconv.Itoa(int(b.o.StopGrace.Round(time.Second) / time.Second)),
 		// Wait follows the log, so the log driver must be readable; "local"
