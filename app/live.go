@@ -47,7 +47,7 @@ func (lp *livePages) mount(mux *http.ServeMux, gate func(h func(http.ResponseWri
 	mux.HandleFunc("GET /runs/{task}/preview", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, r.URL.Path+"/", http.StatusMovedPermanently)
 	})
-	mux.Handle("/runs/{task}/preview/", gate(lp.preview.serve, true))
+	mux.Handle("/runs/{task}/preview/", gate(lp.preview.serve, false))
 }
 
 func (lp *livePages) close() { lp.feeds.close() }

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
 	"time"
 )
@@ -17,7 +18,19 @@ var (
 	ErrLocked = errors.New("another task is active on this issue")
 	// ErrRunning: the run has not ended, so there is no result to read yet.
 	ErrRunning = errors.New("run has not ended yet")
+	// ErrNoPreview: the run offers no dev server (none configured, not
+	// started yet, or the run has ended).
+	ErrNoPreview = errors.New("the run offers no dev server")
 )
+
+// PreviewDialer is what a backend that can reach a live run's dev server
+// implements (docker: a socket the sandbox's init offers in the task
+// directory). Each call is one connection to the dev server; the bot
+// speaks HTTP or WebSocket over it and nothing in the sandbox listens on
+// the host.
+type PreviewDialer interface {
+	DialPreview(ctx context.Context, taskID string) (net.Conn, error)
+}
 
 // Meta is what the bot needs to pick a run up again after a restart; the
 // backend stores it with the run (Nomad job meta, a file for docker).

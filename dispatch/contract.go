@@ -104,6 +104,13 @@ const (
 	TokenPath     = SecretsDir + "/token"
 	OutputDir     = "/sandbox/out"
 	CacheDir      = "/cache"
+	// PreviewDir is where the init offers the run's dev server to the bot
+	// as a Unix socket (PreviewSocket), one connection forwarded to the dev
+	// server's port per connection made: the bot reaches the dev server
+	// through the task directory, and nothing in the sandbox listens on
+	// the host's network. Only the init writes in it.
+	PreviewDir    = "/run/sandbox-preview"
+	PreviewSocket = "dev.sock"
 )
 
 // CacheTmpPrefix starts the name of a cache file being written; loaders

@@ -628,7 +628,7 @@ func (s *Server) routes() http.Handler {
 			return
 		}
 		// /login/oauth/ is GitHub's web sign-in, not the API: no token.
-		if !strings.HasPrefix(r.URL.Path, "/git/") && !strings.HasPrefix(r.URL.Path, "/login/oauth/") {
+		if !strings.HasPrefix(r.URL.Path, "/git/") && !strings.HasPrefix(strings.TrimPrefix(r.URL.Path, "/web"), "/login/oauth/") {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(strings.NewReader(string(body)))
 			s.mu.Lock()

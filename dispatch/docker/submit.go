@@ -113,6 +113,7 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 		"--mount", bind(filepath.Join(dir, "work-order.json"), dispatch.WorkOrderPath, true),
 		"--mount", bind(filepath.Join(dir, "secrets"), dispatch.SecretsDir, true),
 		"--mount", bind(filepath.Join(dir, "out"), dispatch.OutputDir, false),
+		"--mount", bind(filepath.Join(dir, previewDir), dispatch.PreviewDir, false),
 	}
 	if m.DeliveryID != "" {
 		args = append(args, "--label", labelDelivery+"="+m.DeliveryID)

@@ -110,6 +110,11 @@ func (s *sandbox) run(parent context.Context) int {
 	}
 
 	s.writeStartTimings(st.env)
+	if s.order != nil {
+		previewCtx, stopPreview := context.WithCancel(ctx)
+		defer stopPreview()
+		go servePreview(previewCtx, s.log, dispatch.PreviewDir, s.order.Config.Dev.Port)
+	}
 	mu.Lock()
 	if ctx.Err() != nil {
 		mu.Unlock()

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
+)
+
+// The live page of a run and its preview, as people meet them: the real
+// bot on the docker backend, the real image, OpenCode on the scripted
+// model, Debian's Chromium signed in through the fake GitHub's OAuth.
+
+// liveBrowser starts headless Chromium; each call to its second value
+// opens a tab in a browser context of its own (its own cookies).
+func liveBrowser(t *testing.T) (context.Context, func() context.Context) {
+	t.Helper()
+	bin := testenv.Chromium(t)
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-component-update", true), chromedp.Flag("disable-dev-shm-usage", true))
+	alloc, cancel := chromedp.NewExecAllocator(t.Context(), opts...)
+	t.Cleanup(cancel)
+	root, cancelRoot := chromedp.NewContext(alloc)
+	t.Cleanup(cancelRoot)
+	if err := chromedp.Do(root); err != nil {
+		t.Fatalf("start Chromium %s: %v", bin, err)
+	}
+	return root, func() context.Context {
+		ctx, cancel := chromedp.NewContext(root, chromedp.WithNewBrowserContext())
+		t.Cleanup(cancel)
+		return ctx
+	}
+}
+
+// signedIn opens url in tab as login, signing in through the fake GitHub;
+// it returns the HTTP status of the page it lands on.
+func (l *loop) signedIn(tab context.Context, login, url string) int64 {
+	l.t.Helper()
+	l.gh.SignInAs(login)
+	resp, err := chromedp.Run(tab, chromedp.NavigateResponse(url))
+	if err != nil {
+		l.t.Fatalf("%s opens %s: %v", login, url, err)
+	}
+	return resp.Status
+}
+
+// waitJS waits until expr is true in tab.
+func waitJS(t *testing.T, tab context.Context, what, expr string, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, timeout)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(timeout))); err != nil {
+		text, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.body ? document.body.innerText : ''`))
+		t.Fatalf("waiting for %s: %v\npage:\n%s", what, err, text)
+	}
+}
+
+var taskIDInAck = regexp.MustCompile(`"kind":"ack","task":"(T-[0-9A-F]{8})"`)
+
+// ackedTask is the task id of the newest acknowledgement on issue n.
+func (l *loop) ackedTask(n int) string {
+	l.t.Helper()
+	var id string
+	for _, c := range l.gh.Issue(e2eRepo, n).Comments {
+		if m := taskIDInAck.FindStringSubmatch(c.Body); m != nil {
+			id = m[1]
+		}
+	}
+	if id == "" {
+		l.t.Fatalf("no acknowledgement with a task id on #%d", n)
+	}
+	return id
+}
+
+// TestE2ELivePageAndPreview: a writer watches a plan run on its live page
+// as it happens, opens the running app through the bot, keeps watching
+// across a restart of the bot, and sees the receipt at the end; a reader
+// of another repository gets a 404 and an anonymous visitor the sign-in.
+func TestE2ELivePageAndPreview(t *testing.T) {
+	gate := make(chan struct{})
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(gate)
+		}
+	}
+	t.Cleanup(release)
+	yml, files := uiRepo()
+	l := startLoop(t, loopOptions{signIn: true, sandboxYML: yml, files: files, script: []modeltest.Turn{
+		{ToolCalls: []modeltest.ToolCall{{Name: "read", Args: map[string]any{"filePath": "page.html"}}}, Usage: usage(400, 20)},
+		// The run waits here, alive with its dev server up, until the test
+		// has looked at everything it wants to while the run lives.
+		{Text: uiPlanText, Usage: usage(900, 60), Gate: gate},
+	}})
+	other := "octo-org/elsewhere"
+	l.gh.AddRepo(other, 7, map[string]string{"README.md": "# other\n"})
+	l.gh.SetPermission(other, "bob", "read")
+	l.gh.SetPermission(e2eRepo, "carol", "read")
+	base := "http://" + l.addr
+	_, tab := liveBrowser(t)
+
+	// The anonymous visitor is sent to sign in.
+	anon := tab()
+	l.gh.SignInAs("")
+	if _, err := chromedp.Run(anon, chromedp.NavigateResponse(base+"/runs/T-00000000")); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := chromedp.Run(anon, chromedp.Evaluate[string](`location.href`)); !strings.Contains(u, "/login/oauth/authorize") {
+		t.Errorf("an anonymous visitor of a live page lands on %s, want GitHub's sign-in", u)
+	}
+
+	n := l.gh.AddIssue(e2eRepo, e2eWriter, "Greet people", "Look at the page, then plan.")
+	l.label(n)
+	ack := l.waitComment(n, "Planning this issue", 30*time.Second)
+	task := l.ackedTask(n)
+	if want := base + "/runs/" + task; !strings.Contains(ack, want) {
+		t.Errorf("the acknowledgement does not link to the live page %s:\n%s", want, ack)
+	}
+
+	// alice opens the page before the agent has done anything and watches.
+	alice := tab()
+	if st := l.signedIn(alice, "alice", base+"/runs/"+task); st != http.StatusOK {
+		t.Fatalf("alice gets %d for her run's live page", st)
+	}
+	if _, err := chromedp.Run(alice, chromedp.Evaluate[bool](`window.notReloaded = true`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS(t, alice, "the agent's tool call on the page", `!!document.querySelector('li.step.tool code.tool') &&
+		document.querySelector('li.step.tool code.tool').textContent === 'read' &&
+		document.querySelector('li.step.tool .args').textContent.includes('page.html')`, 3*time.Minute)
+	waitJS(t, alice, "the stages and the preview link", `['clone','agent'].every(s => document.querySelector('li.stage[data-stage="'+s+'"]')) &&
+		!document.getElementById('preview-link').hidden`, time.Minute)
+	if ok, _ := chromedp.Run(alice, chromedp.Evaluate[bool](`window.notReloaded === true`)); !ok {
+		t.Fatal("the page was reloaded: lines must arrive on the open page")
+	}
+	shot(t, alice, "live-page.png")
+
+	// The running app, through the bot, in a tab of alice's.
+	preview := base + "/runs/" + task + "/preview/"
+	if st := l.signedIn(alice, "alice", preview); st != http.StatusOK {
+		t.Fatalf("the preview answers %d while the run lives", st)
+	}
+	if body, _ := chromedp.Run(alice, chromedp.Evaluate[string](`document.body.innerText`)); !strings.Contains(body, uiCanary) {
+		t.Fatalf("the preview shows %q, want the dev server's page with %q", body, uiCanary)
+	}
+	shot(t, alice, "preview.png")
+
+	// bob reads another repository only; carol reads this one.
+	if st := l.signedIn(tab(), "bob", base+"/runs/"+task); st != http.StatusNotFound {
+		t.Errorf("bob, who reads another repository, gets %d for the live page; want 404", st)
+	}
+	if st := l.signedIn(tab(), "bob", preview); st != http.StatusNotFound {
+		t.Errorf("bob gets %d for the preview; want 404", st)
+	}
+	carol := tab()
+	if st := l.signedIn(carol, "carol", base+"/runs/"+task); st != http.StatusOK {
+		t.Errorf("carol, a reader of the repository, gets %d; want 200", st)
+	}
+
+	// The bot dies and comes back mid-run: carol's open page goes on.
+	seen, _ := chromedp.Run(carol, chromedp.Evaluate[int](`Object.keys(window.liveArrivals).length`))
+	if err := l.bot.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-l.bot.done
+	l.bot = l.startBot()
+	release()
+	waitJS(t, carol, "the rest of the run and its receipt after the restart", fmt.Sprintf(`Object.keys(window.liveArrivals).length > %d &&
+		!!document.querySelector('li.stage[data-stage="done"]') && !document.getElementById('receipt').hidden &&
+		document.getElementById('state').textContent === 'ended'`, seen), 3*time.Minute)
+
+	// After the run, no preview.
+	l.waitComment(n, "## 📋 Plan", 2*time.Minute)
+	if st := l.signedIn(alice, "alice", preview); st != http.StatusNotFound {
+		t.Errorf("the preview answers %d after the run; want 404", st)
+	}
+	// The ended run's page shows its receipt.
+	if st := l.signedIn(alice, "alice", base+"/runs/"+task); st != http.StatusOK {
+		t.Fatalf("the ended run's page answers %d", st)
+	}
+	waitJS(t, alice, "the receipt of the ended run", `!document.getElementById('receipt').hidden &&
+		document.getElementById('r-status').textContent === 'completed'`, time.Minute)
+}
+
+// shot saves what tab shows as name under $SANDBOX_SCREENSHOTS, when set:
+// the README's pictures come from this run (a hand-run, not every CI run).
+func shot(t *testing.T, tab context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("SANDBOX_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	if err := chromedp.Do(tab, chromedp.EmulateViewport(1100, 760)); err != nil {
+		t.Fatal(err)
+	}
+	png, err := chromedp.Run(tab, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,77 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// previewDir is the task directory's part the sandbox's init offers the
+// dev server in (dispatch.PreviewDir inside).
+const previewDir = "preview"
+
+// writePreviewDir makes the directory the init puts its socket in. In a
+// coding sandbox the init is root and the agent must not write there, so
+// it stays root's; in task mode the init runs as the sandbox user, which
+// then owns it (it is also the only user in such a sandbox).
+func (b *Backend) writePreviewDir(dir string, task, asRoot bool) error {
+	p := filepath.Join(dir, previewDir)
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		return err
+	}
+	switch {
+	case task && asRoot:
+		return os.Chown(p, b.o.SandboxUID, b.o.SandboxGID)
+	case task && os.Geteuid() != b.o.SandboxUID:
+		return os.Chmod(p, 0o777) // inside the 0700 task directory
+	}
+	return nil
+}
+
+// DialPreview implements dispatch.PreviewDialer: a connection to the run's
+// dev server, through the socket the sandbox's init offers in the task
+// directory. The sandbox wrote that directory, so the path is resolved
+// without following any link (openat2, RESOLVE_NO_SYMLINKS) and the socket
+// is reached through the descriptor of what was checked to be a socket: a
+// link planted there cannot turn the bot's connection toward a socket of
+// the host (its Docker daemon, say).
+func (b *Backend) DialPreview(ctx context.Context, taskID string) (net.Conn, error) {
+	if !dispatch.ValidTaskID(taskID) {
+		return nil, dispatch.ErrNotFound
+	}
+	dir := b.TaskDir(taskID)
+	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, dispatch.ErrNotFound
+		}
+		return nil, fmt.Errorf("docker backend: preview of %s: open the task directory: %w", taskID, err)
+	}
+	defer unix.Close(dfd)
+	fd, err := unix.Openat2(dfd, previewDir+"/"+dispatch.PreviewSocket, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("docker backend: preview of %s: no dev server offered (%w)", taskID, dispatch.ErrNoPreview)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return nil, fmt.Errorf("docker backend: preview of %s: %s is not a socket (%w)", taskID, dispatch.PreviewSocket, dispatch.ErrNoPreview)
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
+	if err != nil {
+		return nil, fmt.Errorf("docker backend: preview of %s: %w", taskID, err)
+	}
+	return c, nil
+}
