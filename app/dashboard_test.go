@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/app/receipts"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 )
 
@@ -36,6 +37,9 @@ type dashFixture struct {
 	seeded map[string][]receipts.Run
 	// ids are the fake's repository ids, by name.
 	ids map[string]int64
+	// backend, when set before a start, is the bot's backend (the
+	// in-memory one otherwise).
+	backend dispatch.Backend
 }
 
 // hostileTitle is an issue title that would be markup if it were not
@@ -106,7 +110,11 @@ func (f *dashFixture) start() {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	srv, err := NewServer(cfg, backendtest.NewMemory(), zerolog.Nop())
+	var backend dispatch.Backend = backendtest.NewMemory()
+	if f.backend != nil {
+		backend = f.backend
+	}
+	srv, err := NewServer(cfg, backend, zerolog.Nop())
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func (r liveRun) Live() bool { return r.State != "" && !r.State.Ended() }
 var errNoRun = errors.New("no such run")
 
 // find returns the run if the viewer may see it.
-func (lp *livePages) find(ctx context.Context, taskID string, v viewer) (liveRun, error) {
+func (lp *livePages) find(ctx context.Context, taskID string, v viewer, withReceipt bool) (liveRun, error) {
 	if !dispatch.ValidTaskID(taskID) {
 		return liveRun{}, errNoRun
 	}
@@ -80,6 +80,11 @@ func (lp *livePages) find(ctx context.Context, taskID string, v viewer) (liveRun
 		run.Meta, run.State, run.Started = st.Meta, st.State, st.StartedAt
 	case !errors.Is(err, dispatch.ErrNotFound):
 		return run, err
+	}
+	// A live run the backend names the repository of needs no receipt;
+	// the preview asks on every request, so this read is saved there.
+	if run.Live() && run.Meta.RepoID != 0 && !withReceipt {
+		return run, lp.allowed(run, v)
 	}
 	if page, err := lp.store.List(ctx, receipts.Filter{TaskID: taskID}, 0, 1); err == nil && len(page.Runs) > 0 {
 		rec := page.Runs[0]
@@ -95,18 +100,22 @@ func (lp *livePages) find(ctx context.Context, taskID string, v viewer) (liveRun
 	if run.State == "" && run.Receipt == nil {
 		return run, errNoRun
 	}
-	// The operator (RepoIDs nil) sees every run; a person the runs of the
-	// repositories GitHub says they can read. A run whose repository id is
-	// not known (started by an older bot) is the operator's alone.
+	return run, lp.allowed(run, v)
+}
+
+// allowed: the operator (RepoIDs nil) sees every run; a person the runs of
+// the repositories GitHub says they can read. A run whose repository id
+// is not known (started by an older bot) is the operator's alone.
+func (lp *livePages) allowed(run liveRun, v viewer) error {
 	if v.RepoIDs != nil && (run.Meta.RepoID == 0 || !slices.Contains(v.RepoIDs, run.Meta.RepoID)) {
-		return run, errNoRun
+		return errNoRun
 	}
-	return run, nil
+	return nil
 }
 
 // findOr404 answers the request itself when the run cannot be shown.
-func (lp *livePages) findOr404(w http.ResponseWriter, r *http.Request, v viewer) (liveRun, bool) {
-	run, err := lp.find(r.Context(), r.PathValue("task"), v)
+func (lp *livePages) findOr404(w http.ResponseWriter, r *http.Request, v viewer, withReceipt bool) (liveRun, bool) {
+	run, err := lp.find(r.Context(), r.PathValue("task"), v, withReceipt)
 	switch {
 	case errors.Is(err, errNoRun):
 		http.Error(w, "no such run, or not in a repository you can read", http.StatusNotFound)

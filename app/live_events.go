@@ -124,7 +124,7 @@ func (s sse) send(event, id string, data any) error {
 // events streams the run: every progress line from the run's start (or
 // after Last-Event-ID, when the browser reconnects), then the receipt.
 func (lp *livePages) events(w http.ResponseWriter, r *http.Request, v viewer) {
-	run, ok := lp.findOr404(w, r, v)
+	run, ok := lp.findOr404(w, r, v, false)
 	if !ok {
 		return
 	}

@@ -50,7 +50,7 @@ var livePage = template.Must(template.New("live").Funcs(template.FuncMap{
 
 // page renders the run's page; the script fills it from the stream.
 func (lp *livePages) page(w http.ResponseWriter, r *http.Request, v viewer) {
-	run, ok := lp.findOr404(w, r, v)
+	run, ok := lp.findOr404(w, r, v, true)
 	if !ok {
 		return
 	}

@@ -72,7 +72,7 @@ func newPreviewProxy(lp *livePages) *previewProxy {
 // serve proxies one request after the same checks as the live page, and
 // only while the run lives.
 func (p *previewProxy) serve(w http.ResponseWriter, r *http.Request, v viewer) {
-	run, ok := p.lp.findOr404(w, r, v)
+	run, ok := p.lp.findOr404(w, r, v, false)
 	if !ok {
 		return
 	}

@@ -20,13 +20,13 @@ import (
 // its scripts, styles and a WebSocket or two needs a few dozen.
 const maxPreviewConns = 256
 
-// servePreview offers the dev server to the bot as a Unix socket in
+// ServePreview offers the dev server to the bot as a Unix socket in
 // dispatch.PreviewDir, when the run has a dev server and the backend gave
 // the sandbox that directory. Each connection the bot makes is forwarded
 // to the dev server's port on loopback, so the dev server sees a local
 // client and nothing of who is watching; the bot strips what would tell
 // it (app/preview.go). It stops with ctx.
-func servePreview(ctx context.Context, log zerolog.Logger, dir string, port int) {
+func ServePreview(ctx context.Context, log zerolog.Logger, dir string, port int) {
 	if port <= 0 {
 		return
 	}

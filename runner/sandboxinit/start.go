@@ -113,7 +113,7 @@ func (s *sandbox) run(parent context.Context) int {
 	if s.order != nil {
 		previewCtx, stopPreview := context.WithCancel(ctx)
 		defer stopPreview()
-		go servePreview(previewCtx, s.log, dispatch.PreviewDir, s.order.Config.Dev.Port)
+		go ServePreview(previewCtx, s.log, dispatch.PreviewDir, s.order.Config.Dev.Port)
 	}
 	mu.Lock()
 	if ctx.Err() != nil {
