@@ -82,11 +82,16 @@
   }
 
   const es = new EventSource('/runs/' + encodeURIComponent(task) + '/events');
-  es.onopen = () => { status.textContent = 'Live: lines appear as the run writes them.'; };
+  es.onopen = () => {
+    window.liveOpened = window.liveOpened || performance.timeOrigin + performance.now();
+    status.textContent = 'Live: lines appear as the run writes them.';
+  };
   es.onerror = () => { if (es.readyState !== EventSource.CLOSED) status.textContent = 'Reconnecting…'; };
   es.addEventListener('progress', (m) => {
     const ev = JSON.parse(m.data);
     window.liveArrivals[ev.seq] = performance.timeOrigin + performance.now();
+    window.liveTimes = window.liveTimes || {};
+    window.liveTimes[ev.seq] = [ev.tu, ev.read];
     line(ev);
     figures(ev);
   });

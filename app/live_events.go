@@ -17,6 +17,7 @@ import (
 type liveEvent struct {
 	Seq       int                   `json:"seq"`
 	Time      int64                 `json:"t"`    // when the runner wrote it, unix ms
+	Wrote     int64                 `json:"tu"`   // the same, unix µs (latency measurements)
 	Read      int64                 `json:"read"` // when this replica read it, unix µs
 	Stage     string                `json:"stage"`
 	Message   string                `json:"message,omitempty"`
@@ -53,7 +54,7 @@ type checkView struct {
 
 func (lp *livePages) event(l liveLine) liveEvent {
 	p := l.Payload
-	return liveEvent{Seq: l.Seq, Time: p.Time.UnixMilli(), Read: l.Read.UnixMicro(), Stage: lp.clean(p.Stage),
+	return liveEvent{Seq: l.Seq, Time: p.Time.UnixMilli(), Wrote: p.Time.UnixMicro(), Read: l.Read.UnixMicro(), Stage: lp.clean(p.Stage),
 		Message: lp.clean(p.Message), Kind: p.Kind, Tool: lp.clean(p.Tool), Detail: lp.clean(p.Detail),
 		Step: p.Step, ToolCalls: p.ToolCalls, Tokens: p.Tokens, CostUSD: p.CostUSD, Status: p.Status}
 }
