@@ -61,6 +61,9 @@ type RunSpec struct {
 	// Isolation is the profile of a coding sandbox; "" is the backend's
 	// default, and task mode ignores it.
 	Isolation Isolation
+	// Source is a preview's code, a gzipped tar (ModePreview), which the
+	// backend puts where the work order's Source says.
+	Source []byte
 }
 
 // State is where a run is in its life.

@@ -111,6 +111,8 @@ const (
 	// the host's network. Only the init writes in it.
 	PreviewDir    = "/run/sandbox-preview"
 	PreviewSocket = "dev.sock"
+	// SourcePath is a preview's code (WorkOrder.Source), read-only.
+	SourcePath = "/sandbox/source.tar.gz"
 )
 
 // CacheTmpPrefix starts the name of a cache file being written; loaders

@@ -84,6 +84,11 @@ func ReplySamples() map[string][]any {
 		"github/failure":          {FailureData{Receipt: failed, Marker: marker, Retry: "/retry"}, FailureData{Receipt: lost, Marker: marker, Retry: "/retry"}},
 		"github/aborted":          {AbortedData{Receipt: done, Marker: marker, By: "alice"}, AbortedData{Receipt: lost, Marker: marker}},
 		"github/mention_other_pr": {MentionOtherPRData{Slug: "sandbox-bot", TriggerLabel: "agent"}},
+		"github/preview": {
+			PreviewData{Marker: marker, URL: "https://bot.example.com/runs/" + task + "/preview/", LiveURL: "https://bot.example.com/runs/" + task, SHA: "0a1b2c3d4e5f", Minutes: 30, Until: "14:05 UTC"},
+			PreviewData{Marker: marker, LiveURL: "https://bot.example.com/runs/" + task, SHA: "0a1b2c3d4e5f", Ended: true, Outcome: "ended after 30m0s"},
+		},
+		"github/preview_refused": {PreviewRefusedData{Reason: "this pull request comes from a fork"}},
 		"github/status": {
 			StatusData{User: "maya", TaskID: task, Mode: dispatch.ModeExecute, Running: true, Stage: "validate", Message: "check test", Elapsed: "4m 10s", CostUSD: 0.42, HasCost: true,
 				CheckURL: "https://github.com/octo-org/hello/runs/1", LiveURL: "https://bot.example.com/runs/" + task, PlanURL: "https://github.com/octo-org/hello/issues/7#issuecomment-1"},

@@ -286,6 +286,8 @@ func (r *run) exec() error {
 		return r.rebase()
 	case pipeTask:
 		return r.task()
+	case pipePreview:
+		return r.preview()
 	}
 	return fmt.Errorf("mode %q has no pipeline", r.order.Mode)
 }

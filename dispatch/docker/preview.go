@@ -18,6 +18,9 @@ import (
 // dev server in (dispatch.PreviewDir inside).
 const previewDir = "preview"
 
+// sourceFile is a preview's code in the task directory.
+const sourceFile = "source.tar.gz"
+
 // writePreviewDir makes the directory the init puts its socket in. In a
 // coding sandbox the init is root and the agent must not write there, so
 // it stays root's; in task mode the init runs as the sandbox user, which

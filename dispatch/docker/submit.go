@@ -46,13 +46,21 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 		order.TokenFile = dispatch.TokenPath
 	}
 	order.GatewayFile = b.gatewayFile()
+	if len(spec.Source) > 0 {
+		order.Source = dispatch.SourcePath
+	}
 	if err := order.Validate(); err != nil {
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
 	}
 	dir := b.TaskDir(m.TaskID)
-	task := order.Mode == dispatch.ModeTask || order.Config.Mode == "task"
+	task := order.Mode.TaskLike() || order.Config.Mode == "task"
 	if err := b.writeTaskDir(dir, order, spec.Token, task); err != nil {
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
+	}
+	if len(spec.Source) > 0 {
+		if err := os.WriteFile(filepath.Join(dir, sourceFile), spec.Source, 0o644); err != nil {
+			return false, fmt.Errorf("docker backend: %s: write the preview's code: %w", m.TaskID, err)
+		}
 	}
 	rec := record{Meta: m, Container: name, Image: b.o.Image, Isolation: isolation, SubmittedAt: time.Now().UTC()}
 	if task {
@@ -117,6 +125,9 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 	}
 	if m.DeliveryID != "" {
 		args = append(args, "--label", labelDelivery+"="+m.DeliveryID)
+	}
+	if order.Source != "" {
+		args = append(args, "--mount", bind(filepath.Join(dir, sourceFile), dispatch.SourcePath, true))
 	}
 	if b.o.Env != nil {
 		args = append(args, "--env-file", filepath.Join(dir, "env"))

@@ -281,5 +281,5 @@ func (s *sandbox) loadOrder() error {
 }
 
 func (s *sandbox) taskMode() bool {
-	return s.order != nil && (s.order.Mode == dispatch.ModeTask || s.order.Config.Mode == sandboxcfg.ModeTask)
+	return s.order != nil && (s.order.Mode.TaskLike() || s.order.Config.Mode == sandboxcfg.ModeTask)
 }
