@@ -42,7 +42,9 @@ type PreviewRefusedData struct {
 
 // previewLockKey holds one preview per pull request; it is not the PR's
 // lock, so a preview never keeps a revise or rebase run waiting.
-func previewLockKey(repo string, number int) string { return "preview/" + dispatch.LockKey(repo, number) }
+func previewLockKey(repo string, number int) string {
+	return "preview/" + dispatch.LockKey(repo, number)
+}
 
 // preview starts a preview sandbox of the pull request's head: task mode
 // (one user, no inner daemon, no token, nothing pushed), the code as the
