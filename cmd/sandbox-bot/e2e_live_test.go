@@ -212,3 +212,59 @@ func shot(t *testing.T, tab context.Context, name string) {
 		t.Fatal(err)
 	}
 }
+
+// TestE2EPreviewOnAPullRequest: /preview on the agent's pull request
+// starts a preview sandbox (the real image, task mode) whose dev server a
+// signed-in person opens through the bot; it holds the one slot the caps
+// allow, so a plan asked for meanwhile waits, ends by itself when its time
+// is up, says so on the PR, and frees the slot for that plan.
+func TestE2EPreviewOnAPullRequest(t *testing.T) {
+	yml, files := uiRepo()
+	l := startLoop(t, loopOptions{signIn: true, sandboxYML: yml, files: files,
+		env:    []string{"SANDBOX_PREVIEW_DURATION=30s", "SANDBOX_MAX_RUNS=1"},
+		script: []modeltest.Turn{{Text: uiPlanText, Usage: usage(900, 60)}}})
+	branch := "agent/t-0000abcd-heading"
+	l.gh.CreateBranch(e2eRepo, branch, "main")
+	pr := l.gh.AddPullRequest(e2eRepo, "sandbox-bot[bot]", "Change the heading", branch, "main")
+	l.gh.SetBody(e2eRepo, pr, `<!-- sandbox-bot:{"kind":"pr","task":"T-0000ABCD","mode":"execute","issue":1,"branch":"`+branch+`"} -->`+"\nThe heading.")
+	l.command(pr, "/preview")
+	c := l.waitComment(pr, "Open the preview", time.Minute)
+	link := regexp.MustCompile(`\((http://[^)]+/preview/)\)`).FindStringSubmatch(c)
+	if link == nil {
+		t.Fatalf("no preview link in:\n%s", c)
+	}
+	_, tab := liveBrowser(t)
+	alice := tab()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		l.signedIn(alice, "alice", link[1])
+		body, _ := chromedp.Run(alice, chromedp.Evaluate[string](`document.body ? document.body.innerText : ''`))
+		if strings.Contains(body, uiCanary) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the preview never served the dev server's page; last:\n%s", body)
+		}
+		// The sandbox unpacks the code and starts the dev server first:
+		// the bot answers 502 until it is up.
+		time.Sleep(500 * time.Millisecond)
+	}
+	// The preview holds the only slot: a plan asked for now waits.
+	n := l.gh.AddIssue(e2eRepo, e2eWriter, "Another", "Plan something.")
+	l.label(n)
+	l.waitComment(n, "in line", time.Minute)
+	// Its time up, the preview ends by itself and says so; the slot goes
+	// to the plan.
+	l.gh.WaitFor(2*time.Minute, "the preview's comment edited at its end", func() bool {
+		for _, m := range l.gh.Issue(e2eRepo, pr).Comments {
+			if strings.Contains(m.Body, "has ended") {
+				return true
+			}
+		}
+		return false
+	})
+	l.waitComment(n, "Planning this issue", time.Minute)
+	if st := l.signedIn(alice, "alice", link[1]); st != http.StatusNotFound {
+		t.Errorf("the ended preview answers %d; want 404", st)
+	}
+}
