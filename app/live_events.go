@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/app/receipts"
@@ -100,8 +101,10 @@ func (lp *livePages) receipt(ctx context.Context, taskID string, wait time.Durat
 	}
 }
 
-// sse writes Server-Sent Events and flushes each.
+// sse writes Server-Sent Events and flushes each; the run's lines and the
+// screencast's frames come from two goroutines.
 type sse struct {
+	mu *sync.Mutex
 	w  http.ResponseWriter
 	rc *http.ResponseController
 }
@@ -111,12 +114,23 @@ func (s sse) send(event, id string, data any) error {
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if id != "" {
 		if _, err := fmt.Fprintf(s.w, "id: %s\n", id); err != nil {
 			return err
 		}
 	}
 	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, b); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func (s sse) comment(text string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
 		return err
 	}
 	return s.rc.Flush()
@@ -138,13 +152,21 @@ func (lp *livePages) events(w http.ResponseWriter, r *http.Request, v viewer) {
 	h.Set("Cache-Control", "private, no-store")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	out := sse{w: w, rc: rc}
+	out := sse{mu: &sync.Mutex{}, w: w, rc: rc}
 	// A browser that loses the stream (a restarted bot) comes back in a
 	// second, asking for what followed the last line it showed.
 	if _, err := fmt.Fprint(w, "retry: 1000\n\n"); err != nil {
 		return
 	}
 	last, _ := strconv.Atoi(r.Header.Get("Last-Event-ID"))
+	if run.Live() {
+		// The frames' goroutine writes to w too: it ends before this does.
+		frames, stop := context.WithCancel(r.Context())
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); lp.screencast(frames, out, run.Meta.TaskID) }()
+		defer func() { stop(); wg.Wait() }()
+	}
 	if run.State != "" {
 		if err := lp.stream(r.Context(), out, run.Meta.TaskID, last); err != nil {
 			return
@@ -181,10 +203,7 @@ func (lp *livePages) stream(ctx context.Context, out sse, taskID string, seq int
 			return ctx.Err()
 		case <-changed:
 		case <-keepAlive.C:
-			if _, err := fmt.Fprint(out.w, ": keep-alive\n\n"); err != nil {
-				return err
-			}
-			if err := out.rc.Flush(); err != nil {
+			if err := out.comment("keep-alive"); err != nil {
 				return err
 			}
 		}

@@ -32,6 +32,12 @@ type PreviewDialer interface {
 	DialPreview(ctx context.Context, taskID string) (net.Conn, error)
 }
 
+// ScreencastDialer reaches a live run's screencast of the agent's browser
+// the same way (a socket of the runner's, ScreencastSocket).
+type ScreencastDialer interface {
+	DialScreencast(ctx context.Context, taskID string) (net.Conn, error)
+}
+
 // Meta is what the bot needs to pick a run up again after a restart; the
 // backend stores it with the run (Nomad job meta, a file for docker).
 type Meta struct {

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -15,6 +16,9 @@ import (
 func (r *run) agent(spec agentSpec) (*agentOutcome, error) {
 	stopDev := r.startDev()
 	defer stopDev()
+	watching, stopWatching := context.WithCancel(r.work)
+	defer stopWatching()
+	go r.cast.watch(watching)
 	extra, err := r.browserPrompt(r.promptData())
 	if err != nil {
 		return &agentOutcome{}, err

@@ -150,7 +150,8 @@ type run struct {
 	h                 harness.Harness
 	env               []string
 	services          dispatch.Services
-	browser           *browser // nil: the agent has no browser
+	browser           *browser    // nil: the agent has no browser
+	cast              *screencast // nil: its browser is not cast
 
 	baseBranch string
 	baseSHA    string // origin/<base> at clone time

@@ -98,6 +98,9 @@ func TestE2ELivePageAndPreview(t *testing.T) {
 	t.Cleanup(release)
 	yml, files := uiRepo()
 	l := startLoop(t, loopOptions{signIn: true, sandboxYML: yml, files: files, script: []modeltest.Turn{
+		// The agent opens the running page in its browser (the screencast
+		// shows it), then reads the file.
+		{ToolCalls: []modeltest.ToolCall{{Name: "browser_navigate_page", Args: map[string]any{"type": "url", "url": fmt.Sprintf("http://127.0.0.1:%d/", uiDevPort)}}}, Usage: usage(400, 20)},
 		{ToolCalls: []modeltest.ToolCall{{Name: "read", Args: map[string]any{"filePath": "page.html"}}}, Usage: usage(400, 20)},
 		// The run waits here, alive with its dev server up, until the test
 		// has looked at everything it wants to while the run lives.
@@ -136,13 +139,25 @@ func TestE2ELivePageAndPreview(t *testing.T) {
 	if _, err := chromedp.Run(alice, chromedp.Evaluate[bool](`window.notReloaded = true`)); err != nil {
 		t.Fatal(err)
 	}
-	waitJS(t, alice, "the agent's tool call on the page", `!!document.querySelector('li.step.tool code.tool') &&
-		document.querySelector('li.step.tool code.tool').textContent === 'read' &&
-		document.querySelector('li.step.tool .args').textContent.includes('page.html')`, 3*time.Minute)
+	waitJS(t, alice, "the agent's tool calls on the page", `Array.from(document.querySelectorAll('li.step.tool')).some(li =>
+		li.querySelector('code.tool').textContent === 'read' && li.querySelector('.args').textContent.includes('page.html')) &&
+		Array.from(document.querySelectorAll('li.step.tool code.tool')).some(c => c.textContent === 'browser_navigate_page')`, 3*time.Minute)
 	waitJS(t, alice, "the stages and the preview link", `['clone','agent'].every(s => document.querySelector('li.stage[data-stage="'+s+'"]')) &&
 		!document.getElementById('preview-link').hidden`, time.Minute)
 	if ok, _ := chromedp.Run(alice, chromedp.Evaluate[bool](`window.notReloaded === true`)); !ok {
 		t.Fatal("the page was reloaded: lines must arrive on the open page")
+	}
+	// The agent's browser, cast to the page: a frame whose pixels are the
+	// dev server's page (its background colour is the commonest).
+	waitJS(t, alice, "a frame of the agent's browser", `window.liveFrames > 0 && document.getElementById('screencast').naturalWidth > 0`, time.Minute)
+	rgb, err := chromedp.Run(alice, chromedp.Evaluate[[]int](commonestColour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range uiBackground {
+		if len(rgb) != 3 || rgb[i] < int(c)-20 || rgb[i] > int(c)+20 {
+			t.Fatalf("the screencast's commonest colour is %v; want the page's background %v", rgb, uiBackground)
+		}
 	}
 	shot(t, alice, "live-page.png")
 
@@ -201,7 +216,7 @@ func shot(t *testing.T, tab context.Context, name string) {
 	if dir == "" {
 		return
 	}
-	if err := chromedp.Do(tab, chromedp.EmulateViewport(1100, 760)); err != nil {
+	if err := chromedp.Do(tab, chromedp.EmulateViewport(1000, 900)); err != nil {
 		t.Fatal(err)
 	}
 	png, err := chromedp.Run(tab, chromedp.CaptureScreenshot())
@@ -268,3 +283,21 @@ func TestE2EPreviewOnAPullRequest(t *testing.T) {
 		t.Errorf("the ended preview answers %d; want 404", st)
 	}
 }
+
+// commonestColour is the commonest colour of the screencast's frame, in
+// buckets of 8 per channel (a JPEG's colours wander a little).
+const commonestColour = `(() => {
+  const img = document.getElementById('screencast');
+  const c = document.createElement('canvas');
+  c.width = img.naturalWidth; c.height = img.naturalHeight;
+  const x = c.getContext('2d');
+  x.drawImage(img, 0, 0);
+  const d = x.getImageData(0, 0, c.width, c.height).data, counts = {};
+  for (let i = 0; i < d.length; i += 16) {
+    const k = (d[i] >> 3) + ',' + (d[i+1] >> 3) + ',' + (d[i+2] >> 3);
+    counts[k] = (counts[k] || 0) + 1;
+  }
+  let best = '0,0,0', n = 0;
+  for (const k in counts) if (counts[k] > n) { n = counts[k]; best = k; }
+  return best.split(',').map(v => v * 8 + 4);
+})()`

@@ -41,12 +41,24 @@ func (b *Backend) writePreviewDir(dir string, task, asRoot bool) error {
 
 // DialPreview implements dispatch.PreviewDialer: a connection to the run's
 // dev server, through the socket the sandbox's init offers in the task
+// directory.
+func (b *Backend) DialPreview(ctx context.Context, taskID string) (net.Conn, error) {
+	return b.dialTaskSocket(ctx, taskID, previewDir+"/"+dispatch.PreviewSocket)
+}
+
+// DialScreencast implements dispatch.ScreencastDialer: the runner's stream
+// of the agent's browser.
+func (b *Backend) DialScreencast(ctx context.Context, taskID string) (net.Conn, error) {
+	return b.dialTaskSocket(ctx, taskID, previewDir+"/"+dispatch.ScreencastDir+"/"+dispatch.ScreencastSocket)
+}
+
+// dialTaskSocket connects to a socket the sandbox made in its task
 // directory. The sandbox wrote that directory, so the path is resolved
 // without following any link (openat2, RESOLVE_NO_SYMLINKS) and the socket
 // is reached through the descriptor of what was checked to be a socket: a
 // link planted there cannot turn the bot's connection toward a socket of
 // the host (its Docker daemon, say).
-func (b *Backend) DialPreview(ctx context.Context, taskID string) (net.Conn, error) {
+func (b *Backend) dialTaskSocket(ctx context.Context, taskID, rel string) (net.Conn, error) {
 	if !dispatch.ValidTaskID(taskID) {
 		return nil, dispatch.ErrNotFound
 	}
@@ -56,25 +68,30 @@ func (b *Backend) DialPreview(ctx context.Context, taskID string) (net.Conn, err
 		if errors.Is(err, unix.ENOENT) {
 			return nil, dispatch.ErrNotFound
 		}
-		return nil, fmt.Errorf("docker backend: preview of %s: open the task directory: %w", taskID, err)
+		return nil, fmt.Errorf("docker backend: %s of %s: open the task directory: %w", rel, taskID, err)
 	}
 	defer unix.Close(dfd)
-	fd, err := unix.Openat2(dfd, previewDir+"/"+dispatch.PreviewSocket, &unix.OpenHow{
+	fd, err := unix.Openat2(dfd, rel, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("docker backend: preview of %s: no dev server offered (%w)", taskID, dispatch.ErrNoPreview)
+		return nil, fmt.Errorf("docker backend: %s of %s: not offered (%w)", rel, taskID, dispatch.ErrNoPreview)
 	}
 	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return nil, fmt.Errorf("docker backend: preview of %s: %s is not a socket (%w)", taskID, dispatch.PreviewSocket, dispatch.ErrNoPreview)
+		return nil, fmt.Errorf("docker backend: %s of %s is not a socket (%w)", rel, taskID, dispatch.ErrNoPreview)
 	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
+	if errors.Is(err, unix.ECONNREFUSED) {
+		// Nobody listens: the sandbox's process that offered it has
+		// exited, so the run has ended (its container may be going).
+		return nil, fmt.Errorf("docker backend: %s of %s: %w (%w)", rel, taskID, err, dispatch.ErrNoPreview)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("docker backend: preview of %s: %w", taskID, err)
+		return nil, fmt.Errorf("docker backend: %s of %s: %w", rel, taskID, err)
 	}
 	return c, nil
 }

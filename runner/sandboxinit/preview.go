@@ -108,3 +108,20 @@ func forwardPreview(ctx context.Context, c net.Conn, port int) {
 	case <-ctx.Done():
 	}
 }
+
+// screencastDir makes the runner's directory for its screencast socket in
+// the preview directory: the runner's (0711), so the agent cannot put a
+// socket of its own in its place; the bot reaches the socket by name.
+func screencastDir(log zerolog.Logger, dir string, uid, gid int) {
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		return
+	}
+	p := filepath.Join(dir, dispatch.ScreencastDir)
+	if err := os.Mkdir(p, 0o711); err != nil && !os.IsExist(err) {
+		log.Warn().Err(err).Msg("no screencast directory: the agent's browser is not shown on the live page")
+		return
+	}
+	if err := os.Lchown(p, uid, gid); err != nil {
+		log.Warn().Err(err).Msg("screencast directory: give it to the runner")
+	}
+}

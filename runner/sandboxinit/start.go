@@ -114,6 +114,9 @@ func (s *sandbox) run(parent context.Context) int {
 		previewCtx, stopPreview := context.WithCancel(ctx)
 		defer stopPreview()
 		go ServePreview(previewCtx, s.log, dispatch.PreviewDir, s.order.Config.Dev.Port)
+		if st.runner != nil {
+			screencastDir(s.log, dispatch.PreviewDir, st.runner.acct.UID, st.runner.acct.GID)
+		}
 	}
 	mu.Lock()
 	if ctx.Err() != nil {
