@@ -40,14 +40,14 @@ func newLivePages(b dispatch.Backend, store *receipts.Store, secrets *handlers.S
 
 // mount adds the routes; gate is the dashboard's sign-in (or, on the
 // admin listener, the operator's pass).
-func (lp *livePages) mount(mux *http.ServeMux, gate func(h func(http.ResponseWriter, *http.Request, viewer), api bool) http.HandlerFunc) {
+func (lp *livePages) mount(mux *http.ServeMux, si *signIn, gate func(h func(http.ResponseWriter, *http.Request, viewer), api bool) http.HandlerFunc) {
 	mux.HandleFunc("GET /runs/live.js", serveLiveScript)
 	mux.HandleFunc("GET /runs/{task}", gate(lp.page, false))
 	mux.HandleFunc("GET /runs/{task}/events", gate(lp.events, true))
 	mux.HandleFunc("GET /runs/{task}/preview", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, r.URL.Path+"/", http.StatusMovedPermanently)
 	})
-	mux.Handle("/runs/{task}/preview/", gate(lp.preview.serve, false))
+	mux.Handle("/runs/{task}/preview/", lp.preview.gate(si, gate(lp.preview.serve(si), false)))
 }
 
 func (lp *livePages) close() { lp.feeds.close() }

@@ -70,16 +70,34 @@ func newPreviewProxy(lp *livePages) *previewProxy {
 }
 
 // serve proxies one request after the same checks as the live page, and
-// only while the run lives.
-func (p *previewProxy) serve(w http.ResponseWriter, r *http.Request, v viewer) {
-	run, ok := p.lp.findOr404(w, r, v, false)
-	if !ok {
-		return
+// only while the run lives; with sign-in (si), the browser gets the run's
+// preview ticket.
+func (p *previewProxy) serve(si *signIn) func(http.ResponseWriter, *http.Request, viewer) {
+	return func(w http.ResponseWriter, r *http.Request, v viewer) {
+		if run, ok := p.lp.findOr404(w, r, v, false); ok && p.live(w, r, run) && !p.sendToTicket(w, r, si, run.Meta.TaskID) {
+			p.forward(w, r)
+		}
 	}
+}
+
+// serveChecked proxies a request whose ticket says the person's access was
+// checked; the run must still live.
+func (p *previewProxy) serveChecked(w http.ResponseWriter, r *http.Request) {
+	if run, ok := p.lp.findOr404(w, r, viewer{}, false); ok && p.live(w, r, run) {
+		p.forward(w, r)
+	}
+}
+
+// live answers 404 for a run that has ended or a backend without previews.
+func (p *previewProxy) live(w http.ResponseWriter, r *http.Request, run liveRun) bool {
 	if !run.Live() || p.dialer == nil {
 		http.Error(w, "no preview: the run has ended, or this backend offers none", http.StatusNotFound)
-		return
+		return false
 	}
+	return true
+}
+
+func (p *previewProxy) forward(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Upgrade") != "" {
 		// A WebSocket lives as long as the page; the listener's timeouts
 		// are for ordinary requests.
@@ -92,12 +110,11 @@ func (p *previewProxy) serve(w http.ResponseWriter, r *http.Request, v viewer) {
 
 func (p *previewProxy) rewrite(pr *httputil.ProxyRequest) {
 	task := pr.In.PathValue("task")
-	prefix := "/runs/" + task + "/preview"
-	path := strings.TrimPrefix(pr.In.URL.Path, prefix)
-	raw := strings.TrimPrefix(pr.In.URL.RawPath, prefix)
-	if path == "" {
-		path = "/"
+	path := "/" + strings.TrimPrefix(pr.In.URL.Path, "/runs/"+task+"/preview/")
+	if _, rest, ok := ticketOf(pr.In); ok {
+		path = "/" + rest // the ticket is the bot's, never the dev server's
 	}
+	raw := ""
 	pr.Out.URL.Scheme, pr.Out.URL.Host = "http", task+previewHost
 	pr.Out.URL.Path, pr.Out.URL.RawPath = path, raw
 	pr.Out.Host = "localhost"

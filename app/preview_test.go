@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -38,6 +39,7 @@ func (b previewBackend) DialPreview(ctx context.Context, taskID string) (net.Con
 type devServer struct {
 	mu      sync.Mutex
 	headers []http.Header
+	paths   []string
 	port    int
 }
 
@@ -51,9 +53,18 @@ func startPreview(t testing.TB) (*dashFixture, *devServer, string) {
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		dev.mu.Lock()
 		dev.headers = append(dev.headers, r.Header.Clone())
+		dev.paths = append(dev.paths, r.URL.Path)
 		dev.mu.Unlock()
 		http.SetCookie(w, &http.Cookie{Name: "sandbox_session", Value: "planted", Path: "/"})
-		fmt.Fprintf(w, "<h1>dev page %s</h1>", r.URL.Path)
+		switch r.URL.Path {
+		case "/asset.js":
+			w.Header().Set("Content-Type", "text/javascript")
+			fmt.Fprint(w, "document.body.dataset.ran = 'yes';")
+		case "/pixel.png":
+			w.Header().Set("Content-Type", "image/png")
+		default:
+			fmt.Fprintf(w, "<h1>dev page %s</h1><img src=\"pixel.png\"><script src=\"asset.js\"></script>", r.URL.Path)
+		}
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
@@ -172,4 +183,30 @@ func BenchmarkPreviewProxy(b *testing.B) {
 	b.ReportMetric(pct(straight, 0.5), "direct-p50-ms")
 	b.ReportMetric(pct(straight, 0.99), "direct-p99-ms")
 	b.ReportMetric(pct(through, 0.99)-pct(straight, 0.99), "added-p99-ms")
+}
+
+// TestPreviewPageLoadsItsOwnAssetsInChromium: the preview's page runs in
+// a CSP sandbox (an opaque origin), and still loads what it links by
+// relative path through the bot.
+func TestPreviewPageLoadsItsOwnAssetsInChromium(t *testing.T) {
+	t.Parallel()
+	f, dev, task := startPreview(t)
+	ctx := browser(t)
+	f.gh.SignInAs("alice")
+	if err := chromedp.Do(ctx, chromedp.Navigate(f.http.URL+"/runs/"+task+"/preview/")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		dev.mu.Lock()
+		paths := slices.Clone(dev.paths)
+		dev.mu.Unlock()
+		if slices.Contains(paths, "/asset.js") && slices.Contains(paths, "/pixel.png") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dev server was asked for %v; want the page's script and image too", paths)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

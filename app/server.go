@@ -116,7 +116,7 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { s.readyz(w, r, false) })
 	s.dash.mountPublic(mux)
 	if s.dash.signIn != nil {
-		s.live.mount(mux, s.dash.signedIn)
+		s.live.mount(mux, s.dash.signIn, s.dash.signedIn)
 	}
 	s.handler = s.withLogger(mux)
 	return s, nil
