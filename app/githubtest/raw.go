@@ -40,6 +40,12 @@ func (s *Server) getRaw(w http.ResponseWriter, r *http.Request, repo *Repo) {
 	w.Write(blob)
 }
 
+// archiveRoutes serve GitHub's tarball link and the tarball behind it.
+func (s *Server) archiveRoutes(h func(string, func(http.ResponseWriter, *http.Request, *Repo))) {
+	h("GET /repos/{owner}/{repo}/tarball/{ref...}", s.getTarball)
+	h("GET /codeload/{owner}/{repo}/tar.gz/{ref...}", s.getCodeload)
+}
+
 // getTarball answers GitHub's archive link: a redirect to the tarball of
 // ref (codeload's, here getCodeload).
 func (s *Server) getTarball(w http.ResponseWriter, r *http.Request, repo *Repo) {

@@ -621,8 +621,7 @@ func (s *Server) routes() http.Handler {
 	s.reviewRoutes(h)
 	s.gitDataRoutes(h)
 	h("GET /web/{owner}/{repo}/raw/{ref}/{path...}", s.getRaw)
-	h("GET /repos/{owner}/{repo}/tarball/{ref...}", s.getTarball)
-	h("GET /codeload/{owner}/{repo}/tar.gz/{ref...}", s.getCodeload)
+	s.archiveRoutes(h)
 	mux.HandleFunc("/git/", s.serveGit)
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -12,6 +12,20 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
+// sandboxOrder is the work order as the sandbox finds it: where its
+// receipt, token, gateway file and (a preview's) code are inside.
+func (b *Backend) sandboxOrder(spec dispatch.RunSpec) dispatch.WorkOrder {
+	order := spec.Order
+	order.OutputDir, order.TokenFile, order.GatewayFile = dispatch.OutputDir, "", b.gatewayFile()
+	if spec.Token != "" {
+		order.TokenFile = dispatch.TokenPath
+	}
+	if len(spec.Source) > 0 {
+		order.Source = dispatch.SourcePath
+	}
+	return order
+}
+
 // Submit implements dispatch.Backend. It is idempotent by task id: the
 // container name is derived from it, and the engine refuses a second
 // container of the same name, across bot replicas too.
@@ -39,16 +53,7 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 		return false, fmt.Errorf("docker backend: %w", err)
 	}
 
-	order := spec.Order
-	order.OutputDir = dispatch.OutputDir
-	order.TokenFile = ""
-	if spec.Token != "" {
-		order.TokenFile = dispatch.TokenPath
-	}
-	order.GatewayFile = b.gatewayFile()
-	if len(spec.Source) > 0 {
-		order.Source = dispatch.SourcePath
-	}
+	order := b.sandboxOrder(spec)
 	if err := order.Validate(); err != nil {
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
 	}

@@ -125,3 +125,18 @@ func screencastDir(log zerolog.Logger, dir string, uid, gid int) {
 		log.Warn().Err(err).Msg("screencast directory: give it to the runner")
 	}
 }
+
+// offerToTheBot offers the dev server (and, in a sandbox with a runner of
+// its own, a place for the screencast) to the bot for the run's life; the
+// returned function stops the offer.
+func (s *sandbox) offerToTheBot(ctx context.Context, st started) (stop func()) {
+	if s.order == nil {
+		return func() {}
+	}
+	ctx, stop = context.WithCancel(ctx)
+	go ServePreview(ctx, s.log, dispatch.PreviewDir, s.order.Config.Dev.Port)
+	if st.runner != nil {
+		screencastDir(s.log, dispatch.PreviewDir, st.runner.acct.UID, st.runner.acct.GID)
+	}
+	return stop
+}

@@ -110,14 +110,7 @@ func (s *sandbox) run(parent context.Context) int {
 	}
 
 	s.writeStartTimings(st.env)
-	if s.order != nil {
-		previewCtx, stopPreview := context.WithCancel(ctx)
-		defer stopPreview()
-		go ServePreview(previewCtx, s.log, dispatch.PreviewDir, s.order.Config.Dev.Port)
-		if st.runner != nil {
-			screencastDir(s.log, dispatch.PreviewDir, st.runner.acct.UID, st.runner.acct.GID)
-		}
-	}
+	defer s.offerToTheBot(ctx, st)()
 	mu.Lock()
 	if ctx.Err() != nil {
 		mu.Unlock()
