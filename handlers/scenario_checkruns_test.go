@@ -206,3 +206,17 @@ func TestRestartedBotKeepsOneCheckRunPerRun(t *testing.T) {
 		t.Errorf("check runs of the run across a restart: %+v; want one, completed as failure", cs)
 	}
 }
+
+// TestAcknowledgementAndStatusLinkTheLivePage: with the bot's pages served,
+// the acknowledgement and /status link the run's live page, as the check
+// run's Details do.
+func TestAcknowledgementAndStatusLinkTheLivePage(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, dashboardEnv)
+	n := h.gh.AddIssue(testRepo, writer, "Add caching", "")
+	h.label(n, writer, "d-live-links")
+	id := h.waitSubmitted(1)[0].Order.TaskID
+	h.waitComment(n, "the acknowledgement's link", func(c string) bool { return strings.Contains(c, "[watch it live]("+livePage+id+")") })
+	h.comment(n, reader, "/status")
+	h.waitComment(n, "the status's link", func(c string) bool { return strings.Contains(c, "Live page: "+livePage+id) })
+}
