@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -156,7 +157,9 @@ func pageSocketAt(ctx context.Context, port int) (string, error) {
 		Type, URL            string
 		WebSocketDebuggerURL string `json:"webSocketDebuggerUrl"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&targets); err != nil {
+	// Whatever answers on that port is the agent's (it can bind it before
+	// its browser does): read it as untrusted, and boundedly.
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&targets); err != nil {
 		return "", err
 	}
 	first := ""
@@ -184,6 +187,7 @@ func (sc *screencast) cast(ctx context.Context, ws string) error {
 		return err
 	}
 	defer conn.Close()
+	conn.SetReadLimit(2 * maxFrame) // a frame's base64, and no more
 	go func() {
 		<-ctx.Done()
 		conn.Close()
