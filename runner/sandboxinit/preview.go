@@ -30,8 +30,10 @@ func ServePreview(ctx context.Context, log zerolog.Logger, dir string, port int)
 	if port <= 0 {
 		return
 	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		log.Debug().Str("dir", dir).Msg("no preview directory: the dev server is not offered to the bot")
+	// The docker backend binds it from the task directory; elsewhere
+	// (Nomad, reached through exec) the init makes it, root's.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		log.Debug().Err(err).Str("dir", dir).Msg("no preview directory: the dev server is not offered to the bot")
 		return
 	}
 	path := filepath.Join(dir, dispatch.PreviewSocket)
@@ -113,7 +115,7 @@ func forwardPreview(ctx context.Context, c net.Conn, port int) {
 // the preview directory: the runner's (0711), so the agent cannot put a
 // socket of its own in its place; the bot reaches the socket by name.
 func screencastDir(log zerolog.Logger, dir string, uid, gid int) {
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return
 	}
 	p := filepath.Join(dir, dispatch.ScreencastDir)
