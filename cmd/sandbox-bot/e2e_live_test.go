@@ -82,11 +82,8 @@ func (l *loop) ackedTask(n int) string {
 	return id
 }
 
-// TestE2ELivePageAndPreview: a writer watches a plan run on its live page
-// as it happens, opens the running app through the bot, keeps watching
-// across a restart of the bot, and sees the receipt at the end; a reader
-// of another repository gets a 404 and an anonymous visitor the sign-in.
-func TestE2ELivePageAndPreview(t *testing.T) {
+// liveGate is a gate for the scripted model's last turn and its release.
+func liveGate(t *testing.T) (chan struct{}, func()) {
 	gate := make(chan struct{})
 	released := false
 	release := func() {
@@ -96,43 +93,38 @@ func TestE2ELivePageAndPreview(t *testing.T) {
 		}
 	}
 	t.Cleanup(release)
-	yml, files := uiRepo()
-	l := startLoop(t, loopOptions{signIn: true, sandboxYML: yml, files: files, script: []modeltest.Turn{
-		// The agent opens the running page in its browser (the screencast
-		// shows it), then reads the file.
+	return gate, release
+}
+
+// liveScript: the agent opens the running page in its browser (the
+// screencast shows it), reads the file, and waits at gate, alive with its
+// dev server up, until the test has looked at what it wants to.
+func liveScript(gate chan struct{}) []modeltest.Turn {
+	return []modeltest.Turn{
 		{ToolCalls: []modeltest.ToolCall{{Name: "browser_navigate_page", Args: map[string]any{"type": "url", "url": fmt.Sprintf("http://127.0.0.1:%d/", uiDevPort)}}}, Usage: usage(400, 20)},
 		{ToolCalls: []modeltest.ToolCall{{Name: "read", Args: map[string]any{"filePath": "page.html"}}}, Usage: usage(400, 20)},
-		// The run waits here, alive with its dev server up, until the test
-		// has looked at everything it wants to while the run lives.
 		{Text: uiPlanText, Usage: usage(900, 60), Gate: gate},
-	}})
-	other := "octo-org/elsewhere"
-	l.gh.AddRepo(other, 7, map[string]string{"README.md": "# other\n"})
-	l.gh.SetPermission(other, "bob", "read")
-	l.gh.SetPermission(e2eRepo, "carol", "read")
+	}
+}
+
+// watchLiveRun labels an issue and has alice, a writer, watch its plan run
+// in tab: the acknowledgement links the live page, whose stages and tool
+// calls arrive without a reload, the agent's browser is cast to it (the
+// frame's pixels are the dev server's page), and the running app opens
+// through the bot. shots saves the README's pictures.
+func (l *loop) watchLiveRun(alice context.Context, shots bool) (n int, task string, _ context.Context) {
+	t := l.t
+	t.Helper()
 	base := "http://" + l.addr
-	_, tab := liveBrowser(t)
-
-	// The anonymous visitor is sent to sign in.
-	anon := tab()
-	l.gh.SignInAs("")
-	if _, err := chromedp.Run(anon, chromedp.NavigateResponse(base+"/runs/T-00000000")); err != nil {
-		t.Fatal(err)
-	}
-	if u, _ := chromedp.Run(anon, chromedp.Evaluate[string](`location.href`)); !strings.Contains(u, "/login/oauth/authorize") {
-		t.Errorf("an anonymous visitor of a live page lands on %s, want GitHub's sign-in", u)
-	}
-
-	n := l.gh.AddIssue(e2eRepo, e2eWriter, "Greet people", "Look at the page, then plan.")
+	n = l.gh.AddIssue(e2eRepo, e2eWriter, "Greet people", "Look at the page, then plan.")
 	l.label(n)
 	ack := l.waitComment(n, "Planning this issue", 30*time.Second)
-	task := l.ackedTask(n)
+	task = l.ackedTask(n)
 	if want := base + "/runs/" + task; !strings.Contains(ack, want) {
 		t.Errorf("the acknowledgement does not link to the live page %s:\n%s", want, ack)
 	}
 
 	// alice opens the page before the agent has done anything and watches.
-	alice := tab()
 	if st := l.signedIn(alice, "alice", base+"/runs/"+task); st != http.StatusOK {
 		t.Fatalf("alice gets %d for her run's live page", st)
 	}
@@ -159,7 +151,9 @@ func TestE2ELivePageAndPreview(t *testing.T) {
 			t.Fatalf("the screencast's commonest colour is %v; want the page's background %v", rgb, uiBackground)
 		}
 	}
-	shot(t, alice, "live-page.png")
+	if shots {
+		shot(t, alice, "live-page.png")
+	}
 
 	// The running app, through the bot, in a tab of alice's.
 	preview := base + "/runs/" + task + "/preview/"
@@ -169,7 +163,39 @@ func TestE2ELivePageAndPreview(t *testing.T) {
 	if body, _ := chromedp.Run(alice, chromedp.Evaluate[string](`document.body.innerText`)); !strings.Contains(body, uiCanary) {
 		t.Fatalf("the preview shows %q, want the dev server's page with %q", body, uiCanary)
 	}
-	shot(t, alice, "preview.png")
+	if shots {
+		shot(t, alice, "preview.png")
+	}
+	return n, task, alice
+}
+
+// TestE2ELivePageAndPreview: a writer watches a plan run on its live page
+// as it happens, opens the running app through the bot, keeps watching
+// across a restart of the bot, and sees the receipt at the end; a reader
+// of another repository gets a 404 and an anonymous visitor the sign-in.
+func TestE2ELivePageAndPreview(t *testing.T) {
+	gate, release := liveGate(t)
+	yml, files := uiRepo()
+	l := startLoop(t, loopOptions{signIn: true, sandboxYML: yml, files: files, script: liveScript(gate)})
+	other := "octo-org/elsewhere"
+	l.gh.AddRepo(other, 7, map[string]string{"README.md": "# other\n"})
+	l.gh.SetPermission(other, "bob", "read")
+	l.gh.SetPermission(e2eRepo, "carol", "read")
+	base := "http://" + l.addr
+	_, tab := liveBrowser(t)
+
+	// The anonymous visitor is sent to sign in.
+	anon := tab()
+	l.gh.SignInAs("")
+	if _, err := chromedp.Run(anon, chromedp.NavigateResponse(base+"/runs/T-00000000")); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := chromedp.Run(anon, chromedp.Evaluate[string](`location.href`)); !strings.Contains(u, "/login/oauth/authorize") {
+		t.Errorf("an anonymous visitor of a live page lands on %s, want GitHub's sign-in", u)
+	}
+
+	n, task, alice := l.watchLiveRun(tab(), true)
+	preview := base + "/runs/" + task + "/preview/"
 
 	// bob reads another repository only; carol reads this one.
 	if st := l.signedIn(tab(), "bob", base+"/runs/"+task); st != http.StatusNotFound {
@@ -202,6 +228,39 @@ func TestE2ELivePageAndPreview(t *testing.T) {
 	}
 	// The ended run's page shows its receipt.
 	if st := l.signedIn(alice, "alice", base+"/runs/"+task); st != http.StatusOK {
+		t.Fatalf("the ended run's page answers %d", st)
+	}
+	waitJS(t, alice, "the receipt of the ended run", `!document.getElementById('receipt').hidden &&
+		document.getElementById('r-status').textContent === 'completed'`, time.Minute)
+}
+
+// TestE2ENomadLivePageAndPreview: the same on the Nomad backend, whose
+// fake runs the job on the real engine as Nomad's docker driver would: the
+// page reads the allocation's log, and the bot reaches the dev server and
+// the screencast through the allocation's exec API (`sandbox-runner pipe`
+// to the init's socket); after the run, no preview.
+func TestE2ENomadLivePageAndPreview(t *testing.T) {
+	fake, onNomad := nomadFake(t)
+	gate, release := liveGate(t)
+	yml, files := uiRepo()
+	l := startLoop(t, loopOptions{signIn: true, sandboxYML: yml, files: files, script: liveScript(gate), backendEnv: onNomad})
+	_, tab := liveBrowser(t)
+	n, task, alice := l.watchLiveRun(tab(), false)
+	execs := 0
+	for _, c := range fake.Calls() {
+		if strings.HasSuffix(c.Path, "/exec") && strings.Contains(c.Query, "pipe") {
+			execs++
+		}
+	}
+	if execs == 0 {
+		t.Fatal("the preview and the screencast did not go through the allocation's exec API")
+	}
+	release()
+	l.waitComment(n, "## 📋 Plan", 2*time.Minute)
+	if st := l.signedIn(alice, "alice", "http://"+l.addr+"/runs/"+task+"/preview/"); st != http.StatusNotFound {
+		t.Errorf("the preview answers %d after the run; want 404", st)
+	}
+	if st := l.signedIn(alice, "alice", "http://"+l.addr+"/runs/"+task); st != http.StatusOK {
 		t.Fatalf("the ended run's page answers %d", st)
 	}
 	waitJS(t, alice, "the receipt of the ended run", `!document.getElementById('receipt').hidden &&

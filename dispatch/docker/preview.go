@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -53,45 +52,19 @@ func (b *Backend) DialScreencast(ctx context.Context, taskID string) (net.Conn, 
 }
 
 // dialTaskSocket connects to a socket the sandbox made in its task
-// directory. The sandbox wrote that directory, so the path is resolved
-// without following any link (openat2, RESOLVE_NO_SYMLINKS) and the socket
-// is reached through the descriptor of what was checked to be a socket: a
+// directory, without following any link (dispatch.DialSocketBeneath): a
 // link planted there cannot turn the bot's connection toward a socket of
 // the host (its Docker daemon, say).
 func (b *Backend) dialTaskSocket(ctx context.Context, taskID, rel string) (net.Conn, error) {
 	if !dispatch.ValidTaskID(taskID) {
 		return nil, dispatch.ErrNotFound
 	}
-	dir := b.TaskDir(taskID)
-	dfd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil, dispatch.ErrNotFound
-		}
-		return nil, fmt.Errorf("docker backend: %s of %s: open the task directory: %w", rel, taskID, err)
-	}
-	defer unix.Close(dfd)
-	fd, err := unix.Openat2(dfd, rel, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("docker backend: %s of %s: not offered (%w)", rel, taskID, dispatch.ErrNoPreview)
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFSOCK {
-		return nil, fmt.Errorf("docker backend: %s of %s is not a socket (%w)", rel, taskID, dispatch.ErrNoPreview)
-	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", "/proc/self/fd/"+strconv.Itoa(fd))
-	if errors.Is(err, unix.ECONNREFUSED) {
-		// Nobody listens: the sandbox's process that offered it has
-		// exited, so the run has ended (its container may be going).
-		return nil, fmt.Errorf("docker backend: %s of %s: %w (%w)", rel, taskID, err, dispatch.ErrNoPreview)
+	c, err := dispatch.DialSocketBeneath(ctx, b.TaskDir(taskID), rel)
+	if errors.Is(err, unix.ENOENT) && !errors.Is(err, dispatch.ErrNoPreview) {
+		return nil, dispatch.ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("docker backend: %s of %s: %w", rel, taskID, err)
+		return nil, fmt.Errorf("docker backend: %s: %w", taskID, err)
 	}
 	return c, nil
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"path"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,9 +53,10 @@ func (b *Backend) dialSocket(ctx context.Context, taskID, socket string) (net.Co
 	// The session lives as long as the connection, not the dial.
 	sctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		code, err := b.c.Allocations().Exec(sctx, alloc, TaskName, false, []string{runnerPath, "pipe", socket}, inR, outW, io.Discard, nil, b.qopts(sctx))
+		var stderr headBuffer
+		code, err := b.c.Allocations().Exec(sctx, alloc, TaskName, false, []string{runnerPath, "pipe", socket}, inR, outW, &stderr, nil, b.qopts(sctx))
 		if err == nil && code != 0 {
-			err = fmt.Errorf("sandbox-runner pipe %s exited with %d (%w)", socket, code, dispatch.ErrNoPreview)
+			err = fmt.Errorf("nomad backend: %s: sandbox-runner pipe %s exited with %d: %s (%w)", taskID, socket, code, stderr.String(), dispatch.ErrNoPreview)
 		}
 		outW.CloseWithError(err)
 		inR.CloseWithError(errors.Join(err, io.ErrClosedPipe))
@@ -96,3 +99,17 @@ type execAddr struct{}
 
 func (execAddr) Network() string { return "nomad-exec" }
 func (execAddr) String() string  { return "nomad-exec" }
+
+// headBuffer keeps the first 512 bytes of what the pipe said on stderr,
+// for the error (the sandbox can make it say anything: it is only logged,
+// quoted).
+type headBuffer struct{ b []byte }
+
+func (t *headBuffer) Write(p []byte) (int, error) {
+	if room := 512 - len(t.b); room > 0 {
+		t.b = append(t.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+func (t *headBuffer) String() string { return strconv.Quote(strings.TrimSpace(string(t.b))) }

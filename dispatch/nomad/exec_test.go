@@ -2,6 +2,7 @@ package nomad_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -36,7 +37,7 @@ func TestNomadPreviewThroughAllocExec(t *testing.T) {
 	job := &api.Job{ID: &jobID, Name: &jobID, Type: ptr("batch"), Datacenters: []string{"dc1"},
 		Meta: map[string]string{nomad.MetaTaskID: taskID, nomad.MetaMode: "plan", nomad.MetaRepo: "acme/web"},
 		TaskGroups: []*api.TaskGroup{{Name: ptr("sandbox"), Tasks: []*api.Task{{Name: nomad.TaskName, Driver: "docker",
-			Config: map[string]any{"image": img, "args": []string{"--", "sleep", "300"}}}}}}}
+			Config: map[string]any{"image": img, "entrypoint": []string{"sleep"}, "args": []string{"300"}}}}}}}
 	if _, _, err := c.Jobs().Register(job, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -55,9 +56,17 @@ func TestNomadPreviewThroughAllocExec(t *testing.T) {
 	}
 	// The dev server behind the init's socket, as a run with `dev` has it.
 	server := `require('http').createServer((q, s) => s.end('dev page ' + q.url)).listen('/run/sandbox-preview/dev.sock')`
-	if out, err := exec.Command("docker", "exec", "-d", nomad.TaskName+"-"+allocID, "sh", "-c",
-		"mkdir -p /run/sandbox-preview && exec node -e \""+server+"\"").CombinedOutput(); err != nil {
-		t.Fatalf("start the dev server: %v\n%s", err, out)
+	// The allocation runs before the driver has created its container.
+	for {
+		out, err := exec.Command("docker", "exec", "-d", nomad.TaskName+"-"+allocID, "sh", "-c",
+			"mkdir -p /run/sandbox-preview && exec node -e \""+server+"\"").CombinedOutput()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("start the dev server: %v\n%s", err, out)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return b.DialPreview(ctx, taskID) }}}
@@ -72,6 +81,19 @@ func TestNomadPreviewThroughAllocExec(t *testing.T) {
 			t.Fatalf("no answer from the dev server through the allocation's exec; last %q", body)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+	// No run, no preview: the bot answers 404.
+	if _, err := b.DialPreview(ctx, "T-00000001"); !errors.Is(err, dispatch.ErrNotFound) && !errors.Is(err, dispatch.ErrNoPreview) {
+		t.Errorf("DialPreview of an unknown run: %v; want ErrNotFound or ErrNoPreview", err)
+	}
+	// A socket the sandbox does not offer: the pipe refuses it, the
+	// session ends and the connection reads an error, not a hang.
+	if out, err := exec.Command("docker", "exec", nomad.TaskName+"-"+allocID, "rm", "/run/sandbox-preview/dev.sock").CombinedOutput(); err != nil {
+		t.Fatalf("remove the socket: %v\n%s", err, out)
+	}
+	if resp, err := client.Get("http://preview/cart"); err == nil {
+		resp.Body.Close()
+		t.Errorf("a preview without its socket answered %s", resp.Status)
 	}
 }
 

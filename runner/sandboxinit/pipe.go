@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,8 +29,9 @@ func Pipe(ctx context.Context, args []string) int {
 		fmt.Fprintf(os.Stderr, "sandbox-runner pipe: %s is not under %s\n", path, previewRoot)
 		return exitUsage
 	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", path)
+	// Beneath the preview directory without following a link: the
+	// screencast's directory is the runner's, not root's.
+	c, err := dispatch.DialSocketBeneath(ctx, previewRoot, strings.TrimPrefix(path, previewRoot+"/"))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "sandbox-runner pipe: %v\n", err)
 		return 1

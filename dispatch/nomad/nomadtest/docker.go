@@ -123,7 +123,15 @@ func (d DockerDriver) Run(ctx context.Context, t *Task) (int, error) {
 		args = append(args, "-e", nodeAddrRef.ReplaceAllLiteralString(kv, nodeAddr))
 	}
 	args = append(args, d.ExtraArgs...)
+	// entrypoint replaces the image's, as the docker driver's does.
+	ep := stringList(cfg["entrypoint"])
+	if len(ep) > 0 {
+		args = append(args, "--entrypoint", ep[0])
+	}
 	args = append(args, image)
+	if len(ep) > 1 {
+		args = append(args, ep[1:]...)
+	}
 	args = append(args, stringList(cfg["args"])...)
 
 	cmd := exec.Command(bin, args...)

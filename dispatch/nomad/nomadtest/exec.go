@@ -26,8 +26,22 @@ func (d DockerDriver) Exec(ctx context.Context, alloc *api.Allocation, task stri
 		bin = "docker"
 	}
 	c := exec.CommandContext(ctx, bin, append([]string{"exec", "-i", task + "-" + alloc.ID}, cmd...)...)
-	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
-	err := c.Run()
+	c.Stdout, c.Stderr = stdout, stderr
+	// Not c.Stdin: Wait would wait for the session's stdin to end, and a
+	// command that exits first (a socket nobody listens on) would hang
+	// the session; Wait closes this pipe once the command has exited.
+	in, err := c.StdinPipe()
+	if err != nil {
+		return 1, err
+	}
+	if err := c.Start(); err != nil {
+		return 1, err
+	}
+	go func() {
+		_, _ = io.Copy(in, stdin)
+		_ = in.Close()
+	}()
+	err = c.Wait()
 	if ee, ok := err.(*exec.ExitError); ok {
 		return ee.ExitCode(), nil
 	}
