@@ -134,6 +134,8 @@ func (l *loop) watchLiveRun(alice context.Context, shots bool) (n int, task stri
 	waitJS(t, alice, "the agent's tool calls on the page", `Array.from(document.querySelectorAll('li.step.tool')).some(li =>
 		li.querySelector('code.tool').textContent === 'read' && li.querySelector('.args').textContent.includes('page.html')) &&
 		Array.from(document.querySelectorAll('li.step.tool code.tool')).some(c => c.textContent === 'browser_navigate_page')`, 3*time.Minute)
+	waitJS(t, alice, "the figures so far (two scripted turns' tokens, two tool calls)", `+document.getElementById('tokens').textContent >= 840 &&
+		+document.getElementById('tool-calls').textContent >= 2`, time.Minute)
 	waitJS(t, alice, "the stages and the preview link", `['clone','agent'].every(s => document.querySelector('li.stage[data-stage="'+s+'"]')) &&
 		!document.getElementById('preview-link').hidden`, time.Minute)
 	if ok, _ := chromedp.Run(alice, chromedp.Evaluate[bool](`window.notReloaded === true`)); !ok {
@@ -299,6 +301,9 @@ func TestE2EPreviewOnAPullRequest(t *testing.T) {
 		script: []modeltest.Turn{{Text: uiPlanText, Usage: usage(900, 60)}}})
 	branch := "agent/t-0000abcd-heading"
 	l.gh.CreateBranch(e2eRepo, branch, "main")
+	// The PR's head differs from main: the preview serves the head.
+	head := uiCanary + " (the PR's head)"
+	l.gh.CommitFile(e2eRepo, branch, "page.html", uiPage(head, "footer"), "Change the heading")
 	pr := l.gh.AddPullRequest(e2eRepo, "sandbox-bot[bot]", "Change the heading", branch, "main")
 	l.gh.SetBody(e2eRepo, pr, `<!-- sandbox-bot:{"kind":"pr","task":"T-0000ABCD","mode":"execute","issue":1,"branch":"`+branch+`"} -->`+"\nThe heading.")
 	l.command(pr, "/preview")
@@ -313,7 +318,7 @@ func TestE2EPreviewOnAPullRequest(t *testing.T) {
 	for {
 		l.signedIn(alice, "alice", link[1])
 		body, _ := chromedp.Run(alice, chromedp.Evaluate[string](`document.body ? document.body.innerText : ''`))
-		if strings.Contains(body, uiCanary) {
+		if strings.Contains(body, head) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -323,6 +328,7 @@ func TestE2EPreviewOnAPullRequest(t *testing.T) {
 		// the bot answers 502 until it is up.
 		time.Sleep(500 * time.Millisecond)
 	}
+	shot(t, alice, "pr-preview.png")
 	// The preview holds the only slot: a plan asked for now waits.
 	n := l.gh.AddIssue(e2eRepo, e2eWriter, "Another", "Plan something.")
 	l.label(n)
