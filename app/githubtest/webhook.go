@@ -80,8 +80,9 @@ func Deliver(t testing.TB, url, event, delivery string, body []byte, signature s
 	// Not http.DefaultClient: every httptest.Server's Close calls
 	// CloseIdleConnections on the default transport, which breaks a
 	// delivery of a parallel test just as it reuses a connection.
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := client.Do(req)
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
 		t.Fatalf("deliver %s: %v", event, err)
 	}
