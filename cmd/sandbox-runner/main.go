@@ -38,7 +38,7 @@ func main() {
 	case "pipe":
 		code = sandboxinit.Pipe(ctx, os.Args[2:])
 	default:
-		fmt.Fprintf(os.Stderr, "sandbox-runner: unknown subcommand %q (want init or run)\n", os.Args[1])
+		fmt.Fprintf(os.Stderr, "sandbox-runner: unknown subcommand %q (want init, run or pipe)\n", os.Args[1])
 		code = 2
 	}
 	os.Exit(code)
