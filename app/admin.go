@@ -23,6 +23,9 @@ func (s *Server) AdminHandler() http.Handler {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { s.readyz(w, r, true) })
 	mux.HandleFunc("GET /{$}", s.dashboard)
 	s.dash.mountAdmin(mux)
+	s.live.mount(mux, nil, func(h func(http.ResponseWriter, *http.Request, viewer), _ bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) { h(w, r, viewer{}) }
+	})
 	return s.withLogger(mux)
 }
 

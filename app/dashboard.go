@@ -64,6 +64,7 @@ func (d *dashboard) receiptsFor(cfg *Config, cc func() githubapp.ClientCreator) 
 	rc := handlers.Receipts{Store: withRepoIDs{store: d.store, cc: cc, log: d.log}}
 	if d.signIn != nil && cfg.PublicURL != "" {
 		rc.DashboardURL = strings.TrimSuffix(cfg.PublicURL, "/") + "/dashboard"
+		rc.PublicURL = cfg.PublicURL
 	}
 	return rc
 }

@@ -145,7 +145,7 @@ func (si *signIn) current(r *http.Request) (session, bool) {
 
 // safeNext keeps the post-sign-in redirect on this site's dashboard.
 func safeNext(next string) string {
-	if strings.HasPrefix(next, "/dashboard") || strings.HasPrefix(next, "/api/runs") {
+	if strings.HasPrefix(next, "/dashboard") || strings.HasPrefix(next, "/api/runs") || strings.HasPrefix(next, "/runs/") {
 		if u, err := url.Parse(next); err == nil && u.Host == "" && u.Scheme == "" {
 			return next
 		}

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,9 @@ type pageFigures struct {
 	RunRows    int      `json:"runRows"`
 	RunIDs     []string `json:"runIDs"`
 	RunLinks   []string `json:"runLinks"`
+	IssueLinks []string `json:"issueLinks"`
+	Titles     []string `json:"titles"`
+	Injected   int      `json:"injected"`
 	Failures   []string `json:"failures"`
 	Expensive  string   `json:"expensive"`
 	BodyText   string   `json:"bodyText"`
@@ -59,6 +63,9 @@ const readFigures = `(() => {
     costBars: qa('svg#cost-chart rect.bar').length, durBars: qa('svg#duration-chart rect.bar').length,
     rateBars: qa('svg#success-chart rect.bar').length, runRows: qa('#runs tr.run').length,
     runIDs: qa('#runs tr.run').map(r => r.id), runLinks: qa('#runs tr.run td:nth-child(2) a').map(a => a.href),
+    issueLinks: qa('#runs tr.run td:nth-child(3) a').map(a => a.href),
+    titles: qa('#runs tr.run td:nth-child(2) .title').map(e => e.textContent),
+    injected: qa('#runs img, #runs script, #runs b').length,
     failures: qa('#failures tr td:first-child').map(td => td.textContent),
     expensive: (q('#expensive tr:nth-child(2) td a') || {}).textContent || '',
     bodyText: document.body.innerText,
@@ -115,10 +122,15 @@ func TestDashboardInChromium(t *testing.T) {
 	if p.Expensive != "T-C0000001" || strings.Join(p.Failures, ",") != "budget_exceeded,failed" {
 		t.Errorf("most expensive %q, failures %v; want T-C0000001 and budget_exceeded, failed", p.Expensive, p.Failures)
 	}
+	// Each run links to its live page by its task id, with its issue's
+	// title beside it (as text: a title is untrusted), and to its issue.
 	for i, id := range p.RunIDs {
-		if r := f.runOf(id); r == nil || p.RunLinks[i] != r.URL {
-			t.Errorf("run %s links to %q, want its issue", id, p.RunLinks[i])
+		if r := f.runOf(id); r == nil || p.RunLinks[i] != f.http.URL+"/runs/"+id || p.IssueLinks[i] != r.URL {
+			t.Errorf("run %s links to %q and %q, want its live page and its issue", id, p.RunLinks[i], p.IssueLinks[i])
 		}
+	}
+	if !slices.Contains(p.Titles, hostileTitle) || p.Injected != 0 {
+		t.Errorf("titles %q with %d elements made of one: want %q shown as text", p.Titles, p.Injected, hostileTitle)
 	}
 	if strings.Contains(p.BodyText, "octo/beta") || strings.Contains(p.BodyText, "T-B0000001") {
 		t.Errorf("alice sees octo/beta, which she cannot read:\n%s", p.BodyText)
@@ -148,4 +160,38 @@ func (f *dashFixture) runOf(id string) *struct{ URL string } {
 		}
 	}
 	return nil
+}
+
+// TestDashboardTablesDoNotOverlapAt1280: in a 1280-pixel-wide window no
+// table of the three side by side reaches past its own box into the next
+// (the "Avg duration" column of the first once did).
+func TestDashboardTablesDoNotOverlapAt1280(t *testing.T) {
+	t.Parallel()
+	f := newDashFixture(t)
+	ctx := browser(t)
+	f.gh.SignInAs("alice")
+	type box struct {
+		ID                       string
+		Left, Right, BoxRight    float64
+		NextLeft, ScrollOverflow float64
+	}
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900), chromedp.Navigate(f.http.URL+"/dashboard"), chromedp.WaitVisible("#groups")); err != nil {
+		t.Fatal(err)
+	}
+	boxes, err := chromedp.Run(ctx, chromedp.Evaluate[[]box](`Array.from(document.querySelectorAll('.tables > div')).map((d, i, all) => {
+  const t = d.querySelector('table').getBoundingClientRect(), b = d.getBoundingClientRect();
+  const next = all[i+1] && Math.abs(all[i+1].getBoundingClientRect().top - b.top) < 2 ? all[i+1].getBoundingClientRect().left : 1e9;
+  return {ID: d.querySelector('table').id, Left: t.left, Right: t.right, BoxRight: b.right, NextLeft: next, ScrollOverflow: d.scrollWidth - d.clientWidth};
+})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(boxes) != 3 {
+		t.Fatalf("want 3 tables side by side, got %+v", boxes)
+	}
+	for _, b := range boxes {
+		if b.Right > b.BoxRight+0.5 || b.Right > b.NextLeft || b.ScrollOverflow > 0 {
+			t.Errorf("table #%s ends at %.0f px: its box ends at %.0f, the next box starts at %.0f, %.0f px hidden", b.ID, b.Right, b.BoxRight, b.NextLeft, b.ScrollOverflow)
+		}
+	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/app/receipts"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 )
 
@@ -36,7 +37,14 @@ type dashFixture struct {
 	seeded map[string][]receipts.Run
 	// ids are the fake's repository ids, by name.
 	ids map[string]int64
+	// backend, when set before a start, is the bot's backend (the
+	// in-memory one otherwise).
+	backend dispatch.Backend
 }
+
+// hostileTitle is an issue title that would be markup if it were not
+// escaped.
+const hostileTitle = `Fix <img src=x onerror="document.title='pwned'"> <b>login</b>`
 
 var dashDay = time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
 
@@ -65,6 +73,9 @@ func newDashFixture(t testing.TB) *dashFixture {
 		run("T-B0000002", "octo/beta", "revise", "completed", 6, 0.10, 30, 2),
 		run("T-C0000001", "other/gamma", "task", "budget_exceeded", 9, 2.00, 900, 4),
 	}
+	all[1].Title = hostileTitle
+	all[0].Title = "Add a cache to the client with a title long enough to wrap in its cell"
+	all[0].Repo = "octo/alpha"
 	for _, r := range all {
 		f.seeded[r.Repo] = append(f.seeded[r.Repo], r)
 	}
@@ -99,7 +110,11 @@ func (f *dashFixture) start() {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	srv, err := NewServer(cfg, backendtest.NewMemory(), zerolog.Nop())
+	var backend dispatch.Backend = backendtest.NewMemory()
+	if f.backend != nil {
+		backend = f.backend
+	}
+	srv, err := NewServer(cfg, backend, zerolog.Nop())
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -147,9 +147,9 @@ var dashboardPage = template.Must(template.New("dashboard").Funcs(template.FuncM
 </svg>{{if .First}}<div class="range"><span>{{.First}}</span><span>{{.Last}}</span></div>{{end}}</figure>
 {{end}}</section>
 <section class="tables">
-<div><h2>Success by repository and mode</h2>
-<table id="groups"><tr><th>Repository</th><th>Mode</th><th>Runs</th><th>Succeeded</th><th>Cost</th><th>Avg duration</th></tr>
-{{range .D.Stats.Groups}}<tr><td>{{.Repo}}</td><td>{{.Mode}}</td><td>{{.Runs}}</td><td>{{pct .SuccessRate}}</td><td>{{usd .CostUSD}}</td><td>{{secs .AvgDurationSeconds}}</td></tr>
+<div class="wide"><h2>Success by repository and mode</h2>
+<table id="groups"><tr><th>Repository</th><th>Mode</th><th class="num">Runs</th><th class="num">Succeeded</th><th class="num">Cost</th><th class="num">Avg duration</th></tr>
+{{range .D.Stats.Groups}}<tr><td class="repo">{{.Repo}}</td><td>{{.Mode}}</td><td class="num">{{.Runs}}</td><td class="num">{{pct .SuccessRate}}</td><td class="num">{{usd .CostUSD}}</td><td class="num">{{secs .AvgDurationSeconds}}</td></tr>
 {{else}}<tr><td colspan="6">No runs.</td></tr>{{end}}</table></div>
 <div><h2>Commonest failures</h2>
 <table id="failures"><tr><th>Status</th><th>Runs</th></tr>
@@ -160,7 +160,7 @@ var dashboardPage = template.Must(template.New("dashboard").Funcs(template.FuncM
 </section>
 <h2>Runs <small>{{.D.Runs.Total}} in all{{if .D.Runs.Runs}}, {{add .D.Runs.Offset 1}}–{{add .D.Runs.Offset (len .D.Runs.Runs)}} shown{{end}}</small></h2>
 <table id="runs"><tr><th>Ended</th><th>Run</th><th>Repository</th><th>Mode</th><th>Status</th><th>Cost</th><th>Duration</th><th>Steps</th><th>Tokens in/out</th></tr>
-{{range .D.Runs.Runs}}<tr id="{{.TaskID}}" class="run {{.Status}}{{if eq .TaskID $q.Task}} selected{{end}}"><td>{{when .EndedAt}}</td><td><a href="{{.URL}}">{{.TaskID}}</a></td><td>{{.Repo}}#{{.Number}}</td><td>{{.Mode}}</td><td>{{.Status}}{{if .Error}} <small>{{.Error}}</small>{{end}}</td><td>{{usd .CostUSD}}</td><td>{{secs .DurationSeconds}}</td><td>{{.Steps}}</td><td>{{.InputTokens}} / {{.OutputTokens}}</td></tr>
+{{range .D.Runs.Runs}}<tr id="{{.TaskID}}" class="run {{.Status}}{{if eq .TaskID $q.Task}} selected{{end}}"><td>{{when .EndedAt}}</td><td><a href="/runs/{{.TaskID}}">{{.TaskID}}</a>{{with .Title}} <span class="title">{{.}}</span>{{end}}</td><td><a href="{{.URL}}">{{.Repo}}#{{.Number}}</a></td><td>{{.Mode}}</td><td>{{.Status}}{{if .Error}} <small>{{.Error}}</small>{{end}}</td><td>{{usd .CostUSD}}</td><td>{{secs .DurationSeconds}}</td><td>{{.Steps}}</td><td>{{.InputTokens}} / {{.OutputTokens}}</td></tr>
 {{else}}<tr><td colspan="9">{{if $q.Task}}No receipt for {{$q.Task}} yet: the run has not ended, or it is not in a repository you can read.{{else}}No runs match.{{end}}</td></tr>{{end}}</table>
 <nav class="pages">{{if .Prev}}<a rel="prev" href="{{pageURL $q .Prev}}">← newer</a>{{end}} page {{$q.Page}} of {{.Pages}} {{if .Next}}<a rel="next" href="{{pageURL $q .Next}}">older →</a>{{end}}</nav>
 </body></html>{{end}}`))

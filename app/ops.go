@@ -35,6 +35,9 @@ type OpsConfig struct {
 	// ResultRetry is the first wait before posting a refused result
 	// again; it doubles up to two minutes (handlers/postretry.go).
 	ResultRetry time.Duration `yaml:"result_retry"`
+	// PreviewDuration is how long a preview asked for with /preview on a
+	// pull request serves its dev server (handlers/preview.go).
+	PreviewDuration time.Duration `yaml:"preview_duration"`
 }
 
 // Defaults of OpsConfig.
@@ -53,6 +56,8 @@ const (
 	DefaultReviewBatchWindow = 30 * time.Second
 	// DefaultResultRetry: a GitHub hiccup passes within a second or two.
 	DefaultResultRetry = time.Second
+	// DefaultPreviewDuration: long enough to click through a change.
+	DefaultPreviewDuration = 30 * time.Minute
 	// DefaultHTTPHeaderTimeout bounds reading a request's headers.
 	DefaultHTTPHeaderTimeout = 10 * time.Second
 )
@@ -79,6 +84,7 @@ func (o *OpsConfig) applyEnv(getenv Getenv) error {
 		"SANDBOX_DISPATCH_DEADLINE": &o.DispatchDeadline, "SANDBOX_HTTP_READ_TIMEOUT": &o.HTTPReadTimeout,
 		"SANDBOX_HTTP_WRITE_TIMEOUT": &o.HTTPWriteTimeout, "SANDBOX_HTTP_IDLE_TIMEOUT": &o.HTTPIdleTimeout,
 		"SANDBOX_REVIEW_BATCH_WINDOW": &o.ReviewBatchWindow, "SANDBOX_RESULT_RETRY": &o.ResultRetry,
+		"SANDBOX_PREVIEW_DURATION": &o.PreviewDuration,
 	}
 	for key, dst := range durations {
 		v, ok := getenv(key)
@@ -104,4 +110,5 @@ func (o *OpsConfig) defaults() {
 	o.GitHubWritesPerMinute = cmp.Or(o.GitHubWritesPerMinute, DefaultGitHubWritesPerMinute)
 	o.ReviewBatchWindow = cmp.Or(o.ReviewBatchWindow, DefaultReviewBatchWindow)
 	o.ResultRetry = cmp.Or(o.ResultRetry, DefaultResultRetry)
+	o.PreviewDuration = cmp.Or(o.PreviewDuration, DefaultPreviewDuration)
 }

@@ -44,6 +44,7 @@ type Server struct {
 	handler  http.Handler
 	ready    *readiness
 	dash     *dashboard // dashboard.go
+	live     *livePages // live.go
 }
 
 // NewServer wires the bot around a backend.
@@ -83,7 +84,8 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	}
 	base.Receipts = dash.receiptsFor(cfg, func() githubapp.ClientCreator { return base.ClientCreator })
 
-	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prom, ready: &readiness{backend: backend}, dash: dash}
+	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prom, ready: &readiness{backend: backend}, dash: dash,
+		live: newLivePages(backend, dash.store, secrets, logger)}
 	s.metrics = newServerMetrics(s.prom, registry, backend, base.Runs)
 	base.QueueWait = func(d time.Duration) { s.metrics.queueWait.Observe(d.Seconds()) }
 
@@ -113,6 +115,9 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { s.readyz(w, r, false) })
 	s.dash.mountPublic(mux)
+	if s.dash.signIn != nil {
+		s.live.mount(mux, s.dash.signIn, s.dash.signedIn)
+	}
 	s.handler = s.withLogger(mux)
 	return s, nil
 }
@@ -314,6 +319,7 @@ func (s *Server) Drain(ctx context.Context) error {
 // reconciles them.
 func (s *Server) Stop() {
 	s.base.Runs.Stop()
+	s.live.close()
 	if err := s.dash.close(); err != nil {
 		s.logger.Warn().Err(err).Msg("close the receipts store")
 	}

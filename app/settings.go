@@ -15,7 +15,7 @@ func (c *Config) handlerSettings() handlers.Settings {
 		MaxContinues: c.MaxContinues, MaxPlanRounds: c.MaxPlanRounds, ProgressInterval: c.ProgressInterval, TokenRefresh: c.TokenRefresh,
 		Defaults: c.Defaults, Limits: c.Limits, Isolation: c.Isolation, WebURL: c.GitHub.WebURL, SecretEnv: c.ProjectSecretEnv(),
 		DispatchDeadline: c.Ops.DispatchDeadline, CheckName: DefaultCheckName, Caps: c.Caps,
-		ReviewBatchWindow: c.Ops.ReviewBatchWindow, ResultRetry: c.Ops.ResultRetry,
+		ReviewBatchWindow: c.Ops.ReviewBatchWindow, ResultRetry: c.Ops.ResultRetry, PreviewDuration: c.Ops.PreviewDuration,
 		ArtifactCaps: c.Artifacts.Caps(),
 	}
 }

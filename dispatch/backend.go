@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
 	"time"
 )
@@ -17,17 +18,39 @@ var (
 	ErrLocked = errors.New("another task is active on this issue")
 	// ErrRunning: the run has not ended, so there is no result to read yet.
 	ErrRunning = errors.New("run has not ended yet")
+	// ErrNoPreview: the run offers no dev server (none configured, not
+	// started yet, or the run has ended).
+	ErrNoPreview = errors.New("the run offers no dev server")
 )
+
+// PreviewDialer is what a backend that can reach a live run's dev server
+// implements (docker: a socket the sandbox's init offers in the task
+// directory). Each call is one connection to the dev server; the bot
+// speaks HTTP or WebSocket over it and nothing in the sandbox listens on
+// the host.
+type PreviewDialer interface {
+	DialPreview(ctx context.Context, taskID string) (net.Conn, error)
+}
+
+// ScreencastDialer reaches a live run's screencast of the agent's browser
+// the same way (a socket of the runner's, ScreencastSocket).
+type ScreencastDialer interface {
+	DialScreencast(ctx context.Context, taskID string) (net.Conn, error)
+}
 
 // Meta is what the bot needs to pick a run up again after a restart; the
 // backend stores it with the run (Nomad job meta, a file for docker).
 type Meta struct {
-	TaskID         string `json:"task_id"`
-	Mode           Mode   `json:"mode"`
-	Repo           string `json:"repo"`
-	Number         int    `json:"number"`
-	InstallationID int64  `json:"installation_id"`
-	Attempt        int    `json:"attempt"`
+	TaskID string `json:"task_id"`
+	Mode   Mode   `json:"mode"`
+	Repo   string `json:"repo"`
+	// RepoID is GitHub's id of Repo (a rename keeps it): who may watch the
+	// run's live page is decided by it. 0 for runs started before it was
+	// kept.
+	RepoID         int64 `json:"repo_id,omitempty"`
+	Number         int   `json:"number"`
+	InstallationID int64 `json:"installation_id"`
+	Attempt        int   `json:"attempt"`
 	// DeliveryID is the webhook delivery that started the run, for logs.
 	DeliveryID string `json:"delivery_id,omitempty"`
 	// HeadSHA is the commit the progress Check Run hangs on, once known.
@@ -44,6 +67,9 @@ type RunSpec struct {
 	// Isolation is the profile of a coding sandbox; "" is the backend's
 	// default, and task mode ignores it.
 	Isolation Isolation
+	// Source is a preview's code, a gzipped tar (ModePreview), which the
+	// backend puts where the work order's Source says.
+	Source []byte
 }
 
 // State is where a run is in its life.

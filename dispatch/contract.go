@@ -104,6 +104,24 @@ const (
 	TokenPath     = SecretsDir + "/token"
 	OutputDir     = "/sandbox/out"
 	CacheDir      = "/cache"
+	// PreviewDir is where the init offers the run's dev server to the bot
+	// as a Unix socket (PreviewSocket), one connection forwarded to the dev
+	// server's port per connection made: the bot reaches the dev server
+	// through the task directory, and nothing in the sandbox listens on
+	// the host's network. Only the init writes in it.
+	PreviewDir    = "/run/sandbox-preview"
+	PreviewSocket = "dev.sock"
+	// ScreencastDir, under PreviewDir, is the runner's own (0711): its
+	// socket (ScreencastSocket) streams frames of the agent's browser to
+	// the bot, each a 4-byte big-endian length and a JPEG.
+	ScreencastDir    = "screen"
+	ScreencastSocket = "screen.sock"
+	// BrowserDebugPort is where the agent's Chromium (started by
+	// chrome-devtools-mcp) answers the DevTools protocol on the sandbox's
+	// loopback, for the runner's screencast.
+	BrowserDebugPort = 9333
+	// SourcePath is a preview's code (WorkOrder.Source), read-only.
+	SourcePath = "/sandbox/source.tar.gz"
 )
 
 // CacheTmpPrefix starts the name of a cache file being written; loaders

@@ -256,7 +256,30 @@ type Progress struct {
 	// can hang its check run on the commit.
 	Branch  string `json:"branch,omitempty"`
 	HeadSHA string `json:"head_sha,omitempty"`
+	// Kind and Detail are what the run's live page shows of the agent's
+	// steps: a tool call (Tool, Detail its arguments, shortened), the
+	// agent's text, or a check's output tail. Both are optional, and the
+	// runner redacts Detail as it redacts Message.
+	Kind   ProgressKind `json:"kind,omitempty"`
+	Detail string       `json:"detail,omitempty"`
 }
+
+// ProgressKind says what a progress line's Detail holds.
+type ProgressKind string
+
+// The kinds of progress lines with a detail.
+const (
+	KindTool  ProgressKind = "tool"  // Detail: the call's arguments, shortened
+	KindText  ProgressKind = "text"  // Detail: what the agent wrote
+	KindCheck ProgressKind = "check" // Detail: the check's output tail
+)
+
+// Limits of a progress line's Detail, so a chatty agent's page and log
+// stay bounded: arguments are shortened harder than text.
+const (
+	MaxToolDetail = 200
+	MaxTextDetail = 1200
+)
 
 // ParseProgress returns the progress event on a log line, or false when the
 // line is something else (the runner's own logs, a tool's output).
@@ -269,5 +292,6 @@ func ParseProgress(line []byte) (Progress, bool) {
 		return Progress{}, false
 	}
 	p.Stage, p.Message, p.Tool = termtext.Clean(p.Stage), termtext.Clean(p.Message), termtext.Clean(p.Tool)
+	p.Detail = termtext.Clean(p.Detail)
 	return p, true
 }

@@ -26,10 +26,14 @@ const (
 	ModeContinue Mode = "continue" // resume an interrupted run on its branch
 	ModeRebase   Mode = "rebase"   // bring the PR branch up to date with its base
 	ModeTask     Mode = "task"     // no repository: produce artifacts
+	// ModePreview serves a pull request's head with its dev server for a
+	// bounded time: a task-mode sandbox (no token, no inner daemon, one
+	// user) given the code as an archive the bot fetched.
+	ModePreview Mode = "preview"
 )
 
 // Modes lists every mode, for validation and help texts.
-var Modes = []Mode{ModePlan, ModeExecute, ModeRevise, ModeContinue, ModeRebase, ModeTask}
+var Modes = []Mode{ModePlan, ModeExecute, ModeRevise, ModeContinue, ModeRebase, ModeTask, ModePreview}
 
 // Valid reports whether m is a known mode.
 func (m Mode) Valid() bool {
@@ -42,7 +46,11 @@ func (m Mode) Valid() bool {
 }
 
 // WritesCode reports whether the run may change the repository.
-func (m Mode) WritesCode() bool { return m != ModePlan && m != ModeTask }
+func (m Mode) WritesCode() bool { return m != ModePlan && m != ModeTask && m != ModePreview }
+
+// TaskLike reports whether the mode runs as task mode does: one user, no
+// inner daemon, no privileges, no token.
+func (m Mode) TaskLike() bool { return m == ModeTask || m == ModePreview }
 
 var taskIDPattern = regexp.MustCompile(`^T-[0-9A-F]{8}$`)
 
@@ -144,6 +152,13 @@ type WorkOrder struct {
 	// RequestedAt is when the bot (or the CLI) asked for the run: the
 	// receipt's time to the agent's first step counts from it.
 	RequestedAt time.Time `json:"requested_at,omitzero"`
+	// Source is where the code of a preview is, as a gzipped tar the bot
+	// fetched from GitHub (SourcePath): a preview sandbox has no token to
+	// clone with.
+	Source string `json:"source,omitempty"`
+	// PreviewSeconds is how long a preview serves its dev server; the run
+	// then ends as completed (TimeoutMinutes bounds it too).
+	PreviewSeconds int `json:"preview_seconds,omitempty"`
 }
 
 // Validate checks the fields every mode needs.
@@ -158,8 +173,11 @@ func (w *WorkOrder) Validate() error {
 	if !w.Mode.Valid() {
 		problems = append(problems, fmt.Sprintf("mode %q is not one of %v", w.Mode, Modes))
 	}
-	if w.Mode != ModeTask && w.CloneURL == "" {
+	if !w.Mode.TaskLike() && w.CloneURL == "" {
 		problems = append(problems, "clone_url is required outside task mode")
+	}
+	if w.Mode == ModePreview && (w.Source == "" || w.Config.Dev.Command == "" || w.Config.Dev.Port == 0) {
+		problems = append(problems, "a preview needs source (the code's archive) and dev.command and dev.port")
 	}
 	if w.Mode.WritesCode() && w.TargetBranch == "" {
 		problems = append(problems, "target_branch is required in "+string(w.Mode)+" mode")

@@ -32,6 +32,9 @@ func order(mode dispatch.Mode) dispatch.WorkOrder {
 	if mode == dispatch.ModeExecute {
 		o.Plan = "1. Add it."
 	}
+	if mode == dispatch.ModePreview {
+		o.Source, o.Config.Dev.Command, o.Config.Dev.Port = dispatch.SourcePath, "npm run dev", 3000
+	}
 	return o
 }
 

@@ -95,6 +95,8 @@ func (b *Base) perform(ctx context.Context, t thread, ev event, sc *scene, c lif
 		return b.batches.add(ctx, t.gh, b.request(t, ev, dispatch.ModeRevise))
 	case lifecycle.UpdateBranch:
 		return b.rebase(ctx, t, sc, ev.trigger, ev.kind == lifecycle.Rebase)
+	case lifecycle.StartPreview:
+		return b.preview(ctx, t, sc)
 	}
 	req, ok := b.runFor(ctx, t, ev, sc, c.Do)
 	if !ok {

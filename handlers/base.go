@@ -50,6 +50,8 @@ type Settings struct {
 	// ReviewBatchWindow is how long review feedback on an agent PR is
 	// collected into one revise run (batch.go).
 	ReviewBatchWindow time.Duration
+	// PreviewDuration is how long a /preview serves the PR's head.
+	PreviewDuration time.Duration
 	// ResultRetry is the first wait before posting a refused result again.
 	ResultRetry time.Duration
 	// WebURL is GitHub's web address (https://github.com, or GHES's), for

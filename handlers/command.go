@@ -56,6 +56,7 @@ var commands = map[string]commandSpec{
 	"retry":    {help: "run the last failed step again", flags: []string{"budget", "timeout", "model"}, onBoth: true},
 	"continue": {help: "resume an interrupted run on its branch", flags: []string{"budget", "timeout"}, onBoth: true},
 	"rebase":   {help: "bring the PR branch up to date with its base", onPR: true},
+	"preview":  {help: "serve the PR's head with its dev server for a while, at a link on the PR", onPR: true},
 	"plan":     {help: "write a (new) plan for this issue", flags: []string{"budget", "model", "harness"}},
 	"status":   {help: "show the run in progress here, or the last one (anyone can ask)", onBoth: true},
 }

@@ -180,7 +180,7 @@ func TestParseCommandErrors(t *testing.T) {
 
 func TestCommandNames(t *testing.T) {
 	t.Parallel()
-	want := []string{"abort", "approve", "continue", "plan", "rebase", "retry", "revise", "status"}
+	want := []string{"abort", "approve", "continue", "plan", "preview", "rebase", "retry", "revise", "status"}
 	if got := handlers.CommandNames(); !reflect.DeepEqual(got, want) {
 		t.Errorf("CommandNames() = %v, want %v", got, want)
 	}

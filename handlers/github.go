@@ -111,6 +111,9 @@ type GitData interface {
 	CreateRef(ctx context.Context, ref, sha string) error
 	// UpdateRef moves ref to sha, forced.
 	UpdateRef(ctx context.Context, ref, sha string) error
+	// Archive is the tree at sha as GitHub's gzipped tarball (one top
+	// directory), refused past max bytes: a preview's code.
+	Archive(ctx context.Context, sha string, max int64) ([]byte, error)
 }
 
 // ConfigFile is a repository's .sandbox.yml as read.

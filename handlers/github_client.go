@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -374,4 +375,33 @@ func (r *goRepo) CreateRef(ctx context.Context, ref, sha string) error {
 func (r *goRepo) UpdateRef(ctx context.Context, ref, sha string) error {
 	_, _, err := r.c.Git.UpdateRef(ctx, r.owner, r.name, &github.Reference{Ref: &ref, Object: &github.GitObject{SHA: &sha}}, true)
 	return err
+}
+
+// Archive follows GitHub's tarball link for sha and reads at most max
+// bytes of it.
+func (r *goRepo) Archive(ctx context.Context, sha string, max int64) ([]byte, error) {
+	link, resp, err := r.c.Repositories.GetArchiveLink(ctx, r.owner, r.name, github.Tarball, &github.RepositoryContentGetOptions{Ref: sha}, 3)
+	if err != nil {
+		return nil, fmt.Errorf("archive of %s at %s: %w", r.FullName(), sha, status404(resp, err))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, link.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.c.Client().Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("archive of %s at %s: %w", r.FullName(), sha, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("archive of %s at %s: GitHub answered %s", r.FullName(), sha, res.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(res.Body, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("archive of %s at %s: %w", r.FullName(), sha, err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("archive of %s at %s: larger than %d bytes", r.FullName(), sha, max)
+	}
+	return b, nil
 }

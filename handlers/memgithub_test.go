@@ -1,6 +1,9 @@
 package handlers
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"maps"
@@ -434,6 +437,20 @@ func (r *memRepo) UpdateCheckRun(_ context.Context, id int64, o github.UpdateChe
 		}
 	}
 	return fmt.Errorf("check run %d: %w", id, ErrNotFound)
+}
+
+// Archive is a tarball of the repository's .sandbox.yml, under one top
+// directory as GitHub's are.
+func (r *memRepo) Archive(_ context.Context, sha string, _ int64) ([]byte, error) {
+	defer r.lock()()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	_ = tw.WriteHeader(&tar.Header{Name: "repo-" + sha + "/.sandbox.yml", Mode: 0o644, Size: int64(len(r.sandboxYML))})
+	_, _ = tw.Write([]byte(r.sandboxYML))
+	_ = tw.Close()
+	_ = zw.Close()
+	return buf.Bytes(), nil
 }
 
 func (r *memRepo) RefCommit(_ context.Context, ref string) (string, string, error) {

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -75,16 +76,20 @@ func (p *progress) closeSuperseded(ctx context.Context) {
 	}
 }
 
-// detailsURL is the run's dashboard entry, the check run's "Details" link.
+// detailsURL is the check run's "Details" link: the run's live page
+// (which shows the receipt once it has ended), else its dashboard entry.
 func (p *progress) detailsURL() *string {
-	if u := p.b.Receipts.EntryURL(p.meta.TaskID); u != "" {
+	if u := cmp.Or(p.b.Receipts.LiveURL(p.meta.TaskID), p.b.Receipts.EntryURL(p.meta.TaskID)); u != "" {
 		return &u
 	}
 	return nil
 }
 
-// entryLink is the dashboard line of the check run's text.
+// entryLink is the line of the check run's text that links to the run.
 func (p *progress) entryLink() string {
+	if u := p.b.Receipts.LiveURL(p.meta.TaskID); u != "" {
+		return fmt.Sprintf("\n\n[Watch this run live](%s)", u)
+	}
 	if u := p.b.Receipts.EntryURL(p.meta.TaskID); u != "" {
 		return fmt.Sprintf("\n\n[This run on the dashboard](%s)", u)
 	}

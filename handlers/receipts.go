@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/app/receipts"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/termtext"
 )
 
 // ReceiptStore keeps the receipts of ended runs (receipts.Store).
@@ -25,6 +26,18 @@ type Receipts struct {
 	// DashboardURL is the dashboard's public address, for the link on each
 	// run's check run; "" leaves the link out.
 	DashboardURL string
+	// PublicURL is where people reach the bot, when its pages are served
+	// there (sign-in configured): each run's live page is
+	// <PublicURL>/runs/<task-id>. "" leaves the links out.
+	PublicURL string
+}
+
+// LiveURL is the run's live page, or "".
+func (rc Receipts) LiveURL(taskID string) string {
+	if rc.PublicURL == "" {
+		return ""
+	}
+	return strings.TrimSuffix(rc.PublicURL, "/") + "/runs/" + url.PathEscape(taskID)
 }
 
 // EntryURL is the dashboard entry of one run, or "".
@@ -64,6 +77,11 @@ func (r *Runs) keepReceipt(ctx context.Context, rc *runContext, res *dispatch.Re
 		if res.Error != nil {
 			run.Error = truncateUTF8(res.Error.Message, 500)
 		}
+	}
+	// The title names the run on the dashboard; it is untrusted text, kept
+	// as text and escaped where it is shown.
+	if is, err := rc.gh.Issue(ctx, rc.meta.Number); err == nil {
+		run.Title = truncateUTF8(r.c.Secrets.Redact(termtext.Clean(is.GetTitle())), 300)
 	}
 	if err := r.c.Receipts.Store.Put(context.WithoutCancel(ctx), run); err != nil {
 		zerolog.Ctx(ctx).Error().Err(err).Msg("keep the run's receipt for the dashboard")

@@ -21,7 +21,9 @@ type AckData struct {
 	IssueAuthorExcluded string
 	// Excluded are commenters without write access whose text was left out.
 	Excluded []string
-	Marker   string
+	// LiveURL is the run's live page, when the bot serves one.
+	LiveURL string
+	Marker  string
 }
 
 // ConfigErrorData is github/config_error: the resolved configuration

@@ -140,6 +140,10 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		log.Error().Err(err).Msg("cannot follow run: no installation client")
 		return
 	}
+	if meta.Mode == dispatch.ModePreview {
+		r.followPreview(ctx, gh, meta)
+		return
+	}
 	prog := newProgress(ctx, r.c, gh, meta)
 	r.adoptToken(ctx, meta.TaskID)
 	refreshDone, refreshed := make(chan struct{}), make(chan struct{})

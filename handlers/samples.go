@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"maps"
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -33,9 +34,9 @@ func ReplySamples() map[string][]any {
 	}
 	acks = append(acks,
 		AckData{TaskID: task, Mode: dispatch.ModePlan, Budget: 3, Harness: "claude-code", Issue: 7, Round: 1, Attempt: 1, IssueAuthorExcluded: "mallory", Excluded: []string{"eve"}, Marker: marker},
-		AckData{TaskID: task, Mode: dispatch.ModeExecute, Budget: 3, Harness: "opencode", Issue: 7, Attempt: 1, Excluded: []string{"eve", "oscar"}, Marker: marker})
+		AckData{TaskID: task, Mode: dispatch.ModeExecute, Budget: 3, Harness: "opencode", Issue: 7, Attempt: 1, Excluded: []string{"eve", "oscar"}, LiveURL: "https://bot.example.com/runs/" + task, Marker: marker})
 
-	return map[string][]any{
+	samples := map[string][]any{
 		"github/ack":                 acks,
 		"github/refusal":             {RefusalData{User: "mallory", Action: "use `/approve`"}},
 		"github/busy":                {BusyData{Holder: task, HolderMode: dispatch.ModePlan, Mode: dispatch.ModeExecute, Command: "approve"}, BusyData{Holder: task, Mode: dispatch.ModePlan}},
@@ -86,10 +87,25 @@ func ReplySamples() map[string][]any {
 		"github/mention_other_pr": {MentionOtherPRData{Slug: "sandbox-bot", TriggerLabel: "agent"}},
 		"github/status": {
 			StatusData{User: "maya", TaskID: task, Mode: dispatch.ModeExecute, Running: true, Stage: "validate", Message: "check test", Elapsed: "4m 10s", CostUSD: 0.42, HasCost: true,
-				CheckURL: "https://github.com/octo-org/hello/runs/1", PlanURL: "https://github.com/octo-org/hello/issues/7#issuecomment-1"},
+				CheckURL: "https://github.com/octo-org/hello/runs/1", LiveURL: "https://bot.example.com/runs/" + task, PlanURL: "https://github.com/octo-org/hello/issues/7#issuecomment-1"},
 			StatusData{User: "maya", TaskID: task, Mode: dispatch.ModePlan, Running: true, Place: 2, Elapsed: "3m 5s"},
 			StatusData{User: "maya", TaskID: task, Mode: dispatch.ModePlan, Outcome: "failed", Elapsed: "1m 2s", ResultURL: "https://github.com/octo-org/hello/issues/7#issuecomment-2"},
 		},
+	}
+	maps.Copy(samples, previewSamples(task))
+	return samples
+}
+
+// previewSamples are the /preview replies' samples.
+func previewSamples(task string) map[string][]any {
+	marker := Marker{Kind: KindPreview, TaskID: task, Mode: dispatch.ModePreview}.String()
+	live := "https://bot.example.com/runs/" + task
+	return map[string][]any{
+		"github/preview": {
+			PreviewData{Marker: marker, URL: live + "/preview/", LiveURL: live, SHA: "0a1b2c3d4e5f", Minutes: 30, Until: "14:05 UTC"},
+			PreviewData{Marker: marker, LiveURL: live, SHA: "0a1b2c3d4e5f", Ended: true, Outcome: "ended after 30m0s"},
+		},
+		"github/preview_refused": {PreviewRefusedData{Reason: "this pull request comes from a fork"}},
 	}
 }
 

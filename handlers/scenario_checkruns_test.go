@@ -20,14 +20,15 @@ var dashboardEnv = map[string]string{
 	"SANDBOX_PUBLIC_URL": "https://bot.example", "GITHUB_OAUTH_CLIENT_ID": "Iv1.x", "GITHUB_OAUTH_CLIENT_SECRET": "oauth-secret",
 }
 
-const dashboardEntry = "https://bot.example/dashboard?task="
+// livePage is where a run's check run links: its live page.
+const livePage = "https://bot.example/runs/"
 
 // checkOf returns the run's check runs (by their dashboard link), oldest
 // first.
 func (h *harness) checksOf(taskID string) []githubtest.CheckRun {
 	var out []githubtest.CheckRun
 	for _, c := range h.gh.CheckRuns(testRepo) {
-		if c.DetailsURL == dashboardEntry+taskID {
+		if c.DetailsURL == livePage+taskID {
 			out = append(out, c)
 		}
 	}
@@ -90,7 +91,7 @@ func TestReviseRunReportsOnThePRHeadCheckRun(t *testing.T) {
 		return len(cs) == 1 && strings.Contains(cs[0].Text, "edit main.go")
 	})
 	if !strings.Contains(cs[0].Text, "step 3") || !strings.Contains(cs[0].Text, "$0.12") || !strings.Contains(cs[0].Text, "`queued`") ||
-		!strings.Contains(cs[0].Text, dashboardEntry+id) {
+		!strings.Contains(cs[0].Text, livePage+id) {
 		t.Errorf("check run text lacks the steps so far, the cost or the dashboard link:\n%s", cs[0].Text)
 	}
 	// The run pushes: the progress moves to the new head.
@@ -109,7 +110,7 @@ func TestReviseRunReportsOnThePRHeadCheckRun(t *testing.T) {
 		return len(cs) == 2 && cs[1].Status == "completed"
 	})
 	if cs[1].Conclusion != "success" || !strings.Contains(cs[1].Text, "$0.31") || !strings.Contains(cs[1].Text, "| Steps | 6 |") ||
-		!strings.Contains(cs[1].Text, dashboardEntry+id) {
+		!strings.Contains(cs[1].Text, livePage+id) {
 		t.Errorf("final check run: %+v\n%s\nwant success with the receipt's cost, steps and the dashboard link", cs[1], cs[1].Text)
 	}
 	r := h.receipt(id)
@@ -204,4 +205,18 @@ func TestRestartedBotKeepsOneCheckRunPerRun(t *testing.T) {
 	if cs = h.checksOf(id); len(cs) != 1 || cs[0].Conclusion != "failure" {
 		t.Errorf("check runs of the run across a restart: %+v; want one, completed as failure", cs)
 	}
+}
+
+// TestAcknowledgementAndStatusLinkTheLivePage: with the bot's pages served,
+// the acknowledgement and /status link the run's live page, as the check
+// run's Details do.
+func TestAcknowledgementAndStatusLinkTheLivePage(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, dashboardEnv)
+	n := h.gh.AddIssue(testRepo, writer, "Add caching", "")
+	h.label(n, writer, "d-live-links")
+	id := h.waitSubmitted(1)[0].Order.TaskID
+	h.waitComment(n, "the acknowledgement's link", func(c string) bool { return strings.Contains(c, "[watch it live]("+livePage+id+")") })
+	h.comment(n, reader, "/status")
+	h.waitComment(n, "the status's link", func(c string) bool { return strings.Contains(c, "Live page: "+livePage+id) })
 }

@@ -23,6 +23,7 @@ func (s Settings) check() error {
 		{"DispatchDeadline", s.DispatchDeadline <= 0},
 		{"ReviewBatchWindow", s.ReviewBatchWindow <= 0},
 		{"ResultRetry", s.ResultRetry <= 0},
+		{"PreviewDuration", s.PreviewDuration <= 0},
 		{"CheckName", s.CheckName == ""},
 		{"WebURL", s.WebURL == ""},
 		{"Isolation", s.Isolation == ""},

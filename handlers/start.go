@@ -241,7 +241,7 @@ func (b *starter) runSpec(ctx context.Context, gh GitHub, l launch) (built, erro
 	full := req.Repo.GetFullName()
 	spec := dispatch.RunSpec{
 		Meta: dispatch.Meta{
-			TaskID: l.taskID, Mode: l.mode, Repo: full, Number: req.Number, InstallationID: req.InstallationID,
+			TaskID: l.taskID, Mode: l.mode, Repo: full, RepoID: req.Repo.GetID(), Number: req.Number, InstallationID: req.InstallationID,
 			Attempt: attempt, DeliveryID: req.DeliveryID,
 		},
 		Order: dispatch.WorkOrder{
@@ -289,7 +289,7 @@ func (b *starter) acknowledge(ctx context.Context, gh GitHub, l launch, r built,
 	err := b.reply(ctx, gh, req.Number, "github/ack", AckData{
 		TaskID: l.taskID, Mode: mode, Branch: r.branch, Budget: l.cfg.MaxBudgetUSD, Excluded: r.excluded.Commenters,
 		IssueAuthorExcluded: r.excluded.IssueAuthor, Issue: req.Issue,
-		Round: req.Round, Attempt: attempt, Harness: l.cfg.Harness, HasPlan: req.Plan != "",
+		Round: req.Round, Attempt: attempt, Harness: l.cfg.Harness, HasPlan: req.Plan != "", LiveURL: b.Receipts.LiveURL(l.taskID),
 		Marker: Marker{Kind: KindAck, TaskID: l.taskID, Mode: mode, Issue: req.Issue, Branch: r.branch, Round: req.Round, Attempt: attempt, Inline: req.Inline, Upto: req.FeedbackUpto}.String(),
 	})
 	if err != nil {

@@ -40,7 +40,9 @@ type StatusData struct {
 	CostUSD  float64
 	HasCost  bool
 	CheckURL string
-	PlanURL  string
+	// LiveURL is the run's live page, when the bot serves one.
+	LiveURL string
+	PlanURL string
 	// ResultURL is the comment that reported the end of the run.
 	ResultURL string
 }
@@ -114,6 +116,7 @@ func (b *Base) statusData(ctx context.Context, holder string, marked []markedCom
 	if plan, ok := lastMarked(marked, KindPlan, ""); ok {
 		d.PlanURL = plan.Comment.GetHTMLURL()
 	}
+	d.LiveURL = b.Receipts.LiveURL(d.TaskID)
 	return d, true
 }
 

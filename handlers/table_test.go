@@ -55,7 +55,7 @@ func tableSettings() Settings {
 	return Settings{
 		TriggerLabel: "agent", MaxContinues: 1, MaxPlanRounds: 5, ProgressInterval: time.Hour, TokenRefresh: time.Hour,
 		DispatchDeadline: time.Second, CheckName: "sandbox-agent", WebURL: "https://github.example", Isolation: dispatch.IsolationCaps,
-		ReviewBatchWindow: time.Hour, ResultRetry: time.Millisecond,
+		ReviewBatchWindow: time.Hour, ResultRetry: time.Millisecond, PreviewDuration: time.Minute,
 		Limits: sandboxcfg.Limits{}.WithDefaults(), ArtifactCaps: dispatch.DefaultArtifactCaps(),
 	}
 }
@@ -65,12 +65,13 @@ func newWorld(t *testing.T) *world {
 	hub := newMemHub()
 	repo := hub.repo(tRepo)
 	repo.perms[tWriter] = "write"
-	repo.sandboxYML = "name: hello\nharness: opencode\nmax_budget_usd: 4\n"
+	repo.sandboxYML = "name: hello\nharness: opencode\nmax_budget_usd: 4\ndev: { command: npm run dev, port: 3000 }\n"
 	backend := backendtest.NewMemory()
 	b, err := NewBase(nil, tableSettings(), backend, tTemplates)
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.Receipts.PublicURL = "https://bot.example" // it serves pages: previews have a place
 	b.hub, b.retryWait = hub, time.Millisecond
 	logs := &testenv.Log{}
 	logger := zerolog.New(logs).Level(zerolog.DebugLevel)
@@ -95,6 +96,9 @@ func (w *world) hold(n int, taskID string, mode dispatch.Mode, branch string) {
 	}
 	order := dispatch.WorkOrder{SchemaVersion: dispatch.WorkOrderVersion, TaskID: taskID, Mode: mode, Attempt: 1, Repo: tRepo, Number: n,
 		CloneURL: "https://github.example/" + tRepo + ".git", TargetBranch: branch, Plan: "1. Do it.", OutputDir: "/out"}
+	if mode == dispatch.ModePreview {
+		order.Source, order.Config.Dev.Command, order.Config.Dev.Port = dispatch.SourcePath, "npm run dev", 3000
+	}
 	if _, err := w.backend.Submit(w.ctx, dispatch.RunSpec{Meta: dispatch.Meta{TaskID: taskID, Mode: mode, Repo: tRepo, Number: n, InstallationID: tInst, Attempt: 1}, Order: order}); err != nil {
 		w.t.Fatal(err)
 	}
@@ -267,6 +271,7 @@ var (
 		lifecycle.Retry:    {"reply:no_earlier_run", "reply:no_earlier_run", "reply:busy", "run:plan", "reply:busy", "run:execute", "run:execute", "run:execute"},
 		lifecycle.Continue: {"reply:no_earlier_run", "reply:no_earlier_run", "reply:nothing_to_continue", "reply:nothing_to_continue", "reply:busy", "run:continue", "run:continue", "run:continue"},
 		lifecycle.Rebase:   {"reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place"},
+		lifecycle.Preview:  {"reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place"},
 		lifecycle.Status:   {"-", "reply:status", "reply:status", "reply:status", "reply:status", "reply:status", "reply:status", "reply:status"},
 		lifecycle.Typo:     {"reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error"},
 	}
@@ -280,6 +285,7 @@ var (
 		lifecycle.Abort:    {"reply:wrong_place", "reply:nothing_to_abort", "reply:queue_aborted", "cancel+reply:abort_requested", "cancel+reply:abort_requested", "reply:nothing_to_abort", "reply:nothing_to_abort"},
 		lifecycle.Retry:    {"reply:wrong_place", "run:revise", "reply:busy", "reply:busy", "reply:busy", "run:revise", "run:revise"},
 		lifecycle.Continue: {"reply:wrong_place", "run:continue", "reply:busy", "reply:busy", "reply:busy", "run:continue", "run:continue"},
+		lifecycle.Preview:  {"reply:wrong_place", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview"},
 		lifecycle.Plan:     {"reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place"},
 		lifecycle.Approve:  {"reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place"},
 		lifecycle.Status:   {"-", "-", "reply:status", "reply:status", "reply:status", "reply:status", "reply:status"},
@@ -428,6 +434,9 @@ var (
 func TestRunTableModeByEnd(t *testing.T) {
 	t.Parallel()
 	for _, mode := range lifecycle.RunModes {
+		if mode == dispatch.ModePreview {
+			continue // a preview's end edits its comment: TestPreviewOfAPullRequest
+		}
 		for i, e := range runEnds {
 			t.Run(fmt.Sprintf("%s/%s-%d", mode, e.status, i), func(t *testing.T) {
 				t.Parallel()

@@ -22,6 +22,9 @@ import (
 // and task runs only read the repository, so a hostile agent in them has
 // nothing to push with.
 func tokenPermission(mode dispatch.Mode) string {
+	if mode == dispatch.ModePreview {
+		return "" // a preview gets its code as an archive and no token
+	}
 	if mode.WritesCode() {
 		return "write"
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -47,6 +48,10 @@ func browserCommand(mcpBin, chromium, recordings string) []string {
 		"--headless", "--isolated", "--executablePath=" + chromium,
 		"--viewport=1280x800", "--no-usage-statistics", "--no-performance-crux",
 		"--no-page-id-routing", "--workspace=" + recordings,
+		// The runner watches (screencast.go): DevTools on the sandbox's
+		// loopback, a port of the agent's own browser it could drive
+		// through the MCP server anyway.
+		"--chromeArg=--remote-debugging-port=" + strconv.Itoa(dispatch.BrowserDebugPort),
 	}
 	for _, a := range []string{"--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
 		"--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"} {
@@ -98,6 +103,7 @@ func (r *run) setupBrowser() error {
 		dev:        media.DevServer{Command: dev.Command, Port: dev.Port, StartTimeout: 90 * time.Second},
 		recordings: rec,
 	}
+	r.cast = r.startScreencast()
 	return nil
 }
 

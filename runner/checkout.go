@@ -48,6 +48,9 @@ func (r *run) dirs() error {
 // prepare clones and checks out the branch the mode works on, or makes the
 // artifacts directory in task mode.
 func (r *run) prepare() error {
+	if r.spec.start == startSource {
+		return r.unpackSource()
+	}
 	if r.spec.start == startNone {
 		r.dir = filepath.Join(r.order.OutputDir, dispatch.ArtifactsDir)
 		if err := os.MkdirAll(r.dir, 0o755); err != nil {

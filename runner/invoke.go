@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -15,6 +16,9 @@ import (
 func (r *run) agent(spec agentSpec) (*agentOutcome, error) {
 	stopDev := r.startDev()
 	defer stopDev()
+	watching, stopWatching := context.WithCancel(r.work)
+	defer stopWatching()
+	go r.cast.watch(watching)
 	extra, err := r.browserPrompt(r.promptData())
 	if err != nil {
 		return &agentOutcome{}, err
@@ -80,6 +84,12 @@ func (r *run) invoke(spec agentSpec) *agentOutcome {
 		switch ev.Type {
 		case harness.EventToolUse:
 			pr.Message, pr.Tool = "tool "+ev.Tool, ev.Tool
+			pr.Kind, pr.Detail = dispatch.KindTool, ev.ToolInput
+		case harness.EventText:
+			if strings.TrimSpace(ev.Text) == "" {
+				return
+			}
+			pr.Kind, pr.Detail = dispatch.KindText, ev.Text
 		case harness.EventStepFinish:
 			pr.Message = fmt.Sprintf("step %d done", st.Completed)
 		case harness.EventError:

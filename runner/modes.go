@@ -10,6 +10,7 @@ const (
 	pipeImplement                     // agent pass, validation, repairs, media
 	pipeRebase                        // rebase onto the base, agent on conflicts
 	pipeTask                          // agent in the artifacts directory, no repository
+	pipePreview                       // the dev server on the code of the order's archive, for a while
 )
 
 // startFrom says which remote branch a mode's checkout starts from.
@@ -20,6 +21,7 @@ const (
 	startBase                    // the base branch, checked out under its own name
 	startTarget                  // the target branch if it exists, else the base
 	startMust                    // the target branch, which must exist
+	startSource                  // the archive the bot fetched (preview mode)
 )
 
 // modeSpec is everything that differs between modes: the pipeline reads
@@ -88,5 +90,8 @@ var modes = map[dispatch.Mode]modeSpec{
 	},
 	dispatch.ModeTask: {
 		pipeline: pipeTask, prompt: PromptTask, start: startNone,
+	},
+	dispatch.ModePreview: {
+		pipeline: pipePreview, start: startSource,
 	},
 }

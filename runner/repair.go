@@ -109,6 +109,7 @@ func (r *run) validate() []checkRun {
 			verdict = "failed"
 		}
 		r.log.Info().Str("check", c.Check.Name).Bool("passed", c.Passed).Dur("took", c.Duration).Msg("check " + verdict)
-		r.prog.emit(dispatch.Progress{Stage: "validate", Message: fmt.Sprintf("%s %s", c.Check.Name, verdict)})
+		r.prog.emit(dispatch.Progress{Stage: "validate", Message: fmt.Sprintf("%s %s", c.Check.Name, verdict),
+			Kind: dispatch.KindCheck, Detail: c.Tail})
 	})
 }

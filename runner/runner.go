@@ -150,7 +150,8 @@ type run struct {
 	h                 harness.Harness
 	env               []string
 	services          dispatch.Services
-	browser           *browser // nil: the agent has no browser
+	browser           *browser    // nil: the agent has no browser
+	cast              *screencast // nil: its browser is not cast
 
 	baseBranch string
 	baseSHA    string // origin/<base> at clone time
@@ -286,6 +287,8 @@ func (r *run) exec() error {
 		return r.rebase()
 	case pipeTask:
 		return r.task()
+	case pipePreview:
+		return r.preview()
 	}
 	return fmt.Errorf("mode %q has no pipeline", r.order.Mode)
 }

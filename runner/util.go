@@ -1,6 +1,9 @@
 package runner
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 func firstNonEmpty(ss ...string) string {
 	for _, s := range ss {
@@ -23,4 +26,29 @@ func clipString(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// clipRunes keeps the first n bytes of s without cutting a character.
+func clipRunes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// lastRunes keeps the last n bytes of s without cutting a character: the
+// end of a check's output is where it says what failed.
+func lastRunes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := len(s) - n
+	for cut < len(s) && !utf8.RuneStart(s[cut]) {
+		cut++
+	}
+	return "…" + s[cut:]
 }

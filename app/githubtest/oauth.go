@@ -48,8 +48,12 @@ func (s *Server) UserTokens() int {
 }
 
 func (s *Server) userRoutes(h func(string, func(http.ResponseWriter, *http.Request, *Repo))) {
-	h("GET /login/oauth/authorize", s.authorize)
-	h("POST /login/oauth/access_token", s.accessToken)
+	// Sign-in is on GitHub's web host: URL() or WebURL(), whichever a
+	// test gives the bot as GITHUB_WEB_URL.
+	for _, web := range []string{"", "/web"} {
+		h("GET "+web+"/login/oauth/authorize", s.authorize)
+		h("POST "+web+"/login/oauth/access_token", s.accessToken)
+	}
 	h("GET /user", s.getUser)
 	h("GET /user/installations", s.userInstallations)
 	h("GET /user/installations/{id}/repositories", s.userInstallationRepos)

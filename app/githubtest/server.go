@@ -621,6 +621,7 @@ func (s *Server) routes() http.Handler {
 	s.reviewRoutes(h)
 	s.gitDataRoutes(h)
 	h("GET /web/{owner}/{repo}/raw/{ref}/{path...}", s.getRaw)
+	s.archiveRoutes(h)
 	mux.HandleFunc("/git/", s.serveGit)
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -628,7 +629,7 @@ func (s *Server) routes() http.Handler {
 			return
 		}
 		// /login/oauth/ is GitHub's web sign-in, not the API: no token.
-		if !strings.HasPrefix(r.URL.Path, "/git/") && !strings.HasPrefix(r.URL.Path, "/login/oauth/") {
+		if !strings.HasPrefix(r.URL.Path, "/git/") && !strings.HasPrefix(strings.TrimPrefix(r.URL.Path, "/web"), "/login/oauth/") {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(strings.NewReader(string(body)))
 			s.mu.Lock()

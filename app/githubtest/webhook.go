@@ -77,7 +77,12 @@ func Deliver(t testing.TB, url, event, delivery string, body []byte, signature s
 	if signature != "" {
 		req.Header.Set("X-Hub-Signature-256", signature)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	// Not http.DefaultClient: every httptest.Server's Close calls
+	// CloseIdleConnections on the default transport, which breaks a
+	// delivery of a parallel test just as it reuses a connection.
+	tr := &http.Transport{}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
 	if err != nil {
 		t.Fatalf("deliver %s: %v", event, err)
 	}

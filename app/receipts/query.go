@@ -53,7 +53,7 @@ func (f Filter) where() (string, []any) {
 	return strings.Join(conds, " AND "), args
 }
 
-const runColumns = `task_id, repo, repo_id, installation_id, number, issue, mode, status, attempt, branch, url, cost_usd, duration_s, tokens_in, tokens_out, steps, error, ended_at`
+const runColumns = `task_id, repo, repo_id, installation_id, number, issue, mode, status, attempt, branch, url, cost_usd, duration_s, tokens_in, tokens_out, steps, error, ended_at, title`
 
 func scanRuns(rows *sql.Rows) ([]Run, error) {
 	defer rows.Close()
@@ -62,7 +62,7 @@ func scanRuns(rows *sql.Rows) ([]Run, error) {
 		var r Run
 		var ended int64
 		if err := rows.Scan(&r.TaskID, &r.Repo, &r.RepoID, &r.InstallationID, &r.Number, &r.Issue, &r.Mode, &r.Status, &r.Attempt, &r.Branch, &r.URL,
-			&r.CostUSD, &r.DurationSeconds, &r.InputTokens, &r.OutputTokens, &r.Steps, &r.Error, &ended); err != nil {
+			&r.CostUSD, &r.DurationSeconds, &r.InputTokens, &r.OutputTokens, &r.Steps, &r.Error, &ended, &r.Title); err != nil {
 			return nil, fmt.Errorf("receipts: read a run: %w", err)
 		}
 		r.EndedAt = time.UnixMilli(ended).UTC()

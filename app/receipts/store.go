@@ -39,7 +39,10 @@ type Run struct {
 	// Number is the issue or pull request the run belongs to.
 	Number int `json:"number"`
 	// Issue is the issue whose text was the task (a PR run's issue).
-	Issue   int    `json:"issue"`
+	Issue int `json:"issue"`
+	// Title is the issue's or pull request's title when the run ended:
+	// untrusted text, which every page escapes.
+	Title   string `json:"title,omitempty"`
 	Mode    string `json:"mode"`
 	Status  string `json:"status"`
 	Attempt int    `json:"attempt"`
@@ -100,6 +103,7 @@ CREATE INDEX IF NOT EXISTS runs_cost ON runs(cost_usd);
 var migrations = []struct{ column, sql string }{
 	{"repo_id", `ALTER TABLE runs ADD COLUMN repo_id INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX IF NOT EXISTS runs_repo_id_ended ON runs(repo_id, ended_at);`},
+	{"title", `ALTER TABLE runs ADD COLUMN title TEXT NOT NULL DEFAULT '';`},
 }
 
 // migrate applies the migrations a database lacks.
@@ -162,8 +166,8 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) Close() error { return s.db.Close() }
 
 const insertRun = `INSERT OR REPLACE INTO runs
-	(task_id, repo, repo_id, installation_id, number, issue, mode, status, attempt, branch, url, cost_usd, duration_s, tokens_in, tokens_out, steps, error, ended_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	(task_id, repo, repo_id, installation_id, number, issue, mode, status, attempt, branch, url, cost_usd, duration_s, tokens_in, tokens_out, steps, error, ended_at, title)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // Put stores a receipt, replacing an earlier one of the same task (a
 // result posted again after a restart).
@@ -186,7 +190,7 @@ func (s *Store) PutMany(ctx context.Context, runs []Run) error {
 			return errors.New("receipts: a receipt needs a task id and a repository")
 		}
 		if _, err := stmt.ExecContext(ctx, r.TaskID, r.Repo, r.RepoID, r.InstallationID, r.Number, r.Issue, r.Mode, r.Status, r.Attempt, r.Branch, r.URL,
-			r.CostUSD, r.DurationSeconds, r.InputTokens, r.OutputTokens, r.Steps, r.Error, r.EndedAt.UnixMilli()); err != nil {
+			r.CostUSD, r.DurationSeconds, r.InputTokens, r.OutputTokens, r.Steps, r.Error, r.EndedAt.UnixMilli(), r.Title); err != nil {
 			return fmt.Errorf("receipts: store %s of %s: %w", r.TaskID, r.Repo, err)
 		}
 	}

@@ -39,8 +39,10 @@ import (
 var e2eRepo = fmt.Sprintf("octo-org/demo%d", time.Now().UnixNano()%1e6)
 
 const (
-	e2eSecret = "e2e-secret"
-	e2eWriter = "alice"
+	e2eSecret      = "e2e-secret"
+	e2eWriter      = "alice"
+	e2eOAuthID     = "Iv1.e2e"
+	e2eOAuthSecret = "e2e-oauth-secret"
 )
 
 // loop is one end-to-end environment.
@@ -56,6 +58,9 @@ type loop struct {
 	bot       *botProcess
 	// hostEnv runs OpenCode on the host against model (load tests' floors).
 	hostEnv []string
+	// addr, when set, is where every start of the bot listens: a restarted
+	// bot answers where the browser's pages point.
+	addr string
 }
 
 func newLoop(t *testing.T, script []modeltest.Turn) *loop {
@@ -97,6 +102,10 @@ type loopOptions struct {
 	// sandbox image (another backend).
 	env        []string
 	backendEnv func(img string) []string
+	// signIn serves the bot's pages on its public listener behind the
+	// fake GitHub's OAuth sign-in, at an address that stays the bot's
+	// across restarts.
+	signIn bool
 }
 
 // newLoopWith starts the loop on a repository of the files repoFiles
@@ -171,6 +180,16 @@ func startLoop(t *testing.T, o loopOptions) *loop {
 		l.env = append(l.env, "OPENCODE_CONFIG="+path, "E2E_SCRIPTED_KEY=modeltest-key",
 			"SANDBOX_PROVIDERS="+modeltest.ProviderID+"="+model.URL+",E2E_SCRIPTED_KEY")
 	}
+	if o.signIn {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.addr = ln.Addr().String()
+		ln.Close()
+		gh.SetOAuthApp(e2eOAuthID, e2eOAuthSecret)
+		l.env = append(l.env, "SANDBOX_PUBLIC_URL=http://"+l.addr, "GITHUB_OAUTH_CLIENT_ID="+e2eOAuthID, "GITHUB_OAUTH_CLIENT_SECRET="+e2eOAuthSecret)
+	}
 	l.env = append(l.env, o.env...)
 	if o.backendEnv != nil {
 		l.env = append(l.env, o.backendEnv(img)...)
@@ -213,12 +232,15 @@ func (s *syncBuffer) String() string {
 
 func (l *loop) startBot() *botProcess {
 	l.t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		l.t.Fatal(err)
+	addr := l.addr
+	if addr == "" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		addr = ln.Addr().String()
+		ln.Close()
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	p := &botProcess{addr: addr, logs: &syncBuffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(l.bin)
 	p.cmd.Env = append(append([]string(nil), l.env...), "SANDBOX_LISTEN="+addr, "SANDBOX_ADMIN_LISTEN=127.0.0.1:0")
@@ -279,7 +301,12 @@ func (l *loop) label(n int) {
 func (l *loop) command(n int, body string) {
 	id := l.gh.AddComment(e2eRepo, n, e2eWriter, body)
 	l.deliver("issue_comment", fmt.Sprintf("comment-%d", id), l.gh.Payload("issue_comment.created", e2eRepo, e2eWriter, func(m map[string]any) {
-		m["issue"] = map[string]any{"number": n, "title": l.gh.Issue(e2eRepo, n).Title}
+		iss := map[string]any{"number": n, "title": l.gh.Issue(e2eRepo, n).Title}
+		if l.gh.Issue(e2eRepo, n).PR != nil {
+			// GitHub marks a pull request's conversation so.
+			iss["pull_request"] = map[string]any{"url": fmt.Sprintf("%srepos/%s/pulls/%d", l.gh.URL(), e2eRepo, n)}
+		}
+		m["issue"] = iss
 		m["comment"] = map[string]any{"id": id, "body": body, "user": map[string]any{"login": e2eWriter, "type": "User"}}
 	}))
 }

@@ -4,6 +4,9 @@
 //	                      services, then the runner as the sandbox user.
 //	sandbox-runner run    the pipeline for one work order ($SANDBOX_WORK_ORDER
 //	                      or --work-order), leaving result.json behind.
+//	sandbox-runner pipe   stdin and stdout to a socket the sandbox offers the
+//	                      bot (its dev server, the screencast): the bot's way
+//	                      in through Nomad's allocation exec.
 package main
 
 import (
@@ -32,8 +35,10 @@ func main() {
 		code = sandboxinit.Main(ctx, os.Args[2:])
 	case "run":
 		code = runner.Main(ctx, os.Args[2:])
+	case "pipe":
+		code = sandboxinit.Pipe(ctx, os.Args[2:])
 	default:
-		fmt.Fprintf(os.Stderr, "sandbox-runner: unknown subcommand %q (want init or run)\n", os.Args[1])
+		fmt.Fprintf(os.Stderr, "sandbox-runner: unknown subcommand %q (want init, run or pipe)\n", os.Args[1])
 		code = 2
 	}
 	os.Exit(code)

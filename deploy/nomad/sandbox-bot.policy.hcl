@@ -3,8 +3,9 @@
 
 namespace "default" {
   # Register, read, stop and purge the sandbox jobs; follow their events,
-  # logs and alloc/data/result.json.
-  capabilities = ["submit-job", "read-job", "list-jobs", "read-logs", "read-fs"]
+  # logs and alloc/data/result.json; reach a live run's dev server and
+  # screencast (alloc-exec of `sandbox-runner pipe`, nothing else).
+  capabilities = ["submit-job", "read-job", "list-jobs", "read-logs", "read-fs", "alloc-exec"]
 
   variables {
     # Token Variables, one per sandbox job, readable by that job alone.

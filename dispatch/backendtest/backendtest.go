@@ -10,6 +10,7 @@ package backendtest
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Harness) {
 		{"SubmitIsCreateOnly", testSubmitIsCreateOnly},
 		{"UnknownTaskIsNotFound", testUnknownTaskIsNotFound},
 		{"ResultWhileRunning", testResultWhileRunning},
+		{"WaitReplaysFromTheStart", testWaitReplaysFromTheStart},
 		{"EndWithoutReceipt", testEndWithoutReceipt},
 		{"CancelLeavesInterruptedReceipt", testCancelLeavesInterruptedReceipt},
 		{"TokenRefresh", testTokenRefresh},
@@ -216,6 +218,54 @@ func testResultWhileRunning(t *testing.T, c *check) {
 	}
 	if res.TaskID != id || res.Status != dispatch.StatusCompleted || res.SchemaVersion != dispatch.ResultVersion {
 		t.Errorf("result = %+v, want %s completed", res, id)
+	}
+}
+
+// testWaitReplaysFromTheStart: a Wait begun while the run goes on gets
+// every progress line from the run's start, in order, and so does one
+// begun after its end while the backend still holds it: what a live page
+// opened late, on another replica or after a restart, reads.
+func testWaitReplaysFromTheStart(t *testing.T, c *check) {
+	if !c.Progress {
+		t.Skipf("%s reports no progress lines", c.b.Name())
+	}
+	id := c.submit(t, Hold).Meta.TaskID
+	c.started(t, id)
+	var mu sync.Mutex
+	var late []string
+	sawAgent := make(chan struct{})
+	var once sync.Once
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.b.Wait(c.ctx, id, func(p dispatch.Progress) {
+			mu.Lock()
+			late = append(late, p.Stage+": "+p.Message)
+			mu.Unlock()
+			if p.Stage == "agent" {
+				once.Do(func() { close(sawAgent) })
+			}
+		})
+		done <- err
+	}()
+	select {
+	case <-sawAgent: // a line written before this Wait began
+	case err := <-done:
+		t.Fatalf("%s: a Wait begun mid-run ended (%v) without the lines before it", c.b.Name(), err)
+	case <-c.ctx.Done():
+		t.Fatalf("%s: a Wait begun mid-run got no line written before it", c.b.Name())
+	}
+	c.Release(id)
+	if err := <-done; err != nil {
+		t.Fatalf("Wait: %v", err)
+	}
+	var after []string
+	if _, err := c.b.Wait(c.ctx, id, func(p dispatch.Progress) { after = append(after, p.Stage+": "+p.Message) }); err != nil {
+		t.Fatalf("Wait after the end: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(late) == 0 || !slices.Equal(late, after) {
+		t.Errorf("%s: lines read mid-run %q, after the end %q; want the same lines from the start", c.b.Name(), late, after)
 	}
 }
 

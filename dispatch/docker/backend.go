@@ -45,6 +45,7 @@ const (
 	labelAttempt      = "org.sandbox-bot.attempt"
 	labelInstallation = "org.sandbox-bot.installation"
 	labelDelivery     = "org.sandbox-bot.delivery"
+	labelRepoID       = "org.sandbox-bot.repo-id"
 )
 
 // Options configures the backend.

@@ -67,7 +67,9 @@ func metaFromLabels(l map[string]string) dispatch.Meta {
 	n, _ := strconv.Atoi(l[labelNumber])
 	a, _ := strconv.Atoi(l[labelAttempt])
 	inst, _ := strconv.ParseInt(l[labelInstallation], 10, 64)
+	repoID, _ := strconv.ParseInt(l[labelRepoID], 10, 64)
 	return dispatch.Meta{
+		RepoID: repoID,
 		TaskID: l[labelTask], Mode: dispatch.Mode(l[labelMode]), Repo: l[labelRepo],
 		Number: n, Attempt: a, InstallationID: inst, DeliveryID: l[labelDelivery],
 	}

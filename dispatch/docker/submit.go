@@ -12,6 +12,20 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
+// sandboxOrder is the work order as the sandbox finds it: where its
+// receipt, token, gateway file and (a preview's) code are inside.
+func (b *Backend) sandboxOrder(spec dispatch.RunSpec) dispatch.WorkOrder {
+	order := spec.Order
+	order.OutputDir, order.TokenFile, order.GatewayFile = dispatch.OutputDir, "", b.gatewayFile()
+	if spec.Token != "" {
+		order.TokenFile = dispatch.TokenPath
+	}
+	if len(spec.Source) > 0 {
+		order.Source = dispatch.SourcePath
+	}
+	return order
+}
+
 // Submit implements dispatch.Backend. It is idempotent by task id: the
 // container name is derived from it, and the engine refuses a second
 // container of the same name, across bot replicas too.
@@ -39,20 +53,19 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 		return false, fmt.Errorf("docker backend: %w", err)
 	}
 
-	order := spec.Order
-	order.OutputDir = dispatch.OutputDir
-	order.TokenFile = ""
-	if spec.Token != "" {
-		order.TokenFile = dispatch.TokenPath
-	}
-	order.GatewayFile = b.gatewayFile()
+	order := b.sandboxOrder(spec)
 	if err := order.Validate(); err != nil {
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
 	}
 	dir := b.TaskDir(m.TaskID)
-	task := order.Mode == dispatch.ModeTask || order.Config.Mode == "task"
+	task := order.Mode.TaskLike() || order.Config.Mode == "task"
 	if err := b.writeTaskDir(dir, order, spec.Token, task); err != nil {
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
+	}
+	if len(spec.Source) > 0 {
+		if err := os.WriteFile(filepath.Join(dir, sourceFile), spec.Source, 0o644); err != nil {
+			return false, fmt.Errorf("docker backend: %s: write the preview's code: %w", m.TaskID, err)
+		}
 	}
 	rec := record{Meta: m, Container: name, Image: b.o.Image, Isolation: isolation, SubmittedAt: time.Now().UTC()}
 	if task {
@@ -104,6 +117,7 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 		"--label", labelNumber + "=" + strconv.Itoa(m.Number),
 		"--label", labelAttempt + "=" + strconv.Itoa(m.Attempt),
 		"--label", labelInstallation + "=" + strconv.FormatInt(m.InstallationID, 10),
+		"--label", labelRepoID + "=" + strconv.FormatInt(m.RepoID, 10),
 		"--env", "SANDBOX_WORK_ORDER=" + dispatch.WorkOrderPath,
 		"--stop-timeout", strconv.Itoa(int(b.o.StopGrace.Round(time.Second) / time.Second)),
 		// Wait follows the log, so the log driver must be readable; "local"
@@ -112,9 +126,13 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 		"--mount", bind(filepath.Join(dir, "work-order.json"), dispatch.WorkOrderPath, true),
 		"--mount", bind(filepath.Join(dir, "secrets"), dispatch.SecretsDir, true),
 		"--mount", bind(filepath.Join(dir, "out"), dispatch.OutputDir, false),
+		"--mount", bind(filepath.Join(dir, previewDir), dispatch.PreviewDir, false),
 	}
 	if m.DeliveryID != "" {
 		args = append(args, "--label", labelDelivery+"="+m.DeliveryID)
+	}
+	if order.Source != "" {
+		args = append(args, "--mount", bind(filepath.Join(dir, sourceFile), dispatch.SourcePath, true))
 	}
 	if b.o.Env != nil {
 		args = append(args, "--env-file", filepath.Join(dir, "env"))

@@ -46,6 +46,9 @@ func (b *Backend) writeTaskDir(dir string, order dispatch.WorkOrder, token strin
 			return err
 		}
 	}
+	if err := b.writePreviewDir(dir, task, asRoot); err != nil {
+		return err
+	}
 	// The work order and the token are the runner's: in a coding sandbox
 	// it has its own uid, and the init moves both out of the agent's reach
 	// (runner/sandboxinit/identities.go). A bot that is not root cannot

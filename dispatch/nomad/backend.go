@@ -92,6 +92,11 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 	if spec.Meta.Mode == "" {
 		spec.Meta.Mode = spec.Order.Mode
 	}
+	if spec.Order.Mode == dispatch.ModePreview {
+		// The code would travel in the job (Nomad keeps it in its log);
+		// previews of a pull request run on the docker backend.
+		return false, fmt.Errorf("submit %s: previews are not supported on the nomad backend yet", spec.Order.TaskID)
+	}
 	if spec.Order.Mode != dispatch.ModeTask && spec.Token == "" {
 		return false, fmt.Errorf("submit %s: a repository token is required in %s mode", spec.Order.TaskID, spec.Order.Mode)
 	}

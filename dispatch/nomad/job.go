@@ -25,6 +25,7 @@ const (
 	MetaAttempt        = "sandbox_attempt"
 	MetaDeliveryID     = "sandbox_delivery_id"
 	MetaHeadSHA        = "sandbox_head_sha"
+	MetaRepoID         = "sandbox_repo_id"
 	MetaIsolation      = "sandbox_isolation"
 )
 
@@ -293,6 +294,9 @@ func jobMeta(m dispatch.Meta, order dispatch.WorkOrder, isolation dispatch.Isola
 	}
 	set(MetaDeliveryID, m.DeliveryID)
 	set(MetaHeadSHA, m.HeadSHA)
+	if id := max(m.RepoID, order.RepoID); id > 0 {
+		meta[MetaRepoID] = strconv.FormatInt(id, 10)
+	}
 	return meta
 }
 
@@ -300,7 +304,9 @@ func jobMeta(m dispatch.Meta, order dispatch.WorkOrder, isolation dispatch.Isola
 func metaFromJob(meta map[string]string) dispatch.Meta {
 	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
 	inst, _ := strconv.ParseInt(meta[MetaInstallationID], 10, 64)
+	repoID, _ := strconv.ParseInt(meta[MetaRepoID], 10, 64)
 	return dispatch.Meta{
+		RepoID:         repoID,
 		TaskID:         meta[MetaTaskID],
 		Mode:           dispatch.Mode(meta[MetaMode]),
 		Repo:           meta[MetaRepo],

@@ -145,6 +145,9 @@ const (
 	Continue Event = "/continue"
 	Rebase   Event = "/rebase"
 	Status   Event = "/status"
+	// Preview: a writer asks for the PR's head served by its dev server
+	// for a while, in a preview sandbox beside whatever runs on the PR.
+	Preview Event = "/preview"
 	// Typo: a comment that is almost a command (a typo, a bad flag).
 	Typo Event = "bad command"
 	// Review: a writer's review or inline comment on a pull request.
@@ -159,15 +162,15 @@ const (
 
 // IssueEvents and PREvents are the rows of the two tables.
 var (
-	IssueEvents = []Event{Label, Mention, Plan, Approve, Revise, Abort, Retry, Continue, Rebase, Status, Typo, SlotFree, Restart}
-	PREvents    = []Event{Mention, Review, Revise, Rebase, Push, Abort, Retry, Continue, Plan, Approve, Status, Typo, SlotFree, Restart}
+	IssueEvents = []Event{Label, Mention, Plan, Approve, Revise, Abort, Retry, Continue, Rebase, Preview, Status, Typo, SlotFree, Restart}
+	PREvents    = []Event{Mention, Review, Revise, Rebase, Push, Abort, Retry, Continue, Preview, Plan, Approve, Status, Typo, SlotFree, Restart}
 )
 
 // Command is the event of a comment command, by its name.
 func Command(name string) (Event, bool) {
 	e := Event("/" + name)
 	switch e {
-	case Plan, Approve, Revise, Abort, Retry, Continue, Rebase, Status:
+	case Plan, Approve, Revise, Abort, Retry, Continue, Rebase, Preview, Status:
 		return e, true
 	}
 	return "", false
@@ -193,7 +196,7 @@ const (
 // Ends are the columns of the run table; RunModes its rows.
 var (
 	Ends     = []End{Completed, Broke, Interrupted, Stopped}
-	RunModes = []dispatch.Mode{dispatch.ModePlan, dispatch.ModeExecute, dispatch.ModeContinue, dispatch.ModeTask, dispatch.ModeRevise, dispatch.ModeRebase}
+	RunModes = []dispatch.Mode{dispatch.ModePlan, dispatch.ModeExecute, dispatch.ModeContinue, dispatch.ModeTask, dispatch.ModeRevise, dispatch.ModeRebase, dispatch.ModePreview}
 )
 
 // EndOf is how a run that left status ended.
@@ -326,6 +329,9 @@ const (
 	Follow Action = "follow it"
 	// Admit admits the waiting run if a slot is free.
 	Admit Action = "admit it"
+	// StartPreview starts a preview sandbox of the PR's head (a fork's is
+	// refused); it holds no lock of the PR, so the PR's state stays.
+	StartPreview Action = "preview sandbox, `preview`"
 )
 
 // Actions when a run ends.
@@ -338,6 +344,8 @@ const (
 	PostFailure Action = "`failure`"
 	PostAborted Action = "`aborted`"
 	Resume      Action = "resume"
+	// EndPreview edits the preview's comment: it has ended.
+	EndPreview Action = "edit `preview`: ended"
 )
 
 // Reply is the action of answering with the github/<name> template, and

@@ -93,6 +93,7 @@ var issueTable = map[Event]map[State]Rule{
 	Retry:    with(each(retry, issueFree...), each(retryBusy, issueHeld...)),
 	Continue: with(each(cont, issueFree...), each(contBusy, issueHeld...)),
 	Rebase:   each(reply("wrong_place"), IssueStates...),
+	Preview:  each(reply("wrong_place"), IssueStates...),
 	Status:   each(status, IssueStates...),
 	Typo:     each(help, IssueStates...),
 	SlotFree: with(each(nothing, IssueStates...), map[State]Rule{Queued: do(StartQueued, "")}),
@@ -114,6 +115,7 @@ var prTable = map[Event]map[State]Rule{
 	}),
 	Retry:    with(with(each(do(RetryRun, ""), prFree...), each(busy, prHeld...)), map[State]Rule{NotOurs: reply("wrong_place")}),
 	Continue: with(with(each(do(ContinueRun, Revising), prFree...), each(busy, prHeld...)), map[State]Rule{NotOurs: reply("wrong_place")}),
+	Preview:  with(each(do(StartPreview, ""), prOurs...), map[State]Rule{NotOurs: reply("wrong_place")}),
 	Plan:     each(reply("wrong_place"), PRStates...),
 	Approve:  each(reply("wrong_place"), PRStates...),
 	Status:   each(status, PRStates...),
@@ -135,6 +137,8 @@ var runTable = map[dispatch.Mode]map[End]Rule{
 	dispatch.ModeTask:     ends(do(PostTask, Done), Executing),
 	dispatch.ModeRevise:   ends(do(PostDone, PROpen), Revising),
 	dispatch.ModeRebase:   ends(do(PostDone, PROpen), Rebasing),
+	// A preview ends however it ends; the PR's state is not its to change.
+	dispatch.ModePreview: {Completed: do(EndPreview, ""), Broke: do(EndPreview, ""), Interrupted: do(EndPreview, ""), Stopped: do(EndPreview, "")},
 }
 
 // ends is a run table row: completed as given, the rest alike.

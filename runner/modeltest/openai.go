@@ -49,6 +49,10 @@ type Turn struct {
 	Stall bool
 	// Delay waits before the first byte, for slow-model scenarios.
 	Delay time.Duration
+	// Gate, when set, holds the answer until it is closed: a test keeps a
+	// run alive at a known point for as long as it needs, and lets it go
+	// on when it is done looking.
+	Gate <-chan struct{}
 	// Status, when not 0 or 200, answers with that HTTP status and an
 	// OpenAI-style error body instead of a stream.
 	Status int

@@ -158,6 +158,15 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if turn.Gate != nil {
+		select {
+		case <-turn.Gate:
+		case <-r.Context().Done():
+			return
+		case <-s.stop:
+			return
+		}
+	}
 	if turn.Status != 0 && turn.Status != http.StatusOK {
 		writeJSON(w, turn.Status, apiError(fmt.Sprintf("scripted error %d", turn.Status)))
 		return

@@ -68,6 +68,7 @@ func (s *sandbox) run(parent context.Context) int {
 		return s.fail(dispatch.StatusFailed, err)
 	}
 	s.writeStartTimings(st.env)
+	defer s.offerToTheBot(ctx, st)()
 	runner, err := sig.startRunner(ctx, func() (*child, error) {
 		return startChild(s.log, argv, childEnv(os.Environ(), runAs, st.env), dir, runAs, caps)
 	})
@@ -308,5 +309,5 @@ func (s *sandbox) loadOrder() error {
 }
 
 func (s *sandbox) taskMode() bool {
-	return s.order != nil && (s.order.Mode == dispatch.ModeTask || s.order.Config.Mode == sandboxcfg.ModeTask)
+	return s.order != nil && (s.order.Mode.TaskLike() || s.order.Config.Mode == sandboxcfg.ModeTask)
 }

@@ -123,8 +123,7 @@ func (d DockerDriver) Run(ctx context.Context, t *Task) (int, error) {
 		args = append(args, "-e", nodeAddrRef.ReplaceAllLiteralString(kv, nodeAddr))
 	}
 	args = append(args, d.ExtraArgs...)
-	args = append(args, image)
-	args = append(args, stringList(cfg["args"])...)
+	args = append(args, imageArgs(image, cfg)...)
 
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = t.Stdout, t.Stderr
@@ -149,6 +148,21 @@ func (d DockerDriver) Run(ctx context.Context, t *Task) (int, error) {
 		}
 		return exitCode(<-exited)
 	}
+}
+
+// imageArgs is the image and what it runs: entrypoint replaces the
+// image's, as the docker driver's does.
+func imageArgs(image string, cfg map[string]any) []string {
+	var args []string
+	ep := stringList(cfg["entrypoint"])
+	if len(ep) > 0 {
+		args = append(args, "--entrypoint", ep[0])
+	}
+	args = append(args, image)
+	if len(ep) > 1 {
+		args = append(args, ep[1:]...)
+	}
+	return append(args, stringList(cfg["args"])...)
 }
 
 func exitCode(err error) (int, error) {

@@ -242,6 +242,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.listNodes(w, r)
 	case strings.HasPrefix(p, "/v1/node/") && r.Method == http.MethodGet:
 		s.nodeInfo(w, r, strings.TrimPrefix(p, "/v1/node/"))
+	case strings.HasPrefix(p, "/v1/client/allocation/") && strings.HasSuffix(p, "/exec"):
+		s.allocExec(w, r, strings.TrimSuffix(strings.TrimPrefix(p, "/v1/client/allocation/"), "/exec"))
 	case strings.HasPrefix(p, "/v1/client/fs/cat/") && r.Method == http.MethodGet:
 		s.fsCat(w, r, strings.TrimPrefix(p, "/v1/client/fs/cat/"))
 	case strings.HasPrefix(p, "/v1/client/fs/ls/") && r.Method == http.MethodGet:
