@@ -42,7 +42,17 @@ func (r *run) finish(err error) {
 
 	if r.git != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), r.opts.FinalPushTimeout)
-		if perr := r.saveWork(ctx, res.Status); perr != nil {
+		var held *errHeld
+		if perr := r.saveWork(ctx, res.Status); errors.As(perr, &held) {
+			r.log.Error().Str("findings", perr.Error()).Msg("nothing pushed: the secret scan held the push")
+			msg := "Nothing was pushed: " + perr.Error()
+			if res.Status == dispatch.StatusCompleted {
+				res.Status = dispatch.StatusFailed
+				res.Error = &dispatch.RunError{Message: msg}
+			} else if res.Error != nil {
+				res.Error.Message += "; and " + msg
+			}
+		} else if perr != nil {
 			r.log.Error().Err(perr).Msg("could not push the work")
 			if res.Status == dispatch.StatusCompleted {
 				res.Status = dispatch.StatusFailed
@@ -52,6 +62,9 @@ func (r *run) finish(err error) {
 			}
 		}
 		r.describe(ctx)
+		r.res.SecretScan = r.secretReport()
+		r.res.Dependencies = r.dependencies(ctx)
+		r.res.PlanScope = r.comparePlan(ctx)
 		cancel()
 	}
 	if r.spec.planFromOrder && res.Plan == "" {
@@ -99,16 +112,22 @@ func (r *run) describe(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	if r.sec.held != nil {
+		// The receipt describes what the branch holds: the last push.
+		if head = r.pushedSHA; head == "" {
+			return
+		}
+	}
 	if r.pushes {
 		r.res.HeadSHA = head
 		from := r.startSHA
 		if r.spec.commitsFromBase {
 			from = "origin/" + r.baseBranch
 		}
-		if commits, err := r.git.Log(ctx, from); err == nil {
+		if commits, err := r.git.Log(ctx, from, head); err == nil {
 			r.res.Commits = commits
 		}
-		if ds, err := r.git.DiffStats(ctx, "origin/"+r.baseBranch); err == nil {
+		if ds, err := r.git.DiffStats(ctx, "origin/"+r.baseBranch, head); err == nil {
 			r.res.DiffStats = ds
 		}
 	}
