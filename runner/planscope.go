@@ -139,7 +139,7 @@ func planScope(entries []dispatch.PlanFile, changed []string, reasons map[string
 // changedFiles are the paths the branch changes against the base, read on
 // the runner's side.
 func (r *run) changedFiles(ctx context.Context) ([]string, error) {
-	out, err := r.git.Inspect(ctx, "diff", "--name-only", "-z", "--no-renames", "--no-relative", r.baseSHA, r.headForReport())
+	out, err := r.git.Inspect(ctx, "diff", "--name-only", "-z", "--no-renames", "--no-relative", r.baseSHA, r.headRev(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -152,13 +152,17 @@ func (r *run) changedFiles(ctx context.Context) ([]string, error) {
 	return files, nil
 }
 
-// headForReport is what the receipt describes: HEAD, or the last push when
-// the secret scan holds the rest back.
-func (r *run) headForReport() string {
-	if r.sec.held != nil && r.pushedSHA != "" {
-		return r.pushedSHA
+// headRev is the commit the receipt describes: the checkout's HEAD, or
+// the last push when the secret scan holds the rest back (the base when
+// nothing was pushed).
+func (r *run) headRev(ctx context.Context) string {
+	if r.sec.held != nil {
+		return firstNonEmpty(r.pushedSHA, r.baseSHA)
 	}
-	return "HEAD"
+	if sha, err := r.git.RevParse(ctx, "HEAD"); err == nil {
+		return sha
+	}
+	return r.baseSHA
 }
 
 // comparePlan is the receipt's plan scope, nil when the order has no plan

@@ -22,11 +22,7 @@ func (r *run) dependencies(ctx context.Context) *dispatch.Dependencies {
 	if r.git == nil || !r.pushes {
 		return nil
 	}
-	head, err := r.git.Inspect(ctx, "rev-parse", "--verify", r.headRev(ctx)+"^{commit}")
-	if err != nil {
-		return nil
-	}
-	head = strings.TrimSpace(head)
+	head := r.headRev(ctx)
 	if r.deps.head == head {
 		return r.deps.deps
 	}
@@ -91,17 +87,6 @@ func (r *run) advisories(deps *dispatch.Dependencies, want depscan.Want) {
 			}
 		}
 	}
-}
-
-// headRev is headForReport as a revision git reads.
-func (r *run) headRev(ctx context.Context) string {
-	h := r.headForReport()
-	if h == "HEAD" {
-		if sha, err := r.git.RevParse(ctx, "HEAD"); err == nil {
-			return sha
-		}
-	}
-	return h
 }
 
 // advisoriesCheck is the built-in check of known advisories; it runs only
