@@ -109,6 +109,13 @@ type Config struct {
 	TemplatesDir string `yaml:"templates_dir"`
 	// RunnerBinary is the sandbox-runner executable for the process backend.
 	RunnerBinary string `yaml:"runner_binary"`
+	// OSVDir is an offline OSV advisory database (SANDBOX_OSV_DIR): a
+	// directory of OSV JSON files or OSV's per-ecosystem all.zip exports,
+	// given read-only to coding sandboxes; empty, no advisory lookups.
+	OSVDir string `yaml:"osv_dir"`
+	// NomadOSVVolume is the Nomad host volume holding that database on
+	// each sandbox node (SANDBOX_NOMAD_OSV_VOLUME).
+	NomadOSVVolume string `yaml:"nomad_osv_volume"`
 	LogLevel     string `yaml:"log_level"`
 	// LogPretty writes human-readable logs instead of JSON.
 	LogPretty bool `yaml:"log_pretty"`
@@ -208,6 +215,8 @@ func (c *Config) applyEnv(getenv Getenv) error {
 	str("SANDBOX_TRIGGER_LABEL", &c.TriggerLabel)
 	str("SANDBOX_TEMPLATES_DIR", &c.TemplatesDir)
 	str("SANDBOX_RUNNER_BINARY", &c.RunnerBinary)
+	str("SANDBOX_OSV_DIR", &c.OSVDir)
+	str("SANDBOX_NOMAD_OSV_VOLUME", &c.NomadOSVVolume)
 	str("SANDBOX_LOG_LEVEL", &c.LogLevel)
 	if v, ok := getenv("SANDBOX_LOG_PRETTY"); ok {
 		c.LogPretty = v == "1" || v == "true"
