@@ -107,6 +107,8 @@ func (r *run) implement() error {
 	if !out.OK() {
 		return failed("%s", out.Problem())
 	}
+	// No checkpoint may commit what the reviewer does in the checkout.
+	stopPush()
 	r.review()
 	r.captureMedia()
 	head, err := r.git.RevParse(r.work, "HEAD")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -101,7 +102,8 @@ func (r *run) periodicPush() func() {
 			}
 		}
 	}()
-	return func() { close(stop); <-done }
+	var once sync.Once
+	return func() { once.Do(func() { close(stop); <-done }) }
 }
 
 // saveWork commits what the agent left and pushes, in the modes that push.
