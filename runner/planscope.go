@@ -136,10 +136,10 @@ func planScope(entries []dispatch.PlanFile, changed []string, reasons map[string
 	return ps
 }
 
-// changedFiles are the paths the branch changes against the base, read on
-// the runner's side.
-func (r *run) changedFiles(ctx context.Context) ([]string, error) {
-	out, err := r.git.Inspect(ctx, "diff", "--name-only", "-z", "--no-renames", "--no-relative", r.baseSHA, r.headRev(ctx))
+// changedFiles are the paths head changes against the base, read on the
+// runner's side.
+func (r *run) changedFiles(ctx context.Context, head string) ([]string, error) {
+	out, err := r.git.Inspect(ctx, "diff", "--name-only", "-z", "--no-renames", "--no-relative", r.baseSHA, head)
 	if err != nil {
 		return nil, err
 	}
@@ -165,13 +165,13 @@ func (r *run) headRev(ctx context.Context) string {
 	return r.baseSHA
 }
 
-// comparePlan is the receipt's plan scope, nil when the order has no plan
-// files.
-func (r *run) comparePlan(ctx context.Context) *dispatch.PlanScope {
+// comparePlan compares head with the approved plan's files; nil when the
+// order has none.
+func (r *run) comparePlan(ctx context.Context, head string) *dispatch.PlanScope {
 	if len(r.order.PlanFiles) == 0 || r.git == nil || !r.pushes || r.spec.pipeline != pipeImplement {
 		return nil
 	}
-	changed, err := r.changedFiles(ctx)
+	changed, err := r.changedFiles(ctx, head)
 	if err != nil {
 		r.log.Warn().Err(err).Msg("plan scope: could not list the changed files")
 		return nil
@@ -186,7 +186,11 @@ func (r *run) planScopeCheck() (checkRun, bool) {
 		return checkRun{}, false
 	}
 	c := checkRun{Check: builtinCheck(dispatch.CheckPlanScope, "plan.strict: only the files the approved plan names"), Passed: true}
-	ps := r.comparePlan(r.work)
+	head, err := r.git.RevParse(r.work, "HEAD")
+	if err != nil {
+		return c, false
+	}
+	ps := r.comparePlan(r.work, head)
 	if ps == nil || len(ps.Outside) == 0 {
 		return c, true
 	}

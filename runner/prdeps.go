@@ -16,17 +16,15 @@ type depState struct {
 }
 
 // dependencies compares the manifests the change touches between the base
-// and what the receipt describes, read on the runner's side; nil when the
-// change touches none.
-func (r *run) dependencies(ctx context.Context) *dispatch.Dependencies {
+// and head, read on the runner's side; nil when the change touches none.
+func (r *run) dependencies(ctx context.Context, head string) *dispatch.Dependencies {
 	if r.git == nil || !r.pushes {
 		return nil
 	}
-	head := r.headRev(ctx)
 	if r.deps.head == head {
 		return r.deps.deps
 	}
-	changed, err := r.changedFiles(ctx)
+	changed, err := r.changedFiles(ctx, head)
 	if err != nil {
 		r.log.Warn().Err(err).Msg("dependencies: could not list the changed files")
 		return nil
@@ -96,7 +94,11 @@ func (r *run) advisoriesCheck() (checkRun, bool) {
 		return checkRun{}, false
 	}
 	c := checkRun{Check: builtinCheck(dispatch.CheckAdvisories, "known advisories (OSV) of the dependency versions the change adds"), Passed: true}
-	deps := r.dependencies(r.work)
+	head, err := r.git.RevParse(r.work, "HEAD")
+	if err != nil {
+		return c, false
+	}
+	deps := r.dependencies(r.work, head)
 	if deps == nil || len(deps.Advisories) == 0 {
 		return c, true
 	}

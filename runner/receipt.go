@@ -63,8 +63,9 @@ func (r *run) finish(err error) {
 		}
 		r.describe(ctx)
 		r.res.SecretScan = r.secretReport()
-		r.res.Dependencies = r.dependencies(ctx)
-		r.res.PlanScope = r.comparePlan(ctx)
+		head := r.headRev(ctx)
+		r.res.Dependencies = r.dependencies(ctx, head)
+		r.res.PlanScope = r.comparePlan(ctx, head)
 		cancel()
 	}
 	if r.spec.planFromOrder && res.Plan == "" {
