@@ -39,7 +39,7 @@ func BenchmarkSecretScan(b *testing.B) {
 				b.Fatal(err)
 			}
 			var scanT, diffT []time.Duration
-			findings := 0
+			findings, added := 0, 0
 			b.ResetTimer()
 			for range b.N {
 				t0 := time.Now()
@@ -48,7 +48,7 @@ func BenchmarkSecretScan(b *testing.B) {
 				if res.Commits != tc.commits {
 					b.Fatalf("scanned %d commits", res.Commits)
 				}
-				findings = len(res.Findings)
+				findings, added = len(res.Findings), res.Bytes
 				t0 = time.Now()
 				runGit(b, r.dir, "diff", base, "HEAD")
 				diffT = append(diffT, time.Since(t0))
@@ -59,6 +59,7 @@ func BenchmarkSecretScan(b *testing.B) {
 			b.ReportMetric(float64(dm.Microseconds())/1000, "floor-git-diff-ms")
 			b.ReportMetric(float64(sm)/float64(dm), "x-git-diff")
 			b.ReportMetric(float64(findings), "findings")
+			b.ReportMetric(float64(added)/(1<<20), "added-MiB")
 		})
 	}
 }
