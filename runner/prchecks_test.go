@@ -220,3 +220,23 @@ func TestPlanScope(t *testing.T) {
 		}
 	}
 }
+
+// A plan run pushes nothing, so it makes no scanner and its receipt has no
+// scan; the plan's Files section becomes plan_files.
+func TestPlanRunNamesItsFilesAndScansNothing(t *testing.T) {
+	t.Parallel()
+	remote := runtest.NewRemote(t, projectFiles())
+	e := newRunEnv(t, nil)
+	cfg := commandCfg("cat > /dev/null; printf 'Add notes.\\n\\n## Files\\n- `NOTES.md` — the notes\\n- `docs/` — a page\\n- src/**/*.go: tests\\n\\n## Risks\\n- `none` at all\\n'")
+	o := order(t, remote.URL, dispatch.ModePlan, cfg)
+	o.Plan = ""
+	res := run(t, e, o)
+	wantStatus(t, res, dispatch.StatusCompleted)
+	if res.SecretScan != nil || res.Dependencies != nil || res.PlanScope != nil || res.Review != nil {
+		t.Fatalf("a plan run reported checks: %+v %+v %+v %+v", res.SecretScan, res.Dependencies, res.PlanScope, res.Review)
+	}
+	want := []dispatch.PlanFile{{Path: "NOTES.md", Note: "the notes"}, {Path: "docs/", Note: "a page"}, {Path: "src/**/*.go", Note: "tests"}}
+	if len(res.PlanFiles) != 3 || res.PlanFiles[0] != want[0] || res.PlanFiles[1] != want[1] || res.PlanFiles[2] != want[2] {
+		t.Fatalf("plan_files = %+v", res.PlanFiles)
+	}
+}
