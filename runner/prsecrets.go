@@ -22,7 +22,9 @@ import (
 // secretState is the scan's part of a run.
 type secretState struct {
 	scanner *secretscan.Scanner
-	commits int
+	// scanned are the commits scanned over the run (a held commit is
+	// scanned again at each push it holds back, and counted once).
+	scanned map[string]bool
 	// held are the blocking findings of the last scan (nil: the last
 	// push went through); allowed, every allowlisted one seen.
 	held     []secretscan.Finding
@@ -51,7 +53,9 @@ func (r *run) gatePush(ctx context.Context, head string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	r.sec.commits += res.Commits
+	for _, sha := range res.SHAs {
+		r.sec.scanned[sha] = true
+	}
 	r.noteAllowed(res.Allowed)
 	if len(res.Findings) == 0 {
 		r.sec.held = nil
@@ -98,6 +102,7 @@ func (r *run) secretScanner(ctx context.Context) (*secretscan.Scanner, error) {
 	}
 	r.sec.scanner = s
 	r.sec.allowed = map[string]secretscan.Finding{}
+	r.sec.scanned = map[string]bool{}
 	r.sec.repaired = map[string]bool{}
 	return s, nil
 }
@@ -256,7 +261,7 @@ func (r *run) secretReport() *dispatch.SecretScan {
 		return nil
 	}
 	rep := &dispatch.SecretScan{Scanner: secretscan.Version + " (default rules with their entropy thresholds) and the run's own secrets",
-		Commits: r.sec.commits, Squashed: r.sec.squashed}
+		Commits: len(r.sec.scanned), Squashed: r.sec.squashed}
 	for _, f := range r.sec.held {
 		rep.Findings = append(rep.Findings, secretFinding(f))
 		delete(r.sec.repaired, f.Rule+" "+f.Place())

@@ -62,8 +62,9 @@ func (f Finding) Place() string {
 type Result struct {
 	// Findings block the push; Allowed are accepted by an allowlist.
 	Findings, Allowed []Finding
-	// Commits scanned (0 for a plain diff).
+	// Commits scanned (0 for a plain diff), and their ids.
 	Commits int
+	SHAs    []string
 	// Binary are files git showed as binary: the caller reads their
 	// content and scans it with ScanContent when it is text after all (an
 	// attribute marked it binary).
@@ -179,6 +180,7 @@ func (s *Scanner) ScanPatch(ctx context.Context, patch io.Reader) (*Result, erro
 			if commit != "" && !seen[commit] {
 				seen[commit] = true
 				res.Commits++
+				res.SHAs = append(res.SHAs, commit)
 				if msg := h.Message(); msg != "" {
 					frags <- fragment{commit: commit, path: CommitMessage, raw: msg, start: 1}
 				}
