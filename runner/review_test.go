@@ -127,3 +127,36 @@ func TestReviewerChangesAreDiscarded(t *testing.T) {
 		t.Fatalf("review = %+v", rv)
 	}
 }
+
+// plan.strict through OpenCode: a file outside the approved plan's files
+// fails validation, the repair prompt names it, and the agent's repair
+// removes it before anything outside the plan is pushed for good.
+func TestOpenCodeStrictPlanRepairsAnOutsideFile(t *testing.T) {
+	t.Parallel()
+	e, srv := openCodeRunEnv(t, []modeltest.Turn{
+		{ToolCalls: []modeltest.ToolCall{write("NOTES.md", "# Notes\n"), write("extra.txt", "not planned\n")}, Usage: usage(1000, 50)},
+		{Text: "Added NOTES.md.", Usage: usage(1100, 10)},
+		// repair
+		{ToolCalls: []modeltest.ToolCall{bash("rm extra.txt")}, Usage: usage(1200, 20)},
+		{Text: "Removed extra.txt.", Usage: usage(1300, 10)},
+	})
+	remote := runtest.NewRemote(t, projectFiles())
+	strict := true
+	o := order(t, remote.URL, dispatch.ModeExecute, sandboxcfg.Config{Plan: sandboxcfg.Plan{Strict: &strict}})
+	o.PlanFiles = []dispatch.PlanFile{{Path: "NOTES.md", Note: "the notes"}}
+	res := run(t, e, o)
+	wantStatus(t, res, dispatch.StatusCompleted)
+	reqs := srv.ScriptedRequests()
+	if !strings.Contains(reqs[0].LastUser(), "- `NOTES.md` — the notes") || !strings.Contains(reqs[0].LastUser(), "plan.strict") {
+		t.Fatalf("the execute prompt does not name the plan's files:\n%s", reqs[0].LastUser())
+	}
+	if p := reqs[2].LastUser(); !strings.Contains(p, "## sandbox/plan-scope") || !strings.Contains(p, "- extra.txt") {
+		t.Fatalf("the repair prompt:\n%s", p)
+	}
+	if _, ok := remote.File(t, o.TargetBranch, "extra.txt"); ok {
+		t.Fatal("extra.txt is on the branch")
+	}
+	if ps := res.PlanScope; ps == nil || len(ps.Outside) != 0 || !ps.Strict || len(res.Repairs) != 1 {
+		t.Fatalf("plan_scope %+v, repairs %+v", ps, res.Repairs)
+	}
+}
