@@ -82,4 +82,18 @@ func TestChecksBeforeThePRReachThePRBody(t *testing.T) {
 	if rev.Order.Mode != dispatch.ModeRevise || len(rev.Order.PlanFiles) != 3 || rev.Order.PlanFiles[0].Path != "greet.go" {
 		t.Fatalf("the revise run's plan files = %+v (%s)", rev.Order.PlanFiles, rev.Order.Mode)
 	}
+	// Its completed receipt's checks replace the body's: the branch as it
+	// is now.
+	done := completed(rev, "3333333")
+	done.PlanScope = &dispatch.PlanScope{Items: []dispatch.PlanItem{{Path: "greet.go", Changed: []string{"greet.go"}}}}
+	done.Review = &dispatch.Review{Harness: "opencode", Text: "Second look: fine.", CostUSD: 0.02}
+	h.backend.Finish(rev.Order.TaskID, done)
+	h.gh.WaitFor(10*time.Second, "the revise run's checks in the PR body", func() bool {
+		body = h.gh.Issue(testRepo, pr).Body
+		return strings.Contains(body, "Second look: fine.")
+	})
+	if strings.Contains(body, "Makefile") || strings.Count(body, "sandbox-bot:checks-start") != 1 || !strings.Contains(body, "Every changed file is within the plan's files.") ||
+		!strings.Contains(body, rev.Order.TaskID) || !strings.Contains(body, "Closes #") {
+		t.Fatalf("the PR body after the revise run:\n%s", body)
+	}
 }
