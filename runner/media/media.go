@@ -119,8 +119,6 @@ func Capture(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	defer stopServer()
-	base := "http://127.0.0.1:" + strconv.Itoa(o.Port)
-
 	b, err := launchBrowser(ctx, o.Chromium, o.Credential, o.Env)
 	if err != nil {
 		return nil, err
@@ -130,8 +128,25 @@ func Capture(ctx context.Context, o Options) (*Result, error) {
 	if err := page.call(ctx, "Page.enable", nil, nil); err != nil {
 		return nil, err
 	}
+	navigate := navigator(ctx, page, "http://127.0.0.1:"+strconv.Itoa(o.Port))
+	res := &Result{}
+	if res.Screenshots, err = screenshots(ctx, page, navigate, o.Routes, shots, o.Log); err != nil {
+		return res, err
+	}
+	if o.FFmpeg == "" {
+		o.Log.Warn().Msg("no ffmpeg: skipping the recording")
+		return res, nil
+	}
+	recs, err := record(ctx, o, page, navigate)
+	res.Recordings = recs
+	return res, err
+}
+
+// navigator returns what loads a route of base in page and waits for the
+// load event.
+func navigator(ctx context.Context, page *cdp, base string) func(route string) error {
 	loads := page.subscribe("Page.loadEventFired", 16)
-	navigate := func(route string) error {
+	return func(route string) error {
 		for len(loads) > 0 {
 			<-loads
 		}
@@ -153,47 +168,42 @@ func Capture(ctx context.Context, o Options) (*Result, error) {
 			return ctx.Err()
 		}
 	}
+}
 
-	res := &Result{}
+// screenshots takes every route at every viewport into dir, and leaves the
+// page at the desktop viewport for the recording.
+func screenshots(ctx context.Context, page *cdp, navigate func(string) error, routes []string, dir string, log zerolog.Logger) ([]string, error) {
+	var out []string
 	for _, vp := range Viewports() {
 		if err := page.call(ctx, "Emulation.setDeviceMetricsOverride", map[string]any{"width": vp.Width, "height": vp.Height, "deviceScaleFactor": 1, "mobile": vp.Mobile}, nil); err != nil {
-			return res, err
+			return out, err
 		}
-		for _, route := range o.Routes {
+		for _, route := range routes {
 			// A fresh load at each width: pages that read the width in
 			// script lay out as they would on that device.
 			if err := navigate(route); err != nil {
-				return res, err
+				return out, err
 			}
 			var shot struct {
 				Data string `json:"data"`
 			}
 			if err := page.call(ctx, "Page.captureScreenshot", map[string]any{"format": "png"}, &shot); err != nil {
-				return res, err
+				return out, err
 			}
 			png, err := base64.StdEncoding.DecodeString(shot.Data)
 			if err != nil {
-				return res, fmt.Errorf("media: screenshot of %s at %s: %w", route, vp.Name, err)
+				return out, fmt.Errorf("media: screenshot of %s at %s: %w", route, vp.Name, err)
 			}
-			p := filepath.Join(shots, RouteFile(route)+vp.Suffix+".png")
+			p := filepath.Join(dir, RouteFile(route)+vp.Suffix+".png")
 			if err := os.WriteFile(p, png, 0o644); err != nil {
-				return res, err
+				return out, err
 			}
-			res.Screenshots = append(res.Screenshots, p)
-			o.Log.Info().Str("route", route).Str("viewport", vp.Name).Str("file", p).Msg("screenshot")
+			out = append(out, p)
+			log.Info().Str("route", route).Str("viewport", vp.Name).Str("file", p).Msg("screenshot")
 		}
 	}
-	if err := page.call(ctx, "Emulation.setDeviceMetricsOverride", map[string]any{"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}, nil); err != nil {
-		return res, err
-	}
-
-	if o.FFmpeg == "" {
-		o.Log.Warn().Msg("no ffmpeg: skipping the recording")
-		return res, nil
-	}
-	recs, err := record(ctx, o, page, navigate)
-	res.Recordings = recs
-	return res, err
+	err := page.call(ctx, "Emulation.setDeviceMetricsOverride", map[string]any{"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}, nil)
+	return out, err
 }
 
 // RouteFile names a route's screenshot: "/" is index, "/a/b" is a-b.

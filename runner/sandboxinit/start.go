@@ -45,35 +45,10 @@ type sandbox struct {
 }
 
 func (s *sandbox) run(parent context.Context) int {
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
-	defer signal.Stop(sigs)
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-
-	// Until the runner runs, a signal aborts the start; afterwards it is
-	// the runner's to handle.
-	var (
-		mu          sync.Mutex
-		runner      *child
-		interrupted bool
-	)
-	go func() {
-		for sig := range sigs {
-			mu.Lock()
-			if sig == syscall.SIGTERM || sig == syscall.SIGINT {
-				interrupted = true
-			}
-			if runner != nil {
-				s.log.Info().Str("signal", sig.String()).Msg("forwarding to the runner")
-				_ = runner.cmd.Process.Signal(sig)
-			} else {
-				s.log.Info().Str("signal", sig.String()).Msg("signal during start: stopping")
-				cancel()
-			}
-			mu.Unlock()
-		}
-	}()
+	sig := forwardSignals(s.log, cancel)
+	defer sig.stop()
 
 	if err := s.steps.do("work-order", s.loadOrder); err != nil {
 		return s.fail(dispatch.StatusFailed, err)
@@ -88,36 +63,18 @@ func (s *sandbox) run(parent context.Context) int {
 		}
 		return s.fail(dispatch.StatusFailed, err)
 	}
-
-	argv := s.opts.command
-	if len(argv) == 0 {
-		exe, err := os.Executable()
-		if err != nil {
-			return s.fail(dispatch.StatusFailed, fmt.Errorf("find own executable: %w", err))
-		}
-		argv = []string{exe, "run"}
-	}
-	runAs, caps := st.agent, []uintptr(nil)
-	if st.runner != nil {
-		runAs, caps = &st.runner.acct, runnerCaps
-		for k, v := range st.runner.env {
-			st.env[k] = v
-		}
-	}
-	dir := "/"
-	if runAs != nil && isDir(runAs.Home) {
-		dir = runAs.Home
-	}
-
-	s.writeStartTimings(st.env)
-	mu.Lock()
-	if ctx.Err() != nil {
-		mu.Unlock()
-		return s.fail(dispatch.StatusInterrupted, errors.New("stopped before the runner started"))
-	}
-	runner, err = startChild(s.log, argv, childEnv(os.Environ(), runAs, st.env), dir, runAs, caps)
-	mu.Unlock()
+	argv, runAs, caps, dir, err := s.runnerLaunch(st)
 	if err != nil {
+		return s.fail(dispatch.StatusFailed, err)
+	}
+	s.writeStartTimings(st.env)
+	runner, err := sig.startRunner(ctx, func() (*child, error) {
+		return startChild(s.log, argv, childEnv(os.Environ(), runAs, st.env), dir, runAs, caps)
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return s.fail(dispatch.StatusInterrupted, errors.New("stopped before the runner started"))
+		}
 		return s.fail(dispatch.StatusFailed, err)
 	}
 	s.log.Info().Strs("argv", argv).Str("user", userName(runAs)).Str("agent_user", userName(st.agent)).
@@ -125,10 +82,7 @@ func (s *sandbox) run(parent context.Context) int {
 		Float64("ready_seconds", time.Since(s.started).Seconds()).Msg("runner started")
 
 	<-runner.done
-	code := runner.code
-	mu.Lock()
-	wasInterrupted := interrupted
-	mu.Unlock()
+	code, wasInterrupted := runner.code, sig.wasInterrupted()
 	s.log.Info().Int("exit_code", code).Bool("interrupted", wasInterrupted).Msg("runner exited")
 
 	if s.order != nil && len(s.opts.command) == 0 {
@@ -142,6 +96,84 @@ func (s *sandbox) run(parent context.Context) int {
 	s.saves.Wait()
 	s.shutdown()
 	return code
+}
+
+// runnerLaunch is how the runner starts: its command, its identity and
+// capabilities (the agent's when the image has no runner user), and its
+// working directory.
+func (s *sandbox) runnerLaunch(st started) (argv []string, runAs *account, caps []uintptr, dir string, err error) {
+	argv = s.opts.command
+	if len(argv) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, nil, nil, "", fmt.Errorf("find own executable: %w", err)
+		}
+		argv = []string{exe, "run"}
+	}
+	runAs = st.agent
+	if st.runner != nil {
+		runAs, caps = &st.runner.acct, runnerCaps
+		maps.Copy(st.env, st.runner.env)
+	}
+	dir = "/"
+	if runAs != nil && isDir(runAs.Home) {
+		dir = runAs.Home
+	}
+	return argv, runAs, caps, dir, nil
+}
+
+// signals handles the init's signals: until the runner runs, a signal
+// aborts the start; afterwards it is forwarded to the runner, whose to
+// handle it is.
+type signals struct {
+	log         zerolog.Logger
+	ch          chan os.Signal
+	mu          sync.Mutex
+	runner      *child
+	interrupted bool
+}
+
+func forwardSignals(log zerolog.Logger, abortStart context.CancelFunc) *signals {
+	s := &signals{log: log, ch: make(chan os.Signal, 8)}
+	signal.Notify(s.ch, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT)
+	go func() {
+		for sig := range s.ch {
+			s.mu.Lock()
+			if sig == syscall.SIGTERM || sig == syscall.SIGINT {
+				s.interrupted = true
+			}
+			if s.runner != nil {
+				s.log.Info().Str("signal", sig.String()).Msg("forwarding to the runner")
+				_ = s.runner.cmd.Process.Signal(sig)
+			} else {
+				s.log.Info().Str("signal", sig.String()).Msg("signal during start: stopping")
+				abortStart()
+			}
+			s.mu.Unlock()
+		}
+	}()
+	return s
+}
+
+func (s *signals) stop() { signal.Stop(s.ch) }
+
+// startRunner starts the runner unless a signal stopped the start first;
+// from then on signals go to it.
+func (s *signals) startRunner(ctx context.Context, start func() (*child, error)) (*child, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c, err := start()
+	s.runner = c
+	return c, err
+}
+
+func (s *signals) wasInterrupted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.interrupted
 }
 
 // started is what the start hands the runner.
