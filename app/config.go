@@ -116,7 +116,7 @@ type Config struct {
 	// NomadOSVVolume is the Nomad host volume holding that database on
 	// each sandbox node (SANDBOX_NOMAD_OSV_VOLUME).
 	NomadOSVVolume string `yaml:"nomad_osv_volume"`
-	LogLevel     string `yaml:"log_level"`
+	LogLevel       string `yaml:"log_level"`
 	// LogPretty writes human-readable logs instead of JSON.
 	LogPretty bool `yaml:"log_pretty"`
 }
