@@ -41,32 +41,7 @@ func (r *run) finish(err error) {
 	}
 
 	if r.git != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), r.opts.FinalPushTimeout)
-		var held *errHeld
-		if perr := r.saveWork(ctx, res.Status); errors.As(perr, &held) {
-			r.log.Error().Str("findings", perr.Error()).Msg("nothing pushed: the secret scan held the push")
-			msg := "Nothing was pushed: " + perr.Error()
-			if res.Status == dispatch.StatusCompleted {
-				res.Status = dispatch.StatusFailed
-				res.Error = &dispatch.RunError{Message: msg}
-			} else if res.Error != nil {
-				res.Error.Message += "; and " + msg
-			}
-		} else if perr != nil {
-			r.log.Error().Err(perr).Msg("could not push the work")
-			if res.Status == dispatch.StatusCompleted {
-				res.Status = dispatch.StatusFailed
-				res.Error = &dispatch.RunError{Message: perr.Error()}
-			} else if res.Error != nil {
-				res.Error.Message += "; and the final push failed: " + perr.Error()
-			}
-		}
-		r.describe(ctx)
-		r.res.SecretScan = r.secretReport()
-		head := r.headRev(ctx)
-		r.res.Dependencies = r.dependencies(ctx, head)
-		r.res.PlanScope = r.comparePlan(ctx, head)
-		cancel()
+		r.finalPush(res)
 	}
 	if r.spec.planFromOrder && res.Plan == "" {
 		res.Plan = r.order.Plan
@@ -102,6 +77,37 @@ func (r *run) finish(err error) {
 	if r.tempWork {
 		os.RemoveAll(r.workDir)
 	}
+}
+
+// finalPush pushes what is left (unless the secret scan holds it, which
+// fails the run) and describes the branch and the checks before the PR.
+func (r *run) finalPush(res *dispatch.Result) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.opts.FinalPushTimeout)
+	defer cancel()
+	var held *errHeld
+	if perr := r.saveWork(ctx, res.Status); errors.As(perr, &held) {
+		r.log.Error().Str("findings", perr.Error()).Msg("nothing pushed: the secret scan held the push")
+		msg := "Nothing was pushed: " + perr.Error()
+		if res.Status == dispatch.StatusCompleted {
+			res.Status = dispatch.StatusFailed
+			res.Error = &dispatch.RunError{Message: msg}
+		} else if res.Error != nil {
+			res.Error.Message += "; and " + msg
+		}
+	} else if perr != nil {
+		r.log.Error().Err(perr).Msg("could not push the work")
+		if res.Status == dispatch.StatusCompleted {
+			res.Status = dispatch.StatusFailed
+			res.Error = &dispatch.RunError{Message: perr.Error()}
+		} else if res.Error != nil {
+			res.Error.Message += "; and the final push failed: " + perr.Error()
+		}
+	}
+	r.describe(ctx)
+	r.res.SecretScan = r.secretReport()
+	head := r.headRev(ctx)
+	r.res.Dependencies = r.dependencies(ctx, head)
+	r.res.PlanScope = r.comparePlan(ctx, head)
 }
 
 // describe fills the receipt's git facts.
