@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
 )
 
@@ -16,6 +17,8 @@ import (
 const (
 	e2eAWSKey = "AKIAZ7XQ3MRT5LW2KVNB"
 	e2eToken  = "9f8Kq2LmX7vB4nR1tY6wZ3pJ0sD5hG8c"
+	// e2eDeployKey is the one the revise run keeps through its repair.
+	e2eDeployKey = "AKIAQ4WJ7TRZ2XNE5PLM"
 )
 
 func lockWith(leftPad string) string {
@@ -48,6 +51,12 @@ func checksScript() []modeltest.Turn {
 		{Text: "Read the key from the environment; left-pad 1.3.1.", Usage: usage(1900, 10)},
 		// the reviewer's pass
 		{Text: "**Risks**\n- config.go reads AWS_ACCESS_KEY_ID unchecked\n\n**Missing tests**\n- none\n\n**Deviations**\n- config.go is not in the plan", Usage: usage(2500, 50)},
+		// a revise run on the PR that commits a key and keeps it through
+		// its one repair
+		{ToolCalls: []modeltest.ToolCall{write("deploy.go", "package main\n\nconst deployKey = \""+e2eDeployKey+"\"\n")}, Usage: usage(2600, 30)},
+		{Text: "Added the deploy key.", Usage: usage(2700, 10)},
+		{ToolCalls: []modeltest.ToolCall{write("deploy.go", "package main\n\n// the deploy key\nconst deployKey = \""+e2eDeployKey+"\"\n")}, Usage: usage(2800, 30)},
+		{Text: "The key is needed as it is.", Usage: usage(2900, 10)},
 	}
 }
 
@@ -58,23 +67,14 @@ func checksScript() []modeltest.Turn {
 // never held the secrets; the reviewer's pass got no token of its own.
 func TestE2EChecksBeforeThePR(t *testing.T) {
 	osv := osvFixture(t)
-	l := startLoop(t, loopOptions{script: checksScript(), env: []string{"SANDBOX_OSV_DIR=" + osv},
-		sandboxYML: "validate:\n  greeting: grep -q hello greet.txt\nreview:\n  enabled: true\n",
+	l := startLoop(t, loopOptions{script: checksScript(), env: []string{"SANDBOX_OSV_DIR=" + osv, "SANDBOX_REVIEW_BATCH_WINDOW=1s"},
+		sandboxYML: "validate:\n  greeting: grep -q hello greet.txt\nreview:\n  enabled: true\nrepair:\n  attempts: 1\n",
 		files: map[string]string{"README.md": "# demo\n", "go.mod": "module example.com/demo\n\ngo 1.22\n",
 			"package-lock.json": `{"name":"demo","lockfileVersion":3,"requires":true,"packages":{"":{"name":"demo"}}}` + "\n"}})
-	n := l.gh.AddIssue(e2eRepo, e2eWriter, "Greet people", "Create greet.txt saying hello.")
-	l.label(n)
-	planComment := l.waitComment(n, "## 📋 Plan", 3*time.Minute)
+	n, planComment, pr := greetPR(t, l)
 	if !strings.Contains(planComment, `"files":[{"path":"greet.txt","note":"the greeting"}`) {
-		t.Fatalf("the plan comment's marker lacks the plan's files:\n%s", planComment)
+		t.Errorf("the plan comment's marker lacks the plan's files:\n%s", planComment)
 	}
-	l.command(n, "/approve")
-	l.waitComment(n, "🚀 Opened", 4*time.Minute)
-	prs := l.gh.PullRequests(e2eRepo)
-	if len(prs) != 1 {
-		t.Fatalf("want 1 PR, got %d", len(prs))
-	}
-	pr := prs[0]
 	body := pr.Body
 	for _, want := range []string{
 		"### Against the approved plan", "| `greet.txt` — the greeting | `greet.txt` |",
@@ -110,20 +110,49 @@ func TestE2EChecksBeforeThePR(t *testing.T) {
 			}
 		}
 	}
-	// Two sandboxes, two tokens: the plan run's read token and the execute
-	// run's write token; the reviewer's pass ran in the execute run's
-	// sandbox and got none.
-	var perms []string
-	for _, tok := range l.gh.Tokens() {
-		if len(tok.Repositories) > 0 {
-			perms = append(perms, tok.Permissions["contents"])
-		}
-	}
-	if strings.Join(perms, ",") != "read,write" {
-		t.Errorf("tokens minted for sandboxes: %v, want read (plan), write (execute)", perms)
-	}
+	wantSandboxTokens(t, l)
 	if t.Failed() {
 		t.Logf("PR body:\n%s", body)
+	}
+	reviseRefusesTheSecret(t, l, pr.Number)
+}
+
+// reviseRefusesTheSecret: a revise run on the PR whose agent commits an
+// AWS key and keeps it through its repair. Nothing of it is pushed; the
+// failure comment names the rule and the place, never the value; the PR
+// body keeps the last completed run's checks; the revise prompt had the
+// approved plan's files, read from the issue's plan comment.
+func reviseRefusesTheSecret(t *testing.T, l *loop, pr int) {
+	head := l.gh.BranchSHA(e2eRepo, l.gh.Issue(e2eRepo, pr).PR.Head)
+	l.prCommand(pr, "/revise Add the deploy key.")
+	failure := l.waitComment(pr, "did not finish", 4*time.Minute)
+	for _, want := range []string{"aws-access-token at deploy.go:4", "| `sandbox/secrets` | ❌ | 2 |"} {
+		if !strings.Contains(failure, want) {
+			t.Errorf("the failure comment lacks %q:\n%s", want, failure)
+		}
+	}
+	if got := l.gh.BranchSHA(e2eRepo, l.gh.Issue(e2eRepo, pr).PR.Head); got != head {
+		t.Errorf("the branch moved from %s to %s: a held push reached GitHub", head, got)
+	}
+	refs, err := exec.Command("git", "--git-dir", l.gh.Repo(e2eRepo).GitDir, "log", "-p", "--all").CombinedOutput()
+	if err != nil {
+		t.Fatalf("git log: %v\n%s", err, refs)
+	}
+	if strings.Contains(string(refs), e2eDeployKey) || strings.Contains(failure, e2eDeployKey) {
+		t.Fatalf("the revise run's key reached GitHub")
+	}
+	if got := l.gh.Issue(e2eRepo, pr).Body; !strings.Contains(got, "config.go reads AWS_ACCESS_KEY_ID unchecked") {
+		t.Errorf("the failed revise run replaced the PR body's checks:\n%s", got)
+	}
+	var prompt string
+	for _, r := range l.model.ScriptedRequests() {
+		if strings.Contains(r.LastUser(), "Add the deploy key.") {
+			prompt = r.LastUser()
+			break
+		}
+	}
+	if !strings.Contains(prompt, "# Files of the approved plan") || !strings.Contains(prompt, "- `greet.txt` — the greeting") {
+		t.Errorf("the revise prompt lacks the approved plan's files:\n%s", prompt)
 	}
 }
 
@@ -145,4 +174,103 @@ func osvFixture(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// prCommand is a writer's comment on pull request pr, delivered as GitHub
+// does: an issue_comment whose issue is a pull request.
+func (l *loop) prCommand(pr int, body string) {
+	id := l.gh.AddComment(e2eRepo, pr, e2eWriter, body)
+	l.deliver("issue_comment", fmt.Sprintf("comment-%d", id), l.gh.Payload("issue_comment.created", e2eRepo, e2eWriter, func(m map[string]any) {
+		m["issue"] = map[string]any{"number": pr, "title": l.gh.Issue(e2eRepo, pr).Title,
+			"pull_request": map[string]any{"url": fmt.Sprintf("https://api.github.com/repos/%s/pulls/%d", e2eRepo, pr)}}
+		m["comment"] = map[string]any{"id": id, "body": body, "user": map[string]any{"login": e2eWriter, "type": "User"}}
+	}))
+}
+
+// TestE2EChecksStrictPlanClaudeCode: plan.strict and the reviewer's pass
+// through the whole loop with Claude Code (its provider served through the
+// sandbox's model gateway): a file outside the approved plan fails
+// validation, the repair undoes it, and the reviewer's pass, offered no
+// tool that writes, is in the PR body with its cost.
+func TestE2EChecksStrictPlanClaudeCode(t *testing.T) {
+	bash := func(cmd string) modeltest.AnthropicTurn {
+		return modeltest.AnthropicTurn{ToolUses: []modeltest.AnthropicToolUse{{Name: "Bash", Input: map[string]any{"command": cmd, "description": "Edit files"}}},
+			Usage: modeltest.AnthropicUsage{InputTokens: 400, OutputTokens: 20}}
+	}
+	script := modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{
+		{Text: "Greet people.\n\n## Files\n- `greet.txt` — the greeting", Usage: modeltest.AnthropicUsage{InputTokens: 900, OutputTokens: 60}},
+		bash("echo hello > greet.txt && echo notes > NOTES.md"),
+		{Text: "Added greet.txt, and NOTES.md.", Usage: modeltest.AnthropicUsage{InputTokens: 1000, OutputTokens: 20}},
+		// the repair of sandbox/plan-scope
+		bash("rm NOTES.md"),
+		{Text: "Removed NOTES.md: it is not in the plan.", Usage: modeltest.AnthropicUsage{InputTokens: 1100, OutputTokens: 20}},
+		// the reviewer's pass
+		{Text: "**Risks**\n- none\n\n**Missing tests**\n- nothing checks greet.txt's wording\n\n**Deviations**\n- none", Usage: modeltest.AnthropicUsage{InputTokens: 3000, OutputTokens: 100}},
+	}}
+	l := startLoop(t, loopOptions{anthropic: &script, harness: "claude-code", model: modeltest.AnthropicModelID,
+		sandboxYML: "validate:\n  greeting: grep -q hello greet.txt\nplan:\n  strict: true\nreview:\n  enabled: true\n",
+		files:      map[string]string{"README.md": "# demo\n"}})
+	_, _, pr := greetPR(t, l)
+	// Claude Code prices the scripted Sonnet 4.5 at $3/M input, $15/M output.
+	reviewCost := (3000*3.0 + 100*15.0) / 1e6
+	for _, want := range []string{
+		"| `sandbox/plan-scope` | ✅ passed | 2 |", "| `greet.txt` — the greeting | `greet.txt` |",
+		"### Reviewer's pass", "nothing checks greet.txt's wording", fmt.Sprintf("(reviewer's pass $%.2f)", reviewCost),
+	} {
+		if !strings.Contains(pr.Body, want) {
+			t.Errorf("PR body lacks %q", want)
+		}
+	}
+	if strings.Contains(pr.Body, "Outside the approved plan") {
+		t.Errorf("the repaired change still has files outside the plan")
+	}
+	if _, ok := l.gh.FileAt(e2eRepo, pr.PR.Head, "NOTES.md"); ok {
+		t.Errorf("NOTES.md, outside the plan, is on %s", pr.PR.Head)
+	}
+	reqs := l.anthropic.ScriptedRequests()
+	last := reqs[len(reqs)-1]
+	if !strings.Contains(last.UserText(), "You are reviewing a change") {
+		t.Errorf("the last model request is not the reviewer's: %.300q", last.UserText())
+	}
+	for _, tool := range last.Tools {
+		if tool == "Write" || tool == "Edit" {
+			t.Errorf("the reviewer was offered the %s tool", tool)
+		}
+	}
+	wantSandboxTokens(t, l)
+	if t.Failed() {
+		t.Logf("PR body:\n%s", pr.Body)
+	}
+}
+
+// greetPR files the greeting issue, labels it, approves the plan and
+// returns the issue's number, the plan comment and the one PR.
+func greetPR(t *testing.T, l *loop) (int, string, githubtest.Issue) {
+	t.Helper()
+	n := l.gh.AddIssue(e2eRepo, e2eWriter, "Greet people", "Create greet.txt saying hello.")
+	l.label(n)
+	plan := l.waitComment(n, "## 📋 Plan", 3*time.Minute)
+	l.command(n, "/approve")
+	l.waitComment(n, "🚀 Opened", 4*time.Minute)
+	prs := l.gh.PullRequests(e2eRepo)
+	if len(prs) != 1 {
+		t.Fatalf("want 1 PR, got %d", len(prs))
+	}
+	return n, plan, prs[0]
+}
+
+// wantSandboxTokens: two sandboxes, two tokens, the plan run's read token
+// and the execute run's write token; the reviewer's pass ran in the
+// execute run's sandbox and got none.
+func wantSandboxTokens(t *testing.T, l *loop) {
+	t.Helper()
+	var perms []string
+	for _, tok := range l.gh.Tokens() {
+		if len(tok.Repositories) > 0 {
+			perms = append(perms, tok.Permissions["contents"])
+		}
+	}
+	if strings.Join(perms, ",") != "read,write" {
+		t.Errorf("tokens minted for sandboxes: %v, want read (plan), write (execute)", perms)
+	}
 }
