@@ -95,6 +95,7 @@ func (c *setupCacheRig) plan(repo, command string) (*dispatch.Result, string) {
 	}
 	var out string
 	for _, r := range c.srv.Requests()[before:] {
+		t.Logf("model request at %s: turn %d (retry %v, side request %v), %d messages", r.Time.Format("15:04:05.000"), r.Turn, r.Retry, r.Title, len(r.Messages))
 		if results := r.ToolResults(); len(results) > 0 {
 			out = results[len(results)-1]
 		}

@@ -8,6 +8,7 @@ package modeltest
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net"
 	"net/http"
@@ -53,6 +54,13 @@ type Turn struct {
 	Status int
 }
 
+// plain is a turn answered at once and in full: the only kind a repeated
+// request gets again (errors, stalls and delays are the scenarios that make
+// an agent retry, and their retries go on down the script).
+func (t Turn) plain() bool {
+	return !t.Stall && t.Delay == 0 && (t.Status == 0 || t.Status == http.StatusOK)
+}
+
 // Request is what the server received, recorded for assertions.
 type Request struct {
 	Time     time.Time
@@ -69,6 +77,10 @@ type Request struct {
 	// Authorization is the header as received, so a test can assert which
 	// key reached the provider (through the model gateway, for one).
 	Authorization string
+	// Retry is true when the request repeated the previous scripted
+	// request's conversation in the same session and was answered with its
+	// turn again.
+	Retry bool
 }
 
 // Message is one chat message of a request, flattened to text.
@@ -120,6 +132,18 @@ type Server struct {
 	next      int
 	requests  []Request
 	exhausted int
+	last      lastTurn
+}
+
+// lastTurn is the request that last consumed a turn. An agent that gives up
+// on a response it did not finish reading (OpenCode retries a stream whose
+// connection closed) sends the same conversation again in the same session;
+// a real model answers it afresh, so the script answers it with the same
+// turn rather than letting the retry eat the next one.
+type lastTurn struct {
+	session      string
+	conversation [sha256.Size]byte
+	turn         int
 }
 
 // New starts a server on addr ("127.0.0.1:0" for any free port; the docker0
