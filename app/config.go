@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -428,6 +429,27 @@ func (c *Config) validate() error {
 	}
 	if err := c.Defaults.Verify(); err != nil {
 		return fmt.Errorf("SANDBOX_CONFIG defaults: %w", err)
+	}
+	return c.validateOSV()
+}
+
+// validateOSV fails the bot's start on an OSV database the docker backend
+// could not bind (or the process backend's runner could not read), which
+// would otherwise fail every coding run's start. Nomad names a host
+// volume instead (SANDBOX_NOMAD_OSV_VOLUME).
+func (c *Config) validateOSV() error {
+	if c.OSVDir == "" || c.Backend == "nomad" {
+		return nil
+	}
+	if !filepath.IsAbs(c.OSVDir) {
+		return fmt.Errorf("SANDBOX_OSV_DIR: %q is not an absolute path", c.OSVDir)
+	}
+	fi, err := os.Stat(c.OSVDir)
+	if err != nil {
+		return fmt.Errorf("SANDBOX_OSV_DIR: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("SANDBOX_OSV_DIR: %s is not a directory (of OSV JSON files or OSV's per-ecosystem all.zip exports)", c.OSVDir)
 	}
 	return nil
 }
