@@ -56,6 +56,7 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 			DenyNets: nomadDenyNets(ctx, cfg, logger),
 			SetupCache: nomad.SetupCache{Volume: cfg.SetupCache.NomadVolume,
 				MaxBytes: max(cfg.SetupCache.RepoBytes(), 0), NodeMaxBytes: max(cfg.SetupCache.NodeBytes(), 0)},
+			OSVVolume: cfg.NomadOSVVolume,
 		})
 		if err != nil {
 			return nil, nop, err
@@ -71,6 +72,7 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 			ExtraHosts: []string{"host.docker.internal:host-gateway"}, Env: env, Gateway: gw, Logger: logger,
 			CacheScope:         cfg.CacheScope,
 			SetupCacheMaxBytes: cfg.SetupCache.RepoBytes(), SetupCacheNodeMaxBytes: max(cfg.SetupCache.NodeBytes(), 0),
+			OSVDir: cfg.OSVDir,
 		}, docker.Bounds{Limits: cfg.Limits, DenyNets: cfg.denyNets(), BotListen: botListeners(cfg)})
 		if err != nil {
 			return nil, nop, err

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -109,7 +110,14 @@ type Config struct {
 	TemplatesDir string `yaml:"templates_dir"`
 	// RunnerBinary is the sandbox-runner executable for the process backend.
 	RunnerBinary string `yaml:"runner_binary"`
-	LogLevel     string `yaml:"log_level"`
+	// OSVDir is an offline OSV advisory database (SANDBOX_OSV_DIR): a
+	// directory of OSV JSON files or OSV's per-ecosystem all.zip exports,
+	// given read-only to coding sandboxes; empty, no advisory lookups.
+	OSVDir string `yaml:"osv_dir"`
+	// NomadOSVVolume is the Nomad host volume holding that database on
+	// each sandbox node (SANDBOX_NOMAD_OSV_VOLUME).
+	NomadOSVVolume string `yaml:"nomad_osv_volume"`
+	LogLevel       string `yaml:"log_level"`
 	// LogPretty writes human-readable logs instead of JSON.
 	LogPretty bool `yaml:"log_pretty"`
 }
@@ -208,6 +216,8 @@ func (c *Config) applyEnv(getenv Getenv) error {
 	str("SANDBOX_TRIGGER_LABEL", &c.TriggerLabel)
 	str("SANDBOX_TEMPLATES_DIR", &c.TemplatesDir)
 	str("SANDBOX_RUNNER_BINARY", &c.RunnerBinary)
+	str("SANDBOX_OSV_DIR", &c.OSVDir)
+	str("SANDBOX_NOMAD_OSV_VOLUME", &c.NomadOSVVolume)
 	str("SANDBOX_LOG_LEVEL", &c.LogLevel)
 	if v, ok := getenv("SANDBOX_LOG_PRETTY"); ok {
 		c.LogPretty = v == "1" || v == "true"
@@ -419,6 +429,27 @@ func (c *Config) validate() error {
 	}
 	if err := c.Defaults.Verify(); err != nil {
 		return fmt.Errorf("SANDBOX_CONFIG defaults: %w", err)
+	}
+	return c.validateOSV()
+}
+
+// validateOSV fails the bot's start on an OSV database the docker backend
+// could not bind (or the process backend's runner could not read), which
+// would otherwise fail every coding run's start. Nomad names a host
+// volume instead (SANDBOX_NOMAD_OSV_VOLUME).
+func (c *Config) validateOSV() error {
+	if c.OSVDir == "" || c.Backend == "nomad" {
+		return nil
+	}
+	if !filepath.IsAbs(c.OSVDir) {
+		return fmt.Errorf("SANDBOX_OSV_DIR: %q is not an absolute path", c.OSVDir)
+	}
+	fi, err := os.Stat(c.OSVDir)
+	if err != nil {
+		return fmt.Errorf("SANDBOX_OSV_DIR: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("SANDBOX_OSV_DIR: %s is not a directory (of OSV JSON files or OSV's per-ecosystem all.zip exports)", c.OSVDir)
 	}
 	return nil
 }

@@ -428,6 +428,12 @@ func TestLoadConfigValidationNamesTheVariable(t *testing.T) {
 			`SANDBOX_LOG_LEVEL: Unknown Level String: 'loud', defaulting to NoLevel`},
 		{"team without org", appEnv(map[string]string{"SANDBOX_ALLOW_TEAMS": "acme/admins, platform"}), "",
 			`SANDBOX_ALLOW_TEAMS: "platform" is not org/team`},
+		{"OSV database relative", appEnv(map[string]string{"SANDBOX_BACKEND": "docker", "SANDBOX_OSV_DIR": "osv"}), "",
+			`SANDBOX_OSV_DIR: "osv" is not an absolute path`},
+		{"OSV database missing", appEnv(map[string]string{"SANDBOX_BACKEND": "docker", "SANDBOX_OSV_DIR": "/nonexistent/osv"}), "",
+			"SANDBOX_OSV_DIR: stat /nonexistent/osv: no such file or directory"},
+		{"OSV database a file", appEnv(map[string]string{"SANDBOX_BACKEND": "process", "SANDBOX_OSV_DIR": "/etc/hostname"}), "",
+			"SANDBOX_OSV_DIR: /etc/hostname is not a directory (of OSV JSON files or OSV's per-ecosystem all.zip exports)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			env := tc.env

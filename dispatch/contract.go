@@ -70,7 +70,16 @@ const (
 	// start steps (and the inner daemon's start on first use), for the
 	// receipt's timings.
 	EnvStartTimings = "SANDBOX_START_TIMINGS"
+	// EnvOSVDir is the operator's offline OSV advisory database (a
+	// directory of OSV JSON files or OSV's per-ecosystem all.zip exports),
+	// read-only; unset, dependency changes are listed without advisories.
+	EnvOSVDir = "SANDBOX_OSV_DIR"
 )
+
+// OSVMount is where a container sandbox finds the operator's OSV database
+// (SANDBOX_OSV_DIR on the bot's host), bound read-only; the init names it
+// in the runner's environment when it is there.
+const OSVMount = "/osv"
 
 // The setup cache inside a sandbox: the docker backend binds the
 // repository's directory at SetupCacheMount; on Nomad the node's host

@@ -75,6 +75,21 @@ type Result struct {
 	// Timings are the run's stages, from the sandbox's start to the end.
 	Timings *Timings `json:"timings,omitempty"`
 
+	// The checks before the pull request (prchecks.go).
+	// SecretScan is the scan of the commits the runner pushed or held.
+	SecretScan *SecretScan `json:"secret_scan,omitempty"`
+	// Dependencies are the dependencies the change adds, removes or
+	// changes, with known advisories for the new versions.
+	Dependencies *Dependencies `json:"dependencies,omitempty"`
+	// PlanFiles are the files and areas a plan run's plan names (plan
+	// mode): the bot keeps them with the plan and hands them to the runs
+	// that implement it.
+	PlanFiles []PlanFile `json:"plan_files,omitempty"`
+	// PlanScope compares the change with the approved plan's files.
+	PlanScope *PlanScope `json:"plan_scope,omitempty"`
+	// Review is the opt-in reviewer's pass.
+	Review *Review `json:"review,omitempty"`
+
 	Error *RunError `json:"error,omitempty"`
 }
 
@@ -171,6 +186,7 @@ func (r *Result) CleanText() {
 	cleanAll(r.ScreenshotPaths)
 	cleanAll(r.RecordingPaths)
 	cleanAll(r.Artifacts)
+	r.cleanChecks()
 	if s := r.Session; s != nil {
 		s.Harness, s.ID, s.Note = termtext.Clean(s.Harness), termtext.Clean(s.ID), termtext.Clean(s.Note)
 	}

@@ -124,9 +124,13 @@ type WorkOrder struct {
 	BaseBranch   string `json:"base_branch,omitempty"`
 	TargetBranch string `json:"target_branch,omitempty"`
 
-	Task     TaskText `json:"task"`
-	Plan     string   `json:"plan,omitempty"`     // the approved plan (execute, continue)
-	Feedback string   `json:"feedback,omitempty"` // review feedback (revise, plan re-rounds)
+	Task TaskText `json:"task"`
+	Plan string   `json:"plan,omitempty"` // the approved plan (execute, continue)
+	// PlanFiles are the files and areas the approved plan names, kept with
+	// the plan's marker: execute, continue and revise compare the change
+	// with them (empty: the plan named none, nothing is compared).
+	PlanFiles []PlanFile `json:"plan_files,omitempty"`
+	Feedback  string     `json:"feedback,omitempty"` // review feedback (revise, plan re-rounds)
 
 	// Config is the resolved .sandbox.yml: the runner and the init read
 	// it as it is.

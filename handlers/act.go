@@ -137,6 +137,7 @@ func (b *Base) runFor(ctx context.Context, t thread, ev event, sc *scene, do lif
 	plan := func() {
 		if sc.hasPlan {
 			req.Plan, req.PlanTask, req.PlanSHA = extractPlan(sc.plan.Comment.GetBody()), sc.plan.Marker.TaskID, sc.plan.Marker.PlanSHA
+			req.PlanFiles = sc.plan.Marker.Files
 		}
 	}
 	switch do {

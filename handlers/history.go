@@ -163,6 +163,14 @@ func (r *Runs) recordOnPR(ctx context.Context, rc *runContext, res *dispatch.Res
 		return err
 	}
 	body := spliceHistory(pr.GetBody(), section)
+	// A completed run's checks describe the branch as it is now.
+	if res.Status == dispatch.StatusCompleted && hasChecks(res) {
+		checks, err := r.c.renderChecks(res)
+		if err != nil {
+			return err
+		}
+		body = spliceChecks(body, checks)
+	}
 	if _, err := rc.gh.EditPullRequestBody(ctx, rc.meta.Number, body); err != nil {
 		return fmt.Errorf("update PR #%d's run history: %w", rc.meta.Number, err)
 	}

@@ -38,6 +38,9 @@ type Marker struct {
 	// (agentsession.PlanDigest): the execute run resumes the plan run's
 	// session only if the session archive names the same plan.
 	PlanSHA string `json:"plan_sha,omitempty"`
+	// Files are, on a plan comment, the files and areas the plan names
+	// (vetted): the runs that implement it compare the change with them.
+	Files []dispatch.PlanFile `json:"files,omitempty"`
 }
 
 // Marker kinds.

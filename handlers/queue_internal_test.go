@@ -33,7 +33,11 @@ func TestQueuedRequestKeepsEveryStartField(t *testing.T) {
 			f.SetBool(true)
 		case reflect.Slice:
 			f.Set(reflect.MakeSlice(f.Type(), 1, 1))
-			f.Index(0).SetInt(int64(i + 7))
+			if e := f.Index(0); e.Kind() == reflect.Struct {
+				e.Field(0).SetString("x-" + v.Type().Field(i).Name)
+			} else {
+				e.SetInt(int64(i + 7))
+			}
 		case reflect.Pointer:
 			f.Set(reflect.New(f.Type().Elem()))
 		}

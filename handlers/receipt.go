@@ -91,6 +91,9 @@ type PRBodyData struct {
 	// History is the runs section (history.go): every run on the PR with
 	// the total cost, kept in the body across restarts.
 	History string
+	// Checks is the checks-before-the-PR section (prchecks.go, rendered
+	// from github/pr_checks), "" when the receipt has none.
+	Checks string
 }
 
 // PROpenedData is github/pr_opened: the comment on the issue that names

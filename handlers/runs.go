@@ -351,7 +351,7 @@ func (r *Runs) postPlan(ctx context.Context, rc *runContext, res *dispatch.Resul
 		Receipt: rc.receipt(res), MaxRounds: r.c.MaxPlanRounds, CostSoFar: r.costSoFar(rc, res), PlanStart: planStart, PlanEnd: planEnd,
 	}
 	data.Round = max(rc.round, 1)
-	data.Marker = Marker{Kind: KindPlan, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Round: data.Round, Cost: roundCost(res), PlanSHA: rc.planDigest}.String()
+	data.Marker = Marker{Kind: KindPlan, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Round: data.Round, Cost: roundCost(res), PlanSHA: rc.planDigest, Files: res.PlanFiles}.String()
 	prog.complete(ctx, "success", "Plan ready", "The plan is posted on the issue.", res)
 	return func() error { return r.c.reply(ctx, rc.gh, rc.meta.Number, "github/plan_comment", data) }
 }

@@ -23,6 +23,11 @@ func (r *Runs) openPR(ctx context.Context, rc *runContext, res *dispatch.Result,
 	if plan, ok := lastMarked(rc.marked, KindPlan, ""); ok {
 		data.PlanURL = plan.Comment.GetHTMLURL()
 	}
+	checks, err := r.c.renderChecks(res)
+	if err != nil {
+		return err
+	}
+	data.Checks = checks
 	body, err := r.c.Templates.Render("github/pr_body", data)
 	if err != nil {
 		return err

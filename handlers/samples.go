@@ -58,6 +58,7 @@ func ReplySamples() map[string][]any {
 		"github/queue_aborted":       {QueueAbortedData{TaskID: task, By: "alice", Marker: marker}},
 		"github/progress":            {ProgressData{Marker: marker, Title: "agent: step 3", Text: "Task `" + task + "` (execute) · step 3"}},
 		"github/progress_done":       {ProgressDoneData{Marker: marker, Conclusion: "success", Title: "Done", Summary: "Added a login page."}, ProgressDoneData{Marker: marker, Conclusion: "neutral", Title: "No changes", Summary: "Nothing changed."}},
+		"github/pr_checks":           {PRChecksData{Result: sampleChecks(task, true)}, PRChecksData{Result: sampleChecks(task, false)}},
 		"github/plan_comment":        {PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, CostSoFar: 1.25, PlanStart: planStart, PlanEnd: planEnd}},
 		"github/pr_body": {PRBodyData{Receipt: done, Marker: marker, MediaBase: "https://github.com/octo-org/hello/raw/0123abc/", PlanURL: "https://github.com/octo-org/hello/issues/7#issuecomment-1",
 			History: historyStart + "\n### Runs\n" + historyEnd}, PRBodyData{Receipt: lost, Marker: marker}, PRBodyData{Receipt: doneNoShots, Marker: marker}},
@@ -151,4 +152,23 @@ func sampleTimings() *dispatch.Timings {
 			{Stage: "setup", Start: at.Add(sec(1.7)), Seconds: 0.8, Note: dispatch.SetupCached},
 			{Stage: "agent", Start: at.Add(sec(2.6)), Seconds: 40},
 		}}
+}
+
+// sampleChecks is a receipt with every check before the PR; without
+// findings, none held, nothing outside the plan and no review.
+func sampleChecks(task string, findings bool) *dispatch.Result {
+	r := sampleResult(task, dispatch.StatusCompleted)
+	r.PlanScope = &dispatch.PlanScope{Items: []dispatch.PlanItem{{Path: "src/login.ts", Note: "the form", Changed: []string{"src/login.ts"}}, {Path: "docs/"}},
+		Outside: []dispatch.OutsideChange{{File: "Makefile", Reason: "a target for the tests"}, {File: "x.txt"}}}
+	r.Dependencies = &dispatch.Dependencies{AdvisoryDB: "OSV, 120 advisories", Errors: []string{"web/package-lock.json: not JSON"},
+		Changes:    []dispatch.DependencyChange{{Ecosystem: "npm", Name: "left-pad", Change: dispatch.DepAdded, To: "1.3.1", Manifest: "package-lock.json"}, {Ecosystem: "Go", Name: "golang.org/x/net", Change: dispatch.DepRemoved, From: "v0.1.0", Manifest: "go.mod"}},
+		Advisories: []dispatch.Advisory{{ID: "GHSA-xxxx", Ecosystem: "npm", Name: "left-pad", Version: "1.3.0", Summary: "pads wrong", Fixed: "1.3.1"}}}
+	r.SecretScan = &dispatch.SecretScan{Scanner: "gitleaks 8.30.1", Commits: 3, Repaired: 1, Squashed: 1,
+		Findings: []dispatch.SecretFinding{{Rule: "aws-access-token", File: "cfg.go", Line: 3}},
+		Allowed:  []dispatch.SecretFinding{{Rule: "generic-api-key", File: "testdata/k.py", Line: 1, Allowlist: ".gitleaksignore"}}}
+	r.Review = &dispatch.Review{Harness: "opencode", Model: "anthropic/claude-haiku-4-5", Text: "**Risks**\n- none", CostUSD: 0.04, Error: "x"}
+	if !findings {
+		r.PlanScope.Outside, r.Dependencies.Advisories, r.SecretScan.Findings, r.SecretScan.Allowed, r.Review = nil, nil, nil, nil, nil
+	}
+	return r
 }

@@ -37,10 +37,12 @@ type startRequest struct {
 	PlanTask string `json:"plan_task,omitempty"`
 	// PlanSHA is the digest of that plan as its run wrote it, from the
 	// plan comment's marker: the session must name the same.
-	PlanSHA  string `json:"plan_sha,omitempty"`
-	Feedback string `json:"feedback,omitempty"`
-	Round    int    `json:"round,omitempty"`
-	Attempt  int    `json:"attempt,omitempty"`
+	PlanSHA string `json:"plan_sha,omitempty"`
+	// PlanFiles are the files the approved plan names, from its marker.
+	PlanFiles []dispatch.PlanFile `json:"plan_files,omitempty"`
+	Feedback  string              `json:"feedback,omitempty"`
+	Round     int                 `json:"round,omitempty"`
+	Attempt   int                 `json:"attempt,omitempty"`
 	// Branch is the branch to work on (revise, continue, rebase); execute
 	// derives a new one.
 	Branch string `json:"branch,omitempty"`
@@ -247,7 +249,7 @@ func (b *starter) runSpec(ctx context.Context, gh GitHub, l launch) (built, erro
 		Order: dispatch.WorkOrder{
 			SchemaVersion: dispatch.WorkOrderVersion, TaskID: l.taskID, Mode: l.mode, Attempt: attempt,
 			Repo: full, RepoID: req.Repo.GetID(), Number: req.Number, CloneURL: req.Repo.GetCloneURL(), BaseBranch: l.base, TargetBranch: branch,
-			Task: task, Plan: req.Plan, Feedback: req.Feedback, Config: l.cfg,
+			Task: task, Plan: req.Plan, PlanFiles: b.planFiles(ctx, gh, req, l.mode), Feedback: req.Feedback, Config: l.cfg,
 			BudgetUSD: l.cfg.MaxBudgetUSD, TimeoutMinutes: l.cfg.TimeoutMinutes, SecretEnv: b.SecretEnv,
 			RequestedAt: l.requestedAt,
 		},
@@ -377,4 +379,23 @@ func (b *core) react(ctx context.Context, gh GitHub, number int, commentID int64
 	if err := gh.React(ctx, number, commentID, content); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("add reaction")
 	}
+}
+
+// planFiles are the approved plan's files for a run that implements it:
+// what the request carries (an /approve read them from the plan comment's
+// marker), else, for a revise or continue run on the pull request, the
+// marker of the issue's newest plan comment.
+func (b *starter) planFiles(ctx context.Context, gh GitHub, req startRequest, mode dispatch.Mode) []dispatch.PlanFile {
+	if req.PlanFiles != nil || (mode != dispatch.ModeContinue && mode != dispatch.ModeRevise) || req.Issue == 0 {
+		return req.PlanFiles
+	}
+	marked, err := b.botMarked(ctx, gh, req.Issue)
+	if err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Int("issue", req.Issue).Msg("the plan's files could not be read; the change is not compared with them")
+		return nil
+	}
+	if m, ok := lastMarked(marked, KindPlan, ""); ok {
+		return m.Marker.Files
+	}
+	return nil
 }

@@ -101,6 +101,7 @@ func (r *Runs) vetResult(rc *runContext, res *dispatch.Result) *dispatch.Result 
 	vetMediaAndTools(&cp, res, r.c.Secrets.Redact)
 	cp.Session = vetSession(res.Session, r.c.Secrets.Redact)
 	vetSetupAndTimings(&cp, r.c.Secrets.Redact)
+	vetChecks(&cp, res, r.c.Secrets.Redact)
 	return &cp
 }
 

@@ -21,6 +21,8 @@ type agentSpec struct {
 	Prompt    string
 	SessionID string
 	ReadOnly  bool
+	// Model replaces the configuration's model for this pass (review).
+	Model string
 	// CostCap stops the agent when this invocation's cost passes it; 0 is
 	// no cap.
 	CostCap float64

@@ -242,11 +242,11 @@ func (g *Git) Untracked(ctx context.Context) ([]string, error) {
 	return paths, nil
 }
 
-// Log returns the commits in from..HEAD, oldest first.
-func (g *Git) Log(ctx context.Context, from string) ([]dispatch.Commit, error) {
-	rng := "HEAD"
+// Log returns the commits in from..head, oldest first.
+func (g *Git) Log(ctx context.Context, from, head string) ([]dispatch.Commit, error) {
+	rng := head
 	if from != "" {
-		rng = from + "..HEAD"
+		rng = from + ".." + head
 	}
 	out, err := g.run(ctx, "", "log", "--reverse", "--format=%H%x00%s", rng)
 	if err != nil {
@@ -269,9 +269,9 @@ func (g *Git) History(ctx context.Context, from string, max int) (string, error)
 
 var shortstat = regexp.MustCompile(`(\d+) files? changed(?:, (\d+) insertions?\(\+\))?(?:, (\d+) deletions?\(-\))?`)
 
-// DiffStats compares HEAD with base.
-func (g *Git) DiffStats(ctx context.Context, base string) (dispatch.DiffStats, error) {
-	out, err := g.run(ctx, "", "diff", "--shortstat", base+"...HEAD")
+// DiffStats compares head with base.
+func (g *Git) DiffStats(ctx context.Context, base, head string) (dispatch.DiffStats, error) {
+	out, err := g.run(ctx, "", "diff", "--shortstat", base+"..."+head)
 	if err != nil {
 		return dispatch.DiffStats{}, err
 	}

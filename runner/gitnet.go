@@ -1,9 +1,12 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -83,4 +86,42 @@ func checkBranchName(b string) error {
 		return fmt.Errorf("%q is not a branch name the runner pushes to", b)
 	}
 	return nil
+}
+
+// inspectEnv is the environment of git reading the agent's commits from
+// the runner's side: the runner's own configuration, the mirror's refs and
+// the checkout's objects as plain data, so nothing the agent wrote in its
+// .git (config, attributes, hooks, replace refs) is read.
+func (g *Git) inspectEnv() []string {
+	return append(append([]string(nil), g.netEnv...), "GIT_ALTERNATE_OBJECT_DIRECTORIES="+filepath.Join(g.Dir, ".git", "objects"), "GIT_NO_REPLACE_OBJECTS=1")
+}
+
+// Inspect runs a read-only git command on the agent's commits from the
+// runner's side (see inspectEnv) and returns its output.
+func (g *Git) Inspect(ctx context.Context, args ...string) (string, error) {
+	return g.exec(ctx, filepath.Dir(g.mirror), g.inspectEnv(), nil, nil, append([]string{"--git-dir=" + g.mirror}, args...)...)
+}
+
+// InspectStream is Inspect with the output read by read as git writes it.
+func (g *Git) InspectStream(ctx context.Context, read func(io.Reader) error, args ...string) error {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"--git-dir=" + g.mirror}, args...)...)
+	cmd.Dir = filepath.Dir(g.mirror)
+	cmd.Env = g.inspectEnv()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("git %s: %w", args[0], err)
+	}
+	rerr := read(out)
+	// Whatever read left unread is drained, so git is not stuck on a
+	// full pipe.
+	_, _ = io.Copy(io.Discard, out)
+	if err := cmd.Wait(); err != nil {
+		return &GitError{Args: g.red.String(strings.Join(args, " ")), Output: g.red.String(tail(strings.TrimSpace(stderr.String()), 2000)), Err: err}
+	}
+	return rerr
 }

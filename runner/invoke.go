@@ -51,10 +51,13 @@ func (r *run) agent(spec agentSpec) (*agentOutcome, error) {
 
 // invoke runs the agent once and accounts for it.
 func (r *run) invoke(spec agentSpec) *agentOutcome {
-	repair := spec.Stage == "repair"
+	repair, review := spec.Stage == "repair", spec.Stage == stageReview
 	costCap := r.budget - r.mainCost
-	if repair {
+	switch {
+	case repair:
 		costCap = r.repairBudget - r.repairCost
+	case review:
+		costCap = spec.CostCap
 	}
 	inactivity := time.Duration(r.cfg.InactivitySeconds) * time.Second
 	p := &agentProc{
@@ -62,7 +65,7 @@ func (r *run) invoke(spec agentSpec) *agentOutcome {
 		req: harness.Request{
 			Dir:       r.dir,
 			Prompt:    spec.Prompt,
-			Model:     r.cfg.Model,
+			Model:     firstNonEmpty(spec.Model, r.cfg.Model),
 			Env:       r.env,
 			SessionID: spec.SessionID,
 			ReadOnly:  spec.ReadOnly,
@@ -107,15 +110,20 @@ func (r *run) invoke(spec agentSpec) *agentOutcome {
 	r.tl.add(spec.Stage, started, "")
 	r.res.TokenUsage.Add(out.Usage)
 	addTools(r.res, out.Tools)
-	if repair {
+	switch {
+	case repair:
 		r.repairCost += out.Usage.TotalCostUSD
-	} else {
+	case review:
+		// The reviewer's own share: its session is not the run's.
+		return out
+	default:
 		r.mainCost += out.Usage.TotalCostUSD
 	}
 	if out.SessionID != "" {
 		r.session = out.SessionID
 		r.saveSession()
 	}
+	outsideReasons(out.FinalText, r.reasons)
 	if out.ParseErrors > 0 {
 		r.log.Warn().Int("lines", out.ParseErrors).Msg("skipped agent output lines that did not parse")
 	}

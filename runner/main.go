@@ -84,6 +84,7 @@ func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 	}
 	opts.SetupCacheDir = getenv(dispatch.EnvSetupCacheDir)
 	opts.StartTimings = getenv(dispatch.EnvStartTimings)
+	opts.OSVDir = getenv(dispatch.EnvOSVDir)
 	if opts.SetupCacheMaxBytes, err = parseSize(getenv(dispatch.EnvSetupCacheMaxSize)); err != nil {
 		fmt.Fprintf(stderr, "sandbox-runner run: %s: %v\n", dispatch.EnvSetupCacheMaxSize, err)
 		return ExitUsage

@@ -20,6 +20,8 @@ func (r *run) promptData() PromptData {
 		Number:       r.order.Number,
 		Task:         r.order.Task,
 		Plan:         r.order.Plan,
+		PlanFiles:    r.order.PlanFiles,
+		StrictPlan:   r.cfg.Plan.Strict,
 		Feedback:     r.order.Feedback,
 		BaseBranch:   r.baseBranch,
 		TargetBranch: r.order.TargetBranch,
@@ -68,6 +70,7 @@ func (r *run) plan() error {
 		return failed("the agent ended without writing a plan")
 	}
 	r.res.Plan = out.FinalText
+	r.res.PlanFiles = ParsePlanFiles(out.FinalText)
 	r.savePlanSession()
 	return nil
 }
@@ -104,6 +107,9 @@ func (r *run) implement() error {
 	if !out.OK() {
 		return failed("%s", out.Problem())
 	}
+	// No checkpoint may commit what the reviewer does in the checkout.
+	stopPush()
+	r.review()
 	r.captureMedia()
 	head, err := r.git.RevParse(r.work, "HEAD")
 	if err != nil {
@@ -120,7 +126,8 @@ func (r *run) implement() error {
 	return nil
 }
 
-func (r *run) commitMessage() string {
+// commitSubject is the subject line of the run's commits.
+func (r *run) commitSubject() string {
 	title := strings.TrimSpace(r.order.Task.Title)
 	if title == "" {
 		title = "Agent task"
@@ -128,7 +135,11 @@ func (r *run) commitMessage() string {
 	if len(title) > 68 {
 		title = strings.TrimSpace(title[:68]) + "…"
 	}
-	subject := r.spec.subject + title
+	return r.spec.subject + title
+}
+
+func (r *run) commitMessage() string {
+	subject := r.commitSubject()
 	trailer := "Task: " + r.order.TaskID
 	if r.order.Repo != "" && r.order.Number != 0 {
 		trailer += fmt.Sprintf("\nIssue: %s#%d", r.order.Repo, r.order.Number)

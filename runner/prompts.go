@@ -10,12 +10,16 @@ import (
 // rendered with. Operators overriding a prompt can use any of these fields;
 // fields a mode does not use are empty.
 type PromptData struct {
-	TaskID       string
-	Mode         dispatch.Mode
-	Repo         string // owner/name; empty for a local repository
-	Number       int    // issue or PR number; 0 when not from GitHub
-	Task         dispatch.TaskText
-	Plan         string // the approved plan, or the previous plan in a re-plan
+	TaskID string
+	Mode   dispatch.Mode
+	Repo   string // owner/name; empty for a local repository
+	Number int    // issue or PR number; 0 when not from GitHub
+	Task   dispatch.TaskText
+	Plan   string // the approved plan, or the previous plan in a re-plan
+	// PlanFiles are the files and areas the approved plan names (execute,
+	// continue, revise); StrictPlan is plan.strict.
+	PlanFiles    []dispatch.PlanFile
+	StrictPlan   bool
 	Feedback     string // review feedback (revise) or plan feedback (plan)
 	BaseBranch   string
 	TargetBranch string
@@ -39,6 +43,8 @@ type PromptData struct {
 	Conflicts []string
 	// Rejected are the operations the agent CLI refused (stall).
 	Rejected []string
+	// Diff is the change under review (review), cut to maxReviewDiff.
+	Diff string
 	// DevURL is the dev server the agent's browser can open; Recordings
 	// the directory its screencasts go to; DevDown why the dev server is
 	// not up (prompts/browser).
@@ -63,6 +69,7 @@ const (
 	PromptRepair   = "prompts/repair"
 	PromptTask     = "prompts/task"
 	PromptStall    = "prompts/stall"
+	PromptReview   = "prompts/review"
 )
 
 func render(set *templates.Set, name string, data PromptData) (string, error) {

@@ -2,7 +2,9 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -22,7 +24,13 @@ func (r *run) milestone(msg string) error {
 	if !r.pushes || !r.spec.pushAtMilestones {
 		return nil
 	}
-	return r.pushLocked(r.work)
+	// A push the secret scan holds back is no failure of the milestone:
+	// the built-in check reports it and the repair loop gets it.
+	var held *errHeld
+	if err := r.pushLocked(r.work); err != nil && !errors.As(err, &held) {
+		return err
+	}
+	return nil
 }
 
 func (r *run) push(ctx context.Context) error {
@@ -46,6 +54,12 @@ func (r *run) pushLocked(ctx context.Context) error {
 	target := r.order.TargetBranch
 	if !r.spec.pushes || target == "" || target == r.baseBranch {
 		return fmt.Errorf("push: refusing to push %s mode's work to %q (base %q)", r.order.Mode, target, r.baseBranch)
+	}
+	if head, err = r.gatePush(ctx, head); err != nil {
+		return err
+	}
+	if head == r.pushedSHA {
+		return nil
 	}
 	lease := ""
 	if r.spec.lease {
@@ -88,7 +102,8 @@ func (r *run) periodicPush() func() {
 			}
 		}
 	}()
-	return func() { close(stop); <-done }
+	var once sync.Once
+	return func() { once.Do(func() { close(stop); <-done }) }
 }
 
 // saveWork commits what the agent left and pushes, in the modes that push.

@@ -41,18 +41,7 @@ func (r *run) finish(err error) {
 	}
 
 	if r.git != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), r.opts.FinalPushTimeout)
-		if perr := r.saveWork(ctx, res.Status); perr != nil {
-			r.log.Error().Err(perr).Msg("could not push the work")
-			if res.Status == dispatch.StatusCompleted {
-				res.Status = dispatch.StatusFailed
-				res.Error = &dispatch.RunError{Message: perr.Error()}
-			} else if res.Error != nil {
-				res.Error.Message += "; and the final push failed: " + perr.Error()
-			}
-		}
-		r.describe(ctx)
-		cancel()
+		r.finalPush(res)
 	}
 	if r.spec.planFromOrder && res.Plan == "" {
 		res.Plan = r.order.Plan
@@ -90,6 +79,37 @@ func (r *run) finish(err error) {
 	}
 }
 
+// finalPush pushes what is left (unless the secret scan holds it, which
+// fails the run) and describes the branch and the checks before the PR.
+func (r *run) finalPush(res *dispatch.Result) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.opts.FinalPushTimeout)
+	defer cancel()
+	var held *errHeld
+	if perr := r.saveWork(ctx, res.Status); errors.As(perr, &held) {
+		r.log.Error().Str("findings", perr.Error()).Msg("nothing pushed: the secret scan held the push")
+		msg := "Nothing was pushed: " + perr.Error()
+		if res.Status == dispatch.StatusCompleted {
+			res.Status = dispatch.StatusFailed
+			res.Error = &dispatch.RunError{Message: msg}
+		} else if res.Error != nil {
+			res.Error.Message += "; and " + msg
+		}
+	} else if perr != nil {
+		r.log.Error().Err(perr).Msg("could not push the work")
+		if res.Status == dispatch.StatusCompleted {
+			res.Status = dispatch.StatusFailed
+			res.Error = &dispatch.RunError{Message: perr.Error()}
+		} else if res.Error != nil {
+			res.Error.Message += "; and the final push failed: " + perr.Error()
+		}
+	}
+	r.describe(ctx)
+	r.res.SecretScan = r.secretReport()
+	head := r.headRev(ctx)
+	r.res.Dependencies = r.dependencies(ctx, head)
+	r.res.PlanScope = r.comparePlan(ctx, head)
+}
+
 // describe fills the receipt's git facts.
 func (r *run) describe(ctx context.Context) {
 	if r.baseSHA == "" {
@@ -99,16 +119,22 @@ func (r *run) describe(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	if r.sec.held != nil {
+		// The receipt describes what the branch holds: the last push.
+		if head = r.pushedSHA; head == "" {
+			return
+		}
+	}
 	if r.pushes {
 		r.res.HeadSHA = head
 		from := r.startSHA
 		if r.spec.commitsFromBase {
 			from = "origin/" + r.baseBranch
 		}
-		if commits, err := r.git.Log(ctx, from); err == nil {
+		if commits, err := r.git.Log(ctx, from, head); err == nil {
 			r.res.Commits = commits
 		}
-		if ds, err := r.git.DiffStats(ctx, "origin/"+r.baseBranch); err == nil {
+		if ds, err := r.git.DiffStats(ctx, "origin/"+r.baseBranch, head); err == nil {
 			r.res.DiffStats = ds
 		}
 	}

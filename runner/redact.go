@@ -124,3 +124,12 @@ func (r *Redactor) Contains(b []byte) bool {
 	}
 	return false
 }
+
+// Values are the secret values (and their JSON-escaped forms), for the
+// secret scan: a run's own secret in the change is a finding.
+func (r *Redactor) Values() []string {
+	r.Refresh()
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return slices.Clone(r.secrets)
+}

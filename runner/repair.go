@@ -11,7 +11,7 @@ import (
 // gives the agent the failing checks' output up to repair.attempts times
 // within the repair budget.
 func (r *run) validateAndRepair(mainOK bool) error {
-	if len(r.cfg.Validate) == 0 {
+	if len(r.cfg.Validate) == 0 && !r.hasBuiltinChecks() {
 		return nil
 	}
 	runs := r.validate()
@@ -93,7 +93,7 @@ func (r *run) validate() []checkRun {
 			}
 		}()
 	}
-	return runChecks(r.work, r.dir, r.env, r.opts.Agent, r.cfg.Validate, r.red, func(c checkRun) {
+	report := func(c checkRun) {
 		cr, ok := r.checks[c.Check.Name]
 		if !ok {
 			cr = &dispatch.CheckResult{Name: c.Check.Name, Command: c.Check.Command}
@@ -111,5 +111,10 @@ func (r *run) validate() []checkRun {
 		r.log.Info().Str("check", c.Check.Name).Bool("passed", c.Passed).Dur("took", c.Duration).Msg("check " + verdict)
 		r.prog.emit(dispatch.Progress{Stage: "validate", Message: fmt.Sprintf("%s %s", c.Check.Name, verdict),
 			Kind: dispatch.KindCheck, Detail: c.Tail})
-	})
+	}
+	runs := runChecks(r.work, r.dir, r.env, r.opts.Agent, r.cfg.Validate, r.red, report)
+	if r.work.Err() != nil {
+		return runs
+	}
+	return append(runs, r.builtinChecks(report)...)
 }

@@ -81,6 +81,9 @@ type Options struct {
 	SetupCacheMaxBytes int64
 	// StartTimings is the sandbox init's timings file ($SANDBOX_START_TIMINGS).
 	StartTimings string
+	// OSVDir is the operator's offline OSV database ($SANDBOX_OSV_DIR);
+	// empty, dependency changes are listed without advisories.
+	OSVDir string
 }
 
 func (o *Options) defaults() {
@@ -170,6 +173,12 @@ type run struct {
 
 	checks     map[string]*dispatch.CheckResult
 	checkOrder []string
+
+	sec  secretState // the secret scan before pushes (prsecrets.go)
+	deps depState    // the dependency report (prdeps.go)
+	// reasons are the agent's reasons for files outside the approved
+	// plan, from its "Outside the approved plan" sections.
+	reasons map[string]string
 }
 
 // Run executes order and returns its receipt, which it has also written to
@@ -188,8 +197,9 @@ func Run(ctx context.Context, order dispatch.WorkOrder, opts Options) *dispatch.
 			Mode:   order.Mode,
 			Branch: order.TargetBranch,
 		},
-		parent: ctx,
-		checks: map[string]*dispatch.CheckResult{},
+		parent:  ctx,
+		checks:  map[string]*dispatch.CheckResult{},
+		reasons: map[string]string{},
 	}
 	r.red = NewRedactor(order.TokenFile, secretValues(opts.Environ, order.SecretEnv)...)
 	logger := zerolog.New(r.red.Writer(opts.Log)).With().Timestamp().Str("task_id", order.TaskID).Str("mode", string(order.Mode))

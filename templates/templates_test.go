@@ -13,7 +13,7 @@ func TestEmbeddedTemplatesLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"prompts/plan", "prompts/execute", "prompts/repair", "prompts/continue", "prompts/revise", "prompts/rebase", "prompts/task",
+	for _, want := range []string{"prompts/plan", "prompts/review", "prompts/execute", "prompts/repair", "prompts/continue", "prompts/revise", "prompts/rebase", "prompts/task",
 		"github/ack", "github/plan_comment", "github/pr_body", "github/failure", "github/refusal"} {
 		found := false
 		for _, n := range s.Names() {

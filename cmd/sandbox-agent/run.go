@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -259,6 +260,7 @@ func (c *cli) report(o *options, order dispatch.WorkOrder, res *dispatch.Result)
 	if len(res.Repairs) > 0 {
 		fmt.Fprintf(w, "  repairs:  %d\n", len(res.Repairs))
 	}
+	reportChecks(w, res)
 	for _, a := range res.Artifacts {
 		fmt.Fprintf(w, "  artifact: %s\n", filepath.Join(o.outDir(res.TaskID), a))
 	}
@@ -266,4 +268,41 @@ func (c *cli) report(o *options, order dispatch.WorkOrder, res *dispatch.Result)
 	if res.Status == dispatch.StatusInterrupted || res.Status == dispatch.StatusTimeout {
 		fmt.Fprintf(w, "  resume:   sandbox-agent continue --repo %s --task-id %s --target-branch %s --task %q\n", o.repoLabel, res.TaskID, res.Branch, order.Task.Title)
 	}
+}
+
+// reportChecks prints the checks before the PR: secrets held or accepted,
+// dependency changes and advisories, files outside the plan, the review.
+func reportChecks(w io.Writer, res *dispatch.Result) {
+	if s := res.SecretScan; s != nil {
+		fmt.Fprintf(w, "  secrets:  %d commit(s) scanned, %d removed by repairs, %d held back, %d accepted by allowlists\n", s.Commits, s.Repaired, len(s.Findings), len(s.Allowed))
+		for _, f := range s.Findings {
+			fmt.Fprintf(w, "            held: %s at %s:%d\n", f.Rule, f.File, f.Line)
+		}
+	}
+	if d := res.Dependencies; d != nil {
+		for _, c := range d.Changes {
+			fmt.Fprintf(w, "  dep:      %s %s %s %s → %s (%s)\n", c.Change, c.Ecosystem, c.Name, c.From, c.To, c.Manifest)
+		}
+		for _, a := range d.Advisories {
+			fmt.Fprintf(w, "  advisory: %s %s %s: %s\n", a.ID, a.Name, a.Version, a.Summary)
+		}
+	}
+	if p := res.PlanScope; p != nil {
+		for _, o := range p.Outside {
+			fmt.Fprintf(w, "  outside:  %s (outside the approved plan) %s\n", o.File, o.Reason)
+		}
+	}
+	if r := res.Review; r != nil {
+		text := strings.TrimSpace(firstNonEmptyText(r.Text, r.Error))
+		fmt.Fprintf(w, "  review:   $%.4f: %s\n", r.CostUSD, strings.ReplaceAll(text, "\n", "\n            "))
+	}
+}
+
+func firstNonEmptyText(s ...string) string {
+	for _, v := range s {
+		if strings.TrimSpace(v) != "" {
+			return v
+		}
+	}
+	return ""
 }

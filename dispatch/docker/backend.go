@@ -71,6 +71,10 @@ type Options struct {
 	// (repos/<...>/setup, setupcache.go); 0 is no bound, negative turns
 	// the setup cache off. SetupCacheNodeMaxBytes bounds all of them.
 	SetupCacheMaxBytes, SetupCacheNodeMaxBytes int64
+	// OSVDir is the operator's offline OSV database on the engine's host,
+	// bound read-only into coding sandboxes at dispatch.OSVMount; empty,
+	// dependency changes are listed without advisories.
+	OSVDir string
 	// DenyNets are networks no sandbox may reach, on top of link-local
 	// (dispatch.DefaultDenyNets), e.g. the operator's internal networks.
 	DenyNets []dispatch.DenyNet

@@ -142,6 +142,9 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 	}
 	args = append(args, b.cacheMounts(m, task)...)
 	args = append(args, b.setupCacheArgs(m, task)...)
+	if b.o.OSVDir != "" && !task {
+		args = append(args, "--mount", bind(b.o.OSVDir, dispatch.OSVMount, true))
+	}
 	if task {
 		// No inner daemon, no privileges: the init and the runner run as
 		// the sandbox user from the start.

@@ -86,6 +86,7 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 	task := sandboxTask(o, *job.ID, order, isolation, res, orderJSON)
 	if order.Mode != dispatch.ModeTask {
 		addSetupCache(o.SetupCache, group, task)
+		addOSV(o.OSVVolume, group, task)
 	}
 	group.AddTask(task)
 	job.AddTaskGroup(group)

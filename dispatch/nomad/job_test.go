@@ -36,6 +36,11 @@ func withSetupCache(o *nomad.Options) {
 	o.SetupCache = nomad.SetupCache{Volume: "sandbox-setup-cache", MaxBytes: 2 << 30, NodeMaxBytes: 20 << 30}
 }
 
+func withOSV(o *nomad.Options) {
+	withSetupCache(o)
+	o.OSVVolume = "sandbox-osv"
+}
+
 // TestBuildJobGolden pins the job of every mode. The golden files were
 // reviewed field by field against Nomad's job specification (job, group,
 // restart, reschedule, disconnect, ephemeral_disk, task, docker driver,
@@ -62,6 +67,10 @@ func TestBuildJobGolden(t *testing.T) {
 		// to the run's repository; task mode never gets it.
 		{"plan-setup-cache", spec(dispatch.ModePlan, "8"), "", withSetupCache},
 		{"task-setup-cache", spec(dispatch.ModeTask, "9"), "", withSetupCache},
+		// The operator's OSV database, read-only, beside the setup cache;
+		// task mode never gets it.
+		{"execute-osv", spec(dispatch.ModeExecute, "10"), "", withOSV},
+		{"task-osv", spec(dispatch.ModeTask, "11"), "", withOSV},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

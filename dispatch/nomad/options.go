@@ -159,6 +159,10 @@ type Options struct {
 	// SetupCache is the node's host volume of the setup cache; the zero
 	// value leaves it out of the jobs.
 	SetupCache SetupCache
+	// OSVVolume is the node's host volume holding the operator's offline
+	// OSV database, mounted read-only at dispatch.OSVMount in coding
+	// sandboxes; empty leaves it out.
+	OSVVolume string
 	// LogDrain bounds how long Wait keeps reading the log after the
 	// allocation ended, for the last progress lines.
 	LogDrain time.Duration

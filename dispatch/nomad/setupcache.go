@@ -30,9 +30,10 @@ func addSetupCache(sc SetupCache, group *api.TaskGroup, task *api.Task) {
 	if sc.Volume == "" {
 		return
 	}
-	group.Volumes = map[string]*api.VolumeRequest{
-		setupCacheVolumeName: {Name: setupCacheVolumeName, Type: "host", Source: sc.Volume, ReadOnly: false},
+	if group.Volumes == nil {
+		group.Volumes = map[string]*api.VolumeRequest{}
 	}
+	group.Volumes[setupCacheVolumeName] = &api.VolumeRequest{Name: setupCacheVolumeName, Type: "host", Source: sc.Volume, ReadOnly: false}
 	task.VolumeMounts = append(task.VolumeMounts, &api.VolumeMount{
 		Volume: ptr(setupCacheVolumeName), Destination: ptr(dispatch.SetupCacheNodeMount), ReadOnly: ptr(false),
 	})
@@ -42,4 +43,21 @@ func addSetupCache(sc SetupCache, group *api.TaskGroup, task *api.Task) {
 	if sc.NodeMaxBytes > 0 {
 		task.Env[dispatch.EnvSetupCacheNodeMaxSize] = strconv.FormatInt(sc.NodeMaxBytes, 10)
 	}
+}
+
+// osvVolumeName is the OSV database's volume inside the job.
+const osvVolumeName = "osv"
+
+// addOSV gives a coding sandbox the operator's OSV database, read-only.
+func addOSV(volume string, group *api.TaskGroup, task *api.Task) {
+	if volume == "" {
+		return
+	}
+	if group.Volumes == nil {
+		group.Volumes = map[string]*api.VolumeRequest{}
+	}
+	group.Volumes[osvVolumeName] = &api.VolumeRequest{Name: osvVolumeName, Type: "host", Source: volume, ReadOnly: true}
+	task.VolumeMounts = append(task.VolumeMounts, &api.VolumeMount{
+		Volume: ptr(osvVolumeName), Destination: ptr(dispatch.OSVMount), ReadOnly: ptr(true),
+	})
 }

@@ -22,7 +22,7 @@ var baseEnv = []string{
 	"OPENCODE_CONFIG",
 	dispatch.EnvWorkspace, dispatch.EnvStateDir, dispatch.EnvTemplatesDir, dispatch.EnvPushInterval,
 	dispatch.EnvEnvFile, dispatch.EnvStartupGrace, dispatch.EnvServicesFile, dispatch.EnvOpenCodeConfigJSON,
-	"SANDBOX_OPENCODE_BIN", "SANDBOX_CLAUDE_BIN",
+	"SANDBOX_OPENCODE_BIN", "SANDBOX_CLAUDE_BIN", dispatch.EnvOSVDir,
 }
 
 // MinimalEnv picks from environ (KEY=VALUE entries) the variables a runner

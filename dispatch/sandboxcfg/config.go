@@ -43,6 +43,8 @@ type Config struct {
 	Plan      Plan                 `yaml:"plan,omitempty" json:"plan,omitempty" desc:"Planning and approval."`
 	Repair    Repair               `yaml:"repair,omitempty" json:"repair,omitempty" desc:"Repair attempts after failing checks."`
 	Network   Network              `yaml:"network,omitempty" json:"network,omitempty" desc:"Egress policy of the sandbox."`
+	Review    Review               `yaml:"review,omitempty" json:"review,omitempty" desc:"The reviewer's pass: after validation a fresh read-only agent session reads the issue, the approved plan and the diff and writes a short review into the PR body. It never changes the code."`
+	Secrets   Secrets              `yaml:"secrets,omitempty" json:"secrets,omitempty" desc:"The secret scan of every commit before it is pushed."`
 	Resources Resources            `yaml:"resources,omitempty" json:"resources,omitempty" desc:"Resources requested for the sandbox, within the server's limits."`
 }
 
@@ -106,6 +108,28 @@ type Plan struct {
 	// Required is a pointer because absence means "the default (true)",
 	// which is different from an explicit false.
 	Required *bool `yaml:"required,omitempty" json:"required,omitempty" desc:"Post a plan and wait for /approve before changing code. Default true."`
+	// Strict is a pointer so that a repository can turn off what an
+	// organisation's default turned on.
+	Strict *bool `yaml:"strict,omitempty" json:"strict,omitempty" desc:"A changed file the approved plan does not name fails validation and goes to repair. Default false: such files are listed under Outside the approved plan."`
+}
+
+// Review is the opt-in reviewer's pass.
+type Review struct {
+	Enabled     *bool   `yaml:"enabled,omitempty" json:"enabled,omitempty" desc:"Run the reviewer's pass after validation. Default false."`
+	Model       string  `yaml:"model,omitempty" json:"model,omitempty" desc:"Model of the reviewer's session (the harness's model name). Default: the run's model."`
+	BudgetShare float64 `yaml:"budget_share,omitempty" json:"budget_share,omitempty" desc:"Share of max_budget_usd the reviewer may spend. Default 0.1." min:"0" max:"1"`
+}
+
+// Secrets configures the secret scan.
+type Secrets struct {
+	Allow []SecretAllow `yaml:"allow,omitempty" json:"allow,omitempty" desc:"Findings the repository accepts: reported in the PR, never blocking. Read from the base branch's .sandbox.yml, never from the agent's change."`
+}
+
+// SecretAllow accepts the findings of one rule, or of every rule, in the
+// files one glob matches.
+type SecretAllow struct {
+	Path string `yaml:"path" json:"path" desc:"Glob of repository paths (** for any depth), e.g. testdata/** or docs/*.md." required:"true"`
+	Rule string `yaml:"rule,omitempty" json:"rule,omitempty" desc:"The scanner's rule id (e.g. aws-access-token, generic-api-key); empty accepts every rule."`
 }
 
 // Repair controls the repair loop after failing checks.
@@ -136,6 +160,7 @@ const (
 	DefaultRepairAttempts    = 2
 	DefaultRepairShare       = 0.2
 	DefaultRepairMinUSD      = 1.0
+	DefaultReviewShare       = 0.1
 	DefaultCheckTimeout      = 600
 	DefaultHealthTimeout     = 60
 	ModeCoding               = "coding"

@@ -276,7 +276,22 @@ func mergeSections(c, over *Config) {
 		c.Skills = over.Skills
 	}
 	if over.Plan.Required != nil {
-		c.Plan = over.Plan
+		c.Plan.Required = over.Plan.Required
+	}
+	if over.Plan.Strict != nil {
+		c.Plan.Strict = over.Plan.Strict
+	}
+	if over.Review.Enabled != nil {
+		c.Review.Enabled = over.Review.Enabled
+	}
+	if over.Review.Model != "" {
+		c.Review.Model = over.Review.Model
+	}
+	if over.Review.BudgetShare != 0 {
+		c.Review.BudgetShare = over.Review.BudgetShare
+	}
+	if len(over.Secrets.Allow) > 0 {
+		c.Secrets.Allow = append([]SecretAllow(nil), over.Secrets.Allow...)
 	}
 	if over.Repair.Attempts != nil {
 		c.Repair.Attempts = over.Repair.Attempts
@@ -325,7 +340,9 @@ func setKeys(c *Config) []string {
 	add(len(c.PR.Labels) > 0 || c.PR.Draft || len(c.PR.Reviewers) > 0, "pr")
 	add(len(c.MCP) > 0, "mcp")
 	add(len(c.Skills) > 0, "skills")
-	add(c.Plan.Required != nil, "plan")
+	add(c.Plan.Required != nil || c.Plan.Strict != nil, "plan")
+	add(c.Review.Enabled != nil || c.Review.Model != "" || c.Review.BudgetShare != 0, "review")
+	add(len(c.Secrets.Allow) > 0, "secrets")
 	add(c.Repair != (Repair{}), "repair")
 	add(len(c.Network.Allow) > 0, "network")
 	add(c.Cache.set(), "cache")

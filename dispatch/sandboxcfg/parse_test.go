@@ -71,8 +71,10 @@ func fullConfig() *sandboxcfg.Config {
 			"docs": {URL: "https://mcp.example.com/sse"},
 		},
 		Skills:    []string{"docs/skills/testing.md"},
-		Plan:      sandboxcfg.Plan{Required: ptr(false)},
+		Plan:      sandboxcfg.Plan{Required: ptr(false), Strict: ptr(true)},
 		Repair:    sandboxcfg.Repair{Attempts: ptr(3), BudgetShare: 0.25, MinBudgetUSD: 2},
+		Review:    sandboxcfg.Review{Enabled: ptr(true), Model: "anthropic/claude-haiku-4-5", BudgetShare: 0.15},
+		Secrets:   sandboxcfg.Secrets{Allow: []sandboxcfg.SecretAllow{{Path: "testdata/fixtures/**", Rule: "aws-access-token"}}},
 		Network:   sandboxcfg.Network{Allow: []string{"registry.npmjs.org", "*.github.com"}},
 		Resources: sandboxcfg.Resources{CPU: 4000, MemoryMB: 8192},
 	}
@@ -304,7 +306,7 @@ func TestParseValid(t *testing.T) {
 }
 
 // topFields is the valid-field list every unknown top-level key reports.
-const topFields = "(valid fields: branch, cache, command, dev, env, harness, inactivity_timeout, lifecycle, max_budget_usd, mcp, mode, model, name, network, plan, pr, repair, resources, services, skills, supabase, timeout_minutes, validate)"
+const topFields = "(valid fields: branch, cache, command, dev, env, harness, inactivity_timeout, lifecycle, max_budget_usd, mcp, mode, model, name, network, plan, pr, repair, resources, review, secrets, services, skills, supabase, timeout_minutes, validate)"
 
 type errorCase struct {
 	name string

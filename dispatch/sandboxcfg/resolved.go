@@ -49,6 +49,15 @@ type Resolved struct {
 	Network   Network              `json:"network,omitzero"`
 	Resources Resources            `json:"resources,omitzero"`
 	Cache     ResolvedCache        `json:"cache"`
+	Review    ResolvedReview       `json:"review"`
+	Secrets   Secrets              `json:"secrets,omitzero"`
+}
+
+// ResolvedReview is the reviewer's pass.
+type ResolvedReview struct {
+	Enabled     bool    `json:"enabled"`
+	Model       string  `json:"model,omitempty"`
+	BudgetShare float64 `json:"budget_share"`
 }
 
 // ResolvedService is a service with its healthcheck decided: the one it
@@ -65,6 +74,7 @@ type ResolvedService struct {
 // ResolvedPlan is the approval gate.
 type ResolvedPlan struct {
 	Required bool `json:"required"`
+	Strict   bool `json:"strict,omitempty"`
 }
 
 // ResolvedRepair is the repair loop after failing checks.
@@ -105,8 +115,11 @@ func resolve(c *Config) Resolved {
 		InactivitySeconds: cmp.Or(c.InactivitySeconds, DefaultInactivitySeconds),
 		Supabase:          c.Supabase, Env: maps.Clone(c.Env), Lifecycle: c.Lifecycle, Dev: c.Dev, PR: c.PR,
 		MCP: maps.Clone(c.MCP), Skills: c.Skills, Network: c.Network, Resources: c.Resources,
-		Plan:  ResolvedPlan{Required: c.Plan.Required == nil || *c.Plan.Required},
+		Plan:  ResolvedPlan{Required: c.Plan.Required == nil || *c.Plan.Required, Strict: c.Plan.Strict != nil && *c.Plan.Strict},
 		Cache: c.Cache.resolve(),
+		Review: ResolvedReview{Enabled: c.Review.Enabled != nil && *c.Review.Enabled, Model: c.Review.Model,
+			BudgetShare: cmp.Or(c.Review.BudgetShare, DefaultReviewShare)},
+		Secrets: Secrets{Allow: c.Secrets.Allow},
 		Repair: ResolvedRepair{
 			Attempts:     DefaultRepairAttempts,
 			BudgetShare:  cmp.Or(c.Repair.BudgetShare, DefaultRepairShare),
@@ -139,15 +152,17 @@ func resolve(c *Config) Resolved {
 // layer is r as a layer that sets everything, for checking it again
 // (Check) and for showing it.
 func (r *Resolved) layer() Config {
-	required, attempts := r.Plan.Required, r.Repair.Attempts
+	required, attempts, strict, review := r.Plan.Required, r.Repair.Attempts, r.Plan.Strict, r.Review.Enabled
 	c := Config{
 		Name: r.Name, Mode: r.Mode, Branch: r.Branch, Harness: r.Harness, Model: r.Model, Command: r.Command,
 		MaxBudgetUSD: r.MaxBudgetUSD, TimeoutMinutes: r.TimeoutMinutes, InactivitySeconds: r.InactivitySeconds,
 		Supabase: r.Supabase, Env: r.Env, Lifecycle: r.Lifecycle, Validate: r.Validate, Dev: r.Dev, PR: r.PR,
 		MCP: r.MCP, Skills: r.Skills, Network: r.Network, Resources: r.Resources,
-		Cache:  r.Cache.layer(),
-		Plan:   Plan{Required: &required},
-		Repair: Repair{Attempts: &attempts, BudgetShare: r.Repair.BudgetShare, MinBudgetUSD: r.Repair.MinBudgetUSD},
+		Cache:   r.Cache.layer(),
+		Plan:    Plan{Required: &required, Strict: &strict},
+		Review:  Review{Enabled: &review, Model: r.Review.Model, BudgetShare: r.Review.BudgetShare},
+		Secrets: r.Secrets,
+		Repair:  Repair{Attempts: &attempts, BudgetShare: r.Repair.BudgetShare, MinBudgetUSD: r.Repair.MinBudgetUSD},
 	}
 	for name, s := range r.Services {
 		if c.Services == nil {

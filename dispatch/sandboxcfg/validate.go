@@ -2,6 +2,7 @@ package sandboxcfg
 
 import (
 	"fmt"
+	"github.com/bmatcuk/doublestar/v4"
 	"maps"
 	"regexp"
 	"slices"
@@ -157,6 +158,14 @@ func (c *Config) validateSections(bad report) {
 	if c.Repair.MinBudgetUSD < 0 {
 		bad("repair.min_budget_usd", "must not be negative")
 	}
+	if s := c.Review.BudgetShare; s < 0 || s > 1 {
+		bad("review.budget_share", "must be between 0 and 1, got %g", s)
+	}
+	for i, a := range c.Secrets.Allow {
+		if err := checkAllowGlob(a.Path); err != nil {
+			bad(fmt.Sprintf("secrets.allow[%d].path", i), "%v, got %q", err, a.Path)
+		}
+	}
 	for i, h := range c.Network.Allow {
 		if _, err := ParseAllowEntry(h); err != nil {
 			bad(fmt.Sprintf("network.allow[%d]", i), "%v, got %q", err, h)
@@ -191,4 +200,20 @@ func (c *Config) knowsPlaceholder(name string) bool {
 		return true
 	}
 	return c.Supabase && strings.HasPrefix(name, "supabase_")
+}
+
+// checkAllowGlob refuses a secrets.allow path that matches nothing a
+// repository holds, or everything: an allowlist is for named places.
+func checkAllowGlob(p string) error {
+	switch {
+	case strings.TrimSpace(p) == "":
+		return fmt.Errorf("must name files")
+	case strings.HasPrefix(p, "/") || strings.Contains(p, ".."):
+		return fmt.Errorf("must be relative to the repository, without ..")
+	case strings.Trim(p, "*/") == "":
+		return fmt.Errorf("must not match every file")
+	case !doublestar.ValidatePattern(p):
+		return fmt.Errorf("is not a valid glob")
+	}
+	return nil
 }

@@ -243,6 +243,9 @@ func (s *sandbox) start(ctx, saveCtx context.Context) (started, error) {
 	}
 	maps.Copy(st.env, cacheEnv(s.opts.cacheDir))
 	s.prepareSetupCache(st.runner, st.env)
+	if fi, err := os.Stat(dispatch.OSVMount); err == nil && fi.IsDir() {
+		st.env[dispatch.EnvOSVDir] = dispatch.OSVMount
+	}
 	maps.Copy(st.env, gatewayEnv)
 	if s.order != nil && len(s.order.Config.Network.Allow) > 0 {
 		var env map[string]string

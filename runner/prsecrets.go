@@ -1,0 +1,279 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/runner/secretscan"
+)
+
+// The secret scan stands before every push (checkpoints, milestones, the
+// final push, the media commit, a rebase's force push): the commits about
+// to be pushed are scanned, and a finding holds the push back. When a
+// repair has removed what was found, the unpushed commits are rewritten
+// into one, whose content is the clean net change, so that the secret is
+// not published in the history either. Runs that push nothing (plan, task)
+// never make a scanner.
+
+// secretState is the scan's part of a run.
+type secretState struct {
+	scanner *secretscan.Scanner
+	// scanned are the commits scanned over the run (a held commit is
+	// scanned again at each push it holds back, and counted once).
+	scanned map[string]bool
+	// held are the blocking findings of the last scan (nil: the last
+	// push went through); allowed, every allowlisted one seen.
+	held     []secretscan.Finding
+	allowed  map[string]secretscan.Finding
+	repaired map[string]bool
+	squashed int
+}
+
+// errHeld is a push the secret scan held back.
+type errHeld struct{ findings []secretscan.Finding }
+
+func (e *errHeld) Error() string {
+	return fmt.Sprintf("the secret scan found %d secret(s) in the commits to push, so nothing of them was pushed: %s",
+		len(e.findings), secretscan.Places(e.findings, 10))
+}
+
+// gatePush scans what pushing head would publish and returns the commit to
+// push: head, or the one commit the clean net change was squashed into. A
+// finding still in the net change is an *errHeld.
+func (r *run) gatePush(ctx context.Context, head string) (string, error) {
+	s, err := r.secretScanner(ctx)
+	if err != nil {
+		return "", err
+	}
+	res, err := r.scanCommits(ctx, s, head)
+	if err != nil {
+		return "", err
+	}
+	for _, sha := range res.SHAs {
+		r.sec.scanned[sha] = true
+	}
+	r.noteAllowed(res.Allowed)
+	if len(res.Findings) == 0 {
+		r.sec.held = nil
+		return head, nil
+	}
+	from := r.squashBase(ctx, head)
+	net, err := r.scanNet(ctx, s, from, head)
+	if err != nil {
+		return "", err
+	}
+	if len(net.Findings) > 0 {
+		r.sec.held = net.Findings
+		r.log.Warn().Str("findings", secretscan.Places(net.Findings, 10)).Msg("secret scan: push held")
+		r.prog.emit(dispatch.Progress{Stage: "push", Message: fmt.Sprintf("push held: %d secret finding(s)", len(net.Findings))})
+		return "", &errHeld{findings: net.Findings}
+	}
+	squashed, err := r.squash(ctx, from, head)
+	if err != nil {
+		return "", err
+	}
+	for _, f := range res.Findings {
+		r.sec.repaired[f.Rule+" "+f.Place()] = true
+	}
+	r.sec.held = nil
+	return squashed, nil
+}
+
+// secretScanner makes the run's scanner on first use, with the
+// repository's allowlists read from the base commit in the runner's
+// mirror (the agent's change cannot add one).
+func (r *run) secretScanner(ctx context.Context) (*secretscan.Scanner, error) {
+	if r.sec.scanner != nil {
+		return r.sec.scanner, nil
+	}
+	ignore, _ := r.git.Inspect(ctx, "cat-file", "blob", r.baseSHA+":"+secretscan.IgnoreFile)
+	conf, _ := r.git.Inspect(ctx, "cat-file", "blob", r.baseSHA+":"+secretscan.ConfigFile)
+	allow, err := secretscan.LoadAllowlist([]byte(ignore), []byte(conf), r.cfg.Secrets.Allow)
+	if err != nil {
+		r.log.Warn().Err(err).Msg("secret scan: the repository's gitleaks configuration is not used")
+	}
+	s, err := secretscan.New(r.red.Values(), allow)
+	if err != nil {
+		return nil, err
+	}
+	r.sec.scanner = s
+	r.sec.allowed = map[string]secretscan.Finding{}
+	r.sec.scanned = map[string]bool{}
+	r.sec.repaired = map[string]bool{}
+	return s, nil
+}
+
+// scanCommits scans every commit reachable from head that the remote
+// branch and the base do not have: each commit's added lines and message.
+func (r *run) scanCommits(ctx context.Context, s *secretscan.Scanner, head string) (*secretscan.Result, error) {
+	args := append([]string{"log"}, patchArgs...)
+	args = append(args, head, "--not", r.baseSHA)
+	if r.pushedSHA != "" {
+		args = append(args, r.pushedSHA)
+	}
+	return r.scanPatch(ctx, s, args)
+}
+
+// scanNet scans the net change from..head as one diff.
+func (r *run) scanNet(ctx context.Context, s *secretscan.Scanner, from, head string) (*secretscan.Result, error) {
+	return r.scanPatch(ctx, s, append(append([]string{"diff"}, patchArgs[:len(patchArgs)-1]...), from, head))
+}
+
+// patchArgs make a patch the scanner reads, whatever the configuration:
+// added lines only, no external diff or text conversion, plain prefixes,
+// git's own header format (the last one, for log only).
+var patchArgs = []string{"-p", "-U0", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames", "--no-relative",
+	"--src-prefix=a/", "--dst-prefix=b/", "--pretty=medium"}
+
+func (r *run) scanPatch(ctx context.Context, s *secretscan.Scanner, args []string) (*secretscan.Result, error) {
+	var res *secretscan.Result
+	err := r.git.InspectStream(ctx, func(out io.Reader) error {
+		var err error
+		res, err = s.ScanPatch(ctx, out)
+		return err
+	}, args...)
+	if err != nil {
+		return nil, fmt.Errorf("secret scan: %w", err)
+	}
+	r.scanBinaries(ctx, s, res)
+	return res, nil
+}
+
+// scanBinaries scans the files git showed as binary whose content is text
+// after all (an attribute marked them): whole, less what the file held
+// before.
+func (r *run) scanBinaries(ctx context.Context, s *secretscan.Scanner, res *secretscan.Result) {
+	var found []secretscan.Finding
+	for _, b := range res.Binary {
+		rev := b.Commit
+		if rev == "" {
+			rev = "HEAD"
+		}
+		content, err := r.git.Inspect(ctx, "cat-file", "blob", rev+":"+b.Path)
+		if err != nil {
+			continue
+		}
+		got := s.ScanContent(ctx, b.Commit, b.Path, []byte(content))
+		if len(got) > 0 && b.Commit != "" {
+			old, _ := r.git.Inspect(ctx, "cat-file", "blob", b.Commit+"^:"+b.Path)
+			got = secretscan.Without(got, []byte(old))
+		}
+		found = append(found, got...)
+	}
+	if len(found) > 0 {
+		extra := &secretscan.Result{}
+		s.Split(extra, found)
+		res.Findings = append(res.Findings, extra.Findings...)
+		res.Allowed = append(res.Allowed, extra.Allowed...)
+	}
+}
+
+// squashBase is the commit the unpushed work sits on: the last push when
+// head descends from it, else the base.
+func (r *run) squashBase(ctx context.Context, head string) string {
+	if r.pushedSHA != "" {
+		if ok, _ := r.git.IsAncestor(ctx, r.pushedSHA, head); ok {
+			return r.pushedSHA
+		}
+	}
+	return r.baseSHA
+}
+
+// squash rewrites from..head into one commit of head's tree. Its message
+// is the runner's own: the agent's messages may hold what was found.
+func (r *run) squash(ctx context.Context, from, head string) (string, error) {
+	n, err := r.git.run(ctx, "", "rev-list", "--count", from+".."+head)
+	if err != nil {
+		return "", err
+	}
+	msg := fmt.Sprintf("%s\n\nThe sandbox's secret scan held back %s commit(s) until a repair removed what it found; they are\nrewritten into this one so that nothing of them is published.\n\nTask: %s",
+		r.commitSubject(), n, r.order.TaskID)
+	if _, err := r.git.run(ctx, "", "reset", "--soft", from); err != nil {
+		return "", err
+	}
+	if _, err := r.git.run(ctx, "", "commit", "--quiet", "--no-verify", "--allow-empty", "-m", r.red.String(msg)); err != nil {
+		return "", err
+	}
+	sha, err := r.git.RevParse(ctx, "HEAD")
+	if err != nil {
+		return "", err
+	}
+	r.sec.squashed++
+	r.log.Info().Str("from", from).Str("sha", sha).Str("commits", n).Msg("secret scan: unpushed commits squashed after the repair")
+	return sha, nil
+}
+
+// gateOnly scans what a push would publish now, without pushing.
+func (r *run) gateOnly(ctx context.Context) error {
+	r.gitMu.Lock()
+	defer r.gitMu.Unlock()
+	head, err := r.git.RevParse(ctx, "HEAD")
+	if err != nil || head == r.pushedSHA || head == r.baseSHA {
+		return err
+	}
+	_, err = r.gatePush(ctx, head)
+	return err
+}
+
+func (r *run) noteAllowed(fs []secretscan.Finding) {
+	for _, f := range fs {
+		r.sec.allowed[f.Rule+" "+f.Place()] = f
+	}
+}
+
+// secretsCheck is the built-in check: the push the run would make now.
+func (r *run) secretsCheck() checkRun {
+	c := checkRun{Check: builtinCheck(dispatch.CheckSecrets, "the secret scan of the commits to push ("+secretscan.Version+")"), Passed: true}
+	var err error
+	if r.spec.pushAtMilestones {
+		err = r.push(r.work)
+	} else {
+		// A mode that pushes once, at its end (rebase), is scanned now
+		// and pushed then.
+		err = r.gateOnly(r.work)
+	}
+	var held *errHeld
+	switch {
+	case errors.As(err, &held):
+		c.Passed = false
+		var b strings.Builder
+		fmt.Fprintf(&b, "The secret scan (%s: its default rules, and the values this run holds as secrets) found these in your change; nothing of it was pushed:\n", secretscan.Version)
+		for _, f := range held.findings {
+			fmt.Fprintf(&b, "- %s (%s) at %s\n", f.Rule, f.Description, f.Place())
+		}
+		b.WriteString("Remove them from the files: read such values from the environment or configuration at run time, and never commit a credential, a real or a made-up one shaped like one (use an obvious placeholder such as EXAMPLE). The sandbox rewrites its unpushed commits once the change is clean, so they never reach the branch's history.")
+		c.Tail = b.String()
+	case err != nil:
+		c.Passed = false
+		c.Tail = r.red.String("The push failed: " + err.Error())
+	}
+	return c
+}
+
+// secretReport is the receipt's account of the scan, nil when nothing was
+// scanned (a run that pushed nothing).
+func (r *run) secretReport() *dispatch.SecretScan {
+	if r.sec.scanner == nil {
+		return nil
+	}
+	rep := &dispatch.SecretScan{Scanner: secretscan.Version + " (default rules with their entropy thresholds) and the run's own secrets",
+		Commits: len(r.sec.scanned), Squashed: r.sec.squashed}
+	for _, f := range r.sec.held {
+		rep.Findings = append(rep.Findings, secretFinding(f))
+		delete(r.sec.repaired, f.Rule+" "+f.Place())
+	}
+	rep.Repaired = len(r.sec.repaired)
+	for _, f := range r.sec.allowed {
+		rep.Allowed = append(rep.Allowed, secretFinding(f))
+	}
+	sortSecretFindings(rep.Allowed)
+	return rep
+}
+
+func secretFinding(f secretscan.Finding) dispatch.SecretFinding {
+	return dispatch.SecretFinding{Rule: f.Rule, Description: f.Description, File: f.File, Line: f.Line, Commit: f.Commit, Allowlist: f.Allowlist}
+}
