@@ -241,6 +241,16 @@ func TestE2EChecksStrictPlanClaudeCode(t *testing.T) {
 	if t.Failed() {
 		t.Logf("PR body:\n%s", pr.Body)
 	}
+	logAnthropicRequests(t, l.anthropic)
+}
+
+// logAnthropicRequests logs each model request in a line (turn, retry,
+// side request, session), so a script that went off its rails shows where.
+func logAnthropicRequests(t *testing.T, srv *modeltest.AnthropicServer) {
+	for _, r := range srv.Requests() {
+		t.Logf("model request at %s: turn %d (retry %v, side request %v), session %s, %d messages, %d tools",
+			r.Time.Format("15:04:05.000"), r.Turn, r.Retry, r.Side, r.Header.Get("X-Claude-Code-Session-Id"), len(r.Messages), len(r.Tools))
+	}
 }
 
 // greetPR files the greeting issue, labels it, approves the plan and

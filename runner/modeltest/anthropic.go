@@ -11,6 +11,7 @@ package modeltest
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -98,6 +99,10 @@ type AnthropicRequest struct {
 	// Turn is the index of the scripted turn answered; -1 for side
 	// requests, other endpoints and requests past the end of the script.
 	Turn int
+	// Retry is true when the request repeated the previous scripted
+	// request's conversation in the same Claude Code session and was
+	// answered with its turn again (see lastTurn).
+	Retry bool
 }
 
 // AnthropicMessage is one message of a request, with its content blocks.
@@ -165,6 +170,7 @@ type AnthropicServer struct {
 	requests  []AnthropicRequest
 	exhausted int
 	ids       int
+	last      lastTurn
 }
 
 // NewAnthropic starts a server on addr ("127.0.0.1:0" for any free port;
@@ -342,6 +348,12 @@ func (s *AnthropicServer) messages(w http.ResponseWriter, r *http.Request) {
 	// A request without tools is not the agent's loop: Claude Code sends
 	// those for titles, summaries and probes. They must not eat a turn.
 	rec.Side = len(rec.Tools) == 0
+	conv, err := json.Marshal(rec.Messages)
+	if err != nil {
+		anthropicWriteError(w, &AnthropicError{Status: http.StatusBadRequest, Message: "scripted server: messages: " + err.Error()})
+		return
+	}
+	this := lastTurn{session: r.Header.Get("X-Claude-Code-Session-Id"), conversation: sha256.Sum256(conv), turn: -1}
 	var turn AnthropicTurn
 	s.mu.Lock()
 	switch {
@@ -350,9 +362,16 @@ func (s *AnthropicServer) messages(w http.ResponseWriter, r *http.Request) {
 		if turn.Text == "" {
 			turn.Text = "OK"
 		}
+	case this.session != "" && this.session == s.last.session && this.conversation == s.last.conversation:
+		rec.Turn, rec.Retry = s.last.turn, true
+		turn = s.script.Turns[s.last.turn]
 	case s.next < len(s.script.Turns):
 		turn = s.script.Turns[s.next]
 		rec.Turn = s.next
+		if !turn.Stall && turn.Error == nil {
+			this.turn = s.next
+			s.last = this
+		}
 		s.next++
 	default:
 		s.exhausted++

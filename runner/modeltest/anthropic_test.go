@@ -17,6 +17,13 @@ import (
 // anthropicPost sends a Messages request the way the SDK does.
 func anthropicPost(t *testing.T, srv *modeltest.AnthropicServer, body map[string]any) *http.Response {
 	t.Helper()
+	return anthropicPostIn(t, srv, "", body)
+}
+
+// anthropicPostIn sends body as Claude Code does in session sid (none when
+// empty).
+func anthropicPostIn(t *testing.T, srv *modeltest.AnthropicServer, sid string, body map[string]any) *http.Response {
+	t.Helper()
 	b, err := json.Marshal(body)
 	if err != nil {
 		t.Fatal(err)
@@ -28,6 +35,9 @@ func anthropicPost(t *testing.T, srv *modeltest.AnthropicServer, body map[string
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Api-Key", "sk-ant-secret-value")
 	req.Header.Set("Anthropic-Version", "2023-06-01")
+	if sid != "" {
+		req.Header.Set("X-Claude-Code-Session-Id", sid)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -301,5 +311,55 @@ func TestAnthropicStallAndScriptErrors(t *testing.T) {
 	srv.Close() // must release the stalled stream, not wait on it
 	if err := <-rest; err != nil {
 		t.Logf("stalled stream ended with %v", err)
+	}
+}
+
+// Claude Code retrying a request whose answer it did not finish reading
+// sends the same conversation in the same session: it gets the same turn
+// and the script does not move; another session, or a retry after an error
+// turn, goes on down the script.
+func TestAnthropicRetryGetsTheSameTurn(t *testing.T) {
+	srv := modeltest.StartAnthropic(t, modeltest.AnthropicScript{Turns: []modeltest.AnthropicTurn{
+		{Text: "one"}, {Text: "two"}, {Error: &modeltest.AnthropicError{Status: http.StatusBadRequest, Message: "no"}}, {Text: "four"},
+	}})
+	ask := func(sid string, users ...string) string {
+		var msgs []any
+		for _, u := range users {
+			msgs = append(msgs, map[string]any{"role": "user", "content": u})
+		}
+		resp := anthropicPostIn(t, srv, sid, map[string]any{"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": msgs,
+			"tools": []any{map[string]any{"name": "Bash", "input_schema": map[string]any{"type": "object"}}}})
+		var msg struct {
+			Content []struct{ Text string } `json:"content"`
+		}
+		if resp.StatusCode != http.StatusOK {
+			return resp.Status
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&msg); err != nil || len(msg.Content) == 0 {
+			t.Fatalf("answer: %v %+v", err, msg)
+		}
+		return msg.Content[0].Text
+	}
+	steps := []struct {
+		sid   string
+		users []string
+		want  string
+	}{
+		{"s-a", []string{"plan"}, "one"},
+		{"s-a", []string{"plan"}, "one"}, // the retry
+		{"s-b", []string{"plan"}, "two"}, // another session, the same words
+		{"s-b", []string{"plan", "more"}, "400"},
+		{"s-b", []string{"plan", "more"}, "four"}, // a retry after an error is answered afresh
+	}
+	for i, st := range steps {
+		if got := ask(st.sid, st.users...); !strings.Contains(got, st.want) {
+			t.Fatalf("step %d (%s %q): answered %q, want %q", i, st.sid, st.users, got, st.want)
+		}
+	}
+	if srv.Served() != 4 {
+		t.Errorf("served %d turns, want 4 (the retry took none)", srv.Served())
+	}
+	if reqs := srv.Requests(); !reqs[1].Retry || reqs[1].Turn != 0 || reqs[2].Retry {
+		t.Errorf("recorded: %+v", reqs[:3])
 	}
 }
