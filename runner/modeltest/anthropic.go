@@ -11,7 +11,6 @@ package modeltest
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -348,12 +347,7 @@ func (s *AnthropicServer) messages(w http.ResponseWriter, r *http.Request) {
 	// A request without tools is not the agent's loop: Claude Code sends
 	// those for titles, summaries and probes. They must not eat a turn.
 	rec.Side = len(rec.Tools) == 0
-	conv, err := json.Marshal(rec.Messages)
-	if err != nil {
-		anthropicWriteError(w, &AnthropicError{Status: http.StatusBadRequest, Message: "scripted server: messages: " + err.Error()})
-		return
-	}
-	this := lastTurn{session: r.Header.Get("X-Claude-Code-Session-Id"), conversation: sha256.Sum256(conv), turn: -1}
+	key := newRetryKey(r.Header.Get("X-Claude-Code-Session-Id"), rec.Messages)
 	var turn AnthropicTurn
 	s.mu.Lock()
 	switch {
@@ -362,15 +356,14 @@ func (s *AnthropicServer) messages(w http.ResponseWriter, r *http.Request) {
 		if turn.Text == "" {
 			turn.Text = "OK"
 		}
-	case this.session != "" && this.session == s.last.session && this.conversation == s.last.conversation:
+	case s.last.repeatedBy(key):
 		rec.Turn, rec.Retry = s.last.turn, true
 		turn = s.script.Turns[s.last.turn]
 	case s.next < len(s.script.Turns):
 		turn = s.script.Turns[s.next]
 		rec.Turn = s.next
-		if !turn.Stall && turn.Error == nil {
-			this.turn = s.next
-			s.last = this
+		if !turn.Stall && turn.Error == nil { // plain: see lastTurn
+			s.last = lastTurn{key: key, turn: s.next}
 		}
 		s.next++
 	default:

@@ -8,7 +8,6 @@ package modeltest
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"net"
 	"net/http"
@@ -59,8 +58,7 @@ type Turn struct {
 }
 
 // plain is a turn answered at once and in full: the only kind a repeated
-// request gets again (errors, stalls and delays are the scenarios that make
-// an agent retry, and their retries go on down the script).
+// request gets again (see lastTurn).
 func (t Turn) plain() bool {
 	return !t.Stall && t.Delay == 0 && (t.Status == 0 || t.Status == http.StatusOK)
 }
@@ -137,17 +135,6 @@ type Server struct {
 	requests  []Request
 	exhausted int
 	last      lastTurn
-}
-
-// lastTurn is the request that last consumed a turn. An agent that gives up
-// on a response it did not finish reading (OpenCode retries a stream whose
-// connection closed) sends the same conversation again in the same session;
-// a real model answers it afresh, so the script answers it with the same
-// turn rather than letting the retry eat the next one.
-type lastTurn struct {
-	session      string
-	conversation [sha256.Size]byte
-	turn         int
 }
 
 // New starts a server on addr ("127.0.0.1:0" for any free port; the docker0

@@ -5,7 +5,6 @@ package modeltest
 
 import (
 	"bufio"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -116,12 +115,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		rec.Messages = append(rec.Messages, msg)
 	}
 
-	conv, err := json.Marshal(rec.Messages)
-	if err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError("messages: "+err.Error()))
-		return
-	}
-	this := lastTurn{session: r.Header.Get("X-Session-Id"), conversation: sha256.Sum256(conv), turn: -1}
+	key := newRetryKey(r.Header.Get("X-Session-Id"), rec.Messages)
 	var turn Turn
 	s.mu.Lock()
 	switch {
@@ -131,15 +125,14 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		// depend on the agent's internals.
 		rec.Title = true
 		turn = Turn{Text: "Scripted session", Usage: Usage{PromptTokens: 10, CompletionTokens: 3}}
-	case this.session != "" && this.session == s.last.session && this.conversation == s.last.conversation:
+	case s.last.repeatedBy(key):
 		rec.Turn, rec.Retry = s.last.turn, true
 		turn = s.turns[s.last.turn]
 	case s.next < len(s.turns):
 		rec.Turn = s.next
 		turn = s.turns[s.next]
 		if turn.plain() {
-			this.turn = s.next
-			s.last = this
+			s.last = lastTurn{key: key, turn: s.next}
 		}
 		s.next++
 	default:
