@@ -51,16 +51,67 @@ func (l *loop) signedIn(tab context.Context, login, url string) int64 {
 	if err != nil {
 		l.t.Fatalf("%s opens %s: %v", login, url, err)
 	}
+	// The load event can reach chromedp before the new document's
+	// execution context does; until it has, an evaluation goes to the old
+	// page's context and fails. Wait for the new one.
+	if _, err := evaluate[string](tab, `document.readyState`, 10*time.Second); err != nil {
+		l.t.Fatalf("%s opens %s: the page never answers: %v", login, url, err)
+	}
 	return resp.Status
+}
+
+// contextGone is chromedp's error for an evaluation sent to a page's
+// execution context that a navigation has just replaced.
+func contextGone(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "Cannot find context with specified id") ||
+		strings.Contains(msg, "Execution context was destroyed") ||
+		strings.Contains(msg, "Inspected target navigated or closed")
+}
+
+// evaluate runs expr in tab, trying again while the page's execution
+// context is being replaced (see contextGone), for at most timeout.
+func evaluate[T any](tab context.Context, expr string, timeout time.Duration) (T, error) {
+	ctx, cancel := context.WithTimeout(tab, timeout)
+	defer cancel()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+		if !contextGone(err) {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-tick.C:
+		}
+	}
 }
 
 // waitJS waits until expr is true in tab.
 func waitJS(t *testing.T, tab context.Context, what, expr string, timeout time.Duration) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(tab, timeout)
+	deadline := time.Now().Add(timeout)
+	ctx, cancel := context.WithDeadline(tab, deadline)
 	defer cancel()
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(timeout))); err != nil {
-		text, _ := chromedp.Run(tab, chromedp.Evaluate[string](`document.body ? document.body.innerText : ''`))
+	for {
+		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(time.Until(deadline))))
+		if err == nil {
+			return
+		}
+		// A poll sent to a context a navigation has replaced is asked again.
+		if contextGone(err) && ctx.Err() == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond):
+			}
+			continue
+		}
+		text, _ := evaluate[string](tab, `document.body ? document.body.innerText : ''`, 5*time.Second)
 		t.Fatalf("waiting for %s: %v\npage:\n%s", what, err, text)
 	}
 }
