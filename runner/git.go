@@ -88,6 +88,11 @@ func gitSetup(p gitPaths, runnerEnv, agentBase []string, tokenFile, name, email 
 	}
 	fmt.Fprintf(&conf, "[user]\n\tname = %s\n\temail = %s\n", gitQuote(name), gitQuote(email))
 	conf.WriteString("[init]\n\tdefaultBranch = main\n[advice]\n\tdetachedHead = false\n[safe]\n\tdirectory = *\n")
+	// The checkout and the mirror live as long as the sandbox: housekeeping
+	// (`git gc --auto`, `git maintenance run --auto` after commits, fetches
+	// and pushes) would only spend the run's CPU on repositories about to
+	// be thrown away.
+	conf.WriteString("[gc]\n\tauto = 0\n[maintenance]\n\tauto = false\n")
 	if err := os.WriteFile(sysFile, []byte(conf.String()), 0o644); err != nil {
 		return nil, fmt.Errorf("git: write %s: %w", sysFile, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/agentsession"
 	"github.com/sandbox-bot/sandbox-bot/runner/runtest"
@@ -45,8 +46,13 @@ func TestExecuteFallsBackToAFreshSession(t *testing.T) {
 		{"another plan", bound(42, agentsession.PlanDigest("1. Something people never approved.")),
 			"fresh: the session archive is not the session that wrote the approved plan"},
 	}
-	for _, tc := range cases {
+	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			// Each case is a whole run on real git (~0.7 s of CPU); the
+			// fast tier keeps the first and the last, the full suite all.
+			if i != 0 && i != len(cases)-1 {
+				testenv.Long(t, "one more whole run on real git")
+			}
 			t.Parallel()
 			remote := runtest.NewRemote(t, projectFiles())
 			e := newRunEnv(t, nil)

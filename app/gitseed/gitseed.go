@@ -28,8 +28,11 @@ func InitBare(gitDir, branch, extraConfig string) error {
 		}
 	}
 	files := map[string]string{
-		"HEAD":   "ref: refs/heads/" + branch + "\n",
-		"config": "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n" + extraConfig,
+		"HEAD": "ref: refs/heads/" + branch + "\n",
+		// No `git gc --auto` after each push: it is a process per push that
+		// the tests' GitHub and remotes never need (GitHub's own
+		// housekeeping is not the client's to wait for).
+		"config": "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n[receive]\n\tautogc = false\n" + extraConfig,
 	}
 	for name, content := range files {
 		if err := os.WriteFile(filepath.Join(gitDir, name), []byte(content), 0o644); err != nil {
