@@ -221,6 +221,7 @@ func TestCreateAbort(t *testing.T) {
 // Continue, revise and rebase reach the runner with their flags; the
 // command harness plays the agent.
 func TestContinueReviseRebase(t *testing.T) {
+	testenv.Long(t, "five whole runs through the CLI (about 4.5 s of CPU)")
 	t.Parallel()
 	repo := commandProject(t, `if [ -n "$SANDBOX_READ_ONLY" ]; then echo plan; exit 0; fi
 echo "$(date +%s%N)" >> LOG.md; echo "worked"`)
