@@ -7,6 +7,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -28,10 +29,20 @@ func TestScreencastOfARealChromium(t *testing.T) {
 	cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir="+t.TempDir(),
 		"--remote-debugging-port="+strconv.Itoa(port), "--window-size=640,400",
 		"data:text/html,<body style='background:rgb(200,30,40)'><h1>cast</h1></body>")
+	// Chromium's helpers (zygote, renderers, crashpad) go on writing its
+	// profile for a moment after the browser process is killed; in a group
+	// of their own they are killed with it, and the cleanup waits until
+	// none is left before t.TempDir removes the profile.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cancel(); _ = cmd.Wait() })
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+		waitGroupGone(cmd.Process.Pid, 10*time.Second)
+	})
 	var ws string
 	for ws == "" {
 		ws, _ = pageSocketAt(ctx, port)
@@ -56,5 +67,17 @@ func TestScreencastOfARealChromium(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("no frame within a minute")
+	}
+}
+
+// waitGroupGone waits, at most timeout, until no process of the group
+// pgid is left (the group is killed first). Killed processes that nobody
+// has reaped yet still count, so it gives up quietly at the deadline: a
+// dead process writes nothing.
+func waitGroupGone(pgid int, timeout time.Duration) {
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	deadline := time.Now().Add(timeout)
+	for syscall.Kill(-pgid, 0) == nil && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
 	}
 }
