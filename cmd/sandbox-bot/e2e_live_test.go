@@ -72,45 +72,36 @@ func contextGone(err error) bool {
 		strings.Contains(msg, "Inspected target navigated or closed")
 }
 
-// evaluate runs expr in tab, trying again while the page's execution
-// context is being replaced (see contextGone), for at most timeout.
-func evaluate[T any](tab context.Context, expr string, timeout time.Duration) (T, error) {
-	ctx, cancel := context.WithTimeout(tab, timeout)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
+// settled runs act in ctx, trying again while the page's execution
+// context is being replaced (see contextGone), until ctx is done; any
+// other error ends it at once.
+func settled[T any](ctx context.Context, act chromedp.Action[T]) (T, error) {
 	for {
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+		v, err := chromedp.Run(ctx, act)
 		if !contextGone(err) {
 			return v, err
 		}
 		select {
 		case <-ctx.Done():
 			return v, err
-		case <-tick.C:
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
 
-// waitJS waits until expr is true in tab.
+// evaluate runs expr in tab (see settled), for at most timeout.
+func evaluate[T any](tab context.Context, expr string, timeout time.Duration) (T, error) {
+	ctx, cancel := context.WithTimeout(tab, timeout)
+	defer cancel()
+	return settled(ctx, chromedp.Evaluate[T](expr))
+}
+
+// waitJS waits until expr is true in tab (see settled).
 func waitJS(t *testing.T, tab context.Context, what, expr string, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	ctx, cancel := context.WithDeadline(tab, deadline)
+	ctx, cancel := context.WithTimeout(tab, timeout)
 	defer cancel()
-	for {
-		_, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(time.Until(deadline))))
-		if err == nil {
-			return
-		}
-		// A poll sent to a context a navigation has replaced is asked again.
-		if contextGone(err) && ctx.Err() == nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(20 * time.Millisecond):
-			}
-			continue
-		}
+	if _, err := settled(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond), chromedp.WithPollingTimeout(timeout))); err != nil {
 		text, _ := evaluate[string](tab, `document.body ? document.body.innerText : ''`, 5*time.Second)
 		t.Fatalf("waiting for %s: %v\npage:\n%s", what, err, text)
 	}
