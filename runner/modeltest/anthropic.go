@@ -69,6 +69,10 @@ type AnthropicTurn struct {
 	Stall bool
 }
 
+// plain is a turn answered at once and in full: the only kind a repeated
+// request gets again (see lastTurn), as Turn.plain is for the OpenAI server.
+func (t AnthropicTurn) plain() bool { return !t.Stall && t.Error == nil }
+
 // AnthropicScript is what the server plays.
 type AnthropicScript struct {
 	Turns []AnthropicTurn
@@ -362,7 +366,7 @@ func (s *AnthropicServer) messages(w http.ResponseWriter, r *http.Request) {
 	case s.next < len(s.script.Turns):
 		turn = s.script.Turns[s.next]
 		rec.Turn = s.next
-		if !turn.Stall && turn.Error == nil { // plain: see lastTurn
+		if turn.plain() {
 			s.last = lastTurn{key: key, turn: s.next}
 		}
 		s.next++
