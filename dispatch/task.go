@@ -48,9 +48,18 @@ func (m Mode) Valid() bool {
 // WritesCode reports whether the run may change the repository.
 func (m Mode) WritesCode() bool { return m != ModePlan && m != ModeTask && m != ModePreview }
 
-// TaskLike reports whether the mode runs as task mode does: one user, no
-// inner daemon, no privileges, no token.
-func (m Mode) TaskLike() bool { return m == ModeTask || m == ModePreview }
+// Clones reports whether the mode's runner clones the repository: task
+// mode has no repository, and a preview gets its code as an archive.
+func (m Mode) Clones() bool { return m != ModeTask && m != ModePreview }
+
+// TaskSandbox reports whether the order runs in a task sandbox: one user,
+// no inner daemon, no privileges, no fence. A preview never does, whatever
+// its configuration says: it serves code an agent wrote, so it gets the
+// coding sandbox's wall (root init, runner and agent apart, the deny
+// chain and network.allow), without a token or provider keys.
+func (w *WorkOrder) TaskSandbox() bool {
+	return w.Mode == ModeTask || (w.Mode != ModePreview && w.Config.Mode == sandboxcfg.ModeTask)
+}
 
 var taskIDPattern = regexp.MustCompile(`^T-[0-9A-F]{8}$`)
 
@@ -177,7 +186,7 @@ func (w *WorkOrder) Validate() error {
 	if !w.Mode.Valid() {
 		problems = append(problems, fmt.Sprintf("mode %q is not one of %v", w.Mode, Modes))
 	}
-	if !w.Mode.TaskLike() && w.CloneURL == "" {
+	if w.Mode.Clones() && w.CloneURL == "" {
 		problems = append(problems, "clone_url is required outside task mode")
 	}
 	if w.Mode == ModePreview && (w.Source == "" || w.Config.Dev.Command == "" || w.Config.Dev.Port == 0) {

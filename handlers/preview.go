@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,7 +64,9 @@ func (b *Base) preview(ctx context.Context, t thread, sc *scene) error {
 		return refuse("this bot serves no pages (its GitHub sign-in is not configured), so there is nowhere to show a preview")
 	}
 	head := pr.GetHead()
-	cfg, err := b.loadConfig(ctx, t.installation, t.gh, head.GetSHA(), sandboxcfg.Flags{})
+	// The configuration (dev command, setup, env, preview secrets) is the
+	// base branch's: the head's is the agent's to write.
+	cfg, err := b.loadConfig(ctx, t.installation, t.gh, pr.GetBase().GetRef(), sandboxcfg.Flags{})
 	var cfgErr *ConfigError
 	if errors.As(err, &cfgErr) {
 		return b.reply(ctx, t.gh, t.number, "github/config_error", ConfigErrorData{Source: cfgErr.Source, Error: cfgErr.Error(), File: sandboxcfg.FileName})
@@ -72,7 +75,13 @@ func (b *Base) preview(ctx context.Context, t thread, sc *scene) error {
 		return err
 	}
 	if cfg.Dev.Command == "" || cfg.Dev.Port == 0 {
-		return refuse("`.sandbox.yml` names no dev server (`dev: { command, port }`) at the head of this pull request")
+		return refuse(fmt.Sprintf("`.sandbox.yml` on the base branch `%s` names no dev server (`dev: { command, port }`); a preview runs the base branch's configuration, never the pull request's",
+			sanitizeInline(pr.GetBase().GetRef(), 100)))
+	}
+	secrets, missing := b.previewSecrets(cfg)
+	if len(missing) > 0 {
+		return refuse(fmt.Sprintf("`dev.preview_secrets` in `.sandbox.yml` on `%s` names %s, which this bot does not pass to sandboxes (`SANDBOX_PASS_ENV`; provider keys never reach a preview)",
+			sanitizeInline(pr.GetBase().GetRef(), 100), sanitizeInline(strings.Join(missing, ", "), 300)))
 	}
 	repo := t.repo.GetFullName()
 	taskID := dispatch.NewTaskID(repo, t.number, dispatch.ModePreview, commentTrigger(t.commentID))
@@ -102,7 +111,7 @@ func (b *Base) preview(ctx context.Context, t thread, sc *scene) error {
 	if err != nil {
 		return refuse("the pull request's code could not be read from GitHub: " + sanitizeInline(err.Error(), 200))
 	}
-	spec := b.previewSpec(t, taskID, head.GetSHA(), cfg, src)
+	spec := b.previewSpec(t, taskID, head.GetSHA(), cfg, src, secrets)
 	if _, err := b.Backend.Submit(ctx, spec); err != nil {
 		return refuse("the preview sandbox could not start: " + sanitizeInline(b.Secrets.Redact(err.Error()), 300))
 	}
@@ -112,8 +121,23 @@ func (b *Base) preview(ctx context.Context, t thread, sc *scene) error {
 	return b.reply(ctx, t.gh, t.number, "github/preview", b.previewData(spec.Meta, head.GetSHA(), false, ""))
 }
 
-// previewSpec is the preview's run: no token, the code as an archive.
-func (b *Base) previewSpec(t thread, taskID, sha string, cfg sandboxcfg.Resolved, src []byte) dispatch.RunSpec {
+// previewSecrets are the pass-through secrets the base branch's
+// configuration names for previews, and the names among them the bot does
+// not pass to sandboxes.
+func (b *Base) previewSecrets(cfg sandboxcfg.Resolved) (names, missing []string) {
+	for _, n := range cfg.Dev.PreviewSecrets {
+		if slices.Contains(b.SecretEnv, n) {
+			names = append(names, n)
+		} else {
+			missing = append(missing, n)
+		}
+	}
+	return names, missing
+}
+
+// previewSpec is the preview's run: no token, the code as an archive, and
+// of the pass-through secrets only those named for previews.
+func (b *Base) previewSpec(t thread, taskID, sha string, cfg sandboxcfg.Resolved, src []byte, secrets []string) dispatch.RunSpec {
 	secs := int(b.PreviewDuration / time.Second)
 	meta := dispatch.Meta{TaskID: taskID, Mode: dispatch.ModePreview, Repo: t.repo.GetFullName(), RepoID: t.repo.GetID(),
 		Number: t.number, InstallationID: t.installation, Attempt: 1, DeliveryID: t.deliveryID, HeadSHA: sha}
@@ -121,7 +145,7 @@ func (b *Base) previewSpec(t thread, taskID, sha string, cfg sandboxcfg.Resolved
 		SchemaVersion: dispatch.WorkOrderVersion, TaskID: taskID, Mode: dispatch.ModePreview, Attempt: 1,
 		Repo: meta.Repo, RepoID: meta.RepoID, Number: t.number, Config: cfg, BudgetUSD: cfg.MaxBudgetUSD, Source: dispatch.SourcePath,
 		// The sandbox's own bound, past the time it serves: setup first.
-		TimeoutMinutes: secs/60 + 1 + cfg.TimeoutMinutes, PreviewSeconds: secs, SecretEnv: b.SecretEnv,
+		TimeoutMinutes: secs/60 + 1 + cfg.TimeoutMinutes, PreviewSeconds: secs, SecretEnv: secrets,
 		RequestedAt: b.Now().UTC(),
 	}}
 }

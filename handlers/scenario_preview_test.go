@@ -17,18 +17,30 @@ import (
 // preview ends, and frees its lock; a fork's PR gets none.
 func TestPreviewOfAPullRequest(t *testing.T) {
 	t.Parallel()
-	files := map[string]string{".sandbox.yml": defaultSandboxYML + "dev: { command: node server.js, port: 5173 }\n", "server.js": "// the app\n"}
-	h := newHarness(t, files, map[string]string{"SANDBOX_PREVIEW_DURATION": "90s",
+	files := map[string]string{".sandbox.yml": defaultSandboxYML + "dev: { command: node server.js, port: 5173, preview_secrets: [PREVIEW_KEY] }\n", "server.js": "// the app\n"}
+	h := newHarness(t, files, map[string]string{"SANDBOX_PREVIEW_DURATION": "90s", "SANDBOX_PASS_ENV": "PREVIEW_KEY,OTHER_KEY",
 		"SANDBOX_PUBLIC_URL": "https://bot.example", "GITHUB_OAUTH_CLIENT_ID": "Iv1.x", "GITHUB_OAUTH_CLIENT_SECRET": "oauth-secret"})
 	issue := h.gh.AddIssue(testRepo, writer, "Feature", "")
 	pr := h.agentPR(issue)
+	// The agent's branch rewrites the configuration: its dev command, its
+	// setup and the secrets a preview gets. None of it counts.
+	head := h.gh.Issue(testRepo, pr).PR.Head
+	h.gh.CommitFile(testRepo, head, ".sandbox.yml", defaultSandboxYML+"lifecycle: { setup: [cat /proc/1/environ] }\n"+
+		"dev: { command: cat /sandbox/secrets/gateway/providers.json, port: 5174, preview_secrets: [PREVIEW_KEY, OTHER_KEY] }\n", "Mine now")
+	h.gh.CommitFile(testRepo, head, "server.js", "// the agent's app\n", "The app")
 	h.comment(pr, reader, "/preview")
 	h.comment(pr, writer, "/preview")
 	spec := h.waitSubmitted(1)[0]
 	if spec.Order.Mode != dispatch.ModePreview || spec.Token != "" || spec.Order.PreviewSeconds != 90 || spec.Order.Config.Dev.Port != 5173 {
 		t.Fatalf("preview run: mode %s, token %q, %d s, dev %+v; want a preview without a token for 90 s", spec.Order.Mode, spec.Token, spec.Order.PreviewSeconds, spec.Order.Config.Dev)
 	}
-	if got := untar(t, spec.Source); !strings.Contains(got["server.js"], "the app") {
+	if c := spec.Order.Config; c.Dev.Command != "node server.js" || len(c.Lifecycle.Setup) != 0 {
+		t.Errorf("the preview's configuration: dev %+v, setup %v; want the base branch's, not the pull request's", c.Dev, c.Lifecycle.Setup)
+	}
+	if got := spec.Order.SecretEnv; len(got) != 1 || got[0] != "PREVIEW_KEY" {
+		t.Errorf("the preview's secrets: %v; want only the base branch's dev.preview_secrets (PREVIEW_KEY)", got)
+	}
+	if got := untar(t, spec.Source); !strings.Contains(got["server.js"], "the agent's app") {
 		t.Errorf("the preview's code: %v, want the PR head's files", got)
 	}
 	id := spec.Order.TaskID
@@ -54,6 +66,23 @@ func TestPreviewOfAPullRequest(t *testing.T) {
 	h.waitComment(fork, "the refusal on a fork's PR", func(c string) bool { return strings.Contains(c, "not opened by the agent") })
 	if n := len(h.backend.Specs()); n != 1 {
 		t.Errorf("%d runs started; a fork's PR and a reader must start none", n)
+	}
+}
+
+// TestPreviewSecretsTheBotDoesNotPass: a base branch that names, for its
+// previews, a secret the bot does not pass to sandboxes gets a refusal
+// naming it, and no preview.
+func TestPreviewSecretsTheBotDoesNotPass(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{".sandbox.yml": defaultSandboxYML + "dev: { command: node server.js, port: 5173, preview_secrets: [NOT_PASSED] }\n"}
+	h := newHarness(t, files, map[string]string{"SANDBOX_PUBLIC_URL": "https://bot.example", "GITHUB_OAUTH_CLIENT_ID": "Iv1.x", "GITHUB_OAUTH_CLIENT_SECRET": "oauth-secret"})
+	pr := h.agentPR(h.gh.AddIssue(testRepo, writer, "Feature", ""))
+	h.comment(pr, writer, "/preview")
+	h.waitComment(pr, "the refusal naming the secret", func(c string) bool {
+		return strings.Contains(c, "NOT_PASSED") && strings.Contains(c, "SANDBOX_PASS_ENV")
+	})
+	if n := len(h.backend.Specs()); n != 0 {
+		t.Errorf("%d runs started; want none", n)
 	}
 }
 

@@ -40,7 +40,9 @@ func (b *Backend) prepareSetupCache(m dispatch.Meta) error {
 
 // setupCacheArgs binds the directory and bounds it for the runner.
 func (b *Backend) setupCacheArgs(m dispatch.Meta, task bool) []string {
-	if b.o.CacheDir == "" || b.o.SetupCacheMaxBytes < 0 || task {
+	// A preview's code is the agent's: its setup is never saved, so the
+	// cache is not even mounted.
+	if b.o.CacheDir == "" || b.o.SetupCacheMaxBytes < 0 || task || m.Mode == dispatch.ModePreview {
 		return nil
 	}
 	args := []string{"--mount", bind(b.setupCacheDir(m), dispatch.SetupCacheMount, false)}

@@ -17,6 +17,9 @@ import (
 func (b *Backend) sandboxOrder(spec dispatch.RunSpec) dispatch.WorkOrder {
 	order := spec.Order
 	order.OutputDir, order.TokenFile, order.GatewayFile = dispatch.OutputDir, "", b.gatewayFile()
+	if order.Mode == dispatch.ModePreview {
+		order.GatewayFile = "" // a preview has no agent: no model, no provider keys
+	}
 	if spec.Token != "" {
 		order.TokenFile = dispatch.TokenPath
 	}
@@ -58,7 +61,7 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
 	}
 	dir := b.TaskDir(m.TaskID)
-	task := order.Mode.TaskLike() || order.Config.Mode == "task"
+	task := order.TaskSandbox()
 	if err := b.writeTaskDir(dir, order, spec.Token, task); err != nil {
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
 	}
@@ -142,7 +145,7 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 	}
 	args = append(args, b.cacheMounts(m, task)...)
 	args = append(args, b.setupCacheArgs(m, task)...)
-	if b.o.OSVDir != "" && !task {
+	if b.o.OSVDir != "" && !task && m.Mode != dispatch.ModePreview {
 		args = append(args, "--mount", bind(b.o.OSVDir, dispatch.OSVMount, true))
 	}
 	if task {

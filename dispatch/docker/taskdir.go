@@ -71,18 +71,21 @@ func (b *Backend) writeTaskDir(dir string, order dispatch.WorkOrder, token strin
 			return err
 		}
 	}
-	if err := b.writeGateway(dir, task); err != nil {
-		return err
+	if order.GatewayFile != "" {
+		if err := b.writeGateway(dir, task); err != nil {
+			return err
+		}
 	}
 	if b.o.Env != nil {
+		env := sandboxEnv(b.o.Env, order)
 		var sb strings.Builder
-		keys := make([]string, 0, len(b.o.Env))
-		for k := range b.o.Env {
+		keys := make([]string, 0, len(env))
+		for k := range env {
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			v := b.o.Env[k]
+			v := env[k]
 			if strings.ContainsAny(k, "=\n") || strings.Contains(v, "\n") {
 				return fmt.Errorf("env %s: names cannot hold = or newlines, values cannot hold newlines", k)
 			}
@@ -93,6 +96,24 @@ func (b *Backend) writeTaskDir(dir string, order dispatch.WorkOrder, token strin
 		}
 	}
 	return nil
+}
+
+// sandboxEnv is what of the backend's environment a run's sandbox gets:
+// all of it, but for a preview only the secrets its work order names
+// (the base branch's dev.preview_secrets, checked by the bot against
+// SANDBOX_PASS_ENV). A preview serves code an agent wrote, and nothing
+// else of the bot's reaches it.
+func sandboxEnv(all map[string]string, order dispatch.WorkOrder) map[string]string {
+	if order.Mode != dispatch.ModePreview {
+		return all
+	}
+	env := map[string]string{}
+	for _, n := range order.SecretEnv {
+		if v, ok := all[n]; ok {
+			env[n] = v
+		}
+	}
+	return env
 }
 
 // writeToken replaces secrets/token atomically: the sandbox's git

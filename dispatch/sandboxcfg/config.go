@@ -87,6 +87,10 @@ type Dev struct {
 	Command string   `yaml:"command,omitempty" json:"command,omitempty" desc:"Command that starts the dev server."`
 	Port    int      `yaml:"port,omitempty" json:"port,omitempty" desc:"Port it listens on."`
 	Routes  []string `yaml:"routes,omitempty" json:"routes,omitempty" desc:"Paths to screenshot, e.g. / and /settings."`
+	// PreviewSecrets are the only pass-through secrets a /preview sandbox
+	// gets (it serves code an agent wrote); the bot reads them from the
+	// base branch's file, never the pull request's.
+	PreviewSecrets []string `yaml:"preview_secrets,omitempty" json:"preview_secrets,omitempty" desc:"Names of the bot's pass-through secrets (SANDBOX_PASS_ENV) a /preview of a pull request gets in its environment, for ${VAR} in env; none when unset. Read from the base branch's file, never the pull request's; provider keys never reach a preview."`
 }
 
 // PR says how the pull request is opened.

@@ -260,7 +260,7 @@ func mergeSections(c, over *Config) {
 	if len(over.Validate) > 0 {
 		c.Validate = append(Checks(nil), over.Validate...)
 	}
-	if over.Dev.Command != "" || over.Dev.Port != 0 || len(over.Dev.Routes) > 0 {
+	if over.Dev.Command != "" || over.Dev.Port != 0 || len(over.Dev.Routes) > 0 || len(over.Dev.PreviewSecrets) > 0 {
 		c.Dev = over.Dev
 	}
 	if len(over.PR.Labels) > 0 || over.PR.Draft || len(over.PR.Reviewers) > 0 {
@@ -336,7 +336,7 @@ func setKeys(c *Config) []string {
 	add(len(c.Env) > 0, "env")
 	add(len(c.Lifecycle.Setup) > 0, "lifecycle")
 	add(len(c.Validate) > 0, "validate")
-	add(c.Dev.Command != "" || c.Dev.Port != 0 || len(c.Dev.Routes) > 0, "dev")
+	add(c.Dev.Command != "" || c.Dev.Port != 0 || len(c.Dev.Routes) > 0 || len(c.Dev.PreviewSecrets) > 0, "dev")
 	add(len(c.PR.Labels) > 0 || c.PR.Draft || len(c.PR.Reviewers) > 0, "pr")
 	add(len(c.MCP) > 0, "mcp")
 	add(len(c.Skills) > 0, "skills")

@@ -61,7 +61,7 @@ func fullConfig() *sandboxcfg.Config {
 			{Name: "typecheck", Command: "npx tsc --noEmit"},
 			{Name: "test", Command: "npm test -- --runInBand", TimeoutSeconds: 900},
 		},
-		Dev: sandboxcfg.Dev{Command: "npm run dev", Port: 3000, Routes: []string{"/", "/settings"}},
+		Dev: sandboxcfg.Dev{Command: "npm run dev", Port: 3000, Routes: []string{"/", "/settings"}, PreviewSecrets: []string{"STRIPE_TEST_KEY"}},
 		PR:  sandboxcfg.PR{Labels: []string{"agent", "needs-review"}, Draft: true, Reviewers: []string{"alice", "acme/frontend"}},
 		MCP: map[string]sandboxcfg.MCPServer{
 			"files": {

@@ -10,8 +10,9 @@ import (
 )
 
 var (
-	serviceName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-	placeholder = regexp.MustCompile(`\{([a-z0-9][a-z0-9_-]*)\}`)
+	serviceName    = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	placeholder    = regexp.MustCompile(`\{([a-z0-9][a-z0-9_-]*)\}`)
+	envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 // Harnesses the runner knows.
@@ -141,6 +142,11 @@ func (c *Config) validateSections(bad report) {
 	for i, r := range c.Dev.Routes {
 		if !strings.HasPrefix(r, "/") {
 			bad(fmt.Sprintf("dev.routes[%d]", i), "must start with /, got %q", r)
+		}
+	}
+	for i, n := range c.Dev.PreviewSecrets {
+		if !envNamePattern.MatchString(n) {
+			bad(fmt.Sprintf("dev.preview_secrets[%d]", i), "must be an environment variable name (letters, digits, _), got %q", n)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.MCP)) {

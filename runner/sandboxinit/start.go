@@ -16,7 +16,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/runner/sandboxinit/dockerfilter"
 )
 
@@ -312,5 +311,5 @@ func (s *sandbox) loadOrder() error {
 }
 
 func (s *sandbox) taskMode() bool {
-	return s.order != nil && (s.order.Mode.TaskLike() || s.order.Config.Mode == sandboxcfg.ModeTask)
+	return s.order != nil && s.order.TaskSandbox()
 }
