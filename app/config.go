@@ -41,6 +41,10 @@ type Config struct {
 	// PublicURL is where people reach the bot (links in comments); the
 	// dashboard and check-run details link to it when set.
 	PublicURL string `yaml:"public_url"`
+	// PreviewDomain, when set, serves each live preview at a host of its
+	// own under it (wildcard DNS and TLS by the operator), of another site
+	// than PublicURL; unset, previews are paths of the bot's origin.
+	PreviewDomain string `yaml:"preview_domain"`
 
 	Nomad NomadConfig `yaml:"nomad"`
 	Ops   OpsConfig   `yaml:",inline"`
@@ -213,6 +217,7 @@ func (c *Config) applyEnv(getenv Getenv) error {
 	}
 	str("SANDBOX_DATA_DIR", &c.DataDir)
 	str("SANDBOX_PUBLIC_URL", &c.PublicURL)
+	str("SANDBOX_PREVIEW_DOMAIN", &c.PreviewDomain)
 	str("SANDBOX_TRIGGER_LABEL", &c.TriggerLabel)
 	str("SANDBOX_TEMPLATES_DIR", &c.TemplatesDir)
 	str("SANDBOX_RUNNER_BINARY", &c.RunnerBinary)
@@ -425,6 +430,9 @@ func (c *Config) validate() error {
 		}
 	}
 	if err := c.validateEgress(); err != nil {
+		return err
+	}
+	if err := checkPreviewDomain(c.PreviewDomain, c.PublicURL, c.GitHub.OAuth.ClientID != "" && c.GitHub.OAuth.ClientSecret != ""); err != nil {
 		return err
 	}
 	if err := c.Defaults.Verify(); err != nil {

@@ -28,12 +28,13 @@ type livePages struct {
 	store   *receipts.Store
 	secrets *handlers.Secrets
 	feeds   *liveFeeds
+	casts   *screencasts // live_screencast.go
 	preview *previewProxy
 	log     zerolog.Logger
 }
 
 func newLivePages(b dispatch.Backend, store *receipts.Store, secrets *handlers.Secrets, log zerolog.Logger) *livePages {
-	lp := &livePages{backend: b, store: store, secrets: secrets, feeds: newLiveFeeds(b, log), log: log}
+	lp := &livePages{backend: b, store: store, secrets: secrets, feeds: newLiveFeeds(b, log), casts: newScreencasts(b, log), log: log}
 	lp.preview = newPreviewProxy(lp)
 	return lp
 }

@@ -164,7 +164,7 @@ func (lp *livePages) events(w http.ResponseWriter, r *http.Request, v viewer) {
 		frames, stop := context.WithCancel(r.Context())
 		var wg sync.WaitGroup
 		wg.Add(1)
-		go func() { defer wg.Done(); lp.screencast(frames, out, run.Meta.TaskID) }()
+		go func() { defer wg.Done(); lp.screencast(frames, out, run.Meta.TaskID, v.Login) }()
 		defer func() { stop(); wg.Wait() }()
 	}
 	if run.State != "" {

@@ -115,10 +115,16 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { s.readyz(w, r, false) })
 	s.dash.mountPublic(mux)
+	var public http.Handler = mux
 	if s.dash.signIn != nil {
 		s.live.mount(mux, s.dash.signIn, s.dash.signedIn)
+		if cfg.PreviewDomain != "" {
+			o := newPreviewOrigin(s.live.preview, s.dash.signIn, cfg.PreviewDomain, cfg.PublicURL, cfg.GitHub.OAuth.ClientSecret)
+			s.live.preview.origin = o
+			public = o.previewHosts(mux)
+		}
 	}
-	s.handler = s.withLogger(mux)
+	s.handler = s.withLogger(public)
 	return s, nil
 }
 

@@ -204,6 +204,7 @@ func (sc *screencast) cast(ctx context.Context, ws string) error {
 	sc.log.Info().Msg("casting the agent's browser to the live page")
 	// A page that paints nothing for a while (a background tab, one the
 	// agent left) is given up for whichever it works in now.
+	var published time.Time
 	for id := 2; ; id++ {
 		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 		var msg struct {
@@ -222,13 +223,30 @@ func (sc *screencast) cast(ctx context.Context, ws string) error {
 		if msg.Method != "Page.screencastFrame" {
 			continue
 		}
+		// The pace holds by time, whatever the port sends: a frame comes
+		// out at most every framePace, the ones in between are dropped
+		// undecoded, and the ack (Chromium sends its next frame once this
+		// one is acked) waits for the next slot, so a real browser paints
+		// no frames nobody is shown.
+		if time.Since(published) >= framePace {
+			f, err := base64.StdEncoding.DecodeString(msg.Params.Data)
+			if err != nil || len(f) > maxFrame {
+				return fmt.Errorf("a frame that is not a JPEG of at most %d bytes", maxFrame)
+			}
+			sc.publish(f)
+			published = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Until(published.Add(framePace))):
+		}
 		if err := send(id, "Page.screencastFrameAck", map[string]any{"sessionId": msg.Params.SessionID}); err != nil {
 			return err
 		}
-		f, err := base64.StdEncoding.DecodeString(msg.Params.Data)
-		if err != nil || len(f) > maxFrame {
-			return fmt.Errorf("a frame that is not a JPEG of at most %d bytes", maxFrame)
-		}
-		sc.publish(f)
 	}
 }
+
+// framePace is the least time between two frames handed to the bot: at
+// most five a second.
+const framePace = 200 * time.Millisecond

@@ -3,14 +3,19 @@ package runner
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"fmt"
 	"image/jpeg"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gorilla/websocket"
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
@@ -79,5 +84,72 @@ func waitGroupGone(pgid int, timeout time.Duration) {
 	deadline := time.Now().Add(timeout)
 	for syscall.Kill(-pgid, 0) == nil && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// hostileDevTools answers on a DevTools port as the agent could (it can
+// bind the port before its browser does): a page whose screencast pushes
+// frames at fps, never waiting for an ack.
+func hostileDevTools(t *testing.T, fps int, frame []byte) string {
+	t.Helper()
+	up := websocket.Upgrader{}
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/json/list" {
+			fmt.Fprintf(w, `[{"type":"page","url":"http://x/","webSocketDebuggerUrl":"ws://%s/page"}]`, srv.Listener.Addr())
+			return
+		}
+		c, err := up.Upgrade(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		go func() { // read and ignore the acks
+			for {
+				if _, _, err := c.ReadMessage(); err != nil {
+					return
+				}
+			}
+		}()
+		data := base64.StdEncoding.EncodeToString(frame)
+		tick := time.NewTicker(time.Second / time.Duration(fps))
+		defer tick.Stop()
+		for range tick.C {
+			if c.WriteJSON(map[string]any{"method": "Page.screencastFrame", "params": map[string]any{"data": data, "sessionId": 1}}) != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.Listener.Addr().String()
+}
+
+// TestScreencastPaceHoldsAgainstAFloodingPort: a port pushing 100 frames a
+// second gets at most five a second through the runner, by time.
+func TestScreencastPaceHoldsAgainstAFloodingPort(t *testing.T) {
+	t.Parallel()
+	frame := append([]byte{0xFF, 0xD8, 0xFF}, bytes.Repeat([]byte{1}, 1000)...)
+	addr := hostileDevTools(t, 100, frame)
+	_, port, _ := net.SplitHostPort(addr)
+	p, _ := strconv.Atoi(port)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	ws, err := pageSocketAt(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := &screencast{log: zerolog.Nop(), subs: map[chan []byte]struct{}{}}
+	got := make(chan []byte, 1000)
+	sc.subs[got] = struct{}{}
+	castCtx, stop := context.WithCancel(ctx)
+	start := time.Now()
+	go func() { _ = sc.cast(castCtx, ws) }()
+	for len(got) < 10 && ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+	}
+	stop()
+	elapsed := time.Since(start)
+	if n, most := len(got), int(elapsed/framePace)+1; n > most {
+		t.Errorf("%d frames in %s from a port pushing 100 a second; want at most %d (five a second)", n, elapsed, most)
 	}
 }
