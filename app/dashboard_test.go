@@ -3,6 +3,7 @@ package app
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -40,6 +41,8 @@ type dashFixture struct {
 	// backend, when set before a start, is the bot's backend (the
 	// in-memory one otherwise).
 	backend dispatch.Backend
+	// env, when set before a start, is added to the bot's settings.
+	env map[string]string
 }
 
 // hostileTitle is an issue title that would be markup if it were not
@@ -106,6 +109,7 @@ func (f *dashFixture) start() {
 		"SANDBOX_BACKEND": "process", "SANDBOX_DATA_DIR": f.data, "SANDBOX_PUBLIC_URL": f.http.URL,
 		"GITHUB_OAUTH_CLIENT_ID": oauthClientID, "GITHUB_OAUTH_CLIENT_SECRET": oauthClientSecret,
 	}
+	maps.Copy(vars, f.env)
 	cfg, err := LoadConfig(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {
 		f.t.Fatal(err)

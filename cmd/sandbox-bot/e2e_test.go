@@ -106,6 +106,10 @@ type loopOptions struct {
 	// fake GitHub's OAuth sign-in, at an address that stays the bot's
 	// across restarts.
 	signIn bool
+	// onBridge has the bot listen on the Docker bridge's gateway (where
+	// sandboxes could reach it, were it not fenced off) instead of
+	// loopback.
+	onBridge bool
 }
 
 // newLoopWith starts the loop on a repository of the files repoFiles
@@ -181,7 +185,11 @@ func startLoop(t *testing.T, o loopOptions) *loop {
 			"SANDBOX_PROVIDERS="+modeltest.ProviderID+"="+model.URL+",E2E_SCRIPTED_KEY")
 	}
 	if o.signIn {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		host := "127.0.0.1"
+		if o.onBridge {
+			host = gw
+		}
+		ln, err := net.Listen("tcp", host+":0")
 		if err != nil {
 			t.Fatal(err)
 		}
