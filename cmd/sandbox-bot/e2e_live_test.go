@@ -288,14 +288,20 @@ func TestE2ELivePageAndPreview(t *testing.T) {
 // fake runs the job on the real engine as Nomad's docker driver would: the
 // page reads the allocation's log, and the bot reaches the dev server and
 // the screencast through the allocation's exec API (`sandbox-runner pipe`
-// to the init's socket); after the run, no preview.
+// to the init's socket), here with a preview domain (the running app at a
+// host of its own); after the run, no preview.
 func TestE2ENomadLivePageAndPreview(t *testing.T) {
 	fake, onNomad := nomadFake(t)
 	gate, release := liveGate(t)
 	yml, files := uiRepo()
-	l := startLoop(t, loopOptions{signIn: true, sandboxYML: yml, files: files, script: liveScript(gate), backendEnv: onNomad})
-	_, tab := liveBrowser(t)
+	l := startLoop(t, loopOptions{signIn: true, sandboxYML: yml, files: files, script: liveScript(gate), backendEnv: onNomad,
+		env: []string{"SANDBOX_PREVIEW_DOMAIN=" + previewDomain}})
+	tab := previewOriginBrowser(t, l.addr)
 	n, task, alice := l.watchLiveRun(tab(), false)
+	// With a preview domain the running app is at a host of its own.
+	if u, _ := evaluate[string](alice, `location.hostname`, 5*time.Second); !strings.HasSuffix(u, "."+previewDomain) {
+		t.Errorf("the preview is at %s, want a host of its own under %s", u, previewDomain)
+	}
 	execs := 0
 	for _, c := range fake.Calls() {
 		if strings.HasSuffix(c.Path, "/exec") && strings.Contains(c.Query, "pipe") {

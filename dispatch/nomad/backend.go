@@ -26,6 +26,9 @@ type Backend struct {
 	w   *watcher
 	// gz reuses gzip writers for the queue (queue.go).
 	gz sync.Pool
+	// allocs caches the running allocation of a run for the exec
+	// sessions of its preview and screencast (exec.go).
+	allocs allocCache
 }
 
 var _ dispatch.Backend = (*Backend)(nil)

@@ -34,7 +34,32 @@ func (b *Backend) DialScreencast(ctx context.Context, taskID string) (net.Conn, 
 	return b.dialSocket(ctx, taskID, path.Join(dispatch.PreviewDir, dispatch.ScreencastDir, dispatch.ScreencastSocket))
 }
 
-func (b *Backend) dialSocket(ctx context.Context, taskID, socket string) (net.Conn, error) {
+// allocTTL is how long a run's running allocation is taken as known:
+// every connection of a preview would otherwise cost a job lookup and two
+// reads of Nomad's API before its exec session.
+const allocTTL = 2 * time.Second
+
+// allocCache keeps each run's running allocation for allocTTL.
+type allocCache struct {
+	mu sync.Mutex
+	m  map[string]cachedAlloc
+}
+
+type cachedAlloc struct {
+	id, node string
+	at       time.Time
+}
+
+// runningAlloc is the run's running allocation, from the cache when it is
+// fresh.
+func (b *Backend) runningAlloc(ctx context.Context, taskID string) (*api.Allocation, error) {
+	c := &b.allocs
+	c.mu.Lock()
+	e, ok := c.m[taskID]
+	c.mu.Unlock()
+	if ok && time.Since(e.at) < allocTTL {
+		return &api.Allocation{ID: e.id, NodeID: e.node, Namespace: b.o.Namespace}, nil
+	}
 	jobID, err := b.findJob(ctx, taskID)
 	if err != nil {
 		return nil, err
@@ -47,7 +72,20 @@ func (b *Backend) dialSocket(ctx context.Context, taskID, socket string) (net.Co
 	if a == nil || a.ClientStatus != api.AllocClientStatusRunning {
 		return nil, fmt.Errorf("nomad backend: %s: no running allocation (%w)", taskID, dispatch.ErrNoPreview)
 	}
-	alloc := &api.Allocation{ID: a.ID, NodeID: a.NodeID, Namespace: b.o.Namespace}
+	c.mu.Lock()
+	if c.m == nil || len(c.m) > 4096 {
+		c.m = map[string]cachedAlloc{}
+	}
+	c.m[taskID] = cachedAlloc{id: a.ID, node: a.NodeID, at: time.Now()}
+	c.mu.Unlock()
+	return &api.Allocation{ID: a.ID, NodeID: a.NodeID, Namespace: b.o.Namespace}, nil
+}
+
+func (b *Backend) dialSocket(ctx context.Context, taskID, socket string) (net.Conn, error) {
+	alloc, err := b.runningAlloc(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	// The session lives as long as the connection, not the dial.
