@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -73,6 +74,31 @@ func startPreview(t testing.TB, env ...string) (*dashFixture, *devServer, string
 			fmt.Fprint(w, "document.body.dataset.ran = 'yes';")
 		case "/pixel.png":
 			w.Header().Set("Content-Type", "image/png")
+		case "/trickle":
+			// An answer that takes 3 s to write, a byte each 100 ms.
+			w.WriteHeader(http.StatusOK)
+			for range 30 {
+				if _, err := w.Write([]byte("x")); err != nil {
+					return
+				}
+				http.NewResponseController(w).Flush()
+				time.Sleep(100 * time.Millisecond)
+			}
+		case "/ws":
+			// A real switch of protocols, then the same trickle.
+			conn, buf, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				return
+			}
+			defer conn.Close()
+			buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+			buf.Flush()
+			for range 30 {
+				if _, err := conn.Write([]byte("x")); err != nil {
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
 		case "/hang":
 			<-r.Context().Done() // a dev server that never answers
 		case "/moved":
@@ -500,4 +526,43 @@ func percentileMs(d []time.Duration, p float64) float64 {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return float64(s[min(len(s)-1, int(p*float64(len(s))))].Microseconds()) / 1000
+}
+
+// TestPreviewDeadlinesLiftOnlyAfterA101: behind a listener whose write
+// timeout is 1 s, a request that merely asks for an upgrade keeps the
+// timeout (a 3 s answer is cut), while a WebSocket the dev server really
+// switches to outlives it.
+func TestPreviewDeadlinesLiftOnlyAfterA101(t *testing.T) {
+	t.Parallel()
+	f, _, task := startPreview(t)
+	alice := f.signedInClient("alice")
+	resp, err := alice.Get(f.http.URL + "/runs/" + task + "/preview/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	page := resp.Request.URL.Path // under the ticket
+	slow := httptest.NewUnstartedServer(f.srv.Load().Handler())
+	slow.Config.WriteTimeout = time.Second
+	slow.Start()
+	t.Cleanup(slow.Close)
+	get := func(path string) int {
+		c, err := net.Dial("tcp", slow.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+			page+path, slow.Listener.Addr())
+		_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		b, _ := io.ReadAll(c)
+		_, body, _ := strings.Cut(string(b), "\r\n\r\n")
+		return strings.Count(body, "x")
+	}
+	if n := get("trickle"); n >= 30 {
+		t.Errorf("a request asking for an upgrade that got none was written for 3 s past the listener's 1 s timeout (%d of 30 bytes)", n)
+	}
+	if n := get("ws"); n != 30 {
+		t.Errorf("a WebSocket the dev server switched to got %d of 30 bytes; want all of them past the listener's timeout", n)
+	}
 }
