@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,5 +141,22 @@ func botListeners(cfg *Config) []string {
 	if cfg.Ops.AdminListen != "" && cfg.Ops.AdminListen != "off" {
 		l = append(l, cfg.Ops.AdminListen)
 	}
+	if e := engineListener(os.Getenv("DOCKER_HOST")); e != "" {
+		l = append(l, e)
+	}
 	return l
+}
+
+// engineListener is the Docker engine's API port when the bot reaches the
+// engine over TCP (DOCKER_HOST=tcp://host:port): a sandbox that reached it
+// would be root on the host, so sandboxes are fenced off that port on
+// every address of the host and the sandbox network's gateway, whichever
+// address the bot itself names (an engine told to listen on 127.0.0.1
+// may listen on more).
+func engineListener(dockerHost string) string {
+	u, err := url.Parse(dockerHost)
+	if err != nil || u.Scheme != "tcp" || u.Port() == "" {
+		return ""
+	}
+	return ":" + u.Port()
 }

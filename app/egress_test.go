@@ -49,3 +49,17 @@ func TestEgressSettingsAreValidated(t *testing.T) {
 		t.Errorf("read %q and scope %q", got, c.CacheScope)
 	}
 }
+
+// TestEngineOverTCPIsFencedOff: a bot that reaches the Docker engine over
+// TCP fences sandboxes off that port on every address of the host.
+func TestEngineOverTCPIsFencedOff(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"tcp://127.0.0.1:2375": ":2375", "tcp://docker.internal:2376": ":2376",
+		"unix:///var/run/docker.sock": "", "": "", "ssh://me@host": "",
+	} {
+		if got := engineListener(in); got != want {
+			t.Errorf("DOCKER_HOST=%q: %q, want %q", in, got, want)
+		}
+	}
+}
