@@ -1,0 +1,146 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BenchmarkPreviewProxy: a GET of the dev server's page through the bot
+// (sign-in cookie, access check, proxy, the init's socket forwarder)
+// beside the same GET straight to the dev server, alternating; it prints
+// p50 and p99 of both and the p99 the proxy adds (goal ≤ 5 ms).
+func BenchmarkPreviewProxy(b *testing.B) {
+	f, dev, task := startPreview(b)
+	alice := f.signedInClient("alice")
+	direct := &http.Client{}
+	get := func(c *http.Client, url string) time.Duration {
+		start := time.Now()
+		resp, err := c.Get(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("%s: %d", url, resp.StatusCode)
+		}
+		return time.Since(start)
+	}
+	proxied, floor := f.http.URL+"/runs/"+task+"/preview/", fmt.Sprintf("http://127.0.0.1:%d/", dev.port)
+	get(alice, proxied) // warm connections both ways
+	get(direct, floor)
+	var through, straight []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		through = append(through, get(alice, proxied))
+		straight = append(straight, get(direct, floor))
+	}
+	b.StopTimer()
+	pct := percentileMs
+	b.ReportMetric(pct(through, 0.5), "proxy-p50-ms")
+	b.ReportMetric(pct(through, 0.99), "proxy-p99-ms")
+	b.ReportMetric(pct(straight, 0.5), "direct-p50-ms")
+	b.ReportMetric(pct(straight, 0.99), "direct-p99-ms")
+	b.ReportMetric(pct(through, 0.99)-pct(straight, 0.99), "added-p99-ms")
+	b.Logf("load average at the end: %s (the preview's bounds on: %+v)", loadAverage(), defaultPreviewBounds)
+}
+
+// BenchmarkHealthzDuringPreviewFlood: the bot's /healthz while a page
+// holding a leaked preview ticket floods the preview (200 loops of page
+// requests and 100 of upgrade requests the dev server never answers),
+// beside /healthz with no flood, in alternating rounds: p99 of both and
+// their ratio (goal ≤ 1.5), with the load average.
+func BenchmarkHealthzDuringPreviewFlood(b *testing.B) {
+	f, _, task := startPreview(b)
+	alice := f.signedInClient("alice")
+	resp, err := alice.Get(f.http.URL + "/runs/" + task + "/preview/")
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp.Body.Close()
+	page := resp.Request.URL.String()
+	health := &http.Client{Timeout: 10 * time.Second}
+	probe := func() time.Duration {
+		start := time.Now()
+		r, err := health.Get(f.http.URL + "/healthz")
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+		return time.Since(start)
+	}
+	flood := func(ctx context.Context) *sync.WaitGroup {
+		var wg sync.WaitGroup
+		c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 300}}
+		for i := range 300 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					req, _ := http.NewRequestWithContext(ctx, http.MethodGet, page, nil)
+					if i%3 == 0 {
+						req, _ = http.NewRequestWithContext(ctx, http.MethodGet, page+"hang", nil)
+						req.Header.Set("Connection", "Upgrade")
+						req.Header.Set("Upgrade", "websocket")
+					}
+					if r, err := c.Do(req); err == nil {
+						_, _ = io.Copy(io.Discard, r.Body)
+						r.Body.Close()
+					}
+				}
+			}()
+		}
+		return &wg
+	}
+	var idle, flooded []time.Duration
+	var loads []string
+	b.ResetTimer()
+	for range b.N {
+		for range 50 {
+			idle = append(idle, probe())
+		}
+		loads = append(loads, loadAverage())
+		ctx, cancel := context.WithCancel(context.Background())
+		wg := flood(ctx)
+		time.Sleep(200 * time.Millisecond) // the flood under way before the first probe
+		for range 50 {
+			flooded = append(flooded, probe())
+			time.Sleep(10 * time.Millisecond)
+		}
+		loads = append(loads, loadAverage())
+		cancel()
+		wg.Wait()
+	}
+	b.StopTimer()
+	pct := percentileMs
+	b.ReportMetric(pct(idle, 0.99), "idle-p99-ms")
+	b.ReportMetric(pct(flooded, 0.99), "flood-p99-ms")
+	b.ReportMetric(pct(flooded, 0.99)/pct(idle, 0.99), "x-idle")
+	b.Logf("load average during the rounds: %s", strings.Join(loads, " | "))
+}
+
+// loadAverage is the machine's 1, 5 and 15 minute load average.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
+}
+
+// percentileMs is the p-th percentile of d in milliseconds.
+func percentileMs(d []time.Duration, p float64) float64 {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return float64(s[min(len(s)-1, int(p*float64(len(s))))].Microseconds()) / 1000
+}
