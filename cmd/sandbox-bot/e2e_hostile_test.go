@@ -257,16 +257,20 @@ dev:
 				t.Fatalf("the live page answers %d", st)
 			}
 			waitJS(t, alice, "the hostile port's first frames", `window.liveFrames > 1`, 3*time.Minute)
-			// Five seconds of the page's own clock: at most one frame more
-			// than five a second.
+			// Eight seconds of the page's own clock: at most five frames a
+			// second, plus two seconds' worth for frames a busy renderer
+			// took in late (the port pushes 100 a second: unpaced, that
+			// is some 800).
 			waitJS(t, alice, "a measurement window", `(() => { if (!window.paceStart) { window.paceStart = performance.now(); window.paceFrames = window.liveFrames; }
-				return performance.now() - window.paceStart >= 5000; })()`, time.Minute)
+				return performance.now() - window.paceStart >= 8000; })()`, time.Minute)
 			got, err := evaluate[[]float64](alice, `[window.liveFrames - window.paceFrames, performance.now() - window.paceStart]`, 10*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if frames, ms := got[0], got[1]; frames > ms/1000*5+1 {
+			if frames, ms := got[0], got[1]; frames > ms/1000*5+10 {
 				t.Errorf("%v frames reached the page in %.0f ms from a port pushing 100 a second; want at most five a second", frames, ms)
+			} else {
+				t.Logf("%v frames reached the page in %.0f ms", frames, ms)
 			}
 
 			// The running app through the bot, under the ticket the
