@@ -64,6 +64,9 @@ const (
 	// previewQuiet closes a connection to a dev server (a WebSocket's
 	// tunnel included) after this long without a byte either way.
 	previewQuiet = 10 * time.Minute
+	// previewRefusePause is how long a request over the bounds waits for
+	// its 503.
+	previewRefusePause = time.Second
 )
 
 func newPreviewProxy(lp *livePages) *previewProxy {
@@ -158,6 +161,14 @@ func (p *previewProxy) forward(w http.ResponseWriter, r *http.Request, task, vie
 	}
 	release, err := p.limits.enter(r.Context(), task, viewerKey)
 	if err != nil {
+		// A client that loops on refusals is answered after a pause: it
+		// then costs the bot a timer, not a core (its connection's
+		// goroutine waits instead of reading its next request).
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(previewRefusePause):
+		}
 		w.Header().Set("Retry-After", "2")
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
