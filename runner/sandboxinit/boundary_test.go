@@ -108,6 +108,33 @@ try query-build api -X POST "http://d/v1.41/build?remote=$LISTENER/context.tar&n
 # An IPv6 network in a sandbox that fenced IPv4 only.
 try ipv6-network docker network create --ipv6 --subnet fd00:5a4d:b0c5::/64 v6net
 try ipv4-network docker network create --subnet 172.31.250.0/24 v4net
+
+# The rename race (issue 29): a join is checked by name when the joining
+# container is created, and resolved by the engine again. The service
+# must not be renamable (its name is what later requests resolve; the
+# agent would rename its own container away and the service to its name
+# between the filter's check and the engine's look-up).
+try race-rename-svc docker rename svc svc-renamed
+docker rename svc-renamed svc >/dev/null 2>&1
+docker run -d --name joined -e WHO=agent-own $svc >/dev/null
+# A joiner started after its target was renamed away is in the target's
+# namespaces (WHO=agent-own in its pid 1's environment), never in those of
+# whatever holds the name by then.
+try race-create docker create --name joiner --pid container:joined --network container:joined $tools cat /proc/1/environ
+try race-rename-own docker rename joined joined-moved
+try race-start bash -c 'docker start -a joiner | tr "\0" " "'
+# A service's networks are not the agent's to change; its own container's
+# are.
+try connect-svc docker network connect v4net svc
+try connect-own docker network connect v4net joined-moved
+# The same shape with a network: a bridge network named like the start of
+# the host network's id, used, removed, and the container started, when
+# the engine would find the host network by that prefix.
+hostnet=$(docker network inspect -f '{{.Id}}' host)
+try netpfx-network docker network create "${hostnet:0:12}"
+try netpfx-create docker create --name netpfx --network "${hostnet:0:12}" $tools cat /proc/net/dev
+try netpfx-rm docker network rm "${hostnet:0:12}"
+try netpfx-start bash -c 'docker start -a netpfx | tail -n +3 | cut -d: -f1 | tr -s " \n" " "' 
 echo DONE
 `
 
@@ -156,8 +183,10 @@ func supabaseArgs(t *testing.T, out string) []string {
 // would hand it the daemon's real socket), while its own containers' are
 // its to join; no container holds the daemon's socket (Supabase's
 // analytics is off); parameters in a form-encoded body never reach the
-// daemon (the listener the URLs name sees no connection); and an IPv6
-// network is refused where only IPv4 is fenced.
+// daemon (the listener the URLs name sees no connection); an IPv6
+// network is refused where only IPv4 is fenced; and a join checked by
+// name stays with the container checked when names move before the start
+// (the service cannot be renamed; the join is pinned to the id).
 func TestAgentDockerBoundary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a sandbox with a service and the Supabase stand-in; skipped under -short")
@@ -203,6 +232,8 @@ func TestAgentDockerBoundary(t *testing.T) {
 	refused["query-import"] = "docker import from a URL is refused"
 	refused["query-build"] = "refused"
 	refused["ipv6-network"] = "network EnableIPv6 is refused"
+	refused["race-rename-svc"] = "renaming container svc is refused: the agent did not create it"
+	refused["connect-svc"] = "connecting or disconnecting container svc is refused"
 	for name, want := range refused {
 		got, ok := results[name]
 		switch {
@@ -214,10 +245,16 @@ func TestAgentDockerBoundary(t *testing.T) {
 			t.Errorf("%s: answer %q lacks %q", name, got, want)
 		}
 	}
-	for _, name := range []string{"pid-own", "net-own", "ipv4-network"} {
+	for _, name := range []string{"pid-own", "net-own", "ipv4-network", "race-create", "race-rename-own", "race-start", "connect-own"} {
 		if got := results[name]; !strings.HasPrefix(got, "rc=0 ") {
 			t.Errorf("%s: the agent's own use failed: %q", name, got)
 		}
+	}
+	if got := results["race-start"]; !strings.Contains(got, "WHO=agent-own") {
+		t.Errorf("race-start: the joiner is not in the agent's own container's namespaces: %q", got)
+	}
+	if got := results["netpfx-start"]; strings.Contains(got, "docker0") {
+		t.Errorf("netpfx-start: a container reached the host network through an id prefix: %q", got)
 	}
 	if n := conns.Load(); n != 0 {
 		t.Errorf("the daemon connected to the listener %d times: a URL in a request's parameters was fetched", n)

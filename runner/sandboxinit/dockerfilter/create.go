@@ -137,15 +137,16 @@ func (p *Policy) checkHostConfig(ctx context.Context, hc object) error {
 		case "Mounts":
 			err = p.checkMounts(hc, k)
 		case "VolumesFrom":
-			err = p.checkVolumesFrom(ctx, hc)
+			err = p.checkVolumesFrom(ctx, hc, k)
 		case "VolumeDriver":
 			err = checkVolumeDriver("HostConfig.VolumeDriver", v)
 		case "LogConfig":
 			err = checkLogConfig(v)
-		case "NetworkMode":
-			err = p.checkNamespace(ctx, name, v, true)
-		case "PidMode", "IpcMode", "UTSMode":
-			err = p.checkNamespace(ctx, name, v, false)
+		case "NetworkMode", "PidMode", "IpcMode", "UTSMode":
+			var pinned string
+			if pinned, err = p.checkNamespace(ctx, name, v, name == "NetworkMode"); err == nil && pinned != "" {
+				hc[k] = pinned
+			}
 		case "UsernsMode", "CgroupnsMode":
 			if s, _ := v.(string); strings.EqualFold(s, "host") {
 				err = refuse("HostConfig.%s=host is refused: the host's namespaces are the host's", name)
@@ -195,40 +196,53 @@ func (p *Policy) checkHostConfig(ctx context.Context, hc object) error {
 // stack hold what the agent may not reach (a process of theirs can hold
 // a socket or a file that /proc/<pid>/root shows to whoever shares its
 // pid namespace).
-func (p *Policy) checkNamespace(ctx context.Context, field string, v any, network bool) error {
+//
+// A join it allows comes back pinned, "container:<full id>", for the
+// body: the engine keeps the mode as written and resolves a name when
+// the container starts, so "container:x" checked now could name another
+// container by then (the agent renames its own x away and something else
+// to x). An id names one container for good.
+func (p *Policy) checkNamespace(ctx context.Context, field string, v any, network bool) (string, error) {
 	s, ok := v.(string)
 	if !ok && v != nil {
-		return fmt.Errorf("HostConfig.%s: want a string, got %s", field, jsonKind(v))
+		return "", fmt.Errorf("HostConfig.%s: want a string, got %s", field, jsonKind(v))
 	}
 	switch {
 	case strings.EqualFold(s, "host"):
-		return refuse("HostConfig.%s=host is refused: the host's namespaces are the host's", field)
+		return "", refuse("HostConfig.%s=host is refused: the host's namespaces are the host's", field)
 	case len(s) >= len("container:") && strings.EqualFold(s[:len("container:")], "container:"):
-		return p.checkJoin(ctx, field, s, s[len("container:"):])
+		id, err := p.checkJoin(ctx, field, s, s[len("container:"):])
+		if err != nil {
+			return "", err
+		}
+		return "container:" + id, nil
 	case network:
-		return p.checkNetworkName(ctx, "HostConfig.NetworkMode", s)
+		return "", p.checkNetworkName(ctx, "HostConfig.NetworkMode", s)
 	}
-	return nil
+	return "", nil
 }
 
-// checkJoin decides HostConfig.<field>=container:<ref>.
-func (p *Policy) checkJoin(ctx context.Context, field, mode, ref string) error {
+// checkJoin decides HostConfig.<field>=container:<ref> and returns the
+// full id of the container joined.
+func (p *Policy) checkJoin(ctx context.Context, field, mode, ref string) (string, error) {
 	c, err := p.Inspect.Container(ctx, ref)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if c == nil {
-		return refuse("HostConfig.%s=%s is refused: there is no container %s", field, mode, ref)
+		return "", refuse("HostConfig.%s=%s is refused: there is no container %s", field, mode, ref)
 	}
 	if p.Owned == nil || c.ID == "" || !p.Owned.Owns(c.ID) {
-		return refuse("HostConfig.%s=%s is refused: the agent did not create that container through this filter, so its namespaces are not the agent's to join", field, mode)
+		return "", refuse("HostConfig.%s=%s is refused: the agent did not create that container through this filter, so its namespaces are not the agent's to join", field, mode)
 	}
 	if c.HostConfig != nil {
 		if m, _ := c.HostConfig.str(field); strings.EqualFold(m, "host") {
-			return refuse("HostConfig.%s=%s is refused: that container uses the host's namespace", field, mode)
+			return "", refuse("HostConfig.%s=%s is refused: that container uses the host's namespace", field, mode)
 		}
 	}
-	return p.checkExisting(ctx, ref, "HostConfig."+field+": joining")
+	// The container inspected above, not ref again: between two look-ups
+	// the name could move.
+	return c.ID, p.checkSettings(c, ref, "HostConfig."+field+": joining")
 }
 
 // checkNetworkName refuses the host network by name or by id.
@@ -253,18 +267,28 @@ func (p *Policy) checkNetworkName(ctx context.Context, field, name string) error
 }
 
 // checkVolumesFrom refuses to copy the mounts of a container that has
-// mounts the agent could not have made.
-func (p *Policy) checkVolumesFrom(ctx context.Context, hc object) error {
-	from, err := hc.strings("VolumesFrom")
+// mounts the agent could not have made, and pins each entry to the full id
+// of the container checked ("<id>[:mode]"): the engine looks the name up
+// again when it creates the container.
+func (p *Policy) checkVolumesFrom(ctx context.Context, hc object, key string) error {
+	from, err := hc.strings(key)
 	if err != nil {
 		return err
 	}
+	out := make([]any, 0, len(from))
 	for _, f := range from {
-		id, _, _ := strings.Cut(f, ":")
-		if err := p.checkExisting(ctx, id, "HostConfig.VolumesFrom: taking the mounts of"); err != nil {
+		ref, mode, hasMode := strings.Cut(f, ":")
+		c, err := p.checkExisting(ctx, ref, "HostConfig.VolumesFrom: taking the mounts of")
+		if err != nil {
 			return err
 		}
+		if hasMode {
+			out = append(out, c.ID+":"+mode)
+		} else {
+			out = append(out, c.ID)
+		}
 	}
+	hc[key] = out
 	return nil
 }
 

@@ -142,6 +142,7 @@ func (f *Filter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := request{
 		method:  r.Method,
 		minor:   apiMinor(p),
+		version: versionOf(p),
 		path:    splitPath(p),
 		query:   r.URL.Query(),
 		hasBody: r.ContentLength != 0,
@@ -166,12 +167,17 @@ func (f *Filter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.cfg.Log.Info().Str("method", r.Method).Str("path", p).Str("refused", v.err.Error()).Msg("docker request refused")
 		case errors.Is(v.err, errEngine):
 			status = http.StatusBadGateway
+		case errors.As(v.err, new(*noSuchContainer)):
+			status = http.StatusNotFound
 		}
 		writeError(w, status, v.err.Error())
 		return
 	}
 	if v.body == nil && read != nil {
 		v.body = read
+	}
+	if v.path != "" {
+		r.URL.Path, r.URL.RawPath = v.path, ""
 	}
 	if v.body != nil {
 		r.Body = io.NopCloser(bytes.NewReader(v.body))

@@ -32,9 +32,13 @@ func (d *fakeDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case strings.HasSuffix(r.URL.Path, "/json") && strings.Contains(r.URL.Path, "/containers/"):
 		// The engine names a container by its full id, whatever it was
-		// asked by; here a name is its own id.
+		// asked by; here a name is its own id, but alias-x's is id-x.
 		seg := strings.Split(r.URL.Path, "/")
-		fmt.Fprintf(w, `{"Id":%q,"HostConfig":{"NetworkMode":"bridge"},"Mounts":[]}`, seg[len(seg)-2])
+		id := seg[len(seg)-2]
+		if rest, ok := strings.CutPrefix(id, "alias-"); ok {
+			id = "id-" + rest
+		}
+		fmt.Fprintf(w, `{"Id":%q,"HostConfig":{"NetworkMode":"bridge"},"Mounts":[]}`, id)
 	case strings.HasSuffix(r.URL.Path, "/containers/create"):
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
@@ -293,5 +297,24 @@ func TestFilterKnowsWhatItCreated(t *testing.T) {
 		if code, msg := post(`{"Image":"x","HostConfig":{"` + mode + `":"container:svc"}}`); code != http.StatusForbidden || !strings.Contains(msg, "HostConfig."+mode+"=container:svc is refused") {
 			t.Errorf("%s of a container the filter did not create: %d %q", mode, code, msg)
 		}
+	}
+}
+
+// The request the engine gets names the container the filter inspected by
+// its full id, not by the name the agent sent.
+func TestFilterForwardsTheCheckedID(t *testing.T) {
+	t.Parallel()
+	d, sock, _ := startFilter(t)
+	resp, err := unixClient(sock).Post("http://docker/v1.41/containers/alias-a/start", "application/json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	d.mu.Lock()
+	_, pinned := d.bodies["/v1.41/containers/id-a/start"]
+	_, byName := d.bodies["/v1.41/containers/alias-a/start"]
+	d.mu.Unlock()
+	if resp.StatusCode != http.StatusOK || !pinned || byName {
+		t.Errorf("start: %d; the engine got the id: %v, the name: %v", resp.StatusCode, pinned, byName)
 	}
 }

@@ -124,40 +124,58 @@ func (p *Policy) checkIPv6(o, ipam object) error {
 	return nil
 }
 
-// ConnectNetwork checks POST /networks/{id}/connect.
-func (p *Policy) ConnectNetwork(ctx context.Context, network string, body []byte) ([]byte, error) {
+// ConnectNetwork checks POST /networks/{id}/connect and, with connect
+// false, /disconnect: the container must be one the agent created (a
+// service's networks are the init's to choose), and its reference is
+// pinned to the full id the filter checked.
+func (p *Policy) ConnectNetwork(ctx context.Context, network string, connect bool, body []byte) ([]byte, error) {
 	o, err := decodeBody(body)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.checkNetworkName(ctx, "network", network); err != nil {
+	if connect {
+		if err := p.checkNetworkName(ctx, "network", network); err != nil {
+			return nil, err
+		}
+	}
+	ref, err := o.str("Container")
+	if err != nil {
 		return nil, err
 	}
+	c, err := p.agentsOwn(ctx, ref, "connecting or disconnecting", "so its networks are not the agent's to change")
+	if err != nil {
+		return nil, err
+	}
+	_, k, _ := o.field("Container")
+	o[k] = c.ID
 	return json.Marshal(o)
 }
 
 var execFields = []string{"AttachStdin", "AttachStdout", "AttachStderr", "ConsoleSize", "DetachKeys",
 	"Tty", "Env", "Cmd", "Privileged", "User", "WorkingDir"}
 
-// CreateExec checks POST /containers/{id}/exec.
-func (p *Policy) CreateExec(ctx context.Context, container string, body []byte) ([]byte, error) {
+// CreateExec checks POST /containers/{id}/exec and returns the container
+// the exec will run in (its full id is what the request is forwarded to).
+func (p *Policy) CreateExec(ctx context.Context, container string, body []byte) (*Existing, []byte, error) {
 	o, err := decodeBody(body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for k, v := range o {
 		name := canonical(k, execFields)
 		switch {
 		case name == "Privileged" && !isZero(v):
-			return nil, refuse("exec Privileged is refused: a privileged exec is root on the host")
+			return nil, nil, refuse("exec Privileged is refused: a privileged exec is root on the host")
 		case name == "" && !isZero(v):
-			return nil, refuse("exec %s is refused: the filter does not know this setting", k)
+			return nil, nil, refuse("exec %s is refused: the filter does not know this setting", k)
 		}
 	}
-	if err := p.checkExisting(ctx, container, "exec in"); err != nil {
-		return nil, err
+	c, err := p.checkExisting(ctx, container, "exec in")
+	if err != nil {
+		return nil, nil, err
 	}
-	return json.Marshal(o)
+	out, err := json.Marshal(o)
+	return c, out, err
 }
 
 // UpdateContainer checks POST /containers/{id}/update.

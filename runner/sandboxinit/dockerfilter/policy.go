@@ -85,12 +85,31 @@ type Owner interface {
 // outside what the filter staged (the init's own containers, or Supabase's
 // log collector with the real socket mounted). exec, attach, start and
 // copying into such a container would hand over what it holds.
-func (p *Policy) checkExisting(ctx context.Context, id, action string) error {
-	c, err := p.Inspect.Container(ctx, id)
-	if err != nil || c == nil {
-		// Unknown containers are the engine's to report.
-		return err
+//
+// It returns the container it checked, so that the caller can forward the
+// request with the container's full id instead of the reference it was
+// given: the engine resolves a name (or an id prefix) again when it acts,
+// and by then the agent may have renamed containers so that the same
+// reference names another one. An unknown reference is a *noSuchContainer.
+func (p *Policy) checkExisting(ctx context.Context, ref, action string) (*Existing, error) {
+	c, err := p.Inspect.Container(ctx, ref)
+	if err != nil {
+		return nil, err
 	}
+	if c == nil || c.ID == "" {
+		return nil, &noSuchContainer{ref: ref}
+	}
+	return c, p.checkSettings(c, ref, action)
+}
+
+// noSuchContainer is a reference to a container the engine does not have,
+// answered as the engine answers it (404, "No such container: x").
+type noSuchContainer struct{ ref string }
+
+func (e *noSuchContainer) Error() string { return "No such container: " + e.ref }
+
+// checkSettings is checkExisting's verdict on the container c.
+func (p *Policy) checkSettings(c *Existing, id, action string) error {
 	hc := c.HostConfig
 	if hc == nil {
 		hc = object{}

@@ -77,6 +77,7 @@ func decideFor(p *Policy, method, path, body string) verdict {
 	return p.decide(context.Background(), request{
 		method:  method,
 		minor:   apiMinor(u.Path),
+		version: versionOf(u.Path),
 		hasBody: body != "",
 		path:    splitPath(u.Path),
 		query:   u.Query(),
@@ -267,6 +268,73 @@ func TestSplitPath(t *testing.T) {
 		}
 		if got := strings.Join(splitPath(in), " "); got != want {
 			t.Errorf("splitPath(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// What the filter checked by name is what the engine acts on: a join, the
+// containers whose volumes are taken, a network connection and the
+// container a start, exec, attach, copy or rename acts on reach the engine
+// as the full id the filter inspected, never as the name again (the agent
+// could rename containers between the check and the engine's look-up).
+// Renaming or connecting a container the agent did not create is refused.
+func TestFilterPinsWhatItChecked(t *testing.T) {
+	t.Parallel()
+	p := testPolicy()
+	create := func(body string) map[string]any {
+		t.Helper()
+		v := decideFor(p, "POST", "/v1.41/containers/create", body)
+		if v.err != nil {
+			t.Fatalf("%s: %v", body, v.err)
+		}
+		var got struct{ HostConfig map[string]any }
+		if err := json.Unmarshal(v.body, &got); err != nil {
+			t.Fatal(err)
+		}
+		return got.HostConfig
+	}
+	hc := create(`{"Image":"svc","HostConfig":{"NetworkMode":"container:mine","PidMode":"Container:mine","IpcMode":"container:mine","UTSMode":"container:mine","VolumesFrom":["mine:ro","reaper"]}}`)
+	for _, mode := range []string{"NetworkMode", "PidMode", "IpcMode", "UTSMode"} {
+		if hc[mode] != "container:id-mine" {
+			t.Errorf("%s reaches the engine as %v, want container:id-mine", mode, hc[mode])
+		}
+	}
+	if vf, _ := json.Marshal(hc["VolumesFrom"]); string(vf) != `["id-mine:ro","id-reaper"]` {
+		t.Errorf("VolumesFrom reaches the engine as %s", vf)
+	}
+	if hc := create(`{"Image":"svc","HostConfig":{"NetworkMode":"proj_default","IpcMode":"shareable"}}`); hc["NetworkMode"] != "proj_default" || hc["IpcMode"] != "shareable" {
+		t.Errorf("modes without a container were rewritten: %v", hc)
+	}
+	for _, tc := range []struct{ method, path, body, want string }{
+		{"POST", "/v1.41/containers/mine/start", "", "/v1.41/containers/id-mine/start"},
+		{"POST", "/containers/mine/restart?t=1", "", "/containers/id-mine/restart"},
+		{"POST", "/v1.41/containers/mine/attach?stream=1", "", "/v1.41/containers/id-mine/attach"},
+		{"GET", "/v1.41/containers/mine/attach/ws", "", "/v1.41/containers/id-mine/attach/ws"},
+		{"PUT", "/v1.41/containers/mine/archive?path=/", "", "/v1.41/containers/id-mine/archive"},
+		{"POST", "/v1.41/containers/mine/exec", `{"Cmd":["sh"]}`, "/v1.41/containers/id-mine/exec"},
+		{"POST", "/v1.41/containers/db/exec", `{"Cmd":["sh"]}`, "/v1.41/containers/id-db/exec"},
+		{"POST", "/v1.41/containers/mine/rename?name=x", "", "/v1.41/containers/id-mine/rename"},
+	} {
+		v := decideFor(p, tc.method, tc.path, tc.body)
+		if v.err != nil || v.path != tc.want {
+			t.Errorf("%s %s: forwarded to %q (%v), want %q", tc.method, tc.path, v.path, v.err, tc.want)
+		}
+	}
+	v := decideFor(p, "POST", "/v1.41/networks/proj_default/connect", `{"container":"mine","EndpointConfig":{"Aliases":["web"]}}`)
+	if v.err != nil || !strings.Contains(string(v.body), `"container":"id-mine"`) {
+		t.Errorf("connect: %s (%v)", v.body, v.err)
+	}
+	for _, tc := range []struct{ name, method, path, body, want string }{
+		{"rename a service", "POST", "/v1.41/containers/db/rename?name=x", "", "renaming container db is refused: the agent did not create it"},
+		{"connect a service", "POST", "/v1.41/networks/proj_default/connect", `{"Container":"db"}`, "connecting or disconnecting container db is refused"},
+		{"disconnect a service", "POST", "/v1.41/networks/sandbox/disconnect", `{"Container":"db","Force":true}`, "connecting or disconnecting container db is refused"},
+		{"start nothing", "POST", "/v1.41/containers/nosuch/start", "", "No such container: nosuch"},
+		{"rename nothing", "POST", "/v1.41/containers/nosuch/rename?name=x", "", "No such container: nosuch"},
+		{"volumes of nothing", "POST", "/v1.41/containers/create", `{"Image":"svc","HostConfig":{"VolumesFrom":["nosuch"]}}`, "No such container: nosuch"},
+	} {
+		v := decideFor(p, tc.method, tc.path, tc.body)
+		if v.err == nil || !strings.Contains(v.err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error with %q", tc.name, v.err, tc.want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package dockerfilter
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -20,17 +21,21 @@ type request struct {
 	method string
 	// minor is the API version's minor number (-1 for an unversioned path).
 	minor int
-	path  []string // segments after the version prefix
-	query map[string][]string
+	// version is the path's version prefix ("/v1.41", or "").
+	version string
+	path    []string // segments after the version prefix
+	query   map[string][]string
 	// hasBody says whether the request carries a body (or may: chunked).
 	hasBody bool
 	body    func() ([]byte, error)
 }
 
 // verdict is what the filter does with a request: forward it as it is
-// (body nil), forward body instead of the original, or refuse with err.
+// (body nil, path ""), forward body instead of the original and to path
+// instead of the one asked for, or refuse with err.
 type verdict struct {
 	body []byte
+	path string
 	err  error
 }
 
@@ -40,9 +45,11 @@ var swarmRoots = map[string]bool{"swarm": true, "services": true, "nodes": true,
 
 // readOnlyContainerOps act on a container without giving its holder
 // anything the container has: they pass whoever made the container.
+// rename is not one of them: a container's name is what other requests
+// (a join, a start) resolve, so only the agent's own may change it.
 var readOnlyContainerOps = map[string]bool{
 	"json": true, "top": true, "logs": true, "changes": true, "stats": true, "export": true, "wait": true,
-	"resize": true, "kill": true, "stop": true, "pause": true, "unpause": true, "rename": true,
+	"resize": true, "kill": true, "stop": true, "pause": true, "unpause": true,
 }
 
 // decide applies the policy to one request. Every endpoint is listed:
@@ -98,10 +105,8 @@ func (p *Policy) decide(ctx context.Context, r request) verdict {
 			return withBody(p.CreateNetwork)
 		case n == 2 && seg[1] == "prune":
 			return verdict{}
-		case n == 3 && seg[2] == "connect":
-			return withBody(func(b []byte) ([]byte, error) { return p.ConnectNetwork(ctx, seg[1], b) })
-		case n == 3 && seg[2] == "disconnect":
-			return verdict{}
+		case n == 3 && (seg[2] == "connect" || seg[2] == "disconnect"):
+			return withBody(func(b []byte) ([]byte, error) { return p.ConnectNetwork(ctx, seg[1], seg[2] == "connect", b) })
 		}
 	case root == "volumes":
 		switch {
@@ -139,14 +144,64 @@ func (p *Policy) decideContainer(ctx context.Context, r request, withBody func(f
 		case op == "start" && r.hasBody:
 			return verdict{err: refuse("a body on POST /containers/%s/start is refused: host settings belong in the create request", id)}
 		case op == "start" || op == "restart" || op == "attach" || op == "archive":
-			return verdict{err: p.checkExisting(ctx, id, op)}
+			c, err := p.checkExisting(ctx, id, op)
+			return pinned(r, c, err)
+		case op == "rename":
+			// The names of the others (the init's services, the Supabase
+			// stack) are what a later request by name resolves.
+			c, err := p.agentsOwn(ctx, id, "renaming", "and its name is what other requests resolve")
+			return pinned(r, c, err)
 		case op == "exec":
-			return withBody(func(b []byte) ([]byte, error) { return p.CreateExec(ctx, id, b) })
+			var c *Existing
+			v := withBody(func(b []byte) (out []byte, err error) {
+				c, out, err = p.CreateExec(ctx, id, b)
+				return out, err
+			})
+			if v.err == nil {
+				v.path = pinnedPath(r, c.ID)
+			}
+			return v
 		case op == "update":
 			return withBody(p.UpdateContainer)
 		}
 	}
 	return verdict{err: refuse("%s /%s is refused: the filter does not forward this endpoint", r.method, strings.Join(seg, "/"))}
+}
+
+// pinned forwards a request on the container c the filter checked, by its
+// full id: the engine resolves the name in the path again when the request
+// reaches it, and the agent could have renamed containers in between so
+// that the same name means another one.
+func pinned(r request, c *Existing, err error) verdict {
+	if err != nil {
+		return verdict{err: err}
+	}
+	return verdict{path: pinnedPath(r, c.ID)}
+}
+
+// pinnedPath is r's path with the container reference replaced by id.
+func pinnedPath(r request, id string) string {
+	seg := append([]string{r.path[0], url.PathEscape(id)}, r.path[2:]...)
+	return r.version + "/" + strings.Join(seg, "/")
+}
+
+// agentsOwn resolves ref to a container the agent created through the
+// filter, or refuses what was asked (why says why that matters).
+func (p *Policy) agentsOwn(ctx context.Context, ref, what, why string) (*Existing, error) {
+	if ref == "" {
+		return nil, &noSuchContainer{}
+	}
+	c, err := p.Inspect.Container(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil || c.ID == "" {
+		return nil, &noSuchContainer{ref: ref}
+	}
+	if p.Owned == nil || !p.Owned.Owns(c.ID) {
+		return nil, refuse("%s container %s is refused: the agent did not create it through this filter, %s", what, ref, why)
+	}
+	return c, nil
 }
 
 // apiMinor returns the minor number of the path's API version: -1 when
@@ -161,6 +216,15 @@ func apiMinor(p string) int {
 	}
 	n, _ := strconv.Atoi(strings.TrimPrefix(m[1], "."))
 	return n
+}
+
+// versionOf is the path's version prefix without its last slash
+// ("/v1.41"), or "".
+func versionOf(p string) string {
+	if loc := versionPrefix.FindStringIndex(p); loc != nil {
+		return p[:loc[1]-1]
+	}
+	return ""
 }
 
 // splitPath strips the version prefix and splits the rest.
