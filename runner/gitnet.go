@@ -104,9 +104,15 @@ func (g *Git) Inspect(ctx context.Context, args ...string) (string, error) {
 
 // InspectStream is Inspect with the output read by read as git writes it.
 func (g *Git) InspectStream(ctx context.Context, read func(io.Reader) error, args ...string) error {
+	return g.InspectStreamIn(ctx, nil, read, args...)
+}
+
+// InspectStreamIn is InspectStream with stdin as git's input.
+func (g *Git) InspectStreamIn(ctx context.Context, stdin io.Reader, read func(io.Reader) error, args ...string) error {
 	cmd := exec.CommandContext(ctx, "git", append([]string{"--git-dir=" + g.mirror}, args...)...)
 	cmd.Dir = filepath.Dir(g.mirror)
 	cmd.Env = g.inspectEnv()
+	cmd.Stdin = stdin
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()

@@ -176,6 +176,13 @@ func (r *run) comparePlan(ctx context.Context, head string) *dispatch.PlanScope 
 		r.log.Warn().Err(err).Msg("plan scope: could not list the changed files")
 		return nil
 	}
+	if s := r.sec.scanner; s != nil {
+		// A secret the scan found in a file's name stays out of every
+		// list of the change's files.
+		for i, f := range changed {
+			changed[i] = s.MaskPath(f)
+		}
+	}
 	return planScope(r.order.PlanFiles, changed, r.reasons, r.cfg.Plan.Strict)
 }
 

@@ -31,6 +31,9 @@ type secretState struct {
 	allowed  map[string]secretscan.Finding
 	repaired map[string]bool
 	squashed int
+	// cut are the files and commits larger than the scan's bound, of
+	// which only the first secretscan.MaxBlobBytes were scanned.
+	cut map[string]bool
 }
 
 // errHeld is a push the secret scan held back.
@@ -56,6 +59,7 @@ func (r *run) gatePush(ctx context.Context, head string) (string, error) {
 	for _, sha := range res.SHAs {
 		r.sec.scanned[sha] = true
 	}
+	r.noteCut(s, res)
 	r.noteAllowed(res.Allowed)
 	if len(res.Findings) == 0 {
 		r.sec.held = nil
@@ -66,6 +70,7 @@ func (r *run) gatePush(ctx context.Context, head string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	r.noteCut(s, net)
 	if len(net.Findings) > 0 {
 		r.sec.held = net.Findings
 		r.log.Warn().Str("findings", secretscan.Places(net.Findings, 10)).Msg("secret scan: push held")
@@ -104,23 +109,44 @@ func (r *run) secretScanner(ctx context.Context) (*secretscan.Scanner, error) {
 	r.sec.allowed = map[string]secretscan.Finding{}
 	r.sec.scanned = map[string]bool{}
 	r.sec.repaired = map[string]bool{}
+	r.sec.cut = map[string]bool{}
 	return s, nil
 }
 
 // scanCommits scans every commit reachable from head that the remote
-// branch and the base do not have: each commit's added lines and message.
+// branch and the base do not have: each commit's added lines and file
+// names, then each commit object (headers and message).
 func (r *run) scanCommits(ctx context.Context, s *secretscan.Scanner, head string) (*secretscan.Result, error) {
-	args := append([]string{"log"}, patchArgs...)
-	args = append(args, head, "--not", r.baseSHA)
+	rng := []string{head, "--not", r.baseSHA}
 	if r.pushedSHA != "" {
-		args = append(args, r.pushedSHA)
+		rng = append(rng, r.pushedSHA)
 	}
-	return r.scanPatch(ctx, s, args)
+	res, err := r.scanPatch(ctx, s, append(append([]string{"log"}, patchArgs...), rng...), "")
+	if err != nil {
+		return nil, err
+	}
+	shas, err := r.git.Inspect(ctx, append([]string{"rev-list"}, rng...)...)
+	if err != nil {
+		return nil, fmt.Errorf("secret scan: list the commits: %w", err)
+	}
+	if strings.TrimSpace(shas) == "" {
+		return res, nil
+	}
+	var commits *secretscan.Result
+	err = r.git.InspectStreamIn(ctx, strings.NewReader(shas), func(out io.Reader) error {
+		commits, err = s.ScanCommits(ctx, out)
+		return err
+	}, "cat-file", "--batch")
+	if err != nil {
+		return nil, fmt.Errorf("secret scan: %w", err)
+	}
+	res.Merge(commits)
+	return res, nil
 }
 
 // scanNet scans the net change from..head as one diff.
 func (r *run) scanNet(ctx context.Context, s *secretscan.Scanner, from, head string) (*secretscan.Result, error) {
-	return r.scanPatch(ctx, s, append(append([]string{"diff"}, patchArgs[:len(patchArgs)-1]...), from, head))
+	return r.scanPatch(ctx, s, append(append([]string{"diff"}, patchArgs[:len(patchArgs)-1]...), from, head), from)
 }
 
 // patchArgs make a patch the scanner reads, whatever the configuration:
@@ -129,38 +155,63 @@ func (r *run) scanNet(ctx context.Context, s *secretscan.Scanner, from, head str
 var patchArgs = []string{"-p", "-U0", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames", "--no-relative",
 	"--src-prefix=a/", "--dst-prefix=b/", "--pretty=medium"}
 
-func (r *run) scanPatch(ctx context.Context, s *secretscan.Scanner, args []string) (*secretscan.Result, error) {
+// scanPatch scans the patch git prints for args, then the files it showed
+// as binary. A file larger than secretscan.TextBlobBytes is shown as
+// binary too (core.bigFileThreshold), so no fragment of the patch is
+// larger, and it is streamed from its blob like the others. from is the
+// old side of a plain diff (empty for a log, whose commits have parents).
+func (r *run) scanPatch(ctx context.Context, s *secretscan.Scanner, args []string, from string) (*secretscan.Result, error) {
 	var res *secretscan.Result
+	big := fmt.Sprintf("core.bigFileThreshold=%d", secretscan.TextBlobBytes)
 	err := r.git.InspectStream(ctx, func(out io.Reader) error {
 		var err error
 		res, err = s.ScanPatch(ctx, out)
 		return err
-	}, args...)
+	}, append([]string{"-c", big}, args...)...)
 	if err != nil {
 		return nil, fmt.Errorf("secret scan: %w", err)
 	}
-	r.scanBinaries(ctx, s, res)
+	head := args[len(args)-1]
+	if from == "" {
+		head = ""
+	}
+	r.scanBinaries(ctx, s, res, from, head)
 	return res, nil
 }
 
-// scanBinaries scans the files git showed as binary whose content is text
-// after all (an attribute marked them): whole, less what the file held
-// before.
-func (r *run) scanBinaries(ctx context.Context, s *secretscan.Scanner, res *secretscan.Result) {
+// scanBinaries streams the files git showed as binary through the
+// scanner (their text; the printable runs of a binary-looking one), less
+// what the file held before: in its commit's parent, or at from for a
+// plain diff from..head.
+func (r *run) scanBinaries(ctx context.Context, s *secretscan.Scanner, res *secretscan.Result, from, head string) {
 	var found []secretscan.Finding
 	for _, b := range res.Binary {
-		rev := b.Commit
-		if rev == "" {
-			rev = "HEAD"
+		rev, old := head, from
+		if b.Commit != "" {
+			rev, old = b.Commit, b.Commit+"^"
 		}
-		content, err := r.git.Inspect(ctx, "cat-file", "blob", rev+":"+b.Path)
+		var got []secretscan.Finding
+		var st secretscan.BlobScan
+		err := r.git.InspectStream(ctx, func(out io.Reader) error {
+			var err error
+			got, st, err = s.ScanBlob(ctx, b.Commit, b.Path, out)
+			return err
+		}, "cat-file", "blob", rev+":"+b.Path)
 		if err != nil {
+			r.log.Warn().Err(err).Str("file", s.MaskPath(b.Path)).Msg("secret scan: could not read a binary file")
 			continue
 		}
-		got := s.ScanContent(ctx, b.Commit, b.Path, []byte(content))
-		if len(got) > 0 && b.Commit != "" {
-			old, _ := r.git.Inspect(ctx, "cat-file", "blob", b.Commit+"^:"+b.Path)
-			got = secretscan.Without(got, []byte(old))
+		if st.Cut {
+			res.Cut = append(res.Cut, b.Path)
+		}
+		if len(got) > 0 && old != "" {
+			// A file new in this change has no old side: cat-file fails
+			// and every finding stays.
+			_ = r.git.InspectStream(ctx, func(out io.Reader) error {
+				kept, err := secretscan.WithoutIn(got, out)
+				got = kept
+				return err
+			}, "cat-file", "blob", old+":"+b.Path)
 		}
 		found = append(found, got...)
 	}
@@ -219,6 +270,18 @@ func (r *run) gateOnly(ctx context.Context) error {
 	return err
 }
 
+// noteCut remembers what was too large to scan whole, and says so in the
+// log (masked: a file's name may hold what the scan found).
+func (r *run) noteCut(s *secretscan.Scanner, res *secretscan.Result) {
+	for _, c := range res.Cut {
+		c = s.MaskPath(c)
+		if !r.sec.cut[c] {
+			r.sec.cut[c] = true
+			r.log.Warn().Str("file", c).Int("scanned_bytes", secretscan.MaxBlobBytes).Msg("secret scan: larger than its bound; only its first part was scanned")
+		}
+	}
+}
+
 func (r *run) noteAllowed(fs []secretscan.Finding) {
 	for _, f := range fs {
 		r.sec.allowed[f.Rule+" "+f.Place()] = f
@@ -260,8 +323,11 @@ func (r *run) secretReport() *dispatch.SecretScan {
 	if r.sec.scanner == nil {
 		return nil
 	}
-	rep := &dispatch.SecretScan{Scanner: secretscan.Version + " (default rules with their entropy thresholds) and the run's own secrets",
-		Commits: len(r.sec.scanned), Squashed: r.sec.squashed}
+	scanner := secretscan.Version + " (default rules with their entropy thresholds) and the run's own secrets"
+	if n := len(r.sec.cut); n > 0 {
+		scanner += fmt.Sprintf("; %d file(s) or commit(s) larger than %d MiB scanned in their first %d MiB only", n, secretscan.MaxBlobBytes>>20, secretscan.MaxBlobBytes>>20)
+	}
+	rep := &dispatch.SecretScan{Scanner: scanner, Commits: len(r.sec.scanned), Squashed: r.sec.squashed}
 	for _, f := range r.sec.held {
 		rep.Findings = append(rep.Findings, secretFinding(f))
 		delete(r.sec.repaired, f.Rule+" "+f.Place())

@@ -19,7 +19,16 @@ const (
 	e2eToken  = "9f8Kq2LmX7vB4nR1tY6wZ3pJ0sD5hG8c"
 	// e2eDeployKey is the one the revise run keeps through its repair.
 	e2eDeployKey = "AKIAQ4WJ7TRZ2XNE5PLM"
+	// e2eBlobKey sits in a file with NUL bytes (binary to git), and
+	// e2eNameKey in a file's name: the scan once read neither.
+	e2eBlobKey = "AKIAR5T2W7Q3E4Y6U2I7"
+	e2eNameKey = "AKIAM3N5B7V2C4X6Z2L3"
 )
+
+// bash is OpenCode's shell tool.
+func bash(command string) modeltest.ToolCall {
+	return modeltest.ToolCall{Name: "bash", Args: map[string]any{"command": command, "description": "Edit files"}}
+}
 
 func lockWith(leftPad string) string {
 	return `{"name":"demo","lockfileVersion":3,"requires":true,"packages":{"":{"name":"demo"},"node_modules/left-pad":{"version":"` + leftPad + `"}}}` + "\n"
@@ -41,12 +50,14 @@ func checksScript() []modeltest.Turn {
 			write("go.mod", "module example.com/demo\n\ngo 1.22\n\nrequire github.com/google/uuid v1.6.0\n"),
 			write("package-lock.json", lockWith("1.3.0")),
 			write("Makefile", "greet:\n\tcat greet.txt\n"),
+			bash(`mkdir -p assets keys && printf 'PK\003\004\000\000\001\002aws_key=` + e2eBlobKey + `\000\377' > assets/blob.dat && echo placeholder > keys/` + e2eNameKey + `.txt`),
 		}, Usage: usage(1500, 40)},
 		{Text: "Added greet.txt.\n\n## Outside the approved plan\n- `Makefile` — a target that prints the greeting", Usage: usage(1700, 20)},
 		// repair 1: the secret scan and the advisory
 		{ToolCalls: []modeltest.ToolCall{
 			write("config.go", "package main\n\nimport \"os\"\n\nvar awsKey = os.Getenv(\"AWS_ACCESS_KEY_ID\")\n"),
 			write("package-lock.json", lockWith("1.3.1")),
+			bash("rm -rf assets keys"),
 		}, Usage: usage(1800, 30)},
 		{Text: "Read the key from the environment; left-pad 1.3.1.", Usage: usage(1900, 10)},
 		// the reviewer's pass
@@ -100,7 +111,7 @@ func TestE2EChecksBeforeThePR(t *testing.T) {
 	if err != nil {
 		t.Fatalf("git log: %v\n%s", err, log)
 	}
-	for _, v := range []string{e2eAWSKey, e2eToken} {
+	for _, v := range []string{e2eAWSKey, e2eToken, e2eBlobKey, e2eNameKey} {
 		if strings.Contains(string(log), v) || strings.Contains(body, v) {
 			t.Fatalf("%s reached GitHub", v)
 		}
@@ -110,6 +121,7 @@ func TestE2EChecksBeforeThePR(t *testing.T) {
 			}
 		}
 	}
+	repairNamesTheBlindSpots(t, l)
 	wantSandboxTokens(t, l)
 	if t.Failed() {
 		t.Logf("PR body:\n%s", body)
@@ -153,6 +165,27 @@ func reviseRefusesTheSecret(t *testing.T, l *loop, pr int) {
 	}
 	if !strings.Contains(prompt, "# Files of the approved plan") || !strings.Contains(prompt, "- `greet.txt` — the greeting") {
 		t.Errorf("the revise prompt lacks the approved plan's files:\n%s", prompt)
+	}
+}
+
+// repairNamesTheBlindSpots: the repair prompt named the key in the file
+// with NUL bytes and the one in a file's name (masked), and held neither.
+func repairNamesTheBlindSpots(t *testing.T, l *loop) {
+	t.Helper()
+	var prompt string
+	for _, r := range l.model.ScriptedRequests() {
+		if strings.Contains(r.LastUser(), "The secret scan (") {
+			prompt = r.LastUser()
+			break
+		}
+	}
+	for _, want := range []string{"at assets/blob.dat (text in a binary file)", "at keys/[REDACTED].txt (in the file's name)"} {
+		if !strings.Contains(prompt, want) {
+			t.Errorf("the repair prompt lacks %q:\n%s", want, prompt)
+		}
+	}
+	if strings.Contains(prompt, e2eBlobKey) || strings.Contains(prompt, e2eNameKey) {
+		t.Errorf("the repair prompt holds a key:\n%s", prompt)
 	}
 }
 

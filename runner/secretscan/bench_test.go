@@ -1,6 +1,7 @@
 package secretscan_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -129,8 +130,11 @@ func goSources(b *testing.B, n int) []srcFile {
 	return out
 }
 
+// scanRange scans what pushing HEAD over base would publish, as the
+// runner does: `git log -p -U0` of the commits (files over TextBlobBytes
+// shown as binary), then the commit objects through `git cat-file --batch`.
 func scanRange(b *testing.B, s *secretscan.Scanner, r *repo, base string) *secretscan.Result {
-	cmd := exec.Command("git", "log", "-p", "-U0", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames", "--pretty=medium", "HEAD", "--not", base)
+	cmd := exec.Command("git", "-c", fmt.Sprintf("core.bigFileThreshold=%d", secretscan.TextBlobBytes), "log", "-p", "-U0", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames", "--pretty=medium", "HEAD", "--not", base)
 	cmd.Dir = r.dir
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -146,6 +150,27 @@ func scanRange(b *testing.B, s *secretscan.Scanner, r *repo, base string) *secre
 	if err := cmd.Wait(); err != nil {
 		b.Fatal(err)
 	}
+	shas, err := exec.Command("git", "-C", r.dir, "rev-list", "HEAD", "--not", base).Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cat := exec.Command("git", "cat-file", "--batch")
+	cat.Dir, cat.Stdin = r.dir, bytes.NewReader(shas)
+	batch, err := cat.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cat.Start(); err != nil {
+		b.Fatal(err)
+	}
+	commits, err := s.ScanCommits(context.Background(), batch)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cat.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	res.Merge(commits)
 	return res
 }
 

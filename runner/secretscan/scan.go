@@ -30,8 +30,13 @@ const Version = "gitleaks 8.30.1"
 // secret (its token, the secrets given to it) found in the change.
 const RunSecretRule = "sandbox-run-secret"
 
-// CommitMessage stands for the file of a finding in a commit message.
-const CommitMessage = "(commit message)"
+// CommitMessage and CommitHeaders stand for the file of a finding in a
+// commit's message, and in its headers (author, committer, and any other
+// header the commit object carries).
+const (
+	CommitMessage = "(commit message)"
+	CommitHeaders = "(commit headers)"
+)
 
 // Finding is one place a rule matched. Secret stays in memory: the runner
 // compares it with the base to tell a new secret from an old one, and
@@ -48,11 +53,19 @@ type Finding struct {
 	secret    string
 	match     string
 	line      string
+	// inName says the secret is in the file's name (File is masked);
+	// binary, in the printable text of a binary file (no Line).
+	inName, binary bool
 }
 
 // Place is file:line, the way the receipt and the repair prompt say it.
 func (f Finding) Place() string {
-	if f.Line > 0 {
+	switch {
+	case f.inName:
+		return f.File + " (in the file's name)"
+	case f.binary:
+		return f.File + " (text in a binary file)"
+	case f.Line > 0:
 		return fmt.Sprintf("%s:%d", f.File, f.Line)
 	}
 	return f.File
@@ -65,12 +78,26 @@ type Result struct {
 	// Commits scanned (0 for a plain diff), and their ids.
 	Commits int
 	SHAs    []string
-	// Binary are files git showed as binary: the caller reads their
-	// content and scans it with ScanContent when it is text after all (an
-	// attribute marked it binary).
+	// Binary are files git showed as binary (a NUL in their first 8000
+	// bytes, an attribute, or larger than TextBlobBytes): the caller
+	// streams their content through ScanBlob.
 	Binary []BinaryFile
+	// Cut are the blobs and commits of which only the first MaxBlobBytes
+	// were scanned.
+	Cut []string
 	// Bytes of added text scanned.
 	Bytes int
+}
+
+// Merge adds another scan's findings and counts to r.
+func (r *Result) Merge(o *Result) {
+	r.Findings = append(r.Findings, o.Findings...)
+	r.Allowed = append(r.Allowed, o.Allowed...)
+	r.Commits += o.Commits
+	r.SHAs = append(r.SHAs, o.SHAs...)
+	r.Binary = append(r.Binary, o.Binary...)
+	r.Cut = append(r.Cut, o.Cut...)
+	r.Bytes += o.Bytes
 }
 
 // BinaryFile is a file a patch showed as binary.
@@ -87,6 +114,11 @@ type Scanner struct {
 	winKeys []string
 	known   []string
 	allow   *Allowlist
+	// named are the secrets found in file names so far this run: every
+	// finding's File is masked with them, since a place that names the
+	// file would otherwise publish the secret.
+	mu    sync.Mutex
+	named []string
 }
 
 // windowed are default rules whose keywords are common words of code
@@ -153,54 +185,79 @@ func defaultConfig() (config.Config, error) {
 	return vc.Translate()
 }
 
-// fragment is a run of added lines of one file in one commit.
+// fragment is a run of added lines of one file in one commit (or a chunk
+// of a blob, or a commit's headers or message).
 type fragment struct {
 	commit, path string
 	raw          string
 	start        int // line number of raw's first line
+	// names are the file names raw holds, one a line: a finding on
+	// line i is in names[i-start].
+	names []string
+	// binary says raw is the printable text of a binary file.
+	binary bool
 }
 
+// namesPath is the path of a fragment of file names.
+const namesPath = "(file names)"
+
 // ScanPatch scans a patch: `git log -p -U0` output (every commit's added
-// lines and its message) or `git diff -U0` (the net change), as it is
-// read: the detector works on one file while git writes the next.
-// Findings are sorted by place.
+// lines) or `git diff -U0` (the net change), as it is read: the detector
+// works on one file while git writes the next. The names of the files
+// the patch adds or changes are scanned too; commit messages and headers
+// are ScanCommits'. Findings are sorted by place.
 func (s *Scanner) ScanPatch(ctx context.Context, patch io.Reader) (*Result, error) {
 	files, err := gitdiff.Parse(patch)
 	if err != nil {
 		return nil, fmt.Errorf("secret scan: read the patch: %w", err)
 	}
 	res := &Result{}
-	frags := make(chan fragment, 64)
+	// A few fragments of at most chunkBytes wait for the workers.
+	frags := make(chan fragment, 8)
 	found := s.scanAll(ctx, frags)
-	seen := map[string]bool{}
+	names := fragment{path: namesPath, start: 1}
+	flushNames := func() {
+		if len(names.names) > 0 {
+			names.raw = strings.Join(names.names, "\n") + "\n"
+			frags <- names
+		}
+		names = fragment{path: namesPath, start: 1}
+	}
 	for f := range files {
 		commit := ""
 		if h := f.PatchHeader; h != nil {
 			commit = h.SHA
-			if commit != "" && !seen[commit] {
-				seen[commit] = true
-				res.Commits++
-				res.SHAs = append(res.SHAs, commit)
-				if msg := h.Message(); msg != "" {
-					frags <- fragment{commit: commit, path: CommitMessage, raw: msg, start: 1}
-				}
-			}
 		}
-		switch {
-		case f.IsDelete:
-		case f.IsBinary:
+		if f.IsDelete {
+			continue
+		}
+		if commit != names.commit || len(names.names) >= 4096 {
+			flushNames()
+			names.commit = commit
+		}
+		names.names = append(names.names, f.NewName)
+		if f.IsBinary {
 			res.Binary = append(res.Binary, BinaryFile{Commit: commit, Path: f.NewName})
-		default:
-			for _, tf := range f.TextFragments {
-				if raw := tf.Raw(gitdiff.OpAdd); raw != "" {
-					res.Bytes += len(raw)
-					frags <- fragment{commit: commit, path: f.NewName, raw: raw, start: int(tf.NewPosition)}
-				}
+			continue
+		}
+		for _, tf := range f.TextFragments {
+			raw := tf.Raw(gitdiff.OpAdd)
+			res.Bytes += len(raw)
+			frag := fragment{commit: commit, path: f.NewName, raw: raw, start: int(tf.NewPosition)}
+			switch {
+			case raw == "":
+			case len(raw) <= chunkBytes:
+				frags <- frag
+			default:
+				c := newChunker(fragment{commit: commit, path: f.NewName, start: frag.start}, func(f fragment) { frags <- f })
+				_, _ = io.WriteString(c, raw)
+				_ = c.Close()
 			}
 		}
 	}
+	flushNames()
 	close(frags)
-	all := found()
+	all := dedupe(found())
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -208,21 +265,15 @@ func (s *Scanner) ScanPatch(ctx context.Context, patch io.Reader) (*Result, erro
 	return res, nil
 }
 
-// ScanContent scans a whole file (a binary-marked text file): every line
-// counts as added.
-func (s *Scanner) ScanContent(ctx context.Context, commit, path string, content []byte) []Finding {
-	if looksBinary(content) {
-		return nil
-	}
-	return s.scan(ctx, []fragment{{commit: commit, path: path, raw: string(content), start: 1}})
-}
-
 // Split puts findings into a result's blocking and allowed lists, sorted.
 func (s *Scanner) Split(res *Result, found []Finding) { s.sort(res, found) }
 
 func (s *Scanner) sort(res *Result, found []Finding) {
 	for _, f := range found {
-		if name := s.allow.accepts(f); name != "" {
+		// The allowlists see the real path; what leaves is masked.
+		name := s.allow.accepts(f)
+		f.File = s.MaskPath(f.File)
+		if name != "" {
 			f.Allowlist = name
 			res.Allowed = append(res.Allowed, f)
 		} else {
@@ -240,6 +291,33 @@ func (s *Scanner) sort(res *Result, found []Finding) {
 			return l[i].Rule < l[j].Rule
 		})
 	}
+}
+
+// MaskPath replaces in p every secret found in a file name so far, for
+// anything that names the files of the change.
+func (s *Scanner) MaskPath(p string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sec := range s.named {
+		p = strings.ReplaceAll(p, sec, Redacted)
+	}
+	return p
+}
+
+// Redacted stands for a secret in a masked path.
+const Redacted = "[REDACTED]"
+
+// noteNamed remembers the secrets found in file names.
+func (s *Scanner) noteNamed(fs []Finding) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range fs {
+		if f.inName && f.secret != "" && !slices.Contains(s.named, f.secret) {
+			s.named = append(s.named, f.secret)
+		}
+	}
+	// Longest first, so that a secret holding another is masked whole.
+	sort.Slice(s.named, func(i, j int) bool { return len(s.named[i]) > len(s.named[j]) })
 }
 
 // scan runs the detector over fragments on every CPU.
@@ -296,89 +374,38 @@ func (s *Scanner) scanOne(ctx context.Context, f fragment) []Finding {
 		}
 	}
 	out = preferSpecific(out)
+	out = append(out, s.knownIn(f)...)
+	if f.names != nil {
+		out = inNames(out, f)
+		s.noteNamed(out)
+	}
+	for i := range out {
+		out[i].binary = f.binary
+	}
+	return out
+}
+
+// inNames turns findings on the lines of a fragment of file names into
+// findings in those files' names.
+func inNames(fs []Finding, f fragment) []Finding {
+	for i := range fs {
+		if n := fs[i].Line - f.start; n >= 0 && n < len(f.names) {
+			fs[i].File = f.names[n]
+		}
+		fs[i].Line, fs[i].inName = 0, true
+	}
+	return fs
+}
+
+// knownIn finds the run's own secret values in f.
+func (s *Scanner) knownIn(f fragment) []Finding {
+	var out []Finding
 	for _, k := range s.known {
 		if i := strings.Index(f.raw, k); i >= 0 {
 			line := strings.Count(f.raw[:i], "\n")
 			out = append(out, Finding{Rule: RunSecretRule, Description: "A secret value given to this run", File: f.path,
 				Line: f.start + line, Commit: f.commit, secret: k, match: k, line: lineAt(f.raw, i)})
 		}
-	}
-	return out
-}
-
-// preferSpecific is gitleaks' own filter across its two detectors: a
-// generic rule's finding on the line of a specific rule's finding that
-// contains its secret is dropped.
-func preferSpecific(fs []Finding) []Finding {
-	generic := func(f Finding) bool { return strings.Contains(strings.ToLower(f.Rule), "generic") }
-	all := slices.Clone(fs)
-	return slices.DeleteFunc(fs, func(f Finding) bool {
-		if !generic(f) {
-			return false
-		}
-		for _, o := range all {
-			if o.Line == f.Line && o.Commit == f.Commit && o.Rule != f.Rule && !generic(o) && strings.Contains(o.secret, f.secret) {
-				return true
-			}
-		}
-		return false
-	})
-}
-
-// window is a byte range of a fragment starting at its line'th line (0-based).
-type window struct{ from, to, line int }
-
-// windows are the ranges of raw made of each line holding one of keys (in
-// any case) and the windowLines lines after it, merged where they touch.
-func windows(raw string, keys []string) []window {
-	lower := strings.ToLower(raw)
-	var starts []int // byte offset of each line
-	hit := map[int]bool{}
-	starts = append(starts, 0)
-	for i := 0; i < len(raw); i++ {
-		if raw[i] == '\n' && i+1 < len(raw) {
-			starts = append(starts, i+1)
-		}
-	}
-	lineOf := func(off int) int {
-		return sort.Search(len(starts), func(i int) bool { return starts[i] > off }) - 1
-	}
-	for _, k := range keys {
-		for off := 0; ; {
-			i := strings.Index(lower[off:], k)
-			if i < 0 {
-				break
-			}
-			l := lineOf(off + i)
-			hit[l] = true
-			off = starts[l] + 1
-			if l+1 < len(starts) {
-				off = starts[l+1]
-			} else {
-				break
-			}
-		}
-	}
-	if len(hit) == 0 {
-		return nil
-	}
-	var out []window
-	for l := 0; l < len(starts); l++ {
-		if !hit[l] {
-			continue
-		}
-		end := min(l+windowLines, len(starts)-1)
-		for m := l + 1; m <= end; m++ {
-			if hit[m] {
-				end = min(m+windowLines, len(starts)-1)
-			}
-		}
-		to := len(raw)
-		if end+1 < len(starts) {
-			to = starts[end+1]
-		}
-		out = append(out, window{from: starts[l], to: to, line: l})
-		l = end
 	}
 	return out
 }
@@ -400,18 +427,6 @@ func lineAt(s string, i int) string {
 // looksBinary is git's own test: a NUL byte in the first 8000 bytes.
 func looksBinary(b []byte) bool {
 	return bytes.IndexByte(b[:min(len(b), 8000)], 0) >= 0
-}
-
-// Without drops the findings whose secret the old text holds too: a
-// secret the base already had is not the change's (and pushing the
-// change does not publish it anew).
-func Without(found []Finding, old []byte) []Finding {
-	if len(old) == 0 {
-		return found
-	}
-	return slices.DeleteFunc(slices.Clone(found), func(f Finding) bool {
-		return f.secret != "" && bytes.Contains(old, []byte(f.secret))
-	})
 }
 
 // Places lists findings as "rule at file:line" for messages, never with

@@ -46,15 +46,20 @@ func (r *repo) git(args ...string) string {
 // gitB runs git in dir with a fixed identity and no user configuration.
 func gitB(tb testing.TB, dir string, args ...string) string {
 	tb.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com",
-		"GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-	out, err := cmd.CombinedOutput()
+	out, err := gitCmd(dir, args...).CombinedOutput()
 	if err != nil {
 		tb.Fatalf("git %v: %v\n%s", args, err, out)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// gitCmd is git in dir with a fixed identity and no user configuration.
+func gitCmd(dir string, args ...string) *exec.Cmd {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com",
+		"GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
+	return cmd
 }
 
 func runGit(tb testing.TB, dir string, args ...string) {
@@ -100,6 +105,42 @@ func scan(t *testing.T, s *secretscan.Scanner, patch string) *secretscan.Result 
 	return res
 }
 
+// scanPush scans what pushing HEAD would publish over from, as the runner
+// does: the patch of every commit, then every commit object.
+func (r *repo) scanPush(s *secretscan.Scanner, from string) *secretscan.Result {
+	r.t.Helper()
+	res := scan(r.t, s, r.log(from))
+	commits, err := s.ScanCommits(context.Background(), strings.NewReader(r.batch(from)))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	res.Merge(commits)
+	return res
+}
+
+// batch is `git cat-file --batch` of the commits HEAD has and from lacks.
+func (r *repo) batch(from string) string {
+	r.t.Helper()
+	cmd := exec.Command("git", "cat-file", "--batch")
+	cmd.Dir = r.dir
+	cmd.Stdin = strings.NewReader(r.git("rev-list", "HEAD", "--not", from) + "\n")
+	out, err := cmd.Output()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return string(out)
+}
+
+// blob scans content as a file of commit c.
+func blob(t *testing.T, s *secretscan.Scanner, path, content string) ([]secretscan.Finding, secretscan.BlobScan) {
+	t.Helper()
+	got, st, err := s.ScanBlob(context.Background(), "c", path, strings.NewReader(content))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got, st
+}
+
 func rules(fs []secretscan.Finding) string {
 	var out []string
 	for _, f := range fs {
@@ -120,7 +161,7 @@ func TestScanFindsKeysTokensAndTheRunsSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := scan(t, s, r.log(base))
+	res := r.scanPush(s, base)
 	if got, want := rules(res.Findings), "aws-access-token@cfg/aws.go:3 sandbox-run-secret@notes.txt:3 generic-api-key@settings.py:2"; got != want {
 		t.Fatalf("findings %q, want %q", got, want)
 	}
@@ -192,24 +233,44 @@ func TestBinaryMarkedTextIsScannedWhole(t *testing.T) {
 	if len(res.Findings) != 0 || len(res.Binary) != 1 || res.Binary[0].Path != "app.cfg" {
 		t.Fatalf("findings %q, binary %+v", rules(res.Findings), res.Binary)
 	}
-	got := s.ScanContent(context.Background(), res.Binary[0].Commit, "app.cfg", []byte("key="+awsKey+"\n"))
-	if len(got) != 1 || got[0].Rule != "aws-access-token" || got[0].Line != 1 {
-		t.Fatalf("content findings %q", rules(got))
-	}
-	if len(s.ScanContent(context.Background(), "", "img.png", append([]byte{0x89, 0}, awsKey...))) != 0 {
-		t.Fatal("a real binary file was scanned")
+	got, st := blob(t, s, "app.cfg", "key="+awsKey+"\n")
+	if len(got) != 1 || got[0].Rule != "aws-access-token" || got[0].Line != 1 || st.Binary || st.Cut {
+		t.Fatalf("content findings %q (%+v)", rules(got), st)
 	}
 }
 
-// A secret the base already has is not the change's.
+// A file with a NUL in its first 8000 bytes is binary to git, and was
+// never read: its printable text is scanned now, and a key in it found
+// (without a line, which the file does not have).
+func TestKeyInANulHoldingFileIsFound(t *testing.T) {
+	s, _ := secretscan.New([]string{runValue}, nil)
+	content := "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + strings.Repeat("\x00\x01\xff", 5000) + "aws_key=" + awsKey + "\x00\x02" + runValue + "\x00"
+	got, st := blob(t, s, "assets/blob.dat", content)
+	if !st.Binary || rules(got) != "aws-access-token@assets/blob.dat (text in a binary file) sandbox-run-secret@assets/blob.dat (text in a binary file)" {
+		t.Fatalf("findings %q (%+v)", rules(got), st)
+	}
+	if got[0].Line != 0 {
+		t.Errorf("a finding in a binary file has line %d", got[0].Line)
+	}
+}
+
+// A secret the base already had is not the change's: the old content is
+// read as a stream, and a secret across two of its reads is still seen.
 func TestWithoutDropsWhatTheBaseHad(t *testing.T) {
 	r := newRepo(t)
 	base := r.git("rev-parse", "HEAD")
 	r.commit("key", map[string]string{"k.go": "const k = \"" + awsKey + "\"\n"})
 	s, _ := secretscan.New(nil, nil)
 	res := scan(t, s, r.log(base))
-	if len(secretscan.Without(res.Findings, []byte("old "+awsKey))) != 0 || len(secretscan.Without(res.Findings, []byte("other"))) != 1 {
-		t.Fatal("Without does not compare with the old text")
+	without := func(old string) int {
+		got, err := secretscan.WithoutIn(res.Findings, strings.NewReader(old))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(got)
+	}
+	if without("old "+awsKey) != 0 || without("other") != 1 || without(strings.Repeat("x", 1<<20-5)+awsKey) != 0 {
+		t.Fatal("WithoutIn does not compare with the old text")
 	}
 	if p := secretscan.Places(res.Findings, 5); p != "aws-access-token at k.go:1" || bytes.Contains([]byte(p), []byte(awsKey)) {
 		t.Fatalf("places %q", p)
@@ -235,7 +296,8 @@ func TestWindowedRulesFindWhatGitleaksFinds(t *testing.T) {
 	}, "\n") + "\n"
 	s, _ := secretscan.New(nil, nil)
 	mine := &secretscan.Result{}
-	s.Split(mine, s.ScanContent(context.Background(), "", "f.go", []byte(text)))
+	got, _ := blob(t, s, "f.go", text)
+	s.Split(mine, got)
 	ours := rules(mine.Findings)
 
 	v := viper.New()
