@@ -51,7 +51,7 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 			nc.Region = cfg.Nomad.Region
 		}
 		b, err := nomad.New(nomad.Options{
-			Config: nc, Image: cfg.Image, Isolation: cfg.Isolation, Region: cfg.Nomad.Region, Namespace: cfg.Nomad.Namespace,
+			Config: nc, Image: cfg.Image, Isolation: cfg.Isolation, Region: cfg.Nomad.Region, Namespace: cfg.Nomad.SandboxNamespace,
 			Datacenters: cfg.Nomad.Datacenters, NodePool: cfg.Nomad.NodePool, KillTimeout: cfg.Nomad.KillTimeout, Purge: cfg.Nomad.Purge,
 			Limits: nomad.Limits{MaxCPU: cfg.Limits.MaxCPU, MaxMemoryMB: cfg.Limits.MaxMemoryMB}, PidsLimit: cfg.Limits.PidsLimit, Env: env, Gateway: gw, Logger: logger,
 			DenyNets: nomadDenyNets(ctx, cfg, logger),

@@ -129,14 +129,19 @@ type Config struct {
 // NomadConfig is where and how sandboxes run on Nomad. Address, token,
 // namespace and region come from Nomad's own NOMAD_* variables.
 type NomadConfig struct {
-	Addr        string        `yaml:"addr"`
-	Token       string        `yaml:"token"`
-	Namespace   string        `yaml:"namespace"`
-	Region      string        `yaml:"region"`
-	Datacenters []string      `yaml:"datacenters"`
-	NodePool    string        `yaml:"node_pool"`
-	KillTimeout time.Duration `yaml:"kill_timeout"`
-	Purge       bool          `yaml:"purge"`
+	Addr  string `yaml:"addr"`
+	Token string `yaml:"token"`
+	// Namespace is the bot's own (NOMAD_NAMESPACE): its locks, queue and
+	// kept sessions. SandboxNamespace is where sandboxes run
+	// (SANDBOX_NOMAD_NAMESPACE, default "sandbox"), never the bot's: its
+	// ACL policy grants alloc-exec there.
+	Namespace        string        `yaml:"namespace"`
+	SandboxNamespace string        `yaml:"sandbox_namespace"`
+	Region           string        `yaml:"region"`
+	Datacenters      []string      `yaml:"datacenters"`
+	NodePool         string        `yaml:"node_pool"`
+	KillTimeout      time.Duration `yaml:"kill_timeout"`
+	Purge            bool          `yaml:"purge"`
 }
 
 // Defaults of the server configuration.
@@ -223,6 +228,7 @@ func (c *Config) applyEnv(getenv Getenv) error {
 	str("SANDBOX_RUNNER_BINARY", &c.RunnerBinary)
 	str("SANDBOX_OSV_DIR", &c.OSVDir)
 	str("SANDBOX_NOMAD_OSV_VOLUME", &c.NomadOSVVolume)
+	str("SANDBOX_NOMAD_NAMESPACE", &c.Nomad.SandboxNamespace)
 	str("SANDBOX_LOG_LEVEL", &c.LogLevel)
 	if v, ok := getenv("SANDBOX_LOG_PRETTY"); ok {
 		c.LogPretty = v == "1" || v == "true"
@@ -433,6 +439,9 @@ func (c *Config) validate() error {
 		return err
 	}
 	if err := checkPreviewDomain(c.PreviewDomain, c.PublicURL, c.GitHub.OAuth.ClientID != "" && c.GitHub.OAuth.ClientSecret != ""); err != nil {
+		return err
+	}
+	if err := c.validateNomadNamespace(); err != nil {
 		return err
 	}
 	if err := c.Defaults.Verify(); err != nil {

@@ -256,7 +256,7 @@ func replica(t *testing.T, h *harness, b dispatch.Backend, env map[string]string
 // newNomadFake is a fake Nomad agent for one test.
 func newNomadFake(t *testing.T) *nomadtest.Server {
 	t.Helper()
-	fake, err := nomadtest.New(nomadtest.Options{Heartbeat: 50 * time.Millisecond})
+	fake, err := nomadtest.New(nomadtest.Options{Heartbeat: 50 * time.Millisecond, Namespaces: []string{nomad.DefaultNamespace}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func mustList(t *testing.T, ctx context.Context, b dispatch.Backend) []dispatch.
 // it with its alloc/data directory, where the runner leaves result.json.
 func startOnFake(t *testing.T, ctx context.Context, fake *nomadtest.Server, job string) (alloc, data string) {
 	t.Helper()
-	alloc, err := fake.WaitAlloc(ctx, "default", job)
+	alloc, err := fake.WaitAlloc(ctx, nomad.DefaultNamespace, job)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/app"
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad/nomadtest"
 )
 
@@ -138,7 +139,7 @@ func TestBotImageStarts(t *testing.T) {
 	}
 	t.Cleanup(func() { exec.Command("docker", "rmi", "-f", tag).Run() })
 
-	fake, err := nomadtest.New(nomadtest.Options{})
+	fake, err := nomadtest.New(nomadtest.Options{Namespaces: []string{nomad.DefaultNamespace}})
 	if err != nil {
 		t.Fatal(err)
 	}

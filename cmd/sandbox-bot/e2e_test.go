@@ -23,6 +23,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad/nomadtest"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
 )
@@ -367,23 +368,46 @@ func TestE2ENomadLabelPlanApprovePR(t *testing.T) {
 	fake, onNomad := nomadFake(t)
 	l := newLoopOn(t, greetScript(), onNomad)
 	labelPlanApprovePR(t, l)
-	if fake.Jobs() != 2 {
-		t.Errorf("want 2 Nomad jobs (plan, execute), got %d", fake.Jobs())
+	// Both sandboxes ran in their namespace, where the bot's alloc-exec
+	// applies; its own state stayed in its own.
+	if ids := fake.JobIDs(nomad.DefaultNamespace); fake.Jobs() != 2 || len(ids) != 2 {
+		t.Errorf("want 2 Nomad jobs (plan, execute) in namespace %s, got %d: %v", nomad.DefaultNamespace, fake.Jobs(), ids)
+	}
+	if kept, there := fake.Vars("default", nomad.SessionPrefix), fake.Vars(nomad.DefaultNamespace, "sandbox-bot/"); len(kept) == 0 || len(there) != 0 {
+		t.Errorf("the bot's state: the plan's session in its namespace %v, in the sandboxes' %v", kept, there)
+	}
+	if v := fake.Vars("default", "nomad/jobs/"); len(v) != 0 {
+		t.Errorf("token Variables in the bot's namespace, where no sandbox reads them: %v", v)
 	}
 }
 
 // nomadFake starts a fake Nomad agent that runs jobs on the real engine,
-// and returns it with the bot settings that use it.
+// with ACLs on and the sandbox namespace created as the README says, and
+// returns it with the bot settings that use it: the bot's token holds
+// deploy/nomad/sandbox-bot.policy.hcl, the policy an operator applies.
 func nomadFake(t *testing.T) (*nomadtest.Server, func(string) []string) {
 	t.Helper()
 	testenv.Docker(t)
+	name := filepath.Join(testenv.ModuleRoot(t), "deploy", "nomad", "sandbox-bot.policy.hcl")
+	src, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := nomadtest.ParsePolicy(name, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const botToken = "e2e-sandbox-bot-workload-identity"
 	fake, err := nomadtest.New(nomadtest.Options{Heartbeat: time.Second,
-		Driver: nomadtest.DockerDriver{ExtraArgs: []string{"--add-host", "host.docker.internal:host-gateway"}}})
+		Driver:     nomadtest.DockerDriver{ExtraArgs: []string{"--add-host", "host.docker.internal:host-gateway"}},
+		Namespaces: []string{nomad.DefaultNamespace}, ACLToken: "e2e-nomad-management", ACL: map[string]*nomadtest.Policy{botToken: policy}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(fake.Close)
-	return fake, func(string) []string { return []string{"NOMAD_ADDR=" + fake.URL, "SANDBOX_BACKEND=nomad"} }
+	return fake, func(string) []string {
+		return []string{"NOMAD_ADDR=" + fake.URL, "NOMAD_TOKEN=" + botToken, "SANDBOX_BACKEND=nomad"}
+	}
 }
 
 func labelPlanApprovePR(t *testing.T, l *loop) {

@@ -2,6 +2,7 @@
 # API socket with its workload identity (no long-lived NOMAD_TOKEN): attach
 # deploy/nomad/sandbox-bot.policy.hcl to this job once,
 #
+#   nomad namespace apply deploy/nomad/sandbox.namespace.hcl
 #   nomad acl policy apply -namespace default -job sandbox-bot \
 #     sandbox-bot deploy/nomad/sandbox-bot.policy.hcl
 #
@@ -30,9 +31,11 @@ variable "isolation" {
   default = "privileged" # or "caps"
 }
 
+# Where sandboxes run (deploy/nomad/sandbox.namespace.hcl): never this job's
+# own namespace, since the bot's policy grants alloc-exec there.
 variable "sandbox_namespace" {
   type    = string
-  default = "default"
+  default = "sandbox"
 }
 
 job "sandbox-bot" {
@@ -110,7 +113,10 @@ job "sandbox-bot" {
         SANDBOX_ISOLATION = var.isolation
         SANDBOX_DATA_DIR  = "/alloc/data"
         NOMAD_ADDR        = "unix://${NOMAD_SECRETS_DIR}/api.sock"
-        NOMAD_NAMESPACE   = var.sandbox_namespace
+        # The bot's own Variables (locks, queue, sessions) stay in this
+        # job's namespace (NOMAD_NAMESPACE, which Nomad sets for the task);
+        # sandboxes go to theirs.
+        SANDBOX_NOMAD_NAMESPACE = var.sandbox_namespace
         # The bot reads the App's credentials from this file itself (its
         # private key is one double-quoted value); they never become part
         # of the task's environment.

@@ -3,7 +3,7 @@
 # field). The bot never reads this file; it is here to review the job, and to
 # run one sandbox by hand when debugging:
 #
-#   nomad var put nomad/jobs/sandbox-t-0a1b2c3d-execute token=@token.txt
+#   nomad var put -namespace sandbox nomad/jobs/sandbox-t-0a1b2c3d-execute token=@token.txt
 #   nomad job run \
 #     -var task_id=T-0A1B2C3D -var mode=execute \
 #     -var work_order_b64="$(base64 -w0 work-order.json)" \
@@ -46,6 +46,14 @@ variable "datacenters" {
   default = ["*"]
 }
 
+# Sandboxes run in a namespace of their own (deploy/nomad/sandbox.namespace.hcl),
+# where the bot's ACL policy grants alloc-exec, and nowhere else: their token
+# Variable is nomad/jobs/<job> in that namespace (nomad var put -namespace).
+variable "namespace" {
+  type    = string
+  default = "sandbox"
+}
+
 # Sandboxes get nodes of their own (deploy/nomad/client.hcl puts sandbox
 # clients in this pool); the bot and everything else stay in "default", so a
 # sandbox that escapes its container finds no App key or other job beside it.
@@ -59,6 +67,7 @@ job "sandbox" {
   # is create-only (EnforceIndex with modify index 0), so one id is one run.
   id          = "sandbox-${lower(var.task_id)}-${var.mode}"
   name        = "sandbox-${lower(var.task_id)}-${var.mode}"
+  namespace   = var.namespace
   type        = "batch"
   priority    = 50
   datacenters = var.datacenters

@@ -65,12 +65,25 @@ func (b *Backend) Close() error {
 // Name implements dispatch.Backend.
 func (b *Backend) Name() string { return "nomad" }
 
+// qopts and wopts address the sandboxes' namespace: their jobs,
+// allocations, events and token Variables.
 func (b *Backend) qopts(ctx context.Context) *api.QueryOptions {
 	return (&api.QueryOptions{Namespace: b.o.Namespace, Region: b.o.Region}).WithContext(ctx)
 }
 
 func (b *Backend) wopts(ctx context.Context) *api.WriteOptions {
 	return (&api.WriteOptions{Namespace: b.o.Namespace, Region: b.o.Region}).WithContext(ctx)
+}
+
+// stateQ and stateW address the bot's own Variables (locks, the queue,
+// kept sessions), in Options.StateNamespace: the bot's own namespace
+// unless set, which no sandbox job shares.
+func (b *Backend) stateQ(ctx context.Context) *api.QueryOptions {
+	return (&api.QueryOptions{Namespace: b.o.StateNamespace, Region: b.o.Region}).WithContext(ctx)
+}
+
+func (b *Backend) stateW(ctx context.Context) *api.WriteOptions {
+	return (&api.WriteOptions{Namespace: b.o.StateNamespace, Region: b.o.Region}).WithContext(ctx)
 }
 
 func (b *Backend) runLogger(m dispatch.Meta, jobID string) zerolog.Logger {

@@ -151,13 +151,13 @@ func TestSubmitWaitResultWholeRun(t *testing.T) {
 		}
 	}
 	// The run ended: its token is gone from Nomad.
-	if v := e.fake.Var("default", nomad.TokenVarPath(jobIDOf(s))); v != nil {
+	if v := e.fake.Var(nomad.DefaultNamespace, nomad.TokenVarPath(jobIDOf(s))); v != nil {
 		t.Errorf("token variable still there after the run: %v", v.Path)
 	}
 	if err := b.Cleanup(ctx, s.Order.TaskID); err != nil {
 		t.Fatal(err)
 	}
-	if j := e.fake.Job("default", jobIDOf(s)); j == nil || !*j.Stop {
+	if j := e.fake.Job(nomad.DefaultNamespace, jobIDOf(s)); j == nil || !*j.Stop {
 		t.Errorf("cleanup without purge must stop the job and leave it to GC: %+v", j)
 	}
 }
@@ -184,7 +184,7 @@ func TestDuplicateSubmitRunsOnce(t *testing.T) {
 	if n := e.fake.Jobs(); n != 1 {
 		t.Fatalf("%d jobs, want 1", n)
 	}
-	if allocs := e.fake.Allocs("default", jobIDOf(s)); len(allocs) != 1 {
+	if allocs := e.fake.Allocs(nomad.DefaultNamespace, jobIDOf(s)); len(allocs) != 1 {
 		t.Fatalf("%d allocations, want 1", len(allocs))
 	}
 	registers := 0
@@ -226,8 +226,8 @@ func TestConcurrentReplicasSubmitOnce(t *testing.T) {
 	}
 	close(start)
 	wg.Wait()
-	if created.Load() != 1 || e.fake.Jobs() != 1 || len(e.fake.Allocs("default", jobIDOf(s))) != 1 {
-		t.Fatalf("created %d times, %d jobs, %d allocations; want 1 each", created.Load(), e.fake.Jobs(), len(e.fake.Allocs("default", jobIDOf(s))))
+	if created.Load() != 1 || e.fake.Jobs() != 1 || len(e.fake.Allocs(nomad.DefaultNamespace, jobIDOf(s))) != 1 {
+		t.Fatalf("created %d times, %d jobs, %d allocations; want 1 each", created.Load(), e.fake.Jobs(), len(e.fake.Allocs(nomad.DefaultNamespace, jobIDOf(s))))
 	}
 }
 
@@ -326,7 +326,7 @@ func TestEventStreamDropReconnectsFromLastIndex(t *testing.T) {
 		t.Fatalf("%d event streams open, want the one shared stream", n)
 	}
 	close(r.hold)
-	allocID, _ := e.fake.WaitAlloc(ctx, "default", jobIDOf(s))
+	allocID, _ := e.fake.WaitAlloc(ctx, nomad.DefaultNamespace, jobIDOf(s))
 	waitFor(t, "the allocation to end", func() bool {
 		a := e.fake.Alloc(allocID)
 		return a.ClientStatus == api.AllocClientStatusComplete
@@ -399,7 +399,7 @@ func TestLostAllocationEndsLostWithoutResult(t *testing.T) {
 	if _, err := b.Submit(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	allocID, err := e.fake.WaitAlloc(ctx, "default", jobIDOf(s))
+	allocID, err := e.fake.WaitAlloc(ctx, nomad.DefaultNamespace, jobIDOf(s))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,7 +466,7 @@ func TestCancelHonoursKillTimeoutAndKeepsReceipt(t *testing.T) {
 		t.Fatalf("deregistrations %+v, want one without purge", dereg)
 	}
 	// Nomad waits the task's kill_timeout between SIGTERM and SIGKILL.
-	if j := e.fake.Job("default", jobIDOf(s)); *j.TaskGroups[0].Tasks[0].KillTimeout != nomad.DefaultKillTimeout {
+	if j := e.fake.Job(nomad.DefaultNamespace, jobIDOf(s)); *j.TaskGroups[0].Tasks[0].KillTimeout != nomad.DefaultKillTimeout {
 		t.Fatalf("kill_timeout %v", *j.TaskGroups[0].Tasks[0].KillTimeout)
 	}
 }
@@ -525,7 +525,7 @@ func TestRefreshTokenRewritesTheVariableAndFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := nomad.TokenVarPath(jobIDOf(s))
-	before := e.fake.Var("default", path)
+	before := e.fake.Var(nomad.DefaultNamespace, path)
 	if before == nil || before.Items[nomad.TokenItem] != testToken {
 		t.Fatalf("token variable %+v", before)
 	}
@@ -544,7 +544,7 @@ func TestRefreshTokenRewritesTheVariableAndFile(t *testing.T) {
 	if tok, err := b.CurrentToken(ctx, s.Order.TaskID); err != nil || tok != fresh {
 		t.Fatalf("CurrentToken after the refresh: %q, %v", tok, err)
 	}
-	after := e.fake.Var("default", path)
+	after := e.fake.Var(nomad.DefaultNamespace, path)
 	if after.Items[nomad.TokenItem] != fresh || after.ModifyIndex <= before.ModifyIndex {
 		t.Fatalf("variable after refresh %+v", after)
 	}
@@ -566,7 +566,7 @@ func TestRefreshTokenRewritesTheVariableAndFile(t *testing.T) {
 	if err := b.RefreshToken(ctx, s.Order.TaskID, "ghs_LATE"); err == nil {
 		t.Fatal("a refresh after the end must say the run has ended")
 	}
-	if v := e.fake.Var("default", path); v != nil {
+	if v := e.fake.Var(nomad.DefaultNamespace, path); v != nil {
 		t.Fatalf("a refresh after the end wrote the token again: %+v", v.Items)
 	}
 }
@@ -582,7 +582,7 @@ func TestListAfterRestartAndPurge(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	allocID, _ := e.fake.WaitAlloc(ctx, "default", jobIDOf(exec))
+	allocID, _ := e.fake.WaitAlloc(ctx, nomad.DefaultNamespace, jobIDOf(exec))
 	if err := e.fake.StartAlloc(allocID); err != nil {
 		t.Fatal(err)
 	}
@@ -611,7 +611,7 @@ func TestListAfterRestartAndPurge(t *testing.T) {
 	if err := fresh.Cleanup(ctx, plan.Order.TaskID); err != nil {
 		t.Fatal(err)
 	}
-	if e.fake.Job("default", jobIDOf(plan)) != nil || e.fake.Var("default", nomad.TokenVarPath(jobIDOf(plan))) != nil {
+	if e.fake.Job(nomad.DefaultNamespace, jobIDOf(plan)) != nil || e.fake.Var(nomad.DefaultNamespace, nomad.TokenVarPath(jobIDOf(plan))) != nil {
 		t.Fatal("cleanup with purge left the job or its token behind")
 	}
 	if _, err := fresh.Status(ctx, plan.Order.TaskID); !errors.Is(err, dispatch.ErrNotFound) {
@@ -633,7 +633,7 @@ func TestSubmitNeedsTokenOutsideTaskModeAndTaskModeNeedsNone(t *testing.T) {
 	if ok, err := b.Submit(ctx, task); err != nil || !ok {
 		t.Fatalf("task-mode Submit = %v, %v", ok, err)
 	}
-	if vars := e.fake.Vars("default", "nomad/jobs/"); len(vars) != 0 {
+	if vars := e.fake.Vars(nomad.DefaultNamespace, "nomad/jobs/"); len(vars) != 0 {
 		t.Fatalf("task mode wrote token variables %v", vars)
 	}
 }
@@ -660,8 +660,10 @@ func TestACLTokenIsSentAndBadTokenExplains(t *testing.T) {
 	}
 }
 
+// mustClient is an operator's management client in the sandboxes'
+// namespace.
 func mustClient(t *testing.T, e *env) *api.Client {
-	c, err := e.fake.Client("")
+	c, err := e.fake.Client(nomad.DefaultNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func serveFake() int {
 			}
 		}
 	})
-	fake, err := nomadtest.New(nomadtest.Options{Driver: driver, EventBuffer: 100000})
+	fake, err := nomadtest.New(nomadtest.Options{Driver: driver, EventBuffer: 100000, Namespaces: []string{nomad.DefaultNamespace}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -82,7 +82,7 @@ func serveFake() int {
 // (look-up, token Variable, create-only registration: three round trips),
 // next to a floor of one bare HTTP round trip to the same agent.
 func BenchmarkSubmit(b *testing.B) {
-	fake, err := nomadtest.New(nomadtest.Options{NoPlacement: true})
+	fake, err := nomadtest.New(nomadtest.Options{NoPlacement: true, Namespaces: []string{nomad.DefaultNamespace}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -88,7 +88,7 @@ func TestConformance(t *testing.T) {
 				}
 			},
 			Token: func(id string) (string, bool) {
-				v := e.fake.Var("default", nomad.TokenVarPath(nomad.JobID(nomad.DefaultJobPrefix, id, dispatch.ModeExecute)))
+				v := e.fake.Var(nomad.DefaultNamespace, nomad.TokenVarPath(nomad.JobID(nomad.DefaultJobPrefix, id, dispatch.ModeExecute)))
 				if v == nil {
 					return "", false
 				}

@@ -44,6 +44,8 @@ func TestReferenceJobMatchesBuildJob(t *testing.T) {
 		fmt.Sprintf(`SANDBOX_WORK_ORDER = "%s"`, task.Env[dispatch.EnvWorkOrder]),
 		fmt.Sprintf(`SANDBOX_DIND = "%s"`, task.Env[dispatch.EnvDinD]),
 		fmt.Sprintf(`variable "node_pool" { type = string default = "%s" }`, *job.NodePool),
+		fmt.Sprintf(`variable "namespace" { type = string default = "%s" }`, *job.Namespace),
+		`namespace = var.namespace`,
 		fmt.Sprintf(`destination = "%s" change_mode = "%s" perms = "%s" uid = %d # the image's runner user (dispatch.RunnerUID) gid = %d`, *task.Templates[0].DestPath, *task.Templates[0].ChangeMode, *task.Templates[0].Perms, *task.Templates[0].Uid, *task.Templates[0].Gid),
 		fmt.Sprintf(`destination = "%s" change_mode = "%s" perms = "%s" uid = %d # the image's runner user (dispatch.RunnerUID) gid = %d`, *task.Templates[1].DestPath, *task.Templates[1].ChangeMode, *task.Templates[1].Perms, *task.Templates[1].Uid, *task.Templates[1].Gid),
 		`data = "{{ base64Decode \"${var.work_order_b64}\" }}"`,
@@ -101,5 +103,44 @@ func TestBotAndSandboxesDoNotShareANodePool(t *testing.T) {
 	}
 	if *job.NodePool == "default" {
 		t.Error("sandbox jobs default to the bot's node pool")
+	}
+}
+
+// Sandboxes and the bot live in different namespaces, and the bot's policy
+// grants alloc-exec (and every other job capability) in the sandboxes'
+// only: the namespace spec creates the one BuildJob uses, the bot's
+// jobspec points the bot at it and stays out of it, and the policy's
+// namespace rules say so.
+func TestBotExecsInTheSandboxNamespaceOnly(t *testing.T) {
+	t.Parallel()
+	read := func(name string) string {
+		raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nomad", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(strings.Fields(string(raw)), " ")
+	}
+	job, err := nomad.BuildJob(nomad.Options{Image: testImage}, spec(dispatch.ModeExecute, "ns"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *job.Namespace != nomad.DefaultNamespace {
+		t.Errorf("sandbox jobs go to namespace %q, want %q", *job.Namespace, nomad.DefaultNamespace)
+	}
+	if spec := read("sandbox.namespace.hcl"); !strings.Contains(spec, `name = "`+nomad.DefaultNamespace+`"`) {
+		t.Errorf("deploy/nomad/sandbox.namespace.hcl does not create namespace %q", nomad.DefaultNamespace)
+	}
+	bot := read("sandbox-bot.nomad.hcl")
+	if !strings.Contains(bot, `variable "sandbox_namespace" { type = string default = "`+nomad.DefaultNamespace+`" }`) || !strings.Contains(bot, "SANDBOX_NOMAD_NAMESPACE = var.sandbox_namespace") {
+		t.Error("deploy/nomad/sandbox-bot.nomad.hcl does not send sandboxes to their namespace")
+	}
+	if strings.Contains(bot, " NOMAD_NAMESPACE = ") {
+		t.Error("the bot's jobspec overrides NOMAD_NAMESPACE: its own state belongs in its own namespace")
+	}
+	p := deployPolicy(t)
+	for _, r := range p.Namespaces {
+		if r.Name != nomad.DefaultNamespace && (len(r.Capabilities) > 0 || r.Policy != "") {
+			t.Errorf("the policy grants %v %q in namespace %q; only the sandboxes' may have job capabilities", r.Capabilities, r.Policy, r.Name)
+		}
 	}
 }

@@ -93,7 +93,7 @@ func TestJobRunsInDocker(t *testing.T) {
 		if res.Status != dispatch.StatusCompleted || res.PRSummary != fmt.Sprintf("dind=1 isolation=caps token=%d bytes", len(testToken)) {
 			t.Errorf("result %+v", res)
 		}
-		allocs := e.fake.Allocs("default", jobIDOf(s))
+		allocs := e.fake.Allocs(nomad.DefaultNamespace, jobIDOf(s))
 		probe, err := os.ReadFile(filepath.Join(e.fake.AllocDir(allocs[0].ID), "sandbox", "docker-data", "probe"))
 		if err != nil || string(probe) != s.Order.TaskID {
 			t.Errorf("/var/lib/docker is not the task directory's docker-data: %q, %v", probe, err)
@@ -146,7 +146,7 @@ func TestJobRunsInDocker(t *testing.T) {
 		if err != nil || res.PRSummary != "dind=0 isolation=none" {
 			t.Fatalf("Result = %+v, %v", res, err)
 		}
-		allocs := e.fake.Allocs("default", jobIDOf(s))
+		allocs := e.fake.Allocs(nomad.DefaultNamespace, jobIDOf(s))
 		if _, err := os.Stat(filepath.Join(e.fake.AllocDir(allocs[0].ID), "sandbox", "docker-data")); !os.IsNotExist(err) {
 			t.Errorf("task mode bound /var/lib/docker: %v", err)
 		}

@@ -18,14 +18,14 @@ func TestSandboxEnvTravelsInTheVariable(t *testing.T) {
 	if _, err := b.Submit(ctxT(t), s); err != nil {
 		t.Fatal(err)
 	}
-	v := e.fake.Var("default", nomad.TokenVarPath(jobIDOf(s)))
+	v := e.fake.Var(nomad.DefaultNamespace, nomad.TokenVarPath(jobIDOf(s)))
 	if v == nil || v.Items["env_ANTHROPIC_API_KEY"] != "sk-canary" || v.Items[nomad.TokenItem] != s.Token {
 		t.Fatalf("variable items: %+v", v)
 	}
 	if err := b.RefreshToken(ctxT(t), s.Order.TaskID, "ghs_refreshed"); err != nil {
 		t.Fatal(err)
 	}
-	v = e.fake.Var("default", nomad.TokenVarPath(jobIDOf(s)))
+	v = e.fake.Var(nomad.DefaultNamespace, nomad.TokenVarPath(jobIDOf(s)))
 	if v.Items["env_ANTHROPIC_API_KEY"] != "sk-canary" || v.Items[nomad.TokenItem] != "ghs_refreshed" {
 		t.Fatalf("after refresh: %+v", v.Items)
 	}

@@ -27,7 +27,7 @@ func TestNomadPreviewThroughAllocExec(t *testing.T) {
 	img := testenv.SandboxImage(t)
 	e := newEnv(t, nomadtest.Options{Driver: nomadtest.DockerDriver{}})
 	b := e.backend()
-	c, err := e.fake.Client("")
+	c, err := e.fake.Client(nomad.DefaultNamespace)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func TestNomadGatewayKeepsTheProviderKeyFromClaudeCode(t *testing.T) {
 		if !t.Failed() {
 			return
 		}
-		for _, a := range e.fake.Allocs("default", jobIDOf(s)) {
+		for _, a := range e.fake.Allocs(nomad.DefaultNamespace, jobIDOf(s)) {
 			for task, ts := range a.TaskStates {
 				for _, ev := range ts.Events {
 					t.Logf("task %s event %s: %s %s", task, ev.Type, ev.DisplayMessage, ev.DriverError)
@@ -91,7 +91,7 @@ func TestNomadGatewayKeepsTheProviderKeyFromClaudeCode(t *testing.T) {
 		t.Fatalf("tool results: %+v", results)
 	}
 	dockertest.CheckSearch(t, key, results[0].Text)
-	job := e.fake.Job("default", jobIDOf(s))
+	job := e.fake.Job(nomad.DefaultNamespace, jobIDOf(s))
 	if job == nil {
 		t.Fatal("the job is gone")
 	}

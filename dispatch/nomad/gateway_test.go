@@ -107,7 +107,7 @@ func TestGatewayTravelsInTheVariable(t *testing.T) {
 		t.Fatal(err)
 	}
 	check := func(when string) {
-		v := e.fake.Var("default", nomad.TokenVarPath(jobIDOf(s)))
+		v := e.fake.Var(nomad.DefaultNamespace, nomad.TokenVarPath(jobIDOf(s)))
 		if v == nil {
 			t.Fatalf("%s: no variable", when)
 		}

@@ -71,19 +71,55 @@ type env struct {
 	t    *testing.T
 	fake *nomadtest.Server
 	logs *testenv.Log
+	// token is the bot's Nomad token.
+	token string
 }
 
+// The fake's management token, and the bot's: a workload identity holding
+// the policy an operator applies, deploy/nomad/sandbox-bot.policy.hcl.
+const (
+	managementToken = "nomadtest-management-token"
+	botToken        = "sandbox-bot-workload-identity"
+)
+
+// deployPolicy is deploy/nomad/sandbox-bot.policy.hcl, as the fake
+// enforces it.
+func deployPolicy(t *testing.T) *nomadtest.Policy {
+	t.Helper()
+	name := filepath.Join("..", "..", "deploy", "nomad", "sandbox-bot.policy.hcl")
+	src, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := nomadtest.ParsePolicy(name, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// newEnv starts a fake agent with the sandbox namespace and, unless the
+// test sets its own token, ACLs on: every backend runs with the bot's
+// policy, so each test holds the policy to what the backend needs.
 func newEnv(t *testing.T, o nomadtest.Options) *env {
 	t.Helper()
 	if o.Heartbeat == 0 {
 		o.Heartbeat = 50 * time.Millisecond
+	}
+	if o.Namespaces == nil {
+		o.Namespaces = []string{nomad.DefaultNamespace}
+	}
+	token := o.ACLToken
+	if o.ACLToken == "" && o.ACL == nil {
+		o.ACLToken, token = managementToken, botToken
+		o.ACL = map[string]*nomadtest.Policy{botToken: deployPolicy(t)}
 	}
 	fake, err := nomadtest.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(fake.Close)
-	e := &env{t: t, fake: fake, logs: &testenv.Log{}}
+	e := &env{t: t, fake: fake, logs: &testenv.Log{}, token: token}
 	t.Cleanup(func() {
 		if strings.Contains(e.logs.String(), testToken) {
 			t.Errorf("the token reached the bot's logs:\n%s", e.logs.String())
@@ -95,7 +131,7 @@ func newEnv(t *testing.T, o nomadtest.Options) *env {
 // backend is one bot replica talking to the fake.
 func (e *env) backend(mod ...func(*nomad.Options)) *nomad.Backend {
 	e.t.Helper()
-	c, err := e.fake.Client("")
+	c, err := e.fake.ClientAs("", e.token)
 	if err != nil {
 		e.t.Fatal(err)
 	}

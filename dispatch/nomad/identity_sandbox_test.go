@@ -101,7 +101,7 @@ func hexOf(t *testing.T, n int) string {
 func allocStderr(t *testing.T, e *env, s dispatch.RunSpec) string {
 	t.Helper()
 	var out strings.Builder
-	for _, a := range e.fake.Allocs("default", jobIDOf(s)) {
+	for _, a := range e.fake.Allocs(nomad.DefaultNamespace, jobIDOf(s)) {
 		out.WriteString(allocLog(e, a.ID, "stderr"))
 	}
 	return out.String()

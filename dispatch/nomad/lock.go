@@ -52,12 +52,12 @@ func (b *Backend) Lock(ctx context.Context, key, holder string) (string, error) 
 	}
 	path := LockPath(key)
 	for attempt := 0; attempt < 3; attempt++ {
-		v := &api.Variable{Namespace: b.o.Namespace, Path: path, Items: api.VariableItems{
+		v := &api.Variable{Namespace: b.o.StateNamespace, Path: path, Items: api.VariableItems{
 			"holder": holder,
 			"key":    key,
 			"since":  b.o.Clock().UTC().Format("2006-01-02T15:04:05Z07:00"),
 		}}
-		_, _, err := b.c.Variables().CheckedCreate(v, b.wopts(ctx))
+		_, _, err := b.c.Variables().CheckedCreate(v, b.stateW(ctx))
 		if err == nil {
 			b.log.Debug().Str("lock", key).Str("task_id", holder).Msg("issue lock taken")
 			return holder, nil
@@ -83,7 +83,7 @@ func (b *Backend) Lock(ctx context.Context, key, holder string) (string, error) 
 func (b *Backend) Unlock(ctx context.Context, key, holder string) error {
 	path := LockPath(key)
 	for attempt := 0; attempt < 3; attempt++ {
-		v, _, err := b.c.Variables().Peek(path, b.qopts(ctx))
+		v, _, err := b.c.Variables().Peek(path, b.stateQ(ctx))
 		if err != nil {
 			return fmt.Errorf("unlock %s (variable %s): %w", key, path, err)
 		}
@@ -94,7 +94,7 @@ func (b *Backend) Unlock(ctx context.Context, key, holder string) error {
 			b.log.Debug().Str("lock", key).Str("task_id", holder).Str("holder", v.Items["holder"]).Msg("not releasing a lock held by another task")
 			return nil
 		}
-		_, err = b.c.Variables().CheckedDelete(path, v.ModifyIndex, b.wopts(ctx))
+		_, err = b.c.Variables().CheckedDelete(path, v.ModifyIndex, b.stateW(ctx))
 		if err == nil {
 			b.log.Debug().Str("lock", key).Str("task_id", holder).Msg("issue lock released")
 			return nil
@@ -111,7 +111,7 @@ func (b *Backend) Unlock(ctx context.Context, key, holder string) error {
 // it.
 func (b *Backend) Holder(ctx context.Context, key string) (string, error) {
 	path := LockPath(key)
-	v, _, err := b.c.Variables().Peek(path, b.qopts(ctx))
+	v, _, err := b.c.Variables().Peek(path, b.stateQ(ctx))
 	if err != nil {
 		return "", fmt.Errorf("lock holder of %s (variable %s): %w", key, path, err)
 	}

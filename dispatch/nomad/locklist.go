@@ -14,14 +14,14 @@ var _ dispatch.LockLister = (*Backend)(nil)
 // (LockPath), so the prefix is matched against each Variable's "key" item,
 // not its path; there are few locks (one per active issue or batch).
 func (b *Backend) ListLocks(ctx context.Context, prefix string) (map[string]string, error) {
-	metas, _, err := b.c.Variables().PrefixList(LockPrefix, b.qopts(ctx))
+	metas, _, err := b.c.Variables().PrefixList(LockPrefix, b.stateQ(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("list locks (variables under %s): %w", LockPrefix, err)
 	}
 	prefix = strings.ToLower(prefix)
 	out := map[string]string{}
 	for _, m := range metas {
-		v, _, err := b.c.Variables().Peek(m.Path, b.qopts(ctx))
+		v, _, err := b.c.Variables().Peek(m.Path, b.stateQ(ctx))
 		if err != nil {
 			return nil, fmt.Errorf("read lock variable %s: %w", m.Path, err)
 		}

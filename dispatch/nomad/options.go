@@ -43,6 +43,10 @@ const (
 	DefaultMemoryMB       = 4096  // MB
 	DefaultDiskMB         = 20480 // MB, scheduling hint for images and the workspace
 	DefaultPriority       = 50
+	// DefaultNamespace is the Nomad namespace sandboxes run in, apart
+	// from the bot's own job: the bot's token may exec in allocations
+	// here (the live page's preview and screencast) and nowhere else.
+	DefaultNamespace = "sandbox"
 	// DefaultNodePool keeps sandboxes off the nodes of everything else,
 	// the bot included: a sandbox that escaped its container must find
 	// neither the App's private key nor other jobs' secrets on its node.
@@ -104,9 +108,18 @@ type Options struct {
 	// override it. Empty means privileged.
 	Isolation dispatch.Isolation
 
-	Region      string
-	Namespace   string   // empty: the client's namespace
-	Datacenters []string // empty: ["*"], every datacenter
+	Region string
+	// Namespace is where sandboxes run: their jobs, allocations, events
+	// and token Variables (a job's workload identity reads
+	// nomad/jobs/<job> in its own namespace only). Empty:
+	// DefaultNamespace. The bot's ACL policy grants alloc-exec here and
+	// nowhere else, so the bot's own job must not run in it.
+	Namespace string
+	// StateNamespace holds the bot's own Variables: the per-issue locks,
+	// the run queue, kept sessions. Empty: the client's namespace
+	// (NOMAD_NAMESPACE, else "default"), the bot's own.
+	StateNamespace string
+	Datacenters    []string // empty: ["*"], every datacenter
 	// NodePool is where sandboxes run; empty: DefaultNodePool. Setting the
 	// bot's own pool lets sandboxes share its nodes.
 	NodePool    string
@@ -233,6 +246,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.NodePool == "" {
 		o.NodePool = DefaultNodePool
+	}
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
 	}
 	if o.JobPrefix == "" {
 		o.JobPrefix = DefaultJobPrefix

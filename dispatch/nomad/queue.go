@@ -46,8 +46,8 @@ func (b *Backend) UpdateQueue(ctx context.Context, change func([]dispatch.QueueE
 			return fmt.Errorf("write queue (variable %s): %w", QueuePath, err)
 		}
 		// CAS index 0 creates the Variable only if it does not exist.
-		v := &api.Variable{Namespace: b.o.Namespace, Path: QueuePath, Items: api.VariableItems{"entries": packed}, ModifyIndex: index}
-		_, _, err = b.c.Variables().CheckedUpdate(v, b.wopts(ctx))
+		v := &api.Variable{Namespace: b.o.StateNamespace, Path: QueuePath, Items: api.VariableItems{"entries": packed}, ModifyIndex: index}
+		_, _, err = b.c.Variables().CheckedUpdate(v, b.stateW(ctx))
 		var cas api.ErrCASConflict
 		if !errors.As(err, &cas) {
 			if err != nil {
@@ -76,7 +76,7 @@ func (b *Backend) ReadQueue(ctx context.Context) ([]dispatch.QueueEntry, error) 
 // readQueue returns the queue and the modify index to write it back under
 // (0: the Variable does not exist).
 func (b *Backend) readQueue(ctx context.Context) ([]dispatch.QueueEntry, uint64, error) {
-	v, _, err := b.c.Variables().Peek(QueuePath, b.qopts(ctx))
+	v, _, err := b.c.Variables().Peek(QueuePath, b.stateQ(ctx))
 	if err != nil {
 		return nil, 0, fmt.Errorf("read queue (variable %s): %w", QueuePath, err)
 	}
@@ -99,8 +99,8 @@ func (b *Backend) SaveQueued(ctx context.Context, taskID string, request []byte)
 	if err != nil {
 		return fmt.Errorf("save queued run %s: %w", taskID, err)
 	}
-	v := &api.Variable{Namespace: b.o.Namespace, Path: queuedPath(taskID), Items: api.VariableItems{"request": packed}}
-	if _, _, err := b.c.Variables().Update(v, b.wopts(ctx)); err != nil {
+	v := &api.Variable{Namespace: b.o.StateNamespace, Path: queuedPath(taskID), Items: api.VariableItems{"request": packed}}
+	if _, _, err := b.c.Variables().Update(v, b.stateW(ctx)); err != nil {
 		return fmt.Errorf("save queued run %s (variable %s): %w", taskID, v.Path, err)
 	}
 	return nil
@@ -109,7 +109,7 @@ func (b *Backend) SaveQueued(ctx context.Context, taskID string, request []byte)
 // LoadQueued implements dispatch.Queue.
 func (b *Backend) LoadQueued(ctx context.Context, taskID string) ([]byte, error) {
 	path := queuedPath(taskID)
-	v, _, err := b.c.Variables().Peek(path, b.qopts(ctx))
+	v, _, err := b.c.Variables().Peek(path, b.stateQ(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("load queued run %s (variable %s): %w", taskID, path, err)
 	}
@@ -126,7 +126,7 @@ func (b *Backend) LoadQueued(ctx context.Context, taskID string) ([]byte, error)
 // DropQueued implements dispatch.Queue.
 func (b *Backend) DropQueued(ctx context.Context, taskID string) error {
 	path := queuedPath(taskID)
-	if _, err := b.c.Variables().Delete(path, b.wopts(ctx)); err != nil {
+	if _, err := b.c.Variables().Delete(path, b.stateW(ctx)); err != nil {
 		return fmt.Errorf("drop queued run %s (variable %s): %w", taskID, path, err)
 	}
 	return nil

@@ -13,7 +13,7 @@ import (
 // for the empty one, so their Variables stay apart).
 func BenchmarkQueueSubmission(b *testing.B) {
 	newBackend := func() *nomad.Backend {
-		fake, err := nomadtest.New(nomadtest.Options{})
+		fake, err := nomadtest.New(nomadtest.Options{Namespaces: []string{nomad.DefaultNamespace}})
 		if err != nil {
 			b.Fatal(err)
 		}

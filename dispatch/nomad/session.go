@@ -99,7 +99,7 @@ func (b *Backend) KeptSession(ctx context.Context, taskID string) ([]byte, error
 	if !dispatch.ValidTaskID(taskID) {
 		return nil, fmt.Errorf("session of %q: not a task id: %w", taskID, dispatch.ErrNotFound)
 	}
-	head, _, err := b.c.Variables().Peek(SessionPrefix+taskID, b.qopts(ctx))
+	head, _, err := b.c.Variables().Peek(SessionPrefix+taskID, b.stateQ(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("session of %s: read variable %s: %w", taskID, SessionPrefix+taskID, err)
 	}
@@ -115,7 +115,7 @@ func (b *Backend) KeptSession(ctx context.Context, taskID string) ([]byte, error
 	}
 	var archive bytes.Buffer
 	for n := range chunks {
-		v, _, err := b.c.Variables().Peek(sessionChunkPath(taskID, n), b.qopts(ctx))
+		v, _, err := b.c.Variables().Peek(sessionChunkPath(taskID, n), b.stateQ(ctx))
 		if err != nil || v == nil {
 			return nil, fmt.Errorf("session of %s: chunk %d of %d is missing (%v): %w", taskID, n, chunks, err, dispatch.ErrBadSession)
 		}
@@ -137,7 +137,7 @@ func sessionChunkPath(taskID string, n int) string {
 }
 
 func (b *Backend) putVar(ctx context.Context, path string, items api.VariableItems) error {
-	_, _, err := b.c.Variables().Update(&api.Variable{Namespace: b.o.Namespace, Path: path, Items: items}, b.wopts(ctx))
+	_, _, err := b.c.Variables().Update(&api.Variable{Namespace: b.o.StateNamespace, Path: path, Items: items}, b.stateW(ctx))
 	if err != nil {
 		return fmt.Errorf("write variable %s: %w", path, err)
 	}
@@ -147,7 +147,7 @@ func (b *Backend) putVar(ctx context.Context, path string, items api.VariableIte
 // pruneSessions removes the sessions kept longer than sessionMaxAge, their
 // chunks first, so a head never names a chunk that is gone.
 func (b *Backend) pruneSessions(ctx context.Context) {
-	metas, _, err := b.c.Variables().PrefixList(SessionPrefix, b.qopts(ctx))
+	metas, _, err := b.c.Variables().PrefixList(SessionPrefix, b.stateQ(ctx))
 	if err != nil {
 		b.log.Warn().Err(err).Msg("list kept agent sessions")
 		return
@@ -162,11 +162,11 @@ func (b *Backend) pruneSessions(ctx context.Context) {
 	for _, m := range metas {
 		task, _, isChunk := strings.Cut(strings.TrimPrefix(m.Path, SessionPrefix), "/")
 		if isChunk && old[task] {
-			_, _ = b.c.Variables().Delete(m.Path, b.wopts(ctx))
+			_, _ = b.c.Variables().Delete(m.Path, b.stateW(ctx))
 		}
 	}
 	for task := range old {
-		_, _ = b.c.Variables().Delete(SessionPrefix+task, b.wopts(ctx))
+		_, _ = b.c.Variables().Delete(SessionPrefix+task, b.stateW(ctx))
 	}
 }
 

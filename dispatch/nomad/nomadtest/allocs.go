@@ -82,6 +82,20 @@ func (s *Server) Job(namespace, id string) *api.Job {
 	return nil
 }
 
+// JobIDs are the ids of the jobs registered in a namespace, sorted.
+func (s *Server) JobIDs(namespace string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for k := range s.jobs {
+		if k.ns == namespace {
+			out = append(out, k.id)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Jobs is the number of jobs registered.
 func (s *Server) Jobs() int {
 	s.mu.Lock()
@@ -396,14 +410,20 @@ func (s *Server) allocInfo(w http.ResponseWriter, r *http.Request, id string) {
 	}
 	idx := s.index
 	s.mu.Unlock()
-	if a == nil {
-		http.Error(w, "alloc not found", http.StatusNotFound)
+	// Nomad looks an allocation up by id in every namespace, and hides
+	// one in a namespace the token may not read.
+	if a == nil || !callerOf(r).ns(c.Namespace, "read-job") {
+		http.Error(w, "Unknown allocation \""+id+"\"", http.StatusNotFound)
 		return
 	}
 	s.writeJSON(w, http.StatusOK, idx, c)
 }
 
 func (s *Server) nodeInfo(w http.ResponseWriter, r *http.Request, id string) {
+	if c := callerOf(r); !c.management() && !c.policy.allowNode() {
+		permissionDenied(w)
+		return
+	}
 	if id != NodeID {
 		http.Error(w, "node not found", http.StatusNotFound)
 		return
@@ -411,13 +431,25 @@ func (s *Server) nodeInfo(w http.ResponseWriter, r *http.Request, id string) {
 	s.writeJSON(w, http.StatusOK, s.Index(), s.node())
 }
 
-func (s *Server) allocForFS(w http.ResponseWriter, id string) *allocEntry {
+// allocForClient finds the allocation a client endpoint (fs, logs, exec)
+// names, and checks the capability the endpoint needs in the
+// allocation's own namespace, as the client does; it answers the request
+// when it cannot go on.
+func (s *Server) allocForClient(w http.ResponseWriter, r *http.Request, id, capability string) *allocEntry {
 	s.mu.Lock()
 	a := s.allocs[id]
+	ns := ""
+	if a != nil {
+		ns = a.alloc.Namespace
+	}
 	s.mu.Unlock()
-	if a == nil {
+	switch {
+	case a == nil:
 		// What a client answers for an allocation it garbage collected.
 		http.Error(w, "Unknown allocation \""+id+"\"", http.StatusNotFound)
+	case !callerOf(r).ns(ns, capability):
+		permissionDenied(w)
+		return nil
 	}
 	return a
 }
@@ -428,7 +460,7 @@ func (s *Server) fsCat(w http.ResponseWriter, r *http.Request, id string) {
 		http.Error(w, "must provide a file path", http.StatusBadRequest)
 		return
 	}
-	full, ok := s.fsPath(w, id, p)
+	full, ok := s.fsPath(w, r, id, p)
 	if !ok {
 		return
 	}
@@ -450,7 +482,7 @@ func (s *Server) fsCat(w http.ResponseWriter, r *http.Request, id string) {
 // fsLogs streams a task's log as JSON StreamFrames, following it until the
 // task is dead and every byte was sent, as the client's logs endpoint does.
 func (s *Server) fsLogs(w http.ResponseWriter, r *http.Request, id string) {
-	a := s.allocForFS(w, id)
+	a := s.allocForClient(w, r, id, "read-logs")
 	if a == nil {
 		return
 	}

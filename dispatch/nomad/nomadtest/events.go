@@ -82,6 +82,11 @@ func (s *Server) eventStream(w http.ResponseWriter, r *http.Request) {
 	index, _ := strconv.ParseUint(q.Get("index"), 10, 64)
 	ns := namespaceOf(r)
 	filter := parseTopics(q["topic"])
+	// The Job and Allocation topics need read-job in the namespace.
+	if c := callerOf(r); ns == "*" && !c.management() || ns != "*" && !c.ns(ns, "read-job") {
+		permissionDenied(w)
+		return
+	}
 
 	drop := make(chan struct{})
 	s.mu.Lock()

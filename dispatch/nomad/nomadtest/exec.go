@@ -51,10 +51,14 @@ func (d DockerDriver) Exec(ctx context.Context, alloc *api.Allocation, task stri
 // allocExec serves /v1/client/allocation/<id>/exec: Nomad's WebSocket of
 // JSON frames, stdin in, stdout and stderr out, then the exit code.
 func (s *Server) allocExec(w http.ResponseWriter, r *http.Request, id string) {
+	entry := s.allocForClient(w, r, id, "alloc-exec")
+	if entry == nil {
+		return
+	}
 	a := s.Alloc(id)
 	ex, ok := s.opts.Driver.(Execer)
-	if a == nil || !ok {
-		http.Error(w, "alloc not found or its driver cannot exec", http.StatusNotFound)
+	if !ok {
+		http.Error(w, "the allocation's driver cannot exec", http.StatusNotFound)
 		return
 	}
 	var cmd []string

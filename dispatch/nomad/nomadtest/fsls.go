@@ -17,7 +17,7 @@ func (s *Server) fsList(w http.ResponseWriter, r *http.Request, id string) {
 	if p == "" {
 		p = "/"
 	}
-	full, ok := s.fsPath(w, id, p)
+	full, ok := s.fsPath(w, r, id, p)
 	if !ok {
 		return
 	}
@@ -44,8 +44,8 @@ func (s *Server) fsList(w http.ResponseWriter, r *http.Request, id string) {
 
 // fsPath resolves p in allocation id's directory for the fs endpoints,
 // answering the request itself when it cannot.
-func (s *Server) fsPath(w http.ResponseWriter, id, p string) (string, bool) {
-	a := s.allocForFS(w, id)
+func (s *Server) fsPath(w http.ResponseWriter, r *http.Request, id, p string) (string, bool) {
+	a := s.allocForClient(w, r, id, "read-fs")
 	if a == nil {
 		return "", false
 	}

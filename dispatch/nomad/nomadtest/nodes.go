@@ -19,7 +19,11 @@ func (s *Server) node() *api.Node {
 }
 
 // listNodes answers GET /v1/nodes with the one node.
-func (s *Server) listNodes(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+	if c := callerOf(r); !c.management() && !c.policy.allowNode() {
+		permissionDenied(w)
+		return
+	}
 	n := s.node()
 	s.writeJSON(w, http.StatusOK, s.Index(), []*api.NodeListStub{{
 		ID: n.ID, Name: n.Name, Datacenter: n.Datacenter, NodePool: n.NodePool, Address: n.HTTPAddr,

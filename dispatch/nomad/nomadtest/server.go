@@ -12,6 +12,7 @@
 package nomadtest
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -49,8 +50,18 @@ type Options struct {
 	Heartbeat time.Duration
 	// EventBuffer is how many event batches are kept for replay.
 	EventBuffer int
-	// ACLToken, when set, is required in X-Nomad-Token on every request.
+	// ACLToken, when set, is a management token: X-Nomad-Token must hold
+	// it, or (with ACL) a token ACL knows.
 	ACLToken string
+	// ACL, when set, turns on ACLs as Nomad enforces them: each token's
+	// policy decides what it may do, namespace by namespace (a capability
+	// missing in the namespace of a job, allocation, variable or event
+	// stream is a 403, an allocation in a namespace the token may not
+	// read is unknown).
+	ACL map[string]*Policy
+	// Namespaces exist besides "default"; a job or variable in any other
+	// is refused, as by Nomad.
+	Namespaces []string
 	// Listener, when set, is where the server listens (e.g. the docker
 	// bridge address, so containers can reach it); default loopback.
 	Listener net.Listener
@@ -161,12 +172,18 @@ func (s *Server) Close() {
 	}
 }
 
-// Client returns an api client for the fake.
+// Client returns an api client for the fake with the management token
+// (Options.ACLToken).
 func (s *Server) Client(namespace string) (*api.Client, error) {
+	return s.ClientAs(namespace, s.opts.ACLToken)
+}
+
+// ClientAs returns an api client for the fake that sends secretID.
+func (s *Server) ClientAs(namespace, secretID string) (*api.Client, error) {
 	cfg := api.DefaultConfig()
 	cfg.Address = s.URL
 	cfg.Namespace = namespace
-	cfg.SecretID = s.opts.ACLToken
+	cfg.SecretID = secretID
 	return api.NewClient(cfg)
 }
 
@@ -224,10 +241,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.calls = append(s.calls, Call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery})
 	s.mu.Unlock()
-	if s.opts.ACLToken != "" && r.Header.Get("X-Nomad-Token") != s.opts.ACLToken {
-		http.Error(w, "Permission denied", http.StatusForbidden)
+	who, ok := s.whoIs(w, r)
+	if !ok {
 		return
 	}
+	r = r.WithContext(context.WithValue(r.Context(), callerKey{}, who))
 	p := r.URL.Path
 	switch {
 	case p == "/v1/jobs" && (r.Method == http.MethodPut || r.Method == http.MethodPost):
@@ -256,6 +274,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.varRoutes(w, r, strings.TrimPrefix(p, "/v1/var/"))
 	case p == "/v1/vars" && r.Method == http.MethodGet:
 		s.listVars(w, r)
+	case strings.HasPrefix(p, "/v1/namespace/") && r.Method == http.MethodGet:
+		s.namespaceInfo(w, r, strings.TrimPrefix(p, "/v1/namespace/"))
 	default:
 		http.Error(w, "Invalid method or path: "+r.Method+" "+p, http.StatusNotFound)
 	}
@@ -314,6 +334,9 @@ func (s *Server) registerJob(w http.ResponseWriter, r *http.Request) {
 	job.Canonicalize()
 	if err := validateJob(job); err != nil {
 		http.Error(w, "1 error occurred:\n\t* "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if !s.maySubmit(w, r, job) {
 		return
 	}
 
@@ -431,6 +454,10 @@ func validateJob(j *api.Job) error {
 
 func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 	ns := namespaceOf(r)
+	if c := callerOf(r); ns == "*" && !c.management() || ns != "*" && !c.ns(ns, "list-jobs") {
+		permissionDenied(w)
+		return
+	}
 	prefix := r.URL.Query().Get("prefix")
 	withMeta := r.URL.Query().Get("meta") == "true"
 	s.mu.Lock()
@@ -463,6 +490,14 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 func (s *Server) jobRoutes(w http.ResponseWriter, r *http.Request, rest string) {
 	ns := namespaceOf(r)
 	id, sub, _ := strings.Cut(rest, "/")
+	need := "read-job"
+	if r.Method == http.MethodDelete {
+		need = "submit-job"
+	}
+	if !callerOf(r).ns(ns, need) {
+		permissionDenied(w)
+		return
+	}
 	switch {
 	case sub == "" && r.Method == http.MethodGet:
 		s.mu.Lock()

@@ -57,6 +57,15 @@ func (s *Server) varRoutes(w http.ResponseWriter, r *http.Request, path string) 
 		return
 	}
 	k := key{ns, path}
+	need := map[string]string{http.MethodGet: "read", http.MethodPut: "write", http.MethodPost: "write", http.MethodDelete: "destroy"}[r.Method]
+	if need != "" && !callerOf(r).variable(ns, path, need) {
+		permissionDenied(w)
+		return
+	}
+	if need == "write" && !s.namespaceExists(ns) {
+		http.Error(w, fmt.Sprintf("variable %q is in nonexistent namespace %q", path, ns), http.StatusInternalServerError)
+		return
+	}
 	cas, hasCAS := r.URL.Query()["cas"]
 	var casIndex uint64
 	if hasCAS {
@@ -163,8 +172,10 @@ func (s *Server) listVars(w http.ResponseWriter, r *http.Request) {
 	prefix := r.URL.Query().Get("prefix")
 	s.mu.Lock()
 	var out []*api.VariableMetadata
+	c := callerOf(r)
 	for k, v := range s.vars {
-		if k.ns == ns && strings.HasPrefix(k.id, prefix) {
+		// Nomad lists only the variables the token may list.
+		if k.ns == ns && strings.HasPrefix(k.id, prefix) && c.variable(k.ns, k.id, "list") {
 			out = append(out, v.Metadata())
 		}
 	}
