@@ -388,12 +388,7 @@ func TestE2ENomadLabelPlanApprovePR(t *testing.T) {
 func nomadFake(t *testing.T) (*nomadtest.Server, func(string) []string) {
 	t.Helper()
 	testenv.Docker(t)
-	name := filepath.Join(testenv.ModuleRoot(t), "deploy", "nomad", "sandbox-bot.policy.hcl")
-	src, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	policy, err := nomadtest.ParsePolicy(name, src)
+	policy, err := nomadtest.ReadPolicy(filepath.Join(testenv.ModuleRoot(t), "deploy", "nomad", "sandbox-bot.policy.hcl"))
 	if err != nil {
 		t.Fatal(err)
 	}

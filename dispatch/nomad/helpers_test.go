@@ -86,12 +86,7 @@ const (
 // enforces it.
 func deployPolicy(t *testing.T) *nomadtest.Policy {
 	t.Helper()
-	name := filepath.Join("..", "..", "deploy", "nomad", "sandbox-bot.policy.hcl")
-	src, err := os.ReadFile(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := nomadtest.ParsePolicy(name, src)
+	p, err := nomadtest.ReadPolicy(filepath.Join("..", "..", "deploy", "nomad", "sandbox-bot.policy.hcl"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -134,8 +135,29 @@ func goSources(b *testing.B, n int) []srcFile {
 // runner does: `git log -p -U0` of the commits (files over TextBlobBytes
 // shown as binary), then the commit objects through `git cat-file --batch`.
 func scanRange(b *testing.B, s *secretscan.Scanner, r *repo, base string) *secretscan.Result {
-	cmd := exec.Command("git", "-c", fmt.Sprintf("core.bigFileThreshold=%d", secretscan.TextBlobBytes), "log", "-p", "-U0", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames", "--pretty=medium", "HEAD", "--not", base)
-	cmd.Dir = r.dir
+	var res, commits *secretscan.Result
+	gitStream(b, r.dir, nil, func(out io.Reader) (err error) {
+		res, err = s.ScanPatch(context.Background(), out)
+		return err
+	}, "-c", fmt.Sprintf("core.bigFileThreshold=%d", secretscan.TextBlobBytes), "log", "-p", "-U0", "--no-ext-diff", "--no-textconv", "--no-color", "--no-renames", "--pretty=medium", "HEAD", "--not", base)
+	shas, err := exec.Command("git", "-C", r.dir, "rev-list", "HEAD", "--not", base).Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	gitStream(b, r.dir, bytes.NewReader(shas), func(out io.Reader) (err error) {
+		commits, err = s.ScanCommits(context.Background(), out)
+		return err
+	}, "cat-file", "--batch")
+	res.Merge(commits)
+	return res
+}
+
+// gitStream runs git in dir with stdin and hands its output to read as it
+// is written.
+func gitStream(b *testing.B, dir string, stdin io.Reader, read func(io.Reader) error, args ...string) {
+	b.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir, cmd.Stdin = dir, stdin
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -143,35 +165,13 @@ func scanRange(b *testing.B, s *secretscan.Scanner, r *repo, base string) *secre
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	res, err := s.ScanPatch(context.Background(), out)
-	if err != nil {
+	if err := read(out); err != nil {
 		b.Fatal(err)
 	}
+	_, _ = io.Copy(io.Discard, out)
 	if err := cmd.Wait(); err != nil {
 		b.Fatal(err)
 	}
-	shas, err := exec.Command("git", "-C", r.dir, "rev-list", "HEAD", "--not", base).Output()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cat := exec.Command("git", "cat-file", "--batch")
-	cat.Dir, cat.Stdin = r.dir, bytes.NewReader(shas)
-	batch, err := cat.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cat.Start(); err != nil {
-		b.Fatal(err)
-	}
-	commits, err := s.ScanCommits(context.Background(), batch)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cat.Wait(); err != nil {
-		b.Fatal(err)
-	}
-	res.Merge(commits)
-	return res
 }
 
 func median(ds []time.Duration) time.Duration {

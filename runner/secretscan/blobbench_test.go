@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
@@ -46,24 +45,7 @@ func BenchmarkSecretScanLargeBlob(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	blob := func(read func(io.Reader) error) {
-		cmd := exec.Command("git", "cat-file", "blob", "HEAD:disk.img")
-		cmd.Dir = dir
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		if err := read(out); err != nil {
-			b.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, out)
-		if err := cmd.Wait(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	blob := func(read func(io.Reader) error) { gitStream(b, dir, nil, read, "cat-file", "blob", "HEAD:disk.img") }
 	var scanT, floorT []time.Duration
 	var scanPeak, floorPeak uint64
 	var st secretscan.BlobScan

@@ -3,6 +3,7 @@ package nomadtest
 import (
 	"fmt"
 	"net/http"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -76,6 +77,15 @@ func ParsePolicy(name string, src []byte) (*Policy, error) {
 		return nil, fmt.Errorf("nomadtest: policy %s: %s", name, diags.Error())
 	}
 	return &p, nil
+}
+
+// ReadPolicy reads and parses the policy file at name.
+func ReadPolicy(name string) (*Policy, error) {
+	src, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("nomadtest: %w", err)
+	}
+	return ParsePolicy(name, src)
 }
 
 // Namespace capabilities of Nomad's coarse namespace policies (the job
