@@ -93,6 +93,11 @@ func TestBotsExecReachesSandboxesOnly(t *testing.T) {
 	if _, _, err := bot.Variables().Read("nomad/jobs/sandbox-bot", &api.QueryOptions{Namespace: "default"}); err == nil || !strings.Contains(err.Error(), "Permission denied") {
 		t.Errorf("the bot read a job's Variable in its own namespace: %v", err)
 	}
+	// read-fs reads a sandbox's allocation directory, never a task's
+	// secrets (its token).
+	if _, err := bot.AllocFS().Cat(e.fake.Alloc(sandboxAlloc), nomad.TaskName+"/secrets/token", nil); err == nil || !strings.Contains(err.Error(), "Reading secret file prohibited") {
+		t.Errorf("the bot read the sandbox's secrets/token: %v", err)
+	}
 	// A run looked up in another namespace is not found, even by a
 	// management token.
 	other := e.backend(func(o *nomad.Options) { o.Namespace, o.Client = "default", mgmt })

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/hashicorp/nomad/api"
 )
@@ -53,6 +55,17 @@ func (s *Server) fsPath(w http.ResponseWriter, r *http.Request, id, p string) (s
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return "", false
+	}
+	// A task's secrets/ and private/ are no business of the fs API, as a
+	// client's AllocDir.ReadAt refuses them (the prefix matched in any
+	// case).
+	if parts := strings.Split(strings.Trim(filepath.Clean("/"+p), "/"), "/"); len(parts) >= 2 && parts[0] != "alloc" {
+		for _, dir := range []string{"secrets", "private"} {
+			if strings.EqualFold(parts[1], dir) {
+				http.Error(w, "Reading "+strings.TrimSuffix(dir, "s")+" file prohibited: "+p, http.StatusInternalServerError)
+				return "", false
+			}
+		}
 	}
 	return full, true
 }
