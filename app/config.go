@@ -45,6 +45,15 @@ type Config struct {
 	// own under it (wildcard DNS and TLS by the operator), of another site
 	// than PublicURL; unset, previews are paths of the bot's origin.
 	PreviewDomain string `yaml:"preview_domain"`
+	// DatabaseURL is the PostgreSQL database the replicas share for
+	// receipts and transcripts (postgres://…); empty keeps them in SQLite
+	// under DataDir, for one machine.
+	DatabaseURL string `yaml:"database_url"`
+	// TranscriptRetention is how long runs' transcripts are kept: "90d",
+	// "720h", or "off" to keep none (receipts are always kept). Retention
+	// is the value resolved from it.
+	TranscriptRetention string        `yaml:"transcript_retention"`
+	Retention           time.Duration `yaml:"-"`
 
 	Nomad NomadConfig `yaml:"nomad"`
 	Ops   OpsConfig   `yaml:",inline"`
@@ -156,6 +165,9 @@ const (
 	DefaultProgressInterval = 10 * time.Second
 	DefaultShutdownTimeout  = 30 * time.Second
 	DefaultTokenRefresh     = 45 * time.Minute
+	// DefaultTranscriptRetention is as long as GitHub Actions keeps a
+	// run's log.
+	DefaultTranscriptRetention = "90d"
 )
 
 // Getenv is os.LookupEnv, injectable for tests.
@@ -223,6 +235,8 @@ func (c *Config) applyEnv(getenv Getenv) error {
 	str("SANDBOX_DATA_DIR", &c.DataDir)
 	str("SANDBOX_PUBLIC_URL", &c.PublicURL)
 	str("SANDBOX_PREVIEW_DOMAIN", &c.PreviewDomain)
+	str("SANDBOX_DATABASE_URL", &c.DatabaseURL)
+	str("SANDBOX_TRANSCRIPT_RETENTION", &c.TranscriptRetention)
 	str("SANDBOX_TRIGGER_LABEL", &c.TriggerLabel)
 	str("SANDBOX_TEMPLATES_DIR", &c.TemplatesDir)
 	str("SANDBOX_RUNNER_BINARY", &c.RunnerBinary)
@@ -400,6 +414,9 @@ func (c *Config) applyDefaults() {
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
 	}
+	if c.TranscriptRetention == "" {
+		c.TranscriptRetention = DefaultTranscriptRetention
+	}
 	c.Limits = c.Limits.WithDefaults()
 	c.Ops.defaults()
 }
@@ -429,6 +446,9 @@ func (c *Config) validate() error {
 	}
 	if _, err := zerolog.ParseLevel(c.LogLevel); err != nil {
 		return fmt.Errorf("SANDBOX_LOG_LEVEL: %w", err)
+	}
+	if err := c.validateStore(); err != nil {
+		return err
 	}
 	for _, t := range c.AllowTeams {
 		if !strings.Contains(t, "/") {

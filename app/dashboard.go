@@ -8,7 +8,6 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -30,17 +29,17 @@ const PageSize = 50
 // the repositories their GitHub account can read in the App's
 // installations.
 type dashboard struct {
-	store  *receipts.Store
+	store  receipts.Store
 	signIn *signIn // nil: OAuth not configured, admin listener only
 	log    zerolog.Logger
 }
 
-// newDashboard opens the receipts store under the data directory and, with
-// OAuth configured, the sign-in.
+// newDashboard opens the store (store.go) and, with OAuth configured, the
+// sign-in.
 func newDashboard(cfg *Config, log zerolog.Logger) (*dashboard, error) {
-	store, err := receipts.Open(filepath.Join(cfg.DataDir, "receipts"))
+	store, err := openStore(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("SANDBOX_DATA_DIR: %w", err)
+		return nil, err
 	}
 	d := &dashboard{store: store, log: log}
 	id, secret := cfg.GitHub.OAuth.ClientID, cfg.GitHub.OAuth.ClientSecret

@@ -18,6 +18,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/app/receipts"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
+	"github.com/sandbox-bot/sandbox-bot/handlers"
 )
 
 const (
@@ -43,6 +44,9 @@ type dashFixture struct {
 	backend dispatch.Backend
 	// env, when set before a start, is added to the bot's settings.
 	env map[string]string
+	// dbURL, when set, is the PostgreSQL database the bot keeps its
+	// receipts in (SQLite under data otherwise).
+	dbURL string
 }
 
 // hostileTitle is an issue title that would be markup if it were not
@@ -53,7 +57,14 @@ var dashDay = time.Date(2026, 5, 4, 10, 0, 0, 0, time.UTC)
 
 func newDashFixture(t testing.TB) *dashFixture {
 	t.Helper()
-	f := &dashFixture{t: t, gh: githubtest.New(t, githubtest.Options{}), data: t.TempDir(), seeded: map[string][]receipts.Run{}}
+	return newDashFixtureOn(t, "")
+}
+
+// newDashFixtureOn is newDashFixture with its receipts in the PostgreSQL
+// database at dbURL ("": SQLite).
+func newDashFixtureOn(t testing.TB, dbURL string) *dashFixture {
+	t.Helper()
+	f := &dashFixture{t: t, gh: githubtest.New(t, githubtest.Options{}), data: t.TempDir(), seeded: map[string][]receipts.Run{}, dbURL: dbURL}
 	f.ids = map[string]int64{}
 	for name, inst := range map[string]int64{"octo/alpha": 1, "octo/beta": 1, "other/gamma": 2} {
 		f.ids[name] = f.gh.AddRepo(name, inst, nil).ID
@@ -82,10 +93,7 @@ func newDashFixture(t testing.TB) *dashFixture {
 	for _, r := range all {
 		f.seeded[r.Repo] = append(f.seeded[r.Repo], r)
 	}
-	store, err := receipts.Open(f.data + "/receipts")
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := f.store()
 	if err := store.PutMany(t.Context(), all); err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +103,16 @@ func newDashFixture(t testing.TB) *dashFixture {
 	t.Cleanup(f.http.Close)
 	f.start()
 	return f
+}
+
+// store opens the fixture's store (the bot's, as it keeps it).
+func (f *dashFixture) store() receipts.Store {
+	f.t.Helper()
+	s, err := receipts.Open(f.t.Context(), f.data+"/receipts", f.dbURL)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return s
 }
 
 // start (re)starts the bot on the same data directory.
@@ -110,6 +128,9 @@ func (f *dashFixture) start() {
 		"GITHUB_OAUTH_CLIENT_ID": oauthClientID, "GITHUB_OAUTH_CLIENT_SECRET": oauthClientSecret,
 	}
 	maps.Copy(vars, f.env)
+	if f.dbURL != "" {
+		vars["SANDBOX_DATABASE_URL"] = f.dbURL
+	}
 	cfg, err := LoadConfig(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {
 		f.t.Fatal(err)
@@ -344,7 +365,9 @@ func TestDashboardFollowsTheRepositoryIDNotItsName(t *testing.T) {
 	f := newDashFixture(t)
 	f.gh.RenameRepo("octo/alpha", "octo/renamed")
 	late := receipts.Run{TaskID: "T-A0000009", Repo: "octo/alpha", InstallationID: 1, Number: 4, Issue: 4, Mode: "plan", Status: "completed", Attempt: 1, EndedAt: dashDay}
-	if err := f.srv.Load().Base().Receipts.Store.Put(t.Context(), late); err != nil {
+	ended := handlers.EndedRun{Meta: dispatch.Meta{TaskID: late.TaskID, Repo: late.Repo, InstallationID: 1, Number: 4, Mode: dispatch.ModePlan, Attempt: 1},
+		Issue: 4, Status: "completed", EndedAt: dashDay}
+	if err := f.srv.Load().Base().Receipts.Store.Keep(t.Context(), ended); err != nil {
 		t.Fatal(err)
 	}
 	taken := f.gh.AddRepo("octo/alpha", 1, nil)

@@ -25,16 +25,18 @@ import (
 // id, among those the signed-in person can read.
 type livePages struct {
 	backend dispatch.Backend
-	store   *receipts.Store
-	secrets *handlers.Secrets
-	feeds   *liveFeeds
-	casts   *screencasts // live_screencast.go
-	preview *previewProxy
-	log     zerolog.Logger
+	store   receipts.Store
+	// retention is how long transcripts are kept (0: none are).
+	retention time.Duration
+	secrets   *handlers.Secrets
+	feeds     *liveFeeds
+	casts     *screencasts // live_screencast.go
+	preview   *previewProxy
+	log       zerolog.Logger
 }
 
-func newLivePages(b dispatch.Backend, store *receipts.Store, secrets *handlers.Secrets, log zerolog.Logger) *livePages {
-	lp := &livePages{backend: b, store: store, secrets: secrets, feeds: newLiveFeeds(b, log), casts: newScreencasts(b, log), log: log}
+func newLivePages(b dispatch.Backend, store receipts.Store, retention time.Duration, secrets *handlers.Secrets, log zerolog.Logger) *livePages {
+	lp := &livePages{backend: b, store: store, retention: retention, secrets: secrets, feeds: newLiveFeeds(b, log), casts: newScreencasts(b, log), log: log}
 	lp.preview = newPreviewProxy(lp)
 	return lp
 }
@@ -45,6 +47,7 @@ func (lp *livePages) mount(mux *http.ServeMux, si *signIn, gate func(h func(http
 	mux.HandleFunc("GET /runs/live.js", serveLiveScript)
 	mux.HandleFunc("GET /runs/{task}", gate(lp.page, false))
 	mux.HandleFunc("GET /runs/{task}/events", gate(lp.events, true))
+	mux.HandleFunc("GET /runs/{task}/transcript", gate(lp.transcript, true))
 	mux.HandleFunc("GET /runs/{task}/preview", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, r.URL.Path+"/", http.StatusMovedPermanently)
 	})
@@ -54,12 +57,34 @@ func (lp *livePages) mount(mux *http.ServeMux, si *signIn, gate func(h func(http
 func (lp *livePages) close() { lp.feeds.close() }
 
 // liveRun is what the page knows of a run: the backend's view while it
-// is known there, the receipt once one is kept.
+// is known there, the receipt once one is kept, the transcript's head
+// once its follower began keeping its lines.
 type liveRun struct {
 	Meta    dispatch.Meta
 	State   dispatch.State // "" when the backend no longer knows the run
 	Started time.Time
 	Receipt *receipts.Run
+	Head    *receipts.Head
+}
+
+// Title is the or PR's title: as the run ended, else as it
+// started (untrusted text: the page escapes it).
+func (r liveRun) Title() string {
+	if r.Receipt != nil && r.Receipt.Title != "" {
+		return r.Receipt.Title
+	}
+	if r.Head != nil {
+		return r.Head.Title
+	}
+	return ""
+}
+
+// fromStore is true when the run's lines are read from the store: the
+// backend has forgotten the run (its sandbox is gone), or the run has
+// ended and its whole transcript is kept. A live run's lines come from
+// the backend, which has them first.
+func (r liveRun) fromStore() bool {
+	return !r.Live() && r.Head != nil && (r.State == "" || r.Head.Whole)
 }
 
 // Live reports whether the run has not ended.
@@ -87,6 +112,25 @@ func (lp *livePages) find(ctx context.Context, taskID string, v viewer, withRece
 	if run.Live() && run.Meta.RepoID != 0 && !withReceipt {
 		return run, lp.allowed(run, v)
 	}
+	lp.fromRecords(ctx, &run, taskID)
+	if run.State == "" && run.Receipt == nil && run.Head == nil {
+		return run, errNoRun
+	}
+	return run, lp.allowed(run, v)
+}
+
+// fromRecords adds what the store keeps of the run: its receipt and its
+// transcript's head, which name the run when the backend has forgotten it.
+func (lp *livePages) fromRecords(ctx context.Context, run *liveRun, taskID string) {
+	if h, err := lp.store.Head(ctx, taskID); err == nil {
+		run.Head = &h
+		if run.State == "" {
+			run.Meta = dispatch.Meta{TaskID: h.TaskID, Mode: dispatch.Mode(h.Mode), Repo: h.Repo, RepoID: h.RepoID,
+				Number: h.Number, InstallationID: h.InstallationID}
+		}
+	} else if !errors.Is(err, receipts.ErrNoTranscript) {
+		lp.log.Warn().Err(err).Str("task_id", taskID).Msg("live page: read the run's transcript")
+	}
 	if page, err := lp.store.List(ctx, receipts.Filter{TaskID: taskID}, 0, 1); err == nil && len(page.Runs) > 0 {
 		rec := page.Runs[0]
 		run.Receipt = &rec
@@ -98,10 +142,9 @@ func (lp *livePages) find(ctx context.Context, taskID string, v viewer, withRece
 			run.Meta.RepoID = rec.RepoID
 		}
 	}
-	if run.State == "" && run.Receipt == nil {
-		return run, errNoRun
+	if run.Meta.RepoID == 0 && run.Head != nil {
+		run.Meta.RepoID = run.Head.RepoID
 	}
-	return run, lp.allowed(run, v)
 }
 
 // allowed: the operator (RepoIDs nil) sees every run; a person the runs of

@@ -17,9 +17,9 @@ import (
 // liveEvent is one progress line as the page gets it.
 type liveEvent struct {
 	Seq       int                   `json:"seq"`
-	Time      int64                 `json:"t"`    // when the runner wrote it, unix ms
-	Wrote     int64                 `json:"tu"`   // the same, unix µs (latency measurements)
-	Read      int64                 `json:"read"` // when this replica read it, unix µs
+	Time      int64                 `json:"t"`              // when the runner wrote it, unix ms
+	Wrote     int64                 `json:"tu"`             // the same, unix µs (latency measurements)
+	Read      int64                 `json:"read,omitempty"` // when this replica read it, unix µs (live lines only)
 	Stage     string                `json:"stage"`
 	Message   string                `json:"message,omitempty"`
 	Kind      dispatch.ProgressKind `json:"kind,omitempty"`
@@ -53,11 +53,16 @@ type checkView struct {
 	Attempts int    `json:"attempts"`
 }
 
+// event is a line as the page shows it and the store keeps it: cleaned.
 func (lp *livePages) event(l liveLine) liveEvent {
 	p := l.Payload
-	return liveEvent{Seq: l.Seq, Time: p.Time.UnixMilli(), Wrote: p.Time.UnixMicro(), Read: l.Read.UnixMicro(), Stage: lp.clean(p.Stage),
+	e := liveEvent{Seq: l.Seq, Time: p.Time.UnixMilli(), Wrote: p.Time.UnixMicro(), Stage: lp.clean(p.Stage),
 		Message: lp.clean(p.Message), Kind: p.Kind, Tool: lp.clean(p.Tool), Detail: lp.clean(p.Detail),
 		Step: p.Step, ToolCalls: p.ToolCalls, Tokens: p.Tokens, CostUSD: p.CostUSD, Status: p.Status}
+	if !l.Read.IsZero() {
+		e.Read = l.Read.UnixMicro()
+	}
+	return e
 }
 
 func (lp *livePages) fromStore(r *receipts.Run) *receiptView {
@@ -114,6 +119,12 @@ func (s sse) send(event, id string, data any) error {
 	if err != nil {
 		return err
 	}
+	return s.sendRaw(event, id, b)
+}
+
+// sendRaw sends data that is JSON already (one line: JSON escapes
+// newlines).
+func (s sse) sendRaw(event, id string, b []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if id != "" {
@@ -139,6 +150,7 @@ func (s sse) comment(text string) error {
 // events streams the run: every progress line from the run's start (or
 // after Last-Event-ID, when the browser reconnects), then the receipt.
 func (lp *livePages) events(w http.ResponseWriter, r *http.Request, v viewer) {
+	// For an ended run find reads the store too: its lines may be there.
 	run, ok := lp.findOr404(w, r, v, false)
 	if !ok {
 		return
@@ -167,7 +179,12 @@ func (lp *livePages) events(w http.ResponseWriter, r *http.Request, v viewer) {
 		go func() { defer wg.Done(); lp.screencast(frames, out, run.Meta.TaskID, v.Login) }()
 		defer func() { stop(); wg.Wait() }()
 	}
-	if run.State != "" {
+	switch {
+	case run.fromStore():
+		if err := lp.streamStored(r.Context(), out, run.Meta.TaskID, last); err != nil {
+			return
+		}
+	case run.State != "":
 		if err := lp.stream(r.Context(), out, run.Meta.TaskID, last); err != nil {
 			return
 		}
@@ -206,6 +223,31 @@ func (lp *livePages) stream(ctx context.Context, out sse, taskID string, seq int
 			if err := out.comment("keep-alive"); err != nil {
 				return err
 			}
+		}
+	}
+}
+
+// storedPage is how many stored lines one read returns.
+const storedPage = 500
+
+// streamStored sends the kept lines after seq: the same lines, numbered the
+// same way, as the backend's log held while the run lived, so a browser
+// that reconnects across the switch gets nothing twice and loses nothing.
+func (lp *livePages) streamStored(ctx context.Context, out sse, taskID string, seq int) error {
+	for {
+		lines, err := lp.store.Lines(ctx, taskID, seq, storedPage)
+		if err != nil {
+			lp.log.Warn().Err(err).Str("task_id", taskID).Msg("live page: read the run's kept lines")
+			return nil
+		}
+		for _, l := range lines {
+			if err := out.sendRaw("progress", strconv.Itoa(l.Seq), l.Data); err != nil {
+				return err
+			}
+			seq = l.Seq
+		}
+		if len(lines) < storedPage {
+			return nil
 		}
 	}
 }

@@ -26,7 +26,7 @@ var livePage = template.Must(template.New("live").Funcs(template.FuncMap{
 	"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>{{.Run.Meta.TaskID}} · sandbox-bot</title><link rel="stylesheet" href="/dashboard/style.css">
+<title>{{with .Title}}{{.}} · {{end}}{{.Run.Meta.TaskID}} · sandbox-bot</title><link rel="stylesheet" href="/dashboard/style.css">
 <script src="/runs/live.js" defer></script></head>
 <body data-task="{{.Run.Meta.TaskID}}" data-live="{{.Run.Live}}">
 <header><h1><a href="/dashboard">sandbox-bot</a> · run <code id="task">{{.Run.Meta.TaskID}}</code></h1>{{if .Viewer}}<span id="viewer">{{.Viewer}}</span>{{end}}</header>
@@ -45,6 +45,7 @@ var livePage = template.Must(template.New("live").Funcs(template.FuncMap{
 </table>{{with .Note}}<p>{{.}}</p>{{end}}{{end}}</section>
 <h2>What happened</h2>
 <ol id="log" class="live-log"></ol>
+{{with .NoLines}}<p id="no-lines" class="muted">{{.}}</p>{{end}}
 <p id="status-line" class="muted">{{if .Run.Live}}Connecting…{{else}}Loading the run's lines…{{end}}</p>
 </body></html>`))
 
@@ -54,12 +55,12 @@ func (lp *livePages) page(w http.ResponseWriter, r *http.Request, v viewer) {
 	if !ok {
 		return
 	}
-	data := map[string]any{"Run": run, "Viewer": v.Login}
-	if run.Receipt != nil {
-		data["Title"] = lp.clean(run.Receipt.Title)
-		if !run.Live() {
-			data["Receipt"] = lp.receipt(r.Context(), run.Meta.TaskID, 0)
-		}
+	data := map[string]any{"Run": run, "Viewer": v.Login, "Title": lp.clean(run.Title())}
+	if run.Receipt != nil && !run.Live() {
+		data["Receipt"] = lp.receipt(r.Context(), run.Meta.TaskID, 0)
+	}
+	if run.State == "" && run.Head == nil {
+		data["NoLines"] = lp.noTranscript()
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "private, no-store")
@@ -70,6 +71,22 @@ func (lp *livePages) page(w http.ResponseWriter, r *http.Request, v viewer) {
 	if err := livePage.Execute(w, data); err != nil {
 		lp.log.Warn().Err(err).Msg("live page: render")
 	}
+}
+
+// noTranscript says why an ended run's page has no lines.
+func (lp *livePages) noTranscript() string {
+	if lp.retention == 0 {
+		return "This bot keeps no transcripts (SANDBOX_TRANSCRIPT_RETENTION=off): the run's lines went with its sandbox."
+	}
+	return fmt.Sprintf("The run's lines are no longer kept: transcripts are kept for %s.", formatRetention(lp.retention))
+}
+
+// formatRetention writes a retention as days when it is whole days.
+func formatRetention(d time.Duration) string {
+	if d%(24*time.Hour) == 0 {
+		return fmt.Sprintf("%d days", d/(24*time.Hour))
+	}
+	return d.String()
 }
 
 // liveURL is the page of a run under the public address.

@@ -52,8 +52,13 @@ type liveLine struct {
 	Payload dispatch.Progress
 }
 
+// maxRunLines bounds what the bot holds and keeps of one run's lines (the
+// live feed, the transcript); the runner bounds its detailed lines
+// (runner/progress.go), this bounds everything else.
+const maxRunLines = 20000
+
 func newLiveFeeds(b dispatch.Backend, log zerolog.Logger) *liveFeeds {
-	return &liveFeeds{backend: b, log: log, linger: 2 * time.Minute, maxLines: 20000, feeds: map[string]*liveFeed{}}
+	return &liveFeeds{backend: b, log: log, linger: 2 * time.Minute, maxLines: maxRunLines, feeds: map[string]*liveFeed{}}
 }
 
 // watch returns the run's feed, starting its follower if needed, and a

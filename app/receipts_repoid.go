@@ -9,22 +9,31 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/app/receipts"
+	"github.com/sandbox-bot/sandbox-bot/handlers"
 )
 
-// withRepoIDs stores receipts with their repository's id. The handlers
-// know a run by its repository's name; the dashboard decides access by
-// id, which GitHub keeps through a rename or a transfer and gives a new
-// repository of a deleted one's name afresh. The id is read through the
-// run's own installation, so a name that now belongs to a repository the
-// installation cannot see stays 0: such a receipt shows to the operator
-// only.
+// withRepoIDs stores receipts with their repository's id. The dashboard
+// decides access by id, which GitHub keeps through a rename or a transfer
+// and gives a new repository of a deleted one's name afresh. A run started
+// by this bot carries the id in its metadata; for one that does not (an
+// older bot's), the id is read through the run's own installation, so a
+// name that now belongs to a repository the installation cannot see stays
+// 0: such a receipt shows to the operator only.
 type withRepoIDs struct {
-	store *receipts.Store
+	store receipts.Receipts
 	cc    func() githubapp.ClientCreator
 	log   zerolog.Logger
 }
 
-func (w withRepoIDs) Put(ctx context.Context, r receipts.Run) error {
+// Keep stores the receipt of an ended run.
+func (w withRepoIDs) Keep(ctx context.Context, e handlers.EndedRun) error {
+	m := e.Meta
+	r := receipts.Run{
+		TaskID: m.TaskID, Repo: m.Repo, RepoID: m.RepoID, InstallationID: m.InstallationID, Number: m.Number, Issue: e.Issue,
+		Title: e.Title, Mode: string(m.Mode), Status: e.Status, Attempt: m.Attempt, Branch: e.Branch, URL: e.URL,
+		CostUSD: e.Usage.TotalCostUSD, DurationSeconds: e.DurationSeconds, InputTokens: e.Usage.Input, OutputTokens: e.Usage.Output,
+		Steps: e.Usage.Steps, Error: e.Error, EndedAt: e.EndedAt,
+	}
 	if r.RepoID == 0 {
 		r.RepoID = w.repoID(ctx, r)
 	}

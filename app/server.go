@@ -45,6 +45,8 @@ type Server struct {
 	ready    *readiness
 	dash     *dashboard // dashboard.go
 	live     *livePages // live.go
+	// stopPruning ends the transcripts' pruning (store.go).
+	stopPruning context.CancelFunc
 }
 
 // NewServer wires the bot around a backend.
@@ -85,7 +87,10 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	base.Receipts = dash.receiptsFor(cfg, func() githubapp.ClientCreator { return base.ClientCreator })
 
 	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prom, ready: &readiness{backend: backend}, dash: dash,
-		live: newLivePages(backend, dash.store, secrets, logger)}
+		live: newLivePages(backend, dash.store, cfg.Retention, secrets, logger)}
+	if cfg.Retention > 0 {
+		base.Receipts.Transcripts = &transcriptKeeper{store: dash.store, event: s.live.event, log: logger, maxLines: maxRunLines, closeWait: 10 * time.Second}
+	}
 	s.metrics = newServerMetrics(s.prom, registry, backend, base.Runs)
 	base.QueueWait = func(d time.Duration) { s.metrics.queueWait.Observe(d.Seconds()) }
 
@@ -301,6 +306,11 @@ func (s *Server) Start(ctx context.Context) error {
 		s.checkSlug(login)
 	}
 	s.ready.check(ctx, s.logger)
+	if s.stopPruning == nil {
+		var prune context.Context
+		prune, s.stopPruning = context.WithCancel(context.Background())
+		go pruneTranscripts(prune, s.dash.store, s.cfg.Retention, s.logger)
+	}
 	return s.base.Runs.Reconcile(ctx)
 }
 
@@ -325,6 +335,9 @@ func (s *Server) Drain(ctx context.Context) error {
 // reconciles them.
 func (s *Server) Stop() {
 	s.base.Runs.Stop()
+	if s.stopPruning != nil {
+		s.stopPruning()
+	}
 	s.live.close()
 	if err := s.dash.close(); err != nil {
 		s.logger.Warn().Err(err).Msg("close the receipts store")

@@ -32,8 +32,8 @@ type RunEntry struct {
 	Status  dispatch.Status `json:"status"`
 	CostUSD float64         `json:"cost"`
 	Steps   int             `json:"steps"`
-	// URL is the run's dashboard entry or its result comment ("" when
-	// neither is known).
+	// URL is the run's page, its dashboard entry or its result comment
+	// ("" when none is known).
 	URL string `json:"url,omitempty"`
 }
 
@@ -130,7 +130,7 @@ func (r *Runs) prHistory(ctx context.Context, rc *runContext, res *dispatch.Resu
 	} else if len(existing) > 0 {
 		runs = parseHistory(existing[0].GetBody())
 	}
-	runs, _ = withEntry(runs, entryOf(rc, res, r.c.Receipts.EntryURL(rc.meta.TaskID)))
+	runs, _ = withEntry(runs, entryOf(rc, res, r.c.Receipts.RunURL(rc.meta.TaskID)))
 	section, err := r.c.renderHistory(runs)
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("render the PR's run history")
@@ -146,7 +146,7 @@ func (r *Runs) recordOnPR(ctx context.Context, rc *runContext, res *dispatch.Res
 	if err != nil {
 		return fmt.Errorf("read PR #%d for its run history: %w", rc.meta.Number, err)
 	}
-	url := r.c.Receipts.EntryURL(rc.meta.TaskID)
+	url := r.c.Receipts.RunURL(rc.meta.TaskID)
 	if url == "" {
 		for _, kind := range []string{KindResult, KindFailure, KindAborted} {
 			if m, ok := lastMarked(rc.marked, kind, rc.meta.TaskID); ok {

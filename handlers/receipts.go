@@ -5,24 +5,66 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 
-	"github.com/sandbox-bot/sandbox-bot/app/receipts"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/termtext"
 )
 
-// ReceiptStore keeps the receipts of ended runs (receipts.Store).
+// ReceiptStore keeps the receipts of ended runs (the server keeps them in
+// its store, for the dashboard and the runs' pages).
 type ReceiptStore interface {
-	Put(ctx context.Context, r receipts.Run) error
+	Keep(ctx context.Context, r EndedRun) error
 }
 
-// Receipts is where the bot keeps every receipt it sees end, and where
-// people read them.
+// EndedRun is what the handlers know of a run once its result is known:
+// its receipt, as the store keeps it.
+type EndedRun struct {
+	Meta dispatch.Meta
+	// Issue is the issue whose text was the task (a PR run's issue).
+	Issue int
+	// Title is the issue's or PR's title, redacted and without terminal
+	// escapes: untrusted text, escaped where it is shown.
+	Title           string
+	Status          string
+	Branch          string
+	URL             string
+	Error           string
+	Usage           dispatch.TokenUsage
+	DurationSeconds float64
+	EndedAt         time.Time
+}
+
+// TranscriptStore keeps every run's progress lines as its follower reads
+// them, so the run's page shows them after the sandbox is gone. Each
+// follower of a run (this replica's, another's, a restarted bot's) keeps
+// them, numbered by their place in the run's log: the store keeps each
+// number once.
+type TranscriptStore interface {
+	// Transcript starts keeping the run's lines; title is its issue's or
+	// PR's title ("" when it could not be read).
+	Transcript(ctx context.Context, meta dispatch.Meta, title string) Transcript
+}
+
+// Transcript is one run's lines on their way to the store.
+type Transcript interface {
+	// Line keeps line seq (1, 2, ... in the run's log). It does not wait
+	// for the store.
+	Line(seq int, p dispatch.Progress)
+	// Close keeps what is left; whole says the run's log was read to its
+	// end.
+	Close(whole bool)
+}
+
+// Receipts is where the bot keeps every receipt it sees end and every
+// run's transcript, and where people read them.
 type Receipts struct {
 	// Store is nil when receipts are not kept (tests without a data dir).
 	Store ReceiptStore
+	// Transcripts is nil when transcripts are not kept.
+	Transcripts TranscriptStore
 	// DashboardURL is the dashboard's public address, for the link on each
 	// run's check run; "" leaves the link out.
 	DashboardURL string
@@ -48,6 +90,43 @@ func (rc Receipts) EntryURL(taskID string) string {
 	return strings.TrimSuffix(rc.DashboardURL, "/") + "?task=" + url.QueryEscape(taskID)
 }
 
+// RunURL is where a person reads one run after the fact: its page (its
+// steps and its receipt) when the bot serves pages, else its dashboard
+// entry, else "".
+func (rc Receipts) RunURL(taskID string) string {
+	if u := rc.LiveURL(taskID); u != "" {
+		return u
+	}
+	return rc.EntryURL(taskID)
+}
+
+// noTranscript keeps nothing (transcripts not kept).
+type noTranscript struct{}
+
+func (noTranscript) Line(int, dispatch.Progress) {}
+func (noTranscript) Close(bool)                  {}
+
+// transcript starts keeping a run's lines, named by its issue's or PR's
+// title as it is now.
+func (r *Runs) transcript(ctx context.Context, gh GitHub, meta dispatch.Meta) Transcript {
+	if r.c.Receipts.Transcripts == nil {
+		return noTranscript{}
+	}
+	return r.c.Receipts.Transcripts.Transcript(ctx, meta, r.title(ctx, gh, meta.Number))
+}
+
+// title is the issue's or PR's title, made safe to keep: it names the run
+// on the dashboard and on its page, as untrusted text escaped where it is
+// shown. "" when GitHub does not answer.
+func (r *Runs) title(ctx context.Context, gh GitHub, number int) string {
+	is, err := gh.Issue(ctx, number)
+	if err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("read the title of the run's issue")
+		return ""
+	}
+	return truncateUTF8(r.c.Secrets.Redact(termtext.Clean(is.GetTitle())), 300)
+}
+
 // keepReceipt stores the run's figures once its result is known. res has
 // been vetted (vetResult): its error text is redacted like everything the
 // bot posts. A failure to store is logged, never fatal: the result on
@@ -62,9 +141,8 @@ func (r *Runs) keepReceipt(ctx context.Context, rc *runContext, res *dispatch.Re
 	} else if _, marked := lastMarked(rc.marked, KindAbortRequested, rc.meta.TaskID); marked {
 		status = "aborted"
 	}
-	run := receipts.Run{
-		TaskID: rc.meta.TaskID, Repo: rc.meta.Repo, InstallationID: rc.meta.InstallationID, Number: rc.meta.Number, Issue: rc.issue,
-		Mode: string(rc.meta.Mode), Status: status, Attempt: rc.meta.Attempt, Branch: rc.branch,
+	run := EndedRun{
+		Meta: rc.meta, Issue: rc.issue, Status: status, Branch: rc.branch,
 		URL:     fmt.Sprintf("%s/%s/issues/%d", strings.TrimSuffix(r.c.WebURL, "/"), rc.meta.Repo, rc.meta.Number),
 		EndedAt: r.c.Now().UTC(),
 	}
@@ -72,18 +150,13 @@ func (r *Runs) keepReceipt(ctx context.Context, rc *runContext, res *dispatch.Re
 		if res.Branch != "" {
 			run.Branch = res.Branch
 		}
-		run.CostUSD, run.DurationSeconds, run.Steps = res.TokenUsage.TotalCostUSD, res.DurationSeconds, res.TokenUsage.Steps
-		run.InputTokens, run.OutputTokens = res.TokenUsage.Input, res.TokenUsage.Output
+		run.Usage, run.DurationSeconds = res.TokenUsage, res.DurationSeconds
 		if res.Error != nil {
 			run.Error = truncateUTF8(res.Error.Message, 500)
 		}
 	}
-	// The title names the run on the dashboard; it is untrusted text, kept
-	// as text and escaped where it is shown.
-	if is, err := rc.gh.Issue(ctx, rc.meta.Number); err == nil {
-		run.Title = truncateUTF8(r.c.Secrets.Redact(termtext.Clean(is.GetTitle())), 300)
-	}
-	if err := r.c.Receipts.Store.Put(context.WithoutCancel(ctx), run); err != nil {
+	run.Title = r.title(ctx, rc.gh, rc.meta.Number)
+	if err := r.c.Receipts.Store.Keep(context.WithoutCancel(ctx), run); err != nil {
 		zerolog.Ctx(ctx).Error().Err(err).Msg("keep the run's receipt for the dashboard")
 	}
 }

@@ -148,7 +148,16 @@ func (r *Runs) follow(meta dispatch.Meta) {
 	r.adoptToken(ctx, meta.TaskID)
 	refreshDone, refreshed := make(chan struct{}), make(chan struct{})
 	go func() { defer close(refreshed); r.refreshTokens(ctx, meta, refreshDone) }()
-	st, err := r.c.Backend.Wait(ctx, meta.TaskID, prog.update)
+	// Every line is kept as it is read, whether or not anyone watches,
+	// numbered by its place in the log (Wait reads it from its start), as
+	// the live page numbers it.
+	tr, seq := r.transcript(ctx, gh, meta), 0
+	st, err := r.c.Backend.Wait(ctx, meta.TaskID, func(p dispatch.Progress) {
+		seq++
+		tr.Line(seq, p)
+		prog.update(p)
+	})
+	tr.Close(err == nil)
 	close(refreshDone)
 	<-refreshed // no refresh mints a token after the run's are revoked
 	if ctx.Err() != nil {

@@ -51,7 +51,7 @@ func (h *harness) waitCheck(what, taskID string, cond func(cs []githubtest.Check
 // does.
 func (h *harness) receipt(taskID string) receipts.Run {
 	h.t.Helper()
-	st, err := receipts.Open(filepath.Join(h.data, "receipts"))
+	st, err := receipts.OpenSQLite(filepath.Join(h.data, "receipts"))
 	if err != nil {
 		h.t.Fatal(err)
 	}

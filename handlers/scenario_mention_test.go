@@ -166,6 +166,9 @@ func TestStatusDuringAndAfterRun(t *testing.T) {
 	}
 	golden(t, "status_running.md", durationRE.ReplaceAllString(during, "DURATION"))
 	h.comment(n, reader, "/status")
+	// The second /status is handled (and left unanswered) while the run
+	// lives; handled after its end, it would answer for the ended run.
+	h.idle()
 	h.backend.Finish(spec.Order.TaskID, &dispatch.Result{Mode: dispatch.ModePlan, Status: dispatch.StatusCompleted, Plan: "1. Add an LRU.",
 		TokenUsage: dispatch.TokenUsage{TotalCostUSD: 0.10, Steps: 4}})
 	h.waitComment(n, "plan", func(c string) bool { return strings.Contains(c, "1. Add an LRU.") })

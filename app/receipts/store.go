@@ -1,27 +1,27 @@
-// Package receipts keeps every receipt the bot sees end in an embedded
-// SQLite database under SANDBOX_DATA_DIR, so the dashboard outlives the
-// runs: the backend forgets a run once it is cleaned up, and GitHub holds
-// the receipt only as comment text.
+// Package receipts keeps what people read of runs after the fact: every
+// receipt the bot sees end (the dashboard's rows) and every run's
+// transcript (its progress lines, which the run's page shows after the
+// sandbox is gone). The backend forgets a run once it is cleaned up, and
+// GitHub holds the receipt only as comment text.
 //
-// SQLite is reached through modernc.org/sqlite (pure Go, no cgo) and
-// database/sql. Every query the dashboard makes is served by an index on
-// ended_at (alone or after repo, mode or status), so a page costs the same
-// with ten or a hundred thousand receipts.
+// One Store, two databases behind database/sql: SQLite embedded under
+// SANDBOX_DATA_DIR (modernc.org/sqlite, pure Go; the default for one
+// machine), or PostgreSQL (github.com/jackc/pgx/v5) when replicas share
+// the work (SANDBOX_DATABASE_URL). Both take the same versioned schema
+// (migrate.go) and answer the same queries; receiptstest holds them to one
+// contract. The dashboard's figures are read from a table that adds the
+// receipts up by day as they are kept (days.go), and its page of runs
+// from an index on ended_at, so a page costs about the same with ten or a
+// hundred thousand receipts.
 package receipts
 
 import (
 	"context"
-	"database/sql"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
 	"time"
-
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
-// FileName is the database file under the data directory.
+// FileName is the SQLite database file under its directory.
 const FileName = "receipts.db"
 
 // Run is what the bot keeps of one run's receipt: the figures a person
@@ -64,138 +64,111 @@ func (r Run) Succeeded() bool { return r.Status == StatusCompleted }
 // StatusCompleted is the status of a run that did what it was asked.
 const StatusCompleted = "completed"
 
-// Store is the receipts database. It is safe for concurrent use.
-type Store struct {
-	db   *sql.DB
-	path string
+// Store is the one store of receipts and transcripts, in SQLite or in
+// PostgreSQL. It is safe for concurrent use, from several processes too
+// (replicas on one PostgreSQL database, or on one SQLite file).
+type Store interface {
+	Receipts
+	Transcripts
+	// Where names the database for errors and logs: a file, or host,
+	// port and database name (never a password).
+	Where() string
+	Close() error
 }
 
-const schema = `
-CREATE TABLE IF NOT EXISTS runs (
-	task_id         TEXT PRIMARY KEY,
-	repo            TEXT NOT NULL,
-	installation_id INTEGER NOT NULL,
-	number          INTEGER NOT NULL,
-	issue           INTEGER NOT NULL,
-	mode            TEXT NOT NULL,
-	status          TEXT NOT NULL,
-	attempt         INTEGER NOT NULL,
-	branch          TEXT NOT NULL,
-	url             TEXT NOT NULL,
-	cost_usd        REAL NOT NULL,
-	duration_s      REAL NOT NULL,
-	tokens_in       INTEGER NOT NULL,
-	tokens_out      INTEGER NOT NULL,
-	steps           INTEGER NOT NULL,
-	error           TEXT NOT NULL,
-	ended_at        INTEGER NOT NULL -- unix milliseconds
-);
-CREATE INDEX IF NOT EXISTS runs_ended ON runs(ended_at);
-CREATE INDEX IF NOT EXISTS runs_repo_ended ON runs(repo, ended_at);
-CREATE INDEX IF NOT EXISTS runs_mode_ended ON runs(mode, ended_at);
-CREATE INDEX IF NOT EXISTS runs_status_ended ON runs(status, ended_at);
-CREATE INDEX IF NOT EXISTS runs_cost ON runs(cost_usd);
-`
-
-// migrations bring a database of an older bot up to the schema; each is
-// applied when the column it adds is missing. Receipts kept before the
-// repository id was get 0, which no signed-in person's access matches.
-var migrations = []struct{ column, sql string }{
-	{"repo_id", `ALTER TABLE runs ADD COLUMN repo_id INTEGER NOT NULL DEFAULT 0;
-CREATE INDEX IF NOT EXISTS runs_repo_id_ended ON runs(repo_id, ended_at);`},
-	{"title", `ALTER TABLE runs ADD COLUMN title TEXT NOT NULL DEFAULT '';`},
+// Receipts are the ended runs' figures.
+type Receipts interface {
+	// Put keeps a receipt, replacing an earlier one of the same task (a
+	// result posted again after a restart).
+	Put(ctx context.Context, r Run) error
+	// PutMany keeps receipts in one transaction, as Put does.
+	PutMany(ctx context.Context, runs []Run) error
+	// Import keeps the receipts the store does not hold yet and leaves
+	// those it holds as they are (copying from another store); it returns
+	// how many it added.
+	Import(ctx context.Context, runs []Run) (int, error)
+	// List returns the runs matching f, newest first, from offset.
+	List(ctx context.Context, f Filter, offset, limit int) (Page, error)
+	// Stats computes the figures of the runs f sees.
+	Stats(ctx context.Context, f Filter) (Stats, error)
+	// Repos lists the repositories with receipts that f's access allows,
+	// ignoring f's other fields.
+	Repos(ctx context.Context, f Filter) ([]string, error)
 }
 
-// migrate applies the migrations a database lacks.
-func migrate(db *sql.DB) error {
-	rows, err := db.Query(`SELECT name FROM pragma_table_info('runs')`)
-	if err != nil {
-		return err
-	}
-	have := map[string]bool{}
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			rows.Close()
-			return err
-		}
-		have[name] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, m := range migrations {
-		if !have[m.column] {
-			if _, err := db.Exec(m.sql); err != nil {
-				return fmt.Errorf("add column %s: %w", m.column, err)
-			}
-		}
-	}
-	return nil
+// Transcripts are the runs' progress lines, numbered by their place in
+// the run's log (1, 2, ...: the numbering of the live page, so a browser's
+// Last-Event-ID means the same line in both), each kept once.
+type Transcripts interface {
+	// Begin keeps a run's head when its follower starts; a head already
+	// kept keeps its start, and its title unless h has one.
+	Begin(ctx context.Context, h Head) error
+	// Append keeps lines of a run; a line whose number is kept already is
+	// left as it is (a restarted follower reads the log from its start
+	// again), so it returns how many it added.
+	Append(ctx context.Context, taskID string, lines []Line) (int, error)
+	// Finish records that the run's log was read to its end: its
+	// transcript is whole.
+	Finish(ctx context.Context, taskID string) error
+	// Head returns a run's head, ErrNoTranscript when none is kept.
+	Head(ctx context.Context, taskID string) (Head, error)
+	// Lines returns up to limit lines after the numbered one, in order.
+	Lines(ctx context.Context, taskID string, after, limit int) ([]Line, error)
+	// Heads lists the kept heads after the task id, in task id order (to
+	// copy them).
+	Heads(ctx context.Context, after string, limit int) ([]Head, error)
+	// ImportHead keeps a head, as it is, when the store holds none of its
+	// run (copying from another store).
+	ImportHead(ctx context.Context, h Head) error
+	// Prune removes the transcripts of runs that started before the time,
+	// heads and lines; receipts stay.
+	Prune(ctx context.Context, before time.Time) (Pruned, error)
 }
 
-// Open opens (creating if needed) the database in dir.
-func Open(dir string) (*Store, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("receipts: create data directory %s: %w", dir, err)
-	}
-	path := filepath.Join(dir, FileName)
-	// WAL lets the dashboard read while a follower writes; busy_timeout
-	// makes a writer wait for another instead of failing at once.
-	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("receipts: open %s: %w", path, err)
-	}
-	if _, err := db.Exec(schema); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("receipts: create schema in %s: %w", path, err)
-	}
-	if err := migrate(db); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("receipts: migrate %s: %w", path, err)
-	}
-	return &Store{db: db, path: path}, nil
+// Head is what a transcript knows of its run: enough to show the run's
+// page (and decide who may see it) when the backend has forgotten it and
+// no receipt is kept yet.
+type Head struct {
+	TaskID         string `json:"task_id"`
+	Repo           string `json:"repo"`
+	RepoID         int64  `json:"repo_id"`
+	InstallationID int64  `json:"installation_id"`
+	Number         int    `json:"number"`
+	Mode           string `json:"mode"`
+	// Title is the issue's or pull request's title when the run started:
+	// untrusted text, which every page escapes.
+	Title string `json:"title,omitempty"`
+	// StartedAt is when the head was first kept (retention counts from
+	// it).
+	StartedAt time.Time `json:"started_at"`
+	// Lines is the highest line number kept.
+	Lines int `json:"lines"`
+	// Whole is true once the run's log was read to its end and kept.
+	Whole bool `json:"whole"`
 }
 
-// Path is the database file.
-func (s *Store) Path() string { return s.path }
+// Line is one progress line as the run's page shows it: JSON, cleaned of
+// secrets and terminal escapes before it was kept.
+type Line struct {
+	Seq  int
+	Data []byte
+}
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Pruned is what a Prune removed.
+type Pruned struct {
+	Transcripts int
+	Lines       int64
+}
 
-const insertRun = `INSERT OR REPLACE INTO runs
-	(task_id, repo, repo_id, installation_id, number, issue, mode, status, attempt, branch, url, cost_usd, duration_s, tokens_in, tokens_out, steps, error, ended_at, title)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+// ErrNoTranscript is a run whose transcript is not kept (never, or
+// pruned).
+var ErrNoTranscript = errors.New("no transcript kept for this run")
 
-// Put stores a receipt, replacing an earlier one of the same task (a
-// result posted again after a restart).
-func (s *Store) Put(ctx context.Context, r Run) error { return s.PutMany(ctx, []Run{r}) }
-
-// PutMany stores receipts in one transaction.
-func (s *Store) PutMany(ctx context.Context, runs []Run) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("receipts: begin a write to %s: %w", s.path, err)
+// Open opens the store: PostgreSQL at url when it is set, else SQLite in
+// dir. Either way the schema is brought up to date first.
+func Open(ctx context.Context, dir, url string) (Store, error) {
+	if url != "" {
+		return OpenPostgres(ctx, url)
 	}
-	defer tx.Rollback()
-	stmt, err := tx.PrepareContext(ctx, insertRun)
-	if err != nil {
-		return fmt.Errorf("receipts: prepare a write to %s: %w", s.path, err)
-	}
-	defer stmt.Close()
-	for _, r := range runs {
-		if r.TaskID == "" || r.Repo == "" {
-			return errors.New("receipts: a receipt needs a task id and a repository")
-		}
-		if _, err := stmt.ExecContext(ctx, r.TaskID, r.Repo, r.RepoID, r.InstallationID, r.Number, r.Issue, r.Mode, r.Status, r.Attempt, r.Branch, r.URL,
-			r.CostUSD, r.DurationSeconds, r.InputTokens, r.OutputTokens, r.Steps, r.Error, r.EndedAt.UnixMilli(), r.Title); err != nil {
-			return fmt.Errorf("receipts: store %s of %s: %w", r.TaskID, r.Repo, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("receipts: commit to %s: %w", s.path, err)
-	}
-	return nil
+	return OpenSQLite(dir)
 }

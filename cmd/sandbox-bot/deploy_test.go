@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"text/template"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -116,6 +117,61 @@ func TestBotServiceJob(t *testing.T) {
 	for _, name := range set {
 		if !known[name] && name != "NOMAD_ADDR" && name != "NOMAD_NAMESPACE" {
 			t.Errorf("the job sets %s, which the bot never reads (typo?)", name)
+		}
+	}
+}
+
+// nomadVarItem and nomadVarItems are what consul-template's nomadVar
+// gives a Nomad template (its dependency.NomadVarItems: a map of items
+// that print as their value), so the job's template renders here as Nomad
+// renders it.
+type nomadVarItem struct{ Key, Value string }
+
+func (v nomadVarItem) String() string { return v.Value }
+
+type nomadVarItems map[string]nomadVarItem
+
+// The replicas take the shared database's URL from the job's Variable: the
+// secrets template adds it to the env file when the Variable has one, and
+// the bot started from that file reads it; without one, nothing is added.
+func TestBotServiceJobTakesTheDatabaseURLFromItsVariable(t *testing.T) {
+	t.Parallel()
+	f := parseHCL(t, "sandbox-bot.nomad.hcl")
+	tmpl := block(t, block(t, block(t, block(t, f.body, "job", "sandbox-bot"), "group", "bot"), "task", "bot"), "template", "")
+	v, diags := tmpl.Attributes["data"].Expr.Value(nil)
+	if diags.HasErrors() {
+		t.Fatal(diags.Error())
+	}
+	envFile := "GITHUB_APP_INTEGRATION_ID=1\nGITHUB_APP_WEBHOOK_SECRET=s\nGITHUB_APP_PRIVATE_KEY=\"" + strings.ReplaceAll(testKey(t), "\n", "\\n") + "\"\n"
+	const url = "postgres://sandbox_bot:p%40ss@db.internal:5432/sandbox_bot"
+	for _, c := range []struct {
+		items nomadVarItems
+		want  string
+	}{
+		{nomadVarItems{"env_file": {"env_file", envFile}, "database_url": {"database_url", url}}, url},
+		{nomadVarItems{"env_file": {"env_file", envFile}}, ""},
+	} {
+		var out strings.Builder
+		err := template.Must(template.New("data").Funcs(template.FuncMap{"nomadVar": func(string) nomadVarItems { return c.items }}).
+			Parse(v.AsString())).Execute(&out, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "sandbox-bot.env")
+		if err := os.WriteFile(path, []byte(out.String()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := app.LoadConfig(func(k string) (string, bool) {
+			if k == app.EnvFileVar {
+				return path, true
+			}
+			return "", false
+		})
+		if err != nil {
+			t.Fatalf("the bot started from the rendered env file:\n%s\n%v", out.String(), err)
+		}
+		if cfg.DatabaseURL != c.want {
+			t.Errorf("rendered from %v: SANDBOX_DATABASE_URL %q, want %q\n%s", c.items, cfg.DatabaseURL, c.want, out.String())
 		}
 	}
 }

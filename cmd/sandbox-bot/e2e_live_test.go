@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
 )
 
@@ -218,10 +219,16 @@ func (l *loop) watchLiveRun(alice context.Context, shots bool) (n int, task stri
 // as it happens, opens the running app through the bot, keeps watching
 // across a restart of the bot, and sees the receipt at the end; a reader
 // of another repository gets a 404 and an anonymous visitor the sign-in.
+// The bot keeps the run's record in PostgreSQL: once the sandbox is
+// removed, a second replica sharing the database shows every line the page
+// showed live (numbered the same, each once, across the restart) and the
+// receipt, downloads the whole transcript and lists the run on its
+// dashboard.
 func TestE2ELivePageAndPreview(t *testing.T) {
 	gate, release := liveGate(t)
 	yml, files := uiRepo()
-	l := startLoop(t, loopOptions{signIn: true, sandboxYML: yml, files: files, script: liveScript(gate)})
+	l := startLoop(t, loopOptions{signIn: true, sandboxYML: yml, files: files, script: liveScript(gate),
+		env: []string{"SANDBOX_DATABASE_URL=" + testenv.Postgres(t)}})
 	other := "octo-org/elsewhere"
 	l.gh.AddRepo(other, 7, map[string]string{"README.md": "# other\n"})
 	l.gh.SetPermission(other, "bob", "read")
@@ -277,6 +284,12 @@ func TestE2ELivePageAndPreview(t *testing.T) {
 	}
 	waitJS(t, alice, "the receipt of the ended run", `!document.getElementById('receipt').hidden &&
 		document.getElementById('r-status').textContent === 'completed'`, time.Minute)
+
+	// The sandbox is removed; a second replica shows the run's record.
+	watched := pageLines(t, carol)
+	wholeAndOnce(t, "carol's page, open across the restart", seqsOf(watched))
+	l.waitContainerGone(task)
+	l.recordOnReplica(alice, l.startReplica().addr, task, watched)
 }
 
 // TestE2ENomadLivePageAndPreview: the same on the Nomad backend, whose
@@ -285,17 +298,30 @@ func TestE2ELivePageAndPreview(t *testing.T) {
 // the screencast through the allocation's exec API (`sandbox-runner pipe`
 // to the init's socket), here with a preview domain (the running app at a
 // host of its own); after the run, no preview.
+//
+// The replicas keep the run's record in PostgreSQL and purge finished jobs:
+// once Nomad has forgotten the job, a second replica (its own data
+// directory) shows every line and the receipt.
 func TestE2ENomadLivePageAndPreview(t *testing.T) {
 	fake, onNomad := nomadFake(t)
 	gate, release := liveGate(t)
 	yml, files := uiRepo()
+	purge := filepath.Join(t.TempDir(), "sandbox-bot.yml")
+	if err := os.WriteFile(purge, []byte("nomad:\n  purge: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	l := startLoop(t, loopOptions{signIn: true, sandboxYML: yml, files: files, script: liveScript(gate), backendEnv: onNomad,
-		env: []string{"SANDBOX_PREVIEW_DOMAIN=" + previewDomain}})
+		env: []string{"SANDBOX_PREVIEW_DOMAIN=" + previewDomain, "SANDBOX_DATABASE_URL=" + testenv.Postgres(t), "SANDBOX_CONFIG=" + purge}})
 	tab := previewOriginBrowser(t, l.addr)
 	n, task, alice := l.watchLiveRun(tab(), false)
 	// With a preview domain the running app is at a host of its own.
 	if u, _ := evaluate[string](alice, `location.hostname`, 5*time.Second); !strings.HasSuffix(u, "."+previewDomain) {
 		t.Errorf("the preview is at %s, want a host of its own under %s", u, previewDomain)
+	}
+	// A second tab of alice's keeps the run's page open to its end.
+	witness := tab()
+	if st := l.signedIn(witness, "alice", "http://"+l.addr+"/runs/"+task); st != http.StatusOK {
+		t.Fatalf("the live page answers %d", st)
 	}
 	execs := 0
 	for _, c := range fake.Calls() {
@@ -316,6 +342,14 @@ func TestE2ENomadLivePageAndPreview(t *testing.T) {
 	}
 	waitJS(t, alice, "the receipt of the ended run", `!document.getElementById('receipt').hidden &&
 		document.getElementById('r-status').textContent === 'completed'`, time.Minute)
+
+	// Nomad forgets the job; a second replica shows the run's record.
+	waitJS(t, witness, "the run's end on the page kept open", `document.getElementById('state').textContent === 'ended'`, time.Minute)
+	watched := pageLines(t, witness)
+	wholeAndOnce(t, "the page kept open", seqsOf(watched))
+	job := "sandbox-" + strings.ToLower(task) + "-plan"
+	l.gh.WaitFor(time.Minute, "the job purged from Nomad", func() bool { return fake.Job(nomad.DefaultNamespace, job) == nil })
+	l.recordOnReplica(alice, l.startReplica("SANDBOX_DATA_DIR="+t.TempDir()).addr, task, watched)
 }
 
 // shot saves what tab shows as name under $SANDBOX_SCREENSHOTS, when set:

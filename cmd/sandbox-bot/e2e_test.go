@@ -241,7 +241,21 @@ func (s *syncBuffer) String() string {
 
 func (l *loop) startBot() *botProcess {
 	l.t.Helper()
-	addr := l.addr
+	return l.startBotAt(l.addr)
+}
+
+// startReplica starts another replica of the bot beside the running one,
+// listening on an address of its own: the same settings (the backend, the
+// store) with env added.
+func (l *loop) startReplica(env ...string) *botProcess {
+	l.t.Helper()
+	return l.startBotAt("", env...)
+}
+
+// startBotAt starts the bot listening on addr (a free port when ""), with
+// env added to the loop's settings.
+func (l *loop) startBotAt(addr string, env ...string) *botProcess {
+	l.t.Helper()
 	if addr == "" {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -252,7 +266,7 @@ func (l *loop) startBot() *botProcess {
 	}
 	p := &botProcess{addr: addr, logs: &syncBuffer{}, done: make(chan error, 1)}
 	p.cmd = exec.Command(l.bin)
-	p.cmd.Env = append(append([]string(nil), l.env...), "SANDBOX_LISTEN="+addr, "SANDBOX_ADMIN_LISTEN=127.0.0.1:0")
+	p.cmd.Env = append(append(append([]string(nil), l.env...), env...), "SANDBOX_LISTEN="+addr, "SANDBOX_ADMIN_LISTEN=127.0.0.1:0")
 	p.cmd.Stderr = p.logs
 	p.cmd.Stdout = p.logs
 	if err := p.cmd.Start(); err != nil {

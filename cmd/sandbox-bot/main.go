@@ -5,7 +5,9 @@
 // Configuration comes from the environment (GITHUB_*, NOMAD_*, SANDBOX_*),
 // an optional env file named by SANDBOX_BOT_ENV_FILE and an optional YAML file
 // named by SANDBOX_CONFIG; see the README. `sandbox-bot setup` registers
-// the GitHub App from app.yml and writes that env file (setup.go).
+// the GitHub App from app.yml and writes that env file (setup.go);
+// `sandbox-bot receipts copy` moves what one machine kept to the database
+// replicas share (receipts.go).
 package main
 
 import (
@@ -30,6 +32,11 @@ func run() int {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
 		return runSetup(ctx, os.Args[2:], os.LookupEnv, os.Stdout, os.Stderr)
+	}
+	if len(os.Args) > 1 && os.Args[1] == "receipts" {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return runReceipts(ctx, os.Args[2:], os.LookupEnv, os.Stdout, os.Stderr)
 	}
 	cfg, err := app.LoadConfig(os.LookupEnv)
 	if err != nil {

@@ -33,6 +33,8 @@ func TestBadSettingsFailWithOneLine(t *testing.T) {
 		{[]string{"GITHUB_APP_INTEGRATION_ID=1", "GITHUB_APP_WEBHOOK_SECRET=s", "GITHUB_APP_PRIVATE_KEY=" + key, "SANDBOX_BACKEND=k8s"}, "SANDBOX_BACKEND: \"k8s\" is not nomad, docker or process"},
 		{[]string{"GITHUB_APP_INTEGRATION_ID=1", "GITHUB_APP_WEBHOOK_SECRET=s", "GITHUB_APP_PRIVATE_KEY=" + key, "SANDBOX_ISOLATION=none"}, "SANDBOX_ISOLATION: \"none\" is not privileged or caps"},
 		{[]string{"GITHUB_APP_INTEGRATION_ID=1", "GITHUB_APP_WEBHOOK_SECRET=s", "GITHUB_APP_PRIVATE_KEY=" + key, "SANDBOX_CONFIG=/nonexistent.yml"}, "SANDBOX_CONFIG: open /nonexistent.yml"},
+		{[]string{"GITHUB_APP_INTEGRATION_ID=1", "GITHUB_APP_WEBHOOK_SECRET=s", "GITHUB_APP_PRIVATE_KEY=" + key, "SANDBOX_DATABASE_URL=mysql://u:pw@db/x"}, "SANDBOX_DATABASE_URL: not a PostgreSQL URL"},
+		{[]string{"GITHUB_APP_INTEGRATION_ID=1", "GITHUB_APP_WEBHOOK_SECRET=s", "GITHUB_APP_PRIVATE_KEY=" + key, "SANDBOX_TRANSCRIPT_RETENTION=forever"}, "SANDBOX_TRANSCRIPT_RETENTION: \"forever\" is not a retention"},
 	}
 	for _, c := range cases {
 		cmd := exec.Command(bin)

@@ -15,6 +15,16 @@
 # Two replicas are safe: submission is create-only and the per-issue lock is
 # a Variable written with check-and-set, so a webhook delivered to both
 # starts one sandbox.
+#
+# The replicas share one PostgreSQL database for what people read after the
+# fact (receipts, the dashboard, every run's transcript): put its URL in the
+# same Variable, and each replica's env file gets SANDBOX_DATABASE_URL:
+#
+#   nomad var put nomad/jobs/sandbox-bot env_file=@sandbox-bot.env \
+#     database_url='postgres://sandbox_bot:PASSWORD@db.internal:5432/sandbox_bot'
+#
+# Without it each replica keeps its own SQLite under /alloc/data, and sees
+# only the runs it followed.
 
 variable "image" {
   type    = string
@@ -123,12 +133,15 @@ job "sandbox-bot" {
         SANDBOX_BOT_ENV_FILE  = "${NOMAD_SECRETS_DIR}/sandbox-bot.env"
       }
 
-      # The env file `sandbox-bot setup` wrote, from the job's own Variable.
-      # The bot process reads it: if the bot image does not run as root, add
-      # uid/gid of its user here.
+      # The env file `sandbox-bot setup` wrote, from the job's own Variable,
+      # and the shared database's URL when the Variable has one. The bot
+      # process reads it: if the bot image does not run as root, add uid/gid
+      # of its user here.
       template {
         data        = <<EOT
-{{ with nomadVar "nomad/jobs/sandbox-bot" }}{{ .env_file }}{{ end }}
+{{ with nomadVar "nomad/jobs/sandbox-bot" }}{{ .env_file }}
+{{ if .database_url.Value }}SANDBOX_DATABASE_URL="{{ .database_url }}"
+{{ end }}{{ end }}
 EOT
         destination = "secrets/sandbox-bot.env"
         change_mode = "restart"

@@ -1,0 +1,11 @@
+package app
+
+import (
+	"os"
+	"testing"
+
+	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+)
+
+// The benchmarks that read receipts from PostgreSQL share one server.
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
