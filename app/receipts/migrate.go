@@ -175,8 +175,9 @@ var runIndexes = []string{
 
 var postgresDialect = dialect{
 	name: "postgres", numbered: true, migrations: migrations("postgres"),
-	// An advisory lock of its own key space (two keys) per task.
-	lockRun: `SELECT pg_advisory_xact_lock(1, hashtext($1))`,
+	// An advisory lock of the two-key space, which the migrations' one
+	// does not share.
+	lockReceipts: `SELECT pg_advisory_xact_lock(1, 1)`,
 	lock: func(ctx context.Context, db *sql.DB, migrate func(tx queryer) error) error {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
@@ -197,6 +198,9 @@ var postgresDialect = dialect{
 
 var sqliteDialect = dialect{
 	name: "sqlite", migrations: migrations("sqlite"),
+	// 0x10002: every table that may need it, not only those this
+	// connection read; analysis_limit bounds the work to milliseconds.
+	tune: []string{`PRAGMA optimize=0x10002`},
 	lock: func(ctx context.Context, db *sql.DB, migrate func(tx queryer) error) error {
 		// BEGIN IMMEDIATE takes the database's write lock at once (a
 		// second process waits on busy_timeout), on one connection.

@@ -121,7 +121,9 @@ type Transcripts interface {
 	// run (copying from another store).
 	ImportHead(ctx context.Context, h Head) error
 	// Prune removes the transcripts of runs that started before the time,
-	// heads and lines; receipts stay.
+	// heads and lines; receipts stay. It is the store's hourly care: it
+	// also refreshes the query planner's statistics where the database
+	// does not do it by itself (SQLite).
 	Prune(ctx context.Context, before time.Time) (Pruned, error)
 }
 

@@ -174,8 +174,11 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time) (Pruned, error) 
 	for {
 		n, lines, err := s.pruneSome(ctx, before.UnixMilli())
 		p.Transcripts, p.Lines = p.Transcripts+n, p.Lines+lines
-		if err != nil || n < pruneBatch {
+		if err != nil {
 			return p, err
+		}
+		if n < pruneBatch {
+			return p, s.tune(ctx)
 		}
 	}
 }

@@ -47,6 +47,23 @@ func TestBadSettingsFailWithOneLine(t *testing.T) {
 	}
 }
 
+// A shared database the bot cannot reach stops it at start, the last line
+// naming the setting and the database, never the password.
+func TestUnreachableDatabaseStopsTheStart(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(buildBot(t))
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GITHUB_APP_INTEGRATION_ID=1", "GITHUB_APP_WEBHOOK_SECRET=s", "GITHUB_APP_PRIVATE_KEY=" + testKey(t),
+		"SANDBOX_BACKEND=process", "SANDBOX_RUNNER_BINARY=/bin/true", "SANDBOX_DATA_DIR=" + t.TempDir(), "GITHUB_V3_API_URL=http://127.0.0.1:1/",
+		"SANDBOX_DATABASE_URL=postgres://bot:hunter2@127.0.0.1:1/receipts?connect_timeout=5"}
+	out, err := cmd.CombinedOutput()
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if last := lines[len(lines)-1]; err == nil || !strings.HasPrefix(last, "sandbox-bot: SANDBOX_DATABASE_URL: receipts: connect to PostgreSQL 127.0.0.1:1/receipts") ||
+		!strings.Contains(last, "connection refused") ||
+		strings.Contains(string(out), "hunter2") {
+		t.Errorf("a bot whose database is unreachable: %v\n%s\nwant it stopped, its last line naming SANDBOX_DATABASE_URL and the database, without the password", err, out)
+	}
+}
+
 // SIGTERM stops the bot cleanly: it answers until then, drains and exits 0.
 func TestServesAndStopsOnSIGTERM(t *testing.T) {
 	t.Parallel()

@@ -469,4 +469,24 @@ func replicasAtOnce(t *testing.T, open Opener) {
 	if l, err := stores[n-1].Lines(ctx, "T-0000C001", 0, 10); err != nil || len(l) != 3 {
 		t.Errorf("the last replica sees %d lines (%v), want 3 kept once", len(l), err)
 	}
+	// Every replica keeps the receipt of one run at once (two followers
+	// of it): one receipt, and the figures are the kept one's.
+	var writers sync.WaitGroup
+	for i := range n {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			r := receipts.Run{TaskID: "T-0000C002", Repo: "o/a", Mode: "execute", Status: "completed", CostUSD: float64(i + 1), EndedAt: day0.Add(time.Duration(i) * day)}
+			if err := stores[i].Put(ctx, r); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	writers.Wait()
+	kept := all(t, stores[0])["T-0000C002"]
+	st, err := stores[0].Stats(ctx, receipts.Filter{})
+	if err != nil || st.Runs != 2 || st.CostUSD != kept.CostUSD || len(st.Series) == 0 {
+		t.Errorf("figures after %d replicas kept one receipt at once: %d runs, $%v (%v); want 2 runs and the kept $%v", n, st.Runs, st.CostUSD, err, kept.CostUSD)
+	}
+	sameFigures(t, stores[0])
 }
