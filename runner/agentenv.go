@@ -1,7 +1,9 @@
 package runner
 
 import (
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -62,5 +64,30 @@ func (r *run) agentEnv(vars map[string]string) ([]string, error) {
 		// Where the agent's screencasts go to reach the PR (prompts/browser).
 		base = append(harness.WithoutEnv(base, EnvRecordingsDir), EnvRecordingsDir+"="+r.browser.recordings)
 	}
-	return openCodeConfigEnv(mergeEnv(base, vars), r.stateDir, r.opts.Agent)
+	env, err := openCodeConfigEnv(mergeEnv(base, vars), r.stateDir, r.opts.Agent)
+	if err != nil {
+		return nil, err
+	}
+	db, err := r.openCodeDB()
+	if err != nil {
+		return nil, err
+	}
+	return append(harness.WithoutEnv(env, harness.EnvOpenCodeDB), harness.EnvOpenCodeDB+"="+db), nil
+}
+
+// openCodeDB is the run's own OpenCode database, in a directory of the
+// agent's (private to it) under the state dir: it holds this run's
+// sessions only, so the plan run carries it to the execute run as a file
+// (runner/harness/ocdb), and plan revisions of the CLI, which share a state
+// dir, continue in it. On the host OpenCode's default database is the
+// person's own, with every session they ever had.
+func (r *run) openCodeDB() (string, error) {
+	dir := filepath.Join(r.stateDir, "opencode")
+	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
+		return "", fmt.Errorf("create the agent's OpenCode data directory: %w", err)
+	}
+	if err := r.opts.Agent.give(dir); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "opencode.db"), nil
 }

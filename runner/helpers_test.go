@@ -115,7 +115,8 @@ func openCodeRunEnv(t *testing.T, script []modeltest.Turn) (*runEnv, *modeltest.
 	bin := testenv.NPMBin(t, "opencode")
 	srv := modeltest.Start(t, script)
 	e := newRunEnv(t, runtest.OpenCodeEnv(t, srv))
-	e.opts.Bins = harness.Bins{OpenCode: bin}
+	// The runner's own binary copies OpenCode's sessions, as the agent.
+	e.opts.Bins = harness.Bins{OpenCode: bin, Runner: testenv.BuildCommand(t, "sandbox-runner")}
 	return e, srv
 }
 

@@ -24,10 +24,13 @@ const (
 // Main runs `sandbox-runner run [--work-order PATH] [--env-file PATH]` and
 // returns the exit code. ctx ends on SIGTERM/SIGINT.
 func Main(ctx context.Context, args []string) int {
-	return mainWith(ctx, args, os.Stdout, os.Stderr, os.Getenv)
+	// This binary is also the helper that copies OpenCode's sessions as
+	// the agent (its opencode-session subcommand).
+	self, _ := os.Executable()
+	return mainWith(ctx, args, os.Stdout, os.Stderr, os.Getenv, self)
 }
 
-func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, self string) int {
 	fs := flag.NewFlagSet("sandbox-runner run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	orderPath := fs.String("work-order", getenv(dispatch.EnvWorkOrder), "path of the work order JSON (default $"+dispatch.EnvWorkOrder+")")
@@ -68,6 +71,7 @@ func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, gete
 		ServicesFile: getenv(dispatch.EnvServicesFile),
 		EnvFile:      *envFile,
 	}
+	opts.Bins.Runner = self
 	if name := getenv(dispatch.EnvAgentUser); name != "" {
 		// The init started us as the runner user with the capabilities to
 		// run the agent as another: none of them may reach the agent.

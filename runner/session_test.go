@@ -36,12 +36,17 @@ func planArchive(t *testing.T, res *dispatch.Result, o dispatch.WorkOrder) []byt
 // resumed it and pushed the agent's NOTES.md. It returns the plan's order.
 func planThenExecute(t *testing.T, pe, ee *runEnv, cfg sandboxcfg.Config) dispatch.WorkOrder {
 	t.Helper()
+	starts := countStarts(t, pe, ee)
 	remote := runtest.NewRemote(t, projectFiles())
 	po := order(t, remote.URL, dispatch.ModePlan, cfg)
 	po.TaskID = planTaskID
 	pres := run(t, pe, po)
 	wantStatus(t, pres, dispatch.StatusCompleted)
 	archive := planArchive(t, pres, po)
+	t.Logf("the plan's session archive: %d bytes", len(archive))
+	if n := starts(); n != 1 {
+		t.Fatalf("the plan run started the agent's CLI %d times, want once: carrying the session must not start it", n)
+	}
 
 	eo := order(t, remote.URL, dispatch.ModeExecute, cfg)
 	eo.Plan = pres.Plan
@@ -54,7 +59,37 @@ func planThenExecute(t *testing.T, pe, ee *runEnv, cfg sandboxcfg.Config) dispat
 	if got, _ := remote.File(t, eo.TargetBranch, "NOTES.md"); !strings.Contains(got, "prints A+B") {
 		t.Fatalf("NOTES.md = %q", got)
 	}
+	if n := starts(); n != 2 {
+		t.Fatalf("the execute run started the agent's CLI %d times, want once: restoring the session must not start it", n-1)
+	}
 	return po
+}
+
+// countStarts puts a shim before the agent CLIs of both runs that counts
+// their starts, and returns the count so far.
+func countStarts(t *testing.T, envs ...*runEnv) func() int {
+	t.Helper()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "starts")
+	shim := func(name, real string) string {
+		if real == "" {
+			return ""
+		}
+		p := filepath.Join(dir, name)
+		script := "#!/bin/sh\necho \"$*\" >>'" + log + "'\nexec '" + real + "' \"$@\"\n"
+		if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, e := range envs {
+		e.opts.Bins.OpenCode = shim("opencode", e.opts.Bins.OpenCode)
+		e.opts.Bins.ClaudeCode = shim("claude", e.opts.Bins.ClaudeCode)
+	}
+	return func() int {
+		b, _ := os.ReadFile(log)
+		return strings.Count(string(b), "\n")
+	}
 }
 
 // wantPlanHistory checks the first execute request's conversation: the

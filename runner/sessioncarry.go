@@ -18,15 +18,16 @@ import (
 )
 
 // The plan's agent session travels to the execute run: the plan run
-// exports it (as the agent, from the agent's own storage) into an archive
-// beside result.json, the bot hands the archive over in the execute run's
-// work order, and the execute run imports it (as the agent, into the
-// agent's HOME) and resumes it, so the agent does not read the repository
-// again. Whatever stands in the way (no archive, another harness or model,
+// copies it (as the agent, from the CLI's own storage: OpenCode's
+// database, Claude Code's transcripts) into an archive beside result.json,
+// the bot hands the archive over in the execute run's work order, and the
+// execute run puts the files back (as the agent, where the CLI finds them)
+// and resumes the session, so the agent does not read the repository
+// again. Neither side starts the agent's CLI to do it. Whatever stands in the way (no archive, another harness or model,
 // a base branch that moved, an archive that does not read) falls back to
 // a fresh session with the plan in the prompt, and the receipt says why.
 
-// sessionCmdTimeout bounds one export or import.
+// sessionCmdTimeout bounds one copy of a session, out or in.
 const sessionCmdTimeout = 2 * time.Minute
 
 // savePlanSession (plan mode, after a plan was written) leaves the agent's
@@ -47,12 +48,18 @@ func (r *run) savePlanSession() {
 		notSaved("%v", err)
 		return
 	}
-	data, err := r.sessionCmd(cmd, agentsession.MaxDataBytes)
+	// The database copy and its text: twice the data's cap.
+	out, err := r.sessionCmd(cmd, 2*agentsession.MaxDataBytes+64<<10)
 	if err != nil {
-		notSaved("export: %v", err)
+		notSaved("copy: %v", err)
 		return
 	}
-	if name, found := r.secretIn(data); found {
+	data, text, err := p.SessionData(out)
+	if err != nil {
+		notSaved("%v", err)
+		return
+	}
+	if name, found := r.secretIn(text); found {
 		notSaved("it holds the value of %s, a secret of the run", name)
 		return
 	}
@@ -116,15 +123,11 @@ func (r *run) resumePlanSession() string {
 	case m.BaseSHA != "" && m.BaseSHA != r.baseSHA:
 		return fresh("%s moved since the plan (%.12s, now %.12s)", r.baseBranch, m.BaseSHA, r.baseSHA)
 	}
-	data, err = p.RelocateSession(data, m.ID, m.Dir, r.dir)
+	cmd, err := p.ImportSession(r.env, m.ID, m.Dir, r.dir, data)
 	if err != nil {
 		return fresh("the session does not fit this checkout: %v", err)
 	}
-	cmd, err := p.ImportSession(r.env, r.dir, m.ID, data)
-	if err == nil {
-		_, err = r.sessionCmd(cmd, 1<<20)
-	}
-	if err != nil {
+	if _, err := r.sessionCmd(cmd, 1<<20); err != nil {
 		return fresh("restoring the session failed: %v", err)
 	}
 	rep.Resumed, rep.Note = true, "resumed from plan "+h.FromTask

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,7 +10,9 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
+	_ "modernc.org/sqlite"
 
+	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/runner/harness"
 )
 
@@ -35,11 +38,7 @@ func TestSessionRestoredWithTheAgentsOwnership(t *testing.T) {
 	const id = "0b72ff7e-fe7c-4917-be58-b670cf474c21"
 	oldDir, newDir := t.TempDir(), t.TempDir()
 	export := claudeExport(t, id, oldDir)
-	data, err := c.RelocateSession(export, id, oldDir, newDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd, err := c.ImportSession([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}, newDir, id, data)
+	cmd, err := c.ImportSession([]string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}, id, oldDir, newDir, export)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,4 +91,94 @@ func claudeExport(t *testing.T, id, checkout string) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// OpenCode's session, the same way: the runner's own helper, started as
+// the agent's uid, makes the plan's database the agent's database in the
+// run's agent-private directory, and copies it out again as the agent.
+// Needs root to switch uids.
+func TestOpenCodeSessionRestoredWithTheAgentsOwnership(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("switching to the agent's uid needs root (the runner's CAP_SETUID in a sandbox)")
+	}
+	const uid, gid = 4243, 4243
+	// The helper as the image has it: a binary every user may run.
+	bin := filepath.Join(t.TempDir(), "sandbox-runner")
+	b, err := os.ReadFile(testenv.BuildCommand(t, "sandbox-runner"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	for _, d := range []string{filepath.Dir(bin), filepath.Dir(filepath.Dir(bin)), state, filepath.Dir(state)} {
+		os.Chmod(d, 0o755)
+	}
+	agent := &AgentUser{Name: "agent", UID: uid, GID: gid, Home: state}
+	r := &run{opts: Options{Agent: agent}, stateDir: state, work: context.Background(), red: NewRedactor(""), log: zerolog.Nop()}
+	db, err := r.openCodeDB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), harness.EnvOpenCodeDB + "=" + db}
+	o := harness.NewOpenCode("opencode")
+	o.Helper = bin
+	newDir := t.TempDir()
+	cmd, err := o.ImportSession(env, "ses_1", "/old/repo", newDir, planDatabase(t, "/old/repo"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.sessionCmd(cmd, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Dir(db), db} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := fi.Sys().(*syscall.Stat_t); st.Uid != uid || st.Gid != gid || fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s is %v, owned by %d:%d, want the agent's %d:%d and private to it", p, fi.Mode().Perm(), st.Uid, st.Gid, uid, gid)
+		}
+	}
+	cmd, err = o.ExportSession(env, newDir, "ses_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := r.sessionCmd(cmd, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, text, err := o.SessionData(out)
+	if err != nil || !strings.Contains(string(text), `"cwd":"`+newDir+`"`) {
+		t.Fatalf("exported text %q, %v", text, err)
+	}
+}
+
+// planDatabase is a database with session ses_1 made in dir, shaped as
+// OpenCode keeps one.
+func planDatabase(t *testing.T, dir string) []byte {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "opencode.db")
+	db, err := sql.Open("sqlite", "file:"+p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{
+		`CREATE TABLE session (id TEXT PRIMARY KEY, directory TEXT NOT NULL)`,
+		`CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, data TEXT NOT NULL)`,
+		`INSERT INTO session VALUES ('ses_1', '` + dir + `')`,
+		`INSERT INTO message VALUES ('msg_1', 'ses_1', '{"path":{"cwd":"` + dir + `"}}')`,
+	} {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

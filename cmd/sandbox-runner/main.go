@@ -7,6 +7,10 @@
 //	sandbox-runner pipe   stdin and stdout to a socket the sandbox offers the
 //	                      bot (its dev server, the screencast): the bot's way
 //	                      in through Nomad's allocation exec.
+//	sandbox-runner opencode-session save|restore
+//	                      run by the runner as the agent: copies an OpenCode
+//	                      session's database out of the plan sandbox and
+//	                      into the execute sandbox (package ocdb).
 package main
 
 import (
@@ -17,6 +21,7 @@ import (
 	"syscall"
 
 	"github.com/sandbox-bot/sandbox-bot/runner"
+	"github.com/sandbox-bot/sandbox-bot/runner/harness/ocdb"
 	"github.com/sandbox-bot/sandbox-bot/runner/sandboxinit"
 )
 
@@ -37,8 +42,10 @@ func main() {
 		code = runner.Main(ctx, os.Args[2:])
 	case "pipe":
 		code = sandboxinit.Pipe(ctx, os.Args[2:])
+	case ocdb.Subcommand:
+		code = ocdb.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr)
 	default:
-		fmt.Fprintf(os.Stderr, "sandbox-runner: unknown subcommand %q (want init, run or pipe)\n", os.Args[1])
+		fmt.Fprintf(os.Stderr, "sandbox-runner: unknown subcommand %q (want init, run, pipe or %s)\n", os.Args[1], ocdb.Subcommand)
 		code = 2
 	}
 	os.Exit(code)

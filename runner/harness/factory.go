@@ -13,6 +13,9 @@ import (
 type Bins struct {
 	OpenCode   string
 	ClaudeCode string
+	// Runner is the sandbox-runner binary, run as the agent to carry
+	// OpenCode's sessions (OpenCode.Helper).
+	Runner string
 }
 
 // Environment variables that override where the agent CLIs are.
@@ -47,6 +50,7 @@ func ByName(cfg sandboxcfg.Resolved, bins Bins) (Harness, error) {
 		}
 		h := NewOpenCode(bins.OpenCode)
 		h.MCP = cfg.MCP
+		h.Helper = bins.Runner
 		return h, nil
 	case "claude-code":
 		if bins.ClaudeCode == "" {

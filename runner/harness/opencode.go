@@ -20,6 +20,10 @@ import (
 // own opencode.json, so the permissions the runner needs always win.
 type OpenCode struct {
 	bin string
+	// Helper is the sandbox-runner binary, whose opencode-session
+	// subcommand copies sessions in and out of OpenCode's database as the
+	// agent (SessionPorter). Empty: sessions are not carried.
+	Helper string
 	// MCP servers from .sandbox.yml, exposed to the agent.
 	MCP map[string]sandboxcfg.MCPServer
 }

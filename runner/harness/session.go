@@ -2,26 +2,28 @@ package harness
 
 import (
 	"bytes"
-	"encoding/json"
 	"os/exec"
+
+	"github.com/sandbox-bot/sandbox-bot/runner/harness/ocdb"
 )
 
 // SessionPorter is a harness whose agent sessions can leave the sandbox
 // they were made in and be resumed in another one (the plan's session in
-// the execute sandbox). The runner runs the commands as the agent, so the
-// session is read from and written to the agent's own HOME and XDG
+// the execute sandbox). Sessions travel as the CLI's own storage, copied
+// as files, never by starting the CLI: the runner runs the commands as the
+// agent, so the session is read from and written to the agent's own
 // directories with the agent's ownership.
 type SessionPorter interface {
 	// ExportSession builds the process that prints session id, made in
 	// the checkout dir, on stdout.
 	ExportSession(env []string, dir, id string) (*exec.Cmd, error)
-	// RelocateSession rewrites exported data of session id made in the
-	// checkout from so that it resumes in the checkout to. It refuses data
-	// that is not an export of that session.
-	RelocateSession(data []byte, id, from, to string) ([]byte, error)
+	// SessionData splits what the export printed into the data an archive
+	// carries and the text the runner looks for secrets in.
+	SessionData(export []byte) (data, text []byte, err error)
 	// ImportSession builds the process that stores data (on its stdin)
-	// where the CLI finds the sessions of the checkout dir.
-	ImportSession(env []string, dir, id string, data []byte) (*exec.Cmd, error)
+	// where the CLI finds session id, moved from the checkout from to the
+	// checkout to. It refuses data that is not that session's.
+	ImportSession(env []string, id, from, to string, data []byte) (*exec.Cmd, error)
 }
 
 // relocateJSON rewrites the checkout path from to to in JSON text: every
@@ -31,18 +33,7 @@ func relocateJSON(data []byte, from, to string) []byte {
 	if from == to || from == "" {
 		return data
 	}
-	f, t := jsonString(from), jsonString(to)
+	f, t := ocdb.JSONString(from), ocdb.JSONString(to)
 	data = bytes.ReplaceAll(data, []byte(`"`+f+`"`), []byte(`"`+t+`"`))
 	return bytes.ReplaceAll(data, []byte(f+"/"), []byte(t+"/"))
-}
-
-// jsonString is s as it appears inside a JSON string (no quotes), the way
-// JavaScript's JSON.stringify writes it (no HTML escaping).
-func jsonString(s string) string {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)
-	b := bytes.TrimSpace(buf.Bytes())
-	return string(b[1 : len(b)-1])
 }

@@ -139,16 +139,27 @@ func (c *ClaudeCode) RelocateSession(data []byte, id, from, to string) ([]byte, 
 	return out.Bytes(), nil
 }
 
-// ImportSession implements SessionPorter: the tar RelocateSession wrote
-// is unpacked into the project directory of the checkout dir, private to
-// the agent, where `--resume <id>` finds it.
-func (c *ClaudeCode) ImportSession(env []string, dir, id string, data []byte) (*exec.Cmd, error) {
-	proj, err := claudeProjectDir(env, dir)
+// SessionData implements SessionPorter: the tar of the transcripts is
+// carried as it is, and looked through as it is (a tar keeps each file's
+// bytes whole).
+func (c *ClaudeCode) SessionData(export []byte) (data, text []byte, err error) {
+	return export, export, nil
+}
+
+// ImportSession implements SessionPorter: the tar RelocateSession makes of
+// the export is unpacked into the project directory of the checkout to,
+// private to the agent, where `--resume <id>` finds it.
+func (c *ClaudeCode) ImportSession(env []string, id, from, to string, data []byte) (*exec.Cmd, error) {
+	data, err := c.RelocateSession(data, id, from, to)
+	if err != nil {
+		return nil, err
+	}
+	proj, err := claudeProjectDir(env, to)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command("sh", "-c", `umask 077 && mkdir -p -- "$1" && exec tar -xf - -C "$1" --no-same-owner --no-same-permissions`, "sh", proj)
-	cmd.Dir = dir
+	cmd.Dir = to
 	cmd.Env = env
 	cmd.Stdin = bytes.NewReader(data)
 	return cmd, nil

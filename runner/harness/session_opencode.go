@@ -2,83 +2,71 @@ package harness
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
+
+	"github.com/sandbox-bot/sandbox-bot/runner/harness/ocdb"
 )
 
 var _ SessionPorter = (*OpenCode)(nil)
 
-// sessionCmd is opencode run's surroundings for a session command (name
-// with args, name being opencode or a shell that runs it): the checkout as
-// working directory and $PWD, offline defaults.
-func (o *OpenCode) sessionCmd(env []string, dir, name string, args ...string) (*exec.Cmd, error) {
-	if o.bin == "" {
-		return nil, errors.New("opencode harness: no opencode binary configured")
+// EnvOpenCodeDB is where OpenCode keeps its sessions (opencode-ai 1.18
+// reads it; without it, opencode.db or opencode-<channel>.db under its XDG
+// data directory). The runner sets it to a database of the run's own, so
+// that the file holds this run's sessions and nothing else: on the host
+// the default one is the person's, with every session they ever had.
+const EnvOpenCodeDB = "OPENCODE_DB"
+
+// sessionHelper builds a run of the runner's own `opencode-session`
+// subcommand (package ocdb) on the database env names.
+func (o *OpenCode) sessionHelper(env []string, op, id string, args ...string) (*exec.Cmd, error) {
+	if o.Helper == "" {
+		return nil, errors.New("opencode harness: no sandbox-runner binary to copy the session with")
 	}
-	if dir == "" {
-		return nil, errors.New("opencode harness: no working directory")
+	db := lookupEnvValue(env, EnvOpenCodeDB)
+	if db == "" {
+		return nil, fmt.Errorf("opencode harness: %s is not set: the run has no session database of its own", EnvOpenCodeDB)
 	}
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
-	cmd.Env = envDefaults(append(WithoutEnv(env, "PWD"), "PWD="+dir), openCodeEnv())
+	if id == "" || strings.HasPrefix(id, "-") {
+		return nil, fmt.Errorf("opencode harness: %q is not a session id", id)
+	}
+	cmd := exec.Command(o.Helper, append([]string{ocdb.Subcommand, op, "--db", db, "--id", id}, args...)...)
+	cmd.Env = env
 	return cmd, nil
 }
 
-// ExportSession implements SessionPorter: `opencode export <id>` prints the
-// session (its info, messages and parts) as JSON, from OpenCode's own
-// storage under the agent's XDG data directory.
+// ExportSession implements SessionPorter: a copy of OpenCode's database,
+// which holds the run's sessions only, with the text of its values.
 func (o *OpenCode) ExportSession(env []string, dir, id string) (*exec.Cmd, error) {
-	// The id goes without "--", which OpenCode's argument parser takes as
-	// the end of its positionals (it would then ask which session, and
-	// wait). A session id of OpenCode's never starts with "-".
-	if id == "" || strings.HasPrefix(id, "-") {
-		return nil, fmt.Errorf("opencode harness: %q is not a session id to export", id)
-	}
-	return o.sessionCmd(env, dir, o.bin, "export", id)
-}
-
-// RelocateSession implements SessionPorter. OpenCode continues a session
-// only in the directory it records (elsewhere `run --session` waits for
-// ever), so the session's directory and the paths of its messages move to
-// the new checkout.
-func (o *OpenCode) RelocateSession(data []byte, id, from, to string) ([]byte, error) {
-	var head struct {
-		Info struct {
-			ID        string `json:"id"`
-			Directory string `json:"directory"`
-		} `json:"info"`
-		Messages []json.RawMessage `json:"messages"`
-	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, fmt.Errorf("opencode session export is not JSON: %w", err)
-	}
-	if head.Info.ID != id {
-		return nil, fmt.Errorf("opencode session export holds session %q, not %q", head.Info.ID, id)
-	}
-	if head.Info.Directory != from {
-		return nil, fmt.Errorf("opencode session %s was made in %q, not %q", id, head.Info.Directory, from)
-	}
-	return relocateJSON(data, from, to), nil
-}
-
-// ImportSession implements SessionPorter: `opencode import FILE` stores
-// the export (replacing a session of the same id). The export comes on
-// stdin, and a shell running as the agent first writes it to a file of the
-// agent's own: OpenCode opens its argument by name, and in the sandbox the
-// runner's end of a pipe cannot be reopened through /dev/stdin by the
-// agent, who is another user.
-func (o *OpenCode) ImportSession(env []string, dir, id string, data []byte) (*exec.Cmd, error) {
-	cmd, err := o.sessionCmd(env, dir, "sh", "-c", `set -e
-d=$(mktemp -d)
-trap 'rm -rf "$d"' EXIT
-cat >"$d/session.json"
-"$0" import "$d/session.json"`, o.bin)
+	cmd, err := o.sessionHelper(env, "save", id, "--dir", dir)
 	if err != nil {
 		return nil, err
 	}
+	cmd.Dir = dir
+	return cmd, nil
+}
+
+// SessionData implements SessionPorter: the archive carries the database
+// copy; the runner looks for secrets in the text of its values, which the
+// file's own bytes may split where a value spills over SQLite's pages.
+func (o *OpenCode) SessionData(export []byte) (data, text []byte, err error) {
+	return ocdb.Split(export)
+}
+
+// ImportSession implements SessionPorter: the copy becomes the database of
+// this run, with the session moved to the checkout to (OpenCode continues
+// a session only in the directory it records).
+func (o *OpenCode) ImportSession(env []string, id, from, to string, data []byte) (*exec.Cmd, error) {
+	if !ocdb.IsDatabase(data) {
+		return nil, ocdb.ErrNotDatabase
+	}
+	cmd, err := o.sessionHelper(env, "restore", id, "--from", from, "--to", to)
+	if err != nil {
+		return nil, err
+	}
+	cmd.Dir = to
 	cmd.Stdin = bytes.NewReader(data)
 	return cmd, nil
 }

@@ -100,27 +100,42 @@ func TestClaudeCodeRelocateRefusesForeignEntries(t *testing.T) {
 	}
 }
 
-// An OpenCode export moves with its directory; an export of another
-// session, or of another checkout, is refused.
-func TestOpenCodeRelocateSession(t *testing.T) {
+// OpenCode's session is copied by the runner's own helper on the run's
+// database, never by starting the CLI: the commands name the database
+// the run's environment gives, and refuse what cannot be a session id or
+// is not a database.
+func TestOpenCodeSessionCommands(t *testing.T) {
 	t.Parallel()
-	o := harness.NewOpenCode("opencode")
-	in := []byte(`{"info":{"id":"ses_1","directory":"/old/repo","cost":0.00045},"messages":[{"info":{"path":{"cwd":"/old/repo","root":"/old/repo"}},"parts":[{"text":"see /old/repo/a.go and /old/repository"}]}]}`)
-	out, err := o.RelocateSession(in, "ses_1", "/old/repo", "/new/r")
+	o := harness.NewOpenCode("/usr/bin/opencode")
+	o.Helper = "/usr/local/bin/sandbox-runner"
+	env := []string{"HOME=/home/sandbox", harness.EnvOpenCodeDB + "=/w/state/opencode/opencode.db"}
+	cmd, err := o.ExportSession(env, "/w/repo", "ses_1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"info":{"id":"ses_1","directory":"/new/r","cost":0.00045},"messages":[{"info":{"path":{"cwd":"/new/r","root":"/new/r"}},"parts":[{"text":"see /new/r/a.go and /old/repository"}]}]}`
-	if string(out) != want {
-		t.Fatalf("relocated:\n%s\nwant\n%s", out, want)
+	want := "/usr/local/bin/sandbox-runner opencode-session save --db /w/state/opencode/opencode.db --id ses_1 --dir /w/repo"
+	if got := strings.Join(cmd.Args, " "); got != want || cmd.Path != o.Helper {
+		t.Fatalf("export = %s, want %s", got, want)
 	}
-	if _, err := o.RelocateSession(in, "ses_2", "/old/repo", "/new/r"); err == nil {
-		t.Error("an export of another session was accepted")
+	db := append([]byte("SQLite format 3\x00"), make([]byte, 100)...)
+	cmd, err = o.ImportSession(env, "ses_1", "/old/repo", "/w/repo", db)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := o.RelocateSession(in, "ses_1", "/elsewhere", "/new/r"); err == nil {
-		t.Error("an export made in another checkout was accepted")
+	want = "/usr/local/bin/sandbox-runner opencode-session restore --db /w/state/opencode/opencode.db --id ses_1 --from /old/repo --to /w/repo"
+	if got := strings.Join(cmd.Args, " "); got != want || cmd.Dir != "/w/repo" || cmd.Stdin == nil {
+		t.Fatalf("import = %s in %q, want %s", got, cmd.Dir, want)
 	}
-	if _, err := o.ExportSession(nil, "/r", "--help"); err == nil {
+	if _, err := o.ImportSession(env, "ses_1", "/old/repo", "/w/repo", []byte(`{"info":{"id":"ses_1"}}`)); err == nil || !strings.Contains(err.Error(), "older runner") {
+		t.Errorf("an `opencode export` (an older runner's archive) was accepted: %v", err)
+	}
+	if _, err := o.ExportSession(env, "/r", "--help"); err == nil {
 		t.Error("a flag was accepted as a session id")
+	}
+	if _, err := o.ExportSession([]string{"HOME=/home/sandbox"}, "/r", "ses_1"); err == nil || !strings.Contains(err.Error(), harness.EnvOpenCodeDB) {
+		t.Errorf("without the run's own database: %v", err)
+	}
+	if _, err := harness.NewOpenCode("opencode").ExportSession(env, "/r", "ses_1"); err == nil {
+		t.Error("a session was exported without the helper")
 	}
 }
