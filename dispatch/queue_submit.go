@@ -33,8 +33,16 @@ func LiveRuns(ctx context.Context, b RunLister) ([]Meta, error) {
 	return live, nil
 }
 
-// AdmitLive is Admit with the live runs read from b.
+// AdmitLive is Admit with the live runs read from b. An empty queue has
+// nothing to admit, and the live runs are not read: the bot admits at the
+// end of every run, and reading them is a listing of every run (on the
+// docker backend two docker CLI calls, one inspecting every container).
+// A run queued after the queue was read here is admitted by its own
+// SubmitQueued.
 func AdmitLive(ctx context.Context, b QueueBackend, caps Caps, now time.Time) ([]QueueEntry, error) {
+	if q, err := b.ReadQueue(ctx); err == nil && len(q) == 0 {
+		return nil, nil
+	}
 	live, err := LiveRuns(ctx, b)
 	if err != nil {
 		return nil, err

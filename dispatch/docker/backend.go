@@ -125,6 +125,7 @@ type Backend struct {
 
 	denyOnce sync.Once
 	deny     string // EnvDenyNets' value, worked out at the first Submit
+	ended    endedRuns
 }
 
 var _ dispatch.Backend = (*Backend)(nil)

@@ -75,6 +75,7 @@ func (b *Backend) Cleanup(ctx context.Context, taskID string) error {
 	if !dispatch.ValidTaskID(taskID) {
 		return fmt.Errorf("docker backend: task id %q is not of the form T-XXXXXXXX", taskID)
 	}
+	b.ended.forget(taskID)
 	name, _, err := b.lookup(ctx, taskID)
 	if err != nil && !errors.Is(err, dispatch.ErrNotFound) {
 		return err

@@ -117,6 +117,9 @@ func (b *Backend) lookup(ctx context.Context, taskID string) (string, *record, e
 
 // Status implements dispatch.Backend.
 func (b *Backend) Status(ctx context.Context, taskID string) (dispatch.RunStatus, error) {
+	if st, ok := b.ended.get(taskID); ok {
+		return st, nil
+	}
 	name, rec, err := b.lookup(ctx, taskID)
 	if err != nil {
 		return dispatch.RunStatus{}, err
@@ -131,7 +134,11 @@ func (b *Backend) Status(ctx context.Context, taskID string) (dispatch.RunStatus
 	if err != nil {
 		return dispatch.RunStatus{}, fmt.Errorf("docker backend: %w", err)
 	}
-	return b.status(got[0], rec), nil
+	st := b.status(got[0], rec)
+	if st.State.Ended() {
+		b.ended.put(taskID, st)
+	}
+	return st, nil
 }
 
 // orphanGrace is how long a task directory may exist without its container
