@@ -19,7 +19,11 @@ import (
 // `docker logs --follow --timestamps`, hands every progress line on stdout
 // to progress, and returns once the container has ended. If the log stream
 // breaks while the sandbox still runs (the engine restarted), it resumes
-// after the last line it saw.
+// after the last line it saw. The log is followed before the engine is
+// asked about the run: Wait mostly starts right after Submit, while the
+// container runs, and a status first would be one more docker call per
+// run; the status after the log ends says whether the run ended, is still
+// pending (the log is then followed again once it runs) or is gone.
 func (b *Backend) Wait(ctx context.Context, taskID string, progress func(dispatch.Progress)) (dispatch.RunStatus, error) {
 	name, rec, err := b.lookup(ctx, taskID)
 	if err != nil {
@@ -30,24 +34,20 @@ func (b *Backend) Wait(ctx context.Context, taskID string, progress func(dispatc
 		log = b.runLogger(rec.Meta)
 	}
 	var last time.Time
+	st := dispatch.RunStatus{State: dispatch.StateRunning}
 	for {
-		st, err := b.Status(ctx, taskID)
-		if err != nil {
+		var ferr error
+		if st.State != dispatch.StatePending {
+			last, ferr = b.follow(ctx, log, name, last, progress)
+		}
+		if st, err = b.Status(ctx, taskID); err != nil {
 			return st, err
 		}
-		if st.State == dispatch.StateLost {
+		if st.State == dispatch.StateLost || st.State.Ended() {
 			return st, nil
 		}
-		if st.State != dispatch.StatePending {
-			if last, err = b.follow(ctx, log, name, last, progress); err != nil && ctx.Err() == nil {
-				log.Warn().Err(err).Msg("following the sandbox log failed; retrying")
-			}
-			if st, err = b.Status(ctx, taskID); err != nil {
-				return st, err
-			}
-			if st.State.Ended() {
-				return st, nil
-			}
+		if ferr != nil && ctx.Err() == nil {
+			log.Warn().Err(ferr).Msg("following the sandbox log failed; retrying")
 		}
 		select {
 		case <-ctx.Done():
