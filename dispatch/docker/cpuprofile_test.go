@@ -23,9 +23,15 @@ import (
 // image on the docker backend (caps), the init's gateway, OpenCode against
 // a scripted two-step plan (a shell call, then the plan), once without
 // services (the inner daemon is never started) and once with one service
-// (it is). Hand-run; it prints the tables:
+// (it is). After each, the floor: one plain `opencode run` of the same
+// conversation (the prompt the sandbox's agent got, the same two turns) on
+// the host in a fresh HOME. Hand-run; it prints the tables and the load
+// average:
 //
 //	SANDBOX_CPUPROFILE=1 go test -count=1 -run TestPlanRunCPUByProcess -v ./dispatch/docker/
+//
+// The bot's side of a run is measured through the bot, by
+// cmd/sandbox-bot's TestPlanRunCPU.
 func TestPlanRunCPUByProcess(t *testing.T) {
 	if os.Getenv("SANDBOX_CPUPROFILE") == "" {
 		t.Skip("hand-run profile: set SANDBOX_CPUPROFILE=1")
@@ -71,6 +77,7 @@ func TestPlanRunCPUByProcess(t *testing.T) {
 		}
 		spec := dockertest.PlanSpec(id, git.URL, dispatch.TaskText{Title: "Document add.sh", Body: "Say what add.sh does."}, cfg)
 		prof := dockertest.ProfileContainer(t, "sandbox-"+id+"-plan")
+		load0 := dockertest.LoadAverage()
 		start := time.Now()
 		res := dockertest.RunToEnd(ctx, t, backend, spec)
 		wall := time.Since(start)
@@ -78,6 +85,15 @@ func TestPlanRunCPUByProcess(t *testing.T) {
 		if res.Status != dispatch.StatusCompleted {
 			t.Fatalf("%s: %s %+v", what, res.Status, res.Error)
 		}
-		t.Logf("%s: %.1f s wall, CPU by process:\n%s\nstart: %s", what, wall.Seconds(), report.Table(), res.Timings.Summary())
+		srv.Append(
+			modeltest.Turn{ToolCalls: []modeltest.ToolCall{{Name: "bash", Args: map[string]any{"command": "ls", "description": "list files"}}}},
+			modeltest.Turn{Text: "1. Document add.sh in README.md."},
+		)
+		plain := dockertest.RunPlain(t, dockertest.PlainOpenCode(t, srv, remote.Dir, dockertest.PromptOf(srv, start)))
+		load1 := dockertest.LoadAverage()
+		sandbox := report.Total + report.Shim
+		t.Logf("%s: %.1f s wall, CPU by process:\n%s\nstart: %s\nsandbox and its shim %.2f s of CPU beside one plain opencode run of the same conversation on the host %.2f s (%.1f s wall): x%.2f; load average %.1f → %.1f",
+			what, wall.Seconds(), report.Table(), res.Timings.Summary(), sandbox.Seconds(), plain.CPU.Seconds(), plain.Wall.Seconds(),
+			sandbox.Seconds()/plain.CPU.Seconds(), load0, load1)
 	}
 }

@@ -19,22 +19,29 @@ import (
 // included) from the host's /proc, every 50 ms, keeping each process's
 // last reading. A process that lives less than a sample is missed; Report
 // puts what the container's cgroup counted beyond the samples under
-// "unsampled (short-lived)".
+// "unsampled (short-lived)". The container's shim on the host (the
+// init's parent, outside the container's cgroup) is sampled too and
+// reported apart.
 type CPUProfile struct {
-	container string
+	find      func(ctx context.Context) (string, error) // the container's name or id
 	root      int
+	shim      int
 	cgroupCPU string
+	every     time.Duration
 	stop      chan struct{}
 	done      chan struct{}
 
 	mu    sync.Mutex
 	procs map[int]procCPU
+	shimT time.Duration
 	total time.Duration // the cgroup's count at the last sample
 }
 
 type procCPU struct {
 	comm, cmdline string
-	ticks         int64
+	cpu           time.Duration
+	// children is the whole CPU time of the children it has reaped.
+	children time.Duration
 }
 
 // clockTick is USER_HZ, the unit of /proc/<pid>/stat's times (100 on
@@ -44,14 +51,46 @@ const clockTick = 100
 // ProfileContainer starts sampling container once it runs; Report stops.
 func ProfileContainer(t testing.TB, container string) *CPUProfile {
 	t.Helper()
-	p := &CPUProfile{container: container, stop: make(chan struct{}), done: make(chan struct{}), procs: map[int]procCPU{}}
+	return profile(func(context.Context) (string, error) { return container, nil })
+}
+
+// ProfileNextContainer samples the first container that `docker ps` lists
+// with filters (`label=…`, `name=…`) once there is one: a run the bot
+// starts, whose name the test does not know beforehand.
+func ProfileNextContainer(t testing.TB, filters ...string) *CPUProfile {
+	t.Helper()
+	args := []string{"ps", "--quiet", "--no-trunc"}
+	for _, f := range filters {
+		args = append(args, "--filter", f)
+	}
+	return profile(func(ctx context.Context) (string, error) {
+		out, err := exec.CommandContext(ctx, "docker", args...).Output()
+		if f := strings.Fields(string(out)); err == nil && len(f) > 0 {
+			return f[0], nil
+		}
+		return "", fmt.Errorf("no container yet: %v", err)
+	})
+}
+
+func profile(find func(context.Context) (string, error)) *CPUProfile {
+	p := &CPUProfile{find: find, stop: make(chan struct{}), done: make(chan struct{}), procs: map[int]procCPU{}, every: sampleEvery()}
 	go p.loop()
 	return p
 }
 
+// sampleEvery is 50 ms, or SANDBOX_CPUPROFILE_EVERY (a duration): a
+// shorter one sees more of the short-lived processes and costs more CPU
+// of its own, which is the test's, not the container's.
+func sampleEvery() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("SANDBOX_CPUPROFILE_EVERY")); err == nil && d > 0 {
+		return d
+	}
+	return 50 * time.Millisecond
+}
+
 func (p *CPUProfile) loop() {
 	defer close(p.done)
-	tick := time.NewTicker(50 * time.Millisecond)
+	tick := time.NewTicker(p.every)
 	defer tick.Stop()
 	for {
 		if p.root == 0 {
@@ -71,7 +110,11 @@ func (p *CPUProfile) loop() {
 func (p *CPUProfile) attach() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "docker", "inspect", "-f", "{{.State.Pid}} {{.Id}}", p.container).Output()
+	container, err := p.find(ctx)
+	if err != nil {
+		return
+	}
+	out, err := exec.CommandContext(ctx, "docker", "inspect", "-f", "{{.State.Pid}} {{.Id}}", container).Output()
 	if err != nil {
 		return
 	}
@@ -89,6 +132,9 @@ func (p *CPUProfile) attach() {
 		}
 	}
 	p.root = pid
+	if st, err := readStat(pid); err == nil {
+		p.shim = st.ppid
+	}
 }
 
 // sample reads every descendant of the container's init.
@@ -104,27 +150,20 @@ func (p *CPUProfile) sample() {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + de.Name() + "/stat")
+		st, err := readStat(pid)
 		if err != nil {
 			continue
 		}
-		s := string(b)
-		open, closing := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if open < 0 || closing < open {
-			continue
-		}
-		fields := strings.Fields(s[closing+2:])
-		if len(fields) < 13 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(fields[1])
-		ut, _ := strconv.ParseInt(fields[11], 10, 64)
-		st, _ := strconv.ParseInt(fields[12], 10, 64)
-		parent[pid] = ppid
-		stats[pid] = procCPU{comm: s[open+1 : closing], ticks: ut + st}
+		parent[pid] = st.ppid
+		stats[pid] = procCPU{comm: st.comm, cpu: st.own, children: st.children}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// Its own time only: the container's processes it reaps are the
+	// cgroup's.
+	if st, err := readStat(p.shim); p.shim > 1 && err == nil && strings.HasPrefix(st.comm, "containerd-shim") {
+		p.shimT = max(p.shimT, st.own)
+	}
 	if p.cgroupCPU != "" {
 		if b, err := os.ReadFile(p.cgroupCPU); err == nil {
 			ns, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
@@ -167,6 +206,16 @@ type CPUReport struct {
 	// read); Parts are the sampled processes by part.
 	Total time.Duration
 	Parts map[string]time.Duration
+	// Seen counts the processes sampled in each part.
+	Seen map[string]int
+	// Reaped is, by part, the whole CPU time of the children its
+	// processes waited for, short-lived ones included: what the runner's
+	// git commands or the agent's tools cost, which the samples of those
+	// processes catch only in part. It overlaps Parts.
+	Reaped map[string]time.Duration
+	// Shim is the container's containerd shim on the host, outside its
+	// cgroup.
+	Shim time.Duration
 }
 
 // Report stops sampling and sums the processes by part; the cgroup's total
@@ -177,11 +226,16 @@ func (p *CPUProfile) Report() CPUReport {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	total := p.total
-	r := CPUReport{Total: total, Parts: map[string]time.Duration{}}
+	r := CPUReport{Total: total, Parts: map[string]time.Duration{}, Seen: map[string]int{}, Reaped: map[string]time.Duration{}, Shim: p.shimT}
 	var sampled time.Duration
 	for pid, st := range p.procs {
-		d := time.Duration(st.ticks) * time.Second / clockTick
-		r.Parts[part(pid == p.root, st)] += d
+		d := st.cpu
+		name := part(pid == p.root, st)
+		r.Parts[name] += d
+		r.Seen[name]++
+		if pid != p.root && st.children > 0 {
+			r.Reaped[name] += st.children
+		}
 		sampled += d
 	}
 	if total > sampled {
@@ -200,10 +254,10 @@ func part(root bool, st procCPU) string {
 		return "init (docker filter, egress proxy, model gateway)"
 	case strings.Contains(cmd, "sandbox-runner run"):
 		return "runner"
-	case strings.Contains(cmd, "opencode") && strings.Contains(cmd, " export"):
-		return "opencode export (session)"
-	case strings.Contains(cmd, "opencode") && strings.Contains(cmd, " import"):
-		return "opencode import (session)"
+	case strings.Contains(cmd, "sandbox-runner opencode-session"):
+		return "session copy (sandbox-runner opencode-session)"
+	case strings.Contains(cmd, "opencode") && (strings.Contains(cmd, " export") || strings.Contains(cmd, " import")):
+		return "opencode export/import (session, before issue 33)"
 	case st.comm == "opencode" || strings.Contains(cmd, "opencode"):
 		return "opencode (agent)"
 	case st.comm == "claude" || strings.Contains(cmd, "claude"):
@@ -224,6 +278,13 @@ func part(root bool, st procCPU) string {
 	return "other (" + st.comm + ")"
 }
 
+func seen(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}
+
 // Table prints the report, largest first, with each part's share.
 func (r CPUReport) Table() string {
 	type row struct {
@@ -238,10 +299,19 @@ func (r CPUReport) Table() string {
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].d > rows[j].d })
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-58s %9s %6s\n", "part", "cpu", "share")
+	fmt.Fprintf(&b, "%-58s %9s %6s %9s\n", "part", "cpu", "share", "processes")
 	for _, rw := range rows {
-		fmt.Fprintf(&b, "%-58s %8.2fs %5.1f%%\n", rw.name, rw.d.Seconds(), 100*rw.d.Seconds()/max(sum.Seconds(), 1e-9))
+		fmt.Fprintf(&b, "%-58s %8.2fs %5.1f%% %9s\n", rw.name, rw.d.Seconds(), 100*rw.d.Seconds()/max(sum.Seconds(), 1e-9), seen(r.Seen[rw.name]))
 	}
 	fmt.Fprintf(&b, "%-58s %8.2fs (cgroup: %.2fs)\n", "total", sum.Seconds(), r.Total.Seconds())
+	fmt.Fprintf(&b, "%-58s %8.2fs\n", "host: the container's containerd shim", r.Shim.Seconds())
+	var reaped []string
+	for n := range r.Reaped {
+		reaped = append(reaped, n)
+	}
+	sort.Strings(reaped)
+	for _, n := range reaped {
+		fmt.Fprintf(&b, "%-58s %8.2fs\n", "children reaped by "+n+" (whole, in the above)", r.Reaped[n].Seconds())
+	}
 	return b.String()
 }

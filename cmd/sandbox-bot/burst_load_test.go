@@ -1,0 +1,124 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
+)
+
+// burst labels n issues at once through the bot and waits for the last
+// plan comment, then runs the floor: n plain `opencode run`s of the same
+// plan at once on the host. It alternates the two for the rounds, prints
+// each figure with the load average before and after it, marks a figure
+// taken above a load of the core count as no result, and gives the median
+// of the rounds that are results.
+func burst(t *testing.T, n int) {
+	rounds := envInt("SANDBOX_STARTLOAD_ROUNDS", 3)
+	l := startLoop(t, loopOptions{repoFiles: startRepo(false, nil), env: productionLike()})
+	gitDir := l.gh.Repo(e2eRepo).GitDir
+	var ratios []float64
+	for r := 1; r <= rounds; r++ {
+		load0 := dockertest.LoadAverage()
+		t0 := time.Now()
+		last, ends, hz := l.burstOnce(t, n, r)
+		load1 := dockertest.LoadAverage()
+		l.waitFollowed(0, 10*time.Minute) // the bot's bookkeeping is not the floor's
+		cmds := make([]*exec.Cmd, n)
+		prompt := dockertest.PromptOf(l.model, t0)
+		for i := range cmds {
+			cmds[i] = dockertest.PlainOpenCode(t, l.model, gitDir, prompt)
+		}
+		l.model.Append(planTurns(n)...)
+		load2 := dockertest.LoadAverage()
+		fl := dockertest.RunPlain(t, cmds...)
+		load3 := dockertest.LoadAverage()
+		markB, okB := loadMark(load0, load1)
+		markF, okF := loadMark(load2, load3)
+		ratio := last.Seconds() / fl.Wall.Seconds()
+		if okB && okF {
+			ratios = append(ratios, ratio)
+		}
+		t.Logf("round %d: burst of %d labels → last plan %s (plans at %v), load average %.1f → %.1f%s; floor: %d plain opencode runs at once on the host %s (%.1f s of CPU), load average %.1f → %.1f%s: x%.2f (goal ≤ 1.5); the bot's /healthz during the burst: %s",
+			r, n, last.Round(100*time.Millisecond), roundAll(ends), load0, load1, markB, n, fl.Wall.Round(100*time.Millisecond), fl.CPU.Seconds(), load2, load3, markF, ratio, hz)
+	}
+	if len(ratios) == 0 {
+		t.Logf("burst of %d: no result: every round ran above a load average of %d", n, cores())
+		return
+	}
+	t.Logf("burst of %d: result x%.2f (median of %d rounds under a load of %d; goal ≤ 1.5)", n, median(ratios), len(ratios), cores())
+}
+
+// burstOnce labels n new issues at once and returns the time to the last
+// plan comment, every plan's, and the bot's /healthz latency meanwhile.
+func (l *loop) burstOnce(t *testing.T, n, round int) (time.Duration, []time.Duration, string) {
+	var issues []int
+	for i := 0; i < n; i++ {
+		issues = append(issues, l.gh.AddIssue(e2eRepo, e2eWriter, fmt.Sprintf("Task %d.%d", round, i+1), "Pad the output."))
+	}
+	l.model.Append(planTurns(n)...)
+	stop := l.pollHealth()
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	for _, is := range issues {
+		wg.Add(1)
+		go func(is int) { defer wg.Done(); l.label(is) }(is)
+	}
+	wg.Wait()
+	for _, is := range issues {
+		l.waitComment(is, "## 📋 Plan", 30*time.Minute)
+	}
+	hz := stop()
+	var ends []time.Duration
+	for _, is := range issues {
+		for _, c := range l.gh.Issue(e2eRepo, is).Comments {
+			if strings.Contains(c.Body, "## 📋 Plan") {
+				ends = append(ends, c.CreatedAt.Sub(t0))
+			}
+		}
+	}
+	sort.Slice(ends, func(i, j int) bool { return ends[i] < ends[j] })
+	return ends[len(ends)-1], ends, hz
+}
+
+// pollHealth asks the bot's /healthz every 50 ms until the returned
+// function is called, which sums up the latencies (p50, p99, max).
+func (l *loop) pollHealth() func() string {
+	done := make(chan struct{})
+	var lat []time.Duration
+	failed := 0
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if _, d, err := l.health(); err == nil {
+				lat = append(lat, d)
+			} else {
+				failed++
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() string {
+		close(done)
+		wg.Wait()
+		if len(lat) == 0 {
+			return fmt.Sprintf("no answer (%d failed)", failed)
+		}
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		q := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
+		return fmt.Sprintf("p50 %s, p99 %s, max %s (%d requests, %d failed)", q(0.5).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond), len(lat), failed)
+	}
+}
