@@ -20,6 +20,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers"
 )
 
 // Config is the server configuration: an optional YAML file
@@ -61,6 +62,14 @@ type Config struct {
 	Artifacts ArtifactsConfig `yaml:"artifacts"`
 	// SetupCache bounds the per-repository setup cache.
 	SetupCache SetupCacheConfig `yaml:"setup_cache"`
+	// Images bounds the pictures a run is given and names the hosts they
+	// are fetched from (images.go).
+	Images ImagesConfig `yaml:"images"`
+	// CILogTail is what a CI fix run is given of each failing Actions
+	// job's log, at most ("8KiB"; SANDBOX_CI_LOG_TAIL).
+	CILogTail string `yaml:"ci_log_tail"`
+	images    handlers.ImageSettings
+	ciLog     int
 
 	// TriggerLabel starts a plan run when added to an issue.
 	TriggerLabel string `yaml:"trigger_label"`
@@ -210,6 +219,9 @@ func LoadConfig(getenv Getenv) (*Config, error) {
 	}
 	c.applyDefaults()
 	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	if err := c.loadGitHubReads(getenv); err != nil {
 		return nil, err
 	}
 	// Only checked here (a provider whose key variable is unset fails the
@@ -463,6 +475,9 @@ func (c *Config) validate() error {
 	}
 	if err := c.validateNomadNamespace(); err != nil {
 		return err
+	}
+	if o := c.Limits.OutsiderReports; o != "" && o != sandboxcfg.OutsidersQuoted && o != sandboxcfg.OutsidersStrict {
+		return fmt.Errorf("SANDBOX_CONFIG limits.outsider_reports: %q is not strict or quoted", o)
 	}
 	if err := c.Defaults.Verify(); err != nil {
 		return fmt.Errorf("SANDBOX_CONFIG defaults: %w", err)

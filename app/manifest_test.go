@@ -50,7 +50,8 @@ func TestManifestMatchesHandlers(t *testing.T) {
 	if strings.Join(events, ",") != strings.Join(handled, ",") {
 		t.Errorf("app.yml events %v, handlers handle %v", events, handled)
 	}
-	want := map[string]string{"contents": "write", "issues": "write", "pull_requests": "write", "checks": "write", "metadata": "read", "members": "read"}
+	want := map[string]string{"contents": "write", "issues": "write", "pull_requests": "write", "checks": "write", "actions": "read",
+		"statuses": "read", "metadata": "read", "members": "read"}
 	for k, v := range m.DefaultPermissions {
 		if want[k] != v {
 			t.Errorf("app.yml asks for %s: %s, which the bot does not need", k, v)

@@ -16,6 +16,6 @@ func (c *Config) handlerSettings() handlers.Settings {
 		Defaults: c.Defaults, Limits: c.Limits, Isolation: c.Isolation, WebURL: c.GitHub.WebURL, SecretEnv: c.ProjectSecretEnv(),
 		DispatchDeadline: c.Ops.DispatchDeadline, CheckName: DefaultCheckName, Caps: c.Caps,
 		ReviewBatchWindow: c.Ops.ReviewBatchWindow, ResultRetry: c.Ops.ResultRetry, PreviewDuration: c.Ops.PreviewDuration,
-		ArtifactCaps: c.Artifacts.Caps(),
+		ArtifactCaps: c.Artifacts.Caps(), Images: c.images, CILogBytes: c.ciLog,
 	}
 }

@@ -74,6 +74,9 @@ type Result struct {
 	Setup *SetupReport `json:"setup,omitempty"`
 	// Timings are the run's stages, from the sandbox's start to the end.
 	Timings *Timings `json:"timings,omitempty"`
+	// Images says how many of the work order's images the agent was
+	// given (none when it carried none).
+	Images *ImagesReport `json:"images,omitempty"`
 
 	// The checks before the pull request (prchecks.go).
 	// SecretScan is the scan of the commits the runner pushed or held.

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -110,6 +111,10 @@ type TaskText struct {
 	// Instructions are what a writer asked the App for when they started
 	// the run by mentioning it (the text after the mention).
 	Instructions *Comment `json:"instructions,omitempty"`
+	// Report is the issue's title and body when its author cannot write
+	// to the repository and a writer vouched for it; Title and Body are
+	// then "Issue #N" and empty, as without it.
+	Report *Report `json:"report,omitempty"`
 }
 
 // WorkOrderVersion is bumped on any incompatible change of WorkOrder.
@@ -172,6 +177,12 @@ type WorkOrder struct {
 	// PreviewSeconds is how long a preview serves its dev server; the run
 	// then ends as completed (TimeoutMinutes bounds it too).
 	PreviewSeconds int `json:"preview_seconds,omitempty"`
+	// CI is what a CI fix run (revise mode) fixes: the checks that failed
+	// on the pull request's head.
+	CI *CIReport `json:"ci,omitempty"`
+	// Images are the pictures of the issue and of the feedback, which the
+	// runner hands to the agent with the prompt.
+	Images []Image `json:"images,omitempty"`
 }
 
 // Validate checks the fields every mode needs.
@@ -200,6 +211,14 @@ func (w *WorkOrder) Validate() error {
 	}
 	if w.OutputDir == "" {
 		problems = append(problems, "output_dir is required")
+	}
+	if w.CI != nil && w.Mode != ModeRevise {
+		problems = append(problems, "ci is for revise mode only")
+	}
+	for i, img := range w.Images {
+		if !slices.Contains(ImageMediaTypes, img.MediaType) || len(img.Data) == 0 {
+			problems = append(problems, fmt.Sprintf("images[%d] is not one of %v with data", i, ImageMediaTypes))
+		}
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("work order: %s", strings.Join(problems, "; "))

@@ -27,6 +27,8 @@ type event struct {
 	// tried says, in a refusal, what a person without write access tried
 	// ("use `/approve`").
 	tried string
+	// ci is what failing checks carry (ChecksFailed, ci.go).
+	ci *ciEvent
 }
 
 // on is the one way from an event to what the bot does: it checks that
@@ -42,6 +44,9 @@ func (b *Base) on(ctx context.Context, t thread, ev event) (lifecycle.Case, erro
 		return lifecycle.Case{}, err
 	}
 	sc.facts.NoText = ev.text == ""
+	if ev.ci != nil {
+		b.ciFacts(ctx, t, &sc, ev.ci)
+	}
 	c, ok := lifecycle.Decide(sc.place, sc.state, ev.kind, sc.facts)
 	log.Info().Str("event", string(ev.kind)).Str("state", string(sc.state)).Str("do", string(c.Do)).Str("sender", t.sender).Msg("event")
 	if !ok || c.Do == lifecycle.Nothing {
@@ -55,11 +60,12 @@ func (b *Base) on(ctx context.Context, t thread, ev event) (lifecycle.Case, erro
 }
 
 // mayAsk is who may act, before anything is read: anyone may ask for
-// /status, a push is the repository's own, and the rest is for writers
+// /status, a push and failing checks are the repository's own, and the
+// rest is for writers
 // (write, maintain, admin, or the operator's allowlist). Anyone else gets
 // one polite refusal per issue per hour; a review by one gets nothing.
 func (b *Base) mayAsk(ctx context.Context, t thread, ev event) (bool, error) {
-	if ev.kind == lifecycle.Status || ev.kind == lifecycle.Push {
+	if ev.kind == lifecycle.Status || ev.kind == lifecycle.Push || ev.kind == lifecycle.ChecksFailed {
 		return true, nil
 	}
 	ok, err := b.canWrite(ctx, t.gh, t.sender)
@@ -97,6 +103,12 @@ func (b *Base) perform(ctx context.Context, t thread, ev event, sc *scene, c lif
 		return b.rebase(ctx, t, sc, ev.trigger, ev.kind == lifecycle.Rebase)
 	case lifecycle.StartPreview:
 		return b.preview(ctx, t, sc)
+	case lifecycle.FixCI:
+		return b.fixCI(ctx, t, ev, sc)
+	case lifecycle.WaitForRun:
+		return b.batches.waitCI(ctx, t, ev)
+	case lifecycle.ReportBaseFails, lifecycle.GiveUpCI:
+		return b.ciReply(ctx, t, ev, sc, c.Do)
 	}
 	req, ok := b.runFor(ctx, t, ev, sc, c.Do)
 	if !ok {

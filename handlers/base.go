@@ -11,6 +11,7 @@
 package handlers
 
 import (
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -62,6 +63,12 @@ type Settings struct {
 	Caps dispatch.Caps
 	// ArtifactCaps bound the task artifacts the bot stores (artifacts.go).
 	ArtifactCaps dispatch.ArtifactCaps
+	// Images bound the pictures a run is given and say where the bot
+	// fetches them (images.go).
+	Images ImageSettings
+	// CILogBytes bounds the log tail a CI fix run is given per failing
+	// check (ci.go).
+	CILogBytes int
 }
 
 // core is what the handlers and the run follower share: the way to
@@ -93,6 +100,9 @@ type core struct {
 	QueueWait func(time.Duration)
 
 	batches *batches // review feedback waiting for its revise run (batch.go)
+	// imageClient fetches images from GitHub's hosts without a
+	// credential (imagefetch.go).
+	imageClient *http.Client
 }
 
 // Base is shared by every handler: the core, what starts runs, and the
@@ -120,6 +130,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 		trust:         newTrustState(),
 		board:         newRunBoard(s.WebURL),
 		Secrets:       NewSecrets(),
+		imageClient:   newImageClient(s.Images),
 	}}
 	b.hub = newGoHub(b.core)
 	b.starts = &starter{core: b.core}
@@ -134,7 +145,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 func (b *Base) Handlers() []githubapp.EventHandler {
 	return []githubapp.EventHandler{
 		&Issues{b}, &IssueComment{b}, &PullRequestReview{b}, &PullRequestReviewComment{b},
-		&Push{b}, &Installation{b}, &InstallationRepositories{b}, &CheckRun{b},
+		&Push{b}, &Installation{b}, &InstallationRepositories{b}, &CheckRun{b}, &CheckSuite{b}, &Status{b},
 	}
 }
 

@@ -46,6 +46,17 @@ type batchHolder struct {
 	Trigger  string `json:"trigger"`
 	Delivery string `json:"delivery,omitempty"`
 	Sender   string `json:"sender,omitempty"`
+	// Kind is "" for review feedback, batchCI for failing checks that
+	// wait for the run holding the PR (batch_ci.go).
+	Kind string `json:"kind,omitempty"`
+}
+
+// key is the lock of the pending batch h.
+func (h batchHolder) key() string {
+	if h.Kind == batchCI {
+		return ciWaitKey(h.Repo, h.Number)
+	}
+	return batchKey(h.Repo, h.Number)
 }
 
 // batchTrigger is the task-id trigger of a batch opened by trigger.
@@ -133,7 +144,7 @@ func parseBatchHolder(raw string) (batchHolder, error) {
 // replica already waits for it. rejoin is the feedback that joined the
 // batch, waitingOn the run holding the PR that it waits for.
 func (bs *batches) schedule(raw string, h batchHolder, rejoin *batchHolder, extra time.Duration, waitingOn string) {
-	key := batchKey(h.Repo, h.Number)
+	key := h.key()
 	bs.mu.Lock()
 	defer bs.mu.Unlock()
 	if _, ok := bs.timers[strings.ToLower(key)]; ok || bs.ctx.Err() != nil {
@@ -189,8 +200,12 @@ func (bs *batches) fire(key, raw string, h batchHolder, rejoin *batchHolder) {
 		log.Error().Err(err).Msg("start review batch: no installation client")
 		return
 	}
-	if err := bs.b.startBatch(ctx, gh, h); err != nil {
-		log.Error().Err(err).Msg("start review batch")
+	start := bs.b.startBatch
+	if h.Kind == batchCI {
+		start = bs.b.recheckCI
+	}
+	if err := start(ctx, gh, h); err != nil {
+		log.Error().Err(err).Str("kind", h.Kind).Msg("start review batch")
 	}
 	if ctx.Err() != nil {
 		return // shutting down: the lock stays, the next start picks it up

@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 
 	"github.com/google/go-github/v62/github"
@@ -39,6 +40,7 @@ type GitHub interface {
 	People
 	PullRequests
 	Checks
+	CI
 	GitData
 }
 
@@ -62,6 +64,10 @@ type Conversation interface {
 	RemoveLabel(ctx context.Context, number int, label string) error
 	// CreateLabel creates a label; one that exists is kept as it is.
 	CreateLabel(ctx context.Context, name, color, description string) error
+	// BodyHTML is a text as GitHub rendered it (body_html, asked for with
+	// the application/vnd.github.full+json media type): for a private
+	// repository its images are signed URLs.
+	BodyHTML(ctx context.Context, ref BodyRef) (string, error)
 }
 
 // People are who may drive the bot.
@@ -97,6 +103,23 @@ type Checks interface {
 	CheckRuns(ctx context.Context, sha, name string) ([]*github.CheckRun, error)
 	CreateCheckRun(ctx context.Context, opts github.CreateCheckRunOptions) (*github.CheckRun, error)
 	UpdateCheckRun(ctx context.Context, id int64, opts github.UpdateCheckRunOptions) error
+}
+
+// CI is what the repository's own checks say about a commit: every app's
+// check runs (GitHub Actions jobs among them) and the commit statuses.
+type CI interface {
+	// CheckRunsOn lists every check run on ref, of every app.
+	CheckRunsOn(ctx context.Context, ref string) ([]*github.CheckRun, error)
+	// Statuses are ref's commit statuses, the newest of each context.
+	Statuses(ctx context.Context, ref string) ([]*github.RepoStatus, error)
+	// Annotations are a check run's annotations (the first 100).
+	Annotations(ctx context.Context, checkRunID int64) ([]*github.CheckRunAnnotation, error)
+	// WorkflowJob is the GitHub Actions job whose check run has that id.
+	WorkflowJob(ctx context.Context, id int64) (*github.WorkflowJob, error)
+	// JobLog streams a job's log to read: GitHub answers with a redirect
+	// to a download URL, which is fetched without the installation's
+	// credential.
+	JobLog(ctx context.Context, id int64, read func(io.Reader) error) error
 }
 
 // GitData writes commits without a checkout (a task's artifacts).

@@ -22,6 +22,9 @@ import (
 // githubPacer), so every call here is paced below GitHub's limits.
 type goHub struct {
 	c *core
+	// download fetches what the API redirects to elsewhere (an Actions
+	// job's log), without the installation's credential.
+	download *http.Client
 	// loader reads .sandbox.yml. go-githubapp's owner default is off: it
 	// only replaces a missing repository file, while the org's file is a
 	// layer beneath the repository's (loadConfig reads both).
@@ -29,7 +32,8 @@ type goHub struct {
 }
 
 func newGoHub(c *core) *goHub {
-	return &goHub{c: c, loader: appconfig.NewLoader([]string{sandboxcfg.FileName}, appconfig.WithOwnerDefault("", nil))}
+	return &goHub{c: c, loader: appconfig.NewLoader([]string{sandboxcfg.FileName}, appconfig.WithOwnerDefault("", nil)),
+		download: &http.Client{Timeout: downloadTimeout}}
 }
 
 func (h *goHub) Repo(installation int64, fullName string) (GitHub, error) {
@@ -38,7 +42,7 @@ func (h *goHub) Repo(installation int64, fullName string) (GitHub, error) {
 		return nil, fmt.Errorf("client of installation %d: %w", installation, err)
 	}
 	owner, name, _ := strings.Cut(fullName, "/")
-	return &goRepo{c: client, owner: owner, name: name, loader: h.loader}, nil
+	return &goRepo{c: client, owner: owner, name: name, loader: h.loader, download: h.download}, nil
 }
 
 func (h *goHub) AppSlug(ctx context.Context) (string, error) {
@@ -108,6 +112,7 @@ type goRepo struct {
 	c           *github.Client
 	owner, name string
 	loader      *appconfig.Loader
+	download    *http.Client
 }
 
 func (r *goRepo) FullName() string { return r.owner + "/" + r.name }

@@ -35,6 +35,11 @@ type RunEntry struct {
 	// URL is the run's page, its dashboard entry or its result comment
 	// ("" when none is known).
 	URL string `json:"url,omitempty"`
+	// Head is the commit the run left the branch at: the App's own push,
+	// which a CI fix answers (ci.go).
+	Head string `json:"head,omitempty"`
+	// CI names the failing checks a CI fix run was for, comma-separated.
+	CI string `json:"ci,omitempty"`
 }
 
 // PRHistoryData is github/pr_history: the runs section of the PR body.
@@ -69,7 +74,10 @@ func parseHistory(body string) []RunEntry {
 func entryOf(rc *runContext, res *dispatch.Result, url string) RunEntry {
 	e := RunEntry{TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Attempt: rc.meta.Attempt, Status: statusOf(res), URL: url}
 	if res != nil {
-		e.CostUSD, e.Steps = res.TokenUsage.TotalCostUSD, res.TokenUsage.Steps
+		e.CostUSD, e.Steps, e.Head = res.TokenUsage.TotalCostUSD, res.TokenUsage.Steps, strings.ToLower(res.HeadSHA)
+	}
+	if ack, ok := lastMarked(rc.marked, KindAck, rc.meta.TaskID); ok {
+		e.CI = strings.Join(ack.Marker.CIChecks, ", ")
 	}
 	return e
 }

@@ -41,6 +41,15 @@ type Marker struct {
 	// Files are, on a plan comment, the files and areas the plan names
 	// (vetted): the runs that implement it compare the change with them.
 	Files []dispatch.PlanFile `json:"files,omitempty"`
+	// Images are, on an acknowledgement, the images the bot found for the
+	// run: given to the agent, or not and why (images.go).
+	Images []ImageNote `json:"images,omitempty"`
+	// CIHead and CIChecks are, on a CI fix run's acknowledgement, the head
+	// commit whose checks failed and their names; on the bot's CI replies
+	// (ci_base_failing, ci_gave_up) the head they answer. The fix runs on a
+	// PR are counted by them (ci.go).
+	CIHead   string   `json:"ci_head,omitempty"`
+	CIChecks []string `json:"ci_checks,omitempty"`
 }
 
 // Marker kinds.
@@ -59,6 +68,9 @@ const (
 	// KindInlineReply marks the bot's reply on inline review comments a
 	// revise run addressed.
 	KindInlineReply = "inline-reply"
+	// KindCI marks the bot's word on a PR's failing checks that starts no
+	// run: they fail on the base too, or the fix runs are used up.
+	KindCI = "ci"
 )
 
 var markerRE = regexp.MustCompile(`<!-- sandbox-bot:(\{.*?\}) -->`)

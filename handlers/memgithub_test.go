@@ -110,6 +110,10 @@ type memRepo struct {
 	refs          map[string]string // ref -> commit
 	trees         map[string]string // commit -> tree
 	checkRuns     []*github.CheckRun
+	// ci is other apps' checks by commit (memgithub_ci_test.go).
+	ci map[string]*memCI
+	// html is GitHub's rendering of a text, where a test set one.
+	html map[BodyRef]string
 	// updates counts update-branch calls; conflict makes them fail.
 	updates  int
 	conflict bool

@@ -157,7 +157,7 @@ func (b *Base) mayAddress(body []byte) bool {
 
 // slug is the App's slug once LoadIdentity has read it, else "". It does
 // not wait for a LoadIdentity in progress (the intake calls it).
-func (b *Base) slug() string {
+func (b *core) slug() string {
 	if login := b.trust.login.Load(); login != nil {
 		return strings.TrimSuffix(*login, "[bot]")
 	}

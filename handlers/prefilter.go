@@ -37,6 +37,20 @@ func (b *Base) MayAct(eventType string, v *fastjson.Value) bool {
 			(strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), "agent/") || b.mayAddress(v.GetStringBytes("comment", "body")))
 	case "check_run":
 		return action == "rerequested" && string(v.GetStringBytes("check_run", "name")) == b.CheckName && !b.senderIgnored(v)
+	case "check_suite":
+		slug := b.slug()
+		return action == "completed" && strings.HasPrefix(string(v.GetStringBytes("check_suite", "head_branch")), "agent/") &&
+			(slug == "" || !strings.EqualFold(string(v.GetStringBytes("check_suite", "app", "slug")), slug))
+	case "status":
+		if string(v.GetStringBytes("state")) == "pending" {
+			return false
+		}
+		for _, br := range v.GetArray("branches") {
+			if strings.HasPrefix(string(br.GetStringBytes("name")), "agent/") {
+				return true
+			}
+		}
+		return false
 	case "push":
 		branch, isBranch := strings.CutPrefix(string(v.GetStringBytes("ref")), "refs/heads/")
 		return isBranch && !v.GetBool("deleted") && !strings.HasPrefix(branch, "agent/")

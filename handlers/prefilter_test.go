@@ -99,6 +99,16 @@ func prefilterVariants(label, checkName string) map[string]func(map[string]any) 
 			if pr, ok := m["pull_request"].(map[string]any); ok {
 				set(pr, "head", "ref", "agent/T-0A1B2C3D-fix")
 			}
+			set(m, "check_suite", "head_branch", "agent/T-0A1B2C3D-fix")
+			if _, ok := m["branches"].([]any); ok {
+				m["branches"] = []any{map[string]any{"name": "agent/T-0A1B2C3D-fix"}}
+			}
+		},
+		"failed": func(m map[string]any) {
+			set(m, "check_suite", "status", "completed", "conclusion", "failure")
+			if _, ok := m["sha"]; ok {
+				m["state"] = "failure"
+			}
 		},
 		"base push":  func(m map[string]any) { m["ref"], m["deleted"] = "refs/heads/main", false },
 		"agent push": func(m map[string]any) { m["ref"] = "refs/heads/agent/T-0A1B2C3D-fix" },

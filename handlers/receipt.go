@@ -21,8 +21,10 @@ type Receipt struct {
 	// Attempt counts continue runs of one task (1 for the first).
 	Attempt int `json:"attempt,omitempty"`
 	// Round is the plan round (0 outside plan runs).
-	Round  int              `json:"round,omitempty"`
-	Result *dispatch.Result `json:"result,omitempty"`
+	Round int `json:"round,omitempty"`
+	// CIChecks are the failing checks a CI fix run was for (ci.go).
+	CIChecks []string         `json:"ci_checks,omitempty"`
+	Result   *dispatch.Result `json:"result,omitempty"`
 }
 
 // Status is the run's end as the bot treats it: the receipt's status, or
@@ -77,6 +79,11 @@ type PlanCommentData struct {
 	// PlanStart and PlanEnd must enclose the plan: /approve executes
 	// exactly what is between them.
 	PlanStart, PlanEnd string
+	// Images are the pictures the bot found for the run (from its
+	// acknowledgement): given to the agent, or not and why; ImagesNote is
+	// the runner's word when it could not hand them over.
+	Images     []ImageNote
+	ImagesNote string
 }
 
 // PRBodyData is github/pr_body: the body of the pull request a run opens.

@@ -24,6 +24,29 @@ type AckData struct {
 	// LiveURL is the run's live page, when the bot serves one.
 	LiveURL string
 	Marker  string
+	// Report is what the agent was given of an issue by someone without
+	// write access, which a writer vouched for (tasktext.go).
+	Report *ReportAck
+	// CI names the failing checks a CI fix run fixes (ci.go).
+	CI *CIAck
+}
+
+// ReportAck says what of an outsider's issue went to the agent.
+type ReportAck struct {
+	Author    string
+	VouchedBy string
+	// Passed says what was passed ("the title and 1,234 characters of the
+	// body"); Removed what hidden content was taken out first.
+	Passed  string
+	Removed []string
+}
+
+// CIAck is the acknowledgement's account of a CI fix run.
+type CIAck struct {
+	Head     string
+	Checks   []string
+	Attempt  int
+	Attempts int
 }
 
 // ConfigErrorData is github/config_error: the resolved configuration

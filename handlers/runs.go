@@ -340,10 +340,14 @@ func (rc *runContext) receipt(res *dispatch.Result) Receipt {
 	if res != nil && res.Branch != "" {
 		branch = res.Branch
 	}
-	return Receipt{
+	r := Receipt{
 		TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Repo: rc.meta.Repo, Issue: rc.issue, Number: rc.meta.Number,
 		Branch: branch, Attempt: rc.meta.Attempt, Round: rc.round, Result: res,
 	}
+	if ack, ok := lastMarked(rc.marked, KindAck, rc.meta.TaskID); ok {
+		r.CIChecks = ack.Marker.CIChecks
+	}
+	return r
 }
 
 // mediaBase is the permanent URL prefix of media committed by the run: the
@@ -360,6 +364,12 @@ func (r *Runs) postPlan(ctx context.Context, rc *runContext, res *dispatch.Resul
 		Receipt: rc.receipt(res), MaxRounds: r.c.MaxPlanRounds, CostSoFar: r.costSoFar(rc, res), PlanStart: planStart, PlanEnd: planEnd,
 	}
 	data.Round = max(rc.round, 1)
+	if ack, ok := lastMarked(rc.marked, KindAck, rc.meta.TaskID); ok {
+		data.Images = ack.Marker.Images
+	}
+	if res != nil && res.Images != nil {
+		data.ImagesNote = res.Images.Note
+	}
 	data.Marker = Marker{Kind: KindPlan, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Round: data.Round, Cost: roundCost(res), PlanSHA: rc.planDigest, Files: res.PlanFiles}.String()
 	prog.complete(ctx, "success", "Plan ready", "The plan is posted on the issue.", res)
 	return func() error { return r.c.reply(ctx, rc.gh, rc.meta.Number, "github/plan_comment", data) }

@@ -36,7 +36,7 @@ func TestRunsContinueThroughTheirStartFunction(t *testing.T) {
 	b, err := NewBase(cc, Settings{
 		TriggerLabel: "agent", MaxContinues: 2, MaxPlanRounds: 5, ProgressInterval: time.Millisecond, TokenRefresh: time.Hour,
 		DispatchDeadline: time.Second, CheckName: "sandbox-agent", WebURL: "https://github.com", Isolation: dispatch.IsolationCaps, ReviewBatchWindow: time.Second, ResultRetry: time.Second, PreviewDuration: time.Minute,
-		Limits: sandboxcfg.Limits{}.WithDefaults(), ArtifactCaps: dispatch.DefaultArtifactCaps(),
+		Limits: sandboxcfg.Limits{}.WithDefaults(), ArtifactCaps: dispatch.DefaultArtifactCaps(), CILogBytes: 8 << 10,
 	}, backend, templates.MustLoadEmbedded())
 	if err != nil {
 		t.Fatal(err)

@@ -34,11 +34,18 @@ func ReplySamples() map[string][]any {
 	}
 	acks = append(acks,
 		AckData{TaskID: task, Mode: dispatch.ModePlan, Budget: 3, Harness: "claude-code", Issue: 7, Round: 1, Attempt: 1, IssueAuthorExcluded: "mallory", Excluded: []string{"eve"}, Marker: marker},
+		AckData{TaskID: task, Mode: dispatch.ModePlan, Budget: 3, Harness: "opencode", Issue: 7, Round: 1, Attempt: 1, Excluded: []string{"eve"}, Marker: marker,
+			Report: &ReportAck{Author: "mallory", VouchedBy: "alice", Passed: "its title and its description (120 characters)", Removed: []string{"1 HTML comment"}}},
+		AckData{TaskID: task, Mode: dispatch.ModeRevise, Branch: "agent/7-add-login", Budget: 3, Harness: "opencode", Issue: 7, Attempt: 1, Marker: marker,
+			CI: &CIAck{Head: "0123abc", Checks: []string{"test", "lint"}, Attempt: 1, Attempts: 2}},
 		AckData{TaskID: task, Mode: dispatch.ModeExecute, Budget: 3, Harness: "opencode", Issue: 7, Attempt: 1, Excluded: []string{"eve", "oscar"}, LiveURL: "https://bot.example.com/runs/" + task, Marker: marker})
 
 	samples := map[string][]any{
-		"github/ack":                 acks,
-		"github/refusal":             {RefusalData{User: "mallory", Action: "use `/approve`"}},
+		"github/ack":             acks,
+		"github/refusal":         {RefusalData{User: "mallory", Action: "use `/approve`"}},
+		"github/ci_base_failing": {CIBaseFailingData{Marker: marker, Head: "0123abc", Base: "main", Checks: []string{"test"}}},
+		"github/ci_gave_up": {CIGaveUpData{Marker: marker, Head: "0123abc", Attempts: 2, Failing: []CIFailingLine{{Name: "test", Conclusion: "failure"}},
+			Tried: []CITried{{TaskID: task, Checks: []string{"test"}, Result: "completed"}, {TaskID: task, Checks: []string{"test", "lint"}}}}},
 		"github/busy":                {BusyData{Holder: task, HolderMode: dispatch.ModePlan, Mode: dispatch.ModeExecute, Command: "approve"}, BusyData{Holder: task, Mode: dispatch.ModePlan}},
 		"github/command_error":       {CommandErrorData{Error: "unknown flag --budgte", Commands: issueCmds, State: lifecycle.LabelAwaitingApproval}, CommandErrorData{Error: "x", Commands: prCmds, OnPR: true, State: lifecycle.LabelRunning}, CommandErrorData{Error: "x", Commands: issueCmds, State: lifecycle.LabelPlanning}},
 		"github/config_error":        {ConfigErrorData{Source: "octo-org/hello", Error: "line 3: unknown field \"modle\"", File: ".sandbox.yml"}},
@@ -59,7 +66,11 @@ func ReplySamples() map[string][]any {
 		"github/progress":            {ProgressData{Marker: marker, Title: "agent: step 3", Text: "Task `" + task + "` (execute) · step 3"}},
 		"github/progress_done":       {ProgressDoneData{Marker: marker, Conclusion: "success", Title: "Done", Summary: "Added a login page."}, ProgressDoneData{Marker: marker, Conclusion: "neutral", Title: "No changes", Summary: "Nothing changed."}},
 		"github/pr_checks":           {PRChecksData{Result: sampleChecks(task, true)}, PRChecksData{Result: sampleChecks(task, false)}},
-		"github/plan_comment":        {PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, CostSoFar: 1.25, PlanStart: planStart, PlanEnd: planEnd}},
+		"github/plan_comment": {PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, CostSoFar: 1.25, PlanStart: planStart, PlanEnd: planEnd},
+			PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, PlanStart: planStart, PlanEnd: planEnd,
+				Images: []ImageNote{{Name: "the issue, image 1 (login.png)"}, {Name: "the issue, image 2 (logs.txt)", Why: "its bytes are not a PNG, JPEG, GIF or WebP image"}}},
+			PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, PlanStart: planStart, PlanEnd: planEnd,
+				Images: []ImageNote{{Name: "the issue, image 1"}}, ImagesNote: "the command harness takes no images"}},
 		"github/pr_body": {PRBodyData{Receipt: done, Marker: marker, MediaBase: "https://github.com/octo-org/hello/raw/0123abc/", PlanURL: "https://github.com/octo-org/hello/issues/7#issuecomment-1",
 			History: historyStart + "\n### Runs\n" + historyEnd}, PRBodyData{Receipt: lost, Marker: marker}, PRBodyData{Receipt: doneNoShots, Marker: marker}},
 		"github/pr_history": {PRHistoryData{TotalUSD: 0.63, Runs: []RunEntry{

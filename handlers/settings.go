@@ -33,6 +33,8 @@ func (s Settings) check() error {
 		{"Limits.MaxCPU", s.Limits.MaxCPU <= 0},
 		{"Limits.PidsLimit", s.Limits.PidsLimit <= 0},
 		{"ArtifactCaps", s.ArtifactCaps.Validate() != nil},
+		{"CILogBytes", s.CILogBytes <= 0},
+		{"Images", s.Images.MaxCount > 0 && (s.Images.MaxBytes <= 0 || s.Images.MaxTotal <= 0)},
 	} {
 		if f.unset {
 			unset = append(unset, f.name)

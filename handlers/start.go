@@ -64,6 +64,11 @@ type startRequest struct {
 	// FeedbackUpto is the newest conversation comment the feedback was
 	// read up to, kept in the acknowledgement's marker.
 	FeedbackUpto int64 `json:"feedback_upto,omitempty"`
+	// FeedbackImages are the texts of the feedback that hold images, shown
+	// to the agent before the issue's own (images.go).
+	FeedbackImages []imageSource `json:"feedback_images,omitempty"`
+	// CI is what a CI fix run fixes (ci.go).
+	CI *dispatch.CIReport `json:"ci,omitempty"`
 }
 
 func (r *startRequest) name() string { return r.Repo.GetName() }
@@ -220,17 +225,25 @@ type built struct {
 	spec     dispatch.RunSpec
 	branch   string
 	excluded excludedText
+	// images are the pictures found for the run, given or not.
+	images []ImageNote
 }
 
 // runSpec reads the task's text, names the branch, mints the token and
 // writes the work order.
 func (b *starter) runSpec(ctx context.Context, gh GitHub, l launch) (built, error) {
 	req := l.req
-	task, excluded, err := b.taskText(ctx, gh, req.Issue)
+	in, err := b.taskText(ctx, gh, req.Issue, l.cfg.Reports.Quoted(), req.Sender)
 	if err != nil {
 		return built{}, err
 	}
+	task, excluded := in.task, in.excluded
 	task.Instructions = req.Instructions
+	var images []dispatch.Image
+	var notes []ImageNote
+	if takesImages(l.mode, req) {
+		images, notes = b.imagesFor(ctx, gh, append(slices.Clone(req.FeedbackImages), withImages(in.images)...))
+	}
 	branch := req.Branch
 	if branch == "" && l.mode == dispatch.ModeExecute {
 		branch = dispatch.BranchName(l.taskID, task.Title)
@@ -251,7 +264,7 @@ func (b *starter) runSpec(ctx context.Context, gh GitHub, l launch) (built, erro
 			Repo: full, RepoID: req.Repo.GetID(), Number: req.Number, CloneURL: req.Repo.GetCloneURL(), BaseBranch: l.base, TargetBranch: branch,
 			Task: task, Plan: req.Plan, PlanFiles: b.planFiles(ctx, gh, req, l.mode), Feedback: req.Feedback, Config: l.cfg,
 			BudgetUSD: l.cfg.MaxBudgetUSD, TimeoutMinutes: l.cfg.TimeoutMinutes, SecretEnv: b.SecretEnv,
-			RequestedAt: l.requestedAt,
+			RequestedAt: l.requestedAt, CI: req.CI, Images: images,
 		},
 		Token:     token,
 		Isolation: b.Isolation,
@@ -265,7 +278,7 @@ func (b *starter) runSpec(ctx context.Context, gh GitHub, l launch) (built, erro
 			h.RepoID, h.PlanSHA256 = req.Repo.GetID(), req.PlanSHA
 		}
 	}
-	return built{spec: spec, branch: branch, excluded: excluded}, nil
+	return built{spec: spec, branch: branch, excluded: excluded, images: notes}, nil
 }
 
 // acknowledge tells the issue a submitted run started: the 👀 reaction,
@@ -290,9 +303,10 @@ func (b *starter) acknowledge(ctx context.Context, gh GitHub, l launch, r built,
 	attempt := r.spec.Meta.Attempt
 	err := b.reply(ctx, gh, req.Number, "github/ack", AckData{
 		TaskID: l.taskID, Mode: mode, Branch: r.branch, Budget: l.cfg.MaxBudgetUSD, Excluded: r.excluded.Commenters,
-		IssueAuthorExcluded: r.excluded.IssueAuthor, Issue: req.Issue,
+		IssueAuthorExcluded: r.excluded.IssueAuthor, Issue: req.Issue, Report: reportAck(r.excluded.Report), CI: ciAck(req.CI),
 		Round: req.Round, Attempt: attempt, Harness: l.cfg.Harness, HasPlan: req.Plan != "", LiveURL: b.Receipts.LiveURL(l.taskID),
-		Marker: Marker{Kind: KindAck, TaskID: l.taskID, Mode: mode, Issue: req.Issue, Branch: r.branch, Round: req.Round, Attempt: attempt, Inline: req.Inline, Upto: req.FeedbackUpto}.String(),
+		Marker: Marker{Kind: KindAck, TaskID: l.taskID, Mode: mode, Issue: req.Issue, Branch: r.branch, Round: req.Round, Attempt: attempt,
+			Inline: req.Inline, Upto: req.FeedbackUpto, Images: r.images, CIHead: ciHead(req.CI), CIChecks: ciChecks(req.CI)}.String(),
 	})
 	if err != nil {
 		log.Warn().Err(err).Msg("post acknowledgement")
@@ -301,59 +315,18 @@ func (b *starter) acknowledge(ctx context.Context, gh GitHub, l launch, r built,
 	return labelErr
 }
 
-// taskText collects the issue's title and body and the comments of people
-// who can write to the repo. Text from anyone else never reaches the agent:
-// it is how a stranger would inject instructions. The title is text by the
-// issue's author like the body: an outsider's issue reaches the agent as
-// "Issue #N" only. excluded names whose text was left out so the
-// acknowledgement can say so.
-func (b *starter) taskText(ctx context.Context, gh GitHub, number int) (dispatch.TaskText, excludedText, error) {
-	var excluded excludedText
-	issue, err := gh.Issue(ctx, number)
-	if err != nil {
-		return dispatch.TaskText{}, excluded, err
+// takesImages says whether a run is given the images of its texts: a run
+// that starts the agent on the task (plan, execute, task) or on review
+// feedback; not a CI fix, a rebase or a continuation, whose agent has its
+// task from the branch (or its session).
+func takesImages(mode dispatch.Mode, req startRequest) bool {
+	switch mode {
+	case dispatch.ModePlan, dispatch.ModeExecute, dispatch.ModeTask:
+		return true
+	case dispatch.ModeRevise:
+		return req.CI == nil
 	}
-	writers := map[string]bool{}
-	isWriter := func(login string) (bool, error) {
-		if ok, seen := writers[login]; seen {
-			return ok, nil
-		}
-		ok, err := b.canWrite(ctx, gh, login)
-		writers[login] = ok
-		return ok, err
-	}
-	task := dispatch.TaskText{URL: issue.GetHTMLURL()}
-	author := issue.GetUser().GetLogin()
-	if ok, err := isWriter(author); err != nil {
-		return task, excluded, err
-	} else if ok {
-		task.Title, task.Body = issue.GetTitle(), issue.GetBody()
-	} else {
-		task.Title = outsiderTitle(number)
-		excluded.IssueAuthor = author
-	}
-	comments, err := gh.Comments(ctx, number)
-	if err != nil {
-		return task, excluded, err
-	}
-	for _, c := range comments {
-		login := c.GetUser().GetLogin()
-		if isBotLogin(c.GetUser()) {
-			continue
-		}
-		ok, err := isWriter(login)
-		if err != nil {
-			return task, excluded, err
-		}
-		if !ok {
-			if login != excluded.IssueAuthor && !slices.Contains(excluded.Commenters, login) {
-				excluded.Commenters = append(excluded.Commenters, login)
-			}
-			continue
-		}
-		task.Comments = append(task.Comments, dispatch.Comment{Author: login, Body: c.GetBody()})
-	}
-	return task, excluded, nil
+	return false
 }
 
 // withTask adds the task id to the context's logger.

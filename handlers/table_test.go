@@ -56,7 +56,8 @@ func tableSettings() Settings {
 		TriggerLabel: "agent", MaxContinues: 1, MaxPlanRounds: 5, ProgressInterval: time.Hour, TokenRefresh: time.Hour,
 		DispatchDeadline: time.Second, CheckName: "sandbox-agent", WebURL: "https://github.example", Isolation: dispatch.IsolationCaps,
 		ReviewBatchWindow: time.Hour, ResultRetry: time.Millisecond, PreviewDuration: time.Minute,
-		Limits: sandboxcfg.Limits{}.WithDefaults(), ArtifactCaps: dispatch.DefaultArtifactCaps(),
+		Limits: sandboxcfg.Limits{}.WithDefaults(), ArtifactCaps: dispatch.DefaultArtifactCaps(), CILogBytes: 8 << 10,
+		Images: ImageSettings{MaxCount: 5, MaxBytes: 1 << 20, MaxTotal: 4 << 20, Hosts: []string{"github.example"}},
 	}
 }
 
@@ -212,6 +213,8 @@ func (w *world) fire(t thread, kind lifecycle.Event) lifecycle.Case {
 		ev = event{kind: kind, trigger: "review-7"}
 	case lifecycle.Push:
 		ev = event{kind: kind, trigger: "push-0123abc"}
+	case lifecycle.ChecksFailed:
+		ev = w.checksFailed(t)
 	case lifecycle.Typo:
 		ev = commandEvent(nil, &CommandError{Msg: "`/aprove` is not a command. Did you mean `/approve`?"}, trigger)
 	default:
@@ -245,6 +248,9 @@ func (w *world) effects(before int, cancels string) string {
 	if w.backend.LockHolder("batch/"+dispatch.LockKey(tRepo, 2)) != "" {
 		out = append(out, "batch")
 	}
+	if w.backend.LockHolder(ciWaitKey(tRepo, 2)) != "" {
+		out = append(out, "ciwait")
+	}
 	for _, line := range strings.Split(w.logs.String(), "\n") {
 		var l struct{ Reply string }
 		if json.Unmarshal([]byte(line), &l) == nil && l.Reply != "" && l.Reply != "github/ack" {
@@ -277,19 +283,20 @@ var (
 	}
 	prGrid = map[lifecycle.Event][]string{
 		//                   not ours                 PR open          queued           revising         rebasing         failed           aborted
-		lifecycle.Mention:  {"reply:mention_other_pr", "batch", "batch", "batch", "batch", "batch", "batch"},
-		lifecycle.Review:   {"-", "batch", "batch", "batch", "batch", "batch", "batch"},
-		lifecycle.Revise:   {"reply:wrong_place", "batch", "batch", "batch", "batch", "batch", "batch"},
-		lifecycle.Rebase:   {"reply:wrong_place", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated"},
-		lifecycle.Push:     {"-", "update", "update", "update", "update", "update", "update"},
-		lifecycle.Abort:    {"reply:wrong_place", "reply:nothing_to_abort", "reply:queue_aborted", "cancel+reply:abort_requested", "cancel+reply:abort_requested", "reply:nothing_to_abort", "reply:nothing_to_abort"},
-		lifecycle.Retry:    {"reply:wrong_place", "run:revise", "reply:busy", "reply:busy", "reply:busy", "run:revise", "run:revise"},
-		lifecycle.Continue: {"reply:wrong_place", "run:continue", "reply:busy", "reply:busy", "reply:busy", "run:continue", "run:continue"},
-		lifecycle.Preview:  {"reply:wrong_place", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview"},
-		lifecycle.Plan:     {"reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place"},
-		lifecycle.Approve:  {"reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place"},
-		lifecycle.Status:   {"-", "-", "reply:status", "reply:status", "reply:status", "reply:status", "reply:status"},
-		lifecycle.Typo:     {"reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error"},
+		lifecycle.Mention:      {"reply:mention_other_pr", "batch", "batch", "batch", "batch", "batch", "batch"},
+		lifecycle.Review:       {"-", "batch", "batch", "batch", "batch", "batch", "batch"},
+		lifecycle.Revise:       {"reply:wrong_place", "batch", "batch", "batch", "batch", "batch", "batch"},
+		lifecycle.Rebase:       {"reply:wrong_place", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated"},
+		lifecycle.Push:         {"-", "update", "update", "update", "update", "update", "update"},
+		lifecycle.ChecksFailed: {"-", "run:revise", "ciwait", "ciwait", "ciwait", "run:revise", "-"},
+		lifecycle.Abort:        {"reply:wrong_place", "reply:nothing_to_abort", "reply:queue_aborted", "cancel+reply:abort_requested", "cancel+reply:abort_requested", "reply:nothing_to_abort", "reply:nothing_to_abort"},
+		lifecycle.Retry:        {"reply:wrong_place", "run:revise", "reply:busy", "reply:busy", "reply:busy", "run:revise", "run:revise"},
+		lifecycle.Continue:     {"reply:wrong_place", "run:continue", "reply:busy", "reply:busy", "reply:busy", "run:continue", "run:continue"},
+		lifecycle.Preview:      {"reply:wrong_place", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview"},
+		lifecycle.Plan:         {"reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place"},
+		lifecycle.Approve:      {"reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place"},
+		lifecycle.Status:       {"-", "-", "reply:status", "reply:status", "reply:status", "reply:status", "reply:status"},
+		lifecycle.Typo:         {"reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error"},
 	}
 )
 

@@ -100,6 +100,9 @@ func (r *Runs) vetResult(rc *runContext, res *dispatch.Result) *dispatch.Result 
 	cp.Artifacts = mediaPaths(res.Artifacts)
 	vetMediaAndTools(&cp, res, r.c.Secrets.Redact)
 	cp.Session = vetSession(res.Session, r.c.Secrets.Redact)
+	if im := res.Images; im != nil {
+		cp.Images = &dispatch.ImagesReport{Given: max(im.Given, 0), Note: sanitizeInline(r.c.Secrets.Redact(im.Note), 200)}
+	}
 	vetSetupAndTimings(&cp, r.c.Secrets.Redact)
 	vetChecks(&cp, res, r.c.Secrets.Redact)
 	return &cp

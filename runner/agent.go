@@ -2,6 +2,7 @@ package runner
 
 import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/runner/harness"
 )
 
 // StopReason says why the runner stopped the agent before it ended.
@@ -26,6 +27,8 @@ type agentSpec struct {
 	// CostCap stops the agent when this invocation's cost passes it; 0 is
 	// no cap.
 	CostCap float64
+	// Images go with the prompt (the first of a fresh session).
+	Images []harness.Image
 }
 
 // agentOutcome is what one invocation did.

@@ -37,7 +37,7 @@ func (r *run) agent(spec agentSpec) (*agentOutcome, error) {
 			return out, err
 		}
 		retry := spec
-		retry.Prompt, retry.SessionID = prompt, out.SessionID
+		retry.Prompt, retry.SessionID, retry.Images = prompt, out.SessionID, nil
 		again := r.invoke(retry)
 		again.Stalls = append(out.Stalls, again.Stalls...)
 		again.Usage.Add(out.Usage)
@@ -69,6 +69,7 @@ func (r *run) invoke(spec agentSpec) *agentOutcome {
 			Env:       r.env,
 			SessionID: spec.SessionID,
 			ReadOnly:  spec.ReadOnly,
+			Images:    spec.Images,
 			BudgetUSD: max(costCap, 0.01),
 		},
 		inactivity:   inactivity,

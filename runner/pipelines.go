@@ -13,12 +13,17 @@ func (r *run) promptData() PromptData {
 	for k, v := range r.services {
 		names[k] = v
 	}
+	task := r.order.Task
+	if task.Report != nil {
+		task.Body = r.reportText()
+	}
 	return PromptData{
 		TaskID:       r.order.TaskID,
 		Mode:         r.order.Mode,
 		Repo:         r.order.Repo,
 		Number:       r.order.Number,
-		Task:         r.order.Task,
+		Task:         task,
+		CI:           r.order.CI,
 		Plan:         r.order.Plan,
 		PlanFiles:    r.order.PlanFiles,
 		StrictPlan:   r.cfg.Plan.Strict,
@@ -32,6 +37,20 @@ func (r *run) promptData() PromptData {
 	}
 }
 
+// reportText is an outsider's vouched report (the work order's
+// Task.Report) as the body the prompts show: prompts/report, which quotes
+// it as the reporter's words. A template that does not render leaves the
+// body empty, as for a report that is not passed, and says so in the log.
+func (r *run) reportText() string {
+	text, err := render(r.opts.Templates, PromptReport, PromptData{TaskID: r.order.TaskID, Mode: r.order.Mode, Repo: r.order.Repo,
+		Number: r.order.Number, Task: r.order.Task})
+	if err != nil {
+		r.log.Warn().Err(err).Msg("the reporter's words are not shown: prompts/report does not render")
+		return ""
+	}
+	return strings.TrimSpace(text)
+}
+
 // plan runs the agent read-only and takes the plan from its final text.
 func (r *run) plan() error {
 	data := r.promptData()
@@ -41,6 +60,9 @@ func (r *run) plan() error {
 			spec.SessionID = s
 			data.Continuing = true
 		}
+	}
+	if spec.SessionID == "" {
+		spec.Images = r.agentImages()
 	}
 	prompt, err := render(r.opts.Templates, r.spec.prompt, data)
 	if err != nil {
@@ -89,6 +111,9 @@ func (r *run) implement() error {
 	spec := agentSpec{Stage: "agent"}
 	if r.spec.resumesPlan {
 		spec.SessionID = r.resumePlanSession()
+	}
+	if spec.SessionID == "" {
+		spec.Images = r.agentImages() // a resumed session has them
 	}
 	stopPush := r.periodicPush()
 	defer stopPush()
@@ -153,7 +178,7 @@ func (r *run) task() error {
 	if err != nil {
 		return err
 	}
-	out, aerr := r.agent(agentSpec{Stage: "agent", Prompt: prompt})
+	out, aerr := r.agent(agentSpec{Stage: "agent", Prompt: prompt, Images: r.agentImages()})
 	r.res.PRSummary = out.FinalText
 	r.collectArtifacts()
 	if aerr != nil {

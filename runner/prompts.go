@@ -45,6 +45,8 @@ type PromptData struct {
 	Rejected []string
 	// Diff is the change under review (review), cut to maxReviewDiff.
 	Diff string
+	// CI is what a CI fix run fixes: the failing checks (prompts/cifix).
+	CI *dispatch.CIReport
 	// DevURL is the dev server the agent's browser can open; Recordings
 	// the directory its screencasts go to; DevDown why the dev server is
 	// not up (prompts/browser).
@@ -70,6 +72,10 @@ const (
 	PromptTask     = "prompts/task"
 	PromptStall    = "prompts/stall"
 	PromptReview   = "prompts/review"
+	PromptCIFix    = "prompts/cifix"
+	// PromptReport renders an outsider's vouched report (Task.Report) as
+	// the task's body the other prompts show.
+	PromptReport = "prompts/report"
 )
 
 func render(set *templates.Set, name string, data PromptData) (string, error) {

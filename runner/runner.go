@@ -179,6 +179,10 @@ type run struct {
 	// reasons are the agent's reasons for files outside the approved
 	// plan, from its "Outside the approved plan" sections.
 	reasons map[string]string
+	// images are the work order's images as the agent gets them, and
+	// imageDir where they were written (images.go).
+	images   []harness.Image
+	imageDir string
 }
 
 // Run executes order and returns its receipt, which it has also written to
@@ -235,8 +239,13 @@ func (r *run) exec() error {
 	if !ok {
 		return fmt.Errorf("mode %q has no pipeline", r.order.Mode)
 	}
+	if r.order.CI != nil {
+		// A CI fix is a revise whose feedback is the failing checks.
+		spec.prompt, spec.subject = PromptCIFix, "Fix failing checks: "
+	}
 	r.spec = spec
 	r.cfg = r.order.Config
+	defer r.removeImages()
 	if err := r.cfg.Check(); err != nil {
 		return fmt.Errorf("work order config: %w", err)
 	}

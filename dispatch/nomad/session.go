@@ -190,3 +190,10 @@ func (b *Backend) catCapped(ctx context.Context, alloc *api.Allocation, file str
 	}
 	return raw, nil
 }
+
+// MaxImageBytes implements dispatch.ImageCarrier: the images of a run's
+// work order travel inside its job, like a session archive, and are held
+// to the same bound.
+func (b *Backend) MaxImageBytes() int64 { return MaxSessionBytes }
+
+var _ dispatch.ImageCarrier = (*Backend)(nil)

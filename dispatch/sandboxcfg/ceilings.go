@@ -32,5 +32,8 @@ func (l Limits) WithDefaults() Limits {
 	if l.PidsLimit == 0 {
 		l.PidsLimit = CeilingPids
 	}
+	if l.MaxCIFixAttempts == 0 {
+		l.MaxCIFixAttempts = CeilingCIFixAttempts
+	}
 	return l
 }

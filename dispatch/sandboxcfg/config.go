@@ -46,6 +46,8 @@ type Config struct {
 	Review    Review               `yaml:"review,omitempty" json:"review,omitempty" desc:"The reviewer's pass: after validation a fresh read-only agent session reads the issue, the approved plan and the diff and writes a short review into the PR body. It never changes the code."`
 	Secrets   Secrets              `yaml:"secrets,omitempty" json:"secrets,omitempty" desc:"The secret scan of every commit before it is pushed."`
 	Resources Resources            `yaml:"resources,omitempty" json:"resources,omitempty" desc:"Resources requested for the sandbox, within the server's limits."`
+	CI        CI                   `yaml:"ci,omitempty" json:"ci,omitzero" desc:"What the bot does when the repository's own checks (Actions workflows, other apps' check runs, commit statuses) fail on the agent's pull request."`
+	Reports   Reports              `yaml:"reports,omitempty" json:"reports,omitzero" desc:"What of an issue written by someone without write access reaches the agent once a writer vouched for it."`
 }
 
 // Service is one container started on the sandbox's inner network.

@@ -33,6 +33,15 @@ type Limits struct {
 	// repository's entries must each fall inside one of these, and a
 	// coding sandbox whose configuration sets none gets this list.
 	NetworkAllow []string `yaml:"network_allow,omitempty" json:"network_allow,omitempty"`
+	// AllowCIFix false refuses ci.fix; MaxCIFixAttempts is the ceiling of
+	// ci.fix_attempts (and the value of a configuration that sets none,
+	// when it is below the default).
+	AllowCIFix       *bool `yaml:"allow_ci_fix,omitempty" json:"allow_ci_fix,omitempty"`
+	MaxCIFixAttempts int   `yaml:"max_ci_fix_attempts,omitempty" json:"max_ci_fix_attempts,omitempty"`
+	// OutsiderReports strict is the ceiling of reports.outsiders: an issue
+	// by someone without write access reaches the agent as "Issue #N"
+	// only, whatever a repository says ("" or quoted: no ceiling).
+	OutsiderReports string `yaml:"outsider_reports,omitempty" json:"outsider_reports,omitempty"`
 }
 
 // Flags are one-off settings from a command comment or the CLI
@@ -128,6 +137,9 @@ func ResolveLayers(serverDefaults Config, layers []Layer, flags Flags, limits Li
 		c.Network.Allow = slices.Clone(limits.NetworkAllow)
 		origins["network"] = OriginLimits
 	}
+	for _, key := range limits.boundTrust(&c) {
+		origins[key] = OriginLimits
+	}
 	if err := c.Verify(); err != nil {
 		errs = append(errs, err.(Errors)...)
 	}
@@ -187,6 +199,7 @@ func (l Limits) check(c *Resolved, file string) Errors {
 	if c.Supabase && l.AllowSupabase != nil && !*l.AllowSupabase {
 		bad("supabase", "the Supabase stack is not allowed on this server")
 	}
+	l.checkTrust(c, bad)
 	return append(errs, l.checkNetworkCeiling(c, file)...)
 }
 
@@ -306,6 +319,8 @@ func mergeSections(c, over *Config) {
 		c.Network = over.Network
 	}
 	c.Cache.merge(over.Cache)
+	c.CI.merge(over.CI)
+	c.Reports.merge(over.Reports)
 	if over.Resources.CPU != 0 {
 		c.Resources.CPU = over.Resources.CPU
 	}
@@ -347,5 +362,7 @@ func setKeys(c *Config) []string {
 	add(len(c.Network.Allow) > 0, "network")
 	add(c.Cache.set(), "cache")
 	add(c.Resources != (Resources{}), "resources")
+	add(c.CI.set(), "ci")
+	add(c.Reports.set(), "reports")
 	return keys
 }

@@ -376,7 +376,8 @@ func TestResolveFillsDefaults(t *testing.T) {
 	t.Parallel()
 	base := sandboxcfg.Resolved{Mode: "coding", Harness: "opencode", MaxBudgetUSD: 5, TimeoutMinutes: 60, InactivitySeconds: 180,
 		Plan: sandboxcfg.ResolvedPlan{Required: true}, Repair: sandboxcfg.ResolvedRepair{Attempts: 2, BudgetShare: 0.2, MinBudgetUSD: 1},
-		Cache: sandboxcfg.ResolvedCache{Enabled: true}, Review: sandboxcfg.ResolvedReview{BudgetShare: 0.1}}
+		Cache: sandboxcfg.ResolvedCache{Enabled: true}, Review: sandboxcfg.ResolvedReview{BudgetShare: 0.1},
+		CI: sandboxcfg.ResolvedCI{FixAttempts: 2}, Reports: sandboxcfg.ResolvedReports{Outsiders: "quoted"}}
 	with := func(change func(*sandboxcfg.Resolved)) sandboxcfg.Resolved {
 		r := base
 		change(&r)
@@ -394,7 +395,7 @@ func TestResolveFillsDefaults(t *testing.T) {
 				Plan: sandboxcfg.Plan{Required: ptr(false)}, Repair: sandboxcfg.Repair{Attempts: ptr(0), BudgetShare: 0.5, MinBudgetUSD: 2}},
 			want: sandboxcfg.Resolved{Mode: "task", Harness: "claude-code", MaxBudgetUSD: 0.5, TimeoutMinutes: 5, InactivitySeconds: 30,
 				Repair: sandboxcfg.ResolvedRepair{BudgetShare: 0.5, MinBudgetUSD: 2}, Cache: sandboxcfg.ResolvedCache{Enabled: true},
-				Review: sandboxcfg.ResolvedReview{BudgetShare: 0.1}},
+				Review: sandboxcfg.ResolvedReview{BudgetShare: 0.1}, CI: sandboxcfg.ResolvedCI{FixAttempts: 2}, Reports: sandboxcfg.ResolvedReports{Outsiders: "quoted"}},
 		},
 		{
 			name: "check timeouts",

@@ -77,6 +77,8 @@ func fullConfig() *sandboxcfg.Config {
 		Secrets:   sandboxcfg.Secrets{Allow: []sandboxcfg.SecretAllow{{Path: "testdata/fixtures/**", Rule: "aws-access-token"}}},
 		Network:   sandboxcfg.Network{Allow: []string{"registry.npmjs.org", "*.github.com"}},
 		Resources: sandboxcfg.Resources{CPU: 4000, MemoryMB: 8192},
+		CI:        sandboxcfg.CI{Fix: ptr(true), FixAttempts: 3},
+		Reports:   sandboxcfg.Reports{Outsiders: "strict"},
 	}
 }
 
@@ -306,7 +308,7 @@ func TestParseValid(t *testing.T) {
 }
 
 // topFields is the valid-field list every unknown top-level key reports.
-const topFields = "(valid fields: branch, cache, command, dev, env, harness, inactivity_timeout, lifecycle, max_budget_usd, mcp, mode, model, name, network, plan, pr, repair, resources, review, secrets, services, skills, supabase, timeout_minutes, validate)"
+const topFields = "(valid fields: branch, cache, ci, command, dev, env, harness, inactivity_timeout, lifecycle, max_budget_usd, mcp, mode, model, name, network, plan, pr, repair, reports, resources, review, secrets, services, skills, supabase, timeout_minutes, validate)"
 
 type errorCase struct {
 	name string

@@ -51,6 +51,8 @@ type Resolved struct {
 	Cache     ResolvedCache        `json:"cache"`
 	Review    ResolvedReview       `json:"review"`
 	Secrets   Secrets              `json:"secrets,omitzero"`
+	CI        ResolvedCI           `json:"ci"`
+	Reports   ResolvedReports      `json:"reports"`
 }
 
 // ResolvedReview is the reviewer's pass.
@@ -120,6 +122,7 @@ func resolve(c *Config) Resolved {
 		Review: ResolvedReview{Enabled: c.Review.Enabled != nil && *c.Review.Enabled, Model: c.Review.Model,
 			BudgetShare: cmp.Or(c.Review.BudgetShare, DefaultReviewShare)},
 		Secrets: Secrets{Allow: c.Secrets.Allow},
+		CI:      c.CI.resolve(), Reports: c.Reports.resolve(),
 		Repair: ResolvedRepair{
 			Attempts:     DefaultRepairAttempts,
 			BudgetShare:  cmp.Or(c.Repair.BudgetShare, DefaultRepairShare),
@@ -162,7 +165,8 @@ func (r *Resolved) layer() Config {
 		Plan:    Plan{Required: &required, Strict: &strict},
 		Review:  Review{Enabled: &review, Model: r.Review.Model, BudgetShare: r.Review.BudgetShare},
 		Secrets: r.Secrets,
-		Repair:  Repair{Attempts: &attempts, BudgetShare: r.Repair.BudgetShare, MinBudgetUSD: r.Repair.MinBudgetUSD},
+		CI:      r.CI.layer(), Reports: r.Reports.layer(),
+		Repair: Repair{Attempts: &attempts, BudgetShare: r.Repair.BudgetShare, MinBudgetUSD: r.Repair.MinBudgetUSD},
 	}
 	for name, s := range r.Services {
 		if c.Services == nil {

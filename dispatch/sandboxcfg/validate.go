@@ -178,6 +178,8 @@ func (c *Config) validateSections(bad report) {
 		}
 	}
 	c.Cache.validate(bad)
+	c.CI.validate(bad)
+	c.Reports.validate(bad)
 	if c.Resources.CPU < 0 {
 		bad("resources.cpu", "must not be negative")
 	}

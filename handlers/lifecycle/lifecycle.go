@@ -154,6 +154,10 @@ const (
 	Review Event = "review"
 	// Push: a push to the branch a pull request targets.
 	Push Event = "push to base"
+	// ChecksFailed: the checks on the head of a pull request have all
+	// completed (check runs, Actions workflows, commit statuses) and one
+	// or more failed.
+	ChecksFailed Event = "checks failed"
 	// SlotFree: the queue admitted the waiting run.
 	SlotFree Event = "slot free"
 	// Restart: the bot (re)started and reconciles with the backend.
@@ -163,7 +167,7 @@ const (
 // IssueEvents and PREvents are the rows of the two tables.
 var (
 	IssueEvents = []Event{Label, Mention, Plan, Approve, Revise, Abort, Retry, Continue, Rebase, Preview, Status, Typo, SlotFree, Restart}
-	PREvents    = []Event{Mention, Review, Revise, Rebase, Push, Abort, Retry, Continue, Preview, Plan, Approve, Status, Typo, SlotFree, Restart}
+	PREvents    = []Event{Mention, Review, Revise, Rebase, Push, ChecksFailed, Abort, Retry, Continue, Preview, Plan, Approve, Status, Typo, SlotFree, Restart}
 )
 
 // Command is the event of a comment command, by its name.
@@ -231,6 +235,12 @@ type Facts struct {
 	AttemptsLeft bool
 	// NoCommits: a completed run pushed nothing.
 	NoCommits bool
+	// The failing checks of a pull request's head (ChecksFailed):
+	// CIFixOff, the repository does not ask for fix runs (ci.fix);
+	// PersonPushed, the head is not the App's own push; BaseFails, every
+	// failing check fails on the base branch's head too; FixesUsedUp, the
+	// PR had ci.fix_attempts fix runs already.
+	CIFixOff, PersonPushed, BaseFails, FixesUsedUp bool
 }
 
 // Guard is a condition on Facts that picks one case of a rule.
@@ -255,6 +265,14 @@ const (
 	AttemptsLeft Guard = "attempts left"
 	// NoCommits: the completed run pushed nothing.
 	NoCommits Guard = "no commits"
+	// CIFixOff: .sandbox.yml does not set ci.fix.
+	CIFixOff Guard = "ci.fix off"
+	// PersonPushed: the failing head is not the App's own push.
+	PersonPushed Guard = "a person pushed"
+	// BaseFails: what fails, fails on the base branch's head too.
+	BaseFails Guard = "fails on the base too"
+	// FixesUsedUp: the PR had its ci.fix_attempts fix runs.
+	FixesUsedUp Guard = "fix runs used up"
 )
 
 // Holds reports whether g holds on f.
@@ -278,6 +296,14 @@ func (g Guard) Holds(f Facts) bool {
 		return f.AttemptsLeft
 	case NoCommits:
 		return f.NoCommits
+	case CIFixOff:
+		return f.CIFixOff
+	case PersonPushed:
+		return f.PersonPushed
+	case BaseFails:
+		return f.BaseFails
+	case FixesUsedUp:
+		return f.FixesUsedUp
 	}
 	panic(fmt.Sprintf("lifecycle: unknown guard %q", g))
 }
@@ -332,6 +358,18 @@ const (
 	// StartPreview starts a preview sandbox of the PR's head (a fork's is
 	// refused); it holds no lock of the PR, so the PR's state stays.
 	StartPreview Action = "preview sandbox, `preview`"
+	// FixCI starts a revise run whose prompt carries the failing checks,
+	// their annotations and log tails; its task id derives from the head
+	// commit, so one head gets one fix run.
+	FixCI Action = "CI fix run"
+	// WaitForRun waits for the run holding the PR to end (as a review
+	// batch does), then looks at the PR's head again.
+	WaitForRun Action = "wait for the run, look again"
+	// ReportBaseFails says once that the checks fail on the base branch
+	// too, and starts nothing.
+	ReportBaseFails Action = "`ci_base_failing`"
+	// GiveUpCI says once what still fails and what the fix runs tried.
+	GiveUpCI Action = "`ci_gave_up`"
 )
 
 // Actions when a run ends.
@@ -363,7 +401,7 @@ func (a Action) ReplyName() (string, bool) {
 // Starts reports whether a starts a run.
 func (a Action) Starts() bool {
 	switch a {
-	case StartPlan, Replan, Execute, RetryRun, ContinueRun, StartQueued, Resume:
+	case StartPlan, Replan, Execute, RetryRun, ContinueRun, StartQueued, Resume, FixCI:
 		return true
 	}
 	return false

@@ -85,6 +85,10 @@ func TestGuards(t *testing.T) {
 		{RetryNoBranch, Facts{LastMode: dispatch.ModeExecute}, false},
 		{AttemptsLeft, Facts{AttemptsLeft: true}, true},
 		{NoCommits, Facts{}, false},
+		{CIFixOff, Facts{CIFixOff: true}, true},
+		{PersonPushed, Facts{PersonPushed: true}, true},
+		{BaseFails, Facts{}, false},
+		{FixesUsedUp, Facts{FixesUsedUp: true}, true},
 	} {
 		if got := c.g.Holds(c.f); got != c.want {
 			t.Errorf("%q on %+v = %v, want %v", c.g, c.f, got, c.want)
@@ -162,5 +166,31 @@ func TestREADMEShowsTheTable(t *testing.T) {
 	}
 	if readme != want {
 		t.Errorf("README.md's lifecycle table differs from the code; run go test ./handlers/lifecycle -run TestREADMEShowsTheTable -update")
+	}
+}
+
+// Failing checks on the App's PR: the guards in the order the issue asks,
+// and a held PR only waits.
+func TestChecksFailedRow(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		s    State
+		f    Facts
+		want Action
+	}{
+		{PROpen, Facts{}, FixCI},
+		{PROpen, Facts{CIFixOff: true, PersonPushed: true}, Nothing},
+		{PROpen, Facts{PersonPushed: true, BaseFails: true}, Nothing},
+		{PROpen, Facts{BaseFails: true, FixesUsedUp: true}, ReportBaseFails},
+		{Failed, Facts{FixesUsedUp: true}, GiveUpCI},
+		{Revising, Facts{}, WaitForRun},
+		{Queued, Facts{CIFixOff: true}, Nothing},
+		{Aborted, Facts{}, Nothing},
+		{NotOurs, Facts{}, Nothing},
+	} {
+		got, ok := Decide(OnPR, c.s, ChecksFailed, c.f)
+		if !ok || got.Do != c.want {
+			t.Errorf("checks failed in %s with %+v: %s, want %s", c.s, c.f, got.Do, c.want)
+		}
 	}
 }

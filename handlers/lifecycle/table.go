@@ -56,6 +56,15 @@ var (
 	// bare one ("thanks @bot") must not throw the plan away.
 	mentionPlan = Rule{{If: NoText, Do: Help}, {If: PastLastRound, Do: Reply("max_rounds")}, {Do: Replan, Next: Planning}}
 	feedback    = Rule{{If: NoText, Do: Help}, {Do: Collect}}
+	// ciFix: the PR's own checks failed on its head. Not when the
+	// repository did not ask, a person pushed that head, or the base
+	// fails the same way (then it says so once); after the last attempt
+	// it says what still fails, once.
+	ciFix = Rule{{If: CIFixOff, Do: Nothing}, {If: PersonPushed, Do: Nothing}, {If: BaseFails, Do: ReportBaseFails},
+		{If: FixesUsedUp, Do: GiveUpCI}, {Do: FixCI, Next: Revising}}
+	// ciWait: a run holds the PR; the head is looked at again once it
+	// ended.
+	ciWait = Rule{{If: CIFixOff, Do: Nothing}, {Do: WaitForRun}}
 )
 
 // The states by whether a run holds it.
@@ -110,6 +119,9 @@ var prTable = map[Event]map[State]Rule{
 	Revise: with(each(do(Collect, ""), prOurs...), map[State]Rule{NotOurs: reply("wrong_place")}),
 	Rebase: with(each(do(UpdateBranch, ""), prOurs...), map[State]Rule{NotOurs: reply("wrong_place")}),
 	Push:   with(each(do(UpdateBranch, ""), prOurs...), map[State]Rule{NotOurs: nothing}),
+	// A person who aborted the last run stopped the agent: failing checks
+	// do not start it again.
+	ChecksFailed: with(with(each(ciFix, PROpen, Failed), each(ciWait, prHeld...)), map[State]Rule{NotOurs: nothing, Aborted: nothing}),
 	Abort: with(each(reply("nothing_to_abort"), prFree...), map[State]Rule{
 		NotOurs: reply("wrong_place"), Queued: do(Dequeue, Aborted), Revising: do(Cancel, ""), Rebasing: do(Cancel, ""),
 	}),

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -129,7 +130,48 @@ func (c *ClaudeCode) Command(req Request) (*exec.Cmd, error) {
 	}
 	cmd.Env = claudeEnvDefaults(env, defaults)
 	cmd.Stdin = strings.NewReader(req.Prompt)
+	if len(req.Images) > 0 {
+		// Images need the stream-json input: one user message whose
+		// content is the prompt's text block and an image block each.
+		line, err := claudeUserMessage(req.Prompt, req.Images)
+		if err != nil {
+			return nil, err
+		}
+		cmd.Args = append(cmd.Args, "--input-format=stream-json")
+		cmd.Stdin = bytes.NewReader(line)
+	}
 	return cmd, nil
+}
+
+// TakesImages implements ImageTaker.
+func (c *ClaudeCode) TakesImages() bool { return true }
+
+// claudeUserMessage is the stream-json input line of a user message with
+// the prompt and images (Anthropic's base64 image blocks).
+func claudeUserMessage(prompt string, images []Image) ([]byte, error) {
+	type source struct {
+		Type      string `json:"type"`
+		MediaType string `json:"media_type"`
+		Data      []byte `json:"data"` // base64 in JSON
+	}
+	type block struct {
+		Type   string  `json:"type"`
+		Text   string  `json:"text,omitempty"`
+		Source *source `json:"source,omitempty"`
+	}
+	content := []block{{Type: "text", Text: prompt}}
+	for _, img := range images {
+		if len(img.Data) == 0 {
+			return nil, errors.New("claude-code harness: an image without data")
+		}
+		content = append(content, block{Type: "image", Source: &source{Type: "base64", MediaType: img.MediaType, Data: img.Data}})
+	}
+	msg := map[string]any{"type": "user", "message": map[string]any{"role": "user", "content": content}}
+	line, err := json.Marshal(msg)
+	if err != nil {
+		return nil, fmt.Errorf("claude-code harness: encode the message: %w", err)
+	}
+	return append(line, '\n'), nil
 }
 
 // claudeMCPRules returns a permission rule ("mcp__<server>", which allows

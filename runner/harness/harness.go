@@ -65,11 +65,29 @@ type Request struct {
 	// ReadOnly asks the harness to deny edits where it can (plan mode). The
 	// runner verifies the tree is clean afterwards either way.
 	ReadOnly bool
+	// Images are pictures the agent is shown with the prompt (the issue's
+	// screenshots). A harness whose CLI takes images passes them on;
+	// ImageTaker says which do.
+	Images []Image
 	// BudgetUSD is what is left of the run's budget for this invocation.
 	// A harness whose CLI can stop itself at a cost passes it on, so the
 	// budget holds even where the CLI reports cost only when it ends; the
 	// runner's own guard stays. Zero is none.
 	BudgetUSD float64
+}
+
+// Image is a picture for the agent: a file the runner wrote (Path, which
+// a CLI that reads files opens as the agent) and its bytes (Data, which a
+// CLI that takes them on stdin gets).
+type Image struct {
+	Path      string
+	MediaType string
+	Data      []byte
+}
+
+// ImageTaker is a harness whose CLI shows the agent images.
+type ImageTaker interface {
+	TakesImages() bool
 }
 
 // Harness starts an agent and parses its output.

@@ -34,6 +34,9 @@ func NewOpenCode(bin string) *OpenCode { return &OpenCode{bin: bin} }
 // Name implements Harness.
 func (o *OpenCode) Name() string { return "opencode" }
 
+// TakesImages implements ImageTaker.
+func (o *OpenCode) TakesImages() bool { return true }
+
 // openCodeEnv keeps OpenCode offline apart from the model provider: no
 // self-update, no model list download, no LSP downloads, no share links,
 // no default plugins (they fetch from npm at start-up).
@@ -70,6 +73,15 @@ func (o *OpenCode) Command(req Request) (*exec.Cmd, error) {
 	}
 	if req.SessionID != "" {
 		args = append(args, "--session", req.SessionID)
+	}
+	// Images are files OpenCode attaches to the message (`--file`): it
+	// reads each, as the agent, and sends it to an image-capable model as
+	// an image part.
+	for _, img := range req.Images {
+		if img.Path == "" {
+			return nil, errors.New("opencode harness: an image without a file")
+		}
+		args = append(args, "--file="+img.Path)
 	}
 	cmd := exec.Command(o.bin, args...)
 	cmd.Dir = req.Dir

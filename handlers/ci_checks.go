@@ -1,0 +1,183 @@
+package handlers
+
+import (
+	"context"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/google/go-github/v62/github"
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// What the repository's own checks say about a commit: every app's check
+// runs (GitHub Actions jobs are check runs of the github-actions app) and
+// the commit statuses, the bot's own progress check left out.
+
+// ciCheck is one check on a commit.
+type ciCheck struct {
+	name       string
+	conclusion string
+	// run is the check run, status the commit status (one is nil).
+	run    *github.CheckRun
+	status *github.RepoStatus
+}
+
+// ciState is a commit's checks: whether they all completed, and which
+// failed.
+type ciState struct {
+	sha     string
+	pending []string
+	failed  []ciCheck
+	// checks counts every check seen.
+	checks int
+}
+
+func (s ciState) complete() bool { return len(s.pending) == 0 }
+
+func (s ciState) names() []string {
+	out := make([]string, 0, len(s.failed))
+	for _, c := range s.failed {
+		out = append(out, c.name)
+	}
+	return out
+}
+
+// failingConclusions are the ends a fix run can do something about; a
+// cancelled, skipped, neutral or stale check, or one waiting for a
+// person's action, is not a failure of the change.
+var failingConclusions = []string{"failure", "timed_out", "startup_failure"}
+
+// actionsApp is the slug of GitHub Actions' check runs.
+const actionsApp = "github-actions"
+
+// readChecks reads the checks on sha.
+func (b *core) readChecks(ctx context.Context, gh GitHub, sha string) (ciState, error) {
+	st := ciState{sha: sha}
+	runs, err := gh.CheckRunsOn(ctx, sha)
+	if err != nil {
+		return st, err
+	}
+	slug := b.slug()
+	for _, r := range runs {
+		if r.GetName() == b.CheckName && (r.GetApp() == nil || r.GetApp().GetSlug() == slug) {
+			continue // the bot's own progress check
+		}
+		st.checks++
+		name := r.GetName()
+		switch {
+		case r.GetStatus() != "completed":
+			st.pending = append(st.pending, name)
+		case slices.Contains(failingConclusions, r.GetConclusion()):
+			st.failed = append(st.failed, ciCheck{name: name, conclusion: r.GetConclusion(), run: r})
+		}
+	}
+	statuses, err := gh.Statuses(ctx, sha)
+	if err != nil {
+		return st, err
+	}
+	for _, s := range statuses {
+		st.checks++
+		switch s.GetState() {
+		case "pending":
+			st.pending = append(st.pending, s.GetContext())
+		case "failure", "error":
+			st.failed = append(st.failed, ciCheck{name: s.GetContext(), conclusion: s.GetState(), status: s})
+		}
+	}
+	return st, nil
+}
+
+// failingOnBase are the names of the checks that fail on the head of the
+// base branch (none when it cannot be read: then the change is blamed,
+// and a fix run looks).
+func (b *core) failingOnBase(ctx context.Context, gh GitHub, base string) map[string]bool {
+	log := zerolog.Ctx(ctx)
+	sha, _, err := gh.RefCommit(ctx, "heads/"+base)
+	if err != nil || sha == "" {
+		log.Warn().Err(err).Str("base", base).Msg("the base branch's head could not be read; its checks are not compared")
+		return nil
+	}
+	st, err := b.readChecks(ctx, gh, sha)
+	if err != nil {
+		log.Warn().Err(err).Str("base", base).Msg("the base branch's checks could not be read")
+		return nil
+	}
+	out := map[string]bool{}
+	for _, c := range st.failed {
+		out[c.name] = true
+	}
+	return out
+}
+
+// Bounds of what a CI fix run is given of each failing check.
+const (
+	maxCIFailures    = 10
+	maxCIAnnotations = 20
+	maxCISummary     = 2000
+	maxCIMessage     = 500
+)
+
+// ciFailure is what the fix run is told of one failing check.
+func (b *core) ciFailure(ctx context.Context, gh GitHub, c ciCheck) dispatch.CIFailure {
+	clean := func(s string, n int) string {
+		return truncateUTF8(strings.TrimSpace(b.Secrets.Redact(cleanText(s))), n)
+	}
+	f := dispatch.CIFailure{Name: clean(c.name, 200), Conclusion: c.conclusion}
+	if s := c.status; s != nil {
+		f.Kind, f.Summary, f.URL = "status", clean(s.GetDescription(), maxCISummary), s.GetTargetURL()
+		return f
+	}
+	r := c.run
+	f.Kind, f.URL = "check", r.GetHTMLURL()
+	if out := r.GetOutput(); out != nil {
+		f.Title, f.Summary = clean(out.GetTitle(), 200), clean(out.GetSummary()+"\n\n"+out.GetText(), maxCISummary)
+	}
+	log := zerolog.Ctx(ctx).With().Str("check", c.name).Logger()
+	if r.GetOutput().GetAnnotationsCount() > 0 {
+		anns, err := gh.Annotations(ctx, r.GetID())
+		if err != nil {
+			log.Warn().Err(err).Msg("read the check run's annotations")
+		}
+		for i, a := range anns {
+			if i == maxCIAnnotations {
+				break
+			}
+			f.Annotations = append(f.Annotations, dispatch.CIAnnotation{Path: clean(a.GetPath(), maxPathLen), Line: a.GetStartLine(),
+				Level: a.GetAnnotationLevel(), Title: clean(a.GetTitle(), 200), Message: clean(a.GetMessage(), maxCIMessage)})
+		}
+	}
+	if r.GetApp().GetSlug() == actionsApp {
+		b.actionsLog(ctx, gh, r.GetID(), &f)
+	}
+	return f
+}
+
+// actionsLog adds an Actions job's workflow, failing step and the tail of
+// its log to f.
+func (b *core) actionsLog(ctx context.Context, gh GitHub, id int64, f *dispatch.CIFailure) {
+	log := zerolog.Ctx(ctx).With().Str("check", f.Name).Logger()
+	f.Kind = "actions"
+	job, err := gh.WorkflowJob(ctx, id)
+	if err != nil {
+		log.Warn().Err(err).Msg("read the Actions job")
+		return
+	}
+	f.Workflow = cleanText(job.GetWorkflowName())
+	for _, s := range job.Steps {
+		if slices.Contains(failingConclusions, s.GetConclusion()) {
+			f.Step = cleanText(s.GetName())
+			break
+		}
+	}
+	err = gh.JobLog(ctx, id, func(r io.Reader) error {
+		tail, size, err := logTail(r, b.CILogBytes)
+		f.LogTail, f.LogBytes = b.Secrets.Redact(tail), size
+		return err
+	})
+	if err != nil {
+		log.Warn().Err(err).Msg("read the Actions job's log")
+	}
+}

@@ -1,0 +1,164 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"path"
+	"regexp"
+	"strings"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/net/html"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// The pictures people attach reach the agent as images. The bot finds
+// them in the text GitHub rendered (body_html, whose image addresses for a
+// private repository are short-lived signed URLs), only in text that
+// reaches the agent anyway (the issue, writers' comments, the feedback of
+// a revise), fetches them itself from GitHub's hosts alone, keeps those
+// whose bytes are PNG, JPEG, GIF or WebP within the caps, and puts them in
+// the work order. What it could not pass is named with the reason.
+
+// BodyKind is which text on GitHub a body is.
+type BodyKind string
+
+// The texts images are read from.
+const (
+	bodyIssue         BodyKind = "issue"
+	bodyComment       BodyKind = "comment"
+	bodyReview        BodyKind = "review"
+	bodyReviewComment BodyKind = "review_comment"
+)
+
+// BodyRef names one text on GitHub: an issue's (or pull request's) body,
+// a conversation comment, a review's body or an inline review comment.
+type BodyRef struct {
+	Kind   BodyKind `json:"kind"`
+	Number int      `json:"number,omitempty"`
+	ID     int64    `json:"id,omitempty"`
+}
+
+// bodyRef is BodyRef by another name, for brevity in this package.
+type bodyRef = BodyRef
+
+// imageSource is a text whose images the agent may see, and what to call
+// it for people.
+type imageSource struct {
+	What string  `json:"what"`
+	Ref  BodyRef `json:"ref"`
+	// markdown is the text as written, to skip texts without an image
+	// (it is not kept with a queued request: those carry only texts that
+	// hold one).
+	markdown string
+}
+
+// ImageNote is one image the bot found for a run: Why is empty when the
+// agent was given it, else the reason it was not.
+type ImageNote struct {
+	Name string `json:"name"`
+	Why  string `json:"why,omitempty"`
+}
+
+// mayHoldImage is a cheap look at the markdown before GitHub is asked for
+// the rendered text: image syntax, an <img>, or a bare attachment link
+// (which GitHub shows as an image).
+var mayHoldImage = regexp.MustCompile(`(?i)!\[|<img|/user-attachments/assets/|user-images\.githubusercontent\.com`)
+
+// withImages keeps the sources that may hold an image.
+func withImages(sources []imageSource) []imageSource {
+	var out []imageSource
+	for _, s := range sources {
+		if mayHoldImage.MatchString(s.markdown) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// imagesFor fetches the images of sources (in order) for a run, within
+// the caps: what the agent is given, and a note for each image found.
+func (b *starter) imagesFor(ctx context.Context, gh GitHub, sources []imageSource) ([]dispatch.Image, []ImageNote) {
+	caps := b.imageCaps()
+	if caps.MaxCount <= 0 || len(sources) == 0 {
+		return nil, nil
+	}
+	log := zerolog.Ctx(ctx)
+	var imgs []dispatch.Image
+	var notes []ImageNote
+	var total int64
+	for _, src := range sources {
+		rendered, err := gh.BodyHTML(ctx, src.Ref)
+		if err != nil {
+			log.Warn().Err(err).Str("source", src.What).Msg("read the rendered text for its images")
+			notes = append(notes, ImageNote{Name: "the images of " + src.What, Why: "GitHub's rendered text could not be read"})
+			continue
+		}
+		for i, found := range imgSources(rendered) {
+			name := fmt.Sprintf("%s, image %d%s", src.What, i+1, found.label())
+			note := ImageNote{Name: sanitizeInline(name, 160)}
+			switch {
+			case len(imgs) >= caps.MaxCount:
+				note.Why = fmt.Sprintf("over the %d images a run is given", caps.MaxCount)
+			default:
+				img, why := b.fetchImage(ctx, found.src, caps, caps.MaxTotal-total)
+				if note.Why = why; why == "" {
+					img.Name = note.Name
+					imgs, total = append(imgs, img), total+int64(len(img.Data))
+				}
+			}
+			notes = append(notes, note)
+		}
+	}
+	return imgs, notes
+}
+
+// foundImage is an <img> of the rendered text.
+type foundImage struct{ src, alt string }
+
+// label is what the image is called after its place: its alt text, or
+// the last part of its path (never the query, where a signature is).
+func (f foundImage) label() string {
+	name := strings.TrimSpace(f.alt)
+	if name == "" || strings.EqualFold(name, "image") {
+		if u, err := url.Parse(f.src); err == nil {
+			name = path.Base(u.Path)
+		}
+	}
+	if name == "" || name == "." || name == "/" {
+		return ""
+	}
+	return " (" + name + ")"
+}
+
+// imgSources lists the <img> elements of GitHub's rendered HTML, in
+// order.
+func imgSources(rendered string) []foundImage {
+	var out []foundImage
+	z := html.NewTokenizer(strings.NewReader(rendered))
+	for {
+		switch z.Next() {
+		case html.ErrorToken:
+			return out
+		case html.StartTagToken, html.SelfClosingTagToken:
+			t := z.Token()
+			if t.Data != "img" {
+				continue
+			}
+			var f foundImage
+			for _, a := range t.Attr {
+				switch a.Key {
+				case "src":
+					f.src = a.Val
+				case "alt":
+					f.alt = a.Val
+				}
+			}
+			if f.src != "" {
+				out = append(out, f)
+			}
+		}
+	}
+}
