@@ -259,7 +259,7 @@ func (b *Base) startBatch(ctx context.Context, gh GitHub, h batchHolder) error {
 		InstallationID: h.Installation, Repo: repo, Number: h.Number, IsPR: true, Issue: issue,
 		Mode: dispatch.ModeRevise, Trigger: batchTrigger(h.Trigger), DeliveryID: h.Delivery, Sender: h.Sender,
 		Feedback: fb.text(), Inline: fb.inlineIDs(), Branch: pr.GetHead().GetRef(), BaseBranch: pr.GetBase().GetRef(),
-		Flags: fb.flags(), FeedbackUpto: upto,
+		Flags: fb.flags(), FeedbackUpto: upto, FeedbackImages: fb.images(),
 	}
 	if req.Flags != (sandboxcfg.Flags{}) {
 		req.Command = "revise" // a flag over the server's ceiling is refused as the command's

@@ -30,6 +30,10 @@ type feedbackItem struct {
 	body       string
 	// flags are the one-off flags of a /revise (--budget 2 ...).
 	flags sandboxcfg.Flags
+	// ref is where GitHub renders it, for its images (images.go).
+	ref BodyRef
+	// raw is the text as written.
+	raw string
 }
 
 // feedback is what a revise run is asked to address.
@@ -68,6 +72,19 @@ func (f feedback) flags() sandboxcfg.Flags {
 		}
 	}
 	return sandboxcfg.Flags{}
+}
+
+// images are the feedback's texts that may hold images, in order.
+func (f feedback) images() []imageSource {
+	var out []imageSource
+	for _, it := range f {
+		what := map[string]string{"review": "a review", "inline": "an inline comment"}[it.kind]
+		if what == "" {
+			what = "a comment"
+		}
+		out = append(out, imageSource{What: what + " by " + it.author, Ref: it.ref, markdown: it.raw})
+	}
+	return withImages(out)
 }
 
 // inlineIDs are the inline comments the run is asked to address: it
@@ -114,7 +131,8 @@ func (b *Base) pendingFeedback(ctx context.Context, gh GitHub, number int) (_ fe
 			continue
 		}
 		if text, flags, ok := reviseText(c.GetBody(), slug, true); ok {
-			items = append(items, feedbackItem{at: c.GetCreatedAt().Time, author: c.GetUser().GetLogin(), kind: "comment", body: text, flags: flags})
+			items = append(items, feedbackItem{at: c.GetCreatedAt().Time, author: c.GetUser().GetLogin(), kind: "comment", body: text, flags: flags,
+				ref: BodyRef{Kind: bodyComment, Number: number, ID: c.GetID()}, raw: c.GetBody()})
 		}
 	}
 	reviews, err := gh.Reviews(ctx, number)
@@ -132,7 +150,8 @@ func (b *Base) pendingFeedback(ctx context.Context, gh GitHub, number int) (_ fe
 			continue
 		}
 		if text, flags, ok := reviseText(rv.GetBody(), slug, false); ok {
-			items = append(items, feedbackItem{at: at, author: rv.GetUser().GetLogin(), kind: "review", state: rv.GetState(), body: text, flags: flags})
+			items = append(items, feedbackItem{at: at, author: rv.GetUser().GetLogin(), kind: "review", state: rv.GetState(), body: text, flags: flags,
+				ref: BodyRef{Kind: bodyReview, Number: number, ID: rv.GetID()}, raw: rv.GetBody()})
 		}
 	}
 	inline, err := gh.ReviewComments(ctx, number)
@@ -146,7 +165,8 @@ func (b *Base) pendingFeedback(ctx context.Context, gh GitHub, number int) (_ fe
 		}
 		if text, flags, ok := reviseText(c.GetBody(), slug, false); ok {
 			items = append(items, feedbackItem{at: c.GetCreatedAt().Time, author: c.GetUser().GetLogin(), kind: "inline",
-				id: c.GetID(), path: c.GetPath(), line: c.GetLine(), hunk: c.GetDiffHunk(), body: text, flags: flags})
+				id: c.GetID(), path: c.GetPath(), line: c.GetLine(), hunk: c.GetDiffHunk(), body: text, flags: flags,
+				ref: BodyRef{Kind: bodyReviewComment, Number: number, ID: c.GetID()}, raw: c.GetBody()})
 		}
 	}
 	var out feedback

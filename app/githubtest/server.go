@@ -100,6 +100,14 @@ type CheckRun struct {
 	// DetailsURL is the check run's "Details" link.
 	DetailsURL string
 	ExternalID string
+	// App is the reporting app's slug (the App's own for the runs the bot
+	// creates); SuiteID its check suite (ci.go).
+	App     string
+	SuiteID int64
+	// Annotations, and for an Actions job its Steps and Log (ci.go).
+	Annotations []Annotation
+	Steps       []Step
+	Log         string
 }
 
 // Token is an installation token the fake minted.
@@ -159,6 +167,12 @@ type Server struct {
 	// people is OAuth sign-in and user tokens (oauth.go).
 	people       *people
 	manifestApps []*ManifestApp // manifest.go
+	// attachments are uploaded files by id, signKey signs their (and the
+	// job logs') download URLs (rendered.go).
+	attachments map[string]*Attachment
+	signKey     []byte
+	// ci is the checks other apps report, by repository (ci.go).
+	ci map[string]*repoCI
 }
 
 // Options configure New.
@@ -304,8 +318,11 @@ func (s *Server) CreateBranch(fullName, branch, from string) string {
 
 // BranchSHA returns the commit a branch points at, or "" if it does not exist.
 func (s *Server) BranchSHA(fullName, branch string) string {
-	r := s.Repo(fullName)
-	out, err := exec.Command("git", "--git-dir", r.GitDir, "rev-parse", "--verify", "-q", "refs/heads/"+branch).Output()
+	return branchSHA(s.Repo(fullName).GitDir, branch)
+}
+
+func branchSHA(gitDir, branch string) string {
+	out, err := exec.Command("git", "--git-dir", gitDir, "rev-parse", "--verify", "-q", "refs/heads/"+branch).Output()
 	if err != nil {
 		return ""
 	}
@@ -598,7 +615,9 @@ func (s *Server) routes() http.Handler {
 	h("GET /repos/{owner}/{repo}/collaborators/{user}/permission", s.getPermission)
 	h("GET /orgs/{org}/teams/{team}/memberships/{user}", s.teamMembership)
 	h("GET /repos/{owner}/{repo}/issues/{number}", s.getIssue)
-	h("GET /repos/{owner}/{repo}/issues/{number}/comments", s.listComments)
+	// issues/{number}/comments and issues/comments/{id} share one pattern:
+	// Go's mux will not tell them apart (issueSub).
+	h("GET /repos/{owner}/{repo}/issues/{number}/{what}", s.issueSub)
 	h("POST /repos/{owner}/{repo}/issues/{number}/comments", s.createComment)
 	h("PATCH /repos/{owner}/{repo}/issues/comments/{id}", s.editComment)
 	h("POST /repos/{owner}/{repo}/issues/{number}/reactions", s.issueReaction)
@@ -613,19 +632,23 @@ func (s *Server) routes() http.Handler {
 	h("PATCH /repos/{owner}/{repo}/pulls/{number}", s.editPull)
 	h("PUT /repos/{owner}/{repo}/pulls/{number}/update-branch", s.updateBranch)
 	h("POST /repos/{owner}/{repo}/pulls/{number}/requested_reviewers", s.requestReviewers)
-	h("GET /repos/{owner}/{repo}/pulls/{number}/comments", s.listReviewComments)
+	// pulls/{number}/comments and pulls/comments/{id} share one pattern
+	// (pullSub), as the issues' do.
+	h("GET /repos/{owner}/{repo}/pulls/{number}/{what}", s.pullSub)
 	h("POST /repos/{owner}/{repo}/check-runs", s.createCheckRun)
 	h("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.updateCheckRun)
 	h("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.listCheckRuns)
 	s.userRoutes(h)
 	s.reviewRoutes(h)
+	s.renderedRoutes(h)
+	s.ciRoutes(h)
 	s.gitDataRoutes(h)
 	h("GET /web/{owner}/{repo}/raw/{ref}/{path...}", s.getRaw)
 	s.archiveRoutes(h)
 	mux.HandleFunc("/git/", s.serveGit)
 
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.serveManifestFlow(w, r) {
+		if s.serveManifestFlow(w, r) || s.serveUnauthenticated(w, r) {
 			return
 		}
 		// /login/oauth/ is GitHub's web sign-in, not the API: no token.
@@ -825,7 +848,9 @@ func (s *Server) getIssue(w http.ResponseWriter, r *http.Request, repo *Repo) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
 		return
 	}
-	writeJSON(w, http.StatusOK, s.issueJSON(repo, iss))
+	out := s.issueJSON(repo, iss)
+	s.withHTML(r, out, iss.Body)
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) commentJSON(repo *Repo, n int, c *Comment) map[string]any {
@@ -843,7 +868,9 @@ func (s *Server) listComments(w http.ResponseWriter, r *http.Request, repo *Repo
 	}
 	out := []map[string]any{}
 	for _, c := range iss.Comments {
-		out = append(out, s.commentJSON(repo, iss.Number, c))
+		cj := s.commentJSON(repo, iss.Number, c)
+		s.withHTML(r, cj, c.Body)
+		out = append(out, cj)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -1007,6 +1034,12 @@ func (s *Server) pullJSON(repo *Repo, iss *Issue) map[string]any {
 		owner, name, _ := strings.Cut(iss.PR.HeadRepo, "/")
 		head = map[string]any{"id": repo.ID + 100000, "name": name, "full_name": iss.PR.HeadRepo, "fork": true,
 			"owner": map[string]any{"login": owner, "type": "User"}, "clone_url": s.srv.URL + "/git/" + iss.PR.HeadRepo + ".git"}
+	}
+	if iss.PR.HeadRepo == "" && iss.State == "open" {
+		// GitHub's head.sha follows the branch: a push moves it.
+		if sha := branchSHA(repo.GitDir, iss.PR.Head); sha != "" {
+			iss.PR.HeadSHA = sha
+		}
 	}
 	m["head"] = map[string]any{"ref": iss.PR.Head, "sha": iss.PR.HeadSHA, "repo": head}
 	m["base"] = map[string]any{"ref": iss.PR.Base, "repo": s.repoJSON(repo)}
@@ -1226,7 +1259,7 @@ func (s *Server) createCheckRun(w http.ResponseWriter, r *http.Request, repo *Re
 		return
 	}
 	s.nextID++
-	c := &CheckRun{ID: s.nextID, Name: body.Name, HeadSHA: body.HeadSHA, Status: "queued"}
+	c := &CheckRun{ID: s.nextID, Name: body.Name, HeadSHA: body.HeadSHA, Status: "queued", App: AppSlug}
 	body.apply(c)
 	repo.CheckRuns[c.ID] = c
 	writeJSON(w, http.StatusCreated, c.json())
@@ -1292,8 +1325,13 @@ func (b checkRunBody) apply(c *CheckRun) {
 }
 
 func (c *CheckRun) json() map[string]any {
-	return map[string]any{"id": c.ID, "name": c.Name, "head_sha": c.HeadSHA, "status": c.Status, "conclusion": c.Conclusion,
-		"external_id": c.ExternalID, "details_url": c.DetailsURL}
+	m := map[string]any{"id": c.ID, "name": c.Name, "head_sha": c.HeadSHA, "status": c.Status,
+		"external_id": c.ExternalID, "details_url": c.DetailsURL, "output": c.output(),
+		"app": map[string]any{"slug": c.App, "name": c.App}, "check_suite": map[string]any{"id": c.SuiteID}}
+	if c.Conclusion != "" {
+		m["conclusion"] = c.Conclusion
+	}
+	return m
 }
 
 // serveGit runs git http-backend for /git/<owner>/<repo>.git/..., with

@@ -1,0 +1,277 @@
+package githubtest
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"html"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// GitHub's rendering of the text people write (body_html, which the API
+// adds when asked with the application/vnd.github.full+json or
+// .html+json media type) and the attachments in it. An image uploaded to
+// an issue is written in the markdown as <web>/user-attachments/assets/<id>,
+// which for a private repository answers only a signed-in browser; the
+// rendering points at a short-lived signed URL of the image host instead
+// (private-user-images.githubusercontent.com?jwt=…), and an image from
+// anywhere else at GitHub's image proxy (camo), with the original in
+// data-canonical-src. HTML comments are not rendered at all.
+
+// Attachment is a file uploaded to an issue or comment.
+type Attachment struct {
+	ID, Name string
+	Data     []byte
+	// Fetches counts the downloads of its signed URL.
+	Fetches int
+}
+
+// signedURLLifetime is how long a signed URL in a rendering answers, as
+// GitHub's (five minutes).
+const signedURLLifetime = 5 * time.Minute
+
+// AddAttachment uploads data as name and returns the URL the markdown
+// names it by (<web>/user-attachments/assets/<id>).
+func (s *Server) AddAttachment(name string, data []byte) string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	id := fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.attachments == nil {
+		s.attachments = map[string]*Attachment{}
+	}
+	s.attachments[id] = &Attachment{ID: id, Name: name, Data: data}
+	return s.WebURL() + "/user-attachments/assets/" + id
+}
+
+// AttachmentFetches is how often the attachment at url (as AddAttachment
+// returned it) was downloaded.
+func (s *Server) AttachmentFetches(url string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a := s.attachments[strings.TrimPrefix(url, s.WebURL()+"/user-attachments/assets/")]; a != nil {
+		return a.Fetches
+	}
+	return 0
+}
+
+func (s *Server) renderedRoutes(h func(string, func(http.ResponseWriter, *http.Request, *Repo))) {
+	h("GET /repos/{owner}/{repo}/pulls/{number}/reviews/{id}", s.getReview)
+}
+
+// unauthenticated are the paths a client reaches without a token: the
+// signed image URLs and the web's attachment links.
+func unauthenticated(path string) bool {
+	return strings.HasPrefix(path, "/private-user-images/") || strings.HasPrefix(path, "/camo/") ||
+		strings.HasPrefix(path, "/web/user-attachments/") || strings.HasPrefix(path, "/job-logs/")
+}
+
+// serveUnauthenticated answers those paths; false when path is not one.
+func (s *Server) serveUnauthenticated(w http.ResponseWriter, r *http.Request) bool {
+	switch {
+	case !unauthenticated(r.URL.Path):
+		return false
+	case strings.HasPrefix(r.URL.Path, "/private-user-images/"):
+		s.servePrivateImage(w, r)
+	case strings.HasPrefix(r.URL.Path, "/job-logs/"):
+		s.serveJobLog(w, r)
+	default:
+		// A private repository's attachment link without a session, and
+		// the proxy of an image on the internet, which the fake cannot
+		// reach.
+		http.NotFound(w, r)
+	}
+	return true
+}
+
+// rendered asks for body_html.
+func rendered(r *http.Request) bool {
+	a := r.Header.Get("Accept")
+	return strings.Contains(a, "full+json") || strings.Contains(a, "html+json")
+}
+
+var (
+	htmlComment  = regexp.MustCompile(`(?s)<!--.*?(-->|$)`)
+	mdImage      = regexp.MustCompile(`!\[([^\]]*)\]\(([^)\s]+)\)`)
+	htmlImage    = regexp.MustCompile(`(?i)<img\b[^>]*?\bsrc="([^"]+)"[^>]*>`)
+	htmlAlt      = regexp.MustCompile(`(?i)\balt="([^"]*)"`)
+	bareAttached = regexp.MustCompile(`(?m)^\s*(https?://\S+/user-attachments/assets/[0-9a-f-]+)\s*$`)
+)
+
+// render is body as GitHub renders it, in the parts a client reads:
+// paragraphs of escaped text and the images, comments dropped.
+func (s *Server) render(body string) string {
+	body = htmlComment.ReplaceAllString(body, "")
+	var images []string
+	keep := func(src, alt string) string {
+		images = append(images, s.imgTag(src, alt))
+		return fmt.Sprintf("\x00%d\x00", len(images)-1)
+	}
+	body = htmlImage.ReplaceAllStringFunc(body, func(m string) string {
+		alt := ""
+		if a := htmlAlt.FindStringSubmatch(m); a != nil {
+			alt = a[1]
+		}
+		return keep(htmlImage.FindStringSubmatch(m)[1], alt)
+	})
+	body = mdImage.ReplaceAllStringFunc(body, func(m string) string {
+		sm := mdImage.FindStringSubmatch(m)
+		return keep(sm[2], sm[1])
+	})
+	body = bareAttached.ReplaceAllStringFunc(body, func(m string) string { return keep(strings.TrimSpace(m), "") })
+	var out strings.Builder
+	for _, para := range strings.Split(strings.TrimSpace(body), "\n\n") {
+		text := html.EscapeString(para)
+		for i, tag := range images {
+			text = strings.ReplaceAll(text, fmt.Sprintf("\x00%d\x00", i), tag)
+		}
+		out.WriteString("<p dir=\"auto\">" + strings.ReplaceAll(text, "\n", "<br>\n") + "</p>\n")
+	}
+	return out.String()
+}
+
+// imgTag is an image as GitHub renders it: an attachment at its signed
+// URL, anything else through the image proxy.
+func (s *Server) imgTag(src, alt string) string {
+	if id, ok := strings.CutPrefix(src, s.WebURL()+"/user-attachments/assets/"); ok && s.attachments[id] != nil {
+		signed := s.signedImageURL(s.attachments[id])
+		return fmt.Sprintf(`<a target="_blank" rel="noopener noreferrer" href="%s"><img src="%s" alt="%s" style="max-width: 100%%;"></a>`,
+			html.EscapeString(signed), html.EscapeString(signed), html.EscapeString(alt))
+	}
+	camo := s.srv.URL + "/camo/" + hex.EncodeToString([]byte(src))
+	return fmt.Sprintf(`<img src="%s" alt="%s" data-canonical-src="%s" style="max-width: 100%%;">`,
+		html.EscapeString(camo), html.EscapeString(alt), html.EscapeString(src))
+}
+
+// signedImageURL is a's URL on the image host, good for five minutes;
+// callers hold mu.
+func (s *Server) signedImageURL(a *Attachment) string {
+	exp := time.Now().Add(signedURLLifetime).Unix()
+	return fmt.Sprintf("%s/private-user-images/%s/%s?jwt=%s&exp=%d", s.srv.URL, a.ID, a.Name, s.sign(a.ID, exp), exp)
+}
+
+// sign is the signature of a download of what id names until exp.
+func (s *Server) sign(id string, exp int64) string {
+	if s.signKey == nil {
+		s.signKey = make([]byte, 32)
+		_, _ = rand.Read(s.signKey)
+	}
+	m := hmac.New(sha256.New, s.signKey)
+	fmt.Fprintf(m, "%s\x00%d", id, exp)
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// signedOK reports whether r carries a live signature for id; callers
+// hold mu.
+func (s *Server) signedOK(r *http.Request, id, param string) bool {
+	exp, err := strconv.ParseInt(r.URL.Query().Get("exp"), 10, 64)
+	return err == nil && time.Now().Unix() <= exp && hmac.Equal([]byte(r.URL.Query().Get(param)), []byte(s.sign(id, exp)))
+}
+
+// servePrivateImage answers a signed image URL, and nothing else.
+func (s *Server) servePrivateImage(w http.ResponseWriter, r *http.Request) {
+	id, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/private-user-images/"), "/")
+	s.mu.Lock()
+	a := s.attachments[id]
+	ok := a != nil && s.signedOK(r, id, "jwt")
+	if ok {
+		a.Fetches++
+		s.notify()
+	}
+	s.mu.Unlock()
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", http.DetectContentType(a.Data))
+	_, _ = w.Write(a.Data)
+}
+
+// issueSub is GET issues/{number}/comments (the list) or
+// issues/comments/{id} (one comment).
+func (s *Server) issueSub(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	switch {
+	case r.PathValue("what") == "comments":
+		s.listComments(w, r, repo)
+	case r.PathValue("number") == "comments":
+		s.getComment(w, r, repo)
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+	}
+}
+
+func (s *Server) getComment(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	id, _ := strconv.ParseInt(r.PathValue("what"), 10, 64)
+	iss, c := s.findComment(repo, id)
+	if c == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	out := s.commentJSON(repo, iss.Number, c)
+	s.withHTML(r, out, c.Body)
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getReview(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	iss := repo.Issues[number(r)]
+	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if iss != nil && iss.PR != nil {
+		for _, rv := range iss.PR.Reviews {
+			if rv.ID == id {
+				out := map[string]any{"id": rv.ID, "user": s.user(rv.User), "state": rv.State, "body": rv.Body,
+					"submitted_at": rv.SubmittedAt.UTC().Format(time.RFC3339)}
+				s.withHTML(r, out, rv.Body)
+				writeJSON(w, http.StatusOK, out)
+				return
+			}
+		}
+	}
+	writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+}
+
+// pullSub is GET pulls/{number}/comments (the list) or
+// pulls/comments/{id} (one comment).
+func (s *Server) pullSub(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	switch {
+	case r.PathValue("what") == "comments":
+		s.listReviewComments(w, r, repo)
+	case r.PathValue("number") == "comments":
+		s.getReviewComment(w, r, repo)
+	default:
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+	}
+}
+
+func (s *Server) getReviewComment(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	id, _ := strconv.ParseInt(r.PathValue("what"), 10, 64)
+	for _, iss := range repo.Issues {
+		if iss.PR == nil {
+			continue
+		}
+		for _, c := range iss.PR.ReviewComments {
+			if c.ID == id {
+				out := map[string]any{"id": c.ID, "body": c.Body, "user": s.user(c.User), "path": c.Path, "line": c.Line,
+					"pull_request_review_id": c.ReviewID, "created_at": c.CreatedAt.UTC().Format(time.RFC3339)}
+				s.withHTML(r, out, c.Body)
+				writeJSON(w, http.StatusOK, out)
+				return
+			}
+		}
+	}
+	writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+}
+
+// withHTML adds body_html (and body_text) to out when r asked for them.
+func (s *Server) withHTML(r *http.Request, out map[string]any, body string) {
+	if rendered(r) {
+		out["body_html"] = s.render(body)
+		out["body_text"] = htmlComment.ReplaceAllString(body, "")
+	}
+}

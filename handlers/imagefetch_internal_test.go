@@ -1,0 +1,66 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// The hosts images come from: github.com's attachment hosts, or a GitHub
+// Enterprise Server's own host and its media host; nothing else, never
+// with credentials in the address, https unless GitHub itself is http.
+func TestImagesComeFromGitHubsHostsAlone(t *testing.T) {
+	t.Parallel()
+	hosts, plain := DefaultImageHosts("https://github.com")
+	if !slices.Contains(hosts, "private-user-images.githubusercontent.com") || len(plain) != 0 || slices.Contains(hosts, "camo.githubusercontent.com") {
+		t.Errorf("github.com: %v %v", hosts, plain)
+	}
+	ghes, plain := DefaultImageHosts("http://ghe.corp.example:8080")
+	if !slices.Equal(ghes, []string{"ghe.corp.example:8080", "media.ghe.corp.example:8080"}) || !slices.Equal(plain, ghes) {
+		t.Errorf("GHES: %v %v", ghes, plain)
+	}
+	s := ImageSettings{Hosts: hosts}
+	for raw, want := range map[string]string{
+		"https://private-user-images.githubusercontent.com/1/2.png?jwt=x": "",
+		"https://github.com:443/user-attachments/assets/1":                "",
+		"https://evil.example/x.png":                                      "is not one of GitHub's",
+		"http://github.com/x.png":                                         "not https",
+		"https://user:pw@github.com/x.png":                                "credentials",
+		"https://github.com.evil.example/x.png":                           "is not one of GitHub's",
+	} {
+		u, _ := url.Parse(raw)
+		if got := s.allowed(u); (want == "") != (got == "") || !strings.Contains(got, want) {
+			t.Errorf("%s: %q, want %q", raw, got, want)
+		}
+	}
+}
+
+// A GitHub host that redirects elsewhere does not take the bot there, and
+// the bot sends no credential to any of them.
+func TestImageRedirectOutsideGitHubIsNotFollowed(t *testing.T) {
+	t.Parallel()
+	var outside atomic.Int32
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { outside.Add(1) }))
+	t.Cleanup(evil.Close)
+	var auth atomic.Value
+	gh := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth.Store(r.Header.Get("Authorization"))
+		http.Redirect(w, r, evil.URL+"/x.png", http.StatusFound)
+	}))
+	t.Cleanup(gh.Close)
+	host := strings.TrimPrefix(gh.URL, "http://")
+	s := ImageSettings{MaxCount: 1, MaxBytes: 1 << 20, MaxTotal: 1 << 20, Hosts: []string{host}, PlainHTTP: []string{host}}
+	b := &starter{core: &core{Settings: Settings{Images: s}, imageClient: newImageClient(s)}}
+	_, why := b.fetchImage(context.Background(), gh.URL+"/private-user-images/1.png?jwt=secret", s, s.MaxTotal)
+	if why != "it could not be fetched" || outside.Load() != 0 {
+		t.Errorf("why %q, requests outside %d", why, outside.Load())
+	}
+	if a, _ := auth.Load().(string); a != "" {
+		t.Errorf("the bot sent Authorization %q", a)
+	}
+}
