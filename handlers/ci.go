@@ -56,16 +56,23 @@ func ciFixes(marked []markedComment) []ciFix {
 	return out
 }
 
-// appHead is the head commit the newest run on the PR pushed, as the
-// body's run history records it ("" when it records none).
-func appHead(body string) string {
-	runs := parseHistory(body)
-	for i := len(runs) - 1; i >= 0; i-- {
-		if runs[i].Head != "" {
-			return runs[i].Head
+// appPushed reports whether head is a commit the App's runs left the
+// PR's branch at: one the body's run history or the markers of the runs'
+// ends on the PR record (the marker is posted before the history is
+// written, so checks that end in between still find it).
+func appPushed(head, body string, marked []markedComment) bool {
+	head = strings.ToLower(head)
+	for _, r := range parseHistory(body) {
+		if r.Head == head {
+			return true
 		}
 	}
-	return ""
+	for _, m := range marked {
+		if m.Marker.Head == head {
+			return true
+		}
+	}
+	return false
 }
 
 // ciFacts reads what the guards of ChecksFailed ask, each only when the
@@ -86,7 +93,7 @@ func (b *Base) ciFacts(ctx context.Context, t thread, sc *scene, ci *ciEvent) {
 	if f.CIFixOff = !cfg.CI.Fix; f.CIFixOff || sc.state.Running() {
 		return
 	}
-	if f.PersonPushed = !strings.EqualFold(appHead(sc.pr.GetBody()), ci.state.sha); f.PersonPushed {
+	if f.PersonPushed = !appPushed(ci.state.sha, sc.pr.GetBody(), sc.marked); f.PersonPushed {
 		return
 	}
 	onBase := b.failingOnBase(ctx, t.gh, sc.pr.GetBase().GetRef())

@@ -91,16 +91,11 @@ func (b *core) readChecks(ctx context.Context, gh GitHub, sha string) (ciState, 
 }
 
 // failingOnBase are the names of the checks that fail on the head of the
-// base branch (none when it cannot be read: then the change is blamed,
-// and a fix run looks).
+// base branch (none when they cannot be read: then the change is blamed,
+// and a fix run looks). GitHub reads a branch's name as its head commit.
 func (b *core) failingOnBase(ctx context.Context, gh GitHub, base string) map[string]bool {
 	log := zerolog.Ctx(ctx)
-	sha, _, err := gh.RefCommit(ctx, "heads/"+base)
-	if err != nil || sha == "" {
-		log.Warn().Err(err).Str("base", base).Msg("the base branch's head could not be read; its checks are not compared")
-		return nil
-	}
-	st, err := b.readChecks(ctx, gh, sha)
+	st, err := b.readChecks(ctx, gh, "heads/"+base)
 	if err != nil {
 		log.Warn().Err(err).Str("base", base).Msg("the base branch's checks could not be read")
 		return nil

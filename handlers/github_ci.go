@@ -18,37 +18,23 @@ import (
 const downloadTimeout = 2 * time.Minute
 
 func (r *goRepo) CheckRunsOn(ctx context.Context, ref string) ([]*github.CheckRun, error) {
-	var all []*github.CheckRun
-	opt := &github.ListCheckRunsOptions{Filter: github.String("latest"), ListOptions: github.ListOptions{PerPage: 100}}
-	for page := 0; page < 10; page++ {
-		list, resp, err := r.c.Checks.ListCheckRunsForRef(ctx, r.owner, r.name, ref, opt)
+	return listAll(fmt.Sprintf("check runs of %s on %.12s", r.FullName(), ref), func(opt github.ListOptions) ([]*github.CheckRun, *github.Response, error) {
+		list, resp, err := r.c.Checks.ListCheckRunsForRef(ctx, r.owner, r.name, ref, &github.ListCheckRunsOptions{Filter: github.String("latest"), ListOptions: opt})
 		if err != nil {
-			return nil, fmt.Errorf("list the check runs of %s on %.12s: %w", r.FullName(), ref, err)
+			return nil, resp, err
 		}
-		all = append(all, list.CheckRuns...)
-		if resp.NextPage == 0 {
-			break
-		}
-		opt.Page = resp.NextPage
-	}
-	return all, nil
+		return list.CheckRuns, resp, nil
+	})
 }
 
 func (r *goRepo) Statuses(ctx context.Context, ref string) ([]*github.RepoStatus, error) {
-	var all []*github.RepoStatus
-	opt := &github.ListOptions{PerPage: 100}
-	for page := 0; page < 10; page++ {
-		cs, resp, err := r.c.Repositories.GetCombinedStatus(ctx, r.owner, r.name, ref, opt)
+	return listAll(fmt.Sprintf("commit statuses of %s on %.12s", r.FullName(), ref), func(opt github.ListOptions) ([]*github.RepoStatus, *github.Response, error) {
+		cs, resp, err := r.c.Repositories.GetCombinedStatus(ctx, r.owner, r.name, ref, &opt)
 		if err != nil {
-			return nil, fmt.Errorf("read the commit statuses of %s on %.12s: %w", r.FullName(), ref, err)
+			return nil, resp, err
 		}
-		all = append(all, cs.Statuses...)
-		if resp.NextPage == 0 {
-			break
-		}
-		opt.Page = resp.NextPage
-	}
-	return all, nil
+		return cs.Statuses, resp, nil
+	})
 }
 
 func (r *goRepo) Annotations(ctx context.Context, id int64) ([]*github.CheckRunAnnotation, error) {

@@ -50,6 +50,9 @@ type Marker struct {
 	// PR are counted by them (ci.go).
 	CIHead   string   `json:"ci_head,omitempty"`
 	CIChecks []string `json:"ci_checks,omitempty"`
+	// Head is, on the marker of a run's end, the commit it left its
+	// branch at: the App's own push (ci.go).
+	Head string `json:"head,omitempty"`
 }
 
 // Marker kinds.

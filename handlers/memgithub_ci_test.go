@@ -68,8 +68,18 @@ func (r *memRepo) addStatus(sha, context, state string) {
 	c.statuses = append(c.statuses, &github.RepoStatus{Context: &context, State: &state, Description: github.String(context + " says " + state)})
 }
 
+// headOf reads a heads/<branch> ref as its commit, as GitHub does;
+// callers hold the lock.
+func (r *memRepo) headOf(ref string) string {
+	if strings.HasPrefix(ref, "heads/") {
+		return r.refs[ref]
+	}
+	return ref
+}
+
 func (r *memRepo) CheckRunsOn(_ context.Context, ref string) ([]*github.CheckRun, error) {
 	defer r.lock()()
+	ref = r.headOf(ref)
 	var out []*github.CheckRun
 	for _, c := range r.checkRuns {
 		if c.GetHeadSHA() == ref {
@@ -81,7 +91,7 @@ func (r *memRepo) CheckRunsOn(_ context.Context, ref string) ([]*github.CheckRun
 
 func (r *memRepo) Statuses(_ context.Context, ref string) ([]*github.RepoStatus, error) {
 	defer r.lock()()
-	return r.ciOf(ref).statuses, nil
+	return r.ciOf(r.headOf(ref)).statuses, nil
 }
 
 func (r *memRepo) Annotations(_ context.Context, id int64) ([]*github.CheckRunAnnotation, error) {

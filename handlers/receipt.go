@@ -1,6 +1,10 @@
 package handlers
 
-import "github.com/sandbox-bot/sandbox-bot/dispatch"
+import (
+	"strings"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
 
 // Receipt is what one run did and where it came from, as the bot reports it
 // once the run has ended: the part every result template shares, and the
@@ -33,7 +37,8 @@ func (r Receipt) Status() dispatch.Status { return statusOf(r.Result) }
 
 // marker is the hidden marker of a result comment of kind about the run.
 func (r Receipt) marker(kind string) string {
-	return Marker{Kind: kind, TaskID: r.TaskID, Mode: r.Mode, Issue: r.Issue, Branch: r.Branch, Round: r.Round, Attempt: r.Attempt}.String()
+	return Marker{Kind: kind, TaskID: r.TaskID, Mode: r.Mode, Issue: r.Issue, Branch: r.Branch, Round: r.Round, Attempt: r.Attempt,
+		Head: strings.ToLower(headOf(r.Result))}.String()
 }
 
 // The data each result template is rendered with: the Receipt, the

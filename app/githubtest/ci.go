@@ -69,11 +69,27 @@ type status struct {
 
 func (s *Server) ciRoutes(h func(string, func(http.ResponseWriter, *http.Request, *Repo))) {
 	h("GET /repos/{owner}/{repo}/check-runs/{id}/annotations", s.listAnnotations)
+	// A branch's head as GitHub reads heads/<branch> in a commit path.
+	h("GET /repos/{owner}/{repo}/commits/heads/{branch}/check-runs", s.onBranchHead(s.listCheckRuns))
+	h("GET /repos/{owner}/{repo}/commits/heads/{branch}/status", s.onBranchHead(s.combinedStatus))
 	h("GET /repos/{owner}/{repo}/commits/{ref}/status", s.combinedStatus)
 	h("GET /repos/{owner}/{repo}/actions/jobs/{id}", s.getJob)
 	h("GET /repos/{owner}/{repo}/actions/jobs/{id}/logs", s.jobLogLink)
 	h("GET /repos/{owner}/{repo}/actions/runs/{id}", s.getWorkflowRun)
 	h("GET /repos/{owner}/{repo}/actions/runs/{id}/jobs", s.listRunJobs)
+}
+
+// onBranchHead answers for the head commit of the path's branch.
+func (s *Server) onBranchHead(fn func(http.ResponseWriter, *http.Request, *Repo)) func(http.ResponseWriter, *http.Request, *Repo) {
+	return func(w http.ResponseWriter, r *http.Request, repo *Repo) {
+		sha := branchSHA(repo.GitDir, r.PathValue("branch"))
+		if sha == "" {
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": "No commit found for SHA: heads/" + r.PathValue("branch")})
+			return
+		}
+		r.SetPathValue("ref", sha)
+		fn(w, r, repo)
+	}
 }
 
 // ciOf is repo's CI; callers hold mu.
@@ -294,11 +310,19 @@ func (s *Server) workflowRun(repo *Repo, runID int64) *suite {
 	return nil
 }
 
-func (s *Server) getWorkflowRun(w http.ResponseWriter, r *http.Request, repo *Repo) {
+// workflowRunOf is the workflow run the path names, or nil after a 404.
+func (s *Server) workflowRunOf(w http.ResponseWriter, r *http.Request, repo *Repo) *suite {
 	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	st := s.workflowRun(repo, id)
 	if st == nil {
 		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+	}
+	return st
+}
+
+func (s *Server) getWorkflowRun(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	st := s.workflowRunOf(w, r, repo)
+	if st == nil {
 		return
 	}
 	m := map[string]any{"id": st.runID, "name": st.workflow, "head_sha": st.sha, "head_branch": st.branch, "status": st.status,
@@ -310,10 +334,8 @@ func (s *Server) getWorkflowRun(w http.ResponseWriter, r *http.Request, repo *Re
 }
 
 func (s *Server) listRunJobs(w http.ResponseWriter, r *http.Request, repo *Repo) {
-	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	st := s.workflowRun(repo, id)
+	st := s.workflowRunOf(w, r, repo)
 	if st == nil {
-		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
 		return
 	}
 	jobs := []map[string]any{}

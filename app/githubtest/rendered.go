@@ -194,16 +194,19 @@ func (s *Server) servePrivateImage(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(a.Data)
 }
 
-// issueSub is GET issues/{number}/comments (the list) or
-// issues/comments/{id} (one comment).
-func (s *Server) issueSub(w http.ResponseWriter, r *http.Request, repo *Repo) {
-	switch {
-	case r.PathValue("what") == "comments":
-		s.listComments(w, r, repo)
-	case r.PathValue("number") == "comments":
-		s.getComment(w, r, repo)
-	default:
-		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+// listOrOne answers GET <kind>/{number}/comments with list and
+// <kind>/comments/{id} with one: Go's mux will not tell the two patterns
+// apart, so they share one, {number}/{what}.
+func listOrOne(list, one func(http.ResponseWriter, *http.Request, *Repo)) func(http.ResponseWriter, *http.Request, *Repo) {
+	return func(w http.ResponseWriter, r *http.Request, repo *Repo) {
+		switch {
+		case r.PathValue("what") == "comments":
+			list(w, r, repo)
+		case r.PathValue("number") == "comments":
+			one(w, r, repo)
+		default:
+			writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		}
 	}
 }
 
@@ -225,8 +228,7 @@ func (s *Server) getReview(w http.ResponseWriter, r *http.Request, repo *Repo) {
 	if iss != nil && iss.PR != nil {
 		for _, rv := range iss.PR.Reviews {
 			if rv.ID == id {
-				out := map[string]any{"id": rv.ID, "user": s.user(rv.User), "state": rv.State, "body": rv.Body,
-					"submitted_at": rv.SubmittedAt.UTC().Format(time.RFC3339)}
+				out := s.reviewJSON(rv)
 				s.withHTML(r, out, rv.Body)
 				writeJSON(w, http.StatusOK, out)
 				return
@@ -234,19 +236,6 @@ func (s *Server) getReview(w http.ResponseWriter, r *http.Request, repo *Repo) {
 		}
 	}
 	writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
-}
-
-// pullSub is GET pulls/{number}/comments (the list) or
-// pulls/comments/{id} (one comment).
-func (s *Server) pullSub(w http.ResponseWriter, r *http.Request, repo *Repo) {
-	switch {
-	case r.PathValue("what") == "comments":
-		s.listReviewComments(w, r, repo)
-	case r.PathValue("number") == "comments":
-		s.getReviewComment(w, r, repo)
-	default:
-		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
-	}
 }
 
 func (s *Server) getReviewComment(w http.ResponseWriter, r *http.Request, repo *Repo) {
@@ -257,8 +246,7 @@ func (s *Server) getReviewComment(w http.ResponseWriter, r *http.Request, repo *
 		}
 		for _, c := range iss.PR.ReviewComments {
 			if c.ID == id {
-				out := map[string]any{"id": c.ID, "body": c.Body, "user": s.user(c.User), "path": c.Path, "line": c.Line,
-					"pull_request_review_id": c.ReviewID, "created_at": c.CreatedAt.UTC().Format(time.RFC3339)}
+				out := s.reviewCommentJSON(c)
 				s.withHTML(r, out, c.Body)
 				writeJSON(w, http.StatusOK, out)
 				return

@@ -43,8 +43,7 @@ func (s *Server) listReviews(w http.ResponseWriter, r *http.Request, repo *Repo)
 	}
 	out := []map[string]any{}
 	for _, rv := range iss.PR.Reviews {
-		out = append(out, map[string]any{"id": rv.ID, "user": s.user(rv.User), "state": rv.State, "body": rv.Body,
-			"submitted_at": rv.SubmittedAt.UTC().Format(time.RFC3339)})
+		out = append(out, s.reviewJSON(rv))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -101,4 +100,9 @@ func (s *Server) ReplyToReviewComment(fullName string, number int, id int64, bod
 	pr.ReviewComments = append(pr.ReviewComments, &ReviewComment{Comment: Comment{ID: s.nextID, User: AppLogin, Body: body, CreatedAt: time.Now()}, InReplyTo: id})
 	s.notify()
 	return s.nextID
+}
+
+func (s *Server) reviewJSON(rv *Review) map[string]any {
+	return map[string]any{"id": rv.ID, "user": s.user(rv.User), "state": rv.State, "body": rv.Body,
+		"submitted_at": rv.SubmittedAt.UTC().Format(time.RFC3339)}
 }

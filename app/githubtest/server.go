@@ -617,7 +617,7 @@ func (s *Server) routes() http.Handler {
 	h("GET /repos/{owner}/{repo}/issues/{number}", s.getIssue)
 	// issues/{number}/comments and issues/comments/{id} share one pattern:
 	// Go's mux will not tell them apart (issueSub).
-	h("GET /repos/{owner}/{repo}/issues/{number}/{what}", s.issueSub)
+	h("GET /repos/{owner}/{repo}/issues/{number}/{what}", listOrOne(s.listComments, s.getComment))
 	h("POST /repos/{owner}/{repo}/issues/{number}/comments", s.createComment)
 	h("PATCH /repos/{owner}/{repo}/issues/comments/{id}", s.editComment)
 	h("POST /repos/{owner}/{repo}/issues/{number}/reactions", s.issueReaction)
@@ -634,7 +634,7 @@ func (s *Server) routes() http.Handler {
 	h("POST /repos/{owner}/{repo}/pulls/{number}/requested_reviewers", s.requestReviewers)
 	// pulls/{number}/comments and pulls/comments/{id} share one pattern
 	// (pullSub), as the issues' do.
-	h("GET /repos/{owner}/{repo}/pulls/{number}/{what}", s.pullSub)
+	h("GET /repos/{owner}/{repo}/pulls/{number}/{what}", listOrOne(s.listReviewComments, s.getReviewComment))
 	h("POST /repos/{owner}/{repo}/check-runs", s.createCheckRun)
 	h("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.updateCheckRun)
 	h("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.listCheckRuns)
@@ -1223,9 +1223,7 @@ func (s *Server) listReviewComments(w http.ResponseWriter, r *http.Request, repo
 	}
 	out := []map[string]any{}
 	for _, c := range iss.PR.ReviewComments {
-		out = append(out, map[string]any{"id": c.ID, "body": c.Body, "user": s.user(c.User), "path": c.Path, "line": c.Line,
-			"pull_request_review_id": c.ReviewID, "diff_hunk": "@@ -1 +1 @@", "created_at": c.CreatedAt.UTC().Format(time.RFC3339),
-			"in_reply_to_id": c.InReplyTo})
+		out = append(out, s.reviewCommentJSON(c))
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -1240,6 +1238,12 @@ func (s *Server) AddReviewComment(fullName string, number int, reviewID int64, u
 	r.Issues[number].PR.ReviewComments = append(r.Issues[number].PR.ReviewComments, &ReviewComment{
 		Comment: Comment{ID: s.nextID, User: user, Body: body, CreatedAt: time.Now()}, ReviewID: reviewID, Path: path, Line: line})
 	return s.nextID
+}
+
+func (s *Server) reviewCommentJSON(c *ReviewComment) map[string]any {
+	return map[string]any{"id": c.ID, "body": c.Body, "user": s.user(c.User), "path": c.Path, "line": c.Line,
+		"pull_request_review_id": c.ReviewID, "diff_hunk": "@@ -1 +1 @@", "created_at": c.CreatedAt.UTC().Format(time.RFC3339),
+		"in_reply_to_id": c.InReplyTo}
 }
 
 // ReviewComment is an inline comment of a review.

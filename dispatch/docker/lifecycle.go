@@ -85,6 +85,7 @@ func (b *Backend) Cleanup(ctx context.Context, taskID string) error {
 			return fmt.Errorf("docker backend: %w", err)
 		}
 	}
+	_ = os.Remove(filepath.Join(b.o.DataDir, "submit", taskID+".lock"))
 	dir := b.TaskDir(taskID)
 	if err := os.RemoveAll(dir); err == nil {
 		return nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -48,6 +49,11 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 		return false, fmt.Errorf("docker backend: %s: isolation %w", m.TaskID, err)
 	}
 	log := b.runLogger(m)
+	unlock, err := b.submitLock(ctx, m.TaskID)
+	if err != nil {
+		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
+	}
+	defer unlock()
 	name := containerName(m.TaskID, m.Mode)
 	if _, err := b.cli.run(ctx, "container", "inspect", "--format", "{{.Id}}", name); err == nil {
 		log.Info().Str("container", name).Msg("run exists already: not submitted again")
@@ -196,4 +202,37 @@ func bind(src, dst string, readOnly bool) string {
 		v += ",readonly"
 	}
 	return v
+}
+
+// submitLock serializes the submissions of one task by every bot replica
+// sharing the data directory (a file lock the kernel releases when its
+// holder dies). Without it two replicas given the same webhook both write
+// the task directory before one finds the container the other created:
+// the one that lost then revokes the token it minted, which it had just
+// written over the winner's, and the running sandbox is left with a dead
+// token.
+func (b *Backend) submitLock(ctx context.Context, taskID string) (func(), error) {
+	dir := filepath.Join(b.o.DataDir, "submit")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, taskID+".lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lock the submission of %s: %w", taskID, err)
+		}
+		return func() { f.Close() }, nil
+	case <-ctx.Done():
+		// Given up: close the file once the kernel hands over the lock,
+		// which releases it again.
+		go func() { <-done; f.Close() }()
+		return nil, ctx.Err()
+	}
 }
