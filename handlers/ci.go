@@ -111,6 +111,12 @@ func (b *Base) ciFacts(ctx context.Context, t thread, sc *scene, ci *ciEvent) {
 // with the failing checks in its work order.
 func (b *Base) fixCI(ctx context.Context, t thread, ev event, sc *scene) error {
 	ci := ev.ci
+	// Another delivery of the same head's failure (or another event of
+	// it) may have started the run already: the logs are not read again.
+	if _, err := b.Backend.Status(ctx, dispatch.NewTaskID(t.gh.FullName(), t.number, dispatch.ModeRevise, ev.trigger)); err == nil {
+		zerolog.Ctx(ctx).Info().Msg("the fix run of this head exists already; nothing to do")
+		return nil
+	}
 	report := &dispatch.CIReport{HeadSHA: ci.state.sha, Attempt: len(ci.fixes) + 1, Attempts: ci.cfg.FixAttempts, AlsoOnBase: ci.alsoOnBase}
 	for _, c := range ci.state.failed {
 		if slices.Contains(ci.alsoOnBase, c.name) {

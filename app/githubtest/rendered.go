@@ -217,9 +217,7 @@ func (s *Server) getComment(w http.ResponseWriter, r *http.Request, repo *Repo) 
 		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
 		return
 	}
-	out := s.commentJSON(repo, iss.Number, c)
-	s.withHTML(r, out, c.Body)
-	writeJSON(w, http.StatusOK, out)
+	s.writeRendered(w, r, s.commentJSON(repo, iss.Number, c), c.Body)
 }
 
 func (s *Server) getReview(w http.ResponseWriter, r *http.Request, repo *Repo) {
@@ -228,9 +226,7 @@ func (s *Server) getReview(w http.ResponseWriter, r *http.Request, repo *Repo) {
 	if iss != nil && iss.PR != nil {
 		for _, rv := range iss.PR.Reviews {
 			if rv.ID == id {
-				out := s.reviewJSON(rv)
-				s.withHTML(r, out, rv.Body)
-				writeJSON(w, http.StatusOK, out)
+				s.writeRendered(w, r, s.reviewJSON(rv), rv.Body)
 				return
 			}
 		}
@@ -246,14 +242,18 @@ func (s *Server) getReviewComment(w http.ResponseWriter, r *http.Request, repo *
 		}
 		for _, c := range iss.PR.ReviewComments {
 			if c.ID == id {
-				out := s.reviewCommentJSON(c)
-				s.withHTML(r, out, c.Body)
-				writeJSON(w, http.StatusOK, out)
+				s.writeRendered(w, r, s.reviewCommentJSON(c), c.Body)
 				return
 			}
 		}
 	}
 	writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+}
+
+// writeRendered answers with out, and its body's rendering when r asked.
+func (s *Server) writeRendered(w http.ResponseWriter, r *http.Request, out map[string]any, body string) {
+	s.withHTML(r, out, body)
+	writeJSON(w, http.StatusOK, out)
 }
 
 // withHTML adds body_html (and body_text) to out when r asked for them.

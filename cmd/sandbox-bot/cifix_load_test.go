@@ -19,8 +19,9 @@ import (
 // Through the real bot on the docker backend, the real image and OpenCode
 // on the scripted model, alternately (SANDBOX_CIFIXLOAD_ROUNDS rounds, 3 by
 // default): a writer labels an issue (no plan step), label → the execute
-// run's first model request (the floor); its PR's checks fail, the last
-// check's completion webhook → the fix run's first model request. Each
+// run's first model request (the floor); its PR's one check, an Actions
+// job, fails, its suite's completion webhook → the fix run's first model
+// request. Each
 // round's pair and the means are printed with the load average; the goal
 // is a ratio ≤ 1.2. The bytes of log each fix run was given are printed
 // beside the log's size.
@@ -53,8 +54,7 @@ func TestCIFixStartLoad(t *testing.T) {
 			pr = max(pr, p.Number) // this round's is the newest
 		}
 		branch := l.gh.Issue(e2eRepo, pr).PR.Head
-		status, suite := l.playCI(branch, l.gh.BranchSHA(e2eRepo, branch))
-		l.deliver("status", fmt.Sprintf("d-status-%d", i), status)
+		_, suite := l.playChecks(branch, l.gh.BranchSHA(e2eRepo, branch), false)
 		served = len(l.model.ScriptedRequests())
 		ciAt := time.Now()
 		l.deliver("check_suite", fmt.Sprintf("d-suite-%d", i), suite)

@@ -43,17 +43,27 @@ func ciLog(greeting string) string {
 // webhooks GitHub would send: the status's, then the Actions suite's.
 func (l *loop) playCI(branch, head string) (status, suite []byte) {
 	l.t.Helper()
+	return l.playChecks(branch, head, true)
+}
+
+// playChecks posts the Actions job "test" on head, and the status "lint"
+// when lint (nil for the status's webhook then).
+func (l *loop) playChecks(branch, head string, lint bool) (status, suite []byte) {
+	l.t.Helper()
 	greeting, _ := l.gh.FileAt(e2eRepo, head, "greet.txt")
 	greeting = strings.TrimSpace(greeting)
 	conclusion := "failure"
 	if greeting == "hello" {
 		conclusion = "success"
 	}
-	l.gh.SetStatus(e2eRepo, head, "lint", "failure", "lint: 3 problems (also on main)")
+	if lint {
+		l.gh.SetStatus(e2eRepo, head, "lint", "failure", "lint: 3 problems (also on main)")
+		status = l.gh.StatusPayload(e2eRepo, head, branch, "lint")
+	}
 	id := l.gh.AddCheckRun(e2eRepo, githubtest.CheckRunSpec{Name: "test", HeadSHA: head, HeadBranch: branch, App: githubtest.ActionsApp,
 		Conclusion: conclusion, Title: "greeting check", Workflow: "CI", Log: ciLog(greeting),
 		Steps: []githubtest.Step{{Name: "Run actions/checkout@v4", Conclusion: "success"}, {Name: "Run ./check-greeting.sh", Conclusion: conclusion}}})
-	return l.gh.StatusPayload(e2eRepo, head, branch, "lint"), l.gh.CheckSuitePayload(e2eRepo, id)
+	return status, l.gh.CheckSuitePayload(e2eRepo, id)
 }
 
 // deliverTo delivers a webhook to one bot replica.
@@ -218,7 +228,7 @@ func logCheckBytes(t *testing.T, logs string) {
 			Tail     int    `json:"log_tail_bytes"`
 			LogBytes int64  `json:"log_bytes"`
 		}
-		if json.Unmarshal([]byte(line), &e) == nil && e.Message == "failing check for the fix run" {
+		if json.Unmarshal([]byte(line), &e) == nil && e.Message == "failing check for the fix run" && e.LogBytes > 0 {
 			t.Logf("check %q: %d bytes of log given, of a log of %d bytes (%.1f%%)", e.Check, e.Tail, e.LogBytes, 100*float64(e.Tail)/float64(max(e.LogBytes, 1)))
 		}
 	}
