@@ -73,17 +73,7 @@ func TestE2EWhatPeopleShowAndWrite(t *testing.T) {
 	l.gh.SetPermission(e2eRepo, "mallory", "read")
 	l.gh.AddComment(e2eRepo, n, "mallory", "Mine: ![x]("+outsiderURL+")")
 	l.label(n)
-	plan := l.waitComment(n, "## 📋 Plan", 5*time.Minute)
-	if !strings.Contains(plan, "🖼️ the issue, image 1 (login)") {
-		t.Errorf("the plan comment does not list the image:\n%s", plan)
-	}
-	var got [][]byte
-	for _, r := range l.model.ScriptedRequests()[:1] {
-		got = append(got, r.Images()...)
-	}
-	if len(got) != 1 || !samePixels(t, got[0], want) {
-		t.Errorf("the model received %d images; want the attachment's pixels", len(got))
-	}
+	openCodeSawTheScreenshot(t, l, l.waitComment(n, "## 📋 Plan", 5*time.Minute), want)
 	if l.gh.AttachmentFetches(outsiderURL) != 0 {
 		t.Error("the outsider's image was fetched")
 	}
@@ -115,6 +105,35 @@ func TestE2EWhatPeopleShowAndWrite(t *testing.T) {
 	if strings.Contains(prompt, "ssh-ed25519") || strings.Contains(prompt, "Please add my key") || !strings.Contains(prompt, "Issue #3") {
 		t.Errorf("with reports.outsiders strict the prompt is:\n%s", prompt)
 	}
+}
+
+// openCodeSawTheScreenshot checks that the plan comment lists the issue's
+// image and that the model's first request held it, pixel for pixel.
+func openCodeSawTheScreenshot(t *testing.T, l *loop, plan string, want *image.RGBA) {
+	t.Helper()
+	if !strings.Contains(plan, "🖼️ the issue, image 1 (login)") {
+		t.Errorf("the plan comment does not list the image:\n%s", plan)
+	}
+	var got [][]byte
+	for _, r := range l.model.ScriptedRequests()[:1] {
+		got = append(got, r.Images()...)
+	}
+	if len(got) != 1 || !samePixels(t, got[0], want) {
+		t.Errorf("the model received %d images; want the attachment's pixels", len(got))
+	}
+}
+
+// TestE2ENomadSeesTheScreenshot: the issue's image on the Nomad backend,
+// where the work order, images included, travels inside the job (through
+// the fake Nomad agent on the real engine).
+func TestE2ENomadSeesTheScreenshot(t *testing.T) {
+	_, onNomad := nomadFake(t)
+	l := startLoop(t, loopOptions{script: []modeltest.Turn{{Text: loginPlan, Usage: usage(900, 40)}}, backendEnv: onNomad,
+		files: map[string]string{"README.md": "# demo\n", "login.css": ".button { color: blue; }\n"}})
+	want, shot := screenshot(t, 150)
+	n := l.gh.AddIssue(e2eRepo, e2eWriter, "The login button is blue", "It looks like this:\n\n![login]("+l.gh.AddAttachment("login.png", shot)+")")
+	l.label(n)
+	openCodeSawTheScreenshot(t, l, l.waitComment(n, "## 📋 Plan", 5*time.Minute), want)
 }
 
 // sandboxYML is the repository's .sandbox.yml on main.
