@@ -87,8 +87,9 @@ type Options struct {
 	StopGrace time.Duration
 	// ExtraHosts are --add-host entries, e.g. host.docker.internal:host-gateway.
 	ExtraHosts []string
-	// Network is the docker network of the sandboxes (default: the
-	// engine's default bridge).
+	// Network is the docker network of the sandboxes, a bridge with
+	// inter-container communication off (ensureNetwork refuses any other);
+	// default DefaultNetwork, created when missing.
 	Network string
 	// Env is given to every sandbox (proxy settings, secrets for ${VAR}).
 	// It travels in an env file, never on a command line. Provider keys
@@ -125,6 +126,7 @@ type Backend struct {
 
 	denyOnce sync.Once
 	deny     string // EnvDenyNets' value, worked out at the first Submit
+	net      sandboxNet
 	ended    endedRuns
 }
 

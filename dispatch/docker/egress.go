@@ -165,10 +165,7 @@ func localAddrs() []netip.Addr {
 
 // gateways are the sandbox network's gateway addresses (host-gateway).
 func (b *Backend) gateways(ctx context.Context) []netip.Addr {
-	network := b.o.Network
-	if network == "" {
-		network = "bridge"
-	}
+	network := b.network()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	out, err := b.cli.run(ctx, "network", "inspect", "--format", "{{range .IPAM.Config}}{{.Gateway}} {{end}}", network)

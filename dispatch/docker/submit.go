@@ -89,6 +89,10 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 	if err := b.prepareSetupCache(m); err != nil {
 		return false, fmt.Errorf("docker backend: %s: setup cache: %w", m.TaskID, err)
 	}
+	// The network first: the deny list fences the bot's port on its gateway.
+	if err := b.ensureNetwork(ctx); err != nil {
+		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
+	}
 	b.denyOnce.Do(func() { b.deny = dispatch.FormatDenyNets(b.denyNets(ctx)) })
 	args, err := b.runArgs(rec, order, dir, task)
 	if err != nil {
@@ -169,9 +173,7 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 	for _, h := range b.o.ExtraHosts {
 		args = append(args, "--add-host", h)
 	}
-	if b.o.Network != "" {
-		args = append(args, "--network", b.o.Network)
-	}
+	args = append(args, b.networkArgs()...)
 	// The configured bound is the default and the ceiling: the bot checks
 	// a repository's ask against it already; the local CLI's repository
 	// file is held here.

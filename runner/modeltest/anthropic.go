@@ -255,11 +255,16 @@ func (s *AnthropicServer) Requests() []AnthropicRequest {
 	return append([]AnthropicRequest(nil), s.requests...)
 }
 
-// ScriptedRequests returns the requests that were answered with a turn.
+// ScriptedRequests returns the requests that consumed a turn, one per
+// turn served, in order: a client's retry of a response it gave up on
+// (Retry, answered with the same turn: Claude Code's stream watchdog
+// retries a slow first byte or a stalled stream on a loaded machine)
+// carries the same conversation and is left out, so index i is turn i
+// however often the agent retried. Requests has them all.
 func (s *AnthropicServer) ScriptedRequests() []AnthropicRequest {
 	var out []AnthropicRequest
 	for _, r := range s.Requests() {
-		if r.Turn >= 0 {
+		if r.Turn >= 0 && !r.Retry {
 			out = append(out, r)
 		}
 	}

@@ -140,6 +140,16 @@ func (s *sandbox) applyEgressDefaults(ctx context.Context, run ipTables, euid in
 	if err := installDeny(ctx, run, nets, resolvConf, s.ipv6, s.inner); err != nil {
 		return fmt.Errorf("egress defaults could not be installed, so the sandbox would reach cloud metadata and the bot: %w", err)
 	}
+	if s.inner {
+		hosts, _ := os.ReadFile("/etc/hosts")
+		pinned, err := pinHostRoutes(ctx, run, string(hosts))
+		if err != nil {
+			return fmt.Errorf("pin the routes to the host's addresses before the inner daemon picks its subnets: %w", err)
+		}
+		if len(pinned) > 0 {
+			s.log.Info().Strs("addresses", pinned).Msg("host routes pinned")
+		}
+	}
 	s.deny.done = true
 	s.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Bool("inner_containers", s.inner).Msg("egress defaults enforced")
 	return nil

@@ -2,7 +2,9 @@
 // sandbox (a FROM-scratch image has no curl): for each URL argument it
 // prints one line, "URL ok BODY", "URL refused", "URL timeout" or
 // "URL error TEXT", with the milliseconds it took, so a test can tell a
-// firewall's immediate refusal from a silent drop.
+// firewall's immediate refusal from a silent drop. A file:// argument
+// prints "URL file" and the file's lines instead (what an inner container
+// sees, e.g. its resolv.conf).
 package main
 
 import (
@@ -20,6 +22,11 @@ import (
 func main() {
 	c := &http.Client{Timeout: 10 * time.Second}
 	for _, u := range os.Args[1:] {
+		if path, ok := strings.CutPrefix(u, "file://"); ok {
+			b, err := os.ReadFile(path)
+			fmt.Printf("%s file %v\n%s\n", u, err, b)
+			continue
+		}
 		start := time.Now()
 		resp, err := c.Get(u)
 		ms := time.Since(start).Milliseconds()

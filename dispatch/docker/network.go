@@ -1,0 +1,127 @@
+package docker
+
+// The sandboxes' network. On the engine's default bridge every container
+// reaches every other: one run's agent (repository A) could connect to
+// whatever another run's sandbox (repository B) listens on, its dev server,
+// a published inner container, its gateway. The backend puts sandboxes on
+// a bridge of its own with inter-container communication off instead: the
+// engine drops traffic between two containers of that bridge in the host's
+// FORWARD chain, outside every sandbox's network namespace, so it holds
+// whatever a sandbox's root (or a task sandbox without a deny chain) does
+// inside. The host, and through it the bot, the git remote and the
+// operator's services on host addresses, stays reachable as before; the
+// bot reaches previews and screencasts through sockets in the task
+// directory, not over the network.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultNetwork is the bridge the backend creates, inter-container
+// communication off, when Options.Network is empty.
+const DefaultNetwork = "sandbox-bot"
+
+// iccOption is the bridge driver's switch for traffic between its
+// containers.
+const iccOption = "com.docker.network.bridge.enable_icc"
+
+// resolvConfFile is, in the data directory, the resolver configuration a
+// container on the engine's default bridge gets, bound over every
+// sandbox's /etc/resolv.conf (see ensureNetwork).
+const resolvConfFile = "resolv.conf"
+
+// sandboxNet is what ensureNetwork found, once per backend.
+type sandboxNet struct {
+	mu    sync.Mutex
+	ready bool
+	// resolvConf is the host path bound at /etc/resolv.conf; empty leaves
+	// the engine's.
+	resolvConf string
+}
+
+// network is the name of the sandboxes' network.
+func (b *Backend) network() string {
+	if b.o.Network != "" {
+		return b.o.Network
+	}
+	return DefaultNetwork
+}
+
+// ensureNetwork makes sure the sandboxes' network exists with
+// inter-container communication off, creating it when it is missing (a
+// second replica's creation racing this one's is fine), and refuses a
+// network where sandboxes would reach each other. It runs until it
+// succeeds once; the cost is a `docker network inspect` and, the first
+// time on an engine, a create.
+func (b *Backend) ensureNetwork(ctx context.Context) error {
+	b.net.mu.Lock()
+	defer b.net.mu.Unlock()
+	if b.net.ready {
+		return nil
+	}
+	name := b.network()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	format := `{{.Driver}} {{index .Options "` + iccOption + `"}}`
+	out, err := b.cli.run(ctx, "network", "inspect", "--format", format, name)
+	// Engines say "network X not found" (20.10) or "No such network".
+	if msg := strings.ToLower(fmt.Sprint(err)); err != nil && (errors.Is(err, errNoSuch) || strings.Contains(msg, "no such network") || strings.Contains(msg, "not found")) {
+		if _, cerr := b.cli.run(ctx, "network", "create", "--driver", "bridge",
+			"--label", labelManaged+"=true", "--opt", iccOption+"=false", name); cerr != nil && !strings.Contains(cerr.Error(), "already exists") {
+			return fmt.Errorf("create the sandboxes' network %q: %w", name, cerr)
+		}
+		b.log.Info().Str("network", name).Msg("created the sandboxes' network, inter-container communication off")
+		out, err = b.cli.run(ctx, "network", "inspect", "--format", format, name)
+	}
+	if err != nil {
+		return fmt.Errorf("the sandboxes' network %q: %w", name, err)
+	}
+	if f := strings.Fields(out); len(f) != 2 || f[0] != "bridge" || f[1] != "false" {
+		return fmt.Errorf("the sandboxes' network %q has driver and %s %q: sandboxes on it could connect to each other; "+
+			"use a bridge created with `docker network create --opt %s=false %s`, or leave the network unset for the bot's own (%s)",
+			name, iccOption, strings.TrimSpace(out), iccOption, name, DefaultNetwork)
+	}
+	b.net.resolvConf = b.defaultResolvConf(ctx)
+	b.net.ready = true
+	return nil
+}
+
+// defaultResolvConf writes the resolv.conf a container on the engine's
+// default bridge gets (the host's resolvers) into the data directory and
+// returns its path. A user-defined network gives containers Docker's
+// embedded resolver instead, 127.0.0.11: it answers the names of the other
+// containers on the network (the neighbours' task ids), and an inner
+// daemon, dropping a loopback resolver, would give the sandbox's own
+// containers public resolvers (8.8.8.8) the host may not reach. One
+// throwaway container per backend finds it; when that fails the engine's
+// choice stays, with a warning.
+func (b *Backend) defaultResolvConf(ctx context.Context) string {
+	conf, err := b.cli.run(ctx, "run", "--rm", "--network", "bridge", "--log-driver", "none", "--entrypoint", "cat", b.o.Image, "/etc/resolv.conf")
+	if err == nil && !strings.Contains(conf, "nameserver") {
+		err = fmt.Errorf("no nameserver in %q", conf)
+	}
+	p := filepath.Join(b.o.DataDir, resolvConfFile)
+	if err == nil {
+		err = writeFile(p, []byte(conf), 0o644) // atomic: a sandbox starting meanwhile binds a whole file
+	}
+	if err != nil {
+		b.log.Warn().Err(err).Msg("the default bridge's resolvers are unknown: sandboxes get the engine's embedded resolver")
+		return ""
+	}
+	return p
+}
+
+// networkArgs are the `docker run` flags that put a sandbox on its network.
+func (b *Backend) networkArgs() []string {
+	args := []string{"--network", b.network()}
+	if b.net.resolvConf != "" {
+		args = append(args, "--mount", bind(b.net.resolvConf, "/etc/resolv.conf", true))
+	}
+	return args
+}
