@@ -109,6 +109,10 @@ func newPreviewProxy(lp *livePages) *previewProxy {
 func (p *previewProxy) serve(si *signIn) func(http.ResponseWriter, *http.Request, viewer) {
 	return func(w http.ResponseWriter, r *http.Request, v viewer) {
 		task := r.PathValue("task")
+		if p.limits.overRate(task, "session:"+v.Login) {
+			refuse(w, r, http.StatusTooManyRequests, errPreviewRate)
+			return
+		}
 		if _, ok := p.liveRunOr404(w, r, task, v); !ok {
 			return
 		}
@@ -121,6 +125,35 @@ func (p *previewProxy) serve(si *signIn) func(http.ResponseWriter, *http.Request
 		}
 		p.forward(w, r, task, "session:"+v.Login, "/runs/"+task+"/preview")
 	}
+}
+
+// forwardLive forwards a request a ticket or a preview origin's cookie
+// stands for (the person's access was checked when it was made): within
+// the viewer's rate, checked first, so a flood with a leaked ticket is
+// refused before anything is looked up; then while the run lives.
+func (p *previewProxy) forwardLive(w http.ResponseWriter, r *http.Request, task, viewerKey, mount string) {
+	if p.limits.overRate(task, viewerKey) {
+		refuse(w, r, http.StatusTooManyRequests, errPreviewRate)
+		return
+	}
+	if _, ok := p.liveRunOr404(w, r, task, viewer{}); ok {
+		p.forward(w, r, task, viewerKey, mount)
+	}
+}
+
+// refuse answers a request over the bounds after a pause: a client that
+// loops on refusals then costs the bot a timer, not a core (its
+// connection's goroutine waits instead of reading its next request).
+func refuse(w http.ResponseWriter, r *http.Request, code int, err error) {
+	t := time.NewTimer(previewRefusePause)
+	defer t.Stop()
+	select {
+	case <-r.Context().Done():
+		return
+	case <-t.C:
+	}
+	w.Header().Set("Retry-After", "2")
+	http.Error(w, err.Error(), code)
 }
 
 // liveRunOr404 answers the request itself unless the run lives, the
@@ -161,16 +194,7 @@ func (p *previewProxy) forward(w http.ResponseWriter, r *http.Request, task, vie
 	}
 	release, err := p.limits.enter(r.Context(), task, viewerKey)
 	if err != nil {
-		// A client that loops on refusals is answered after a pause: it
-		// then costs the bot a timer, not a core (its connection's
-		// goroutine waits instead of reading its next request).
-		select {
-		case <-r.Context().Done():
-			return
-		case <-time.After(previewRefusePause):
-		}
-		w.Header().Set("Retry-After", "2")
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		refuse(w, r, http.StatusServiceUnavailable, err)
 		return
 	}
 	defer release()

@@ -60,7 +60,8 @@ func BenchmarkPreviewProxy(b *testing.B) {
 // as a remote client would (200 loops of page requests and 100 of upgrade
 // requests the dev server never answers: TestPreviewFloodClient), beside
 // /healthz with no flood, in alternating rounds of 100 probes 10 ms apart:
-// p99 of both and their ratio (goal ≤ 1.5), with the load average. The
+// p99 of both and their ratio (goal ≤ 1.5), each round's figures logged
+// beside the load average taken with them. The
 // dev server is in this process (in a sandbox it is not), so the flood's
 // served pages cost this process their serving too.
 func BenchmarkHealthzDuringPreviewFlood(b *testing.B) {
@@ -88,12 +89,13 @@ func BenchmarkHealthzDuringPreviewFlood(b *testing.B) {
 		return d
 	}
 	var idle, flooded []time.Duration
-	var loads []string
+	var rounds []string
 	var floodCPU, floodWall time.Duration
 	b.ResetTimer()
-	for range b.N {
-		idle = append(idle, probes()...)
-		loads = append(loads, loadAverage())
+	for i := range b.N {
+		quiet := probes()
+		idle = append(idle, quiet...)
+		idleLoad := loadAverage()
 		cpu0, wall0 := processCPU(), time.Now()
 		flood := exec.Command(os.Args[0], "-test.run=^TestPreviewFloodClient$")
 		flood.Env = append(os.Environ(), floodURL+"="+page)
@@ -101,12 +103,15 @@ func BenchmarkHealthzDuringPreviewFlood(b *testing.B) {
 			b.Fatal(err)
 		}
 		time.Sleep(300 * time.Millisecond) // the flood under way before the first probe
-		flooded = append(flooded, probes()...)
-		loads = append(loads, loadAverage())
+		loud := probes()
+		flooded = append(flooded, loud...)
 		_ = flood.Process.Kill()
 		_ = flood.Wait()
-		floodCPU += processCPU() - cpu0
-		floodWall += time.Since(wall0)
+		cpu, wall := processCPU()-cpu0, time.Since(wall0)
+		floodCPU += cpu
+		floodWall += wall
+		rounds = append(rounds, fmt.Sprintf("round %d: idle p99 %.2f ms (load %s) | flood p99 %.2f ms (load %s), bot %.2f cores",
+			i+1, percentileMs(quiet, 0.99), idleLoad, percentileMs(loud, 0.99), loadAverage(), cpu.Seconds()/wall.Seconds()))
 	}
 	b.StopTimer()
 	pct := percentileMs
@@ -116,7 +121,8 @@ func BenchmarkHealthzDuringPreviewFlood(b *testing.B) {
 	// The bot's own CPU while flooded (the flood's client is another
 	// process): what the flood costs the bot, whatever the machine's load.
 	b.ReportMetric(floodCPU.Seconds()/floodWall.Seconds(), "bot-cores-flooded")
-	b.Logf("load average during the rounds: %s", strings.Join(loads, " | "))
+	b.Logf("alternating rounds, each figure beside the load average when it was taken (bounds %+v):\n%s",
+		defaultPreviewBounds, strings.Join(rounds, "\n"))
 }
 
 // floodURL names the page TestPreviewFloodClient floods.

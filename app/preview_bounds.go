@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
@@ -19,7 +20,11 @@ import (
 // anywhere, so whoever holds one must not be able to exhaust the bot:
 // requests are bounded per run and per viewer, a request waits a little
 // for a slot and is then refused, lookups of the run are cached, and every
-// connection to a dev server closes after a quiet spell.
+// connection to a dev server closes after a quiet spell. Before any of
+// that, each viewer of a run has a request rate (a token bucket): a flood
+// past it is refused before the run is looked up or a slot is asked for,
+// so what it costs the bot is a map look-up and a paused answer per
+// request, not a proxied request each.
 
 // previewBounds are the caps; defaultPreviewBounds what the bot uses.
 type previewBounds struct {
@@ -31,18 +36,31 @@ type previewBounds struct {
 	// long one waits before it is refused.
 	queue int
 	wait  time.Duration
+	// rate and burst are one viewer's requests per second to one run,
+	// and how many may come at once: a dev server's first page load
+	// (Vite serves each module on its own: hundreds) fits in the burst.
+	rate  rate.Limit
+	burst int
 }
 
-var defaultPreviewBounds = previewBounds{perRun: 64, perViewer: 48, queue: 128, wait: 10 * time.Second}
+var defaultPreviewBounds = previewBounds{perRun: 64, perViewer: 48, queue: 128, wait: 10 * time.Second, rate: 100, burst: 400}
+
+// previewRateKeys bounds the viewers' buckets kept; past it they start
+// afresh (keys come from sealed tickets and cookies, not from the client).
+const previewRateKeys = 4096
 
 // errPreviewBusy is a request over the bounds.
 var errPreviewBusy = errors.New("this preview is busy (too many requests at once); try again in a moment")
+
+// errPreviewRate is a request over its viewer's rate.
+var errPreviewRate = errors.New("too many requests to this preview; try again in a moment")
 
 // previewLimits hands out the slots.
 type previewLimits struct {
 	b     previewBounds
 	mu    sync.Mutex
 	slots map[string]*slotGate
+	rates map[string]*rate.Limiter
 }
 
 type slotGate struct {
@@ -52,7 +70,24 @@ type slotGate struct {
 }
 
 func newPreviewLimits(b previewBounds) *previewLimits {
-	return &previewLimits{b: b, slots: map[string]*slotGate{}}
+	return &previewLimits{b: b, slots: map[string]*slotGate{}, rates: map[string]*rate.Limiter{}}
+}
+
+// overRate reports whether the viewer's request to the run is past their
+// rate; it takes a token when it is not.
+func (l *previewLimits) overRate(task, viewer string) bool {
+	key := task + "\x00" + viewer
+	l.mu.Lock()
+	lim := l.rates[key]
+	if lim == nil {
+		if len(l.rates) >= previewRateKeys {
+			clear(l.rates)
+		}
+		lim = rate.NewLimiter(l.b.rate, l.b.burst)
+		l.rates[key] = lim
+	}
+	l.mu.Unlock()
+	return !lim.Allow()
 }
 
 // enter takes a slot of the viewer's and one of the run's, waiting at most

@@ -216,11 +216,7 @@ func (o *previewOrigin) serve(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, o.public+"/runs/"+task+"/preview"+r.URL.RequestURI(), http.StatusFound)
 		return
 	}
-	// The cookie stands for the person's access, checked when it was
-	// made; the run must still live.
-	if _, ok := o.p.liveRunOr404(w, r, task, viewer{}); ok {
-		o.p.forward(w, r, task, who, "")
-	}
+	o.p.forwardLive(w, r, task, who, "")
 }
 
 // exchange takes a hand-off code once, sets the host's cookie and goes on

@@ -153,3 +153,24 @@ func TestPreviewLimitsWaitThenRefuse(t *testing.T) {
 		t.Errorf("another run: %v", err)
 	}
 }
+
+// A viewer's requests to a run past the burst are over the rate, before
+// any slot is asked for; another viewer of the run, and the same viewer of
+// another run, have buckets of their own.
+func TestPreviewRate(t *testing.T) {
+	l := newPreviewLimits(previewBounds{perRun: 1, perViewer: 1, queue: 1, wait: time.Second, rate: 0.001, burst: 3})
+	for i := range 3 {
+		if l.overRate("T-1", "ticket:alice") {
+			t.Fatalf("request %d within the burst refused", i+1)
+		}
+	}
+	if !l.overRate("T-1", "ticket:alice") {
+		t.Error("the fourth request passed a burst of 3")
+	}
+	if l.overRate("T-1", "ticket:bob") || l.overRate("T-2", "ticket:alice") {
+		t.Error("another viewer or another run shares alice's bucket on T-1")
+	}
+	if n := len(l.slots); n != 0 {
+		t.Errorf("%d slot gates made by rate checks", n)
+	}
+}

@@ -56,10 +56,7 @@ func (p *previewProxy) gate(si *signIn, signedIn http.HandlerFunc) http.HandlerF
 			http.Redirect(w, r, u.RequestURI(), http.StatusFound)
 			return
 		}
-		// The ticket stands for the person's access; the run must still live.
-		if _, ok := p.liveRunOr404(w, r, task, viewer{}); ok {
-			p.forward(w, r, task, "ticket:"+t.Viewer, "/runs/"+task+"/preview")
-		}
+		p.forwardLive(w, r, task, "ticket:"+t.Viewer, "/runs/"+task+"/preview")
 	}
 }
 

@@ -31,6 +31,11 @@ client {
   }
 }
 
+# Sandboxes must not reach each other: the docker driver puts them on the
+# engine's default bridge, so on these nodes set, in /etc/docker/daemon.json,
+#   { "icc": false }
+# and restart dockerd (the default bridge then drops traffic between its
+# containers; the host and the outside stay reachable).
 plugin "docker" {
   config {
     # privileged isolation profile (the production default).

@@ -171,6 +171,8 @@ type daemonConfig struct {
 	// Listener, when set, is the daemon's socket, held by the init until
 	// the first use (lazydaemon.go): dockerd serves it by socket activation.
 	Listener *os.File
+	// BridgeIP, when set, is dockerd's --bip (hostroutes.go).
+	BridgeIP string
 }
 
 // startDaemon starts containerd and dockerd and waits until dockerd
@@ -246,6 +248,9 @@ func (d *daemon) startDockerd(ctx context.Context, cfg daemonConfig) error {
 		// which only a shell that execs it knows.
 		argv = []string{"sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1; export LISTEN_PID LISTEN_FDS; exec "$@"`, "sh", "dockerd", "--host", "fd://"}
 		files = []*os.File{cfg.Listener}
+	}
+	if cfg.BridgeIP != "" {
+		argv = append(argv, "--bip", cfg.BridgeIP)
 	}
 	d.dockerd, err = startProcFiles("dockerd", filepath.Join(logDir, "dockerd.log"), env, cfg.GID, files,
 		append(argv,

@@ -105,6 +105,9 @@ func installDeny(ctx context.Context, run ipTables, nets []dispatch.DenyNet, res
 type denyState struct {
 	nets []dispatch.DenyNet
 	done bool
+	// bridgeIP is the inner dockerd's --bip, when its default would
+	// cover an address of the host's (hostroutes.go).
+	bridgeIP string
 }
 
 // enforceEgressDefaults installs the deny fence once per start. A coding
@@ -142,13 +145,11 @@ func (s *sandbox) applyEgressDefaults(ctx context.Context, run ipTables, euid in
 	}
 	if s.inner {
 		hosts, _ := os.ReadFile("/etc/hosts")
-		pinned, err := pinHostRoutes(ctx, run, string(hosts))
+		bip, err := innerBridgeIP(ctx, run, string(hosts))
 		if err != nil {
-			return fmt.Errorf("pin the routes to the host's addresses before the inner daemon picks its subnets: %w", err)
+			return fmt.Errorf("choose the inner daemon's bridge, clear of the host's addresses: %w", err)
 		}
-		if len(pinned) > 0 {
-			s.log.Info().Strs("addresses", pinned).Msg("host routes pinned")
-		}
+		s.deny.bridgeIP = bip
 	}
 	s.deny.done = true
 	s.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Bool("inner_containers", s.inner).Msg("egress defaults enforced")

@@ -6,48 +6,41 @@ import (
 	"testing"
 )
 
-// The addresses /etc/hosts names beyond the sandbox's own link (the
-// engine's default bridge, as host.docker.internal) get a host route via
-// the default gateway, once each; loopback, the sandbox's own address and
-// IPv6 get none.
-func TestPinHostRoutes(t *testing.T) {
+// The inner daemon's bridge moves off 172.17.0.0/16 when /etc/hosts names
+// an address there that the sandbox reaches through its gateway (the
+// engine's default bridge, as host.docker.internal, with the sandbox on
+// the bot's own network), to a subnet clear of that address and of the
+// sandbox's gateway; it stays where it is when the sandbox is itself on
+// the default bridge.
+func TestInnerBridgeIP(t *testing.T) {
 	t.Parallel()
 	hosts := `127.0.0.1	localhost
 ::1	localhost ip6-localhost
-172.18.0.5	sandbox
+%OWN%	sandbox
 172.17.0.1	host.docker.internal
 172.17.0.1	egress-ok.test
 # 10.9.9.9 commented
-10.1.2.3	db.internal
 `
-	var cmds []string
-	run := func(_ context.Context, bin, _ string, args ...string) ([]byte, error) {
-		cmd := bin + " " + strings.Join(args, " ")
-		cmds = append(cmds, cmd)
-		switch {
-		case strings.HasSuffix(cmd, "get 172.18.0.5"):
-			return []byte("local 172.18.0.5 dev lo table local src 172.18.0.5 uid 0\n    cache <local>\n"), nil
-		case strings.Contains(cmd, " get "):
-			a := args[len(args)-1]
-			return []byte(a + " via 172.18.0.1 dev eth0 src 172.18.0.5 uid 0\n    cache\n"), nil
-		}
-		return nil, nil
-	}
-	pinned, err := pinHostRoutes(context.Background(), run, hosts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(pinned, " "); got != "172.17.0.1 10.1.2.3" {
-		t.Errorf("pinned %q", got)
-	}
-	want := []string{
-		"ip -4 route get 172.18.0.5",
-		"ip -4 route get 172.17.0.1",
-		"ip -4 route replace 172.17.0.1/32 via 172.18.0.1 dev eth0",
-		"ip -4 route get 10.1.2.3",
-		"ip -4 route replace 10.1.2.3/32 via 172.18.0.1 dev eth0",
-	}
-	if got := strings.Join(cmds, "\n"); got != strings.Join(want, "\n") {
-		t.Errorf("commands:\n%s\nwant:\n%s", got, strings.Join(want, "\n"))
+	for name, tc := range map[string]struct{ own, gw, want string }{
+		"own network":    {own: "172.18.0.5", gw: "172.18.0.1", want: "172.19.0.1/16"},
+		"default bridge": {own: "172.17.0.5", gw: "", want: ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			run := func(_ context.Context, bin, _ string, args ...string) ([]byte, error) {
+				a := args[len(args)-1]
+				if bin != "ip" || strings.Join(args[:3], " ") != "-4 route get" {
+					t.Errorf("unexpected %s %v", bin, args)
+				}
+				if tc.gw == "" || a == tc.own {
+					return []byte(a + " dev eth0 src " + tc.own + " uid 0\n    cache\n"), nil
+				}
+				return []byte(a + " via " + tc.gw + " dev eth0 src " + tc.own + " uid 0\n    cache\n"), nil
+			}
+			got, err := innerBridgeIP(context.Background(), run, strings.ReplaceAll(hosts, "%OWN%", tc.own))
+			if err != nil || got != tc.want {
+				t.Errorf("innerBridgeIP = %q, %v; want %q", got, err, tc.want)
+			}
+		})
 	}
 }
