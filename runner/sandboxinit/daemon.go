@@ -171,8 +171,8 @@ type daemonConfig struct {
 	// Listener, when set, is the daemon's socket, held by the init until
 	// the first use (lazydaemon.go): dockerd serves it by socket activation.
 	Listener *os.File
-	// BridgeIP, when set, is dockerd's --bip (hostroutes.go).
-	BridgeIP string
+	// Nets, when set, are dockerd's own subnets (hostroutes.go).
+	Nets innerNets
 }
 
 // startDaemon starts containerd and dockerd and waits until dockerd
@@ -249,9 +249,7 @@ func (d *daemon) startDockerd(ctx context.Context, cfg daemonConfig) error {
 		argv = []string{"sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1; export LISTEN_PID LISTEN_FDS; exec "$@"`, "sh", "dockerd", "--host", "fd://"}
 		files = []*os.File{cfg.Listener}
 	}
-	if cfg.BridgeIP != "" {
-		argv = append(argv, "--bip", cfg.BridgeIP)
-	}
+	argv = append(argv, cfg.Nets.args()...)
 	d.dockerd, err = startProcFiles("dockerd", filepath.Join(logDir, "dockerd.log"), env, cfg.GID, files,
 		append(argv,
 			// The socket is root's alone: the agent reaches the daemon only

@@ -105,9 +105,9 @@ func installDeny(ctx context.Context, run ipTables, nets []dispatch.DenyNet, res
 type denyState struct {
 	nets []dispatch.DenyNet
 	done bool
-	// bridgeIP is the inner dockerd's --bip, when its default would
+	// inner are the inner dockerd's subnets, when its defaults would
 	// cover an address of the host's (hostroutes.go).
-	bridgeIP string
+	inner innerNets
 }
 
 // enforceEgressDefaults installs the deny fence once per start. A coding
@@ -145,11 +145,11 @@ func (s *sandbox) applyEgressDefaults(ctx context.Context, run ipTables, euid in
 	}
 	if s.inner {
 		hosts, _ := os.ReadFile("/etc/hosts")
-		bip, err := innerBridgeIP(ctx, run, string(hosts))
+		nets, err := innerNetworks(ctx, run, string(hosts))
 		if err != nil {
-			return fmt.Errorf("choose the inner daemon's bridge, clear of the host's addresses: %w", err)
+			return fmt.Errorf("choose the inner daemon's networks, clear of the host's addresses: %w", err)
 		}
-		s.deny.bridgeIP = bip
+		s.deny.inner = nets
 	}
 	s.deny.done = true
 	s.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Bool("inner_containers", s.inner).Msg("egress defaults enforced")

@@ -8,10 +8,14 @@ package sandboxinit
 // gives its own default bridge 172.17.0.0/16 regardless (dockerd 20.10
 // does even with a host route to the address in place; measured): from
 // then on the host's address is a local one and the runner's push to the
-// git remote there is refused. When an address of /etc/hosts reached
-// through the sandbox's gateway falls in the subnet dockerd would take,
-// the init gives dockerd a bridge address (--bip) clear of those
-// addresses and of the sandbox's own network.
+// git remote there is refused. The networks dockerd makes later (the
+// services' network, the agent's compose projects) come from its default
+// pools, which start at 172.17.0.0/16 too once the bridge has moved
+// (measured: the services' network took it). When an address of
+// /etc/hosts reached through the sandbox's gateway falls in the subnet
+// dockerd would take, the init gives dockerd a bridge address (--bip) and
+// address pools (--default-address-pool) clear of those addresses and of
+// the sandbox's gateway.
 
 import (
 	"bufio"
@@ -25,10 +29,32 @@ import (
 // unless told otherwise.
 var innerBridgeDefault = netip.MustParsePrefix("172.17.0.0/16")
 
-// innerBridgeIP is the --bip the inner dockerd needs, "" when its default
-// is clear of every address of hosts (an /etc/hosts) the sandbox reaches
-// through a gateway, and of that gateway.
-func innerBridgeIP(ctx context.Context, run ipTables, hosts string) (string, error) {
+// innerNets are the inner dockerd's own subnets when its defaults would
+// cover an address of the host's; the zero value keeps the defaults.
+type innerNets struct {
+	// BridgeIP is dockerd's --bip.
+	BridgeIP string
+	// Pools are --default-address-pool values: two /16s cut in /24s, 512
+	// networks for services and compose projects.
+	Pools []string
+}
+
+// args are dockerd's flags for n.
+func (n innerNets) args() []string {
+	var a []string
+	if n.BridgeIP != "" {
+		a = append(a, "--bip", n.BridgeIP)
+	}
+	for _, p := range n.Pools {
+		a = append(a, "--default-address-pool", "base="+p+",size=24")
+	}
+	return a
+}
+
+// innerNetworks are the subnets the inner dockerd needs, the zero value
+// when its default is clear of every address of hosts (an /etc/hosts) the
+// sandbox reaches through a gateway, and of that gateway.
+func innerNetworks(ctx context.Context, run ipTables, hosts string) (innerNets, error) {
 	var avoid []netip.Addr
 	clash := false
 	seen := map[netip.Addr]bool{}
@@ -45,7 +71,7 @@ func innerBridgeIP(ctx context.Context, run ipTables, hosts string) (string, err
 		seen[a] = true
 		out, err := run(ctx, "ip", "", "-4", "route", "get", a.String())
 		if err != nil {
-			return "", fmt.Errorf("ip route get %s: %w: %s", a, err, strings.TrimSpace(string(out)))
+			return innerNets{}, fmt.Errorf("ip route get %s: %w: %s", a, err, strings.TrimSpace(string(out)))
 		}
 		via, err := netip.ParseAddr(routeField(string(out), "via"))
 		if err != nil {
@@ -55,7 +81,7 @@ func innerBridgeIP(ctx context.Context, run ipTables, hosts string) (string, err
 		clash = clash || innerBridgeDefault.Contains(a)
 	}
 	if err := sc.Err(); err != nil || !clash {
-		return "", err
+		return innerNets{}, err
 	}
 	// 172.18–31 as dockerd's own pools, then 10.213–255.
 	var candidates []netip.Prefix
@@ -65,6 +91,7 @@ func innerBridgeIP(ctx context.Context, run ipTables, hosts string) (string, err
 	for n := 213; n <= 255; n++ {
 		candidates = append(candidates, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(n), 0, 0}), 16))
 	}
+	var clear []netip.Prefix
 next:
 	for _, p := range candidates {
 		for _, a := range avoid {
@@ -72,11 +99,17 @@ next:
 				continue next
 			}
 		}
-		b := p.Addr().As4()
-		b[3] = 1
-		return netip.PrefixFrom(netip.AddrFrom4(b), 16).String(), nil
+		clear = append(clear, p)
 	}
-	return "", fmt.Errorf("no subnet for the inner daemon's bridge clear of %v", avoid)
+	if len(clear) < 3 {
+		return innerNets{}, fmt.Errorf("no three subnets for the inner daemon's networks clear of %v", avoid)
+	}
+	b := clear[0].Addr().As4()
+	b[3] = 1
+	return innerNets{
+		BridgeIP: netip.PrefixFrom(netip.AddrFrom4(b), 16).String(),
+		Pools:    []string{clear[1].String(), clear[2].String()},
+	}, nil
 }
 
 // routeField is the word after key in `ip route get`'s answer.

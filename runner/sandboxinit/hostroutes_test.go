@@ -12,7 +12,7 @@ import (
 // the bot's own network), to a subnet clear of that address and of the
 // sandbox's gateway; it stays where it is when the sandbox is itself on
 // the default bridge.
-func TestInnerBridgeIP(t *testing.T) {
+func TestInnerNetworks(t *testing.T) {
 	t.Parallel()
 	hosts := `127.0.0.1	localhost
 ::1	localhost ip6-localhost
@@ -22,7 +22,8 @@ func TestInnerBridgeIP(t *testing.T) {
 # 10.9.9.9 commented
 `
 	for name, tc := range map[string]struct{ own, gw, want string }{
-		"own network":    {own: "172.18.0.5", gw: "172.18.0.1", want: "172.19.0.1/16"},
+		"own network": {own: "172.18.0.5", gw: "172.18.0.1",
+			want: "--bip 172.19.0.1/16 --default-address-pool base=172.20.0.0/16,size=24 --default-address-pool base=172.21.0.0/16,size=24"},
 		"default bridge": {own: "172.17.0.5", gw: "", want: ""},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -37,9 +38,9 @@ func TestInnerBridgeIP(t *testing.T) {
 				}
 				return []byte(a + " via " + tc.gw + " dev eth0 src " + tc.own + " uid 0\n    cache\n"), nil
 			}
-			got, err := innerBridgeIP(context.Background(), run, strings.ReplaceAll(hosts, "%OWN%", tc.own))
-			if err != nil || got != tc.want {
-				t.Errorf("innerBridgeIP = %q, %v; want %q", got, err, tc.want)
+			n, err := innerNetworks(context.Background(), run, strings.ReplaceAll(hosts, "%OWN%", tc.own))
+			if got := strings.Join(n.args(), " "); err != nil || got != tc.want {
+				t.Errorf("innerNetworks = %q, %v; want %q", got, err, tc.want)
 			}
 		})
 	}

@@ -194,7 +194,7 @@ func (s *sandbox) fenceDaemonForAllow(ctx context.Context) error {
 
 // daemonConfig is how dockerd starts, now or on first use.
 func (s *sandbox) daemonConfig(driver string) daemonConfig {
-	c := daemonConfig{Driver: driver, Timeout: s.opts.dockerdTimeout, BridgeIP: s.deny.bridgeIP}
+	c := daemonConfig{Driver: driver, Timeout: s.opts.dockerdTimeout, Nets: s.deny.inner}
 	if s.daemonAllowlisted() {
 		c.Env, c.GID = daemonProxyEnv(), daemonGID
 	}
