@@ -14,16 +14,21 @@ import (
 
 // fakeDockerScript stands in for the docker CLI: containers are files in
 // STATE_DIR, `run` takes a while before it creates one and
-// refuses a name in use, as the engine does.
+// refuses a name in use, as the engine does; the sandboxes' network
+// exists with inter-container traffic off, and a run without a name (the
+// look at the default bridge's resolvers) prints one.
 const fakeDockerScript = `#!/bin/sh
 state="STATE_DIR"
 case "$1" in
+network)
+	echo "bridge false";;
 container)
 	name=""; for a in "$@"; do name="$a"; done
 	if [ -e "$state/$name" ]; then echo "id-$name"; exit 0; fi
 	echo "Error: No such container: $name" >&2; exit 1;;
 run)
 	name=""; prev=""; for a in "$@"; do [ "$prev" = "--name" ] && name="$a"; prev="$a"; done
+	if [ -z "$name" ]; then echo "nameserver 192.0.2.53"; exit 0; fi
 	sleep 0.3
 	if ! mkdir "$state/$name" 2>/dev/null; then
 		echo "docker: Error response from daemon: Conflict. The container name \"/$name\" is already in use." >&2; exit 125
