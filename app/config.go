@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -448,7 +449,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("SANDBOX_BACKEND: %q is not nomad, docker or process", c.Backend)
 	case c.Backend == "nomad" && c.Nomad.Addr == "":
 		return errors.New("NOMAD_ADDR: required with SANDBOX_BACKEND=nomad")
-	case c.Isolation != dispatch.IsolationPrivileged && c.Isolation != dispatch.IsolationCaps:
+	case !slices.Contains(dispatch.Isolations, c.Isolation):
 		_, err := dispatch.ParseIsolation(string(c.Isolation))
 		return fmt.Errorf("SANDBOX_ISOLATION: %w", err)
 	case c.QueueSize < 1:

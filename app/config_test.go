@@ -407,7 +407,7 @@ func TestLoadConfigValidationNamesTheVariable(t *testing.T) {
 		{"nomad backend without NOMAD_ADDR", appEnv(map[string]string{"SANDBOX_BACKEND": "nomad"}), "",
 			"NOMAD_ADDR: required with SANDBOX_BACKEND=nomad"},
 		{"unknown isolation", appEnv(map[string]string{"SANDBOX_ISOLATION": "rootless"}), "",
-			`SANDBOX_ISOLATION: "rootless" is not privileged or caps`},
+			`SANDBOX_ISOLATION: "rootless" is not privileged, caps or gvisor`},
 		{"workers not a number", appEnv(map[string]string{"SANDBOX_WORKERS": "eight"}), "",
 			`SANDBOX_WORKERS: "eight" is not a non-negative whole number`},
 		{"workers negative", appEnv(map[string]string{"SANDBOX_WORKERS": "-1"}), "",

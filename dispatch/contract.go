@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -163,16 +164,39 @@ const (
 	// the sandbox's init remounts the cgroup hierarchies read-write. Nomad
 	// clients need allow_caps = ["all"].
 	IsolationCaps Isolation = "caps"
+	// IsolationGVisor runs the caps profile's sandbox on gVisor's runtime
+	// (GVisorRuntime): the capabilities and unconfined seccomp are towards
+	// gVisor's kernel, which serves the sandbox's system calls itself, so
+	// a kernel bug reachable from inside is gVisor's, not the host's. The
+	// engine must have the runtime registered with --net-raw (the fences
+	// are iptables rules in gVisor's netstack) and, for the docker
+	// backend's preview and screencast sockets, --host-uds=create. Nomad
+	// clients need allow_runtimes to list it and allow_caps = ["all"].
+	IsolationGVisor Isolation = "gvisor"
 )
+
+// GVisorRuntime is the name the gvisor profile asks the engine for: the
+// runtime gVisor's own documentation registers (runsc install).
+const GVisorRuntime = "runsc"
+
+// RuntimeCheckSocket is the socket the image's `init --check-runtime DIR`
+// leaves in DIR: the host finds it there, a socket, only when the
+// container's runtime lets the sandbox offer sockets to the host (gVisor's
+// --host-uds=create), which the docker backend's preview and screencast
+// need.
+const RuntimeCheckSocket = "runtime.sock"
+
+// Isolations are the profiles, in the order an error lists them.
+var Isolations = []Isolation{IsolationPrivileged, IsolationCaps, IsolationGVisor}
 
 // ParseIsolation checks a profile name; "" is the default, privileged. Its
 // error names the value; callers say where it came from.
 func ParseIsolation(s string) (Isolation, error) {
-	switch i := Isolation(s); i {
-	case "":
+	if s == "" {
 		return IsolationPrivileged, nil
-	case IsolationPrivileged, IsolationCaps:
+	}
+	if i := Isolation(s); slices.Contains(Isolations, i) {
 		return i, nil
 	}
-	return "", fmt.Errorf("%q is not %s or %s", s, IsolationPrivileged, IsolationCaps)
+	return "", fmt.Errorf("%q is not %s, %s or %s", s, IsolationPrivileged, IsolationCaps, IsolationGVisor)
 }

@@ -18,6 +18,7 @@ import (
 func check(ctx context.Context, log zerolog.Logger, opts options, out io.Writer) int {
 	say := func(k, format string, a ...any) { fmt.Fprintf(out, "%s: %s\n", k, fmt.Sprintf(format, a...)) }
 	say("uid", "%d", os.Geteuid())
+	say("kernel", "%s", kernelRelease())
 	if os.Geteuid() != 0 {
 		say("result", "not root: this container can only run task mode (no inner daemon)")
 		return 1
@@ -46,8 +47,21 @@ func check(ctx context.Context, log zerolog.Logger, opts options, out io.Writer)
 	for _, r := range choice.Reasons {
 		say("storage reason", "%s", r)
 	}
+	nf, err := pickNetfilter(ctx, execIPTables, true)
+	if err != nil {
+		say("iptables", "FAILED: %v", err)
+		return 1
+	}
+	for _, r := range nf.reasons {
+		say("iptables", "%s", r)
+	}
+	env, err := nf.daemonEnv()
+	if err != nil {
+		say("iptables", "FAILED: %v", err)
+		return 1
+	}
 	start := time.Now()
-	d, err := startDaemon(ctx, log, daemonConfig{Driver: choice.Driver, Timeout: opts.dockerdTimeout})
+	d, err := startDaemon(ctx, log, daemonConfig{Driver: choice.Driver, Timeout: opts.dockerdTimeout, Args: nf.daemonArgs(), Env: env})
 	if err != nil {
 		say("dockerd", "FAILED: %v", err)
 		return 1

@@ -173,6 +173,8 @@ type daemonConfig struct {
 	Listener *os.File
 	// Nets, when set, are dockerd's own subnets (hostroutes.go).
 	Nets innerNets
+	// Args are more flags (netfilter.go: --iptables=false under gVisor).
+	Args []string
 }
 
 // startDaemon starts containerd and dockerd and waits until dockerd
@@ -251,7 +253,7 @@ func (d *daemon) startDockerd(ctx context.Context, cfg daemonConfig) error {
 	}
 	argv = append(argv, cfg.Nets.args()...)
 	d.dockerd, err = startProcFiles("dockerd", filepath.Join(logDir, "dockerd.log"), env, cfg.GID, files,
-		append(argv,
+		append(append(argv,
 			// The socket is root's alone: the agent reaches the daemon only
 			// through the filter (dockerfilter.go), whatever its groups.
 			"--group", "root",
@@ -261,7 +263,7 @@ func (d *daemon) startDockerd(ctx context.Context, cfg daemonConfig) error {
 			// The outer stop grace is shared with the runner's push; services
 			// are disposable, so the daemon does not wait long for them.
 			"--shutdown-timeout", "2",
-		)...)
+		), cfg.Args...)...)
 	if err != nil {
 		return err
 	}

@@ -86,7 +86,8 @@ func (s *sandbox) startEgress(ctx context.Context, acct *account, run ipTables) 
 		}
 	}
 	s.egress.allow.closeStart()
-	spec := fenceSpec{uids: fenceUIDs(*acct), resolvConf: "/etc/resolv.conf", ipv6: s.ipv6, forward: s.inner}
+	nf := s.netfilter()
+	spec := fenceSpec{uids: fenceUIDs(*acct), resolvConf: "/etc/resolv.conf", ipv6: s.ipv6, forward: s.inner, nf: &nf}
 	if s.inner {
 		spec.gids = []int{daemonGID}
 	}
@@ -152,7 +153,8 @@ func (s *sandbox) fenceDaemon(ctx context.Context, run ipTables) error {
 	if err := s.startEgressProxy(); err != nil {
 		return err
 	}
-	spec := fenceSpec{gids: []int{daemonGID}, resolvConf: "/etc/resolv.conf", ipv6: s.ipv6}
+	nf := s.netfilter()
+	spec := fenceSpec{gids: []int{daemonGID}, resolvConf: "/etc/resolv.conf", ipv6: s.ipv6, nf: &nf}
 	if err := fence(ctx, run, spec); err != nil {
 		return fmt.Errorf("network.allow is set but the inner Docker daemon could not be fenced, so its pulls and pushes would go anywhere: %w", err)
 	}

@@ -62,19 +62,22 @@ func denyRules(nets []dispatch.DenyNet, nameservers []string, v6 bool) [][]strin
 
 // installDeny writes the deny chain and its jumps for IPv4 and, when the
 // sandbox has IPv6 beyond loopback, IPv6, one batch per family.
-// withForward adds the jump for the inner daemon's containers: DOCKER-USER
-// for IPv4 (the daemon keeps it first in FORWARD, and keeps the rules of a
-// DOCKER-USER that exists before it starts, so the fence can be in place
-// before the daemon is), FORWARD itself for IPv6 (the daemon leaves
-// ip6tables alone unless told otherwise).
-func installDeny(ctx context.Context, run ipTables, nets []dispatch.DenyNet, resolvConf string, hasIPv6, withForward bool) error {
+// forwardV4, when not empty, adds the jumps for the inner daemon's
+// containers: from that chain for IPv4 (DOCKER-USER, which the daemon
+// keeps first in FORWARD, and whose rules it keeps when the chain exists
+// before it starts, so the fence can be in place before the daemon is; or
+// FORWARD where the daemon writes no rules, see netfilter.go), FORWARD
+// itself for IPv6 (the daemon leaves ip6tables alone unless told
+// otherwise).
+func installDeny(ctx context.Context, run ipTables, nets []dispatch.DenyNet, resolvConf string, hasIPv6 bool, forwardV4 string) error {
 	v4, v6 := nameservers(resolvConf)
 	type plan struct {
 		fam     family
 		ns      []string
 		forward string
 	}
-	plans := []plan{{familyV4, v4, chainDocker}}
+	withForward := forwardV4 != ""
+	plans := []plan{{familyV4, v4, forwardV4}}
 	if hasIPv6 {
 		plans = append(plans, plan{familyV6, v6, "FORWARD"})
 	}
@@ -140,18 +143,40 @@ func (s *sandbox) applyEgressDefaults(ctx context.Context, run ipTables, euid in
 		s.deny.done = true
 		return nil
 	}
-	if err := installDeny(ctx, run, nets, resolvConf, s.ipv6, s.inner); err != nil {
+	nf, err := pickNetfilter(ctx, run, s.inner)
+	if err != nil {
+		return fmt.Errorf("egress defaults could not be installed, so the sandbox would reach cloud metadata and the bot: %w", err)
+	}
+	s.nf = &nf
+	s.log.Info().Str("kernel", kernelRelease()).Bool("legacy", nf.legacy).Bool("daemon_rules", nf.daemonRules).Strs("why", nf.reasons).Msg("iptables chosen")
+	run = nf.runner(run)
+	forward := ""
+	if s.inner {
+		forward = nf.forwardFrom()
+	}
+	if err := installDeny(ctx, run, nets, resolvConf, s.ipv6, forward); err != nil {
 		return fmt.Errorf("egress defaults could not be installed, so the sandbox would reach cloud metadata and the bot: %w", err)
 	}
 	if s.inner {
+		if err := nf.installNAT(ctx, run, ipv4Uplinks()); err != nil {
+			return err
+		}
 		hosts, _ := os.ReadFile("/etc/hosts")
-		nets, err := innerNetworks(ctx, run, string(hosts))
+		inner, err := innerNetworks(ctx, run, string(hosts))
 		if err != nil {
 			return fmt.Errorf("choose the inner daemon's networks, clear of the host's addresses: %w", err)
 		}
-		s.deny.inner = nets
+		s.deny.inner = inner
 	}
 	s.deny.done = true
 	s.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Bool("inner_containers", s.inner).Msg("egress defaults enforced")
 	return nil
+}
+
+// netfilter is what enforceEgressDefaults found (Linux's own before it).
+func (s *sandbox) netfilter() netfilter {
+	if s.nf == nil {
+		return kernelNetfilter
+	}
+	return *s.nf
 }

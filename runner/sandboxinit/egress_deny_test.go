@@ -32,7 +32,7 @@ func TestDenyRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &fakeTables{}
-	if err := installDeny(context.Background(), f.run, nets, rc, true, true); err != nil {
+	if err := installDeny(context.Background(), f.run, nets, rc, true, chainDocker); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{

@@ -63,13 +63,20 @@ func gidJumpRule(gid int) []string {
 // forwardRules keep the inner containers (which the sandbox user starts
 // through the inner daemon, as root, in their own namespaces) from going
 // around the fence: they may talk to each other and answer, not go out.
-func forwardRules() [][]string {
-	return [][]string{
-		{"-A", chainForward, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "RETURN"},
-		{"-A", chainForward, "-o", "docker0", "-j", "RETURN"},
-		{"-A", chainForward, "-o", "br-+", "-j", "RETURN"},
-		{"-A", chainForward, "-j", "REJECT"},
+// Answers to connections that dockerd's DNAT brought in (published ports)
+// are told by conntrack; where dockerd writes no rules (netfilter.go) there
+// is no DNAT, published ports are docker-proxy's, and the kernel has no
+// conntrack match to ask.
+func forwardRules(conntrack bool) [][]string {
+	var rules [][]string
+	if conntrack {
+		rules = append(rules, []string{"-A", chainForward, "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "RETURN"})
 	}
+	return append(rules,
+		[]string{"-A", chainForward, "-o", "docker0", "-j", "RETURN"},
+		[]string{"-A", chainForward, "-o", "br-+", "-j", "RETURN"},
+		[]string{"-A", chainForward, "-j", "REJECT"},
+	)
 }
 
 // fenceSpec is what one installation of the fence covers.
@@ -83,11 +90,21 @@ type fenceSpec struct {
 	// runs): from DOCKER-USER for IPv4, which the daemon keeps first in
 	// FORWARD, and from FORWARD itself for IPv6, which it leaves alone.
 	forward bool
+	// nf is what the kernel offers (netfilter.go); nil is Linux's own.
+	nf *netfilter
+}
+
+func (s fenceSpec) netfilter() netfilter {
+	if s.nf == nil {
+		return kernelNetfilter
+	}
+	return *s.nf
 }
 
 // fence installs the rules with iptables and, with spec.ipv6, ip6tables,
 // one batch per family.
 func fence(ctx context.Context, run ipTables, spec fenceSpec) error {
+	run = spec.netfilter().runner(run)
 	v4, v6 := nameservers(spec.resolvConf)
 	if err := fenceFamily(ctx, run, familyV4, spec, v4); err != nil {
 		return err
@@ -116,13 +133,16 @@ func fenceFamily(ctx context.Context, run ipTables, fam family, spec fenceSpec, 
 		b.jump(gidJumpRule(gid))
 	}
 	if spec.forward {
+		nf := spec.netfilter()
 		b.chain(chainForward)
-		for _, r := range forwardRules() {
+		for _, r := range forwardRules(nf.daemonRules) {
 			b.rule(r...)
 		}
 		from := "FORWARD"
 		if !fam.v6 {
-			from = chainDocker
+			from = nf.forwardFrom()
+		}
+		if from == chainDocker {
 			b.ensureChain(chainDocker)
 		}
 		for _, in := range []string{"br-+", "docker0"} {

@@ -330,8 +330,9 @@ func TestProxyEnv(t *testing.T) {
 
 // fakeTables records the rules of every iptables-restore batch, one line
 // each prefixed by the family's tool ("iptables :CHAIN - [0:0]",
-// "ip6tables -A ..."), answers iptables-save with saved, and fails a
-// batch or a save when fail says so for one of its lines.
+// "ip6tables -A ...", "iptables -t nat -A ..." for the nat table), answers
+// iptables-save with saved, and fails a batch or a save when fail says so
+// for one of its lines.
 type fakeTables struct {
 	cmds  []string
 	saved map[string]string // iptables-save output by tool
@@ -352,8 +353,11 @@ func (f *fakeTables) run(_ context.Context, bin, stdin string, args ...string) (
 		return nil, fmt.Errorf("%s %v: want --noflush -w 5", bin, args)
 	}
 	lines := strings.Split(strings.TrimSuffix(stdin, "\n"), "\n")
-	if len(lines) < 2 || lines[0] != "*filter" || lines[len(lines)-1] != "COMMIT" {
-		return nil, fmt.Errorf("%s: batch is not one *filter table:\n%s", bin, stdin)
+	if len(lines) < 2 || (lines[0] != "*filter" && lines[0] != "*nat") || lines[len(lines)-1] != "COMMIT" {
+		return nil, fmt.Errorf("%s: batch is not one *filter or *nat table:\n%s", bin, stdin)
+	}
+	if lines[0] == "*nat" {
+		tool += " -t nat"
 	}
 	for i, l := range lines[1 : len(lines)-1] {
 		cmd := tool + " " + l

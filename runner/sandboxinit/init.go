@@ -55,6 +55,7 @@ const (
 
 type options struct {
 	check          bool
+	checkRuntime   string
 	workOrder      string
 	command        []string
 	user           string
@@ -99,13 +100,14 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 		fs.PrintDefaults()
 	}
 	fs.BoolVar(&o.check, "check", false, "diagnose this host: cgroups, storage driver, inner dockerd start; print a report and exit")
+	fs.StringVar(&o.checkRuntime, "check-runtime", "", "check the container's runtime: print the kernel and the iptables that works, leave a socket in `DIR`, exit")
 	fs.StringVar(&o.workOrder, "work-order", o.workOrder, "work order JSON (default $"+dispatch.EnvWorkOrder+")")
 	fs.StringVar(&o.user, "user", o.user, "user the runner runs as (default $"+envUser+" or sandbox)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
 	o.command = fs.Args()
-	if !o.check && len(o.command) == 0 && o.workOrder == "" {
+	if !o.check && o.checkRuntime == "" && len(o.command) == 0 && o.workOrder == "" {
 		return o, fmt.Errorf("no work order: set $%s or --work-order (or give a command after --)", dispatch.EnvWorkOrder)
 	}
 	return o, nil
@@ -134,6 +136,9 @@ func Main(ctx context.Context, args []string) int {
 	log := zerolog.New(os.Stderr).Level(level).With().Timestamp().Str("component", "sandbox-init").Logger()
 	if opts.check {
 		return check(ctx, log, opts, os.Stdout)
+	}
+	if opts.checkRuntime != "" {
+		return checkRuntime(ctx, opts.checkRuntime, os.Stdout)
 	}
 	started := time.Now()
 	s := &sandbox{opts: opts, log: log, started: started, docker: newDockerCLI(log), steps: newSteps(started)}

@@ -35,22 +35,29 @@ var (
 	familyV6 = family{save: "ip6tables-save", restore: "ip6tables-restore", v6: true}
 )
 
-// ruleBatch is iptables-restore input for the filter table, built against
-// what the table holds now so that a second start in the same network
-// namespace (a Nomad task restart) neither fails nor doubles a jump.
+// ruleBatch is iptables-restore input for one table (filter, unless
+// said), built against what the table holds now so that a second start in
+// the same network namespace (a Nomad task restart) neither fails nor
+// doubles a jump.
 type ruleBatch struct {
 	fam      family
+	table    string
 	existing map[string]bool // rule lines and ":CHAIN" declarations now in the table
 	lines    []string
 }
 
 // newBatch reads the filter table of fam (one iptables-save).
 func newBatch(ctx context.Context, run ipTables, fam family) (*ruleBatch, error) {
-	out, err := run(ctx, fam.save, "", "-t", "filter")
+	return newTableBatch(ctx, run, fam, "filter")
+}
+
+// newTableBatch reads table of fam (one iptables-save).
+func newTableBatch(ctx context.Context, run ipTables, fam family, table string) (*ruleBatch, error) {
+	out, err := run(ctx, fam.save, "", "-t", table)
 	if err != nil {
-		return nil, fmt.Errorf("%s -t filter: %v: %s", fam.save, err, strings.TrimSpace(string(out)))
+		return nil, fmt.Errorf("%s -t %s: %v: %s", fam.save, table, err, strings.TrimSpace(string(out)))
 	}
-	b := &ruleBatch{fam: fam, existing: map[string]bool{}}
+	b := &ruleBatch{fam: fam, table: table, existing: map[string]bool{}}
 	for _, l := range strings.Split(string(out), "\n") {
 		l = strings.TrimSpace(l)
 		if strings.HasPrefix(l, ":") {
@@ -92,7 +99,7 @@ func (b *ruleBatch) jump(rule []string) {
 }
 
 func (b *ruleBatch) text() string {
-	return "*filter\n" + strings.Join(b.lines, "\n") + "\nCOMMIT\n"
+	return "*" + b.table + "\n" + strings.Join(b.lines, "\n") + "\nCOMMIT\n"
 }
 
 // restoreLine finds the failing line in iptables-restore's complaint
@@ -112,7 +119,7 @@ func (b *ruleBatch) commit(ctx context.Context, run ipTables) error {
 	}
 	msg := strings.TrimSpace(string(out))
 	if m := restoreLine.FindStringSubmatch(msg); m != nil {
-		// Line 1 is "*filter".
+		// Line 1 is "*filter" (or the batch's table).
 		if n, _ := strconv.Atoi(m[1]); n >= 2 && n-2 < len(b.lines) {
 			return fmt.Errorf("%s: rule %q: %v: %s", b.fam.restore, b.lines[n-2], err, msg)
 		}

@@ -116,7 +116,10 @@ func (s *sandbox) startDocker(ctx, saveCtx context.Context, env map[string]strin
 	if err := s.fenceDaemonForAllow(ctx); err != nil {
 		return nil, err
 	}
-	dcfg := s.daemonConfig(choice.Driver)
+	dcfg, err := s.daemonConfig(choice.Driver)
+	if err != nil {
+		return nil, err
+	}
 	err = s.steps.do("dockerd", func() error { return s.daemon.startDockerd(ctx, dcfg) })
 	if err != nil {
 		return nil, err
@@ -193,10 +196,16 @@ func (s *sandbox) fenceDaemonForAllow(ctx context.Context) error {
 }
 
 // daemonConfig is how dockerd starts, now or on first use.
-func (s *sandbox) daemonConfig(driver string) daemonConfig {
-	c := daemonConfig{Driver: driver, Timeout: s.opts.dockerdTimeout, Nets: s.deny.inner}
-	if s.daemonAllowlisted() {
-		c.Env, c.GID = daemonProxyEnv(), daemonGID
+func (s *sandbox) daemonConfig(driver string) (daemonConfig, error) {
+	nf := s.netfilter()
+	c := daemonConfig{Driver: driver, Timeout: s.opts.dockerdTimeout, Nets: s.deny.inner, Args: nf.daemonArgs()}
+	env, err := nf.daemonEnv()
+	if err != nil {
+		return c, err
 	}
-	return c
+	c.Env = env
+	if s.daemonAllowlisted() {
+		c.Env, c.GID = append(c.Env, daemonProxyEnv()...), daemonGID
+	}
+	return c, nil
 }

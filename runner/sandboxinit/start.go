@@ -35,8 +35,9 @@ type sandbox struct {
 	ipv6     bool
 	daemon   *daemon
 	services dispatch.Services
-	egress   *egress   // network.allow's proxy, when set
-	deny     denyState // the egress defaults (egress_deny.go)
+	egress   *egress    // network.allow's proxy, when set
+	deny     denyState  // the egress defaults (egress_deny.go)
+	nf       *netfilter // the iptables variant and dockerd's rules, picked by trial (netfilter.go)
 	saves    sync.WaitGroup
 
 	dockerFilter *dockerfilter.Filter // the agent's Docker socket
