@@ -99,7 +99,8 @@ func explainStartFailure(err error, deadline time.Duration) (what, todo string) 
 			"An operator of the bot must build or load the sandbox image (`deploy/sandbox/build`) or point `SANDBOX_IMAGE` at one. " + retry
 	case errors.Is(err, dispatch.ErrIsolationRefused):
 		return "the host refused the sandbox's isolation profile",
-			"An operator must allow privileged containers (Nomad: the docker plugin's `allow_privileged`) or set `SANDBOX_ISOLATION=caps`. " + retry
+			"An operator must allow privileged containers (Nomad: the docker plugin's `allow_privileged`) or set `SANDBOX_ISOLATION=caps`; " +
+				"with `SANDBOX_ISOLATION=gvisor`, register gVisor's `runsc` runtime with the Docker engine (Nomad: and list it in `allow_runtimes`). " + retry
 	case errors.Is(err, dispatch.ErrUnavailable):
 		return "the sandbox backend (Docker engine or Nomad) did not answer",
 			fmt.Sprintf("It was tried %d times over %s. If `/retry` fails too, tell the bot's operator.", dispatchTries, deadline)

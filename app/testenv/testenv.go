@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -84,6 +85,41 @@ func Docker(t testing.TB) {
 	if out, err := exec.CommandContext(ctx, "docker", "info", "--format", "{{.ServerVersion}}").CombinedOutput(); err != nil {
 		Missing(t, "a Docker engine", strings.TrimSpace(string(out))+" (install docker.io and start dockerd)")
 	}
+}
+
+// Runsc requires gVisor's runtime registered with the local engine as
+// runsc, which the gvisor isolation profile runs sandboxes on, and
+// returns its name.
+func Runsc(t testing.TB) string {
+	t.Helper()
+	Docker(t)
+	if ok, runtimes := HasRunsc(); !ok {
+		Missing(t, "gVisor's runtime runsc on the Docker engine (docker info lists "+runtimes+")",
+			"build it static from gVisor's Go module (CGO_ENABLED=0 go install gvisor.dev/gvisor/runsc@$RUNSC_VERSION, the version .ci/run pins) "+
+				`and register it in /etc/docker/daemon.json as "runtimes": {"runsc": {"path": "/usr/local/bin/runsc", "runtimeArgs": ["--net-raw", "--host-uds=create"]}}, then SIGHUP dockerd (.ci/run does both)`)
+	}
+	return "runsc"
+}
+
+// HasRunsc reports whether the local engine has gVisor's runtime, and the
+// runtimes it has: for a hand-run comparison that measures what it can.
+func HasRunsc() (bool, string) {
+	out, err := exec.Command("docker", "info", "--format", "{{range $name, $_ := .Runtimes}}{{$name}} {{end}}").CombinedOutput()
+	return err == nil && slices.Contains(strings.Fields(string(out)), "runsc"), strings.TrimSpace(string(out))
+}
+
+// LoadAverage is /proc/loadavg's first three figures, printed beside a
+// measured figure (figures taken under load are not floors).
+func LoadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // SandboxImage requires the sandbox image in the local engine and returns

@@ -197,7 +197,7 @@ func (c *cli) flagSet(cmd string, spec runCommand, f *flags) *flag.FlagSet {
 	fs.StringVar(&f.task, "task", "", "the task: first line is the title, the rest the body (@FILE reads a file)")
 	fs.StringVar(&f.backend, "backend", "auto", "where the runner runs: docker (a sandbox container), process (no isolation), or auto: docker when the engine and the image are there")
 	fs.StringVar(&f.image, "image", "", "the sandbox image (default $"+envImage+", else "+defaultImage+")")
-	fs.StringVar(&f.isolation, "isolation", "", "docker isolation: privileged, or caps for hosts that refuse privileged containers (default $"+envIsolation+", else privileged)")
+	fs.StringVar(&f.isolation, "isolation", "", "docker isolation: privileged, caps for hosts that refuse privileged containers, or gvisor for gVisor's kernel between the sandbox and the host (the runtime runsc; default $"+envIsolation+", else privileged)")
 	fs.StringVar(&f.passEnv, "pass-env", "", "comma-separated variables given to the sandbox as secrets (default: those of "+strings.Join(defaultPassEnv, ", ")+" that are set)")
 	fs.Func("provider", "a model provider for the sandbox's model gateway, NAME=BASE_URL[,KEY_ENV[,API]] (repeatable; API openai or anthropic); its key reaches the gateway only, never the agent", func(v string) error {
 		p, err := dispatch.ParseProvider(v)

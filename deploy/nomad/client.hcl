@@ -42,8 +42,21 @@ plugin "docker" {
     allow_privileged = true
 
     # caps isolation profile, for hosts that refuse privileged containers:
-    # the job adds every capability and drops sys_resource.
+    # the job adds every capability and drops sys_resource. The gvisor
+    # profile needs it too (the grants are then towards gVisor's kernel).
     allow_caps = ["all"]
+
+    # gvisor isolation profile (SANDBOX_ISOLATION=gvisor): the job asks
+    # for runtime = "runsc" and is placed only on clients whose engine has
+    # it (attribute driver.docker.runtimes). Register it with the node's
+    # Docker engine first, in /etc/docker/daemon.json:
+    #   "runtimes": {"runsc": {"path": "/usr/local/bin/runsc",
+    #                          "runtimeArgs": ["--net-raw"]}}
+    # (--net-raw: the sandbox's egress fences are iptables rules in gVisor's
+    # netstack; runsc from gVisor's Go module, built static: CGO_ENABLED=0
+    # go install gvisor.dev/gvisor/runsc@<version>). Nomad's default is
+    # ["runc", "nvidia"].
+    allow_runtimes = ["runc", "runsc"]
 
     # Not needed by the sandbox job: it binds only a relative path (a
     # directory of its own task), which is always allowed. Leave host

@@ -10,7 +10,8 @@
 #     deploy/nomad/sandbox.nomad.hcl
 #
 # Client requirements (deploy/nomad/client.hcl): the docker plugin with
-# allow_privileged = true (or allow_caps = ["all"] for the caps profile) and
+# allow_privileged = true (or allow_caps = ["all"] for the caps profile, and
+# also allow_runtimes listing "runsc" for the gvisor profile) and
 # client.max_kill_timeout >= 60s. Relative `volumes` need no
 # docker.volumes.enabled: they bind directories of the task itself.
 
@@ -74,7 +75,13 @@ job "sandbox" {
   node_pool   = var.node_pool
 
   # Only clients whose docker plugin allows privileged containers. The caps
-  # profile drops this constraint (there is no attribute for allow_caps).
+  # profile drops this constraint (there is no attribute for allow_caps);
+  # the gvisor profile has instead:
+  #   constraint {
+  #     attribute = "${attr.driver.docker.runtimes}"
+  #     operator  = "set_contains"
+  #     value     = "runsc"
+  #   }
   constraint {
     attribute = "${attr.driver.docker.privileged.enabled}"
     operator  = "="
@@ -141,6 +148,9 @@ job "sandbox" {
         #   cap_add      = ["all"]
         #   cap_drop     = ["sys_resource"]
         #   security_opt = ["seccomp=unconfined", "apparmor=unconfined"]
+        # The gvisor profile: the caps lines, and gVisor's runtime (task
+        # mode too):
+        #   runtime      = "runsc"
         # Task mode uses neither, and no volume.
         privileged = true
 

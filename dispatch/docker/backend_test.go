@@ -218,7 +218,16 @@ func TestRunArgsPerProfile(t *testing.T) {
 	check("caps", argsOf(t, b, testSpec(dispatch.ModePlan), dispatch.IsolationCaps), caps, []string{"--privileged"})
 	check("task", argsOf(t, b, testSpec(dispatch.ModeTask), ""),
 		[]string{"--user 1000:1000", "--cap-drop ALL", "no-new-privileges", "target=/cache/npm"},
-		[]string{"--privileged", "--cap-add", "/var/lib/docker", "/cache/images"})
+		[]string{"--privileged", "--cap-add", "/var/lib/docker", "/cache/images", "--runtime"})
+	// gvisor: the caps grants, towards gVisor's kernel; the host's
+	// /dev/fuse and the sysctl mean nothing there.
+	check("gvisor", argsOf(t, b, testSpec(dispatch.ModeExecute), dispatch.IsolationGVisor),
+		append([]string{"--runtime runsc"}, caps...), []string{"--privileged", "/dev/fuse", "--sysctl"})
+	// Every run of the profile is behind gVisor, task mode (and previews)
+	// with the task's own flags.
+	check("gvisor task", argsOf(t, b, testSpec(dispatch.ModeTask), dispatch.IsolationGVisor),
+		[]string{"--runtime runsc", "--user 1000:1000", "--cap-drop ALL", "no-new-privileges"},
+		[]string{"--privileged", "--cap-add", "/var/lib/docker", "seccomp=unconfined"})
 }
 
 func TestWriteTaskDir(t *testing.T) {

@@ -84,7 +84,7 @@ func classify(msg string) error {
 		return dispatch.ErrUnavailable
 	case has("Unable to find image", "No such image", "pull access denied", "manifest unknown", "repository does not exist"):
 		return dispatch.ErrImageMissing
-	case has("unable to apply caps", "privileged mode is disabled"):
+	case has("unable to apply caps", "privileged mode is disabled", "Unknown runtime specified", "unknown or invalid runtime name"):
 		return dispatch.ErrIsolationRefused
 	}
 	return nil

@@ -77,7 +77,9 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 		}
 	}
 	rec := record{Meta: m, Container: name, Image: b.o.Image, Isolation: isolation, SubmittedAt: time.Now().UTC()}
-	if task {
+	if task && isolation != dispatch.IsolationGVisor {
+		// Task mode (and previews) use neither profile's grants; gVisor's
+		// kernel is not a grant, and holds them too.
 		rec.Isolation = ""
 	}
 	if err := writeJSON(filepath.Join(dir, "meta.json"), rec, 0o600); err != nil {
@@ -166,9 +168,12 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 			"--cap-drop", "ALL",
 			"--security-opt", "no-new-privileges",
 		)
+		if rec.Isolation == dispatch.IsolationGVisor {
+			args = append(args, "--runtime", dispatch.GVisorRuntime)
+		}
 	} else {
 		args = append(args, "--mount", bind(filepath.Join(dir, "docker"), "/var/lib/docker", false))
-		args = append(args, isolationArgs(rec.Isolation)...)
+		args = append(args, IsolationArgs(rec.Isolation)...)
 	}
 	for _, h := range b.o.ExtraHosts {
 		args = append(args, "--add-host", h)

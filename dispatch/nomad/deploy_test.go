@@ -144,3 +144,26 @@ func TestBotExecsInTheSandboxNamespaceOnly(t *testing.T) {
 		}
 	}
 }
+
+// The client configuration lets the gvisor profile's jobs run: its docker
+// plugin allows the runtime they ask for and the capabilities they add.
+func TestClientConfigAllowsTheGVisorProfile(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nomad", "client.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := strings.Join(strings.Fields(string(raw)), " ")
+	s := spec(dispatch.ModeExecute, "gvisor")
+	s.Isolation = dispatch.IsolationGVisor
+	job, err := nomad.BuildJob(nomad.Options{Image: testImage}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, _ := job.TaskGroups[0].Tasks[0].Config["runtime"].(string)
+	for _, want := range []string{`allow_runtimes = ["runc", "` + rt + `"]`, `allow_caps = ["all"]`} {
+		if rt == "" || !strings.Contains(client, want) {
+			t.Errorf("deploy/nomad/client.hcl lacks %s (the job asks for runtime %q)", want, rt)
+		}
+	}
+}

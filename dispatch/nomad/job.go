@@ -29,6 +29,15 @@ const (
 	MetaIsolation      = "sandbox_isolation"
 )
 
+// RuntimesAttr is the node attribute that lists the runtimes of a
+// client's Docker engine, comma-separated (the docker driver's
+// fingerprint); the gvisor profile's jobs are placed where it holds
+// dispatch.GVisorRuntime.
+const (
+	RuntimesAttr      = "${attr." + runtimesAttribute + "}"
+	runtimesAttribute = "driver.docker.runtimes"
+)
+
 // JobID is the Nomad job id of a run: the prefix, the task id and the mode,
 // lower-cased so it also makes a tidy DNS label and container name.
 func JobID(prefix, taskID string, mode dispatch.Mode) string {
@@ -63,7 +72,9 @@ func BuildJob(o Options, spec dispatch.RunSpec) (*api.Job, error) {
 	if _, err := dispatch.ParseIsolation(string(isolation)); err != nil {
 		return nil, fmt.Errorf("build nomad job %s: isolation %w", order.TaskID, err)
 	}
-	if order.Mode == dispatch.ModeTask {
+	if order.Mode == dispatch.ModeTask && isolation != dispatch.IsolationGVisor {
+		// Task mode has neither profile's grants; gVisor's kernel is no
+		// grant, and holds task runs too.
 		isolation = "none"
 	}
 	res, err := resourcesFor(o, order)
@@ -133,10 +144,14 @@ func sandboxJob(o Options, meta dispatch.Meta, order dispatch.WorkOrder, isolati
 	for _, c := range o.Constraints {
 		job.Constrain(api.NewConstraint(c.LTarget, c.Operand, c.RTarget))
 	}
-	if isolation == dispatch.IsolationPrivileged {
+	switch isolation {
+	case dispatch.IsolationPrivileged:
 		// Place the sandbox only on clients whose docker plugin allows it,
 		// instead of failing the task at start on the others.
 		job.Constrain(api.NewConstraint("${attr.driver.docker.privileged.enabled}", "=", "true"))
+	case dispatch.IsolationGVisor:
+		// And only on clients whose engine has gVisor's runtime.
+		job.Constrain(api.NewConstraint(RuntimesAttr, api.ConstraintSetContains, dispatch.GVisorRuntime))
 	}
 	job.Meta = jobMeta(meta, order, isolation)
 	return job
@@ -257,6 +272,9 @@ func dockerConfig(image string, isolation dispatch.Isolation, taskMode bool) map
 		}},
 	}
 	if taskMode {
+		if isolation == dispatch.IsolationGVisor {
+			cfg["runtime"] = dispatch.GVisorRuntime
+		}
 		return cfg
 	}
 	// A relative host path binds a directory of the task itself, which the
@@ -266,10 +284,15 @@ func dockerConfig(image string, isolation dispatch.Isolation, taskMode bool) map
 	switch isolation {
 	case dispatch.IsolationPrivileged:
 		cfg["privileged"] = true
-	case dispatch.IsolationCaps:
+	case dispatch.IsolationCaps, dispatch.IsolationGVisor:
 		cfg["cap_add"] = []string{"all"}
 		cfg["cap_drop"] = []string{"sys_resource"}
 		cfg["security_opt"] = []string{"seccomp=unconfined", "apparmor=unconfined"}
+	}
+	if isolation == dispatch.IsolationGVisor {
+		// The grants are towards gVisor's kernel (the docker plugin's
+		// allow_runtimes must list it).
+		cfg["runtime"] = dispatch.GVisorRuntime
 	}
 	return cfg
 }

@@ -57,6 +57,9 @@ func TestBuildJobGolden(t *testing.T) {
 		{"plan", spec(dispatch.ModePlan, "1"), "", nil},
 		{"execute", spec(dispatch.ModeExecute, "2"), "", nil},
 		{"execute-caps", spec(dispatch.ModeExecute, "2"), dispatch.IsolationCaps, nil},
+		// gVisor's runtime, on nodes whose engine has it; task mode too.
+		{"execute-gvisor", spec(dispatch.ModeExecute, "2"), dispatch.IsolationGVisor, nil},
+		{"task-gvisor", spec(dispatch.ModeTask, "6"), dispatch.IsolationGVisor, nil},
 		{"revise", spec(dispatch.ModeRevise, "3"), "", nil},
 		{"continue", spec(dispatch.ModeContinue, "4"), "", nil},
 		{"rebase", spec(dispatch.ModeRebase, "5"), "", nil},
@@ -164,12 +167,18 @@ func checkJob(t *testing.T, job *api.Job, s dispatch.RunSpec) {
 		_, privileged := task.Config["privileged"]
 		_, volumes := task.Config["volumes"]
 		_, caps := task.Config["cap_add"]
+		gvisor := s.Isolation == dispatch.IsolationGVisor
+		onRunsc := len(job.Constraints) == 2 && job.Constraints[1].LTarget == "${attr.driver.docker.runtimes}" &&
+			job.Constraints[1].Operand == "set_contains" && job.Constraints[1].RTarget == "runsc"
+		if rt, _ := task.Config["runtime"].(string); (rt == "runsc") != gvisor || onRunsc != gvisor {
+			fail("runtime %q constraints %v: gVisor's runtime exactly for the gvisor profile, placed where the engine has it", rt, job.Constraints)
+		}
 		switch {
 		case taskMode:
 			if privileged || volumes || caps || task.Env[dispatch.EnvDinD] != "0" || len(task.Templates) != 1 {
 				fail("task mode must run without privileges, inner daemon or token: %v env %v", task.Config, task.Env)
 			}
-		case s.Isolation == dispatch.IsolationCaps:
+		case s.Isolation == dispatch.IsolationCaps || gvisor:
 			if privileged || !caps || task.Config["cap_drop"].([]string)[0] != "sys_resource" || len(task.Config["security_opt"].([]string)) != 2 {
 				fail("caps profile config %v", task.Config)
 			}

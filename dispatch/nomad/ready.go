@@ -3,6 +3,8 @@ package nomad
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/hashicorp/nomad/api"
 
@@ -12,7 +14,8 @@ import (
 // Ready implements dispatch.ReadinessChecker: Nomad answers, the namespace
 // sandboxes run in exists, and the node pool sandboxes go to has a ready, eligible node with a healthy docker
 // driver; for the privileged profile, one whose docker plugin allows
-// privileged containers. Whether the sandbox image is on the nodes Nomad
+// privileged containers; for the gvisor profile, one whose engine has
+// gVisor's runtime. Whether the sandbox image is on the nodes Nomad
 // cannot say before a run: a missing image shows as a failed allocation.
 func (b *Backend) Ready(ctx context.Context) []error {
 	if _, _, err := b.c.Namespaces().Info(b.o.Namespace, b.qopts(ctx)); err != nil {
@@ -40,7 +43,22 @@ func (b *Backend) Ready(ctx context.Context) []error {
 	if len(ready) == 0 {
 		return []error{fmt.Errorf("nomad backend: no ready, eligible node with a healthy docker driver in node pool %q (%d nodes listed)", pool, len(stubs))}
 	}
-	if b.o.Isolation != dispatch.IsolationPrivileged {
+	var accepts func(attrs map[string]string) bool
+	var refusal string
+	switch b.o.Isolation {
+	case dispatch.IsolationPrivileged:
+		accepts = func(a map[string]string) bool {
+			v := a["driver.docker.privileged.enabled"]
+			return v == "1" || v == "true"
+		}
+		refusal = "allows privileged containers (docker plugin allow_privileged; %w); set SANDBOX_ISOLATION=caps with allow_caps = [\"all\"] instead"
+	case dispatch.IsolationGVisor:
+		accepts = func(a map[string]string) bool {
+			return slices.Contains(strings.Split(a[runtimesAttribute], ","), dispatch.GVisorRuntime)
+		}
+		refusal = "has gVisor's runtime " + dispatch.GVisorRuntime + " in its Docker engine (%w); register it on the engine (runtimeArgs --net-raw) " +
+			"and list it in the docker plugin's allow_runtimes (deploy/nomad/client.hcl)"
+	default:
 		return nil
 	}
 	for _, n := range ready {
@@ -48,10 +66,9 @@ func (b *Backend) Ready(ctx context.Context) []error {
 		if err != nil {
 			return []error{fmt.Errorf("nomad backend: read node %s: %w", n.ID, err)}
 		}
-		if v := node.Attributes["driver.docker.privileged.enabled"]; v == "1" || v == "true" {
+		if accepts(node.Attributes) {
 			return nil
 		}
 	}
-	return []error{fmt.Errorf("nomad backend: no ready node in pool %q allows privileged containers (docker plugin allow_privileged; %w); "+
-		"set SANDBOX_ISOLATION=caps with allow_caps = [\"all\"] instead", pool, dispatch.ErrIsolationRefused)}
+	return []error{fmt.Errorf("nomad backend: no ready node in pool %q "+refusal, pool, dispatch.ErrIsolationRefused)}
 }

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -16,6 +18,7 @@ import (
 // DockerDriver runs a task with the local Docker engine the way Nomad's
 // docker driver does, so a job built for Nomad runs for real in a test: the
 // image and its entrypoint, privileged or cap_add/cap_drop/security_opt,
+// the runtime (within allow_runtimes),
 // relative volumes bound from the task directory, the alloc/, local/ and
 // secrets/ directories at /alloc, /local and /secrets, the task env,
 // labels, memory and CPU shares, stdout and stderr into the allocation's
@@ -35,6 +38,46 @@ type DockerDriver struct {
 	// group's host volume binds the path. A job asking for a volume the
 	// node lacks fails, as Nomad would never place it there.
 	HostVolumes map[string]string
+	// AllowRuntimes is the docker plugin's allow_runtimes: a task's
+	// config.runtime must be one of them. Nomad's default is runc and
+	// nvidia.
+	AllowRuntimes []string
+}
+
+// Fingerprint is what Nomad's docker driver reports of the engine as node
+// attributes: its runtimes (driver.docker.runtimes, sorted and
+// comma-separated), from `docker info`, and privileged containers allowed.
+func (d DockerDriver) Fingerprint() (map[string]string, error) {
+	out, err := exec.Command(d.bin(), "info", "--format", "{{range $name, $_ := .Runtimes}}{{$name}} {{end}}").Output()
+	if err != nil {
+		return nil, fmt.Errorf("docker driver: fingerprint the engine: %w", err)
+	}
+	runtimes := strings.Fields(string(out))
+	sort.Strings(runtimes)
+	return map[string]string{"driver.docker.runtimes": strings.Join(runtimes, ",")}, nil
+}
+
+func (d DockerDriver) bin() string {
+	if d.Binary == "" {
+		return "docker"
+	}
+	return d.Binary
+}
+
+// runtimeArgs is --runtime for a task that names one the plugin allows.
+func (d DockerDriver) runtimeArgs(cfg map[string]any) ([]string, error) {
+	rt, _ := cfg["runtime"].(string)
+	if rt == "" {
+		return nil, nil
+	}
+	allowed := d.AllowRuntimes
+	if allowed == nil {
+		allowed = []string{"runc", "nvidia"}
+	}
+	if !slices.Contains(allowed, rt) {
+		return nil, fmt.Errorf("docker driver: runtime %q is not allowed (the docker plugin's allow_runtimes: %v)", rt, allowed)
+	}
+	return []string{"--runtime", rt}, nil
 }
 
 var nodeAddrRef = regexp.MustCompile(`\$\{attr\.unique\.network\.ip-address\}`)
@@ -43,10 +86,7 @@ var nomadVarRef = regexp.MustCompile(`\$\{(NOMAD_[A-Za-z0-9_]+)\}`)
 
 // Run implements Driver.
 func (d DockerDriver) Run(ctx context.Context, t *Task) (int, error) {
-	bin := d.Binary
-	if bin == "" {
-		bin = "docker"
-	}
+	bin := d.bin()
 	cfg := t.Task.Config
 	image, _ := cfg["image"].(string)
 	if image == "" {
@@ -87,6 +127,11 @@ func (d DockerDriver) Run(ctx context.Context, t *Task) (int, error) {
 	if b, _ := cfg["privileged"].(bool); b {
 		args = append(args, "--privileged")
 	}
+	rt, err := d.runtimeArgs(cfg)
+	if err != nil {
+		return 1, err
+	}
+	args = append(args, rt...)
 	for _, c := range stringList(cfg["cap_add"]) {
 		args = append(args, "--cap-add", c)
 	}

@@ -1,6 +1,7 @@
 package nomadtest
 
 import (
+	"maps"
 	"net/http"
 	"net/url"
 
@@ -13,7 +14,7 @@ func (s *Server) node() *api.Node {
 	return &api.Node{
 		ID: NodeID, Name: "nomadtest-client", Datacenter: "dc1", NodePool: "default",
 		HTTPAddr: u.Host, Status: "ready", SchedulingEligibility: "eligible",
-		Attributes: map[string]string{"driver.docker": "1", "driver.docker.privileged.enabled": "1"},
+		Attributes: s.attributes(),
 		Drivers:    map[string]*api.DriverInfo{"docker": {Detected: true, Healthy: true}},
 	}
 }
@@ -29,4 +30,18 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 		ID: n.ID, Name: n.Name, Datacenter: n.Datacenter, NodePool: n.NodePool, Address: n.HTTPAddr,
 		Status: n.Status, SchedulingEligibility: n.SchedulingEligibility, Drivers: n.Drivers,
 	}})
+}
+
+// fingerprinter is a Driver that reports node attributes of its own (the
+// docker driver's runtimes), as Nomad's drivers fingerprint their node.
+type fingerprinter interface {
+	Fingerprint() (map[string]string, error)
+}
+
+// attributes are the node's: the docker driver's, privileged containers
+// allowed, and what the Driver fingerprinted at start.
+func (s *Server) attributes() map[string]string {
+	a := map[string]string{"driver.docker": "1", "driver.docker.privileged.enabled": "1", "driver.docker.runtimes": "runc"}
+	maps.Copy(a, s.fingerprint)
+	return a
 }

@@ -107,6 +107,8 @@ type Server struct {
 	// varWake is closed and replaced on every variable write, for
 	// templates waiting on nomadVar.
 	varWake chan struct{}
+	// fingerprint is what the Driver reported of the node at start.
+	fingerprint map[string]string
 }
 
 // Call records one request the fake served, for assertions.
@@ -133,6 +135,13 @@ func New(opts Options) (*Server, error) {
 		streams: map[chan struct{}]struct{}{},
 		varWake: make(chan struct{}),
 		index:   100,
+	}
+	if f, ok := opts.Driver.(fingerprinter); ok {
+		attrs, err := f.Fingerprint()
+		if err != nil {
+			return nil, fmt.Errorf("nomadtest: %w", err)
+		}
+		s.fingerprint = attrs
 	}
 	if s.opts.DataDir == "" {
 		dir, err := os.MkdirTemp("", "nomadtest-")
