@@ -108,20 +108,6 @@ func HasRunsc() (bool, string) {
 	return err == nil && slices.Contains(strings.Fields(string(out)), "runsc"), strings.TrimSpace(string(out))
 }
 
-// LoadAverage is /proc/loadavg's first three figures, printed beside a
-// measured figure (figures taken under load are not floors).
-func LoadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
 // SandboxImage requires the sandbox image in the local engine and returns
 // its reference ($SANDBOX_TEST_IMAGE, else the --local build's tag).
 func SandboxImage(t testing.TB) string {

@@ -161,7 +161,7 @@ func startLoop(t *testing.T, o loopOptions) *loop {
 	l.env = []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
 		"GITHUB_V3_API_URL=" + gh.URL(), "GITHUB_WEB_URL=" + gh.WebURL(), "GITHUB_APP_INTEGRATION_ID=1", "GITHUB_APP_WEBHOOK_SECRET=" + e2eSecret,
-		"GITHUB_APP_PRIVATE_KEY=" + testKey(t), "SANDBOX_BACKEND=docker", "SANDBOX_ISOLATION=caps",
+		"GITHUB_APP_PRIVATE_KEY=" + testKey(t), "SANDBOX_BACKEND=docker", "SANDBOX_ISOLATION=" + testIsolation(t),
 		"SANDBOX_IMAGE=" + img, "SANDBOX_DATA_DIR=" + dataDir, "SANDBOX_PROGRESS_INTERVAL=1s",
 		"SANDBOX_LOG_LEVEL=debug", "SANDBOX_SHUTDOWN_TIMEOUT=5s",
 	}
@@ -205,6 +205,21 @@ func startLoop(t *testing.T, o loopOptions) *loop {
 	}
 	l.bot = l.startBot()
 	return l
+}
+
+// testIsolation is the profile the loops' bots run sandboxes in: caps,
+// or SANDBOX_TEST_ISOLATION's (gvisor), so that any of these tests can be
+// run behind gVisor by hand; a test's own SANDBOX_ISOLATION wins.
+func testIsolation(t *testing.T) string {
+	t.Helper()
+	iso := cmp.Or(os.Getenv("SANDBOX_TEST_ISOLATION"), string(dispatch.IsolationCaps))
+	if _, err := dispatch.ParseIsolation(iso); err != nil {
+		t.Fatalf("SANDBOX_TEST_ISOLATION: %v", err)
+	}
+	if iso == string(dispatch.IsolationGVisor) {
+		testenv.Runsc(t)
+	}
+	return iso
 }
 
 // removeAll deletes a data dir whose task directories may hold files the
@@ -407,8 +422,9 @@ func nomadFake(t *testing.T) (*nomadtest.Server, func(string) []string) {
 		t.Fatal(err)
 	}
 	const botToken = "e2e-sandbox-bot-workload-identity"
+	// AllowRuntimes: the client's allow_runtimes of deploy/nomad/client.hcl.
 	fake, err := nomadtest.New(nomadtest.Options{Heartbeat: time.Second,
-		Driver:     nomadtest.DockerDriver{ExtraArgs: []string{"--add-host", "host.docker.internal:host-gateway"}},
+		Driver:     nomadtest.DockerDriver{ExtraArgs: []string{"--add-host", "host.docker.internal:host-gateway"}, AllowRuntimes: []string{"runc", "runsc"}},
 		Namespaces: []string{nomad.DefaultNamespace}, ACLToken: "e2e-nomad-management", ACL: map[string]*nomadtest.Policy{botToken: policy}})
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
+	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
 )
 
@@ -99,10 +101,21 @@ func uiOpenCodeScript() []modeltest.Turn {
 }
 
 // TestE2EUITaskLife: the whole life with OpenCode on the Docker backend.
-func TestE2EUITaskLife(t *testing.T) {
+func TestE2EUITaskLife(t *testing.T) { uiTaskLife(t, dispatch.IsolationCaps) }
+
+// TestE2EUITaskLifeGVisor: the same life with every sandbox behind
+// gVisor's kernel (SANDBOX_ISOLATION=gvisor): the agent's browser, the
+// media, the session, the review batch and the rebase work there too.
+func TestE2EUITaskLifeGVisor(t *testing.T) {
+	testenv.Runsc(t)
+	uiTaskLife(t, dispatch.IsolationGVisor)
+}
+
+func uiTaskLife(t *testing.T, iso dispatch.Isolation) {
 	yml, files := uiRepo()
 	l := startLoop(t, loopOptions{script: uiOpenCodeScript(), sandboxYML: yml, files: files,
-		env: []string{"SANDBOX_REVIEW_BATCH_WINDOW=4s"}})
+		env: []string{"SANDBOX_REVIEW_BATCH_WINDOW=4s", "SANDBOX_ISOLATION=" + string(iso)}})
+	defer wantSandboxesIn(t, l, iso, 4)
 	n, pr := uiPlanApprovePR(t, l)
 	wantOpenCodeResumedPlan(t, l.model)
 	wantMedia(t, l, pr)
@@ -398,14 +411,57 @@ func TestE2EUISessionAndMediaClaudeCode(t *testing.T) {
 // Nomad backend, whose fake runs each job on the real engine as Nomad's
 // docker driver would: the plan's session leaves its allocation for
 // Variables and comes back in the execute job.
-func TestE2ENomadUISessionAndMedia(t *testing.T) {
+func TestE2ENomadUISessionAndMedia(t *testing.T) { nomadUISessionAndMedia(t, dispatch.IsolationCaps) }
+
+// TestE2ENomadUISessionAndMediaGVisor: the same with the jobs' sandboxes
+// behind gVisor (the job's runtime, which the fake's docker driver passes
+// to the engine as Nomad's does).
+func TestE2ENomadUISessionAndMediaGVisor(t *testing.T) {
+	testenv.Runsc(t)
+	nomadUISessionAndMedia(t, dispatch.IsolationGVisor)
+}
+
+func nomadUISessionAndMedia(t *testing.T, iso dispatch.Isolation) {
 	fake, onNomad := nomadFake(t)
 	yml, files := uiRepo()
-	l := startLoop(t, loopOptions{script: uiOpenCodeScript()[:5], sandboxYML: yml, files: files, backendEnv: onNomad})
+	l := startLoop(t, loopOptions{script: uiOpenCodeScript()[:5], sandboxYML: yml, files: files, backendEnv: onNomad,
+		env: []string{"SANDBOX_ISOLATION=" + string(iso)}})
 	_, pr := uiPlanApprovePR(t, l)
 	wantOpenCodeResumedPlan(t, l.model)
 	wantMedia(t, l, pr)
 	if fake.Jobs() != 2 {
 		t.Errorf("want 2 Nomad jobs (plan, execute), got %d", fake.Jobs())
+	}
+	c, err := fake.Client("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs, _, err := c.Jobs().List(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs {
+		rt, _ := fake.Job(j.Namespace, j.ID).TaskGroups[0].Tasks[0].Config["runtime"].(string)
+		if (rt == dispatch.GVisorRuntime) != (iso == dispatch.IsolationGVisor) {
+			t.Errorf("job %s asks for runtime %q in the %s profile", j.ID, rt, iso)
+		}
+	}
+}
+
+// wantSandboxesIn: the bot started at least n sandboxes, each in profile
+// iso, by its own log.
+func wantSandboxesIn(t *testing.T, l *loop, iso dispatch.Isolation, n int) {
+	t.Helper()
+	var started, in int
+	for _, line := range strings.Split(l.bot.logs.String(), "\n") {
+		if strings.Contains(line, `"message":"sandbox started"`) {
+			started++
+			if strings.Contains(line, `"isolation":"`+string(iso)+`"`) {
+				in++
+			}
+		}
+	}
+	if started < n || in != started {
+		t.Errorf("the bot started %d sandboxes, %d of them %s; want at least %d, all %s", started, in, iso, n, iso)
 	}
 }

@@ -24,6 +24,7 @@ import (
 //	SANDBOX_STARTLOAD=1 go test -count=1 -timeout 60m -run 'TestStartFast/second-run-setup' -v ./cmd/sandbox-bot/
 //	SANDBOX_STARTLOAD=1 go test -count=1 -timeout 60m -run 'TestStartFast/second-run-bare' -v ./cmd/sandbox-bot/
 //	SANDBOX_STARTLOAD=1 go test -count=1 -timeout 60m -run 'TestStartFast/burst' -v ./cmd/sandbox-bot/
+//	SANDBOX_STARTLOAD=1 go test -count=1 -timeout 60m -run 'TestStartFast/second-run-gvisor' -v ./cmd/sandbox-bot/
 //
 // second-run-setup: a repository whose setup takes 30 s uncached (npm ci
 // from a registry fixture, then sleep 30); the first plan run fills the
@@ -40,6 +41,8 @@ import (
 // (SANDBOX_STARTLOAD_ROUNDS), the load average before and after each
 // figure, and the bot's /healthz latency during each burst. burst-24: the
 // same with 24 issues.
+// second-run-gvisor: second-run-setup's figure behind gVisor beside caps,
+// as a ratio (gvisor_load_test.go).
 func TestStartFast(t *testing.T) {
 	if os.Getenv("SANDBOX_STARTLOAD") == "" {
 		t.Skip("hand-run load test: set SANDBOX_STARTLOAD=1")
@@ -48,6 +51,7 @@ func TestStartFast(t *testing.T) {
 	t.Run("second-run-bare", func(t *testing.T) { secondRun(t, false) })
 	t.Run("burst", func(t *testing.T) { burst(t, 8) })
 	t.Run("burst-24", func(t *testing.T) { burst(t, 24) })
+	t.Run("second-run-gvisor", secondRunGVisor)
 }
 
 const planText = "1. Pad the output with left-pad."

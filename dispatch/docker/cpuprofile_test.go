@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -20,13 +21,14 @@ import (
 )
 
 // TestPlanRunCPUByProcess profiles a plan run's CPU by process: the real
-// image on the docker backend (caps), the init's gateway, OpenCode against
-// a scripted two-step plan (a shell call, then the plan), once without
-// services (the inner daemon is never started) and once with one service
-// (it is). After each, the floor: one plain `opencode run` of the same
-// conversation (the prompt the sandbox's agent got, the same two turns) on
-// the host in a fresh HOME. Hand-run; it prints the tables and the load
-// average:
+// image on the docker backend (caps, and gvisor beside it when the engine
+// has runsc), the init's gateway, OpenCode against a scripted two-step
+// plan (a shell call, then the plan), once without services (the inner
+// daemon is never started) and once with one service (it is). After each
+// pair, the floor: one plain `opencode run` of the same conversation (the
+// prompt the sandbox's agent got, the same two turns) on the host in a
+// fresh HOME. Hand-run; it prints the tables, the load average, each
+// profile's CPU beside the floor and gvisor's as a ratio to caps':
 //
 //	SANDBOX_CPUPROFILE=1 go test -count=1 -run TestPlanRunCPUByProcess -v ./dispatch/docker/
 //
@@ -45,9 +47,51 @@ func TestPlanRunCPUByProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Close)
-	cache := t.TempDir()
+	ref := dockertest.ServiceImage(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
+	defer cancel()
+	// caps, and gvisor beside it when the engine has gVisor's runtime: the
+	// same plan run in each, alternating which goes first.
+	profiles := []dispatch.Isolation{dispatch.IsolationCaps}
+	if ok, runtimes := testenv.HasRunsc(); ok {
+		profiles = append(profiles, dispatch.IsolationGVisor)
+	} else {
+		t.Logf("*** the engine has no runsc (runtimes: %s): caps only ***", runtimes)
+	}
+	backends := map[dispatch.Isolation]*docker.Backend{}
+	for _, iso := range profiles {
+		backends[iso] = profileBackend(ctx, t, img, iso, srv, ref)
+	}
+	for i, withService := range []bool{false, true} {
+		if i%2 == 1 {
+			slices.Reverse(profiles)
+		}
+		totals := map[dispatch.Isolation]time.Duration{}
+		var start time.Time
+		for _, iso := range profiles {
+			totals[iso], start = profilePlanRun(ctx, t, backends[iso], iso, srv, ref, git.URL, withService)
+		}
+		srv.Append(
+			modeltest.Turn{ToolCalls: []modeltest.ToolCall{{Name: "bash", Args: map[string]any{"command": "ls", "description": "list files"}}}},
+			modeltest.Turn{Text: "1. Document add.sh in README.md."},
+		)
+		plain := dockertest.RunPlain(t, dockertest.PlainOpenCode(t, srv, remote.Dir, dockertest.PromptOf(srv, start)))
+		for _, iso := range profiles {
+			t.Logf("services %v, %s: sandbox and its shim %.2f s of CPU beside one plain opencode run of the same conversation on the host %.2f s (%.1f s wall): x%.2f; load average %s",
+				withService, iso, totals[iso].Seconds(), plain.CPU.Seconds(), plain.Wall.Seconds(), totals[iso].Seconds()/plain.CPU.Seconds(), testenv.LoadAverage())
+		}
+		if c, g := totals[dispatch.IsolationCaps], totals[dispatch.IsolationGVisor]; c > 0 && g > 0 {
+			t.Logf("services %v: the plan run's CPU (the container cgroup's and its shim's) gvisor %.1f s, caps %.1f s: x%.2f (load average %s)",
+				withService, g.Seconds(), c.Seconds(), float64(g)/float64(c), testenv.LoadAverage())
+		}
+	}
+}
+
+// profileBackend is the docker backend of the profile run, in profile iso.
+func profileBackend(ctx context.Context, t *testing.T, img string, iso dispatch.Isolation, srv *modeltest.Server, ref string) *docker.Backend {
+	t.Helper()
 	backend, err := docker.New(docker.Options{
-		Image: img, Isolation: dispatch.IsolationCaps, DataDir: t.TempDir(), CacheDir: cache, StopGrace: 30 * time.Second,
+		Image: img, Isolation: iso, DataDir: t.TempDir(), CacheDir: t.TempDir(), StopGrace: 30 * time.Second,
 		ExtraHosts: []string{"host.docker.internal:host-gateway"},
 		Env:        map[string]string{dispatch.EnvOpenCodeConfigJSON: srv.OpenCodeConfigBehindGateway()},
 		Gateway: &dispatch.GatewayConfig{Providers: []dispatch.GatewayProvider{
@@ -57,43 +101,37 @@ func TestPlanRunCPUByProcess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := dockertest.ServiceImage(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
 	if err := backend.CacheImage(ctx, ref); err != nil {
 		t.Fatal(err)
 	}
-	for _, withService := range []bool{false, true} {
-		srv.Append(
-			modeltest.Turn{ToolCalls: []modeltest.ToolCall{{Name: "bash", Args: map[string]any{"command": "ls", "description": "list files"}}}},
-			modeltest.Turn{Text: "1. Document add.sh in README.md."},
-		)
-		id := fmt.Sprintf("T-%08X", rand.Uint32())
-		cfg := sandboxcfg.Config{Harness: "opencode", Model: srv.OpenCodeModel(), InactivitySeconds: 600}
-		what := "plan run, no services"
-		if withService {
-			cfg.Services = map[string]sandboxcfg.Service{"svc": {Image: ref, Ports: []int{8080}}}
-			what = "plan run, one service"
-		}
-		spec := dockertest.PlanSpec(id, git.URL, dispatch.TaskText{Title: "Document add.sh", Body: "Say what add.sh does."}, cfg)
-		prof := dockertest.ProfileContainer(t, "sandbox-"+id+"-plan")
-		load0 := dockertest.LoadAverage()
-		start := time.Now()
-		res := dockertest.RunToEnd(ctx, t, backend, spec)
-		wall := time.Since(start)
-		report := prof.Report()
-		if res.Status != dispatch.StatusCompleted {
-			t.Fatalf("%s: %s %+v", what, res.Status, res.Error)
-		}
-		srv.Append(
-			modeltest.Turn{ToolCalls: []modeltest.ToolCall{{Name: "bash", Args: map[string]any{"command": "ls", "description": "list files"}}}},
-			modeltest.Turn{Text: "1. Document add.sh in README.md."},
-		)
-		plain := dockertest.RunPlain(t, dockertest.PlainOpenCode(t, srv, remote.Dir, dockertest.PromptOf(srv, start)))
-		load1 := dockertest.LoadAverage()
-		sandbox := report.Total + report.Shim
-		t.Logf("%s: %.1f s wall, CPU by process:\n%s\nstart: %s\nsandbox and its shim %.2f s of CPU beside one plain opencode run of the same conversation on the host %.2f s (%.1f s wall): x%.2f; load average %.1f → %.1f",
-			what, wall.Seconds(), report.Table(), res.Timings.Summary(), sandbox.Seconds(), plain.CPU.Seconds(), plain.Wall.Seconds(),
-			sandbox.Seconds()/plain.CPU.Seconds(), load0, load1)
+	return backend
+}
+
+// profilePlanRun runs one plan run, prints its table and returns the CPU
+// of the container's cgroup and its shim, and when the run started (the
+// floor replays the prompt the agent got).
+func profilePlanRun(ctx context.Context, t *testing.T, backend *docker.Backend, iso dispatch.Isolation, srv *modeltest.Server, ref, cloneURL string, withService bool) (time.Duration, time.Time) {
+	t.Helper()
+	srv.Append(
+		modeltest.Turn{ToolCalls: []modeltest.ToolCall{{Name: "bash", Args: map[string]any{"command": "ls", "description": "list files"}}}},
+		modeltest.Turn{Text: "1. Document add.sh in README.md."},
+	)
+	id := fmt.Sprintf("T-%08X", rand.Uint32())
+	cfg := sandboxcfg.Config{Harness: "opencode", Model: srv.OpenCodeModel(), InactivitySeconds: 600}
+	what := string(iso) + ": plan run, no services"
+	if withService {
+		cfg.Services = map[string]sandboxcfg.Service{"svc": {Image: ref, Ports: []int{8080}}}
+		what = string(iso) + ": plan run, one service"
 	}
+	spec := dockertest.PlanSpec(id, cloneURL, dispatch.TaskText{Title: "Document add.sh", Body: "Say what add.sh does."}, cfg)
+	prof := dockertest.ProfileContainer(t, "sandbox-"+id+"-plan")
+	start := time.Now()
+	res := dockertest.RunToEnd(ctx, t, backend, spec)
+	wall := time.Since(start)
+	report := prof.Report()
+	if res.Status != dispatch.StatusCompleted {
+		t.Fatalf("%s: %s %+v", what, res.Status, res.Error)
+	}
+	t.Logf("%s: %.1f s wall (load average %s), CPU by process:\n%s\nstart: %s", what, wall.Seconds(), testenv.LoadAverage(), report.Table(), res.Timings.Summary())
+	return report.Total + report.Shim, start
 }

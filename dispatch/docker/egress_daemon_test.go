@@ -180,8 +180,13 @@ func daemonEgressRun(t *testing.T, f *fixture, id string, cfg sandboxcfg.Config,
 // push, a classic and a BuildKit build's ADD of a URL and an import from a
 // URL, all naming a listener on the test host, fail, and the listener
 // records no connection at all; a pull from the listed registry works.
+// In the caps profile and behind gVisor.
 func TestEgressAllowlistHoldsTheInnerDaemon(t *testing.T) {
-	f := newFixture(t)
+	dockertest.ForEachProfile(t, egressAllowlistHoldsTheInnerDaemon)
+}
+
+func egressAllowlistHoldsTheInnerDaemon(t *testing.T, iso dispatch.Isolation) {
+	f := newFixture(t, withIsolation(iso))
 	listener, conns := connListener(t)
 	reg, ca := tlsRegistry(t)
 	cfg := sandboxcfg.Config{
@@ -214,10 +219,15 @@ func TestEgressAllowlistHoldsTheInnerDaemon(t *testing.T) {
 // Without network.allow the daemon's traffic is open, except for the deny
 // list, which holds for it as for everything in the sandbox: the bot's
 // port on the host is refused to a pull and a push as it is to the agent.
+// In the caps profile and behind gVisor.
 func TestEgressDefaultsHoldTheInnerDaemon(t *testing.T) {
+	dockertest.ForEachProfile(t, egressDefaultsHoldTheInnerDaemon)
+}
+
+func egressDefaultsHoldTheInnerDaemon(t *testing.T, iso dispatch.Isolation) {
 	listener, conns := connListener(t)
 	_, port, _ := net.SplitHostPort(listener)
-	f := newFixture(t, func(o *docker.Options) { o.BotListen = []string{":" + port} })
+	f := newFixture(t, withIsolation(iso), func(o *docker.Options) { o.BotListen = []string{":" + port} })
 	cfg := sandboxcfg.Config{
 		Harness:  "command",
 		Services: webService(f.svc),

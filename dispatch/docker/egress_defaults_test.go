@@ -3,7 +3,6 @@ package docker_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,8 +42,12 @@ echo 'Probed.'`
 // the git server and another server on the same gateway still answer.
 // Package caches are the repository's own: a second repository's sandbox
 // does not see what the first one's agent wrote, and the agent can write
-// neither image cache.
+// neither image cache. In the caps profile and behind gVisor.
 func TestEgressDefaults(t *testing.T) {
+	dockertest.ForEachProfile(t, egressDefaults)
+}
+
+func egressDefaults(t *testing.T, iso dispatch.Isolation) {
 	img := testenv.SandboxImage(t)
 	probe := dockertest.ProbeImage(t)
 	f := &fixture{svc: dockertest.ServiceImage(t)}
@@ -54,7 +57,7 @@ func TestEgressDefaults(t *testing.T) {
 	botPort, botHits := serveOnGateway(t, "the bot itself")
 	okPort, okHits := serveOnGateway(t, "allowed-ok")
 	b, err := docker.New(docker.Options{
-		Image: img, Isolation: dispatch.IsolationCaps, DataDir: t.TempDir(), CacheDir: f.cache, StopGrace: 30 * time.Second,
+		Image: img, Isolation: iso, DataDir: t.TempDir(), CacheDir: f.cache, StopGrace: 30 * time.Second,
 		ExtraHosts: []string{"host.docker.internal:host-gateway"},
 		// As the bot configures it from SANDBOX_LISTEN: every address.
 		BotListen: []string{":" + botPort},
@@ -93,17 +96,14 @@ func TestEgressDefaults(t *testing.T) {
 	wo := wait(ctx, f.b, other.Meta.TaskID)
 	wo.until(t, ctx, "the other agent's probes", toolIs("write"))
 
-	out, err := exec.Command("docker", "exec", "sandbox-"+demo.Meta.TaskID+"-execute", "iptables", "-S").CombinedOutput()
-	if err != nil {
-		t.Fatalf("iptables -S in the sandbox: %v: %s", err, out)
-	}
+	out := dockertest.SandboxRules(t, "sandbox-"+demo.Meta.TaskID+"-execute")
 	for _, want := range []string{
 		"-A OUTPUT -j SANDBOX-DENY",
 		"-A DOCKER-USER -j SANDBOX-DENY",
 		"-A SANDBOX-DENY -d 169.254.0.0/16 -p tcp -j REJECT --reject-with tcp-reset",
 		"-A SANDBOX-DENY -d " + gw + "/32 -p tcp -m tcp --dport " + botPort + " -j REJECT --reject-with tcp-reset",
 	} {
-		if !strings.Contains(string(out), want) {
+		if want = dockertest.Rule(iso, want); !strings.Contains(out, want) {
 			t.Errorf("sandbox rules lack %q:\n%s", want, out)
 		}
 	}

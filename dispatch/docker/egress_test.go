@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -55,7 +54,7 @@ func serveOnGateway(t *testing.T, body string) (port string, hits *atomic.Int64)
 
 // egressFixture is the sandbox fixture with the two test names mapped to
 // the gateway.
-func egressFixture(t *testing.T) *fixture {
+func egressFixture(t *testing.T, iso dispatch.Isolation) *fixture {
 	t.Helper()
 	img := testenv.SandboxImage(t)
 	f := &fixture{svc: dockertest.ServiceImage(t)}
@@ -64,7 +63,7 @@ func egressFixture(t *testing.T) *fixture {
 	f.cache = t.TempDir()
 	b, err := docker.New(docker.Options{
 		Image:     img,
-		Isolation: dispatch.IsolationCaps,
+		Isolation: iso,
 		DataDir:   t.TempDir(),
 		CacheDir:  f.cache,
 		StopGrace: 30 * time.Second,
@@ -95,9 +94,14 @@ func egressFixture(t *testing.T) *fixture {
 // private and not listed, and for a port the entry does not name (plain
 // HTTP and CONNECT), cannot go around the proxy to the host directly, and
 // still reaches its service on the inner network; the runner clones and
-// pushes through the proxy (the remote's host is always allowed).
+// pushes through the proxy (the remote's host is always allowed). In the
+// caps profile and behind gVisor.
 func TestEgressAllowlist(t *testing.T) {
-	f := egressFixture(t)
+	dockertest.ForEachProfile(t, egressAllowlist)
+}
+
+func egressAllowlist(t *testing.T, iso dispatch.Isolation) {
+	f := egressFixture(t, iso)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	gw := dockertest.Gateway(t)
@@ -146,18 +150,14 @@ echo 'Checked the network.'`,
 
 	// The inner containers are fenced too: the rules are in place in the
 	// running sandbox (read from the host as root; the agent cannot).
-	name := "sandbox-" + id + "-" + string(spec.Meta.Mode)
-	out, err := exec.Command("docker", "exec", name, "iptables", "-S").CombinedOutput()
-	if err != nil {
-		t.Fatalf("iptables -S in the sandbox: %v: %s", err, out)
-	}
+	out := dockertest.SandboxRules(t, "sandbox-"+id+"-"+string(spec.Meta.Mode))
 	for _, want := range []string{
 		"-A OUTPUT -m owner --uid-owner 1000 -j SANDBOX-EGRESS",
 		"-A SANDBOX-EGRESS -p tcp -j REJECT --reject-with tcp-reset",
 		"-A DOCKER-USER -i br-+ -j SANDBOX-EGRESS-FWD",
 		"-A SANDBOX-EGRESS-FWD -j REJECT --reject-with icmp-port-unreachable",
 	} {
-		if !strings.Contains(string(out), want) {
+		if want = dockertest.Rule(iso, want); !strings.Contains(out, want) {
 			t.Errorf("sandbox rules lack %q:\n%s", want, out)
 		}
 	}

@@ -31,8 +31,12 @@ func randomHex(t *testing.T, n int) string {
 // every push to the base branch is refused and main does not move; and the
 // runner still pushes the run's own branch.
 func TestHostileAgentFindsNoCredentials(t *testing.T) {
+	dockertest.ForEachProfile(t, hostileAgentFindsNoCredentials)
+}
+
+func hostileAgentFindsNoCredentials(t *testing.T, iso dispatch.Isolation) {
 	canary := "canary-" + randomHex(t, 12)
-	f := newFixture(t, func(o *docker.Options) {
+	f := newFixture(t, withIsolation(iso), func(o *docker.Options) {
 		o.Env = map[string]string{"GITHUB_TOKEN": canary}
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
@@ -65,6 +69,7 @@ func TestHostileAgentFindsNoCredentials(t *testing.T) {
 		}
 		t.Logf("%s run, the agent's report:\n%s", mode, report)
 		dockertest.CheckHostileReport(t, string(mode), report, token, canary)
+		dockertest.CheckKernel(t, string(mode), report, iso)
 		if got := f.remote.SHA(t, "main"); got != mainBefore {
 			t.Fatalf("%s: main moved from %s to %s", mode, mainBefore, got)
 		}

@@ -69,6 +69,11 @@ func newFixture(t *testing.T, opts ...func(*docker.Options)) *fixture {
 	return f
 }
 
+// withIsolation runs the fixture's sandboxes in profile iso.
+func withIsolation(iso dispatch.Isolation) func(*docker.Options) {
+	return func(o *docker.Options) { o.Isolation = iso }
+}
+
 func (f *fixture) spec(id string, mode dispatch.Mode, cfg sandboxcfg.Config) dispatch.RunSpec {
 	o := dispatch.WorkOrder{
 		SchemaVersion: dispatch.WorkOrderVersion, TaskID: id, Mode: mode, Attempt: 1,

@@ -25,17 +25,24 @@ import (
 // templates for the runner's uid): in a plan run and an execute run it finds
 // no token, holds no capability, cannot read the runner's environment, and
 // every push it tries to the base branch is refused; main does not move, and
-// the runner pushes the run's own branch.
+// the runner pushes the run's own branch. In the caps profile and behind
+// gVisor (the job's runtime, which the fake's docker driver passes to the
+// engine, as Nomad's does, within the client's allow_runtimes).
 func TestNomadHostileAgentFindsNoCredentials(t *testing.T) {
 	testenv.Long(t, "runs the real sandbox image")
+	dockertest.ForEachProfile(t, nomadHostileAgentFindsNoCredentials)
+}
+
+func nomadHostileAgentFindsNoCredentials(t *testing.T, iso dispatch.Isolation) {
 	img := testenv.SandboxImage(t)
 	remote := runtest.NewRemote(t, map[string]string{"README.md": "# demo\n"})
 	git := dockertest.ServeGit(t, remote.Dir, testToken)
 	mainBefore := remote.SHA(t, "main")
-	e := newEnv(t, nomadtest.Options{Driver: nomadtest.DockerDriver{ExtraArgs: []string{"--add-host", "host.docker.internal:host-gateway"}}})
+	e := newEnv(t, nomadtest.Options{Driver: nomadtest.DockerDriver{ExtraArgs: []string{"--add-host", "host.docker.internal:host-gateway"},
+		AllowRuntimes: clientAllowRuntimes}})
 	b := e.backend(func(o *nomad.Options) {
 		o.Image = img
-		o.Isolation = dispatch.IsolationCaps
+		o.Isolation = iso
 		o.KillTimeout = 10 * time.Second
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
@@ -69,6 +76,7 @@ func TestNomadHostileAgentFindsNoCredentials(t *testing.T) {
 		}
 		t.Logf("%s run, the agent's report:\n%s", mode, report)
 		dockertest.CheckHostileReport(t, string(mode), report, token)
+		dockertest.CheckKernel(t, string(mode), report, iso)
 		if got := remote.SHA(t, "main"); got != mainBefore {
 			t.Fatalf("%s: main moved from %s to %s", mode, mainBefore, got)
 		}
@@ -86,6 +94,10 @@ func TestNomadHostileAgentFindsNoCredentials(t *testing.T) {
 		}
 	}
 }
+
+// clientAllowRuntimes is the docker plugin's allow_runtimes of
+// deploy/nomad/client.hcl (TestClientConfigAllowsTheGVisorProfile).
+var clientAllowRuntimes = []string{"runc", "runsc"}
 
 func hexOf(t *testing.T, n int) string {
 	t.Helper()

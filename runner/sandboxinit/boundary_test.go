@@ -163,7 +163,7 @@ func countingListener(t *testing.T) (url string, conns *atomic.Int64) {
 
 // supabaseArgs are the sandbox's arguments with a service, the Supabase
 // stand-in on PATH and supabase: true.
-func supabaseArgs(t *testing.T, out string) []string {
+func supabaseArgs(t *testing.T, profile []string, out string) []string {
 	t.Helper()
 	cache := cachedService(t)
 	order := writeOrder(t, t.TempDir(), sandboxcfg.Config{Supabase: true, Services: map[string]sandboxcfg.Service{
@@ -173,7 +173,7 @@ func supabaseArgs(t *testing.T, out string) []string {
 	if err := os.WriteFile(cli, []byte(fakeSupabase), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	return append(sandboxArgs(t, order, out, cache), "--rm", "--env", "SANDBOX_LOG_LEVEL=warn",
+	return append(sandboxArgsIn(t, profile, order, out, cache), "--rm", "--env", "SANDBOX_LOG_LEVEL=warn",
 		"--mount", "type=bind,source="+cli+",target=/usr/local/bin/supabase,readonly")
 }
 
@@ -186,15 +186,20 @@ func supabaseArgs(t *testing.T, out string) []string {
 // daemon (the listener the URLs name sees no connection); an IPv6
 // network is refused where only IPv4 is fenced; and a join checked by
 // name stays with the container checked when names move before the start
-// (the service cannot be renamed; the join is pinned to the id).
+// (the service cannot be renamed; the join is pinned to the id). In the
+// caps profile and behind gVisor.
 func TestAgentDockerBoundary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a sandbox with a service and the Supabase stand-in; skipped under -short")
 	}
+	dockertest.ForEachProfile(t, agentDockerBoundary)
+}
+
+func agentDockerBoundary(t *testing.T, iso dispatch.Isolation) {
 	img := testenv.SandboxImage(t)
 	listener, conns := countingListener(t)
 	out := t.TempDir()
-	args := append(supabaseArgs(t, out), "--env", "LISTENER="+listener, img, "--", "bash", "-c", boundaryScript)
+	args := append(supabaseArgs(t, dockertest.Profile(t, iso), out), "--env", "LISTENER="+listener, img, "--", "bash", "-c", boundaryScript)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	raw, err := exec.CommandContext(ctx, "docker", args...).CombinedOutput()
@@ -273,7 +278,7 @@ func TestNoContainerHoldsTheDaemonSocket(t *testing.T) {
 	}
 	img := testenv.SandboxImage(t)
 	out := t.TempDir()
-	args := append(supabaseArgs(t, out), "--env", "FAKE_SUPABASE_IGNORE_CONFIG=1", img, "--", "touch", "/sandbox/out/runner-ran")
+	args := append(supabaseArgs(t, capsProfile, out), "--env", "FAKE_SUPABASE_IGNORE_CONFIG=1", img, "--", "touch", "/sandbox/out/runner-ran")
 	logs, err := dockerRun(t, args...)
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
 		t.Fatalf("exit = %v, want 3 (sandbox start failed)\n%s", err, logs)

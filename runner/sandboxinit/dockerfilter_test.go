@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
@@ -123,16 +124,21 @@ echo DONE
 // refused with an error naming it, the real socket cannot be opened, and a
 // project's ordinary Docker use (a service on a published port, a named
 // volume, a workspace bind, compose, a classic and a BuildKit build, exec,
-// attach with stdin) works through the filter.
+// attach with stdin) works through the filter. In the caps profile and
+// behind gVisor.
 func TestAgentDockerIsFiltered(t *testing.T) {
 	testenv.Long(t, "runs a sandbox and about fifty inner containers")
+	dockertest.ForEachProfile(t, agentDockerIsFiltered)
+}
+
+func agentDockerIsFiltered(t *testing.T, iso dispatch.Isolation) {
 	img := testenv.SandboxImage(t)
 	cache := cachedService(t)
 	out := t.TempDir()
 	order := writeOrder(t, t.TempDir(), sandboxcfg.Config{Services: map[string]sandboxcfg.Service{
 		"svc": {Image: dockertest.ServiceImageRef, Ports: []int{8080}},
 	}})
-	args := append(sandboxArgs(t, order, out, cache), "--rm", "--env", "SANDBOX_LOG_LEVEL=warn", img, "--", "bash", "-c", agentScript)
+	args := append(sandboxArgsIn(t, dockertest.Profile(t, iso), order, out, cache), "--rm", "--env", "SANDBOX_LOG_LEVEL=warn", img, "--", "bash", "-c", agentScript)
 	// About fifty docker commands: minutes on a loaded machine.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

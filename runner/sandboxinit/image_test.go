@@ -93,7 +93,13 @@ func cachedService(t *testing.T) string {
 }
 
 func sandboxArgs(t *testing.T, order, out, cache string) []string {
-	args := append([]string{"run"}, capsProfile...)
+	return sandboxArgsIn(t, capsProfile, order, out, cache)
+}
+
+// sandboxArgsIn is sandboxArgs with the given profile's flags
+// (dockertest.Profile).
+func sandboxArgsIn(t *testing.T, profile []string, order, out, cache string) []string {
+	args := append([]string{"run"}, profile...)
 	return append(args,
 		"--mount", "type=bind,source="+t.TempDir()+",target=/var/lib/docker",
 		"--mount", "type=bind,source="+order+",target=/sandbox/work-order.json,readonly",

@@ -1,8 +1,11 @@
 package dockertest
 
 import (
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
 // HostileAgent is a command-harness agent that does what a prompt-injected
@@ -32,7 +35,9 @@ for k in CapInh CapPrm CapEff CapBnd CapAmb; do
 $(grep "^$k:" /proc/self/status | tr -d '\t' | sed 's/:/ /')"
 done
 report="$report
-UID $(id -u) GROUPS $(id -G)"
+UID $(id -u) GROUPS $(id -G)
+KERNEL $(uname -r)
+PROC_VERSION $(cat /proc/version)"
 denied=yes
 pids=$(pgrep -u runner)
 for p in $pids $(pgrep -x sandbox-runner); do
@@ -82,5 +87,38 @@ func CheckHostileReport(t testing.TB, what, report string, secrets ...string) {
 		if bad != "" && strings.Contains(report, bad) {
 			t.Errorf("%s: the agent's report holds %q", what, bad)
 		}
+	}
+}
+
+// CheckKernel fails t unless HostileAgent's report (run as what) shows the
+// kernel iso puts under the agent: the host's own in the caps and
+// privileged profiles, gVisor's behind gVisor, which answers uname(2) and
+// /proc/version itself, so they differ from the host's (the call never
+// reaches the host's kernel).
+func CheckKernel(t testing.TB, what, report string, iso dispatch.Isolation) {
+	t.Helper()
+	raw, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimSpace(string(raw))
+	var kernel, version string
+	for _, l := range strings.Split(report, "\n") {
+		if v, ok := strings.CutPrefix(l, "KERNEL "); ok {
+			kernel = v
+		}
+		if v, ok := strings.CutPrefix(l, "PROC_VERSION "); ok {
+			version = v
+		}
+	}
+	t.Logf("%s: the agent's uname -r %q, /proc/version %q; the host's release %q", what, kernel, version, host)
+	if iso != dispatch.IsolationGVisor {
+		if kernel != host {
+			t.Errorf("%s: the agent's kernel %q, want the host's %q", what, kernel, host)
+		}
+		return
+	}
+	if !strings.Contains(kernel, "gvisor") || kernel == host || !strings.Contains(version, "gvisor") || strings.Contains(version, host) {
+		t.Errorf("%s: behind gVisor the agent must see gVisor's kernel, not the host's %q: uname -r %q, /proc/version %q", what, host, kernel, version)
 	}
 }
