@@ -290,12 +290,20 @@ func (s *sandboxes) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, er
 
 // isolationHint points at the caps profile when a privileged sandbox
 // does not start: some hosts refuse privileged containers ("unable to
-// apply caps").
+// apply caps"); and at registering gVisor's runtime when a gvisor one
+// does not because the engine has none.
 func isolationHint(err error, isolation dispatch.Isolation) error {
-	if err == nil || isolation != dispatch.IsolationPrivileged {
-		return err
+	switch {
+	case err == nil:
+		return nil
+	case isolation == dispatch.IsolationPrivileged:
+		return fmt.Errorf("%w\nIf this host refuses privileged containers (\"unable to apply caps\"), run with --isolation caps (or %s=caps)", err, envIsolation)
+	case isolation == dispatch.IsolationGVisor && errors.Is(err, dispatch.ErrIsolationRefused):
+		return fmt.Errorf("%w\n--isolation gvisor runs the sandbox on gVisor's runtime %s, which this Docker engine lacks: "+
+			"build runsc static (CGO_ENABLED=0 go install gvisor.dev/gvisor/runsc@<version>) and register it in /etc/docker/daemon.json "+
+			`with "runtimeArgs": ["--net-raw", "--host-uds=create"], then SIGHUP dockerd (see the README's "Run the bot with the Docker backend")`, err, dispatch.GVisorRuntime)
 	}
-	return fmt.Errorf("%w\nIf this host refuses privileged containers (\"unable to apply caps\"), run with --isolation caps (or %s=caps)", err, envIsolation)
+	return err
 }
 
 // openCodeConfig reads the operator's opencode.json for the sandboxes.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
 	"github.com/sandbox-bot/sandbox-bot/runner/runtest"
@@ -211,6 +213,13 @@ func TestIsolationHint(t *testing.T) {
 	}
 	if isolationHint(nil, "privileged") != nil {
 		t.Fatal("hint without an error")
+	}
+	noRuntime := fmt.Errorf("docker backend: start T-1: docker run … img: %w: docker: Error response from daemon: Unknown runtime specified runsc", dispatch.ErrIsolationRefused)
+	if err := isolationHint(noRuntime, dispatch.IsolationGVisor); !errors.Is(err, noRuntime) || !strings.Contains(err.Error(), "daemon.json") {
+		t.Fatalf("gvisor without runsc: %v", err)
+	}
+	if err := isolationHint(base, dispatch.IsolationGVisor); err != base {
+		t.Fatalf("gvisor, another failure: %v", err)
 	}
 }
 
