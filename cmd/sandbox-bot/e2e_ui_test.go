@@ -100,22 +100,15 @@ func uiOpenCodeScript() []modeltest.Turn {
 	}
 }
 
-// TestE2EUITaskLife: the whole life with OpenCode on the Docker backend.
-func TestE2EUITaskLife(t *testing.T) { uiTaskLife(t, dispatch.IsolationCaps) }
-
-// TestE2EUITaskLifeGVisor: the same life with every sandbox behind
-// gVisor's kernel (SANDBOX_ISOLATION=gvisor): the agent's browser, the
-// media, the session, the review batch and the rebase work there too.
-func TestE2EUITaskLifeGVisor(t *testing.T) {
-	testenv.Runsc(t)
-	uiTaskLife(t, dispatch.IsolationGVisor)
-}
-
-func uiTaskLife(t *testing.T, iso dispatch.Isolation) {
+// TestE2EUITaskLife: the whole life with OpenCode on the Docker backend,
+// in the caps profile, or behind gVisor with SANDBOX_TEST_ISOLATION=gvisor
+// (CI runs TestE2EUISessionAndMediaGVisor behind gVisor instead: half the
+// runs, the same sandbox features).
+func TestE2EUITaskLife(t *testing.T) {
 	yml, files := uiRepo()
 	l := startLoop(t, loopOptions{script: uiOpenCodeScript(), sandboxYML: yml, files: files,
-		env: []string{"SANDBOX_REVIEW_BATCH_WINDOW=4s", "SANDBOX_ISOLATION=" + string(iso)}})
-	defer wantSandboxesIn(t, l, iso, 4)
+		env: []string{"SANDBOX_REVIEW_BATCH_WINDOW=4s"}})
+	defer wantSandboxesIn(t, l, dispatch.Isolation(testIsolation(t)), 4)
 	n, pr := uiPlanApprovePR(t, l)
 	wantOpenCodeResumedPlan(t, l.model)
 	wantMedia(t, l, pr)
@@ -407,6 +400,32 @@ func TestE2EUISessionAndMediaClaudeCode(t *testing.T) {
 	wantMedia(t, l, pr)
 }
 
+// TestE2EUISessionAndMediaGVisor: the UI task's plan and execute runs
+// through the bot on the Docker backend with every sandbox behind gVisor's
+// kernel (SANDBOX_ISOLATION=gvisor): the dev server, the agent's browser
+// in the plan, the execute run resuming the plan's session, screenshots in
+// the media commit. The whole life (review batch, rebase) behind gVisor:
+// SANDBOX_TEST_ISOLATION=gvisor go test -run '^TestE2EUITaskLife$'.
+func TestE2EUISessionAndMediaGVisor(t *testing.T) {
+	testenv.Runsc(t)
+	l := uiSessionAndMedia(t, dispatch.IsolationGVisor, nil)
+	wantSandboxesIn(t, l, dispatch.IsolationGVisor, 2)
+}
+
+// uiSessionAndMedia runs the UI task's plan and execute runs in profile
+// iso (on the backend backendEnv names, Docker when nil) and checks the
+// browser, the resumed session and the media.
+func uiSessionAndMedia(t *testing.T, iso dispatch.Isolation, backendEnv func(string) []string) *loop {
+	t.Helper()
+	yml, files := uiRepo()
+	l := startLoop(t, loopOptions{script: uiOpenCodeScript()[:5], sandboxYML: yml, files: files, backendEnv: backendEnv,
+		env: []string{"SANDBOX_ISOLATION=" + string(iso)}})
+	_, pr := uiPlanApprovePR(t, l)
+	wantOpenCodeResumedPlan(t, l.model)
+	wantMedia(t, l, pr)
+	return l
+}
+
 // TestE2ENomadUISessionAndMedia: the session and media parts through the
 // Nomad backend, whose fake runs each job on the real engine as Nomad's
 // docker driver would: the plan's session leaves its allocation for
@@ -423,12 +442,7 @@ func TestE2ENomadUISessionAndMediaGVisor(t *testing.T) {
 
 func nomadUISessionAndMedia(t *testing.T, iso dispatch.Isolation) {
 	fake, onNomad := nomadFake(t)
-	yml, files := uiRepo()
-	l := startLoop(t, loopOptions{script: uiOpenCodeScript()[:5], sandboxYML: yml, files: files, backendEnv: onNomad,
-		env: []string{"SANDBOX_ISOLATION=" + string(iso)}})
-	_, pr := uiPlanApprovePR(t, l)
-	wantOpenCodeResumedPlan(t, l.model)
-	wantMedia(t, l, pr)
+	uiSessionAndMedia(t, iso, onNomad)
 	if fake.Jobs() != 2 {
 		t.Errorf("want 2 Nomad jobs (plan, execute), got %d", fake.Jobs())
 	}
@@ -452,6 +466,9 @@ func nomadUISessionAndMedia(t *testing.T, iso dispatch.Isolation) {
 // iso, by its own log.
 func wantSandboxesIn(t *testing.T, l *loop, iso dispatch.Isolation, n int) {
 	t.Helper()
+	if t.Failed() {
+		return // the count of a run cut short says nothing more
+	}
 	var started, in int
 	for _, line := range strings.Split(l.bot.logs.String(), "\n") {
 		if strings.Contains(line, `"message":"sandbox started"`) {

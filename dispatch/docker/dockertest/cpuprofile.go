@@ -228,9 +228,19 @@ func (p *CPUProfile) Report() CPUReport {
 	total := p.total
 	r := CPUReport{Total: total, Parts: map[string]time.Duration{}, Seen: map[string]int{}, Reaped: map[string]time.Duration{}, Shim: p.shimT}
 	var sampled time.Duration
+	// Behind gVisor the container's init is gVisor's kernel (the sentry),
+	// and its children are systrap's stubs, where the sandbox's own
+	// processes run: the host sees no more of them.
+	gvisor := strings.HasPrefix(p.procs[p.root].cmdline, "runsc-sandbox")
 	for pid, st := range p.procs {
 		d := st.cpu
 		name := part(pid == p.root, st)
+		switch {
+		case gvisor && pid == p.root:
+			name = "gVisor's kernel (runsc-sandbox)"
+		case gvisor:
+			name = "gVisor's stubs (the sandbox's processes)"
+		}
 		r.Parts[name] += d
 		r.Seen[name]++
 		if pid != p.root && st.children > 0 {
@@ -240,6 +250,12 @@ func (p *CPUProfile) Report() CPUReport {
 	}
 	if total > sampled {
 		r.Parts["unsampled (short-lived)"] = total - sampled
+		if gvisor {
+			// Its file server (runsc-gofer) is in the cgroup, not under
+			// the sentry.
+			r.Parts["unsampled (short-lived, gVisor's gofer)"] = r.Parts["unsampled (short-lived)"]
+			delete(r.Parts, "unsampled (short-lived)")
+		}
 	}
 	return r
 }
