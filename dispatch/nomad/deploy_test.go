@@ -16,11 +16,7 @@ import (
 // appear in the reference job with the same value.
 func TestReferenceJobMatchesBuildJob(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nomad", "sandbox.nomad.hcl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	hcl := strings.Join(strings.Fields(string(raw)), " ")
+	hcl := deployFile(t, "sandbox.nomad.hcl")
 	s := spec(dispatch.ModeExecute, "ref")
 	job, err := nomad.BuildJob(nomad.Options{Image: testImage}, s)
 	if err != nil {
@@ -80,14 +76,7 @@ func minutes(d interface{ Minutes() float64 }) string {
 // bot's jobspec stays in Nomad's "default" pool, sandboxes go to theirs,
 // and the sandbox client configuration joins that pool.
 func TestBotAndSandboxesDoNotShareANodePool(t *testing.T) {
-	read := func(name string) string {
-		raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nomad", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(strings.Fields(string(raw)), " ")
-	}
-	bot, client := read("sandbox-bot.nomad.hcl"), read("client.hcl")
+	bot, client := deployFile(t, "sandbox-bot.nomad.hcl"), deployFile(t, "client.hcl")
 	if !strings.Contains(bot, `node_pool = "default"`) {
 		t.Error(`deploy/nomad/sandbox-bot.nomad.hcl must place the bot in node_pool "default"`)
 	}
@@ -113,13 +102,6 @@ func TestBotAndSandboxesDoNotShareANodePool(t *testing.T) {
 // namespace rules say so.
 func TestBotExecsInTheSandboxNamespaceOnly(t *testing.T) {
 	t.Parallel()
-	read := func(name string) string {
-		raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nomad", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(strings.Fields(string(raw)), " ")
-	}
 	job, err := nomad.BuildJob(nomad.Options{Image: testImage}, spec(dispatch.ModeExecute, "ns"))
 	if err != nil {
 		t.Fatal(err)
@@ -127,10 +109,10 @@ func TestBotExecsInTheSandboxNamespaceOnly(t *testing.T) {
 	if *job.Namespace != nomad.DefaultNamespace {
 		t.Errorf("sandbox jobs go to namespace %q, want %q", *job.Namespace, nomad.DefaultNamespace)
 	}
-	if spec := read("sandbox.namespace.hcl"); !strings.Contains(spec, `name = "`+nomad.DefaultNamespace+`"`) {
+	if spec := deployFile(t, "sandbox.namespace.hcl"); !strings.Contains(spec, `name = "`+nomad.DefaultNamespace+`"`) {
 		t.Errorf("deploy/nomad/sandbox.namespace.hcl does not create namespace %q", nomad.DefaultNamespace)
 	}
-	bot := read("sandbox-bot.nomad.hcl")
+	bot := deployFile(t, "sandbox-bot.nomad.hcl")
 	if !strings.Contains(bot, `variable "sandbox_namespace" { type = string default = "`+nomad.DefaultNamespace+`" }`) || !strings.Contains(bot, "SANDBOX_NOMAD_NAMESPACE = var.sandbox_namespace") {
 		t.Error("deploy/nomad/sandbox-bot.nomad.hcl does not send sandboxes to their namespace")
 	}
@@ -149,11 +131,7 @@ func TestBotExecsInTheSandboxNamespaceOnly(t *testing.T) {
 // plugin allows the runtime they ask for and the capabilities they add.
 func TestClientConfigAllowsTheGVisorProfile(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nomad", "client.hcl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := strings.Join(strings.Fields(string(raw)), " ")
+	client := deployFile(t, "client.hcl")
 	s := spec(dispatch.ModeExecute, "gvisor")
 	s.Isolation = dispatch.IsolationGVisor
 	job, err := nomad.BuildJob(nomad.Options{Image: testImage}, s)
@@ -166,4 +144,15 @@ func TestClientConfigAllowsTheGVisorProfile(t *testing.T) {
 			t.Errorf("deploy/nomad/client.hcl lacks %s (the job asks for runtime %q)", want, rt)
 		}
 	}
+}
+
+// deployFile is deploy/nomad/name with its white space folded to single
+// spaces, for the tests to look for settings in.
+func deployFile(t *testing.T, name string) string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "nomad", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(strings.Fields(string(raw)), " ")
 }
