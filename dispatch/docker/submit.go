@@ -78,8 +78,9 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 	}
 	rec := record{Meta: m, Container: name, Image: b.o.Image, Isolation: isolation, SubmittedAt: time.Now().UTC()}
 	if task && isolation != dispatch.IsolationGVisor {
-		// Task mode (and previews) use neither profile's grants; gVisor's
-		// kernel is not a grant, and holds them too.
+		// Task mode uses neither profile's grants (a preview is not task
+		// mode: it has the coding sandbox's); gVisor's kernel is not a
+		// grant, and holds task mode too.
 		rec.Isolation = ""
 	}
 	if err := writeJSON(filepath.Join(dir, "meta.json"), rec, 0o600); err != nil {
