@@ -5,6 +5,7 @@ package app
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -368,51 +369,25 @@ func splitList(v string) []string {
 }
 
 func (c *Config) applyDefaults() {
-	if c.Listen == "" {
-		c.Listen = DefaultListen
-	}
+	c.Listen = cmp.Or(c.Listen, DefaultListen)
 	if c.Backend == "" {
 		c.Backend = "docker"
 		if c.Nomad.Addr != "" {
 			c.Backend = "nomad"
 		}
 	}
-	if c.Image == "" {
-		c.Image = DefaultImage
-	}
-	if c.Isolation == "" {
-		c.Isolation = dispatch.IsolationPrivileged
-	}
-	if c.DataDir == "" {
-		c.DataDir = "/var/lib/sandbox-bot"
-	}
-	if c.TriggerLabel == "" {
-		c.TriggerLabel = DefaultTriggerLabel
-	}
-	if c.Workers == 0 {
-		c.Workers = DefaultWorkers
-	}
-	if c.QueueSize == 0 {
-		c.QueueSize = DefaultQueueSize
-	}
-	if c.MaxContinues == 0 {
-		c.MaxContinues = DefaultMaxContinues
-	}
-	if c.MaxPlanRounds == 0 {
-		c.MaxPlanRounds = DefaultMaxPlanRounds
-	}
-	if c.ProgressInterval == 0 {
-		c.ProgressInterval = DefaultProgressInterval
-	}
-	if c.TokenRefresh == 0 {
-		c.TokenRefresh = DefaultTokenRefresh
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if c.GitHub.V3APIURL == "" {
-		c.GitHub.V3APIURL = "https://api.github.com/"
-	}
+	c.Image = cmp.Or(c.Image, DefaultImage)
+	c.Isolation = cmp.Or(c.Isolation, dispatch.IsolationPrivileged)
+	c.DataDir = cmp.Or(c.DataDir, "/var/lib/sandbox-bot")
+	c.TriggerLabel = cmp.Or(c.TriggerLabel, DefaultTriggerLabel)
+	c.Workers = cmp.Or(c.Workers, DefaultWorkers)
+	c.QueueSize = cmp.Or(c.QueueSize, DefaultQueueSize)
+	c.MaxContinues = cmp.Or(c.MaxContinues, DefaultMaxContinues)
+	c.MaxPlanRounds = cmp.Or(c.MaxPlanRounds, DefaultMaxPlanRounds)
+	c.ProgressInterval = cmp.Or(c.ProgressInterval, DefaultProgressInterval)
+	c.TokenRefresh = cmp.Or(c.TokenRefresh, DefaultTokenRefresh)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.GitHub.V3APIURL = cmp.Or(c.GitHub.V3APIURL, "https://api.github.com/")
 	if !strings.HasSuffix(c.GitHub.V3APIURL, "/") {
 		c.GitHub.V3APIURL += "/"
 	}
@@ -421,15 +396,9 @@ func (c *Config) applyDefaults() {
 		// /api/graphql, not under /api/v3/.
 		c.GitHub.V4APIURL = strings.TrimSuffix(strings.TrimSuffix(c.GitHub.V3APIURL, "/"), "/v3") + "/graphql"
 	}
-	if c.GitHub.WebURL == "" {
-		c.GitHub.WebURL = "https://github.com"
-	}
-	if c.LogLevel == "" {
-		c.LogLevel = "info"
-	}
-	if c.TranscriptRetention == "" {
-		c.TranscriptRetention = DefaultTranscriptRetention
-	}
+	c.GitHub.WebURL = cmp.Or(c.GitHub.WebURL, "https://github.com")
+	c.LogLevel = cmp.Or(c.LogLevel, "info")
+	c.TranscriptRetention = cmp.Or(c.TranscriptRetention, DefaultTranscriptRetention)
 	c.Limits = c.Limits.WithDefaults()
 	c.Ops.defaults()
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/dotenv"
 	"github.com/sandbox-bot/sandbox-bot/runner/harness"
 )
 
@@ -25,7 +26,7 @@ var runnerOnlyEnv = []string{
 // without any variable that holds the token or names its file, and, when
 // the agent is another user, with that user's identity.
 func (r *run) agentBase() []string {
-	env := harness.WithoutEnv(r.opts.Environ, runnerOnlyEnv...)
+	env := dotenv.Without(r.opts.Environ, runnerOnlyEnv...)
 	token := ""
 	if r.order.TokenFile != "" {
 		if b, err := os.ReadFile(r.order.TokenFile); err == nil {
@@ -44,7 +45,7 @@ func (r *run) agentBase() []string {
 		out = append(out, kv)
 	}
 	if a := r.opts.Agent; a != nil {
-		out = append(harness.WithoutEnv(out, "HOME", "USER", "LOGNAME"), "HOME="+a.Home, "USER="+a.Name, "LOGNAME="+a.Name)
+		out = append(dotenv.Without(out, "HOME", "USER", "LOGNAME"), "HOME="+a.Home, "USER="+a.Name, "LOGNAME="+a.Name)
 	}
 	return out
 }
@@ -62,7 +63,7 @@ func (r *run) agentEnv(vars map[string]string) ([]string, error) {
 	}
 	if r.browser != nil {
 		// Where the agent's screencasts go to reach the PR (prompts/browser).
-		base = append(harness.WithoutEnv(base, EnvRecordingsDir), EnvRecordingsDir+"="+r.browser.recordings)
+		base = append(dotenv.Without(base, EnvRecordingsDir), EnvRecordingsDir+"="+r.browser.recordings)
 	}
 	env, err := openCodeConfigEnv(mergeEnv(base, vars), r.stateDir, r.opts.Agent)
 	if err != nil {
@@ -72,7 +73,7 @@ func (r *run) agentEnv(vars map[string]string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(harness.WithoutEnv(env, harness.EnvOpenCodeDB), harness.EnvOpenCodeDB+"="+db), nil
+	return append(dotenv.Without(env, harness.EnvOpenCodeDB), harness.EnvOpenCodeDB+"="+db), nil
 }
 
 // openCodeDB is the run's own OpenCode database, in a directory of the

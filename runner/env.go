@@ -15,7 +15,6 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/dotenv"
-	"github.com/sandbox-bot/sandbox-bot/runner/harness"
 )
 
 // EnvSources are the layers of the environment given to setup, the agent
@@ -182,7 +181,7 @@ func openCodeConfigEnv(env []string, stateDir string, agent *AgentUser) ([]strin
 	if !ok {
 		return env, nil
 	}
-	env = harness.WithoutEnv(env, dispatch.EnvOpenCodeConfigJSON)
+	env = dotenv.Without(env, dispatch.EnvOpenCodeConfigJSON)
 	if strings.TrimSpace(content) == "" {
 		return env, nil
 	}
@@ -199,5 +198,5 @@ func openCodeConfigEnv(env []string, stateDir string, agent *AgentUser) ([]strin
 	if err := agent.give(p); err != nil {
 		return nil, err
 	}
-	return append(harness.WithoutEnv(env, "OPENCODE_CONFIG"), "OPENCODE_CONFIG="+p), nil
+	return append(dotenv.Without(env, "OPENCODE_CONFIG"), "OPENCODE_CONFIG="+p), nil
 }

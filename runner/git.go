@@ -15,7 +15,7 @@ import (
 	"syscall"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
-	"github.com/sandbox-bot/sandbox-bot/runner/harness"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/dotenv"
 )
 
 // Git runs git for one checkout, on two sides of a trust boundary.
@@ -65,7 +65,7 @@ type gitPaths struct {
 func gitSetup(p gitPaths, runnerEnv, agentBase []string, tokenFile, name, email string, agent *AgentUser, red *Redactor) (*Git, error) {
 	sysFile := filepath.Join(p.State, "gitconfig")
 	strip := func(env []string) []string {
-		return harness.WithoutEnv(env, "GIT_CONFIG_SYSTEM", "GIT_DIR", "GIT_WORK_TREE", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_OBJECT_DIRECTORY")
+		return dotenv.Without(env, "GIT_CONFIG_SYSTEM", "GIT_DIR", "GIT_WORK_TREE", "GIT_ASKPASS", "SSH_ASKPASS", "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_OBJECT_DIRECTORY")
 	}
 	ours := []string{"GIT_CONFIG_SYSTEM=" + sysFile, "GIT_TERMINAL_PROMPT=0", "GIT_EDITOR=true"}
 	// What the agent and the checks get too: the identity, no prompts, no

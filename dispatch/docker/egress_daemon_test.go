@@ -18,7 +18,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,29 +31,6 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
-
-// connListener counts every connection made to a port on the bridge
-// gateway, whatever is said on it: a pull, a push, a fetch, a CONNECT.
-func connListener(t *testing.T) (hostPort string, conns *atomic.Int64) {
-	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(dockertest.Gateway(t), "0"))
-	if err != nil {
-		t.Fatalf("listen on the bridge gateway: %v", err)
-	}
-	t.Cleanup(func() { l.Close() })
-	conns = &atomic.Int64{}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			c.Close()
-		}
-	}()
-	return l.Addr().String(), conns
-}
 
 // tlsRegistry serves an in-memory registry (go-containerregistry's) over
 // TLS on the bridge gateway, with a certificate for the gateway's address,
@@ -187,7 +163,7 @@ func TestEgressAllowlistHoldsTheInnerDaemon(t *testing.T) {
 
 func egressAllowlistHoldsTheInnerDaemon(t *testing.T, iso dispatch.Isolation) {
 	f := newFixture(t, withIsolation(iso))
-	listener, conns := connListener(t)
+	listener, conns := dockertest.ConnCounter(t)
 	reg, ca := tlsRegistry(t)
 	cfg := sandboxcfg.Config{
 		Harness:  "command",
@@ -225,7 +201,7 @@ func TestEgressDefaultsHoldTheInnerDaemon(t *testing.T) {
 }
 
 func egressDefaultsHoldTheInnerDaemon(t *testing.T, iso dispatch.Isolation) {
-	listener, conns := connListener(t)
+	listener, conns := dockertest.ConnCounter(t)
 	_, port, _ := net.SplitHostPort(listener)
 	f := newFixture(t, withIsolation(iso), func(o *docker.Options) { o.BotListen = []string{":" + port} })
 	cfg := sandboxcfg.Config{

@@ -118,3 +118,20 @@ func Quote(value string) string {
 	r := strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`, "\r", "")
 	return `"` + r.Replace(value) + `"`
 }
+
+// Without returns env (KEY=VALUE entries, as os.Environ gives them)
+// without the entries of the given keys: what a child process must not
+// inherit, or what is set again after it.
+func Without(env []string, keys ...string) []string {
+	out := make([]string, 0, len(env))
+next:
+	for _, e := range env {
+		for _, k := range keys {
+			if strings.HasPrefix(e, k+"=") {
+				continue next
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}

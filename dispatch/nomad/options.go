@@ -16,6 +16,7 @@
 package nomad
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"regexp"
@@ -204,55 +205,31 @@ func (o *Options) setDefaults() error {
 	if len(o.Datacenters) == 0 {
 		o.Datacenters = []string{"*"}
 	}
-	if o.Priority == 0 {
-		o.Priority = DefaultPriority
-	}
+	o.Priority = cmp.Or(o.Priority, DefaultPriority)
 	if o.Priority < 1 || o.Priority > 100 {
 		return fmt.Errorf("nomad backend: priority %d is outside 1..100", o.Priority)
 	}
-	if o.KillTimeout == 0 {
-		o.KillTimeout = DefaultKillTimeout
-	}
-	if o.RunGrace == 0 {
-		o.RunGrace = DefaultRunGrace
-	}
-	if o.DisconnectStop == 0 {
-		o.DisconnectStop = DefaultDisconnectStop
-	}
-	if o.LogDrain == 0 {
-		o.LogDrain = DefaultLogDrain
-	}
-	if o.Defaults.CPU == 0 {
-		o.Defaults.CPU = DefaultCPU
-	}
-	if o.Defaults.MemoryMB == 0 {
-		o.Defaults.MemoryMB = DefaultMemoryMB
-	}
-	if o.Defaults.DiskMB == 0 {
-		o.Defaults.DiskMB = DefaultDiskMB
-	}
+	o.KillTimeout = cmp.Or(o.KillTimeout, DefaultKillTimeout)
+	o.RunGrace = cmp.Or(o.RunGrace, DefaultRunGrace)
+	o.DisconnectStop = cmp.Or(o.DisconnectStop, DefaultDisconnectStop)
+	o.LogDrain = cmp.Or(o.LogDrain, DefaultLogDrain)
+	o.Defaults.CPU = cmp.Or(o.Defaults.CPU, DefaultCPU)
+	o.Defaults.MemoryMB = cmp.Or(o.Defaults.MemoryMB, DefaultMemoryMB)
+	o.Defaults.DiskMB = cmp.Or(o.Defaults.DiskMB, DefaultDiskMB)
 	if o.Limits.MaxCPU > 0 && o.Defaults.CPU > o.Limits.MaxCPU {
 		o.Defaults.CPU = o.Limits.MaxCPU
 	}
 	if o.Limits.MaxMemoryMB > 0 && o.Defaults.MemoryMB > o.Limits.MaxMemoryMB {
 		o.Defaults.MemoryMB = o.Limits.MaxMemoryMB
 	}
-	if o.SecretsUID == 0 {
-		o.SecretsUID = dispatch.RunnerUID
-	}
+	o.SecretsUID = cmp.Or(o.SecretsUID, dispatch.RunnerUID)
 	if o.SecretsGID == 0 {
 		// The image creates the runner with a group of its own, same id.
 		o.SecretsGID = dispatch.RunnerUID
 	}
-	if o.NodePool == "" {
-		o.NodePool = DefaultNodePool
-	}
-	if o.Namespace == "" {
-		o.Namespace = DefaultNamespace
-	}
-	if o.JobPrefix == "" {
-		o.JobPrefix = DefaultJobPrefix
-	}
+	o.NodePool = cmp.Or(o.NodePool, DefaultNodePool)
+	o.Namespace = cmp.Or(o.Namespace, DefaultNamespace)
+	o.JobPrefix = cmp.Or(o.JobPrefix, DefaultJobPrefix)
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}

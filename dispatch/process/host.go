@@ -79,20 +79,6 @@ func writeAtomic(path string, data []byte, mode os.FileMode) error {
 	return os.Rename(tmp.Name(), path)
 }
 
-func withoutKeys(env []string, keys ...string) []string {
-	out := make([]string, 0, len(env))
-next:
-	for _, e := range env {
-		for _, k := range keys {
-			if strings.HasPrefix(e, k+"=") {
-				continue next
-			}
-		}
-		out = append(out, e)
-	}
-	return out
-}
-
 func lookupEnv(env []string, key string) (string, bool) {
 	for i := len(env) - 1; i >= 0; i-- {
 		if strings.HasPrefix(env[i], key+"=") {

@@ -32,6 +32,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/dotenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/filelock"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/filequeue"
 )
@@ -227,7 +228,7 @@ func (b *Backend) start(dir string, spec dispatch.RunSpec) (bool, error) {
 
 	cmd := exec.Command(b.o.Runner, "run", "--work-order", orderPath)
 	cmd.Dir = dir
-	cmd.Env = append(withoutKeys(b.o.Env, dispatch.EnvWorkOrder), dispatch.EnvWorkOrder+"="+orderPath)
+	cmd.Env = append(dotenv.Without(b.o.Env, dispatch.EnvWorkOrder), dispatch.EnvWorkOrder+"="+orderPath)
 	// Checkout and agent state are per task unless the caller shares them
 	// on purpose: the CLI's plan revisions run one after the other and
 	// continue one agent session, which must stay in the same checkout.

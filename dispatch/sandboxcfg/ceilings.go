@@ -1,5 +1,7 @@
 package sandboxcfg
 
+import "cmp"
+
 // Ceilings that hold when the operator sets none, so that a server started
 // without configuration cannot be asked for an unbounded run: budget and
 // timeout bound what a run may spend, memory, CPU and pids what one sandbox
@@ -17,23 +19,11 @@ const (
 
 // WithDefaults returns the limits with every unset ceiling at its default.
 func (l Limits) WithDefaults() Limits {
-	if l.MaxBudgetUSD == 0 {
-		l.MaxBudgetUSD = CeilingBudgetUSD
-	}
-	if l.MaxTimeoutMinutes == 0 {
-		l.MaxTimeoutMinutes = CeilingTimeoutMinutes
-	}
-	if l.MaxMemoryMB == 0 {
-		l.MaxMemoryMB = CeilingMemoryMB
-	}
-	if l.MaxCPU == 0 {
-		l.MaxCPU = CeilingCPU
-	}
-	if l.PidsLimit == 0 {
-		l.PidsLimit = CeilingPids
-	}
-	if l.MaxCIFixAttempts == 0 {
-		l.MaxCIFixAttempts = CeilingCIFixAttempts
-	}
+	l.MaxBudgetUSD = cmp.Or(l.MaxBudgetUSD, CeilingBudgetUSD)
+	l.MaxTimeoutMinutes = cmp.Or(l.MaxTimeoutMinutes, CeilingTimeoutMinutes)
+	l.MaxMemoryMB = cmp.Or(l.MaxMemoryMB, CeilingMemoryMB)
+	l.MaxCPU = cmp.Or(l.MaxCPU, CeilingCPU)
+	l.PidsLimit = cmp.Or(l.PidsLimit, CeilingPids)
+	l.MaxCIFixAttempts = cmp.Or(l.MaxCIFixAttempts, CeilingCIFixAttempts)
 	return l
 }

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch/dotenv"
 )
 
 // Command runs any program as the agent, through `sh -c`. The prompt is on
@@ -35,7 +37,7 @@ func (c *Command) Command(req Request) (*exec.Cmd, error) {
 	}
 	cmd := exec.Command("sh", "-c", c.script)
 	cmd.Dir = req.Dir
-	env := WithoutEnv(req.Env, "PWD", "SANDBOX_READ_ONLY", "SANDBOX_SESSION_ID", "SANDBOX_MODEL")
+	env := dotenv.Without(req.Env, "PWD", "SANDBOX_READ_ONLY", "SANDBOX_SESSION_ID", "SANDBOX_MODEL")
 	env = append(env, "PWD="+req.Dir)
 	if req.ReadOnly {
 		env = append(env, "SANDBOX_READ_ONLY=1")

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/dotenv"
 )
 
 // modelGateway is the sandbox's model gateway as the init announces it in
@@ -78,7 +79,7 @@ func (g *modelGateway) anthropicEnv(env []string) []string {
 	if pick == nil {
 		return env
 	}
-	env = WithoutEnv(env, "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+	env = dotenv.Without(env, "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 	return append(env, "ANTHROPIC_BASE_URL="+g.base(*pick, false), "ANTHROPIC_API_KEY="+dispatch.GatewayDummyKey)
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sandbox-bot/sandbox-bot/dispatch/dotenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
@@ -87,7 +88,7 @@ func (o *OpenCode) Command(req Request) (*exec.Cmd, error) {
 	cmd.Dir = req.Dir
 	// OpenCode resolves relative paths against $PWD, not the process's
 	// working directory: an inherited PWD would send writes elsewhere.
-	env := WithoutEnv(req.Env, "PWD", "OPENCODE_CONFIG_CONTENT")
+	env := dotenv.Without(req.Env, "PWD", "OPENCODE_CONFIG_CONTENT")
 	env = append(env, "PWD="+req.Dir, "OPENCODE_CONFIG_CONTENT="+content)
 	cmd.Env = envDefaults(env, openCodeEnv())
 	cmd.Stdin = strings.NewReader(req.Prompt)
@@ -294,21 +295,6 @@ func clip(b []byte, n int) string {
 		return string(b)
 	}
 	return string(b[:n]) + "..."
-}
-
-// WithoutEnv drops KEY=... entries for the given keys from an environment.
-func WithoutEnv(env []string, keys ...string) []string {
-	out := make([]string, 0, len(env))
-next:
-	for _, e := range env {
-		for _, k := range keys {
-			if strings.HasPrefix(e, k+"=") {
-				continue next
-			}
-		}
-		out = append(out, e)
-	}
-	return out
 }
 
 // envDefaults appends each KEY=VALUE of defs whose key env does not set, so

@@ -12,11 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch/dotenv"
 )
 
 // browser is a headless Chromium with one page attached.
@@ -65,7 +66,7 @@ func launchBrowser(ctx context.Context, bin string, cred *syscall.Credential, en
 	}
 	// Its own profile is its home: not even the agent's HOME is the
 	// browser's to write.
-	cmd.Env = append(withoutKeys(env, "HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"), "HOME="+dataDir, "XDG_CONFIG_HOME="+dataDir, "XDG_CACHE_HOME="+dataDir)
+	cmd.Env = append(dotenv.Without(env, "HOME", "XDG_CONFIG_HOME", "XDG_CACHE_HOME"), "HOME="+dataDir, "XDG_CONFIG_HOME="+dataDir, "XDG_CACHE_HOME="+dataDir)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		removeAs(cred, dataDir)
@@ -188,18 +189,6 @@ func removeAs(cred *syscall.Credential, dir string) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	_ = cmd.Run()
 	os.Remove(dir)
-}
-
-// withoutKeys is env without the variables named.
-func withoutKeys(env []string, keys ...string) []string {
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		k, _, _ := strings.Cut(kv, "=")
-		if !slices.Contains(keys, k) {
-			out = append(out, kv)
-		}
-	}
-	return out
 }
 
 // lastLines keeps the last max lines written to it.

@@ -2,12 +2,10 @@ package sandboxinit_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -138,29 +136,6 @@ try netpfx-start bash -c 'docker start -a netpfx | tail -n +3 | cut -d: -f1 | tr
 echo DONE
 `
 
-// countingListener accepts and counts every connection to it on the
-// bridge gateway, where the sandbox and its daemon reach the host.
-func countingListener(t *testing.T) (url string, conns *atomic.Int64) {
-	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(dockertest.Gateway(t), "0"))
-	if err != nil {
-		t.Fatalf("listen on the bridge gateway: %v", err)
-	}
-	t.Cleanup(func() { l.Close() })
-	conns = &atomic.Int64{}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			c.Close()
-		}
-	}()
-	return "http://" + l.Addr().String(), conns
-}
-
 // supabaseArgs are the sandbox's arguments with a service, the Supabase
 // stand-in on PATH and supabase: true.
 func supabaseArgs(t *testing.T, profile []string, out string) []string {
@@ -197,7 +172,8 @@ func TestAgentDockerBoundary(t *testing.T) {
 
 func agentDockerBoundary(t *testing.T, iso dispatch.Isolation) {
 	img := testenv.SandboxImage(t)
-	listener, conns := countingListener(t)
+	hostPort, conns := dockertest.ConnCounter(t)
+	listener := "http://" + hostPort
 	out := t.TempDir()
 	args := append(supabaseArgs(t, dockertest.Profile(t, iso), out), "--env", "LISTENER="+listener, img, "--", "bash", "-c", boundaryScript)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
