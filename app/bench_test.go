@@ -22,8 +22,8 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/rs/zerolog"
 
-	"github.com/sandbox-bot/sandbox-bot/app/loadtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
+	"github.com/sandbox-bot/sandbox-bot/testkit/loadtest"
 )
 
 // intakePayload is the recorded issue_comment payload (14,643 bytes from

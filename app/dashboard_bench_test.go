@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/app/receipts"
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // BenchmarkDashboard measures /dashboard for a signed-in person with

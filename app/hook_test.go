@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
-	"github.com/sandbox-bot/sandbox-bot/app/loadtest"
+	"github.com/sandbox-bot/sandbox-bot/testkit/loadtest"
 )
 
 // The webhook endpoint answers each kind of delivery as go-githubapp's

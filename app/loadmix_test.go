@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
-	"github.com/sandbox-bot/sandbox-bot/app/loadtest"
+	"github.com/sandbox-bot/sandbox-bot/testkit/loadtest"
 )
 
 // loadEvent is one kind of delivery in the load test's mix.

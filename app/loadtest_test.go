@@ -16,8 +16,8 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
-	"github.com/sandbox-bot/sandbox-bot/app/loadtest"
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/testkit/loadtest"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 const (

@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // The benchmarks that read receipts from PostgreSQL share one server.

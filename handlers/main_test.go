@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // TestMain lets the test binary double as a project's dev server (the

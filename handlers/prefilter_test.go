@@ -8,7 +8,7 @@ import (
 	"github.com/valyala/fastjson"
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // The intake drops, before any worker sees them, the deliveries that

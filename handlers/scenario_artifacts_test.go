@@ -13,8 +13,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/process"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // A task run's agent (a command, run by the real sandbox-runner on the

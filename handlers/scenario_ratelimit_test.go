@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // burst labels n issues at once on a fake GitHub that applies a secondary

@@ -12,8 +12,8 @@ import (
 	"github.com/rs/zerolog"
 	_ "modernc.org/sqlite"
 
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/runner/harness"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // The restored session is the agent's: the import runs as the agent's uid

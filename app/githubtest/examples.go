@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // spacedTime is how some check_run examples write times ("2018-04-25

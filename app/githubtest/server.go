@@ -29,9 +29,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-bot/sandbox-bot/app/gitseed"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/gitserve"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/gitserve/gitservetest"
+	"github.com/sandbox-bot/sandbox-bot/testkit/gitseed"
 )
 
 // Request is one API call the fake received.

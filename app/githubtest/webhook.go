@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-bot/sandbox-bot/app/loadtest"
+	"github.com/sandbox-bot/sandbox-bot/testkit/loadtest"
 )
 
 // Recorded payloads from @octokit/webhooks-examples (see payloads/README.md).

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // BenchmarkTranscriptStorage measures what keeping transcripts costs: the

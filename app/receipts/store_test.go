@@ -8,7 +8,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/app/receipts"
 	"github.com/sandbox-bot/sandbox-bot/app/receipts/receiptstest"
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }

@@ -16,9 +16,9 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/sandbox-bot/sandbox-bot/app"
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad/nomadtest"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // botImageDefault is the tag deploy/bot/build --local gives the image and

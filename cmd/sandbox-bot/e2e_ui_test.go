@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // The whole life of a UI task, as a person meets it, through the real bot

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 func buildBot(t *testing.T) string { return testenv.BuildCommand(t, "sandbox-bot") }

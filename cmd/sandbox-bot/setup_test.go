@@ -20,9 +20,9 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/app"
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/dotenv"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // setupRun is `sandbox-bot setup` running in this process against the fake

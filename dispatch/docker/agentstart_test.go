@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // OpenCode, started as the sandbox user in the image, installs nothing from

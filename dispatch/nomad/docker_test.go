@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad/nomadtest"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // fakeSandboxImage builds nomadtest/fakesandbox statically and imports it as

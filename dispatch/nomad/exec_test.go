@@ -13,10 +13,10 @@ import (
 
 	"github.com/hashicorp/nomad/api"
 
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad/nomadtest"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // TestNomadPreviewThroughAllocExec: on Nomad the bot reaches a run's dev

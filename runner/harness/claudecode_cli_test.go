@@ -21,9 +21,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/runner/harness"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // recordClaude rewrites testdata/claudecode/*.jsonl from the runs below.

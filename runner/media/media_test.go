@@ -15,8 +15,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/runner/media"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // The test binary doubles as the project's dev server: with

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // TestOpenCodeWritesFile drives the real OpenCode CLI against the scripted

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-bot/sandbox-bot/app/gitseed"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
+	"github.com/sandbox-bot/sandbox-bot/testkit/gitseed"
 )
 
 // Remote is a bare repository standing in for GitHub.

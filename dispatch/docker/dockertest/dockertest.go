@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/gitserve/gitservetest"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // ServiceImageRef is the tag ServiceImage gives the test service.

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-bot/sandbox-bot/app/testenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // HostileProfiles are the isolation profiles the hostile-agent tests run

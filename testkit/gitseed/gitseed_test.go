@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sandbox-bot/sandbox-bot/app/gitseed"
+	"github.com/sandbox-bot/sandbox-bot/testkit/gitseed"
 )
 
 func git(t *testing.T, dir string, args ...string) string {
