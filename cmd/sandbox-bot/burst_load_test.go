@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
+	"github.com/sandbox-bot/sandbox-bot/runner/runtest"
 )
 
 // burst labels n issues at once through the bot and waits for the last
@@ -30,13 +31,13 @@ func burst(t *testing.T, n int) {
 		load1 := dockertest.LoadAverage()
 		l.waitFollowed(0, 10*time.Minute) // the bot's bookkeeping is not the floor's
 		cmds := make([]*exec.Cmd, n)
-		prompt := dockertest.PromptOf(l.model, t0)
+		prompt := runtest.PromptOf(l.model, t0)
 		for i := range cmds {
-			cmds[i] = dockertest.PlainOpenCode(t, l.model, gitDir, prompt)
+			cmds[i] = runtest.PlainOpenCode(t, l.model, gitDir, prompt)
 		}
 		l.model.Append(planTurns(n)...)
 		load2 := dockertest.LoadAverage()
-		fl := dockertest.RunPlain(t, cmds...)
+		fl := runtest.RunPlain(t, cmds...)
 		load3 := dockertest.LoadAverage()
 		markB, okB := loadMark(load0, load1)
 		markF, okF := loadMark(load2, load3)

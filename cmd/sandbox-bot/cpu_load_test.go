@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
+	"github.com/sandbox-bot/sandbox-bot/runner/runtest"
 )
 
 // TestPlanRunCPU is a plan run's whole CPU cost through the bot (issue 33),
@@ -59,7 +60,7 @@ func TestPlanRunCPU(t *testing.T) {
 		bot := botOwn + botCalls
 
 		l.model.Append(twoStepPlan()...)
-		plain := dockertest.RunPlain(t, dockertest.PlainOpenCode(t, l.model, gitDir, dockertest.PromptOf(l.model, t0)))
+		plain := runtest.RunPlain(t, runtest.PlainOpenCode(t, l.model, gitDir, runtest.PromptOf(l.model, t0)))
 		load1 := dockertest.LoadAverage()
 		total := rep.Total + rep.Shim + bot
 		ratio := total.Seconds() / plain.CPU.Seconds()

@@ -75,7 +75,7 @@ func TestPlanRunCPUByProcess(t *testing.T) {
 			modeltest.Turn{ToolCalls: []modeltest.ToolCall{{Name: "bash", Args: map[string]any{"command": "ls", "description": "list files"}}}},
 			modeltest.Turn{Text: "1. Document add.sh in README.md."},
 		)
-		plain := dockertest.RunPlain(t, dockertest.PlainOpenCode(t, srv, remote.Dir, dockertest.PromptOf(srv, start)))
+		plain := runtest.RunPlain(t, runtest.PlainOpenCode(t, srv, remote.Dir, runtest.PromptOf(srv, start)))
 		for _, iso := range profiles {
 			t.Logf("services %v, %s: sandbox and its shim %.2f s of CPU beside one plain opencode run of the same conversation on the host %.2f s (%.1f s wall): x%.2f; load average %s",
 				withService, iso, totals[iso].Seconds(), plain.CPU.Seconds(), plain.Wall.Seconds(), totals[iso].Seconds()/plain.CPU.Seconds(), testenv.LoadAverage())
