@@ -97,7 +97,7 @@ func (r *run) prepare() error {
 	if err := r.checkoutStart(g, target, targetExists); err != nil {
 		return err
 	}
-	if r.startSHA, err = g.RevParse(r.work, "HEAD"); err != nil {
+	if r.startSHA, err = g.Head(r.work); err != nil {
 		return err
 	}
 	if targetExists {

@@ -47,6 +47,8 @@ type Git struct {
 	helper string
 	agent  *AgentUser
 	red    *Redactor
+	// head is HEAD as last read (githead.go).
+	head headCache
 }
 
 // gitPaths are where gitSetup puts things.
@@ -214,7 +216,7 @@ func (g *Git) CommitAll(ctx context.Context, msg string) (string, error) {
 	if _, err := g.run(ctx, "", "commit", "--quiet", "--no-verify", "--allow-empty-message", "-m", msg); err != nil {
 		return "", err
 	}
-	return g.RevParse(ctx, "HEAD")
+	return g.Head(ctx)
 }
 
 // CommitPaths commits only paths (the media commit must not sweep up
@@ -229,7 +231,7 @@ func (g *Git) CommitPaths(ctx context.Context, msg string, paths ...string) (str
 	if _, err := g.run(ctx, "", "commit", "--quiet", "--no-verify", "-m", msg); err != nil {
 		return "", err
 	}
-	return g.RevParse(ctx, "HEAD")
+	return g.Head(ctx)
 }
 
 // Untracked lists untracked, not ignored files.

@@ -136,7 +136,7 @@ func (r *run) implement() error {
 	stopPush()
 	r.review()
 	r.captureMedia()
-	head, err := r.git.RevParse(r.work, "HEAD")
+	head, err := r.git.Head(r.work)
 	if err != nil {
 		return err
 	}

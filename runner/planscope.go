@@ -159,7 +159,7 @@ func (r *run) headRev(ctx context.Context) string {
 	if r.sec.held != nil {
 		return firstNonEmpty(r.pushedSHA, r.baseSHA)
 	}
-	if sha, err := r.git.RevParse(ctx, "HEAD"); err == nil {
+	if sha, err := r.git.Head(ctx); err == nil {
 		return sha
 	}
 	return r.baseSHA
@@ -193,7 +193,7 @@ func (r *run) planScopeCheck() (checkRun, bool) {
 		return checkRun{}, false
 	}
 	c := checkRun{Check: builtinCheck(dispatch.CheckPlanScope, "plan.strict: only the files the approved plan names"), Passed: true}
-	head, err := r.git.RevParse(r.work, "HEAD")
+	head, err := r.git.Head(r.work)
 	if err != nil {
 		return c, false
 	}

@@ -94,7 +94,7 @@ func (r *run) advisoriesCheck() (checkRun, bool) {
 		return checkRun{}, false
 	}
 	c := checkRun{Check: builtinCheck(dispatch.CheckAdvisories, "known advisories (OSV) of the dependency versions the change adds"), Passed: true}
-	head, err := r.git.RevParse(r.work, "HEAD")
+	head, err := r.git.Head(r.work)
 	if err != nil {
 		return c, false
 	}

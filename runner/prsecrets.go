@@ -249,7 +249,7 @@ func (r *run) squash(ctx context.Context, from, head string) (string, error) {
 	if _, err := r.git.run(ctx, "", "commit", "--quiet", "--no-verify", "--allow-empty", "-m", r.red.String(msg)); err != nil {
 		return "", err
 	}
-	sha, err := r.git.RevParse(ctx, "HEAD")
+	sha, err := r.git.Head(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -262,7 +262,7 @@ func (r *run) squash(ctx context.Context, from, head string) (string, error) {
 func (r *run) gateOnly(ctx context.Context) error {
 	r.gitMu.Lock()
 	defer r.gitMu.Unlock()
-	head, err := r.git.RevParse(ctx, "HEAD")
+	head, err := r.git.Head(ctx)
 	if err != nil || head == r.pushedSHA || head == r.baseSHA {
 		return err
 	}

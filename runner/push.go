@@ -42,7 +42,7 @@ func (r *run) push(ctx context.Context) error {
 // pushLocked pushes HEAD if it moved since the last push and the branch
 // has something beyond the base.
 func (r *run) pushLocked(ctx context.Context) error {
-	head, err := r.git.RevParse(ctx, "HEAD")
+	head, err := r.git.Head(ctx)
 	if err != nil {
 		return err
 	}

@@ -115,7 +115,7 @@ func (r *run) describe(ctx context.Context) {
 	if r.baseSHA == "" {
 		return
 	}
-	head, err := r.git.RevParse(ctx, "HEAD")
+	head, err := r.git.Head(ctx)
 	if err != nil {
 		return
 	}

@@ -28,7 +28,7 @@ func (r *run) review() {
 	}
 	rev := &dispatch.Review{Harness: r.h.Name(), Model: firstNonEmpty(r.cfg.Review.Model, r.cfg.Model)}
 	r.res.Review = rev
-	head, err := r.git.RevParse(r.work, "HEAD")
+	head, err := r.git.Head(r.work)
 	if err != nil {
 		rev.Error = "no review: " + err.Error()
 		return
@@ -71,7 +71,7 @@ func (r *run) review() {
 func (r *run) discardReviewChanges(ctx context.Context, head string) string {
 	r.gitMu.Lock()
 	defer r.gitMu.Unlock()
-	now, _ := r.git.RevParse(ctx, "HEAD")
+	now, _ := r.git.Head(ctx)
 	dirty, _ := r.git.Dirty(ctx)
 	if now == head && len(dirty) == 0 {
 		return ""
