@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 // Command grammar, one per comment:
@@ -16,7 +17,7 @@ import (
 //	comment  = { line } ; the first command line counts, later ones are text
 //	command  = "/" name { " " flag } [ " " text ] { newline text-line }
 //	flag     = "--" key ( "=" value | " " value )
-//	name     = approve | revise | abort | retry | continue | rebase | plan | status
+//	name     = one of lifecycle.Commands (approve, revise, abort, ...)
 //
 // A command must start a line (up to three leading spaces). Lines the
 // rendered comment shows as code, hides, quotes or folds away are never
@@ -33,48 +34,61 @@ type Command struct {
 	Text string
 }
 
+// Event is the command's row in the lifecycle tables. ParseCommand makes
+// commands of lifecycle.Commands only, and each of those is a row of both
+// tables (TestEveryCellIsDecided).
+func (c *Command) Event() lifecycle.Event { return lifecycle.Event("/" + c.Name) }
+
 // CommandError is a comment that looks like a command but is not a valid
 // one. Its message is written for the person who typed it.
 type CommandError struct{ Msg string }
 
 func (e *CommandError) Error() string { return e.Msg }
 
-type commandSpec struct {
-	help     string
-	flags    []string // allowed flag keys
-	needText bool
-	// onPR: the command works on the agent's pull request (else on the
-	// issue); onBoth: on either.
-	onPR, onBoth bool
-}
-
-// commands is the grammar's vocabulary; it never changes at run time.
-var commands = map[string]commandSpec{
-	"approve":  {help: "start the implementation of the posted plan", flags: []string{"budget", "model", "timeout", "harness"}},
-	"revise":   {help: "re-plan (on an issue) or change the PR (on a PR) with your feedback", flags: []string{"budget", "model", "timeout"}, needText: true, onBoth: true},
-	"abort":    {help: "stop the active run; work pushed so far stays on its branch", onBoth: true},
-	"retry":    {help: "run the last failed step again", flags: []string{"budget", "timeout", "model"}, onBoth: true},
-	"continue": {help: "resume an interrupted run on its branch", flags: []string{"budget", "timeout"}, onBoth: true},
-	"rebase":   {help: "bring the PR branch up to date with its base", onPR: true},
-	"preview":  {help: "serve the PR's head with its dev server for a while, at a link on the PR", onPR: true},
-	"plan":     {help: "write a (new) plan for this issue", flags: []string{"budget", "model", "harness"}},
-	"status":   {help: "show the run in progress here, or the last one (anyone can ask)", onBoth: true},
-}
+// grammar is the vocabulary of the parser and the help reply: the
+// declared commands (lifecycle.Commands), or a test's.
+type grammar []lifecycle.CommandSpec
 
 // CommandNames lists the commands, sorted, for help texts.
-func CommandNames() []string {
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
+func CommandNames() []string { return grammar(lifecycle.Commands).names() }
+
+func (g grammar) names() []string {
+	names := make([]string, 0, len(g))
+	for _, c := range g {
+		names = append(names, c.Name())
 	}
 	sort.Strings(names)
 	return names
 }
 
+func (g grammar) named(name string) (lifecycle.CommandSpec, bool) {
+	for _, c := range g {
+		if c.Name() == name {
+			return c, true
+		}
+	}
+	return lifecycle.CommandSpec{}, false
+}
+
+// help is the help reply's list of the commands allowed on an issue, or
+// on the App's pull requests.
+func (g grammar) help(onPR bool) []string {
+	var out []string
+	for _, n := range g.names() {
+		c, _ := g.named(n)
+		if c.Allowed(lifecycle.OnIssue, false) && !onPR || c.Allowed(lifecycle.OnPR, true) && onPR {
+			out = append(out, "`/"+n+"` — "+c.Help)
+		}
+	}
+	return out
+}
+
 // ParseCommand finds the command in a comment body. It returns nil, nil when
 // the comment holds no command (most comments), and a *CommandError when a
 // line is almost a command (a typo, a bad flag) so the bot can help.
-func ParseCommand(body string) (*Command, error) {
+func ParseCommand(body string) (*Command, error) { return grammar(lifecycle.Commands).parse(body) }
+
+func (g grammar) parse(body string) (*Command, error) {
 	lines := strings.Split(strings.ReplaceAll(body, "\r\n", "\n"), "\n")
 	ok := commandable(lines)
 	for i, raw := range lines {
@@ -84,10 +98,10 @@ func ParseCommand(body string) (*Command, error) {
 		}
 		name, rest, _ := strings.Cut(line[1:], " ")
 		name = strings.ToLower(name)
-		spec, ok := commands[name]
+		spec, ok := g.named(name)
 		if !ok {
 			if isWord(name) {
-				if s := closest(name, CommandNames()); s != "" {
+				if s := closest(name, g.names()); s != "" {
 					return nil, &CommandError{Msg: fmt.Sprintf("`/%s` is not a command. Did you mean `/%s`?", name, s)}
 				}
 			}
@@ -105,7 +119,7 @@ func ParseCommand(body string) (*Command, error) {
 			text += tail
 		}
 		cmd.Text = strings.TrimSpace(text)
-		if spec.needText && cmd.Text == "" {
+		if spec.NeedsText && cmd.Text == "" {
 			return nil, &CommandError{Msg: fmt.Sprintf("`/%s` needs your feedback after it, e.g. `/%s use the existing date helper`.", name, name)}
 		}
 		return cmd, nil
@@ -114,7 +128,7 @@ func ParseCommand(body string) (*Command, error) {
 }
 
 // parseFlags consumes leading --flags and returns the remaining text.
-func parseFlags(cmd *Command, spec commandSpec, rest string) (string, error) {
+func parseFlags(cmd *Command, spec lifecycle.CommandSpec, rest string) (string, error) {
 	for strings.HasPrefix(rest, "--") {
 		tok, after, _ := strings.Cut(rest, " ")
 		key, val, hasEq := strings.Cut(strings.TrimPrefix(tok, "--"), "=")
@@ -125,13 +139,13 @@ func parseFlags(cmd *Command, spec commandSpec, rest string) (string, error) {
 			val, after, _ = strings.Cut(rest, " ")
 			rest = strings.TrimSpace(after)
 		}
-		if !slices.Contains(spec.flags, key) {
+		if !slices.Contains(spec.Flags, key) {
 			msg := fmt.Sprintf("`/%s` has no flag `--%s`.", cmd.Name, key)
-			if s := closest(key, spec.flags); s != "" {
+			if s := closest(key, spec.Flags); s != "" {
 				msg += fmt.Sprintf(" Did you mean `--%s`?", s)
 			}
-			if len(spec.flags) > 0 {
-				msg += " Its flags: " + flagList(spec.flags) + "."
+			if len(spec.Flags) > 0 {
+				msg += " Its flags: " + flagList(spec.Flags) + "."
 			} else {
 				msg += " It takes no flags."
 			}

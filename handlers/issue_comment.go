@@ -71,6 +71,5 @@ func commandEvent(cmd *Command, perr error, trigger string) event {
 		}
 		return ev
 	}
-	kind, _ := lifecycle.Command(cmd.Name)
-	return event{kind: kind, cmd: cmd, trigger: trigger, tried: "use `/" + cmd.Name + "`"}
+	return event{kind: cmd.Event(), cmd: cmd, trigger: trigger, tried: "use `/" + cmd.Name + "`"}
 }

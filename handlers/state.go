@@ -70,12 +70,4 @@ func (b *starter) replyBusyNow(ctx context.Context, gh GitHub, req startRequest,
 
 // commandsFor lists the commands that apply on an issue or on an agent PR,
 // with their help, for replies.
-func commandsFor(onPR bool) []string {
-	var out []string
-	for _, n := range CommandNames() {
-		if commands[n].onPR == onPR || commands[n].onBoth {
-			out = append(out, "`/"+n+"` — "+commands[n].help)
-		}
-	}
-	return out
-}
+func commandsFor(onPR bool) []string { return grammar(lifecycle.Commands).help(onPR) }

@@ -164,21 +164,12 @@ const (
 	Restart Event = "restart"
 )
 
-// IssueEvents and PREvents are the rows of the two tables.
+// IssueEvents and PREvents are the rows of the two tables: every command
+// (Commands) in both, allowed there or not.
 var (
-	IssueEvents = []Event{Label, Mention, Plan, Approve, Revise, Abort, Retry, Continue, Rebase, Preview, Status, Typo, SlotFree, Restart}
-	PREvents    = []Event{Mention, Review, Revise, Rebase, Push, ChecksFailed, Abort, Retry, Continue, Preview, Plan, Approve, Status, Typo, SlotFree, Restart}
+	IssueEvents = rows([]Event{Label, Mention}, Commands, Typo, SlotFree, Restart)
+	PREvents    = rows([]Event{Mention, Review, Push, ChecksFailed}, Commands, Typo, SlotFree, Restart)
 )
-
-// Command is the event of a comment command, by its name.
-func Command(name string) (Event, bool) {
-	e := Event("/" + name)
-	switch e {
-	case Plan, Approve, Revise, Abort, Retry, Continue, Rebase, Preview, Status:
-		return e, true
-	}
-	return "", false
-}
 
 // End is how a run ended.
 type End string

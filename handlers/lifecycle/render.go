@@ -9,7 +9,8 @@ import (
 // them equal to the code (TestREADMEShowsTheTable).
 func Markdown() string {
 	var b strings.Builder
-	b.WriteString("**On an issue** (row: what happened; column: the issue's state):\n\n")
+	writeCommands(&b, Commands)
+	b.WriteString("\n**On an issue** (row: what happened; column: the issue's state):\n\n")
 	writeTable(&b, IssueEvents, IssueStates, issueTable)
 	b.WriteString("\n**On a pull request** (the App's, unless the column says otherwise):\n\n")
 	writeTable(&b, PREvents, PRStates, prTable)
@@ -27,6 +28,32 @@ func Markdown() string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// writeCommands lists the comment commands as declared (Commands).
+func writeCommands(b *strings.Builder, cmds []CommandSpec) {
+	b.WriteString("**The commands** (a comment line that starts with one; anywhere else it gets the `wrong_place` reply):\n\n")
+	b.WriteString("| command | where | flags | what it does |\n|---|---|---|---|\n")
+	for _, c := range cmds {
+		var where []string
+		for _, w := range []struct {
+			bit  Where
+			text string
+		}{{InIssues, "issue"}, {InPRs, "the App's PR"}, {InOthersPRs, "any PR"}} {
+			if c.Where&w.bit != 0 {
+				where = append(where, w.text)
+			}
+		}
+		flags := make([]string, len(c.Flags))
+		for i, f := range c.Flags {
+			flags[i] = "`--" + f + "`"
+		}
+		help := c.Help
+		if c.NeedsText {
+			help += " (text after it required)"
+		}
+		fmt.Fprintf(b, "| `%s` | %s | %s | %s |\n", c.Event, strings.Join(where, ", "), strings.Join(flags, " "), help)
+	}
 }
 
 func writeTable(b *strings.Builder, events []Event, states []State, t map[Event]map[State]Rule) {

@@ -79,7 +79,7 @@ var (
 )
 
 // issueTable is what the bot does on an issue.
-var issueTable = map[Event]map[State]Rule{
+var issueTable = wrongPlaces(map[Event]map[State]Rule{
 	// A label while a run or a plan is there is the App's own or a
 	// re-label: it asks for nothing new.
 	Label: with(each(plan, Idle, Done, Failed, Aborted), map[State]Rule{
@@ -101,42 +101,40 @@ var issueTable = map[Event]map[State]Rule{
 	}),
 	Retry:    with(each(retry, issueFree...), each(retryBusy, issueHeld...)),
 	Continue: with(each(cont, issueFree...), each(contBusy, issueHeld...)),
-	Rebase:   each(reply("wrong_place"), IssueStates...),
-	Preview:  each(reply("wrong_place"), IssueStates...),
 	Status:   each(status, IssueStates...),
 	Typo:     each(help, IssueStates...),
 	SlotFree: with(each(nothing, IssueStates...), map[State]Rule{Queued: do(StartQueued, "")}),
 	Restart: with(each(nothing, IssueStates...), map[State]Rule{
 		Queued: do(Admit, ""), Planning: do(Follow, ""), Executing: do(Follow, ""),
 	}),
-}
+}, OnIssue, Commands)
 
-// prTable is what the bot does on a pull request.
-var prTable = map[Event]map[State]Rule{
+// prTable is what the bot does on a pull request. Where a command is not
+// allowed (on an issue, on a PR the App did not open) its cell is
+// wrong_place, from its declaration (Commands).
+var prTable = wrongPlaces(map[Event]map[State]Rule{
 	Mention: with(each(feedback, prOurs...), map[State]Rule{NotOurs: reply("mention_other_pr")}),
 	// A review on another PR is none of the bot's business.
 	Review: with(each(do(Collect, ""), prOurs...), map[State]Rule{NotOurs: nothing}),
-	Revise: with(each(do(Collect, ""), prOurs...), map[State]Rule{NotOurs: reply("wrong_place")}),
-	Rebase: with(each(do(UpdateBranch, ""), prOurs...), map[State]Rule{NotOurs: reply("wrong_place")}),
+	Revise: each(do(Collect, ""), prOurs...),
+	Rebase: each(do(UpdateBranch, ""), prOurs...),
 	Push:   with(each(do(UpdateBranch, ""), prOurs...), map[State]Rule{NotOurs: nothing}),
 	// A person who aborted the last run stopped the agent: failing checks
 	// do not start it again.
 	ChecksFailed: with(with(each(ciFix, PROpen, Failed), each(ciWait, prHeld...)), map[State]Rule{NotOurs: nothing, Aborted: nothing}),
 	Abort: with(each(reply("nothing_to_abort"), prFree...), map[State]Rule{
-		NotOurs: reply("wrong_place"), Queued: do(Dequeue, Aborted), Revising: do(Cancel, ""), Rebasing: do(Cancel, ""),
+		Queued: do(Dequeue, Aborted), Revising: do(Cancel, ""), Rebasing: do(Cancel, ""),
 	}),
-	Retry:    with(with(each(do(RetryRun, ""), prFree...), each(busy, prHeld...)), map[State]Rule{NotOurs: reply("wrong_place")}),
-	Continue: with(with(each(do(ContinueRun, Revising), prFree...), each(busy, prHeld...)), map[State]Rule{NotOurs: reply("wrong_place")}),
-	Preview:  with(each(do(StartPreview, ""), prOurs...), map[State]Rule{NotOurs: reply("wrong_place")}),
-	Plan:     each(reply("wrong_place"), PRStates...),
-	Approve:  each(reply("wrong_place"), PRStates...),
+	Retry:    with(each(do(RetryRun, ""), prFree...), each(busy, prHeld...)),
+	Continue: with(each(do(ContinueRun, Revising), prFree...), each(busy, prHeld...)),
+	Preview:  each(do(StartPreview, ""), prOurs...),
 	Status:   each(status, PRStates...),
 	Typo:     each(help, PRStates...),
 	SlotFree: with(each(nothing, PRStates...), map[State]Rule{Queued: do(StartQueued, "")}),
 	Restart: with(each(nothing, PRStates...), map[State]Rule{
 		Queued: do(Admit, ""), Revising: do(Follow, ""), Rebasing: do(Follow, ""),
 	}),
-}
+}, OnPR, Commands)
 
 // runTable is what the bot does when a run ends, by the run's mode. An
 // aborted run is never continued; an interrupted one is, a bounded number

@@ -1,0 +1,106 @@
+package lifecycle
+
+import "strings"
+
+// Where is the set of places a comment command is allowed.
+type Where uint8
+
+// The places of a command.
+const (
+	// InIssues: on an issue.
+	InIssues Where = 1 << iota
+	// InPRs: on a pull request the App opened.
+	InPRs
+	// InOthersPRs: on a pull request the App did not open.
+	InOthersPRs
+)
+
+// CommandSpec is one comment command, declared once: the parser's
+// vocabulary and flags, the wrong_place cells of both tables, the help
+// reply's list and README.md's list of commands all derive from Commands.
+// What the command does where it is allowed is its rows in the tables
+// (table.go), which TestEveryCellIsDecided checks are all there.
+type CommandSpec struct {
+	// Event is the tables' row: "/" and the command's name.
+	Event Event
+	Where Where
+	// Flags are the --keys the command takes.
+	Flags []string
+	// NeedsText: the command is nothing without text after it (the
+	// feedback of /revise).
+	NeedsText bool
+	// Help is the line the help reply and README.md show.
+	Help string
+}
+
+// Commands are the comment commands, in the order of the tables' rows.
+var Commands = []CommandSpec{
+	{Event: Plan, Where: InIssues, Flags: []string{"budget", "model", "harness"},
+		Help: "write a (new) plan for this issue"},
+	{Event: Approve, Where: InIssues, Flags: []string{"budget", "model", "timeout", "harness"},
+		Help: "start the implementation of the posted plan"},
+	{Event: Revise, Where: InIssues | InPRs, Flags: []string{"budget", "model", "timeout"}, NeedsText: true,
+		Help: "re-plan (on an issue) or change the PR (on a PR) with your feedback"},
+	{Event: Abort, Where: InIssues | InPRs,
+		Help: "stop the active run; work pushed so far stays on its branch"},
+	{Event: Retry, Where: InIssues | InPRs, Flags: []string{"budget", "timeout", "model"},
+		Help: "run the last failed step again"},
+	{Event: Continue, Where: InIssues | InPRs, Flags: []string{"budget", "timeout"},
+		Help: "resume an interrupted run on its branch"},
+	{Event: Rebase, Where: InPRs,
+		Help: "bring the PR branch up to date with its base"},
+	{Event: Preview, Where: InPRs,
+		Help: "serve the PR's head with its dev server for a while, at a link on the PR"},
+	{Event: Status, Where: InIssues | InPRs | InOthersPRs,
+		Help: "show the run in progress here, or the last one (anyone can ask)"},
+}
+
+// Name is the command's name, as typed after the slash.
+func (c CommandSpec) Name() string { return strings.TrimPrefix(string(c.Event), "/") }
+
+// Allowed reports whether the command works at p; ours says a pull
+// request is the App's.
+func (c CommandSpec) Allowed(p Place, ours bool) bool {
+	switch {
+	case p == OnIssue:
+		return c.Where&InIssues != 0
+	case ours:
+		return c.Where&InPRs != 0
+	}
+	return c.Where&InOthersPRs != 0
+}
+
+// wrongPlaces adds to t, the table of place p, the wrong_place cells of
+// every command where it is not allowed. A cell the table also declares
+// is a command described twice: it panics, and so does every test.
+func wrongPlaces(t map[Event]map[State]Rule, p Place, cmds []CommandSpec) map[Event]map[State]Rule {
+	states := IssueStates
+	if p == OnPR {
+		states = PRStates
+	}
+	for _, c := range cmds {
+		for _, s := range states {
+			if c.Allowed(p, s != NotOurs) {
+				continue
+			}
+			if _, dup := t[c.Event][s]; dup {
+				panic("lifecycle: " + string(c.Event) + " in " + string(s) + " is both declared not allowed there and given a rule")
+			}
+			if t[c.Event] == nil {
+				t[c.Event] = map[State]Rule{}
+			}
+			t[c.Event][s] = reply("wrong_place")
+		}
+	}
+	return t
+}
+
+// rows are the rows of a table: the events before the commands, every
+// command, and the events after them.
+func rows(before []Event, cmds []CommandSpec, after ...Event) []Event {
+	out := append([]Event(nil), before...)
+	for _, c := range cmds {
+		out = append(out, c.Event)
+	}
+	return append(out, after...)
+}
