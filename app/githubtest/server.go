@@ -173,6 +173,11 @@ type Server struct {
 	signKey     []byte
 	// ci is the checks other apps report, by repository (ci.go).
 	ci map[string]*repoCI
+
+	// files are the files read at a commit (refread.go), under a lock of
+	// their own: the routes read them holding mu.
+	filesMu sync.Mutex
+	files   map[string]fileRead
 }
 
 // Options configure New.
@@ -197,6 +202,7 @@ func New(t testing.TB, opts Options) *Server {
 		teams:   map[string][]string{},
 		nextID:  1000,
 		changed: make(chan struct{}),
+		files:   map[string]fileRead{},
 	}
 	s.limit = newWriteLimit(opts.SecondaryLimit)
 	backend, err := gitserve.Backend("", filepath.Join(s.dir, "git"), "", gitservetest.Hermetic()...)
@@ -321,22 +327,10 @@ func (s *Server) BranchSHA(fullName, branch string) string {
 	return branchSHA(s.Repo(fullName).GitDir, branch)
 }
 
-func branchSHA(gitDir, branch string) string {
-	out, err := exec.Command("git", "--git-dir", gitDir, "rev-parse", "--verify", "-q", "refs/heads/"+branch).Output()
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // FileAt returns a file's content at a ref, or "" and false.
 func (s *Server) FileAt(fullName, ref, path string) (string, bool) {
-	r := s.Repo(fullName)
-	out, err := exec.Command("git", "--git-dir", r.GitDir, "show", ref+":"+path).Output()
-	if err != nil {
-		return "", false
-	}
-	return string(out), true
+	out, ok := s.fileAt(s.Repo(fullName).GitDir, ref, path)
+	return string(out), ok
 }
 
 func (s *Server) git(dir string, args ...string) string {
@@ -787,8 +781,8 @@ func (s *Server) getContents(w http.ResponseWriter, r *http.Request, repo *Repo)
 	if ref == "" {
 		ref = repo.DefaultBranch
 	}
-	out, err := exec.Command("git", "--git-dir", repo.GitDir, "show", ref+":"+r.PathValue("path")).Output()
-	if err != nil {
+	out, ok := s.fileAt(repo.GitDir, ref, r.PathValue("path"))
+	if !ok {
 		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
 		return
 	}
@@ -1093,8 +1087,8 @@ func (s *Server) createPull(w http.ResponseWriter, r *http.Request, repo *Repo) 
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"message": err.Error()})
 		return
 	}
-	out, err := exec.Command("git", "--git-dir", repo.GitDir, "rev-parse", "--verify", "-q", "refs/heads/"+body.Head).Output()
-	if err != nil {
+	head := branchSHA(repo.GitDir, body.Head)
+	if head == "" {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Validation Failed", "errors": []map[string]string{{"resource": "PullRequest", "field": "head", "code": "invalid"}}})
 		return
 	}
@@ -1107,7 +1101,7 @@ func (s *Server) createPull(w http.ResponseWriter, r *http.Request, repo *Repo) 
 	n := repo.nextNumber
 	repo.nextNumber++
 	iss := &Issue{Number: n, Title: body.Title, Body: body.Body, User: AppLogin, State: "open",
-		PR: &PullRequest{Head: body.Head, Base: body.Base, HeadSHA: strings.TrimSpace(string(out)), Draft: body.Draft}}
+		PR: &PullRequest{Head: body.Head, Base: body.Base, HeadSHA: head, Draft: body.Draft}}
 	repo.Issues[n] = iss
 	writeJSON(w, http.StatusCreated, s.pullJSON(repo, iss))
 }
@@ -1118,8 +1112,8 @@ func (s *Server) getPull(w http.ResponseWriter, r *http.Request, repo *Repo) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
 		return
 	}
-	if sha, err := exec.Command("git", "--git-dir", repo.GitDir, "rev-parse", "--verify", "-q", "refs/heads/"+iss.PR.Head).Output(); err == nil && iss.PR.HeadRepo == "" {
-		iss.PR.HeadSHA = strings.TrimSpace(string(sha))
+	if sha := branchSHA(repo.GitDir, iss.PR.Head); sha != "" && iss.PR.HeadRepo == "" {
+		iss.PR.HeadSHA = sha
 	}
 	writeJSON(w, http.StatusOK, s.pullJSON(repo, iss))
 }
