@@ -2,6 +2,21 @@ package lifecycle
 
 import "strings"
 
+// The comment commands' events, each declared in Commands.
+const (
+	Plan     Event = "/plan"
+	Approve  Event = "/approve"
+	Revise   Event = "/revise"
+	Abort    Event = "/abort"
+	Retry    Event = "/retry"
+	Continue Event = "/continue"
+	Rebase   Event = "/rebase"
+	// Preview: a writer asks for the PR's head served by its dev server
+	// for a while, in a preview sandbox beside whatever runs on the PR.
+	Preview Event = "/preview"
+	Status  Event = "/status"
+)
+
 // Where is the set of places a comment command is allowed.
 type Where uint8
 

@@ -136,18 +136,8 @@ const (
 	// Label: a writer added the trigger label to an issue.
 	Label Event = "label"
 	// Mention: a writer's "@App text".
-	Mention  Event = "@mention"
-	Plan     Event = "/plan"
-	Approve  Event = "/approve"
-	Revise   Event = "/revise"
-	Abort    Event = "/abort"
-	Retry    Event = "/retry"
-	Continue Event = "/continue"
-	Rebase   Event = "/rebase"
-	Status   Event = "/status"
-	// Preview: a writer asks for the PR's head served by its dev server
-	// for a while, in a preview sandbox beside whatever runs on the PR.
-	Preview Event = "/preview"
+	Mention Event = "@mention"
+	// The comment commands are events too (commands.go).
 	// Typo: a comment that is almost a command (a typo, a bad flag).
 	Typo Event = "bad command"
 	// Review: a writer's review or inline comment on a pull request.
