@@ -15,17 +15,18 @@ import (
 
 // burst labels n issues at once through the bot and waits for the last
 // plan comment, then runs the floor: n plain `opencode run`s of the same
-// plan at once on the host. It alternates the two for the rounds, prints
-// each figure with the load average before and after it, marks a figure
-// taken above a load of the core count as no result, and gives the median
-// of the rounds that are results.
+// plan at once on the host. It alternates the two for the rounds, lets
+// the load settle before each figure (settle), prints each figure with the
+// load average before and after it, marks a figure that started above a
+// load of the core count as no result, and gives the median of the rounds
+// that are results.
 func burst(t *testing.T, n int) {
 	rounds := envInt("SANDBOX_STARTLOAD_ROUNDS", 3)
 	l := startLoop(t, loopOptions{repoFiles: startRepo(false, nil), env: productionLike()})
 	gitDir := l.gh.Repo(e2eRepo).GitDir
 	var ratios []float64
 	for r := 1; r <= rounds; r++ {
-		load0 := dockertest.LoadAverage()
+		load0 := settle(t)
 		t0 := time.Now()
 		last, ends, hz := l.burstOnce(t, n, r)
 		load1 := dockertest.LoadAverage()
@@ -36,7 +37,7 @@ func burst(t *testing.T, n int) {
 			cmds[i] = runtest.PlainOpenCode(t, l.model, gitDir, prompt)
 		}
 		l.model.Append(planTurns(n)...)
-		load2 := dockertest.LoadAverage()
+		load2 := settle(t)
 		fl := runtest.RunPlain(t, cmds...)
 		load3 := dockertest.LoadAverage()
 		markB, okB := loadMark(load0, load1)
