@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,7 +30,9 @@ func TestE2EPreviewOnAPullRequest(t *testing.T) {
 	yml, files := uiRepo()
 	yml = strings.Replace(yml, "  routes: [/]\n", "  routes: [/]\n  preview_secrets: [E2E_PREVIEW_OK]\n", 1)
 	gw := dockertest.Gateway(t)
-	denyPort, denyHits := listenOnBridge(t, gw)
+	denyAddr, denyHits := dockertest.ConnCounter(t) // a stand-in for a network the operator denies
+	_, denyPortText, _ := net.SplitHostPort(denyAddr)
+	denyPort, _ := strconv.Atoi(denyPortText)
 	const passSecret, providerKey = "pass-secret-canary-5150", "provider-key-canary-6160"
 	l := startLoop(t, loopOptions{signIn: true, onBridge: true, sandboxYML: yml, files: files,
 		env: []string{"SANDBOX_PREVIEW_DURATION=40s", "SANDBOX_MAX_RUNS=1", "SANDBOX_PREVIEW_DOMAIN=" + previewDomain,
@@ -148,27 +149,4 @@ func (l *loop) previewGet(t *testing.T, c *http.Client, url string) string {
 		t.Fatalf("%s answers %d: %s", url, r.StatusCode, body)
 	}
 	return body
-}
-
-// listenOnBridge serves on the bridge's gateway, counting connections: a
-// stand-in for a network the operator denies.
-func listenOnBridge(t *testing.T, gw string) (int, *atomic.Int64) {
-	t.Helper()
-	ln, err := net.Listen("tcp", gw+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var hits atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			hits.Add(1)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { ln.Close() })
-	return ln.Addr().(*net.TCPAddr).Port, &hits
 }
