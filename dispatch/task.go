@@ -90,9 +90,14 @@ func Slug(title string) string {
 	return s
 }
 
+// BranchPrefix begins every branch the agent's runs create, and only
+// theirs: the bot tells its own branches (and the pull requests, checks
+// and reviews on them) by it.
+const BranchPrefix = "agent/"
+
 // BranchName is agent/<task-id>-<slug>, the branch an execute run creates.
 func BranchName(taskID, title string) string {
-	return "agent/" + strings.ToLower(taskID) + "-" + Slug(title)
+	return BranchPrefix + strings.ToLower(taskID) + "-" + Slug(title)
 }
 
 // Comment is one comment passed on to the agent. Only comments by writers

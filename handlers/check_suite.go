@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
 // CheckSuite and Status hand the table the completion of a pull request's
@@ -40,7 +42,7 @@ func (h *CheckSuite) Handle(ctx context.Context, eventType, deliveryID string, p
 		return fmt.Errorf("parse check_suite event: %w", err)
 	}
 	suite := e.GetCheckSuite()
-	if e.GetAction() != "completed" || !strings.HasPrefix(suite.GetHeadBranch(), "agent/") || h.ownApp(suite.GetApp()) {
+	if e.GetAction() != "completed" || !strings.HasPrefix(suite.GetHeadBranch(), dispatch.BranchPrefix) || h.ownApp(suite.GetApp()) {
 		return nil
 	}
 	var numbers []int
@@ -75,7 +77,7 @@ func (h *Status) Handle(ctx context.Context, eventType, deliveryID string, paylo
 		return nil
 	}
 	for _, br := range e.Branches {
-		if strings.HasPrefix(br.GetName(), "agent/") {
+		if strings.HasPrefix(br.GetName(), dispatch.BranchPrefix) {
 			if err := h.headChanged(ctx, githubapp.GetInstallationIDFromEvent(&e), e.GetRepo(), e.GetSHA(), br.GetName(), nil, deliveryID); err != nil {
 				return err
 			}

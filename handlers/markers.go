@@ -155,7 +155,7 @@ func (b *core) botMarked(ctx context.Context, gh GitHub, number int) ([]markedCo
 // the base repository itself (never a fork, whose owner controls the
 // branch), and its body carries the App's PR marker. It returns the issue.
 func isAgentPR(pr *github.PullRequest, botLogin string) (int, bool) {
-	if !isOwnBot(pr.GetUser(), botLogin) || !strings.HasPrefix(pr.GetHead().GetRef(), "agent/") {
+	if !isOwnBot(pr.GetUser(), botLogin) || !strings.HasPrefix(pr.GetHead().GetRef(), dispatch.BranchPrefix) {
 		return 0, false
 	}
 	head, base := pr.GetHead().GetRepo(), pr.GetBase().GetRepo()

@@ -5,6 +5,8 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	"github.com/valyala/fastjson"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
 // MayAct reports whether the handler of eventType could act on the event
@@ -29,31 +31,31 @@ func (b *Base) MayAct(eventType string, v *fastjson.Value) bool {
 		return action == "created" && !b.senderIgnored(v) && b.mayAddress(v.GetStringBytes("comment", "body"))
 	case "pull_request_review":
 		return action == "submitted" && !b.senderIgnored(v) &&
-			strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), "agent/")
+			strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), dispatch.BranchPrefix)
 	case "pull_request_review_comment":
 		// Inline comments matter on agent PRs (revise feedback); elsewhere
 		// only a command in one does.
 		return action == "created" && !b.senderIgnored(v) &&
-			(strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), "agent/") || b.mayAddress(v.GetStringBytes("comment", "body")))
+			(strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), dispatch.BranchPrefix) || b.mayAddress(v.GetStringBytes("comment", "body")))
 	case "check_run":
 		return action == "rerequested" && string(v.GetStringBytes("check_run", "name")) == b.CheckName && !b.senderIgnored(v)
 	case "check_suite":
 		slug := b.slug()
-		return action == "completed" && strings.HasPrefix(string(v.GetStringBytes("check_suite", "head_branch")), "agent/") &&
+		return action == "completed" && strings.HasPrefix(string(v.GetStringBytes("check_suite", "head_branch")), dispatch.BranchPrefix) &&
 			(slug == "" || !strings.EqualFold(string(v.GetStringBytes("check_suite", "app", "slug")), slug))
 	case "status":
 		if string(v.GetStringBytes("state")) == "pending" {
 			return false
 		}
 		for _, br := range v.GetArray("branches") {
-			if strings.HasPrefix(string(br.GetStringBytes("name")), "agent/") {
+			if strings.HasPrefix(string(br.GetStringBytes("name")), dispatch.BranchPrefix) {
 				return true
 			}
 		}
 		return false
 	case "push":
 		branch, isBranch := strings.CutPrefix(string(v.GetStringBytes("ref")), "refs/heads/")
-		return isBranch && !v.GetBool("deleted") && !strings.HasPrefix(branch, "agent/")
+		return isBranch && !v.GetBool("deleted") && !strings.HasPrefix(branch, dispatch.BranchPrefix)
 	}
 	return true
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
 // PullRequestReview puts a writer's review of an agent PR (changes
@@ -40,7 +42,7 @@ func (h *PullRequestReview) Handle(ctx context.Context, eventType, deliveryID st
 	if state == "approved" || state != "changes_requested" && strings.TrimSpace(review.GetBody()) == "" {
 		return nil
 	}
-	if !strings.HasPrefix(pr.GetHead().GetRef(), "agent/") {
+	if !strings.HasPrefix(pr.GetHead().GetRef(), dispatch.BranchPrefix) {
 		return nil
 	}
 	return h.feedbackOnPR(ctx, githubapp.GetInstallationIDFromEvent(&e), repo, pr.GetNumber(), e.GetSender().GetLogin(), deliveryID,

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
 // PullRequestReviewComment handles inline review comments on agent PRs. A
@@ -36,7 +38,7 @@ func (h *PullRequestReviewComment) Handle(ctx context.Context, eventType, delive
 	comment, pr, repo := e.GetComment(), e.GetPullRequest(), e.GetRepo()
 	// Conversation on other PRs is none of the bot's business; a command
 	// there still gets its answer (prCommand says where it applies).
-	if cmd, perr := ParseCommand(comment.GetBody()); cmd == nil && perr == nil && !strings.HasPrefix(pr.GetHead().GetRef(), "agent/") {
+	if cmd, perr := ParseCommand(comment.GetBody()); cmd == nil && perr == nil && !strings.HasPrefix(pr.GetHead().GetRef(), dispatch.BranchPrefix) {
 		return nil
 	}
 	return h.feedbackOnPR(ctx, githubapp.GetInstallationIDFromEvent(&e), repo, pr.GetNumber(), e.GetSender().GetLogin(), deliveryID,

@@ -32,7 +32,7 @@ func (h *Push) Handle(ctx context.Context, eventType, deliveryID string, payload
 		return fmt.Errorf("parse push event: %w", err)
 	}
 	branch, isBranch := strings.CutPrefix(e.GetRef(), "refs/heads/")
-	if !isBranch || e.GetDeleted() || strings.HasPrefix(branch, "agent/") {
+	if !isBranch || e.GetDeleted() || strings.HasPrefix(branch, dispatch.BranchPrefix) {
 		return nil
 	}
 	repo := pushRepo(e.GetRepo())

@@ -117,7 +117,7 @@ func (r *Runs) isRunBranch(rc *runContext, branch string) bool {
 	}
 	switch rc.meta.Mode {
 	case dispatch.ModeExecute:
-		return strings.HasPrefix(branch, "agent/"+strings.ToLower(rc.meta.TaskID)+"-")
+		return strings.HasPrefix(branch, dispatch.BranchPrefix+strings.ToLower(rc.meta.TaskID)+"-")
 	}
 	return false
 }
