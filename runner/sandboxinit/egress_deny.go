@@ -108,9 +108,6 @@ func installDeny(ctx context.Context, run ipTables, nets []dispatch.DenyNet, res
 type denyState struct {
 	nets []dispatch.DenyNet
 	done bool
-	// inner are the inner dockerd's subnets, when its defaults would
-	// cover an address of the host's (hostroutes.go).
-	inner innerNets
 }
 
 // enforceEgressDefaults installs the deny fence once per start. A coding
@@ -161,12 +158,6 @@ func (s *sandbox) applyEgressDefaults(ctx context.Context, run ipTables, euid in
 		if err := nf.installNAT(ctx, run, ipv4Uplinks()); err != nil {
 			return err
 		}
-		hosts, _ := os.ReadFile("/etc/hosts")
-		inner, err := innerNetworks(ctx, run, string(hosts))
-		if err != nil {
-			return fmt.Errorf("choose the inner daemon's networks, clear of the host's addresses: %w", err)
-		}
-		s.deny.inner = inner
 	}
 	s.deny.done = true
 	s.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Bool("inner_containers", s.inner).Msg("egress defaults enforced")

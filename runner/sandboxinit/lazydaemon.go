@@ -113,7 +113,7 @@ func (s *sandbox) startDaemonOnFirstUse(ctx context.Context, f *os.File) (*daemo
 	}
 	choice := chooseStorage(s.opts.storageDriver, dockerRoot, mountProber{})
 	s.log.Info().Str("driver", choice.Driver).Str("backing_fs", choice.Backing).Strs("why", choice.Reasons).Msg("storage driver chosen")
-	cfg, err := s.daemonConfig(choice.Driver)
+	cfg, err := s.daemonConfig(ctx, choice.Driver)
 	if err != nil {
 		_ = d.stop()
 		return nil, err

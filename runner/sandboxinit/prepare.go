@@ -116,7 +116,7 @@ func (s *sandbox) startDocker(ctx, saveCtx context.Context, env map[string]strin
 	if err := s.fenceDaemonForAllow(ctx); err != nil {
 		return nil, err
 	}
-	dcfg, err := s.daemonConfig(choice.Driver)
+	dcfg, err := s.daemonConfig(ctx, choice.Driver)
 	if err != nil {
 		return nil, err
 	}
@@ -195,10 +195,16 @@ func (s *sandbox) fenceDaemonForAllow(ctx context.Context) error {
 	return s.steps.do("egress-daemon", func() error { return s.fenceDaemon(ctx, execIPTables) })
 }
 
-// daemonConfig is how dockerd starts, now or on first use.
-func (s *sandbox) daemonConfig(driver string) (daemonConfig, error) {
+// daemonConfig is how dockerd starts, now or on first use: its subnets
+// are chosen here, so a run that never uses Docker never asks for them.
+func (s *sandbox) daemonConfig(ctx context.Context, driver string) (daemonConfig, error) {
 	nf := s.netfilter()
-	c := daemonConfig{Driver: driver, Timeout: s.opts.dockerdTimeout, Nets: s.deny.inner, Args: nf.daemonArgs()}
+	hosts, _ := os.ReadFile("/etc/hosts")
+	nets, err := innerNetworks(ctx, execIPTables, string(hosts))
+	if err != nil {
+		return daemonConfig{}, fmt.Errorf("choose the inner daemon's networks, clear of the host's addresses: %w", err)
+	}
+	c := daemonConfig{Driver: driver, Timeout: s.opts.dockerdTimeout, Nets: nets, Args: nf.daemonArgs()}
 	env, err := nf.daemonEnv()
 	if err != nil {
 		return c, err
