@@ -15,6 +15,8 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
+
+	"github.com/sandbox-bot/sandbox-bot/handlers"
 )
 
 // GitHub's limits, as documented: about 80 content-creating requests a
@@ -22,8 +24,12 @@ import (
 // Retry-After, at least a minute.
 const (
 	DefaultGitHubWritesPerMinute = 60
-	githubWriteBurst             = 5
-	secondaryLimitDefaultWait    = time.Minute
+	// githubContentLimit is GitHub's documented secondary limit of
+	// content-generating requests a minute: the bucket's burst is what it
+	// leaves above the pace, so no minute holds more than it.
+	githubContentLimit        = 80
+	minGitHubWriteBurst       = 5
+	secondaryLimitDefaultWait = time.Minute
 	// maxRateLimitWait bounds one wait; past it the response goes back to
 	// the caller (a result then stays with its run and is posted later).
 	maxRateLimitWait = 15 * time.Minute
@@ -60,7 +66,7 @@ func newGitHubPacer(perMinute float64, reg prometheus.Registerer) *githubPacer {
 		sleep:     sleepCtx,
 		delayed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandbox_bot_github_requests_delayed_total",
-			Help: "GitHub requests the bot held back, by reason (pace: writes paced below the secondary limit; secondary, primary: waiting out a rate-limit answer).",
+			Help: "GitHub requests the bot held back, by reason (pace: writes paced below the secondary limit; deferred: progress updates not sent while the pace had little room; secondary, primary: waiting out a rate-limit answer).",
 		}, []string{"reason"}),
 		waited: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sandbox_bot_github_wait_seconds",
@@ -68,7 +74,7 @@ func newGitHubPacer(perMinute float64, reg prometheus.Registerer) *githubPacer {
 			Buckets: []float64{0.1, 0.5, 1, 5, 15, 60, 300, 900},
 		}, []string{"reason"}),
 	}
-	for _, r := range []string{"pace", "secondary", "primary"} {
+	for _, r := range []string{"pace", "deferred", "secondary", "primary"} {
 		p.delayed.WithLabelValues(r)
 	}
 	reg.MustRegister(p.delayed, p.waited)
@@ -91,10 +97,17 @@ func (p *githubPacer) installation(id int64) *installationPace {
 	defer p.mu.Unlock()
 	ip := p.inst[id]
 	if ip == nil {
-		ip = &installationPace{writes: rate.NewLimiter(rate.Limit(p.perMinute/60), githubWriteBurst)}
+		ip = &installationPace{writes: rate.NewLimiter(rate.Limit(p.perMinute/60), writeBurst(p.perMinute))}
 		p.inst[id] = ip
 	}
 	return ip
+}
+
+// writeBurst is the bucket's size at a pace of perMinute writes: GitHub's
+// 80 a minute less the pace (a full bucket and a minute of pace stay within
+// it), and at least 5.
+func writeBurst(perMinute float64) int {
+	return max(minGitHubWriteBurst, githubContentLimit-int(perMinute))
 }
 
 // creator wraps a client creator so every installation client is paced.
@@ -188,6 +201,16 @@ func (t *pacedTransport) waitTurn(ctx context.Context, method string) error {
 		t.p.waited.WithLabelValues("limit").Observe(time.Since(start).Seconds())
 	}
 	if !isWrite(method) {
+		return nil
+	}
+	// A progress update (handlers.Deferrable) waits for no turn: it goes
+	// only while the bucket is more than half full, and the room below is
+	// kept for results, labels and replies.
+	if handlers.IsDeferrable(ctx) {
+		if t.ip.writes.Tokens() < float64(t.ip.writes.Burst())/2+1 || !t.ip.writes.Allow() {
+			t.p.delayed.WithLabelValues("deferred").Inc()
+			return handlers.ErrWriteDeferred
+		}
 		return nil
 	}
 	r := t.ip.writes.Reserve()

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,8 @@ import (
 	"github.com/google/go-github/v62/github"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/sandbox-bot/sandbox-bot/handlers"
 )
 
 // Each kind of limit answer is waited out for as long as GitHub says, and
@@ -67,11 +70,7 @@ func TestPacedTransportWaitsOutLimits(t *testing.T) {
 				io.WriteString(w, `{"id":1}`)
 			}))
 			defer srv.Close()
-			p := newGitHubPacer(60, prometheus.NewRegistry())
-			var slept []time.Duration
-			p.sleep = func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }
-			client := github.NewClient(&http.Client{Transport: &pacedTransport{next: http.DefaultTransport, p: p, ip: p.installation(42)}})
-			client.BaseURL = mustURL(t, srv.URL+"/")
+			p, client, slept := pacedClient(t, srv.URL)
 			_, _, err := client.Issues.CreateComment(context.Background(), "o", "r", 1, &github.IssueComment{Body: github.String("hello")})
 			if len(bodies) != tc.tries {
 				t.Fatalf("%d requests, want %d", len(bodies), tc.tries)
@@ -89,11 +88,11 @@ func TestPacedTransportWaitsOutLimits(t *testing.T) {
 				t.Errorf("retried body %q, first %q", bodies[1], bodies[0])
 			}
 			var longest time.Duration
-			for _, d := range slept {
+			for _, d := range *slept {
 				longest = max(longest, d)
 			}
 			if longest < tc.wait-2*time.Second {
-				t.Errorf("waited at most %v, want about %v (slept %v)", longest, tc.wait, slept)
+				t.Errorf("waited at most %v, want about %v (slept %v)", longest, tc.wait, *slept)
 			}
 			if got := testutil.ToFloat64(p.delayed.WithLabelValues(tc.reason)); got != 1 {
 				t.Errorf("delayed{reason=%s} = %v, want 1", tc.reason, got)
@@ -110,13 +109,13 @@ func TestPacerPacesWritesPerInstallation(t *testing.T) {
 	var slept []time.Duration
 	p.sleep = func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }
 	one := &pacedTransport{p: p, ip: p.installation(1)}
-	for range githubWriteBurst {
+	for range writeBurst(60) {
 		if err := one.waitTurn(context.Background(), http.MethodPost); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if len(slept) != 0 {
-		t.Fatalf("the burst of %d writes waited: %v", githubWriteBurst, slept)
+		t.Fatalf("the burst of %d writes waited: %v", writeBurst(60), slept)
 	}
 	one.waitTurn(context.Background(), http.MethodGet)
 	(&pacedTransport{p: p, ip: p.installation(2)}).waitTurn(context.Background(), http.MethodPatch)
@@ -136,4 +135,67 @@ func mustURL(t *testing.T, s string) *url.URL {
 		t.Fatal(err)
 	}
 	return u
+}
+
+// A progress update (handlers.Deferrable) is sent while the bucket is more
+// than half full and otherwise fails with handlers.ErrWriteDeferred through
+// go-github, reaching nothing and waiting for nothing; the room below is
+// kept for results, which still get their turn at once.
+func TestPacerDefersProgressWhenThePaceIsLow(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	got := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got++
+		mu.Unlock()
+		io.WriteString(w, `{"id":1}`)
+	}))
+	defer srv.Close()
+	p, client, slept := pacedClient(t, srv.URL)
+	progress := handlers.Deferrable(context.Background())
+	edit := func(ctx context.Context) error {
+		_, _, err := client.Issues.EditComment(ctx, "o", "r", 1, &github.IssueComment{Body: github.String("step")})
+		return err
+	}
+	burst := writeBurst(60)
+	if burst != 20 {
+		t.Fatalf("the burst at 60 writes a minute is %d, want 20 (GitHub's 80 less the pace)", burst)
+	}
+	sent := 0
+	for range burst {
+		if err := edit(progress); err == nil {
+			sent++
+		} else if !errors.Is(err, handlers.ErrWriteDeferred) {
+			t.Fatalf("a deferred progress edit: %v, want ErrWriteDeferred", err)
+		}
+	}
+	if sent < burst/2-1 || sent > burst/2 {
+		t.Fatalf("%d progress edits were sent from a full bucket of %d, want about half", sent, burst)
+	}
+	if got != sent || len(*slept) != 0 {
+		t.Fatalf("GitHub got %d requests for %d sent, and the edits slept %v", got, sent, *slept)
+	}
+	for range burst - sent {
+		if err := edit(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(*slept) != 0 {
+		t.Fatalf("the results behind the progress edits waited: %v", *slept)
+	}
+	if d := testutil.ToFloat64(p.delayed.WithLabelValues("deferred")); d != float64(burst-sent) {
+		t.Fatalf("delayed{reason=deferred} = %v, want %d", d, burst-sent)
+	}
+}
+
+// pacedClient is a go-github client of installation 42 to url through a
+// pacer of 60 writes a minute whose waits are noted in *slept, not slept.
+func pacedClient(t *testing.T, url string) (*githubPacer, *github.Client, *[]time.Duration) {
+	p := newGitHubPacer(60, prometheus.NewRegistry())
+	slept := new([]time.Duration)
+	p.sleep = func(_ context.Context, d time.Duration) error { *slept = append(*slept, d); return nil }
+	client := github.NewClient(&http.Client{Transport: &pacedTransport{next: http.DefaultTransport, p: p, ip: p.installation(42)}})
+	client.BaseURL = mustURL(t, url+"/")
+	return p, client, slept
 }

@@ -15,6 +15,27 @@ import (
 // (github_client.go); the table's tests use an in-memory GitHub, so every
 // decision is tested without HTTP, and the scenario tests keep the wire.
 
+// Deferrable marks ctx's GitHub writes as ones that may wait for a later
+// turn: progress updates, which the next update or the run's end
+// replaces. Where the installation's writes are paced, such a write is
+// not sent while the pace has little room left, so a burst of runs ending
+// together posts its results instead of waiting behind progress edits; it
+// fails with ErrWriteDeferred and nothing reaches GitHub.
+func Deferrable(ctx context.Context) context.Context {
+	return context.WithValue(ctx, deferrableKey{}, true)
+}
+
+// IsDeferrable says whether ctx's writes were marked with Deferrable.
+func IsDeferrable(ctx context.Context) bool {
+	v, _ := ctx.Value(deferrableKey{}).(bool)
+	return v
+}
+
+type deferrableKey struct{}
+
+// ErrWriteDeferred is a Deferrable write that was not sent.
+var ErrWriteDeferred = errors.New("github write deferred: the installation's writes are paced, and a progress update waits for the next one")
+
 // Hub opens the seam: one repository through an installation, and the
 // calls the App makes as itself.
 type Hub interface {

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -93,6 +94,19 @@ func (p *progress) summary() (title, text string) {
 func (p *progress) send(ctx context.Context) {
 	log := zerolog.Ctx(ctx)
 	p.closeSuperseded(ctx)
+	// A progress update gives way to results when writes are paced; one
+	// that did not go is due again at the next progress line.
+	ctx = Deferrable(ctx)
+	warn := func(err error, what string) {
+		if errors.Is(err, ErrWriteDeferred) {
+			p.mu.Lock()
+			p.lastSent = time.Time{}
+			p.mu.Unlock()
+			log.Debug().Msg(what + ": deferred, writes are paced")
+			return
+		}
+		log.Warn().Err(err).Msg(what)
+	}
 	title, text := p.summary()
 	p.mu.Lock()
 	sha, checkID, commentID := p.headSHA, p.checkRunID, p.commentID
@@ -108,7 +122,7 @@ func (p *progress) send(ctx context.Context) {
 				Output: &github.CheckRunOutput{Title: &title, Summary: github.String(title), Text: &text},
 			})
 			if err != nil {
-				log.Warn().Err(err).Msg("create check run")
+				warn(err, "create check run")
 				return
 			}
 			p.mu.Lock()
@@ -120,7 +134,7 @@ func (p *progress) send(ctx context.Context) {
 		if err := p.gh.UpdateCheckRun(ctx, checkID, github.UpdateCheckRunOptions{
 			Name: p.b.CheckName, Output: &github.CheckRunOutput{Title: &title, Summary: github.String(title), Text: &text},
 		}); err != nil {
-			log.Warn().Err(err).Msg("update check run")
+			warn(err, "update check run")
 		}
 		return
 	}
@@ -132,7 +146,7 @@ func (p *progress) send(ctx context.Context) {
 	if commentID == 0 {
 		c, err := p.gh.Comment(ctx, p.meta.Number, body)
 		if err != nil {
-			log.Warn().Err(err).Msg("create progress comment")
+			warn(err, "create progress comment")
 			return
 		}
 		p.mu.Lock()
@@ -141,7 +155,7 @@ func (p *progress) send(ctx context.Context) {
 		return
 	}
 	if err := p.gh.EditComment(ctx, commentID, body); err != nil {
-		log.Warn().Err(err).Msg("edit progress comment")
+		warn(err, "edit progress comment")
 	}
 }
 

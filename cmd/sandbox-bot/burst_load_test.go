@@ -27,9 +27,10 @@ func burst(t *testing.T, n int) {
 	var ratios []float64
 	for r := 1; r <= rounds; r++ {
 		load0 := settle(t)
-		t0 := time.Now()
+		t0, m0, eng0, bot0 := time.Now(), dockertest.ReadMachineCPU(), dockertest.EngineCPU(), l.botCPU()
 		last, ends, hz := l.burstOnce(t, n, r)
 		load1 := dockertest.LoadAverage()
+		mB, engB, bot1 := dockertest.ReadMachineCPU().Since(m0), dockertest.EngineCPU()-eng0, l.botCPU()
 		l.waitFollowed(0, 10*time.Minute) // the bot's bookkeeping is not the floor's
 		cmds := make([]*exec.Cmd, n)
 		prompt := runtest.PromptOf(l.model, t0)
@@ -38,16 +39,19 @@ func burst(t *testing.T, n int) {
 		}
 		l.model.Append(planTurns(n)...)
 		load2 := settle(t)
+		m2 := dockertest.ReadMachineCPU()
 		fl := runtest.RunPlain(t, cmds...)
 		load3 := dockertest.LoadAverage()
+		mF := dockertest.ReadMachineCPU().Since(m2)
 		markB, okB := loadMark(load0, load1)
 		markF, okF := loadMark(load2, load3)
 		ratio := last.Seconds() / fl.Wall.Seconds()
 		if okB && okF {
 			ratios = append(ratios, ratio)
 		}
-		t.Logf("round %d: burst of %d labels → last plan %s (plans at %v), load average %.1f → %.1f%s; floor: %d plain opencode runs at once on the host %s (%.1f s of CPU), load average %.1f → %.1f%s: x%.2f (goal ≤ 1.5); the bot's /healthz during the burst: %s",
-			r, n, last.Round(100*time.Millisecond), roundAll(ends), load0, load1, markB, n, fl.Wall.Round(100*time.Millisecond), fl.CPU.Seconds(), load2, load3, markF, ratio, hz)
+		t.Logf("round %d: burst of %d labels → last plan %s (plans at %v), load average %.1f → %.1f%s; floor: %d plain opencode runs at once on the host %s (%.1f s of CPU), load average %.1f → %.1f%s: x%.2f (goal ≤ 1.5); the bot's /healthz during the burst: %s\nduring the burst: %s, of which the engine (dockerd, containerd) %.1f s and the bot %.1f s with its commands %.1f s; during the floor: %s",
+			r, n, last.Round(100*time.Millisecond), roundAll(ends), load0, load1, markB, n, fl.Wall.Round(100*time.Millisecond), fl.CPU.Seconds(), load2, load3, markF, ratio, hz,
+			mB, engB.Seconds(), (bot1[0] - bot0[0]).Seconds(), (bot1[1] - bot0[1]).Seconds(), mF)
 	}
 	if len(ratios) == 0 {
 		t.Logf("burst of %d: no result: every round ran above a load average of %d", n, cores())
@@ -96,15 +100,28 @@ func (l *loop) pollHealth() func() string {
 	failed := 0
 	var wg sync.WaitGroup
 	wg.Add(1)
+	// Every second, a line of the timeline: where a burst leaves the
+	// cores idle, and what the bot and the sandboxes were doing then.
+	var timeline strings.Builder
+	t0, m0, reqs0 := time.Now(), dockertest.ReadMachineCPU(), len(l.model.Requests())
+	next := t0.Add(time.Second)
 	go func() {
 		defer wg.Done()
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if _, d, err := l.health(); err == nil {
+			h, d, err := l.health()
+			if err == nil {
 				lat = append(lat, d)
 			} else {
 				failed++
+			}
+			if now := time.Now(); now.After(next) {
+				m := dockertest.ReadMachineCPU()
+				fmt.Fprintf(&timeline, "%4.0fs busy %3.0f%% containers %d queued %d workers %d followed %d model requests %d\n",
+					now.Sub(t0).Seconds(), 100*m.Since(m0).Busy.Seconds()/max(1e-9, m.Since(m0).Busy.Seconds()+m.Since(m0).Idle.Seconds()),
+					dockertest.RunningContainers(), h.Queued, h.WorkersBusy, h.RunsFollowed, len(l.model.Requests())-reqs0)
+				m0, next = m, next.Add(time.Second)
 			}
 			select {
 			case <-done:
@@ -121,6 +138,6 @@ func (l *loop) pollHealth() func() string {
 		}
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		q := func(p float64) time.Duration { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
-		return fmt.Sprintf("p50 %s, p99 %s, max %s (%d requests, %d failed)", q(0.5).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond), len(lat), failed)
+		return fmt.Sprintf("p50 %s, p99 %s, max %s (%d requests, %d failed)\ntimeline:\n%s", q(0.5).Round(10*time.Microsecond), q(0.99).Round(10*time.Microsecond), lat[len(lat)-1].Round(10*time.Microsecond), len(lat), failed, timeline.String())
 	}
 }

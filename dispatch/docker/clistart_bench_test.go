@@ -3,6 +3,7 @@ package docker_test
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -134,6 +135,9 @@ func (c cliUnderTest) sandbox(b *testing.B, img string) (time.Duration, time.Dur
 		b.Fatal(err)
 	}
 	args := []string{"run", "--rm", "-i", "--user", "1000:1000", "--entrypoint", "sh", "-e", "HOME=/home/sandbox", "-w", "/tmp"}
+	// SANDBOX_CLISTART_DOCKER_ARGS adds to the sandbox's docker run (for
+	// example "--runtime runsc": the CLI's start behind gVisor).
+	args = append(args, strings.Fields(os.Getenv("SANDBOX_CLISTART_DOCKER_ARGS"))...)
 	for _, kv := range passed(cmd.Env) {
 		args = append(args, "-e", kv)
 	}

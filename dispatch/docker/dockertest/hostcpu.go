@@ -131,3 +131,60 @@ func WatchChildren(pid int) func() map[string]int {
 		return n
 	}
 }
+
+// MachineCPU is what the whole machine has spent since boot: busy (every
+// CPU state but idle and iowait) and idle (idle and iowait), summed over
+// the cores, from /proc/stat; containers is what every container of the
+// engine has spent (its cgroup parent's cpuacct.usage, cgroup v1 and the
+// cgroupfs driver; 0 where that is not the layout). A difference of two
+// readings says whether a burst kept the cores busy, and with what.
+type MachineCPU struct{ Busy, Idle, Containers time.Duration }
+
+// ReadMachineCPU reads MachineCPU now.
+func ReadMachineCPU() MachineCPU {
+	var m MachineCPU
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		line, _, _ := strings.Cut(string(b), "\n")
+		f := strings.Fields(line)
+		for i, s := range f[1:] {
+			n, _ := strconv.ParseInt(s, 10, 64)
+			d := time.Duration(n) * time.Second / clockTick
+			switch i {
+			case 3, 4: // idle, iowait
+				m.Idle += d
+			case 8, 9: // guest, guest_nice: already counted in user and nice
+			default:
+				m.Busy += d
+			}
+		}
+	}
+	if b, err := os.ReadFile("/sys/fs/cgroup/cpuacct/docker/cpuacct.usage"); err == nil {
+		n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		m.Containers = time.Duration(n)
+	}
+	return m
+}
+
+// Since is m minus an earlier reading.
+func (m MachineCPU) Since(then MachineCPU) MachineCPU {
+	return MachineCPU{Busy: m.Busy - then.Busy, Idle: m.Idle - then.Idle, Containers: m.Containers - then.Containers}
+}
+
+// String says it in CPU seconds, with the busy share of the cores.
+func (m MachineCPU) String() string {
+	return fmt.Sprintf("machine busy %.1f s of CPU (%.0f %% of the cores; containers %.1f s), idle %.1f s",
+		m.Busy.Seconds(), 100*m.Busy.Seconds()/max(1e-9, m.Busy.Seconds()+m.Idle.Seconds()), m.Containers.Seconds(), m.Idle.Seconds())
+}
+
+// RunningContainers is how many containers of the engine have a cgroup
+// now (cgroup v1 and the cgroupfs driver; 0 elsewhere).
+func RunningContainers() int {
+	des, _ := os.ReadDir("/sys/fs/cgroup/cpuacct/docker")
+	n := 0
+	for _, de := range des {
+		if de.IsDir() {
+			n++
+		}
+	}
+	return n
+}
