@@ -37,10 +37,9 @@ type Config struct {
 	Listen string `yaml:"listen"`
 	// Backend is nomad, docker or process (a plain child process, no
 	// isolation: for trying the bot on a machine without Docker).
-	Backend   string             `yaml:"backend"`
-	Image     string             `yaml:"image"`
-	Isolation dispatch.Isolation `yaml:"isolation"`
-	DataDir   string             `yaml:"data_dir"`
+	Backend string `yaml:"backend"`
+	Image   string `yaml:"image"`
+	DataDir string `yaml:"data_dir"`
 	// PublicURL is where people reach the bot (links in comments); the
 	// dashboard and check-run details link to it when set.
 	PublicURL string `yaml:"public_url"`
@@ -70,40 +69,24 @@ type Config struct {
 	// CILogTail is what a CI fix run is given of each failing Actions
 	// job's log, at most ("8KiB"; SANDBOX_CI_LOG_TAIL).
 	CILogTail string `yaml:"ci_log_tail"`
-	images    handlers.ImageSettings
-	ciLog     int
 
-	// TriggerLabel starts a plan run when added to an issue.
-	TriggerLabel string `yaml:"trigger_label"`
-	// AllowUsers and AllowTeams ("org/team") may drive the bot even without
-	// write permission on the repository.
-	AllowUsers []string `yaml:"allow_users"`
-	AllowTeams []string `yaml:"allow_teams"`
-	// AllowBots lists bot logins (e.g. "renovate[bot]") whose events are
-	// not ignored. The app's own events are always ignored.
-	AllowBots []string `yaml:"allow_bots"`
+	// Settings are what the handlers act on, read as they are from the
+	// file's top-level keys (trigger_label; allow_users, allow_teams
+	// "org/team" and allow_bots, who may drive the bot without write
+	// permission; max_continues, max_plan_rounds, caps, isolation,
+	// progress_interval, token_refresh, dispatch_deadline,
+	// review_batch_window, result_retry, preview_duration; defaults, which
+	// sit beneath every repository's .sandbox.yml, and limits, which bound
+	// what a repository may ask for). LoadConfig fills in their defaults
+	// and the fields worked out from other settings (settle), so the
+	// server hands them to the handlers as they are.
+	handlers.Settings `yaml:",inline"`
 
 	Workers   int `yaml:"workers"`
 	QueueSize int `yaml:"queue_size"`
-	// MaxContinues bounds automatic continue runs after an interrupted run.
-	MaxContinues int `yaml:"max_continues"`
-	// MaxPlanRounds bounds /revise rounds on a plan.
-	MaxPlanRounds int `yaml:"max_plan_rounds"`
-	// Caps bound concurrent runs (in all, per installation, per
-	// repository); runs over a cap wait in the backend's queue.
-	Caps dispatch.Caps `yaml:"caps"`
-	// ProgressInterval throttles check-run updates.
-	ProgressInterval time.Duration `yaml:"progress_interval"`
-	// TokenRefresh is how often a live run's installation token is replaced
-	// (tokens expire after an hour).
-	TokenRefresh time.Duration `yaml:"token_refresh"`
 	// ShutdownTimeout bounds draining the queue on SIGTERM.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 
-	// Defaults sit beneath every repository's .sandbox.yml.
-	Defaults sandboxcfg.Config `yaml:"defaults"`
-	// Limits bound what a repository may ask for.
-	Limits sandboxcfg.Limits `yaml:"limits"`
 	// DenyNetworks are networks ("10.0.0.0/8", "10.1.2.3:5432") no
 	// sandbox may reach, on top of link-local, the bot's listener and the
 	// Nomad API, which are always denied.
@@ -207,7 +190,7 @@ func LoadConfig(getenv Getenv) (*Config, error) {
 	if err := c.applyEnv(getenv); err != nil {
 		return nil, err
 	}
-	if err := c.Ops.applyEnv(getenv); err != nil {
+	if err := c.Ops.applyEnv(getenv, &c.Settings); err != nil {
 		return nil, err
 	}
 	if err := c.applyCapsEnv(getenv); err != nil {
@@ -226,6 +209,7 @@ func LoadConfig(getenv Getenv) (*Config, error) {
 	if err := c.loadGitHubReads(getenv); err != nil {
 		return nil, err
 	}
+	c.settle()
 	// Only checked here (a provider whose key variable is unset fails the
 	// start); the keys are read again where the backend is built, and never
 	// kept in the configuration.
@@ -400,7 +384,7 @@ func (c *Config) applyDefaults() {
 	c.LogLevel = cmp.Or(c.LogLevel, "info")
 	c.TranscriptRetention = cmp.Or(c.TranscriptRetention, DefaultTranscriptRetention)
 	c.Limits = c.Limits.WithDefaults()
-	c.Ops.defaults()
+	c.Ops.defaults(&c.Settings)
 }
 
 // validate returns the first problem as one line naming the setting.

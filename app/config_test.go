@@ -97,7 +97,7 @@ func TestLoadConfigFromEnvOnly(t *testing.T) {
 		{"progress interval", c.ProgressInterval, 10 * time.Second},
 		{"token refresh", c.TokenRefresh, 45 * time.Minute},
 		{"shutdown timeout", c.ShutdownTimeout, 30 * time.Second},
-		{"dispatch deadline", c.Ops.DispatchDeadline, app.DefaultDispatchDeadline},
+		{"dispatch deadline", c.DispatchDeadline, app.DefaultDispatchDeadline},
 		{"log level", c.LogLevel, "info"},
 		{"log pretty", c.LogPretty, false},
 	}

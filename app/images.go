@@ -105,7 +105,7 @@ func (c *Config) loadGitHubReads(getenv Getenv) error {
 	if err != nil {
 		return err
 	}
-	c.images, c.ciLog = s, DefaultCILogTail
+	c.Settings.Images, c.CILogBytes = s, DefaultCILogTail
 	if v, ok := getenv("SANDBOX_CI_LOG_TAIL"); ok {
 		c.CILogTail = v
 	}
@@ -114,7 +114,7 @@ func (c *Config) loadGitHubReads(getenv Getenv) error {
 		if err != nil || n < 256 || n > 1<<20 {
 			return fmt.Errorf("ci_log_tail (SANDBOX_CI_LOG_TAIL): %q is not a size between 256 bytes and 1MiB, such as 8KiB", c.CILogTail)
 		}
-		c.ciLog = int(n)
+		c.CILogBytes = int(n)
 	}
 	return nil
 }

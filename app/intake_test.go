@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/handlers"
 )
 
 // A client that sends headers and then trickles (or stalls) its body loses
@@ -14,7 +16,7 @@ import (
 func TestHTTPServerReadTimeoutCutsStalledBodies(t *testing.T) {
 	t.Parallel()
 	cfg := &Config{}
-	cfg.Ops.defaults()
+	cfg.Ops.defaults(&cfg.Settings)
 	cfg.Ops.HTTPReadTimeout = 300 * time.Millisecond
 	srv := NewHTTPServer(cfg, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		buf := make([]byte, 1024)
@@ -54,20 +56,21 @@ func TestOpsConfigFromEnv(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"SANDBOX_ADMIN_LISTEN": "0.0.0.0:9999", "SANDBOX_MAX_BODY_READERS": "5", "SANDBOX_DISPATCH_DEADLINE": "2s"}
 	var o OpsConfig
-	if err := o.applyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }); err != nil {
+	var runs handlers.Settings
+	if err := o.applyEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, &runs); err != nil {
 		t.Fatal(err)
 	}
-	o.defaults()
-	if o.AdminListen != "0.0.0.0:9999" || o.MaxBodyReaders != 5 || o.DispatchDeadline != 2*time.Second || o.HTTPReadTimeout != DefaultHTTPReadTimeout {
-		t.Errorf("ops = %+v", o)
+	o.defaults(&runs)
+	if o.AdminListen != "0.0.0.0:9999" || o.MaxBodyReaders != 5 || runs.DispatchDeadline != 2*time.Second || o.HTTPReadTimeout != DefaultHTTPReadTimeout {
+		t.Errorf("ops = %+v, handlers' = %+v", o, runs)
 	}
 	var d OpsConfig
-	d.defaults()
+	d.defaults(&handlers.Settings{})
 	if d.AdminListen != "127.0.0.1:9090" {
 		t.Errorf("admin listener defaults to %q, want loopback", d.AdminListen)
 	}
 	for k, v := range map[string]string{"SANDBOX_MAX_BODY_READERS": "0", "SANDBOX_DISPATCH_DEADLINE": "soon"} {
-		err := (&OpsConfig{}).applyEnv(func(key string) (string, bool) { return v, key == k })
+		err := (&OpsConfig{}).applyEnv(func(key string) (string, bool) { return v, key == k }, &handlers.Settings{})
 		if err == nil || err.Error()[:len(k)] != k {
 			t.Errorf("%s=%s: error %v does not name the setting", k, v, err)
 		}

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/handlers"
 )
 
 // OpsConfig is how the bot faces its operator and the network: the admin
@@ -18,9 +20,6 @@ type OpsConfig struct {
 	// MaxBodyReaders caps webhook bodies being read at once, before their
 	// signature could be checked; over it a delivery is answered 503.
 	MaxBodyReaders int `yaml:"max_body_readers"`
-	// DispatchDeadline bounds the retries of a submission that failed for
-	// a passing reason.
-	DispatchDeadline time.Duration `yaml:"dispatch_deadline"`
 	// GitHubWritesPerMinute paces the bot's content-creating requests to
 	// GitHub per installation, below GitHub's secondary limit (about 80).
 	GitHubWritesPerMinute float64 `yaml:"github_writes_per_minute"`
@@ -29,15 +28,15 @@ type OpsConfig struct {
 	HTTPReadTimeout  time.Duration `yaml:"http_read_timeout"`
 	HTTPWriteTimeout time.Duration `yaml:"http_write_timeout"`
 	HTTPIdleTimeout  time.Duration `yaml:"http_idle_timeout"`
-	// ReviewBatchWindow is how long review feedback on an agent PR is
-	// collected into one revise run (handlers/batch.go).
-	ReviewBatchWindow time.Duration `yaml:"review_batch_window"`
-	// ResultRetry is the first wait before posting a refused result
-	// again; it doubles up to two minutes (handlers/postretry.go).
-	ResultRetry time.Duration `yaml:"result_retry"`
-	// PreviewDuration is how long a preview asked for with /preview on a
-	// pull request serves its dev server (handlers/preview.go).
-	PreviewDuration time.Duration `yaml:"preview_duration"`
+	// The handlers' waits are read and defaulted with these (the
+	// durations in handlers.Settings, which Config embeds):
+	// dispatch_deadline bounds the retries of a submission that failed
+	// for a passing reason; review_batch_window is how long review
+	// feedback on an agent PR is collected into one revise run
+	// (handlers/batch.go); result_retry is the first wait before posting
+	// a refused result again, doubling up to two minutes
+	// (handlers/postretry.go); preview_duration is how long a /preview
+	// serves its dev server (handlers/preview.go).
 }
 
 // Defaults of OpsConfig.
@@ -62,7 +61,7 @@ const (
 	DefaultHTTPHeaderTimeout = 10 * time.Second
 )
 
-func (o *OpsConfig) applyEnv(getenv Getenv) error {
+func (o *OpsConfig) applyEnv(getenv Getenv, runs *handlers.Settings) error {
 	if v, ok := getenv("SANDBOX_ADMIN_LISTEN"); ok {
 		o.AdminListen = strings.TrimSpace(v)
 	}
@@ -81,10 +80,10 @@ func (o *OpsConfig) applyEnv(getenv Getenv) error {
 		o.GitHubWritesPerMinute = n
 	}
 	durations := map[string]*time.Duration{
-		"SANDBOX_DISPATCH_DEADLINE": &o.DispatchDeadline, "SANDBOX_HTTP_READ_TIMEOUT": &o.HTTPReadTimeout,
+		"SANDBOX_DISPATCH_DEADLINE": &runs.DispatchDeadline, "SANDBOX_HTTP_READ_TIMEOUT": &o.HTTPReadTimeout,
 		"SANDBOX_HTTP_WRITE_TIMEOUT": &o.HTTPWriteTimeout, "SANDBOX_HTTP_IDLE_TIMEOUT": &o.HTTPIdleTimeout,
-		"SANDBOX_REVIEW_BATCH_WINDOW": &o.ReviewBatchWindow, "SANDBOX_RESULT_RETRY": &o.ResultRetry,
-		"SANDBOX_PREVIEW_DURATION": &o.PreviewDuration,
+		"SANDBOX_REVIEW_BATCH_WINDOW": &runs.ReviewBatchWindow, "SANDBOX_RESULT_RETRY": &runs.ResultRetry,
+		"SANDBOX_PREVIEW_DURATION": &runs.PreviewDuration,
 	}
 	for key, dst := range durations {
 		v, ok := getenv(key)
@@ -100,15 +99,15 @@ func (o *OpsConfig) applyEnv(getenv Getenv) error {
 	return nil
 }
 
-func (o *OpsConfig) defaults() {
+func (o *OpsConfig) defaults(runs *handlers.Settings) {
 	o.AdminListen = cmp.Or(o.AdminListen, DefaultAdminListen)
 	o.MaxBodyReaders = cmp.Or(o.MaxBodyReaders, DefaultMaxBodyReaders)
-	o.DispatchDeadline = cmp.Or(o.DispatchDeadline, DefaultDispatchDeadline)
+	runs.DispatchDeadline = cmp.Or(runs.DispatchDeadline, DefaultDispatchDeadline)
 	o.HTTPReadTimeout = cmp.Or(o.HTTPReadTimeout, DefaultHTTPReadTimeout)
 	o.HTTPWriteTimeout = cmp.Or(o.HTTPWriteTimeout, DefaultHTTPWriteTimeout)
 	o.HTTPIdleTimeout = cmp.Or(o.HTTPIdleTimeout, DefaultHTTPIdleTimeout)
 	o.GitHubWritesPerMinute = cmp.Or(o.GitHubWritesPerMinute, DefaultGitHubWritesPerMinute)
-	o.ReviewBatchWindow = cmp.Or(o.ReviewBatchWindow, DefaultReviewBatchWindow)
-	o.ResultRetry = cmp.Or(o.ResultRetry, DefaultResultRetry)
-	o.PreviewDuration = cmp.Or(o.PreviewDuration, DefaultPreviewDuration)
+	runs.ReviewBatchWindow = cmp.Or(runs.ReviewBatchWindow, DefaultReviewBatchWindow)
+	runs.ResultRetry = cmp.Or(runs.ResultRetry, DefaultResultRetry)
+	runs.PreviewDuration = cmp.Or(runs.PreviewDuration, DefaultPreviewDuration)
 }

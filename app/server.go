@@ -74,7 +74,7 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	}
 	prom := prometheus.NewRegistry()
 	pacer := newGitHubPacer(cfg.Ops.GitHubWritesPerMinute, prom)
-	base, err := handlers.NewBase(pacer.creator(cc), cfg.handlerSettings(), backend, tmpl)
+	base, err := handlers.NewBase(pacer.creator(cc), cfg.Settings, backend, tmpl)
 	if err != nil {
 		return nil, err
 	}

@@ -15,7 +15,7 @@ import (
 func TestHandlerSettingsCarryTheDefaults(t *testing.T) {
 	t.Parallel()
 	cfg := minimalConfig(t)
-	s := cfg.handlerSettings()
+	s := cfg.Settings
 	for _, c := range []struct {
 		name      string
 		got, want any

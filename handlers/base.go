@@ -24,51 +24,54 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
 
-// Settings are the parts of the server configuration handlers act on.
+// Settings are the parts of the server configuration handlers act on. The
+// server's configuration embeds them (app.Config), so the yaml names are
+// the configuration file's keys; fields without one are worked out from
+// other settings when the configuration is loaded.
 type Settings struct {
-	TriggerLabel  string
-	AllowUsers    []string
-	AllowTeams    []string // org/team
-	AllowBots     []string
-	MaxContinues  int
-	MaxPlanRounds int
+	TriggerLabel  string   `yaml:"trigger_label"`
+	AllowUsers    []string `yaml:"allow_users"`
+	AllowTeams    []string `yaml:"allow_teams"` // org/team
+	AllowBots     []string `yaml:"allow_bots"`
+	MaxContinues  int      `yaml:"max_continues"`
+	MaxPlanRounds int      `yaml:"max_plan_rounds"`
 	// ProgressInterval throttles check-run and progress-comment updates.
-	ProgressInterval time.Duration
+	ProgressInterval time.Duration `yaml:"progress_interval"`
 	// TokenRefresh is how often a live run's token is replaced (tokens last
 	// an hour).
-	TokenRefresh time.Duration
-	Defaults     sandboxcfg.Config
-	Limits       sandboxcfg.Limits
-	Isolation    dispatch.Isolation
+	TokenRefresh time.Duration      `yaml:"token_refresh"`
+	Defaults     sandboxcfg.Config  `yaml:"defaults"`
+	Limits       sandboxcfg.Limits  `yaml:"limits"`
+	Isolation    dispatch.Isolation `yaml:"isolation"`
 	// CheckName is the check run that shows a run's progress.
-	CheckName string
+	CheckName string `yaml:"-"`
 	// SecretEnv names the variables the backend passes to every sandbox;
 	// the runner redacts their values.
-	SecretEnv []string
+	SecretEnv []string `yaml:"-"`
 	// DispatchDeadline bounds the retries of a submission that failed for
 	// a passing reason.
-	DispatchDeadline time.Duration
+	DispatchDeadline time.Duration `yaml:"dispatch_deadline"`
 	// ReviewBatchWindow is how long review feedback on an agent PR is
 	// collected into one revise run (batch.go).
-	ReviewBatchWindow time.Duration
+	ReviewBatchWindow time.Duration `yaml:"review_batch_window"`
 	// PreviewDuration is how long a /preview serves the PR's head.
-	PreviewDuration time.Duration
+	PreviewDuration time.Duration `yaml:"preview_duration"`
 	// ResultRetry is the first wait before posting a refused result again.
-	ResultRetry time.Duration
+	ResultRetry time.Duration `yaml:"result_retry"`
 	// WebURL is GitHub's web address (https://github.com, or GHES's), for
 	// permanent media links.
-	WebURL string
+	WebURL string `yaml:"-"`
 	// Caps bound concurrent runs; a run over one waits in the queue
 	// (queue.go). The zero value queues nothing.
-	Caps dispatch.Caps
+	Caps dispatch.Caps `yaml:"caps"`
 	// ArtifactCaps bound the task artifacts the bot stores (artifacts.go).
-	ArtifactCaps dispatch.ArtifactCaps
+	ArtifactCaps dispatch.ArtifactCaps `yaml:"-"`
 	// Images bound the pictures a run is given and say where the bot
 	// fetches them (images.go).
-	Images ImageSettings
+	Images ImageSettings `yaml:"-"`
 	// CILogBytes bounds the log tail a CI fix run is given per failing
 	// check (ci.go).
-	CILogBytes int
+	CILogBytes int `yaml:"-"`
 }
 
 // core is what the handlers and the run follower share: the way to

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 )
@@ -59,20 +60,13 @@ func funcs() template.FuncMap {
 // operator's overrides from it. A broken override is an error that names the
 // file, so the bot refuses to start rather than posting garbage later.
 func Load(overrideDir string) (*Set, error) {
-	s := &Set{byName: map[string]*template.Template{}, overrides: map[string]string{}}
-	err := fs.WalkDir(embedded, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".tmpl") {
-			return err
-		}
-		b, err := embedded.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return s.add(p, string(b))
-	})
+	parsed, err := embeddedSet()
 	if err != nil {
 		return nil, err
 	}
+	// The parsed templates are shared; the map is the set's own, so an
+	// override replaces an entry of this set alone.
+	s := &Set{byName: maps.Clone(parsed.byName), overrides: map[string]string{}}
 	if overrideDir == "" {
 		return s, nil
 	}
@@ -103,6 +97,24 @@ func Load(overrideDir string) (*Set, error) {
 	}
 	return s, nil
 }
+
+// embeddedSet parses the embedded templates once a process: every server
+// start (and every test that starts one) loads them, and a parsed template
+// is only executed afterwards, which is safe to share.
+var embeddedSet = sync.OnceValues(func() (*Set, error) {
+	s := &Set{byName: map[string]*template.Template{}}
+	err := fs.WalkDir(embedded, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".tmpl") {
+			return err
+		}
+		b, err := embedded.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return s.add(p, string(b))
+	})
+	return s, err
+})
 
 // MustLoadEmbedded returns the embedded set; the embedded files are tested,
 // so failure here is a build defect.

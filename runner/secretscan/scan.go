@@ -136,7 +136,7 @@ const windowLines = 2
 // New makes a scanner with gitleaks' default rules, the run's own secret
 // values (known) and the repository's allowlist (nil: none).
 func New(known []string, allow *Allowlist) (*Scanner, error) {
-	cfg, err := defaultConfig()
+	cfg, err := defaultRules()
 	if err != nil {
 		return nil, fmt.Errorf("secret scan: gitleaks' default rules: %w", err)
 	}
@@ -168,6 +168,13 @@ func detector(cfg config.Config) *detect.Detector {
 	d.MaxDecodeDepth = 0
 	return d
 }
+
+// defaultRules is gitleaks' default configuration, parsed once a process:
+// parsing its TOML and compiling its rules and allowlists was most of the
+// CPU of making a scanner, and what it holds is only read once parsed (New
+// splits the rules into maps of its own; the detectors read the rest), so
+// every scanner can share it.
+var defaultRules = sync.OnceValues(defaultConfig)
 
 // defaultConfig loads gitleaks' embedded default configuration on a viper
 // instance of its own (gitleaks' NewDetectorDefaultConfig uses the global
