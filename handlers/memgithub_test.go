@@ -255,6 +255,9 @@ func (r *memRepo) Comment(_ context.Context, n int, body string) (*github.IssueC
 
 func (r *memRepo) EditComment(_ context.Context, id int64, body string) error {
 	defer r.lock()()
+	if err := r.h.injected("EditComment"); err != nil {
+		return err
+	}
 	for _, is := range r.issues {
 		for _, c := range is.comments {
 			if c.GetID() == id {

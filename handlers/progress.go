@@ -94,9 +94,10 @@ func (p *progress) summary() (title, text string) {
 func (p *progress) send(ctx context.Context) {
 	log := zerolog.Ctx(ctx)
 	p.closeSuperseded(ctx)
-	// A progress update gives way to results when writes are paced; one
-	// that did not go is due again at the next progress line.
-	ctx = Deferrable(ctx)
+	// An edit of the progress gives way to results when writes are paced
+	// (one that did not go is due again at the next progress line); its
+	// creation does not, so a run shows from its start.
+	edit := Deferrable(ctx)
 	warn := func(err error, what string) {
 		if errors.Is(err, ErrWriteDeferred) {
 			p.mu.Lock()
@@ -131,7 +132,7 @@ func (p *progress) send(ctx context.Context) {
 			p.b.board.checkRun(p.meta, cr)
 			return
 		}
-		if err := p.gh.UpdateCheckRun(ctx, checkID, github.UpdateCheckRunOptions{
+		if err := p.gh.UpdateCheckRun(edit, checkID, github.UpdateCheckRunOptions{
 			Name: p.b.CheckName, Output: &github.CheckRunOutput{Title: &title, Summary: github.String(title), Text: &text},
 		}); err != nil {
 			warn(err, "update check run")
@@ -154,7 +155,7 @@ func (p *progress) send(ctx context.Context) {
 		p.mu.Unlock()
 		return
 	}
-	if err := p.gh.EditComment(ctx, commentID, body); err != nil {
+	if err := p.gh.EditComment(edit, commentID, body); err != nil {
 		warn(err, "edit progress comment")
 	}
 }

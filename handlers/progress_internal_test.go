@@ -3,13 +3,15 @@ package handlers
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
-// A progress update the pacer deferred (handlers.Deferrable, app's pacer)
-// is not lost: the next progress line sends it at once, without waiting
-// for the interval, and the last state is what the comment shows.
+// A progress edit the pacer deferred (handlers.Deferrable, app's pacer) is
+// not lost: the next progress line sends it at once, without waiting for
+// the interval, and the comment shows the latest line. The progress
+// comment's creation is not deferrable: a run shows from its start.
 func TestDeferredProgressGoesWithTheNextLine(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t) // ProgressInterval: an hour
@@ -19,21 +21,31 @@ func TestDeferredProgressGoesWithTheNextLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newProgress(w.ctx, w.b.core, gh, meta)
-	w.hub.failNext("Comment", ErrWriteDeferred)
-	p.update(dispatch.Progress{Stage: "agent", Message: "reading the code"})
-	if got := w.repo.bodies(1); len(got) != 0 {
-		t.Fatalf("a deferred progress comment reached GitHub: %q", got)
+	shows := func(want string) bool {
+		got := w.repo.bodies(1)
+		return len(got) == 1 && strings.Contains(got[0], want)
 	}
+	p.update(dispatch.Progress{Stage: "agent", Message: "reading the code"})
+	if !shows("reading the code") {
+		t.Fatalf("the first line made no progress comment: %q", w.repo.bodies(1))
+	}
+	p.mu.Lock()
+	p.lastSent = time.Time{} // the interval has passed
+	p.mu.Unlock()
+	w.hub.failNext("EditComment", ErrWriteDeferred)
 	p.update(dispatch.Progress{Stage: "agent", Message: "writing the plan"})
-	got := w.repo.bodies(1)
-	if len(got) != 1 || !strings.Contains(got[0], "writing the plan") {
-		t.Fatalf("after a deferred update, the next line (an hour's interval not passed) posted %q, want one progress comment with it", got)
+	if !shows("reading the code") {
+		t.Fatalf("a deferred edit changed the comment: %q", w.repo.bodies(1))
 	}
 	p.update(dispatch.Progress{Stage: "agent", Message: "still writing"})
-	if got := w.repo.bodies(1); strings.Contains(got[0], "still writing") {
-		t.Fatalf("a sent update must hold the interval again: %q", got)
+	if !shows("still writing") {
+		t.Fatalf("after a deferred edit, the next line (an hour's interval not passed) did not edit the comment: %q", w.repo.bodies(1))
+	}
+	p.update(dispatch.Progress{Stage: "agent", Message: "almost done"})
+	if shows("almost done") {
+		t.Fatalf("a sent edit must hold the interval again: %q", w.repo.bodies(1))
 	}
 	if !strings.Contains(w.logs.String(), "deferred") || strings.Contains(w.logs.String(), `"level":"warn"`) {
-		t.Fatalf("a deferred update is logged at debug, not as a warning:\n%s", w.logs.String())
+		t.Fatalf("a deferred edit is logged at debug, not as a warning:\n%s", w.logs.String())
 	}
 }
