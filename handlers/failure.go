@@ -17,20 +17,6 @@ import (
 // dispatchTries is how often a transient submission error is tried.
 const dispatchTries = 3
 
-// start starts a run and makes sure a failure reaches the issue: once a
-// trigger is accepted, any error (configuration read, token, lock,
-// submission) ends in one comment saying what failed and what to do, and
-// the agent:failed label. Otherwise a person who labeled the issue would
-// wait for a run that never comes. A failed submission is retried
-// (Base.submit) before this sees an error.
-func (b *starter) start(ctx context.Context, gh GitHub, req startRequest) error {
-	handled, err := b.startRun(ctx, gh, req)
-	if handled || err == nil {
-		return err
-	}
-	return b.failedToStart(ctx, gh, req, err, false)
-}
-
 // failedToStart logs why a run did not start and tells the issue, unless
 // the bot is stopping. locked says the caller holds the issue's lock; if
 // not, it is taken for the label, and a run holding it keeps its label.
@@ -116,25 +102,4 @@ func explainStartFailure(err error, deadline time.Duration) (what, todo string) 
 	}
 	return "the bot hit an error before the sandbox started (reading the issue, its configuration or permissions)",
 		"`/retry` tries again; if it fails too, tell the bot's operator."
-}
-
-// submit retries a submission that failed for a passing reason (engine or
-// Nomad unreachable) with backoff, within the dispatch deadline. Submit is
-// idempotent by task id, so a try that did reach the backend is harmless.
-// It is a method rather than a wrapper of the Backend, which would hide the
-// backend's optional interfaces (dispatch.TokenReader).
-func (b *starter) submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
-	start := time.Now()
-	wait := b.DispatchDeadline / (1<<dispatchTries - 2) // 30s: tries at 0, 5s, 15s
-	for try := 1; ; try++ {
-		created, err := b.Backend.Submit(ctx, spec)
-		if err == nil || !dispatch.Transient(err) || try == dispatchTries || time.Since(start)+wait > b.DispatchDeadline {
-			return created, err
-		}
-		zerolog.Ctx(ctx).Warn().Err(err).Int("try", try).Dur("retry_in", wait).Msg("submission failed; retrying")
-		if !pause(ctx, wait) {
-			return false, err
-		}
-		wait *= 2
-	}
 }
