@@ -20,12 +20,12 @@ const dispatchTries = 3
 // failedToStart logs why a run did not start and tells the issue, unless
 // the bot is stopping. locked says the caller holds the issue's lock; if
 // not, it is taken for the label, and a run holding it keeps its label.
-func (b *starter) failedToStart(ctx context.Context, gh GitHub, req startRequest, cause error, locked bool) error {
+func (a agentRun) failedToStart(ctx context.Context, gh GitHub, req startRequest, cause error, locked bool) error {
 	if ctx.Err() != nil {
 		return cause
 	}
 	zerolog.Ctx(ctx).Error().Err(cause).Str("mode", string(req.Mode)).Int("number", req.Number).Msg("run could not start; telling the issue")
-	if err := b.reportStartFailure(ctx, gh, req, cause, locked); err != nil {
+	if err := a.reportStartFailure(ctx, gh, req, cause, locked); err != nil {
 		return fmt.Errorf("%w (and reporting it failed: %v)", cause, err)
 	}
 	return nil
@@ -33,13 +33,13 @@ func (b *starter) failedToStart(ctx context.Context, gh GitHub, req startRequest
 
 // reportStartFailure posts the failure comment once per trigger (a
 // redelivered event finds its marker) and sets agent:failed.
-func (b *starter) reportStartFailure(ctx context.Context, gh GitHub, req startRequest, cause error, locked bool) error {
+func (a agentRun) reportStartFailure(ctx context.Context, gh GitHub, req startRequest, cause error, locked bool) error {
 	issue := cmp.Or(req.Issue, req.Number)
 	// The task id the trigger maps to, as a key for the marker: the run
 	// itself may have got another (a plan that is not required becomes
 	// execute), but this one is stable for the same trigger.
 	key := dispatch.NewTaskID(req.Repo.GetFullName(), req.Number, req.Mode, req.Trigger)
-	marked, err := b.botMarked(ctx, gh, req.Number)
+	marked, err := a.c.botMarked(ctx, gh, req.Number)
 	if err != nil {
 		return err
 	}
@@ -50,16 +50,16 @@ func (b *starter) reportStartFailure(ctx context.Context, gh GitHub, req startRe
 	var labelErr error
 	if !locked {
 		lockKey := dispatch.LockKey(req.Repo.GetFullName(), req.Number)
-		if _, err := b.Backend.Lock(ctx, lockKey, key); err == nil {
-			defer b.unlock(ctx, lockKey, key)
+		if _, err := a.c.Backend.Lock(ctx, lockKey, key); err == nil {
+			defer a.c.unlock(ctx, lockKey, key)
 			locked = true
 		}
 	}
 	if locked {
-		labelErr = b.setState(ctx, gh, req.Number, lifecycle.Failed)
+		labelErr = a.c.setState(ctx, gh, req.Number, lifecycle.Failed)
 	}
-	what, todo := explainStartFailure(cause, b.DispatchDeadline)
-	return errors.Join(labelErr, b.reply(ctx, gh, req.Number, "github/start_failed", StartFailedData{
+	what, todo := explainStartFailure(cause, a.c.DispatchDeadline)
+	return errors.Join(labelErr, a.c.reply(ctx, gh, req.Number, "github/start_failed", StartFailedData{
 		Mode: req.Mode, What: what, Todo: todo, TaskID: key, Delivery: req.DeliveryID,
 		Marker: Marker{Kind: KindFailure, TaskID: key, Mode: req.Mode, Issue: issue, Branch: req.Branch, Round: req.Round}.String(),
 	}))
@@ -67,8 +67,8 @@ func (b *starter) reportStartFailure(ctx context.Context, gh GitHub, req startRe
 
 // unlock releases the issue's lock held by taskID, even when the bot is
 // stopping; a failure is logged (the lock then waits for /abort).
-func (b *core) unlock(ctx context.Context, key, taskID string) {
-	if err := b.Backend.Unlock(context.WithoutCancel(ctx), key, taskID); err != nil {
+func (c *core) unlock(ctx context.Context, key, taskID string) {
+	if err := c.Backend.Unlock(context.WithoutCancel(ctx), key, taskID); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Str("lock", key).Msg("release lock")
 	}
 }

@@ -17,10 +17,10 @@ import "context"
 //
 // The marked comments are those the caller read already (a /preview's
 // scene), else they are read here.
-func (b *starter) actedOn(ctx context.Context, gh GitHub, l launch) (bool, error) {
+func (s *starter) actedOn(ctx context.Context, gh GitHub, l launch) (bool, error) {
 	marked, err := l.marked, error(nil)
 	if !l.haveMarked {
-		if marked, err = b.botMarked(ctx, gh, l.req.Number); err != nil {
+		if marked, err = s.c.botMarked(ctx, gh, l.req.Number); err != nil {
 			return false, err
 		}
 	}

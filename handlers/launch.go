@@ -178,7 +178,7 @@ func (s *starter) begin(ctx context.Context, gh GitHub, l launch) error {
 // queue slot it may have taken.
 func (s *starter) release(ctx context.Context, l launch) {
 	ctx = context.WithoutCancel(ctx)
-	if err := s.Backend.Unlock(ctx, l.lockKey, l.taskID); err != nil {
+	if err := s.c.Backend.Unlock(ctx, l.lockKey, l.taskID); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("release lock after failed start")
 	}
 	if l.policy.whenFull == queueWhenFull {
@@ -202,10 +202,10 @@ func (s *starter) capsGate(ctx context.Context, gh GitHub, l launch) (wait bool,
 // capsFull reports whether a new run would be over the server's caps,
 // counting every run the backend has not seen end.
 func (s *starter) capsFull(ctx context.Context, req startRequest) (bool, error) {
-	if !s.Caps.Any() {
+	if !s.c.Caps.Any() {
 		return false, nil
 	}
-	live, err := dispatch.LiveRuns(ctx, s.Backend)
+	live, err := dispatch.LiveRuns(ctx, s.c.Backend)
 	if err != nil {
 		return false, err
 	}
@@ -218,7 +218,7 @@ func (s *starter) capsFull(ctx context.Context, req startRequest) (bool, error) 
 			repo++
 		}
 	}
-	c := s.Caps
+	c := s.c.Caps
 	return (c.Global > 0 && total >= c.Global) || (c.PerInstallation > 0 && inst >= c.PerInstallation) || (c.PerRepo > 0 && repo >= c.PerRepo), nil
 }
 
@@ -244,14 +244,14 @@ const lockWait = 10 * time.Second
 // answered the plan the moment it appeared) is waited for, lockWait at
 // most, instead of answered busy.
 func (s *starter) takeLock(ctx context.Context, gh GitHub, l launch) (string, error) {
-	deadline := s.Now().Add(lockWait)
+	deadline := s.c.Now().Add(lockWait)
 	for checked := false; ; checked = true {
-		holder, err := s.Backend.Lock(ctx, l.lockKey, l.taskID)
-		if !errors.Is(err, dispatch.ErrLocked) || !l.policy.waitForEnded || s.Now().After(deadline) {
+		holder, err := s.c.Backend.Lock(ctx, l.lockKey, l.taskID)
+		if !errors.Is(err, dispatch.ErrLocked) || !l.policy.waitForEnded || s.c.Now().After(deadline) {
 			return holder, err
 		}
 		if !checked {
-			marked, merr := s.botMarked(ctx, gh, l.req.Number)
+			marked, merr := s.c.botMarked(ctx, gh, l.req.Number)
 			if merr != nil || !ended(marked, holder) {
 				return holder, err
 			}
@@ -271,10 +271,10 @@ func (s *starter) takeLock(ctx context.Context, gh GitHub, l launch) (string, er
 // interfaces (dispatch.TokenReader).
 func (s *starter) submit(ctx context.Context, spec dispatch.RunSpec, tries int) (bool, error) {
 	start := time.Now()
-	wait := s.DispatchDeadline / (1<<dispatchTries - 2) // 30s: tries at 0, 5s, 15s
+	wait := s.c.DispatchDeadline / (1<<dispatchTries - 2) // 30s: tries at 0, 5s, 15s
 	for try := 1; ; try++ {
-		created, err := s.Backend.Submit(ctx, spec)
-		if err == nil || !dispatch.Transient(err) || try >= tries || time.Since(start)+wait > s.DispatchDeadline {
+		created, err := s.c.Backend.Submit(ctx, spec)
+		if err == nil || !dispatch.Transient(err) || try >= tries || time.Since(start)+wait > s.c.DispatchDeadline {
 			return created, err
 		}
 		zerolog.Ctx(ctx).Warn().Err(err).Int("try", try).Dur("retry_in", wait).Msg("submission failed; retrying")

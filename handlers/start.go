@@ -76,9 +76,13 @@ func (r *startRequest) name() string { return r.Repo.GetName() }
 // review batches and the follower's continuations. A start resolves the
 // configuration, takes the issue's lock, goes through the queue, submits
 // the run, acknowledges it and hands it to the follower.
+// It owns the lock, the caps and the queue, the redelivery check and the
+// submission (launch.go, queue.go); what a kind of run writes is its
+// runKind's.
 type starter struct {
-	*core
-	runs *Runs
+	c     *core
+	runs  *Runs
+	agent agentRun
 }
 
 // start starts a run of the agent on an issue or pull request and makes
@@ -88,58 +92,50 @@ type starter struct {
 // Otherwise a person who labeled the issue would wait for a run that
 // never comes. A failed submission is tried again (submit) before this
 // sees an error.
-func (b *starter) start(ctx context.Context, gh GitHub, req startRequest) error {
+func (s *starter) start(ctx context.Context, gh GitHub, req startRequest) error {
 	requestedAt := time.Now().UTC()
-	l, ok, err := b.resolve(ctx, gh, req)
+	l, ok, err := s.resolve(ctx, gh, req)
 	if err != nil {
-		return b.failedToStart(ctx, gh, req, err, false)
+		return s.agent.failedToStart(ctx, gh, req, err, false)
 	}
 	if !ok {
 		return nil
 	}
 	l.requestedAt = requestedAt
-	return b.begin(ctx, gh, l)
+	return s.begin(ctx, gh, l)
 }
 
 // agentRun is the kind of every run of the agent on an issue or pull
 // request (plan, execute, revise, rebase, continue, task, retry, CI fix):
 // its spec carries the task's text and a token, its replies are the
 // acknowledgement, the busy reply and the start-failure comment.
-type agentRun struct{ s *starter }
+type agentRun struct{ c *core }
 
-func (k agentRun) build(ctx context.Context, gh GitHub, l launch) (built, error) {
-	return k.s.runSpec(ctx, gh, l)
+func (a agentRun) busy(ctx context.Context, gh GitHub, l launch, holder string) error {
+	return a.replyBusyNow(ctx, gh, l.req, holder, l.mode)
 }
 
-func (k agentRun) announce(ctx context.Context, gh GitHub, l launch, r built) error {
-	return k.s.acknowledge(ctx, gh, l, r)
-}
-
-func (k agentRun) busy(ctx context.Context, gh GitHub, l launch, holder string) error {
-	return k.s.replyBusyNow(ctx, gh, l.req, holder, l.mode)
-}
-
-func (k agentRun) failed(ctx context.Context, gh GitHub, l launch, err error, locked bool) error {
-	return k.s.failedToStart(ctx, gh, l.req, err, locked)
+func (a agentRun) failed(ctx context.Context, gh GitHub, l launch, err error, locked bool) error {
+	return a.failedToStart(ctx, gh, l.req, err, locked)
 }
 
 // resolve checks the request's flags, reads the configuration, and picks
 // the mode and the task id. ok is false when the request was answered
 // instead (a refusal).
-func (b *starter) resolve(ctx context.Context, gh GitHub, req startRequest) (launch, bool, error) {
+func (s *starter) resolve(ctx context.Context, gh GitHub, req startRequest) (launch, bool, error) {
 	logger := zerolog.Ctx(ctx)
 	if req.Issue == 0 {
 		req.Issue = req.Number
 	}
-	if over, ok := b.flagOverCeiling(req.Command, req.Flags); ok {
+	if over, ok := s.flagOverCeiling(req.Command, req.Flags); ok {
 		logger.Info().Str("flag", over.Flag).Str("asked", over.Asked).Msg("refusing: flag over the server ceiling")
-		return launch{}, false, b.reply(ctx, gh, req.Number, "github/over_ceiling", over)
+		return launch{}, false, s.c.reply(ctx, gh, req.Number, "github/over_ceiling", over)
 	}
-	cfg, err := b.loadConfig(ctx, req.InstallationID, gh, req.BaseBranch, req.Flags)
+	cfg, err := s.c.loadConfig(ctx, req.InstallationID, gh, req.BaseBranch, req.Flags)
 	var cfgErr *ConfigError
 	if errors.As(err, &cfgErr) {
 		logger.Info().Err(err).Msg("refusing to dispatch: invalid configuration")
-		return launch{}, false, b.reply(ctx, gh, req.Number, "github/config_error", ConfigErrorData{
+		return launch{}, false, s.c.reply(ctx, gh, req.Number, "github/config_error", ConfigErrorData{
 			Source: cfgErr.Source, Error: cfgErr.Error(), File: sandboxcfg.FileName,
 		})
 	}
@@ -153,7 +149,7 @@ func (b *starter) resolve(ctx context.Context, gh GitHub, req startRequest) (lau
 	if mode == dispatch.ModePlan && !cfg.Plan.Required {
 		mode = dispatch.ModeExecute
 	}
-	l := newLaunch(req, mode, cmp.Or(req.queuedAs, dispatch.NewTaskID(req.Repo.GetFullName(), req.Number, mode, req.Trigger)), agentRun{b})
+	l := newLaunch(req, mode, cmp.Or(req.queuedAs, dispatch.NewTaskID(req.Repo.GetFullName(), req.Number, mode, req.Trigger)), s.agent)
 	l.cfg, l.base = cfg, cmp.Or(req.BaseBranch, cfg.Branch, req.Repo.GetDefaultBranch())
 	return l, true, nil
 }
@@ -169,9 +165,9 @@ type built struct {
 
 // runSpec reads the task's text, names the branch, mints the token and
 // writes the work order.
-func (b *starter) runSpec(ctx context.Context, gh GitHub, l launch) (built, error) {
+func (a agentRun) build(ctx context.Context, gh GitHub, l launch) (built, error) {
 	req := l.req
-	in, err := b.taskText(ctx, gh, req.Issue, l.cfg.Reports.Quoted(), req.Sender)
+	in, err := a.taskText(ctx, gh, req.Issue, l.cfg.Reports.Quoted(), req.Sender)
 	if err != nil {
 		return built{}, err
 	}
@@ -180,13 +176,13 @@ func (b *starter) runSpec(ctx context.Context, gh GitHub, l launch) (built, erro
 	var images []dispatch.Image
 	var notes []ImageNote
 	if takesImages(l.mode, req) {
-		images, notes = b.imagesFor(ctx, gh, append(slices.Clone(req.FeedbackImages), withImages(in.images)...))
+		images, notes = a.imagesFor(ctx, gh, append(slices.Clone(req.FeedbackImages), withImages(in.images)...))
 	}
 	branch := req.Branch
 	if branch == "" && l.mode == dispatch.ModeExecute {
 		branch = dispatch.BranchName(l.taskID, task.Title)
 	}
-	token, _, err := b.mintToken(ctx, req.InstallationID, req.name(), l.mode)
+	token, _, err := a.c.mintToken(ctx, req.InstallationID, req.name(), l.mode)
 	if err != nil {
 		return built{}, err
 	}
@@ -200,18 +196,18 @@ func (b *starter) runSpec(ctx context.Context, gh GitHub, l launch) (built, erro
 		Order: dispatch.WorkOrder{
 			SchemaVersion: dispatch.WorkOrderVersion, TaskID: l.taskID, Mode: l.mode, Attempt: attempt,
 			Repo: full, RepoID: req.Repo.GetID(), Number: req.Number, CloneURL: req.Repo.GetCloneURL(), BaseBranch: l.base, TargetBranch: branch,
-			Task: task, Plan: req.Plan, PlanFiles: b.planFiles(ctx, gh, req, l.mode), Feedback: req.Feedback, Config: l.cfg,
-			BudgetUSD: l.cfg.MaxBudgetUSD, TimeoutMinutes: l.cfg.TimeoutMinutes, SecretEnv: b.SecretEnv,
+			Task: task, Plan: req.Plan, PlanFiles: a.planFiles(ctx, gh, req, l.mode), Feedback: req.Feedback, Config: l.cfg,
+			BudgetUSD: l.cfg.MaxBudgetUSD, TimeoutMinutes: l.cfg.TimeoutMinutes, SecretEnv: a.c.SecretEnv,
 			RequestedAt: l.requestedAt, CI: req.CI, Images: images,
 		},
 		Token:     token,
-		Isolation: b.Isolation,
+		Isolation: a.c.Isolation,
 	}
 	if l.mode == dispatch.ModeTask {
 		spec.Order.CloneURL, spec.Order.TargetBranch = "", ""
 	}
 	if l.mode == dispatch.ModeExecute {
-		spec.Order.Session = b.sessionHandoff(ctx, req.PlanTask)
+		spec.Order.Session = a.sessionHandoff(ctx, req.PlanTask)
 		if h := spec.Order.Session; h != nil {
 			h.RepoID, h.PlanSHA256 = req.Repo.GetID(), req.PlanSHA
 		}
@@ -222,7 +218,7 @@ func (b *starter) runSpec(ctx context.Context, gh GitHub, l launch) (built, erro
 // acknowledge tells the issue a submitted run started: the 👀 reaction,
 // the state label and the acknowledgement with its marker, written under
 // the lock the run now holds.
-func (b *starter) acknowledge(ctx context.Context, gh GitHub, l launch, r built) error {
+func (a agentRun) announce(ctx context.Context, gh GitHub, l launch, r built) error {
 	log := zerolog.Ctx(ctx)
 	req, mode := l.req, l.mode
 	log.Info().Str("mode", string(mode)).Str("branch", r.branch).Msg("run submitted")
@@ -233,12 +229,12 @@ func (b *starter) acknowledge(ctx context.Context, gh GitHub, l launch, r built)
 	if req.IsPR {
 		place = lifecycle.OnPR
 	}
-	labelErr := b.setState(ctx, gh, req.Number, lifecycle.RunState(place, mode))
+	labelErr := a.c.setState(ctx, gh, req.Number, lifecycle.RunState(place, mode))
 	attempt := r.spec.Meta.Attempt
-	err := b.reply(ctx, gh, req.Number, "github/ack", AckData{
+	err := a.c.reply(ctx, gh, req.Number, "github/ack", AckData{
 		TaskID: l.taskID, Mode: mode, Branch: r.branch, Budget: l.cfg.MaxBudgetUSD, Excluded: r.excluded.Commenters,
 		IssueAuthorExcluded: r.excluded.IssueAuthor, Issue: req.Issue, Report: reportAck(r.excluded.Report), CI: ciAck(req.CI),
-		Round: req.Round, Attempt: attempt, Harness: l.cfg.Harness, HasPlan: req.Plan != "", LiveURL: b.Receipts.LiveURL(l.taskID),
+		Round: req.Round, Attempt: attempt, Harness: l.cfg.Harness, HasPlan: req.Plan != "", LiveURL: a.c.Receipts.LiveURL(l.taskID),
 		Marker: Marker{Kind: KindAck, TaskID: l.taskID, Mode: mode, Issue: req.Issue, Branch: r.branch, Round: req.Round, Attempt: attempt,
 			Inline: req.Inline, Upto: req.FeedbackUpto, Images: r.images, CIHead: ciHead(req.CI), CIChecks: ciChecks(req.CI)}.String(),
 	})
@@ -269,8 +265,8 @@ func withTask(ctx context.Context, taskID string) (context.Context, zerolog.Logg
 }
 
 // reply renders a github/ template and posts it as a comment.
-func (b *core) reply(ctx context.Context, gh GitHub, number int, tmpl string, data any) error {
-	body, err := b.Templates.Render(tmpl, data)
+func (c *core) reply(ctx context.Context, gh GitHub, number int, tmpl string, data any) error {
+	body, err := c.Templates.Render(tmpl, data)
 	if err != nil {
 		return err
 	}
@@ -281,7 +277,7 @@ func (b *core) reply(ctx context.Context, gh GitHub, number int, tmpl string, da
 }
 
 // react adds a reaction to a comment; a failure only costs the reaction.
-func (b *core) react(ctx context.Context, gh GitHub, number int, commentID int64, content string) {
+func (c *core) react(ctx context.Context, gh GitHub, number int, commentID int64, content string) {
 	if err := gh.React(ctx, number, commentID, content); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("add reaction")
 	}
@@ -291,11 +287,11 @@ func (b *core) react(ctx context.Context, gh GitHub, number int, commentID int64
 // what the request carries (an /approve read them from the plan comment's
 // marker), else, for a revise or continue run on the pull request, the
 // marker of the issue's newest plan comment.
-func (b *starter) planFiles(ctx context.Context, gh GitHub, req startRequest, mode dispatch.Mode) []dispatch.PlanFile {
+func (a agentRun) planFiles(ctx context.Context, gh GitHub, req startRequest, mode dispatch.Mode) []dispatch.PlanFile {
 	if req.PlanFiles != nil || (mode != dispatch.ModeContinue && mode != dispatch.ModeRevise) || req.Issue == 0 {
 		return req.PlanFiles
 	}
-	marked, err := b.botMarked(ctx, gh, req.Issue)
+	marked, err := a.c.botMarked(ctx, gh, req.Issue)
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Int("issue", req.Issue).Msg("the plan's files could not be read; the change is not compared with them")
 		return nil
