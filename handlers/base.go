@@ -81,7 +81,7 @@ type Settings struct {
 type core struct {
 	// ClientCreator makes the go-github clients behind the seam (the
 	// server wraps it in its rate limiter).
-	githubapp.ClientCreator
+	ClientCreator githubapp.ClientCreator
 	// hub is the seam every GitHub call goes through (github.go): over
 	// ClientCreator, or in memory in the table's tests.
 	hub Hub
@@ -136,7 +136,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 		imageClient:   newImageClient(s.Images),
 	}}
 	b.hub = newGoHub(b.core)
-	b.starts = &starter{core: b.core}
+	b.starts = &starter{c: b.core, agent: agentRun{c: b.core}}
 	b.Runs = newRuns(b.core, b.starts.start)
 	b.starts.runs = b.Runs
 	b.Runs.onEnd, b.Runs.onReconcile = b.starts.freeSlot, b.starts.admitAndStart

@@ -9,8 +9,8 @@ import (
 // flagOverCeiling checks a command's one-off flags against the operator's
 // ceilings before anything else, so `/approve --budget 500` is answered with
 // the ceiling and who can raise it, not with advice to edit .sandbox.yml.
-func (b *starter) flagOverCeiling(command string, f sandboxcfg.Flags) (OverCeilingData, bool) {
-	l := b.Limits
+func (s *starter) flagOverCeiling(command string, f sandboxcfg.Flags) (OverCeilingData, bool) {
+	l := s.c.Limits
 	switch {
 	case l.MaxBudgetUSD > 0 && f.BudgetUSD > l.MaxBudgetUSD:
 		return OverCeilingData{Command: command, Flag: "budget", Asked: fmt.Sprintf("$%.2f", f.BudgetUSD),

@@ -54,15 +54,15 @@ var failingConclusions = []string{"failure", "timed_out", "startup_failure"}
 const actionsApp = "github-actions"
 
 // readChecks reads the checks on sha.
-func (b *core) readChecks(ctx context.Context, gh GitHub, sha string) (ciState, error) {
+func (c *core) readChecks(ctx context.Context, gh GitHub, sha string) (ciState, error) {
 	st := ciState{sha: sha}
 	runs, err := gh.CheckRunsOn(ctx, sha)
 	if err != nil {
 		return st, err
 	}
-	slug := b.slug()
+	slug := c.slug()
 	for _, r := range runs {
-		if r.GetName() == b.CheckName && (r.GetApp() == nil || r.GetApp().GetSlug() == slug) {
+		if r.GetName() == c.CheckName && (r.GetApp() == nil || r.GetApp().GetSlug() == slug) {
 			continue // the bot's own progress check
 		}
 		st.checks++
@@ -93,16 +93,16 @@ func (b *core) readChecks(ctx context.Context, gh GitHub, sha string) (ciState, 
 // failingOnBase are the names of the checks that fail on the head of the
 // base branch (none when they cannot be read: then the change is blamed,
 // and a fix run looks). GitHub reads a branch's name as its head commit.
-func (b *core) failingOnBase(ctx context.Context, gh GitHub, base string) map[string]bool {
+func (c *core) failingOnBase(ctx context.Context, gh GitHub, base string) map[string]bool {
 	log := zerolog.Ctx(ctx)
-	st, err := b.readChecks(ctx, gh, "heads/"+base)
+	st, err := c.readChecks(ctx, gh, "heads/"+base)
 	if err != nil {
 		log.Warn().Err(err).Str("base", base).Msg("the base branch's checks could not be read")
 		return nil
 	}
 	out := map[string]bool{}
-	for _, c := range st.failed {
-		out[c.name] = true
+	for _, chk := range st.failed {
+		out[chk.name] = true
 	}
 	return out
 }
@@ -116,21 +116,21 @@ const (
 )
 
 // ciFailure is what the fix run is told of one failing check.
-func (b *core) ciFailure(ctx context.Context, gh GitHub, c ciCheck) dispatch.CIFailure {
+func (c *core) ciFailure(ctx context.Context, gh GitHub, chk ciCheck) dispatch.CIFailure {
 	clean := func(s string, n int) string {
-		return truncateUTF8(strings.TrimSpace(b.Secrets.Redact(cleanText(s))), n)
+		return truncateUTF8(strings.TrimSpace(c.Secrets.Redact(cleanText(s))), n)
 	}
-	f := dispatch.CIFailure{Name: clean(c.name, 200), Conclusion: c.conclusion}
-	if s := c.status; s != nil {
+	f := dispatch.CIFailure{Name: clean(chk.name, 200), Conclusion: chk.conclusion}
+	if s := chk.status; s != nil {
 		f.Kind, f.Summary, f.URL = "status", clean(s.GetDescription(), maxCISummary), s.GetTargetURL()
 		return f
 	}
-	r := c.run
+	r := chk.run
 	f.Kind, f.URL = "check", r.GetHTMLURL()
 	if out := r.GetOutput(); out != nil {
 		f.Title, f.Summary = clean(out.GetTitle(), 200), clean(out.GetSummary()+"\n\n"+out.GetText(), maxCISummary)
 	}
-	log := zerolog.Ctx(ctx).With().Str("check", c.name).Logger()
+	log := zerolog.Ctx(ctx).With().Str("check", chk.name).Logger()
 	if r.GetOutput().GetAnnotationsCount() > 0 {
 		anns, err := gh.Annotations(ctx, r.GetID())
 		if err != nil {
@@ -145,14 +145,14 @@ func (b *core) ciFailure(ctx context.Context, gh GitHub, c ciCheck) dispatch.CIF
 		}
 	}
 	if r.GetApp().GetSlug() == actionsApp {
-		b.actionsLog(ctx, gh, r.GetID(), &f)
+		c.actionsLog(ctx, gh, r.GetID(), &f)
 	}
 	return f
 }
 
 // actionsLog adds an Actions job's workflow, failing step and the tail of
 // its log to f.
-func (b *core) actionsLog(ctx context.Context, gh GitHub, id int64, f *dispatch.CIFailure) {
+func (c *core) actionsLog(ctx context.Context, gh GitHub, id int64, f *dispatch.CIFailure) {
 	log := zerolog.Ctx(ctx).With().Str("check", f.Name).Logger()
 	f.Kind = "actions"
 	job, err := gh.WorkflowJob(ctx, id)
@@ -168,8 +168,8 @@ func (b *core) actionsLog(ctx context.Context, gh GitHub, id int64, f *dispatch.
 		}
 	}
 	err = gh.JobLog(ctx, id, func(r io.Reader) error {
-		tail, size, err := logTail(r, b.CILogBytes)
-		f.LogTail, f.LogBytes = b.Secrets.Redact(tail), size
+		tail, size, err := logTail(r, c.CILogBytes)
+		f.LogTail, f.LogBytes = c.Secrets.Redact(tail), size
 		return err
 	})
 	if err != nil {

@@ -17,29 +17,15 @@ import (
 // dispatchTries is how often a transient submission error is tried.
 const dispatchTries = 3
 
-// start starts a run and makes sure a failure reaches the issue: once a
-// trigger is accepted, any error (configuration read, token, lock,
-// submission) ends in one comment saying what failed and what to do, and
-// the agent:failed label. Otherwise a person who labeled the issue would
-// wait for a run that never comes. A failed submission is retried
-// (Base.submit) before this sees an error.
-func (b *starter) start(ctx context.Context, gh GitHub, req startRequest) error {
-	handled, err := b.startRun(ctx, gh, req)
-	if handled || err == nil {
-		return err
-	}
-	return b.failedToStart(ctx, gh, req, err, false)
-}
-
 // failedToStart logs why a run did not start and tells the issue, unless
 // the bot is stopping. locked says the caller holds the issue's lock; if
 // not, it is taken for the label, and a run holding it keeps its label.
-func (b *starter) failedToStart(ctx context.Context, gh GitHub, req startRequest, cause error, locked bool) error {
+func (a agentRun) failedToStart(ctx context.Context, gh GitHub, req startRequest, cause error, locked bool) error {
 	if ctx.Err() != nil {
 		return cause
 	}
 	zerolog.Ctx(ctx).Error().Err(cause).Str("mode", string(req.Mode)).Int("number", req.Number).Msg("run could not start; telling the issue")
-	if err := b.reportStartFailure(ctx, gh, req, cause, locked); err != nil {
+	if err := a.reportStartFailure(ctx, gh, req, cause, locked); err != nil {
 		return fmt.Errorf("%w (and reporting it failed: %v)", cause, err)
 	}
 	return nil
@@ -47,13 +33,13 @@ func (b *starter) failedToStart(ctx context.Context, gh GitHub, req startRequest
 
 // reportStartFailure posts the failure comment once per trigger (a
 // redelivered event finds its marker) and sets agent:failed.
-func (b *starter) reportStartFailure(ctx context.Context, gh GitHub, req startRequest, cause error, locked bool) error {
+func (a agentRun) reportStartFailure(ctx context.Context, gh GitHub, req startRequest, cause error, locked bool) error {
 	issue := cmp.Or(req.Issue, req.Number)
 	// The task id the trigger maps to, as a key for the marker: the run
 	// itself may have got another (a plan that is not required becomes
 	// execute), but this one is stable for the same trigger.
 	key := dispatch.NewTaskID(req.Repo.GetFullName(), req.Number, req.Mode, req.Trigger)
-	marked, err := b.botMarked(ctx, gh, req.Number)
+	marked, err := a.c.botMarked(ctx, gh, req.Number)
 	if err != nil {
 		return err
 	}
@@ -64,16 +50,16 @@ func (b *starter) reportStartFailure(ctx context.Context, gh GitHub, req startRe
 	var labelErr error
 	if !locked {
 		lockKey := dispatch.LockKey(req.Repo.GetFullName(), req.Number)
-		if _, err := b.Backend.Lock(ctx, lockKey, key); err == nil {
-			defer b.unlock(ctx, lockKey, key)
+		if _, err := a.c.Backend.Lock(ctx, lockKey, key); err == nil {
+			defer a.c.unlock(ctx, lockKey, key)
 			locked = true
 		}
 	}
 	if locked {
-		labelErr = b.setState(ctx, gh, req.Number, lifecycle.Failed)
+		labelErr = a.c.setState(ctx, gh, req.Number, lifecycle.Failed)
 	}
-	what, todo := explainStartFailure(cause, b.DispatchDeadline)
-	return errors.Join(labelErr, b.reply(ctx, gh, req.Number, "github/start_failed", StartFailedData{
+	what, todo := explainStartFailure(cause, a.c.DispatchDeadline)
+	return errors.Join(labelErr, a.c.reply(ctx, gh, req.Number, "github/start_failed", StartFailedData{
 		Mode: req.Mode, What: what, Todo: todo, TaskID: key, Delivery: req.DeliveryID,
 		Marker: Marker{Kind: KindFailure, TaskID: key, Mode: req.Mode, Issue: issue, Branch: req.Branch, Round: req.Round}.String(),
 	}))
@@ -81,8 +67,8 @@ func (b *starter) reportStartFailure(ctx context.Context, gh GitHub, req startRe
 
 // unlock releases the issue's lock held by taskID, even when the bot is
 // stopping; a failure is logged (the lock then waits for /abort).
-func (b *core) unlock(ctx context.Context, key, taskID string) {
-	if err := b.Backend.Unlock(context.WithoutCancel(ctx), key, taskID); err != nil {
+func (c *core) unlock(ctx context.Context, key, taskID string) {
+	if err := c.Backend.Unlock(context.WithoutCancel(ctx), key, taskID); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Str("lock", key).Msg("release lock")
 	}
 }
@@ -116,25 +102,4 @@ func explainStartFailure(err error, deadline time.Duration) (what, todo string) 
 	}
 	return "the bot hit an error before the sandbox started (reading the issue, its configuration or permissions)",
 		"`/retry` tries again; if it fails too, tell the bot's operator."
-}
-
-// submit retries a submission that failed for a passing reason (engine or
-// Nomad unreachable) with backoff, within the dispatch deadline. Submit is
-// idempotent by task id, so a try that did reach the backend is harmless.
-// It is a method rather than a wrapper of the Backend, which would hide the
-// backend's optional interfaces (dispatch.TokenReader).
-func (b *starter) submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
-	start := time.Now()
-	wait := b.DispatchDeadline / (1<<dispatchTries - 2) // 30s: tries at 0, 5s, 15s
-	for try := 1; ; try++ {
-		created, err := b.Backend.Submit(ctx, spec)
-		if err == nil || !dispatch.Transient(err) || try == dispatchTries || time.Since(start)+wait > b.DispatchDeadline {
-			return created, err
-		}
-		zerolog.Ctx(ctx).Warn().Err(err).Int("try", try).Dur("retry_in", wait).Msg("submission failed; retrying")
-		if !pause(ctx, wait) {
-			return false, err
-		}
-		wait *= 2
-	}
 }

@@ -37,7 +37,7 @@ func newGoHub(c *core) *goHub {
 }
 
 func (h *goHub) Repo(installation int64, fullName string) (GitHub, error) {
-	client, err := h.c.NewInstallationClient(installation)
+	client, err := h.c.ClientCreator.NewInstallationClient(installation)
 	if err != nil {
 		return nil, fmt.Errorf("client of installation %d: %w", installation, err)
 	}
@@ -46,7 +46,7 @@ func (h *goHub) Repo(installation int64, fullName string) (GitHub, error) {
 }
 
 func (h *goHub) AppSlug(ctx context.Context) (string, error) {
-	app, err := h.c.NewAppClient()
+	app, err := h.c.ClientCreator.NewAppClient()
 	if err != nil {
 		return "", fmt.Errorf("create app client: %w", err)
 	}
@@ -58,7 +58,7 @@ func (h *goHub) AppSlug(ctx context.Context) (string, error) {
 }
 
 func (h *goHub) MintToken(ctx context.Context, installation int64, repo, contents string) (string, time.Time, error) {
-	app, err := h.c.NewAppClient()
+	app, err := h.c.ClientCreator.NewAppClient()
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("create app client: %w", err)
 	}
@@ -83,7 +83,7 @@ const (
 // RevokeToken uses GitHub's DELETE /installation/token, which a token may
 // only do for itself. A 401 means the token is already dead.
 func (h *goHub) RevokeToken(ctx context.Context, token string) error {
-	client, err := h.c.NewTokenClient(token)
+	client, err := h.c.ClientCreator.NewTokenClient(token)
 	if err != nil {
 		return fmt.Errorf("create client for revocation: %w", err)
 	}

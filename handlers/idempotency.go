@@ -14,13 +14,19 @@ import "context"
 //
 // When the queue starts a run (fromQueue), the reply that it was queued
 // does not count: only what followed its start does.
-func (b *starter) actedOn(ctx context.Context, gh GitHub, number int, taskID string, fromQueue bool) (bool, error) {
-	marked, err := b.botMarked(ctx, gh, number)
-	if err != nil {
-		return false, err
+//
+// The marked comments are those the caller read already (a /preview's
+// scene), else they are read here.
+func (s *starter) actedOn(ctx context.Context, gh GitHub, l launch) (bool, error) {
+	marked, err := l.marked, error(nil)
+	if !l.haveMarked {
+		if marked, err = s.c.botMarked(ctx, gh, l.req.Number); err != nil {
+			return false, err
+		}
 	}
+	fromQueue := l.req.queuedAs != ""
 	for _, m := range marked {
-		if m.Marker.TaskID == taskID && !(fromQueue && m.Marker.Kind == KindQueued) {
+		if m.Marker.TaskID == l.taskID && !(fromQueue && m.Marker.Kind == KindQueued) {
 			return true, nil
 		}
 	}

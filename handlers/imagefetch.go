@@ -103,9 +103,9 @@ func newImageClient(s ImageSettings) *http.Client {
 
 // imageCaps are the settings' caps, the total lowered to what the
 // backend carries in a run's work order.
-func (b *starter) imageCaps() ImageSettings {
-	caps := b.Images
-	if c, ok := b.Backend.(dispatch.ImageCarrier); ok && c.MaxImageBytes() < caps.MaxTotal {
+func (a agentRun) imageCaps() ImageSettings {
+	caps := a.c.Images
+	if c, ok := a.c.Backend.(dispatch.ImageCarrier); ok && c.MaxImageBytes() < caps.MaxTotal {
 		caps.MaxTotal = c.MaxImageBytes()
 	}
 	return caps
@@ -113,7 +113,7 @@ func (b *starter) imageCaps() ImageSettings {
 
 // fetchImage fetches the image at raw when the caps and the hosts allow,
 // with room bytes left of the run's total: the image, or why not.
-func (b *starter) fetchImage(ctx context.Context, raw string, caps ImageSettings, room int64) (dispatch.Image, string) {
+func (a agentRun) fetchImage(ctx context.Context, raw string, caps ImageSettings, room int64) (dispatch.Image, string) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return dispatch.Image{}, "its address does not parse"
@@ -128,7 +128,7 @@ func (b *starter) fetchImage(ctx context.Context, raw string, caps ImageSettings
 		return dispatch.Image{}, "its address does not parse"
 	}
 	req.Header.Set("Accept", strings.Join(dispatch.ImageMediaTypes, ", "))
-	resp, err := b.imageClient.Do(req)
+	resp, err := a.c.imageClient.Do(req)
 	if err != nil {
 		log.Info().Err(scrubURLError(err)).Msg("image not fetched")
 		return dispatch.Image{}, "it could not be fetched"

@@ -80,8 +80,8 @@ func withImages(sources []imageSource) []imageSource {
 
 // imagesFor fetches the images of sources (in order) for a run, within
 // the caps: what the agent is given, and a note for each image found.
-func (b *starter) imagesFor(ctx context.Context, gh GitHub, sources []imageSource) ([]dispatch.Image, []ImageNote) {
-	caps := b.imageCaps()
+func (a agentRun) imagesFor(ctx context.Context, gh GitHub, sources []imageSource) ([]dispatch.Image, []ImageNote) {
+	caps := a.imageCaps()
 	if caps.MaxCount <= 0 || len(sources) == 0 {
 		return nil, nil
 	}
@@ -103,7 +103,7 @@ func (b *starter) imagesFor(ctx context.Context, gh GitHub, sources []imageSourc
 			case len(imgs) >= caps.MaxCount:
 				note.Why = fmt.Sprintf("over the %d images a run is given", caps.MaxCount)
 			default:
-				img, why := b.fetchImage(ctx, found.src, caps, caps.MaxTotal-total)
+				img, why := a.fetchImage(ctx, found.src, caps, caps.MaxTotal-total)
 				if note.Why = why; why == "" {
 					img.Name = note.Name
 					imgs, total = append(imgs, img), total+int64(len(img.Data))

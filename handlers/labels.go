@@ -22,7 +22,7 @@ const labelTries = 3
 // write labels at once; each write is tried again when GitHub refuses it
 // for a passing reason, and an error that remains is returned to the
 // caller, which reports it.
-func (b *core) setState(ctx context.Context, gh GitHub, number int, state lifecycle.State) error {
+func (c *core) setState(ctx context.Context, gh GitHub, number int, state lifecycle.State) error {
 	label := state.Label()
 	issue, err := gh.Issue(ctx, number)
 	if err != nil {
@@ -40,10 +40,10 @@ func (b *core) setState(ctx context.Context, gh GitHub, number int, state lifecy
 	}
 	var errs []error
 	if label != "" && !has {
-		errs = append(errs, retryGitHub(ctx, b.retryWait, func() error { return gh.AddLabels(ctx, number, label) }))
+		errs = append(errs, retryGitHub(ctx, c.retryWait, func() error { return gh.AddLabels(ctx, number, label) }))
 	}
 	for _, name := range stale {
-		errs = append(errs, retryGitHub(ctx, b.retryWait, func() error {
+		errs = append(errs, retryGitHub(ctx, c.retryWait, func() error {
 			if err := gh.RemoveLabel(ctx, number, name); err != nil && !errors.Is(err, ErrNotFound) {
 				return err
 			}

@@ -138,8 +138,8 @@ func markedComments(comments []*github.IssueComment, botLogin string) []markedCo
 
 // botMarked lists an issue's or PR's comments and returns the marked ones
 // this App wrote.
-func (b *core) botMarked(ctx context.Context, gh GitHub, number int) ([]markedComment, error) {
-	login, err := b.LoadIdentity(ctx)
+func (c *core) botMarked(ctx context.Context, gh GitHub, number int) ([]markedComment, error) {
+	login, err := c.LoadIdentity(ctx)
 	if err != nil {
 		return nil, err
 	}

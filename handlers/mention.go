@@ -157,8 +157,8 @@ func (b *Base) mayAddress(body []byte) bool {
 
 // slug is the App's slug once LoadIdentity has read it, else "". It does
 // not wait for a LoadIdentity in progress (the intake calls it).
-func (b *core) slug() string {
-	if login := b.trust.login.Load(); login != nil {
+func (c *core) slug() string {
+	if login := c.trust.login.Load(); login != nil {
 		return strings.TrimSuffix(*login, "[bot]")
 	}
 	return ""

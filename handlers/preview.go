@@ -50,20 +50,18 @@ func previewLockKey(repo string, number int) string {
 // preview starts a preview sandbox of the pull request's head: task mode
 // (one user, no inner daemon, no token, nothing pushed), the code as the
 // tarball the bot fetched, the dev server served for PreviewDuration and
-// reached through the bot's preview path of the run.
+// reached through the bot's preview path of the run. It checks what only
+// a preview needs, then starts it the one way every run starts
+// (starter.begin), under the preview's policy (policyOf).
 func (b *Base) preview(ctx context.Context, t thread, sc *scene) error {
 	pr := sc.pr
-	refuse := func(reason string) error {
-		zerolog.Ctx(ctx).Info().Str("reason", reason).Msg("preview refused")
-		return b.reply(ctx, t.gh, t.number, "github/preview_refused", PreviewRefusedData{Reason: reason})
-	}
+	p := previewRun{c: b.core}
 	switch {
 	case pr == nil || pr.GetHead().GetRepo().GetID() != pr.GetBase().GetRepo().GetID():
-		return refuse("this pull request comes from a fork: its code is not the repository's, and it gets no preview")
+		return p.refuse(ctx, t.gh, t.number, "this pull request comes from a fork: its code is not the repository's, and it gets no preview")
 	case b.Receipts.PublicURL == "":
-		return refuse("this bot serves no pages (its GitHub sign-in is not configured), so there is nowhere to show a preview")
+		return p.refuse(ctx, t.gh, t.number, "this bot serves no pages (its GitHub sign-in is not configured), so there is nowhere to show a preview")
 	}
-	head := pr.GetHead()
 	// The configuration (dev command, setup, env, preview secrets) is the
 	// base branch's: the head's is the agent's to write.
 	cfg, err := b.loadConfig(ctx, t.installation, t.gh, pr.GetBase().GetRef(), sandboxcfg.Flags{})
@@ -75,50 +73,20 @@ func (b *Base) preview(ctx context.Context, t thread, sc *scene) error {
 		return err
 	}
 	if cfg.Dev.Command == "" || cfg.Dev.Port == 0 {
-		return refuse(fmt.Sprintf("`.sandbox.yml` on the base branch `%s` names no dev server (`dev: { command, port }`); a preview runs the base branch's configuration, never the pull request's",
+		return p.refuse(ctx, t.gh, t.number, fmt.Sprintf("`.sandbox.yml` on the base branch `%s` names no dev server (`dev: { command, port }`); a preview runs the base branch's configuration, never the pull request's",
 			sanitizeInline(pr.GetBase().GetRef(), 100)))
 	}
-	secrets, missing := b.previewSecrets(cfg)
-	if len(missing) > 0 {
-		return refuse(fmt.Sprintf("`dev.preview_secrets` in `.sandbox.yml` on `%s` names %s, which this bot does not pass to sandboxes (`SANDBOX_PASS_ENV`; provider keys never reach a preview)",
+	var missing []string
+	if p.secrets, missing = b.previewSecrets(cfg); len(missing) > 0 {
+		return p.refuse(ctx, t.gh, t.number, fmt.Sprintf("`dev.preview_secrets` in `.sandbox.yml` on `%s` names %s, which this bot does not pass to sandboxes (`SANDBOX_PASS_ENV`; provider keys never reach a preview)",
 			sanitizeInline(pr.GetBase().GetRef(), 100), sanitizeInline(strings.Join(missing, ", "), 300)))
 	}
-	repo := t.repo.GetFullName()
-	taskID := dispatch.NewTaskID(repo, t.number, dispatch.ModePreview, commentTrigger(t.commentID))
-	if _, done := lastMarked(sc.marked, KindPreview, taskID); done {
-		return nil // a redelivered /preview: its comment is there
-	}
-	ctx, log := withTask(ctx, taskID)
-	key := previewLockKey(repo, t.number)
-	if holder, err := b.Backend.Lock(ctx, key, taskID); errors.Is(err, dispatch.ErrLocked) {
-		return refuse(fmt.Sprintf("a preview of this pull request runs already: %s", b.Receipts.LiveURL(holder)))
-	} else if err != nil {
-		return fmt.Errorf("lock %s: %w", key, err)
-	}
-	started := false
-	defer func() {
-		if !started {
-			_ = b.Backend.Unlock(context.WithoutCancel(ctx), key, taskID)
-		}
-	}()
-	if full, err := b.capsFull(ctx, t); err != nil || full {
-		if err != nil {
-			return err
-		}
-		return refuse("every slot for runs is taken (the server's caps); ask again when a run has ended")
-	}
-	src, err := t.gh.Archive(ctx, head.GetSHA(), maxPreviewSource)
-	if err != nil {
-		return refuse("the pull request's code could not be read from GitHub: " + sanitizeInline(err.Error(), 200))
-	}
-	spec := b.previewSpec(t, taskID, head.GetSHA(), cfg, src, secrets)
-	if _, err := b.Backend.Submit(ctx, spec); err != nil {
-		return refuse("the preview sandbox could not start: " + sanitizeInline(b.Secrets.Redact(err.Error()), 300))
-	}
-	started = true
-	log.Info().Str("head", head.GetSHA()).Dur("for", b.PreviewDuration).Msg("preview started")
-	b.Runs.Follow(spec.Meta)
-	return b.reply(ctx, t.gh, t.number, "github/preview", b.previewData(spec.Meta, head.GetSHA(), false, ""))
+	p.sha = pr.GetHead().GetSHA()
+	req := startRequest{InstallationID: t.installation, Repo: t.repo, Number: t.number, IsPR: true, Issue: t.number, Mode: dispatch.ModePreview,
+		Trigger: commentTrigger(t.commentID), DeliveryID: t.deliveryID, Sender: t.sender, CommentID: t.commentID, Command: "preview"}
+	l := newLaunch(req, dispatch.ModePreview, dispatch.NewTaskID(t.repo.GetFullName(), t.number, dispatch.ModePreview, req.Trigger), p)
+	l.cfg, l.marked, l.haveMarked = cfg, sc.marked, true
+	return b.starts.begin(ctx, t.gh, l)
 }
 
 // previewSecrets are the pass-through secrets the base branch's
@@ -135,51 +103,77 @@ func (b *Base) previewSecrets(cfg sandboxcfg.Resolved) (names, missing []string)
 	return names, missing
 }
 
-// previewSpec is the preview's run: no token, the code as an archive, and
-// of the pass-through secrets only those named for previews.
-func (b *Base) previewSpec(t thread, taskID, sha string, cfg sandboxcfg.Resolved, src []byte, secrets []string) dispatch.RunSpec {
-	secs := int(b.PreviewDuration / time.Second)
-	meta := dispatch.Meta{TaskID: taskID, Mode: dispatch.ModePreview, Repo: t.repo.GetFullName(), RepoID: t.repo.GetID(),
-		Number: t.number, InstallationID: t.installation, Attempt: 1, DeliveryID: t.deliveryID, HeadSHA: sha}
-	return dispatch.RunSpec{Meta: meta, Source: src, Order: dispatch.WorkOrder{
-		SchemaVersion: dispatch.WorkOrderVersion, TaskID: taskID, Mode: dispatch.ModePreview, Attempt: 1,
-		Repo: meta.Repo, RepoID: meta.RepoID, Number: t.number, Config: cfg, BudgetUSD: cfg.MaxBudgetUSD, Source: dispatch.SourcePath,
-		// The sandbox's own bound, past the time it serves: setup first.
-		TimeoutMinutes: secs/60 + 1 + cfg.TimeoutMinutes, PreviewSeconds: secs, SecretEnv: secrets,
-		RequestedAt: b.Now().UTC(),
-	}}
+// previewRun is the kind of a /preview's run: its spec is the PR head's
+// code as an archive with the secrets named for previews and no token;
+// every answer but the link is a refusal saying why no preview starts.
+type previewRun struct {
+	c *core
+	// sha is the PR head the preview serves; secrets are the pass-through
+	// secrets it gets.
+	sha     string
+	secrets []string
 }
 
-func (b *Base) previewData(meta dispatch.Meta, sha string, ended bool, outcome string) PreviewData {
-	live := b.Receipts.LiveURL(meta.TaskID)
-	return PreviewData{
-		Marker: Marker{Kind: KindPreview, TaskID: meta.TaskID, Mode: dispatch.ModePreview}.String(),
-		URL:    live + "/preview/", LiveURL: live, SHA: shortSHA(sha), Minutes: int(b.PreviewDuration.Round(time.Minute) / time.Minute),
-		Until: b.Now().Add(b.PreviewDuration).UTC().Format("15:04 UTC"), Ended: ended, Outcome: outcome,
-	}
+// refusal is why a preview does not start, for its refusal reply.
+type refusal string
+
+func (r refusal) Error() string { return string(r) }
+
+func (p previewRun) refuse(ctx context.Context, gh GitHub, number int, reason string) error {
+	zerolog.Ctx(ctx).Info().Str("reason", reason).Msg("preview refused")
+	return p.c.reply(ctx, gh, number, "github/preview_refused", PreviewRefusedData{Reason: reason})
 }
 
-// capsFull reports whether a new run would be over the server's caps: a
-// preview counts against them like any run, and waits in no queue.
-func (b *Base) capsFull(ctx context.Context, t thread) (bool, error) {
-	if !b.Caps.Any() {
-		return false, nil
+func (p previewRun) busy(ctx context.Context, gh GitHub, l launch, holder string) error {
+	return p.refuse(ctx, gh, l.req.Number, fmt.Sprintf("a preview of this pull request runs already: %s", p.c.Receipts.LiveURL(holder)))
+}
+
+// failed refuses a preview that the caps, GitHub or the backend kept from
+// starting; any other error is the handler's.
+func (p previewRun) failed(ctx context.Context, gh GitHub, l launch, err error, locked bool) error {
+	var why refusal
+	var sub *submitError
+	switch {
+	case errors.Is(err, errCapsFull):
+		why = "every slot for runs is taken (the server's caps); ask again when a run has ended"
+	case errors.As(err, &sub):
+		why = refusal("the preview sandbox could not start: " + sanitizeInline(p.c.Secrets.Redact(sub.err.Error()), 300))
+	case !errors.As(err, &why):
+		return err
 	}
-	live, err := dispatch.LiveRuns(ctx, b.Backend)
+	return p.refuse(ctx, gh, l.req.Number, string(why))
+}
+
+// build fetches the PR head's code and writes the preview's run: no
+// token, the code as an archive, and of the pass-through secrets only
+// those named for previews.
+func (p previewRun) build(ctx context.Context, gh GitHub, l launch) (built, error) {
+	src, err := gh.Archive(ctx, p.sha, maxPreviewSource)
 	if err != nil {
-		return false, err
+		return built{}, refusal("the pull request's code could not be read from GitHub: " + sanitizeInline(err.Error(), 200))
 	}
-	total, inst, repo := len(live), 0, 0
-	for _, m := range live {
-		if m.InstallationID == t.installation {
-			inst++
-		}
-		if strings.EqualFold(m.Repo, t.repo.GetFullName()) {
-			repo++
-		}
-	}
-	c := b.Caps
-	return (c.Global > 0 && total >= c.Global) || (c.PerInstallation > 0 && inst >= c.PerInstallation) || (c.PerRepo > 0 && repo >= c.PerRepo), nil
+	secs := int(p.c.PreviewDuration / time.Second)
+	req, cfg := l.req, l.cfg
+	meta := dispatch.Meta{TaskID: l.taskID, Mode: dispatch.ModePreview, Repo: req.Repo.GetFullName(), RepoID: req.Repo.GetID(),
+		Number: req.Number, InstallationID: req.InstallationID, Attempt: 1, DeliveryID: req.DeliveryID, HeadSHA: p.sha}
+	return built{spec: dispatch.RunSpec{Meta: meta, Source: src, Order: dispatch.WorkOrder{
+		SchemaVersion: dispatch.WorkOrderVersion, TaskID: l.taskID, Mode: dispatch.ModePreview, Attempt: 1,
+		Repo: meta.Repo, RepoID: meta.RepoID, Number: req.Number, Config: cfg, BudgetUSD: cfg.MaxBudgetUSD, Source: dispatch.SourcePath,
+		// The sandbox's own bound, past the time it serves: setup first.
+		TimeoutMinutes: secs/60 + 1 + cfg.TimeoutMinutes, PreviewSeconds: secs, SecretEnv: p.secrets,
+		RequestedAt: p.c.Now().UTC(),
+	}}}, nil
+}
+
+// announce posts the preview's link.
+func (p previewRun) announce(ctx context.Context, gh GitHub, l launch, r built) error {
+	zerolog.Ctx(ctx).Info().Str("head", p.sha).Dur("for", p.c.PreviewDuration).Msg("preview started")
+	live := p.c.Receipts.LiveURL(l.taskID)
+	return p.c.reply(ctx, gh, l.req.Number, "github/preview", PreviewData{
+		Marker: Marker{Kind: KindPreview, TaskID: l.taskID, Mode: dispatch.ModePreview}.String(),
+		URL:    live + "/preview/", LiveURL: live, SHA: shortSHA(p.sha), Minutes: int(p.c.PreviewDuration.Round(time.Minute) / time.Minute),
+		Until: p.c.Now().Add(p.c.PreviewDuration).UTC().Format("15:04 UTC"),
+	})
 }
 
 // followPreview waits for a preview to end, says so in its comment and

@@ -52,26 +52,26 @@ func (q queuedRequest) request(repo *github.Repository) startRequest {
 // are set. wait=true means it waits: it is queued, labelled and told its
 // place, and keeps the issue's lock. A run the queue itself starts
 // (req.queuedAs) has its slot already.
-func (b *starter) queueGate(ctx context.Context, gh GitHub, req startRequest, taskID string, mode dispatch.Mode) (wait bool, err error) {
-	if !b.Caps.Any() || req.queuedAs != "" {
+func (s *starter) queueGate(ctx context.Context, gh GitHub, req startRequest, taskID string, mode dispatch.Mode) (wait bool, err error) {
+	if !s.c.Caps.Any() || req.queuedAs != "" {
 		return false, nil
 	}
 	log := zerolog.Ctx(ctx)
-	now := b.Now()
+	now := s.c.Now()
 	raw, err := json.Marshal(queuedFrom(req, taskID, mode, now))
 	if err != nil {
 		return false, fmt.Errorf("queue %s: %w", taskID, err)
 	}
 	entry := dispatch.QueueEntry{TaskID: taskID, Repo: req.Repo.GetFullName(), Number: req.Number, InstallationID: req.InstallationID, EnqueuedAt: now.UnixMilli()}
-	sub, err := dispatch.SubmitQueued(ctx, b.Backend, entry, raw, b.Caps, now)
+	sub, err := dispatch.SubmitQueued(ctx, s.c.Backend, entry, raw, s.c.Caps, now)
 	if err != nil {
 		return false, err
 	}
 	others := slices.DeleteFunc(slices.Clone(sub.Admitted), func(e dispatch.QueueEntry) bool { return e.TaskID == taskID })
-	b.runs.startQueued(b, others)
+	s.runs.startQueued(s, others)
 	if sub.Self {
-		b.observeWait(entry, now)
-		return false, b.Backend.DropQueued(ctx, taskID)
+		s.observeWait(entry, now)
+		return false, s.c.Backend.DropQueued(ctx, taskID)
 	}
 	place := sub.Place
 	if place == 0 {
@@ -82,11 +82,11 @@ func (b *starter) queueGate(ctx context.Context, gh GitHub, req startRequest, ta
 	}
 	log.Info().Int("place", place).Msg("over a cap: run queued")
 	if req.CommentID != 0 {
-		b.react(ctx, gh, req.Number, req.CommentID, "eyes")
+		s.c.react(ctx, gh, req.Number, req.CommentID, "eyes")
 	}
-	labelErr := b.setState(ctx, gh, req.Number, lifecycle.Queued)
-	return true, errors.Join(labelErr, b.reply(ctx, gh, req.Number, "github/queued", QueuedData{
-		TaskID: taskID, Mode: mode, Place: place, Ahead: place - 1, Caps: capsText(b.Caps),
+	labelErr := s.c.setState(ctx, gh, req.Number, lifecycle.Queued)
+	return true, errors.Join(labelErr, s.c.reply(ctx, gh, req.Number, "github/queued", QueuedData{
+		TaskID: taskID, Mode: mode, Place: place, Ahead: place - 1, Caps: capsText(s.c.Caps),
 		Marker: Marker{Kind: KindQueued, TaskID: taskID, Mode: mode, Issue: req.Issue}.String(),
 	}))
 }
@@ -109,13 +109,13 @@ func capsText(c dispatch.Caps) []string {
 // admit claims the slots free now for the oldest queued runs that fit.
 // What holds a slot is read from the backend: every run it has not seen
 // end, whichever replica started it.
-func (b *starter) admit(ctx context.Context) ([]dispatch.QueueEntry, error) {
-	return dispatch.AdmitLive(ctx, b.Backend, b.Caps, b.Now())
+func (s *starter) admit(ctx context.Context) ([]dispatch.QueueEntry, error) {
+	return dispatch.AdmitLive(ctx, s.c.Backend, s.c.Caps, s.c.Now())
 }
 
-func (b *starter) observeWait(e dispatch.QueueEntry, now time.Time) {
-	if b.QueueWait != nil {
-		b.QueueWait(max(now.Sub(time.UnixMilli(e.EnqueuedAt)), 0))
+func (s *starter) observeWait(e dispatch.QueueEntry, now time.Time) {
+	if s.c.QueueWait != nil {
+		s.c.QueueWait(max(now.Sub(time.UnixMilli(e.EnqueuedAt)), 0))
 	}
 }
 
@@ -123,22 +123,22 @@ func (b *starter) observeWait(e dispatch.QueueEntry, now time.Time) {
 // ends (its slot is freed first) and after reconciling at start. Without
 // caps it still runs: runs queued under caps an operator has since lifted
 // must start too, and then they all fit.
-func (b *starter) admitAndStart(ctx context.Context) {
-	admitted, err := b.admit(ctx)
+func (s *starter) admitAndStart(ctx context.Context) {
+	admitted, err := s.admit(ctx)
 	if err != nil {
 		zerolog.Ctx(ctx).Error().Err(err).Msg("admit queued runs; the next run to end tries again")
 		return
 	}
-	b.runs.startQueued(b, admitted)
+	s.runs.startQueued(s, admitted)
 }
 
 // freeSlot releases the slot of a run that ended or did not start, and
 // admits the next runs.
-func (b *starter) freeSlot(ctx context.Context, taskID string) {
-	if _, _, err := dispatch.Dequeue(ctx, b.Backend, taskID); err != nil {
+func (s *starter) freeSlot(ctx context.Context, taskID string) {
+	if _, _, err := dispatch.Dequeue(ctx, s.c.Backend, taskID); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("release the run's queue slot; it frees after its grace")
 	}
-	b.admitAndStart(ctx)
+	s.admitAndStart(ctx)
 }
 
 // startQueued starts admitted runs one after another, in the order they
@@ -171,24 +171,24 @@ func (r *Runs) startQueued(b *starter, admitted []dispatch.QueueEntry) {
 // issue was told) gives its slot back at once. One that could not be
 // tried (GitHub did not answer) keeps its claim: after the claim's grace
 // it waits again at its place, and a later admission tries again.
-func (b *starter) startAdmitted(ctx context.Context, e dispatch.QueueEntry) {
+func (s *starter) startAdmitted(ctx context.Context, e dispatch.QueueEntry) {
 	log := zerolog.Ctx(ctx)
-	b.observeWait(e, b.Now())
-	if tried, err := b.startFromQueue(ctx, e); !tried && !errors.Is(err, dispatch.ErrNotFound) {
+	s.observeWait(e, s.c.Now())
+	if tried, err := s.startFromQueue(ctx, e); !tried && !errors.Is(err, dispatch.ErrNotFound) {
 		log.Error().Err(err).Dur("retry_after", dispatch.ClaimGrace).Msg("could not start queued run; it waits again after the claim's grace")
 		return
 	} else if err != nil {
 		log.Error().Err(err).Msg("start queued run")
 	}
-	if _, err := b.Backend.Status(ctx, e.TaskID); errors.Is(err, dispatch.ErrNotFound) {
+	if _, err := s.c.Backend.Status(ctx, e.TaskID); errors.Is(err, dispatch.ErrNotFound) {
 		log.Info().Msg("queued run did not start; its slot goes to the next")
-		if err := b.Backend.DropQueued(ctx, e.TaskID); err != nil {
+		if err := s.c.Backend.DropQueued(ctx, e.TaskID); err != nil {
 			log.Warn().Err(err).Msg("drop queued run")
 		}
-		b.freeSlot(ctx, e.TaskID)
+		s.freeSlot(ctx, e.TaskID)
 		return
 	}
-	if err := b.Backend.DropQueued(ctx, e.TaskID); err != nil {
+	if err := s.c.Backend.DropQueued(ctx, e.TaskID); err != nil {
 		log.Warn().Err(err).Msg("drop queued run")
 	}
 }
@@ -196,8 +196,8 @@ func (b *starter) startAdmitted(ctx context.Context, e dispatch.QueueEntry) {
 // startFromQueue loads what starting the run needs and starts it; tried
 // is false when it got no further than loading. A request that is gone
 // or unreadable is ErrNotFound: there is nothing to start.
-func (b *starter) startFromQueue(ctx context.Context, e dispatch.QueueEntry) (tried bool, err error) {
-	raw, err := b.Backend.LoadQueued(ctx, e.TaskID)
+func (s *starter) startFromQueue(ctx context.Context, e dispatch.QueueEntry) (tried bool, err error) {
+	raw, err := s.c.Backend.LoadQueued(ctx, e.TaskID)
 	if err != nil {
 		return false, err
 	}
@@ -205,7 +205,7 @@ func (b *starter) startFromQueue(ctx context.Context, e dispatch.QueueEntry) (tr
 	if err := json.Unmarshal(raw, &q); err != nil {
 		return false, fmt.Errorf("queued run %s: %w (%w)", e.TaskID, err, dispatch.ErrNotFound)
 	}
-	gh, err := b.hub.Repo(q.InstallationID, q.Repo)
+	gh, err := s.c.hub.Repo(q.InstallationID, q.Repo)
 	if err != nil {
 		return false, fmt.Errorf("queued run %s: installation %d: %w", e.TaskID, q.InstallationID, err)
 	}
@@ -226,5 +226,5 @@ func (b *starter) startFromQueue(ctx context.Context, e dispatch.QueueEntry) (tr
 	if c.Do != lifecycle.StartQueued {
 		return true, nil
 	}
-	return true, b.start(ctx, gh, req)
+	return true, s.start(ctx, gh, req)
 }

@@ -16,11 +16,11 @@ const orgConfigRepo = ".github"
 // `.github` repository's .sandbox.yml (its default branch), the
 // repository's at ref, then the flags; and checks the result against the
 // server's limits.
-func (b *core) loadConfig(ctx context.Context, installation int64, gh GitHub, ref string, flags sandboxcfg.Flags) (sandboxcfg.Resolved, error) {
+func (c *core) loadConfig(ctx context.Context, installation int64, gh GitHub, ref string, flags sandboxcfg.Flags) (sandboxcfg.Resolved, error) {
 	owner, repo, _ := strings.Cut(gh.FullName(), "/")
 	var layers []sandboxcfg.Layer
 	if repo != orgConfigRepo {
-		org, err := b.hub.Repo(installation, owner+"/"+orgConfigRepo)
+		org, err := c.hub.Repo(installation, owner+"/"+orgConfigRepo)
 		if err != nil {
 			return sandboxcfg.Resolved{}, err
 		}
@@ -35,7 +35,7 @@ func (b *core) loadConfig(ctx context.Context, installation int64, gh GitHub, re
 		return sandboxcfg.Resolved{}, err
 	}
 	layers = append(layers, own)
-	resolved, _, err := sandboxcfg.ResolveLayers(b.Defaults, layers, flags, b.Limits)
+	resolved, _, err := sandboxcfg.ResolveLayers(c.Defaults, layers, flags, c.Limits)
 	if err != nil {
 		return sandboxcfg.Resolved{}, &ConfigError{Source: gh.FullName(), Err: err}
 	}

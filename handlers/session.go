@@ -38,14 +38,14 @@ func (r *Runs) keepSession(ctx context.Context, meta dispatch.Meta, res *dispatc
 
 // sessionHandoff is the execute run's part of the work order that hands
 // over the session of the plan run planTask, or says why there is none.
-func (b *starter) sessionHandoff(ctx context.Context, planTask string) *dispatch.SessionHandoff {
+func (a agentRun) sessionHandoff(ctx context.Context, planTask string) *dispatch.SessionHandoff {
 	if planTask == "" {
 		return nil
 	}
 	h := &dispatch.SessionHandoff{FromTask: planTask}
-	k, ok := b.Backend.(dispatch.SessionKeeper)
+	k, ok := a.c.Backend.(dispatch.SessionKeeper)
 	if !ok {
-		h.Missing = fmt.Sprintf("the %s backend does not carry agent sessions between runs", b.Backend.Name())
+		h.Missing = fmt.Sprintf("the %s backend does not carry agent sessions between runs", a.c.Backend.Name())
 		return h
 	}
 	archive, err := k.KeptSession(ctx, planTask)

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -77,146 +76,81 @@ func (r *startRequest) name() string { return r.Repo.GetName() }
 // review batches and the follower's continuations. A start resolves the
 // configuration, takes the issue's lock, goes through the queue, submits
 // the run, acknowledges it and hands it to the follower.
+// It owns the lock, the caps and the queue, the redelivery check and the
+// submission (launch.go, queue.go); what a kind of run writes is its
+// runKind's.
 type starter struct {
-	*core
-	runs *Runs
+	c     *core
+	runs  *Runs
+	agent agentRun
 }
 
-// launch is a start request resolved: the configuration, the mode it
-// runs in, its task id and the issue's lock.
-type launch struct {
-	req     startRequest
-	cfg     sandboxcfg.Resolved
-	mode    dispatch.Mode
-	base    string
-	taskID  string
-	lockKey string
-	// requestedAt is when the worker took the event (or a queued run got
-	// its slot): the receipt's time to the agent's first step counts from
-	// it.
-	requestedAt time.Time
-}
-
-// startRun resolves the request, takes the per-issue lock, puts the run
-// through the queue, mints the token, submits the run and acknowledges it.
-// Problems people can fix (bad config, a busy issue) become replies, not
-// errors. handled is false for an error before the lock was taken, which
-// start reports; anything after it (a failure to start, reported under the
-// lock, or an error once the run was submitted) is handled here.
-func (b *starter) startRun(ctx context.Context, gh GitHub, req startRequest) (handled bool, err error) {
+// start starts a run of the agent on an issue or pull request and makes
+// sure a failure reaches the issue: once a trigger is accepted, any error
+// (configuration read, token, lock, submission) ends in one comment saying
+// what failed and what to do, and the agent:failed label (failure.go).
+// Otherwise a person who labeled the issue would wait for a run that
+// never comes. A failed submission is tried again (submit) before this
+// sees an error.
+func (s *starter) start(ctx context.Context, gh GitHub, req startRequest) error {
 	requestedAt := time.Now().UTC()
-	l, ok, err := b.resolve(ctx, gh, req)
-	if err != nil || !ok {
-		return err == nil, err
+	l, ok, err := s.resolve(ctx, gh, req)
+	if err != nil {
+		return s.agent.failedToStart(ctx, gh, req, err, false)
+	}
+	if !ok {
+		return nil
 	}
 	l.requestedAt = requestedAt
-	ctx, log := withTask(ctx, l.taskID)
-	if holder, err := b.takeLock(ctx, gh, l); err != nil {
-		if errors.Is(err, dispatch.ErrLocked) {
-			log.Info().Str("holder", holder).Msg("issue busy; not starting a second run")
-			return true, b.replyBusyNow(ctx, gh, req, holder, l.mode)
-		}
-		return false, fmt.Errorf("lock %s: %w", l.lockKey, err)
-	}
-	keep := false // the lock: a queued or submitted run keeps it
-	defer func() {
-		if !keep {
-			if err := b.Backend.Unlock(context.WithoutCancel(ctx), l.lockKey, l.taskID); err != nil {
-				log.Warn().Err(err).Msg("release lock after failed start")
-			}
-			b.freeSlot(context.WithoutCancel(ctx), l.taskID) // a queue slot it may have taken
-		}
-	}()
-	wait, err := b.queueGate(ctx, gh, req, l.taskID, l.mode)
-	if wait {
-		keep = true
-		return true, err
-	}
-	var r built
-	if err == nil {
-		r, err = b.runSpec(ctx, gh, l)
-	}
-	if err == nil {
-		var created bool
-		created, err = b.submit(ctx, r.spec)
-		b.handOver(ctx, l.taskID, r.spec.Token, created, err)
-		if err == nil {
-			keep = true
-			return true, b.acknowledge(ctx, gh, l, r, created)
-		}
-		err = fmt.Errorf("submit %s run %s: %w", l.mode, l.taskID, err)
-	}
-	return true, b.failedToStart(ctx, gh, req, err, true)
+	return s.begin(ctx, gh, l)
 }
 
-// lockWait bounds how long a start waits for the lock of a run whose
-// result is posted: its follower lets go once its bookkeeping is done.
-const lockWait = 10 * time.Second
+// agentRun is the kind of every run of the agent on an issue or pull
+// request (plan, execute, revise, rebase, continue, task, retry, CI fix):
+// its spec carries the task's text and a token, its replies are the
+// acknowledgement, the busy reply and the start-failure comment.
+type agentRun struct{ c *core }
 
-// takeLock takes the issue's lock for l. A run that holds it but whose
-// result is on the issue already (a person answered the plan the moment
-// it appeared) is waited for, lockWait at most, instead of answered busy.
-func (b *starter) takeLock(ctx context.Context, gh GitHub, l launch) (string, error) {
-	deadline := b.Now().Add(lockWait)
-	for checked := false; ; checked = true {
-		holder, err := b.Backend.Lock(ctx, l.lockKey, l.taskID)
-		if !errors.Is(err, dispatch.ErrLocked) || b.Now().After(deadline) {
-			return holder, err
-		}
-		if !checked {
-			marked, merr := b.botMarked(ctx, gh, l.req.Number)
-			if merr != nil || !ended(marked, holder) {
-				return holder, err
-			}
-			zerolog.Ctx(ctx).Info().Str("holder", holder).Msg("the run holding the issue has ended; waiting for its follower to let go")
-		}
-		if !pause(ctx, 50*time.Millisecond) {
-			return holder, err
-		}
-	}
+func (a agentRun) busy(ctx context.Context, gh GitHub, l launch, holder string) error {
+	return a.replyBusyNow(ctx, gh, l.req, holder, l.mode)
 }
 
-// resolve checks the request's flags, reads the configuration, picks the
-// mode and the task id, and makes sure the trigger did not act already.
-// ok is false when the request was answered instead (a refusal) or is a
-// redelivery.
-func (b *starter) resolve(ctx context.Context, gh GitHub, req startRequest) (launch, bool, error) {
+func (a agentRun) failed(ctx context.Context, gh GitHub, l launch, err error, locked bool) error {
+	return a.failedToStart(ctx, gh, l.req, err, locked)
+}
+
+// resolve checks the request's flags, reads the configuration, and picks
+// the mode and the task id. ok is false when the request was answered
+// instead (a refusal).
+func (s *starter) resolve(ctx context.Context, gh GitHub, req startRequest) (launch, bool, error) {
 	logger := zerolog.Ctx(ctx)
 	if req.Issue == 0 {
 		req.Issue = req.Number
 	}
-	l := launch{req: req, base: req.BaseBranch, lockKey: dispatch.LockKey(req.Repo.GetFullName(), req.Number)}
-	if over, ok := b.flagOverCeiling(req.Command, req.Flags); ok {
+	if over, ok := s.flagOverCeiling(req.Command, req.Flags); ok {
 		logger.Info().Str("flag", over.Flag).Str("asked", over.Asked).Msg("refusing: flag over the server ceiling")
-		return l, false, b.reply(ctx, gh, req.Number, "github/over_ceiling", over)
+		return launch{}, false, s.c.reply(ctx, gh, req.Number, "github/over_ceiling", over)
 	}
-	cfg, err := b.loadConfig(ctx, req.InstallationID, gh, l.base, req.Flags)
+	cfg, err := s.c.loadConfig(ctx, req.InstallationID, gh, req.BaseBranch, req.Flags)
 	var cfgErr *ConfigError
 	if errors.As(err, &cfgErr) {
 		logger.Info().Err(err).Msg("refusing to dispatch: invalid configuration")
-		return l, false, b.reply(ctx, gh, req.Number, "github/config_error", ConfigErrorData{
+		return launch{}, false, s.c.reply(ctx, gh, req.Number, "github/config_error", ConfigErrorData{
 			Source: cfgErr.Source, Error: cfgErr.Error(), File: sandboxcfg.FileName,
 		})
 	}
 	if err != nil {
-		return l, false, err
+		return launch{}, false, err
 	}
-	l.cfg = cfg
-	l.base = cmp.Or(l.base, cfg.Branch, req.Repo.GetDefaultBranch())
-	l.mode = req.Mode
-	if cfg.Mode == sandboxcfg.ModeTask && (l.mode == dispatch.ModePlan || l.mode == dispatch.ModeExecute) {
-		l.mode = dispatch.ModeTask
+	mode := req.Mode
+	if cfg.Mode == sandboxcfg.ModeTask && (mode == dispatch.ModePlan || mode == dispatch.ModeExecute) {
+		mode = dispatch.ModeTask
 	}
-	if l.mode == dispatch.ModePlan && !cfg.Plan.Required {
-		l.mode = dispatch.ModeExecute
+	if mode == dispatch.ModePlan && !cfg.Plan.Required {
+		mode = dispatch.ModeExecute
 	}
-	l.taskID = cmp.Or(req.queuedAs, dispatch.NewTaskID(req.Repo.GetFullName(), req.Number, l.mode, req.Trigger))
-	if acted, err := b.actedOn(ctx, gh, req.Number, l.taskID, req.queuedAs != ""); err != nil || acted {
-		if acted {
-			logger.Info().Str("task_id", l.taskID).Msg("task already acted on (its marker is on GitHub): redelivered event, nothing to do")
-		}
-		return l, false, err
-	}
+	l := newLaunch(req, mode, cmp.Or(req.queuedAs, dispatch.NewTaskID(req.Repo.GetFullName(), req.Number, mode, req.Trigger)), s.agent)
+	l.cfg, l.base = cfg, cmp.Or(req.BaseBranch, cfg.Branch, req.Repo.GetDefaultBranch())
 	return l, true, nil
 }
 
@@ -231,9 +165,9 @@ type built struct {
 
 // runSpec reads the task's text, names the branch, mints the token and
 // writes the work order.
-func (b *starter) runSpec(ctx context.Context, gh GitHub, l launch) (built, error) {
+func (a agentRun) build(ctx context.Context, gh GitHub, l launch) (built, error) {
 	req := l.req
-	in, err := b.taskText(ctx, gh, req.Issue, l.cfg.Reports.Quoted(), req.Sender)
+	in, err := a.taskText(ctx, gh, req.Issue, l.cfg.Reports.Quoted(), req.Sender)
 	if err != nil {
 		return built{}, err
 	}
@@ -242,13 +176,13 @@ func (b *starter) runSpec(ctx context.Context, gh GitHub, l launch) (built, erro
 	var images []dispatch.Image
 	var notes []ImageNote
 	if takesImages(l.mode, req) {
-		images, notes = b.imagesFor(ctx, gh, append(slices.Clone(req.FeedbackImages), withImages(in.images)...))
+		images, notes = a.imagesFor(ctx, gh, append(slices.Clone(req.FeedbackImages), withImages(in.images)...))
 	}
 	branch := req.Branch
 	if branch == "" && l.mode == dispatch.ModeExecute {
 		branch = dispatch.BranchName(l.taskID, task.Title)
 	}
-	token, _, err := b.mintToken(ctx, req.InstallationID, req.name(), l.mode)
+	token, _, err := a.c.mintToken(ctx, req.InstallationID, req.name(), l.mode)
 	if err != nil {
 		return built{}, err
 	}
@@ -262,18 +196,18 @@ func (b *starter) runSpec(ctx context.Context, gh GitHub, l launch) (built, erro
 		Order: dispatch.WorkOrder{
 			SchemaVersion: dispatch.WorkOrderVersion, TaskID: l.taskID, Mode: l.mode, Attempt: attempt,
 			Repo: full, RepoID: req.Repo.GetID(), Number: req.Number, CloneURL: req.Repo.GetCloneURL(), BaseBranch: l.base, TargetBranch: branch,
-			Task: task, Plan: req.Plan, PlanFiles: b.planFiles(ctx, gh, req, l.mode), Feedback: req.Feedback, Config: l.cfg,
-			BudgetUSD: l.cfg.MaxBudgetUSD, TimeoutMinutes: l.cfg.TimeoutMinutes, SecretEnv: b.SecretEnv,
+			Task: task, Plan: req.Plan, PlanFiles: a.planFiles(ctx, gh, req, l.mode), Feedback: req.Feedback, Config: l.cfg,
+			BudgetUSD: l.cfg.MaxBudgetUSD, TimeoutMinutes: l.cfg.TimeoutMinutes, SecretEnv: a.c.SecretEnv,
 			RequestedAt: l.requestedAt, CI: req.CI, Images: images,
 		},
 		Token:     token,
-		Isolation: b.Isolation,
+		Isolation: a.c.Isolation,
 	}
 	if l.mode == dispatch.ModeTask {
 		spec.Order.CloneURL, spec.Order.TargetBranch = "", ""
 	}
 	if l.mode == dispatch.ModeExecute {
-		spec.Order.Session = b.sessionHandoff(ctx, req.PlanTask)
+		spec.Order.Session = a.sessionHandoff(ctx, req.PlanTask)
 		if h := spec.Order.Session; h != nil {
 			h.RepoID, h.PlanSHA256 = req.Repo.GetID(), req.PlanSHA
 		}
@@ -283,13 +217,9 @@ func (b *starter) runSpec(ctx context.Context, gh GitHub, l launch) (built, erro
 
 // acknowledge tells the issue a submitted run started: the 👀 reaction,
 // the state label and the acknowledgement with its marker, written under
-// the lock the run now holds. Then the run is followed.
-func (b *starter) acknowledge(ctx context.Context, gh GitHub, l launch, r built, created bool) error {
+// the lock the run now holds.
+func (a agentRun) announce(ctx context.Context, gh GitHub, l launch, r built) error {
 	log := zerolog.Ctx(ctx)
-	if !created {
-		log.Info().Msg("run exists already (redelivered event); nothing to do")
-		return nil
-	}
 	req, mode := l.req, l.mode
 	log.Info().Str("mode", string(mode)).Str("branch", r.branch).Msg("run submitted")
 	if err := gh.React(ctx, req.Number, req.CommentID, "eyes"); err != nil {
@@ -299,19 +229,18 @@ func (b *starter) acknowledge(ctx context.Context, gh GitHub, l launch, r built,
 	if req.IsPR {
 		place = lifecycle.OnPR
 	}
-	labelErr := b.setState(ctx, gh, req.Number, lifecycle.RunState(place, mode))
+	labelErr := a.c.setState(ctx, gh, req.Number, lifecycle.RunState(place, mode))
 	attempt := r.spec.Meta.Attempt
-	err := b.reply(ctx, gh, req.Number, "github/ack", AckData{
+	err := a.c.reply(ctx, gh, req.Number, "github/ack", AckData{
 		TaskID: l.taskID, Mode: mode, Branch: r.branch, Budget: l.cfg.MaxBudgetUSD, Excluded: r.excluded.Commenters,
 		IssueAuthorExcluded: r.excluded.IssueAuthor, Issue: req.Issue, Report: reportAck(r.excluded.Report), CI: ciAck(req.CI),
-		Round: req.Round, Attempt: attempt, Harness: l.cfg.Harness, HasPlan: req.Plan != "", LiveURL: b.Receipts.LiveURL(l.taskID),
+		Round: req.Round, Attempt: attempt, Harness: l.cfg.Harness, HasPlan: req.Plan != "", LiveURL: a.c.Receipts.LiveURL(l.taskID),
 		Marker: Marker{Kind: KindAck, TaskID: l.taskID, Mode: mode, Issue: req.Issue, Branch: r.branch, Round: req.Round, Attempt: attempt,
 			Inline: req.Inline, Upto: req.FeedbackUpto, Images: r.images, CIHead: ciHead(req.CI), CIChecks: ciChecks(req.CI)}.String(),
 	})
 	if err != nil {
 		log.Warn().Err(err).Msg("post acknowledgement")
 	}
-	b.runs.Follow(r.spec.Meta)
 	return labelErr
 }
 
@@ -336,8 +265,8 @@ func withTask(ctx context.Context, taskID string) (context.Context, zerolog.Logg
 }
 
 // reply renders a github/ template and posts it as a comment.
-func (b *core) reply(ctx context.Context, gh GitHub, number int, tmpl string, data any) error {
-	body, err := b.Templates.Render(tmpl, data)
+func (c *core) reply(ctx context.Context, gh GitHub, number int, tmpl string, data any) error {
+	body, err := c.Templates.Render(tmpl, data)
 	if err != nil {
 		return err
 	}
@@ -348,7 +277,7 @@ func (b *core) reply(ctx context.Context, gh GitHub, number int, tmpl string, da
 }
 
 // react adds a reaction to a comment; a failure only costs the reaction.
-func (b *core) react(ctx context.Context, gh GitHub, number int, commentID int64, content string) {
+func (c *core) react(ctx context.Context, gh GitHub, number int, commentID int64, content string) {
 	if err := gh.React(ctx, number, commentID, content); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("add reaction")
 	}
@@ -358,11 +287,11 @@ func (b *core) react(ctx context.Context, gh GitHub, number int, commentID int64
 // what the request carries (an /approve read them from the plan comment's
 // marker), else, for a revise or continue run on the pull request, the
 // marker of the issue's newest plan comment.
-func (b *starter) planFiles(ctx context.Context, gh GitHub, req startRequest, mode dispatch.Mode) []dispatch.PlanFile {
+func (a agentRun) planFiles(ctx context.Context, gh GitHub, req startRequest, mode dispatch.Mode) []dispatch.PlanFile {
 	if req.PlanFiles != nil || (mode != dispatch.ModeContinue && mode != dispatch.ModeRevise) || req.Issue == 0 {
 		return req.PlanFiles
 	}
-	marked, err := b.botMarked(ctx, gh, req.Issue)
+	marked, err := a.c.botMarked(ctx, gh, req.Issue)
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Int("issue", req.Issue).Msg("the plan's files could not be read; the change is not compared with them")
 		return nil

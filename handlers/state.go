@@ -48,24 +48,24 @@ func (b *Base) replyState(ctx context.Context, t thread, ev event, sc *scene, na
 // replyBusy tells the person that the run holding the issue still runs,
 // naming what it is when the bot's own acknowledgement says so; mode is
 // the run they asked for.
-func (b *core) replyBusy(ctx context.Context, t thread, sc *scene, command string, mode dispatch.Mode) error {
+func (c *core) replyBusy(ctx context.Context, t thread, sc *scene, command string, mode dispatch.Mode) error {
 	data := BusyData{Holder: sc.holder, Mode: mode, Command: command}
 	if ack, ok := sc.holderAck(); ok {
 		data.HolderMode = ack.Marker.Mode
 	}
-	return b.reply(ctx, t.gh, t.number, "github/busy", data)
+	return c.reply(ctx, t.gh, t.number, "github/busy", data)
 }
 
 // replyBusyNow is replyBusy for a start that found the lock taken: the
 // issue is read again for the holder's acknowledgement.
-func (b *starter) replyBusyNow(ctx context.Context, gh GitHub, req startRequest, holder string, mode dispatch.Mode) error {
+func (a agentRun) replyBusyNow(ctx context.Context, gh GitHub, req startRequest, holder string, mode dispatch.Mode) error {
 	sc := &scene{holder: holder}
-	if marked, err := b.botMarked(ctx, gh, req.Number); err != nil {
+	if marked, err := a.c.botMarked(ctx, gh, req.Number); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("read the running task's acknowledgement")
 	} else {
 		sc.marked = marked
 	}
-	return b.replyBusy(ctx, thread{gh: gh, number: req.Number}, sc, req.Command, mode)
+	return a.c.replyBusy(ctx, thread{gh: gh, number: req.Number}, sc, req.Command, mode)
 }
 
 // commandsFor lists the commands that apply on an issue or on an agent PR,

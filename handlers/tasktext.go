@@ -42,7 +42,7 @@ type taskInput struct {
 // when quoted (reports.outsiders), with its title and body as the
 // reporter's words, hidden content removed: the writer who asked for the
 // run (vouchedBy) vouched for the report.
-func (b *starter) taskText(ctx context.Context, gh GitHub, number int, quoted bool, vouchedBy string) (taskInput, error) {
+func (a agentRun) taskText(ctx context.Context, gh GitHub, number int, quoted bool, vouchedBy string) (taskInput, error) {
 	var in taskInput
 	issue, err := gh.Issue(ctx, number)
 	if err != nil {
@@ -53,7 +53,7 @@ func (b *starter) taskText(ctx context.Context, gh GitHub, number int, quoted bo
 		if ok, seen := writers[login]; seen {
 			return ok, nil
 		}
-		ok, err := b.canWrite(ctx, gh, login)
+		ok, err := a.c.canWrite(ctx, gh, login)
 		writers[login] = ok
 		return ok, err
 	}

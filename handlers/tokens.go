@@ -34,8 +34,8 @@ func tokenPermission(mode dispatch.Mode) string {
 // mintToken creates an installation token for one repository with the
 // contents permission of mode only. Everything else (comments, PRs,
 // checks) the bot does itself.
-func (b *core) mintToken(ctx context.Context, installationID int64, repo string, mode dispatch.Mode) (string, time.Time, error) {
-	return b.hub.MintToken(ctx, installationID, repo, tokenPermission(mode))
+func (c *core) mintToken(ctx context.Context, installationID int64, repo string, mode dispatch.Mode) (string, time.Time, error) {
+	return c.hub.MintToken(ctx, installationID, repo, tokenPermission(mode))
 }
 
 // runTokens remembers the tokens minted for each run until they are
@@ -137,17 +137,17 @@ func (r *Runs) revoke(ctx context.Context, taskID string, tokens []string, why s
 // unless the submission failed or a run with this id existed already (a
 // redelivery; that run has its own token), in which case nobody holds this
 // one and it is revoked at once.
-func (b *starter) handOver(ctx context.Context, taskID, token string, created bool, submitErr error) {
+func (s *starter) handOver(ctx context.Context, taskID, token string, created bool, submitErr error) {
 	if submitErr == nil && created {
-		b.runs.tokens.add(taskID, token)
-		b.runs.tokens.delivered(taskID, token)
+		s.runs.tokens.add(taskID, token)
+		s.runs.tokens.delivered(taskID, token)
 		return
 	}
 	why := "the run existed already"
 	if submitErr != nil {
 		why = "submission failed"
 	}
-	b.runs.revoke(ctx, taskID, []string{token}, why)
+	s.runs.revoke(ctx, taskID, []string{token}, why)
 }
 
 // adoptToken remembers the token of a run this bot process did not start

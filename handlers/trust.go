@@ -56,13 +56,13 @@ func newTrustState() *trustState {
 // remembers its bot account, "<slug>[bot]": the only author whose hidden
 // markers and pull requests the bot believes. The server calls it at start;
 // handlers call it again if that failed.
-func (b *core) LoadIdentity(ctx context.Context) (string, error) {
-	b.trust.idMu.Lock()
-	defer b.trust.idMu.Unlock()
-	if login := b.trust.login.Load(); login != nil {
+func (c *core) LoadIdentity(ctx context.Context) (string, error) {
+	c.trust.idMu.Lock()
+	defer c.trust.idMu.Unlock()
+	if login := c.trust.login.Load(); login != nil {
 		return *login, nil
 	}
-	slug, err := b.hub.AppSlug(ctx)
+	slug, err := c.hub.AppSlug(ctx)
 	if err != nil {
 		return "", fmt.Errorf("read the App's identity: %w", err)
 	}
@@ -70,7 +70,7 @@ func (b *core) LoadIdentity(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("read the App's identity: GET /app answered without a slug")
 	}
 	login := slug + "[bot]"
-	b.trust.login.Store(&login)
+	c.trust.login.Store(&login)
 	return login, nil
 }
 
@@ -81,27 +81,27 @@ func isOwnBot(u *github.User, login string) bool {
 
 // canWrite is fetchCanWrite behind a short cache per repository and login.
 // Errors are not cached.
-func (b *core) canWrite(ctx context.Context, gh GitHub, login string) (bool, error) {
+func (c *core) canWrite(ctx context.Context, gh GitHub, login string) (bool, error) {
 	key := gh.FullName() + "\x00" + login
-	now := b.Now()
-	if v, ok := b.trust.perms.Get(key); ok {
+	now := c.Now()
+	if v, ok := c.trust.perms.Get(key); ok {
 		if e := v.(permEntry); now.Sub(e.at) < permissionTTL {
 			return e.ok, nil
 		}
 	}
-	ok, err := b.fetchCanWrite(ctx, gh, login)
+	ok, err := c.fetchCanWrite(ctx, gh, login)
 	if err != nil {
 		return false, err
 	}
-	b.trust.perms.Add(key, permEntry{ok: ok, at: now})
+	c.trust.perms.Add(key, permEntry{ok: ok, at: now})
 	return ok, nil
 }
 
 // fetchCanWrite reports whether login may drive the bot on the
 // repository: write, maintain or admin permission, or a place on the
 // operator's allowlist.
-func (b *core) fetchCanWrite(ctx context.Context, gh GitHub, login string) (bool, error) {
-	if slices.Contains(b.AllowUsers, login) {
+func (c *core) fetchCanWrite(ctx context.Context, gh GitHub, login string) (bool, error) {
+	if slices.Contains(c.AllowUsers, login) {
 		return true, nil
 	}
 	perm, err := gh.Permission(ctx, login)
@@ -113,7 +113,7 @@ func (b *core) fetchCanWrite(ctx context.Context, gh GitHub, login string) (bool
 	case "admin", "maintain", "write":
 		return true, nil
 	}
-	for _, team := range b.AllowTeams {
+	for _, team := range c.AllowTeams {
 		member, err := gh.TeamMember(ctx, team, login)
 		if err != nil {
 			return false, err

@@ -83,7 +83,7 @@ func TestRefuseOncePerHour(t *testing.T) {
 
 func TestFlagOverCeiling(t *testing.T) {
 	t.Parallel()
-	b := &starter{core: &core{Settings: Settings{Limits: sandboxcfg.Limits{}.WithDefaults()}}}
+	b := &starter{c: &core{Settings: Settings{Limits: sandboxcfg.Limits{}.WithDefaults()}}}
 	for name, c := range map[string]struct {
 		flags   sandboxcfg.Flags
 		setting string
