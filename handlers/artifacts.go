@@ -113,20 +113,20 @@ const SkipSecret = "holds a secret"
 // redactArtifacts keeps the bot's secrets off GitHub: a text file has them
 // replaced (and is reported by path in the result), a binary file or a
 // file whose name holds one is skipped.
-func (r *Runs) redactArtifacts(arts *dispatch.Artifacts) map[string]bool {
+func (rk *resultKeeper) redactArtifacts(arts *dispatch.Artifacts) map[string]bool {
 	redacted := map[string]bool{}
 	kept := arts.Files[:0]
 	for _, f := range arts.Files {
-		if r.c.Secrets.Redact(f.Path) != f.Path {
+		if rk.c.Secrets.Redact(f.Path) != f.Path {
 			arts.Skipped = append(arts.Skipped, dispatch.SkippedArtifact{Path: f.Path, Size: int64(len(f.Data)), Reason: SkipSecret})
 			continue
 		}
-		if text := string(f.Data); r.c.Secrets.Redact(text) != text {
+		if text := string(f.Data); rk.c.Secrets.Redact(text) != text {
 			if !isText(f.Data) {
 				arts.Skipped = append(arts.Skipped, dispatch.SkippedArtifact{Path: f.Path, Size: int64(len(f.Data)), Reason: SkipSecret})
 				continue
 			}
-			f.Data = []byte(r.c.Secrets.Redact(text))
+			f.Data = []byte(rk.c.Secrets.Redact(text))
 			redacted[f.Path] = true
 		}
 		kept = append(kept, f)
@@ -139,8 +139,8 @@ func (r *Runs) redactArtifacts(arts *dispatch.Artifacts) map[string]bool {
 // control characters shown as U+FFFD, backticks as quotes (a backtick
 // would end the span and let the rest be markdown), secrets redacted,
 // cut short.
-func (r *Runs) artifactName(p string) string {
-	p = strings.ToValidUTF8(r.c.Secrets.Redact(p), "\uFFFD")
+func (rk *resultKeeper) artifactName(p string) string {
+	p = strings.ToValidUTF8(rk.c.Secrets.Redact(p), "\uFFFD")
 	p = strings.Map(func(c rune) rune {
 		switch {
 		case c == '`':
@@ -163,13 +163,13 @@ func sizeText(n int64) string { return humanize.IBytes(uint64(max(n, 0))) }
 // (the in-memory one) gives nil: the comment lists the receipt's names.
 // Errors GitHub may not repeat are returned (the result is posted again
 // later); any other failure is logged and said in the comment.
-func (r *Runs) publishArtifacts(ctx context.Context, rc *runContext) (*ArtifactsData, error) {
-	reader, ok := r.c.Backend.(dispatch.ArtifactReader)
+func (rk *resultKeeper) publishArtifacts(ctx context.Context, rc *runContext) (*ArtifactsData, error) {
+	reader, ok := rk.c.Backend.(dispatch.ArtifactReader)
 	if !ok {
 		return nil, nil
 	}
 	log := zerolog.Ctx(ctx)
-	caps := r.c.ArtifactCaps
+	caps := rk.c.ArtifactCaps
 	data := &ArtifactsData{Caps: fmt.Sprintf("%s per file, %s in all, %d files", sizeText(caps.FileBytes), sizeText(caps.TotalBytes), caps.MaxFiles)}
 	arts, err := reader.Artifacts(ctx, rc.meta.TaskID, caps)
 	if err != nil {
@@ -178,13 +178,13 @@ func (r *Runs) publishArtifacts(ctx context.Context, rc *runContext) (*Artifacts
 		return data, nil
 	}
 	refuseGitHubPaths(arts)
-	redacted := r.redactArtifacts(arts)
+	redacted := rk.redactArtifacts(arts)
 	for i, s := range arts.Skipped {
 		if i == maxListedArtifacts {
 			data.MoreSkipped = len(arts.Skipped) - i
 			break
 		}
-		data.Skipped = append(data.Skipped, SkippedArtifactLine{Name: r.artifactName(s.Path), Size: sizeText(s.Size), Reason: s.Reason})
+		data.Skipped = append(data.Skipped, SkippedArtifactLine{Name: rk.artifactName(s.Path), Size: sizeText(s.Size), Reason: s.Reason})
 	}
 	if len(arts.Files) == 0 {
 		return data, nil
@@ -205,7 +205,7 @@ func (r *Runs) publishArtifacts(ctx context.Context, rc *runContext) (*Artifacts
 	}
 	log.Info().Str("branch", branch).Str("commit", commit).Int("files", len(arts.Files)).Int64("bytes", arts.Bytes()).
 		Int("skipped", len(arts.Skipped)).Msg("task artifacts stored")
-	web := strings.TrimSuffix(r.c.WebURL, "/") + "/" + rc.meta.Repo
+	web := strings.TrimSuffix(rk.c.WebURL, "/") + "/" + rc.meta.Repo
 	data.Branch, data.Commit = branch, commit
 	data.TreeURL = web + "/tree/" + escapePath(branch)
 	for i, f := range arts.Files {
@@ -214,7 +214,7 @@ func (r *Runs) publishArtifacts(ctx context.Context, rc *runContext) (*Artifacts
 			break
 		}
 		data.Files = append(data.Files, ArtifactLink{
-			Name: r.artifactName(f.Path), URL: web + "/blob/" + commit + "/" + escapePath(storedAt(f.Path)), Size: sizeText(int64(len(f.Data))),
+			Name: rk.artifactName(f.Path), URL: web + "/blob/" + commit + "/" + escapePath(storedAt(f.Path)), Size: sizeText(int64(len(f.Data))),
 			Redacted: redacted[f.Path],
 		})
 	}
@@ -326,14 +326,14 @@ type TaskDoneData struct {
 // postTaskResult stores the artifacts, then posts the result comment that
 // links them. A retry after a transient failure finds the branch made
 // and writes nothing again.
-func (r *Runs) postTaskResult(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, state lifecycle.State) error {
-	arts, err := r.publishArtifacts(ctx, rc)
+func (rp *resultPoster) postTaskResult(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, state lifecycle.State) error {
+	arts, err := rp.keep.publishArtifacts(ctx, rc)
 	if err != nil {
 		return err
 	}
 	prog.complete(ctx, "success", "Done", res.PRSummary, res)
 	rcpt := rc.receipt(res)
-	return r.show(ctx, rc, state, func() error {
-		return r.c.reply(ctx, rc.gh, rc.meta.Number, "github/task_done", TaskDoneData{Receipt: rcpt, Marker: rcpt.marker(KindResult), Artifacts: arts})
+	return rp.show(ctx, rc, state, func() error {
+		return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/task_done", TaskDoneData{Receipt: rcpt, Marker: rcpt.marker(KindResult), Artifacts: arts})
 	})
 }

@@ -129,7 +129,7 @@ func spliceHistory(body, section string) string {
 // prHistory is the runs section of the body an execute or continue run
 // gives its PR: the history the open PR on the branch has (a continue
 // run, a post retried after a restart) with this run added.
-func (r *Runs) prHistory(ctx context.Context, rc *runContext, res *dispatch.Result) string {
+func (rp *resultPoster) prHistory(ctx context.Context, rc *runContext, res *dispatch.Result) string {
 	var runs []RunEntry
 	owner, _, _ := strings.Cut(rc.meta.Repo, "/")
 	existing, err := rc.gh.OpenPullRequests(ctx, owner+":"+res.Branch, "")
@@ -138,8 +138,8 @@ func (r *Runs) prHistory(ctx context.Context, rc *runContext, res *dispatch.Resu
 	} else if len(existing) > 0 {
 		runs = parseHistory(existing[0].GetBody())
 	}
-	runs, _ = withEntry(runs, entryOf(rc, res, r.c.Receipts.RunURL(rc.meta.TaskID)))
-	section, err := r.c.renderHistory(runs)
+	runs, _ = withEntry(runs, entryOf(rc, res, rp.c.Receipts.RunURL(rc.meta.TaskID)))
+	section, err := rp.c.renderHistory(runs)
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("render the PR's run history")
 		return ""
@@ -149,12 +149,12 @@ func (r *Runs) prHistory(ctx context.Context, rc *runContext, res *dispatch.Resu
 
 // recordOnPR adds a run that ran on the PR (revise, rebase, continue) to
 // the PR body's history, once.
-func (r *Runs) recordOnPR(ctx context.Context, rc *runContext, res *dispatch.Result) error {
+func (rp *resultPoster) recordOnPR(ctx context.Context, rc *runContext, res *dispatch.Result) error {
 	pr, err := rc.gh.PullRequest(ctx, rc.meta.Number)
 	if err != nil {
 		return fmt.Errorf("read PR #%d for its run history: %w", rc.meta.Number, err)
 	}
-	url := r.c.Receipts.RunURL(rc.meta.TaskID)
+	url := rp.c.Receipts.RunURL(rc.meta.TaskID)
 	if url == "" {
 		for _, kind := range []string{KindResult, KindFailure, KindAborted} {
 			if m, ok := lastMarked(rc.marked, kind, rc.meta.TaskID); ok {
@@ -166,14 +166,14 @@ func (r *Runs) recordOnPR(ctx context.Context, rc *runContext, res *dispatch.Res
 	if !changed {
 		return nil
 	}
-	section, err := r.c.renderHistory(runs)
+	section, err := rp.c.renderHistory(runs)
 	if err != nil {
 		return err
 	}
 	body := spliceHistory(pr.GetBody(), section)
 	// A completed run's checks describe the branch as it is now.
 	if res.Status == dispatch.StatusCompleted && hasChecks(res) {
-		checks, err := r.c.renderChecks(res)
+		checks, err := rp.c.renderChecks(res)
 		if err != nil {
 			return err
 		}
@@ -189,9 +189,9 @@ func (r *Runs) recordOnPR(ctx context.Context, rc *runContext, res *dispatch.Res
 // posted: the run in the PR body's history and, for a completed revise,
 // replies on the inline comments it addressed. Both are idempotent, and
 // both run again when a restarted bot finds the run not yet cleaned up.
-func (r *Runs) afterPRRun(ctx context.Context, gh GitHub, meta dispatch.Meta, res *dispatch.Result) {
+func (rp *resultPoster) afterPRRun(ctx context.Context, gh GitHub, meta dispatch.Meta, res *dispatch.Result) {
 	log := zerolog.Ctx(ctx)
-	marked, err := r.c.botMarked(ctx, gh, meta.Number)
+	marked, err := rp.c.botMarked(ctx, gh, meta.Number)
 	if err != nil {
 		log.Warn().Err(err).Msg("read the run's acknowledgement for its PR follow-ups")
 		return
@@ -201,12 +201,12 @@ func (r *Runs) afterPRRun(ctx context.Context, gh GitHub, meta dispatch.Meta, re
 		return // not a run on a PR (execute and continue runs on the issue write the history when they open it)
 	}
 	rc := &runContext{meta: meta, gh: gh, issue: ack.Marker.Issue, round: ack.Marker.Round, branch: ack.Marker.Branch, marked: marked}
-	res = r.vetResult(rc, res)
-	if err := r.recordOnPR(ctx, rc, res); err != nil {
+	res = rp.keep.vetResult(rc, res)
+	if err := rp.recordOnPR(ctx, rc, res); err != nil {
 		log.Warn().Err(err).Msg("PR run history")
 	}
 	if meta.Mode == dispatch.ModeRevise {
-		if err := r.replyInline(ctx, rc, ack.Marker, res); err != nil {
+		if err := rp.replyInline(ctx, rc, ack.Marker, res); err != nil {
 			log.Warn().Err(err).Msg("reply on addressed inline comments")
 		}
 	}

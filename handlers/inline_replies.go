@@ -31,11 +31,11 @@ var commitSHA = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
 // commit it pushed. One reply per thread (GitHub takes replies only on a
 // thread's first comment); a thread the bot already answered for these
 // comments (a retry, a restart) gets none.
-func (r *Runs) replyInline(ctx context.Context, rc *runContext, ack Marker, res *dispatch.Result) error {
+func (rp *resultPoster) replyInline(ctx context.Context, rc *runContext, ack Marker, res *dispatch.Result) error {
 	if len(ack.Inline) == 0 || res == nil || res.Status != dispatch.StatusCompleted {
 		return nil
 	}
-	login, err := r.c.LoadIdentity(ctx)
+	login, err := rp.c.LoadIdentity(ctx)
 	if err != nil {
 		return err
 	}
@@ -67,14 +67,14 @@ func (r *Runs) replyInline(ctx context.Context, rc *runContext, ack Marker, res 
 	// The sandbox's receipt is untrusted: only a commit id goes in a link.
 	if sha := strings.ToLower(res.HeadSHA); len(res.Commits) > 0 && commitSHA.MatchString(sha) {
 		data.Commit = sha
-		data.CommitURL = fmt.Sprintf("%s/%s/commit/%s", strings.TrimSuffix(r.c.WebURL, "/"), rc.meta.Repo, sha)
+		data.CommitURL = fmt.Sprintf("%s/%s/commit/%s", strings.TrimSuffix(rp.c.WebURL, "/"), rc.meta.Repo, sha)
 	}
 	slices.Sort(order)
 	for _, top := range order {
 		ids := threads[top]
 		data.Comments = len(ids)
 		data.Marker = Marker{Kind: KindInlineReply, TaskID: rc.meta.TaskID, Inline: ids}.String()
-		body, err := r.c.Templates.Render("github/inline_reply", data)
+		body, err := rp.c.Templates.Render("github/inline_reply", data)
 		if err != nil {
 			return err
 		}

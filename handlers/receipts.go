@@ -108,43 +108,43 @@ func (noTranscript) Close(bool)                  {}
 
 // transcript starts keeping a run's lines, named by its issue's or PR's
 // title as it is now.
-func (r *Runs) transcript(ctx context.Context, gh GitHub, meta dispatch.Meta) Transcript {
-	if r.c.Receipts.Transcripts == nil {
+func (rk *resultKeeper) transcript(ctx context.Context, gh GitHub, meta dispatch.Meta) Transcript {
+	if rk.c.Receipts.Transcripts == nil {
 		return noTranscript{}
 	}
-	return r.c.Receipts.Transcripts.Transcript(ctx, meta, r.title(ctx, gh, meta.Number))
+	return rk.c.Receipts.Transcripts.Transcript(ctx, meta, rk.title(ctx, gh, meta.Number))
 }
 
 // title is the issue's or PR's title, made safe to keep: it names the run
 // on the dashboard and on its page, as untrusted text escaped where it is
 // shown. "" when GitHub does not answer.
-func (r *Runs) title(ctx context.Context, gh GitHub, number int) string {
+func (rk *resultKeeper) title(ctx context.Context, gh GitHub, number int) string {
 	is, err := gh.Issue(ctx, number)
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("read the title of the run's issue")
 		return ""
 	}
-	return truncateUTF8(r.c.Secrets.Redact(termtext.Clean(is.GetTitle())), 300)
+	return truncateUTF8(rk.c.Secrets.Redact(termtext.Clean(is.GetTitle())), 300)
 }
 
 // keepReceipt stores the run's figures once its result is known. res has
 // been vetted (vetResult): its error text is redacted like everything the
 // bot posts. A failure to store is logged, never fatal: the result on
 // GitHub matters more.
-func (r *Runs) keepReceipt(ctx context.Context, rc *runContext, res *dispatch.Result) {
-	if r.c.Receipts.Store == nil {
+func (rk *resultKeeper) keepReceipt(ctx context.Context, rc *runContext, res *dispatch.Result) {
+	if rk.c.Receipts.Store == nil {
 		return
 	}
 	status := string(statusOf(res))
-	if _, aborted := r.abortedBy(rc.meta.TaskID); aborted {
+	if _, aborted := rk.aborted(rc.meta.TaskID); aborted {
 		status = "aborted"
 	} else if _, marked := lastMarked(rc.marked, KindAbortRequested, rc.meta.TaskID); marked {
 		status = "aborted"
 	}
 	run := EndedRun{
 		Meta: rc.meta, Issue: rc.issue, Status: status, Branch: rc.branch,
-		URL:     fmt.Sprintf("%s/%s/issues/%d", strings.TrimSuffix(r.c.WebURL, "/"), rc.meta.Repo, rc.meta.Number),
-		EndedAt: r.c.Now().UTC(),
+		URL:     fmt.Sprintf("%s/%s/issues/%d", strings.TrimSuffix(rk.c.WebURL, "/"), rc.meta.Repo, rc.meta.Number),
+		EndedAt: rk.c.Now().UTC(),
 	}
 	if res != nil {
 		if res.Branch != "" {
@@ -155,8 +155,8 @@ func (r *Runs) keepReceipt(ctx context.Context, rc *runContext, res *dispatch.Re
 			run.Error = truncateUTF8(res.Error.Message, 500)
 		}
 	}
-	run.Title = r.title(ctx, rc.gh, rc.meta.Number)
-	if err := r.c.Receipts.Store.Keep(context.WithoutCancel(ctx), run); err != nil {
+	run.Title = rk.title(ctx, rc.gh, rc.meta.Number)
+	if err := rk.c.Receipts.Store.Keep(context.WithoutCancel(ctx), run); err != nil {
 		zerolog.Ctx(ctx).Error().Err(err).Msg("keep the run's receipt for the dashboard")
 	}
 }

@@ -19,13 +19,11 @@ import (
 
 // Runs follows every run this bot replica started or found on the backend,
 // from submission to the result on GitHub: progress on a check run, token
-// refreshes while it lives, then the plan comment, PR, or failure comment,
-// and automatic continue runs after an interruption.
+// refreshes while it lives, then hands its end to the resultPoster (the
+// plan comment, PR, or failure comment, and automatic continue runs after
+// an interruption) and the resultKeeper (receipt, session, artifacts).
 type Runs struct {
 	c *core
-	// start starts a run (Base.start): the continuation of an interrupted
-	// one.
-	start func(ctx context.Context, gh GitHub, req startRequest) error
 
 	mu        sync.Mutex
 	ctx       context.Context
@@ -40,11 +38,38 @@ type Runs struct {
 	queuedStarts atomic.Int64
 	wg           sync.WaitGroup
 	logger       zerolog.Logger
+	// post posts what an ended run did; keep keeps what outlives it.
+	post *resultPoster
+	keep *resultKeeper
+}
+
+// resultPoster posts what an ended run did, as the run table says: the
+// plan comment, the pull request and its history, the task's result, the
+// failure or abort comment, the inline replies, or the automatic continue
+// run after an interruption.
+type resultPoster struct {
+	c *core
+	// start starts a run (starter.start): the continuation of an
+	// interrupted one.
+	start func(ctx context.Context, gh GitHub, req startRequest) error
+	keep  *resultKeeper
+}
+
+// resultKeeper keeps what outlives a run and vets what the run says of
+// itself: its receipt and transcript, its agent session, its artifacts,
+// and the branch its result names.
+type resultKeeper struct {
+	c *core
+	// aborted says who aborted the run, if anyone did (Runs.abortedBy).
+	aborted func(taskID string) (string, bool)
 }
 
 func newRuns(c *core, start func(context.Context, GitHub, startRequest) error) *Runs {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Runs{c: c, start: start, ctx: ctx, cancel: cancel, following: map[string]bool{}, aborted: map[string]string{}, logger: zerolog.Nop()}
+	r := &Runs{c: c, ctx: ctx, cancel: cancel, following: map[string]bool{}, aborted: map[string]string{}, logger: zerolog.Nop()}
+	r.keep = &resultKeeper{c: c, aborted: r.abortedBy}
+	r.post = &resultPoster{c: c, start: start, keep: r.keep}
+	return r
 }
 
 // SetLogger sets the logger followers start from.
@@ -151,7 +176,7 @@ func (r *Runs) follow(meta dispatch.Meta) {
 	// Every line is kept as it is read, whether or not anyone watches,
 	// numbered by its place in the log (Wait reads it from its start), as
 	// the live page numbers it.
-	tr, seq := r.transcript(ctx, gh, meta), 0
+	tr, seq := r.keep.transcript(ctx, gh, meta), 0
 	st, err := r.c.Backend.Wait(ctx, meta.TaskID, func(p dispatch.Progress) {
 		seq++
 		tr.Line(seq, p)
@@ -193,7 +218,7 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		return
 	}
 	log.Info().Msg("result posted")
-	r.afterPRRun(ctx, gh, meta, res)
+	r.post.afterPRRun(ctx, gh, meta, res)
 	// The result is on GitHub: finish the bookkeeping even if the bot is
 	// shutting down, or the next start would find the run again.
 	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
@@ -201,7 +226,7 @@ func (r *Runs) follow(meta dispatch.Meta) {
 	if err := r.c.Backend.Unlock(done, dispatch.LockKey(meta.Repo, meta.Number), meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("release lock")
 	}
-	r.keepSession(done, meta, res)
+	r.keep.keepSession(done, meta, res)
 	if err := r.c.Backend.Cleanup(done, meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("clean up run")
 	}
@@ -231,8 +256,8 @@ func (r *Runs) finish(ctx context.Context, gh GitHub, meta dispatch.Meta, res *d
 		// post: the digest the session archive carries.
 		rc.planDigest = agentsession.PlanDigest(res.Plan)
 	}
-	res = r.vetResult(rc, res)
-	defer r.keepReceipt(ctx, rc, res)
+	res = r.keep.vetResult(rc, res)
+	defer r.keep.keepReceipt(ctx, rc, res)
 	// An abort is remembered in memory and in the /abort reply's marker, so
 	// a bot restarted between /abort and the run's end does not continue it.
 	by, aborted := r.abortedBy(meta.TaskID)
@@ -245,9 +270,9 @@ func (r *Runs) finish(ctx context.Context, gh GitHub, meta dispatch.Meta, res *d
 	})
 	log.Info().Str("end", string(lifecycle.EndOf(statusOf(res), aborted))).Str("do", string(c.Do)).Msg("run ended")
 	if c.Do == lifecycle.Resume {
-		return r.continueRun(ctx, rc, res, prog)
+		return r.post.continueRun(ctx, rc, res, prog)
 	}
-	return r.report(ctx, rc, res, prog, c, by)
+	return r.post.report(ctx, rc, res, prog, c, by)
 }
 
 // endState is the state a result marker of the run shows, if m is one.
@@ -271,39 +296,39 @@ func endState(m Marker, meta dispatch.Meta) (lifecycle.State, bool) {
 // report completes the run's check run, shows its state and posts its
 // result: the label and the result's marker are written together, under
 // the lock the run still holds.
-func (r *Runs) report(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, c lifecycle.Case, by string) error {
+func (rp *resultPoster) report(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, c lifecycle.Case, by string) error {
 	var post func() error
 	switch c.Do {
 	case lifecycle.PostAborted:
 		prog.complete(ctx, "cancelled", "Aborted", "The run was aborted.", res)
 		post = func() error {
-			return r.c.reply(ctx, rc.gh, rc.meta.Number, "github/aborted", AbortedData{
+			return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/aborted", AbortedData{
 				Receipt: rc.receipt(res), By: by,
 				Marker: Marker{Kind: KindAborted, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Branch: rc.branch}.String(),
 			})
 		}
 	case lifecycle.PostFailure:
-		post = r.fail(ctx, rc, res, prog)
+		post = rp.fail(ctx, rc, res, prog)
 	case lifecycle.PostPlan:
-		post = r.postPlan(ctx, rc, res, prog)
+		post = rp.postPlan(ctx, rc, res, prog)
 	case lifecycle.NoChanges:
 		prog.complete(ctx, "neutral", "No changes", "The agent finished without changing anything.", res)
 		rcpt := rc.receipt(res)
 		post = func() error {
-			return r.c.reply(ctx, rc.gh, rc.meta.Number, "github/no_changes", NoChangesData{Receipt: rcpt, Marker: rcpt.marker(KindResult)})
+			return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/no_changes", NoChangesData{Receipt: rcpt, Marker: rcpt.marker(KindResult)})
 		}
 	case lifecycle.OpenPR:
-		return r.openPR(ctx, rc, res, prog, c.Next)
+		return rp.openPR(ctx, rc, res, prog, c.Next)
 	case lifecycle.PostTask:
-		return r.postTaskResult(ctx, rc, res, prog, c.Next)
+		return rp.postTaskResult(ctx, rc, res, prog, c.Next)
 	default: // PostDone: a receipt comment where the run was asked for
 		prog.complete(ctx, "success", "Done", res.PRSummary, res)
 		rcpt := rc.receipt(res)
 		post = func() error {
-			return r.c.reply(ctx, rc.gh, rc.meta.Number, "github/done", DoneData{Receipt: rcpt, Marker: rcpt.marker(KindResult)})
+			return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/done", DoneData{Receipt: rcpt, Marker: rcpt.marker(KindResult)})
 		}
 	}
-	return r.show(ctx, rc, c.Next, post)
+	return rp.show(ctx, rc, c.Next, post)
 }
 
 // show writes the state's label, then posts the result. A label GitHub
@@ -311,8 +336,8 @@ func (r *Runs) report(ctx context.Context, rc *runContext, res *dispatch.Result,
 // when GitHub may take it later, it is returned and the result's retry
 // (which finds the result posted) shows the state again; otherwise it
 // stays reported in the log, and a restart shows it again.
-func (r *Runs) show(ctx context.Context, rc *runContext, state lifecycle.State, post func() error) error {
-	labelErr := r.c.setState(ctx, rc.gh, rc.meta.Number, state)
+func (rp *resultPoster) show(ctx context.Context, rc *runContext, state lifecycle.State, post func() error) error {
+	labelErr := rp.c.setState(ctx, rc.gh, rc.meta.Number, state)
 	if err := post(); err != nil {
 		return err
 	}
@@ -352,16 +377,16 @@ func (rc *runContext) receipt(res *dispatch.Result) Receipt {
 
 // mediaBase is the permanent URL prefix of media committed by the run: the
 // raw file at the media commit, so links survive later pushes.
-func (r *Runs) mediaBase(rc *runContext, res *dispatch.Result) string {
+func (rp *resultPoster) mediaBase(rc *runContext, res *dispatch.Result) string {
 	if res == nil || res.MediaCommit == "" {
 		return ""
 	}
-	return fmt.Sprintf("%s/%s/raw/%s/", strings.TrimSuffix(r.c.WebURL, "/"), rc.meta.Repo, res.MediaCommit)
+	return fmt.Sprintf("%s/%s/raw/%s/", strings.TrimSuffix(rp.c.WebURL, "/"), rc.meta.Repo, res.MediaCommit)
 }
 
-func (r *Runs) postPlan(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress) func() error {
+func (rp *resultPoster) postPlan(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress) func() error {
 	data := PlanCommentData{
-		Receipt: rc.receipt(res), MaxRounds: r.c.MaxPlanRounds, CostSoFar: r.costSoFar(rc, res), PlanStart: planStart, PlanEnd: planEnd,
+		Receipt: rc.receipt(res), MaxRounds: rp.c.MaxPlanRounds, CostSoFar: rp.costSoFar(rc, res), PlanStart: planStart, PlanEnd: planEnd,
 	}
 	data.Round = max(rc.round, 1)
 	if ack, ok := lastMarked(rc.marked, KindAck, rc.meta.TaskID); ok {
@@ -372,11 +397,11 @@ func (r *Runs) postPlan(ctx context.Context, rc *runContext, res *dispatch.Resul
 	}
 	data.Marker = Marker{Kind: KindPlan, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Round: data.Round, Cost: roundCost(res), PlanSHA: rc.planDigest, Files: res.PlanFiles}.String()
 	prog.complete(ctx, "success", "Plan ready", "The plan is posted on the issue.", res)
-	return func() error { return r.c.reply(ctx, rc.gh, rc.meta.Number, "github/plan_comment", data) }
+	return func() error { return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/plan_comment", data) }
 }
 
 // costSoFar adds up the costs of this issue's earlier plan rounds.
-func (r *Runs) costSoFar(rc *runContext, res *dispatch.Result) float64 {
+func (rp *resultPoster) costSoFar(rc *runContext, res *dispatch.Result) float64 {
 	total := 0.0
 	if res != nil {
 		total = res.TokenUsage.TotalCostUSD
@@ -400,7 +425,7 @@ func roundCost(res *dispatch.Result) float64 {
 
 // fail completes the run's check run as failed (timed out) and returns
 // the post of its failure comment.
-func (r *Runs) fail(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress) func() error {
+func (rp *resultPoster) fail(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress) func() error {
 	rcpt := rc.receipt(res)
 	data := FailureData{Receipt: rcpt, Marker: rcpt.marker(KindFailure), Retry: "/retry"}
 	prog.attach(headOf(res))
@@ -409,13 +434,13 @@ func (r *Runs) fail(ctx context.Context, rc *runContext, res *dispatch.Result, p
 		conclusion = "timed_out"
 	}
 	prog.complete(ctx, conclusion, "Run "+string(statusOf(res)), errorMessage(res), res)
-	return func() error { return r.c.reply(ctx, rc.gh, rc.meta.Number, "github/failure", data) }
+	return func() error { return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/failure", data) }
 }
 
 // continueRun resumes an interrupted run (the table checked it may): the
 // code-writing ones in continue mode on their branch, the others afresh.
 // The issue's lock passes from the interrupted run to its continuation.
-func (r *Runs) continueRun(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress) error {
+func (rp *resultPoster) continueRun(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress) error {
 	prog.complete(ctx, "neutral", "Interrupted; continuing", "The sandbox stopped before the run finished; a continue run picks up the pushed work.", res)
 	repo, err := rc.gh.Repository(ctx)
 	if err != nil {
@@ -438,10 +463,10 @@ func (r *Runs) continueRun(ctx context.Context, rc *runContext, res *dispatch.Re
 	if plan, ok := lastMarked(rc.marked, KindPlan, ""); ok {
 		req.Plan = extractPlan(plan.Comment.GetBody())
 	}
-	if err := r.c.Backend.Unlock(ctx, dispatch.LockKey(rc.meta.Repo, rc.meta.Number), rc.meta.TaskID); err != nil {
+	if err := rp.c.Backend.Unlock(ctx, dispatch.LockKey(rc.meta.Repo, rc.meta.Number), rc.meta.TaskID); err != nil {
 		return fmt.Errorf("release lock for continue run: %w", err)
 	}
-	return r.start(ctx, rc.gh, req)
+	return rp.start(ctx, rc.gh, req)
 }
 
 func headOf(res *dispatch.Result) string {

@@ -15,20 +15,20 @@ import (
 // openPR reports a completed execute or continue run that pushed commits:
 // the pull request it opens (or updates) with the repository's labels and
 // reviewers, then the issue's state and the comment that links it.
-func (r *Runs) openPR(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, state lifecycle.State) error {
+func (rp *resultPoster) openPR(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, state lifecycle.State) error {
 	log := zerolog.Ctx(ctx)
-	cfg := r.configOf(ctx, rc)
+	cfg := rp.configOf(ctx, rc)
 	rcpt := rc.receipt(res)
-	data := PRBodyData{Receipt: rcpt, Marker: rcpt.marker(KindPR), MediaBase: r.mediaBase(rc, res), History: r.prHistory(ctx, rc, res)}
+	data := PRBodyData{Receipt: rcpt, Marker: rcpt.marker(KindPR), MediaBase: rp.mediaBase(rc, res), History: rp.prHistory(ctx, rc, res)}
 	if plan, ok := lastMarked(rc.marked, KindPlan, ""); ok {
 		data.PlanURL = plan.Comment.GetHTMLURL()
 	}
-	checks, err := r.c.renderChecks(res)
+	checks, err := rp.c.renderChecks(res)
 	if err != nil {
 		return err
 	}
 	data.Checks = checks
-	body, err := r.c.Templates.Render("github/pr_body", data)
+	body, err := rp.c.Templates.Render("github/pr_body", data)
 	if err != nil {
 		return err
 	}
@@ -36,7 +36,7 @@ func (r *Runs) openPR(ctx context.Context, rc *runContext, res *dispatch.Result,
 	if err != nil {
 		return err
 	}
-	pr, err := r.findOrCreatePR(ctx, rc, res.Branch, cfg.base, issue.GetTitle(), body, cfg.draft)
+	pr, err := rp.findOrCreatePR(ctx, rc, res.Branch, cfg.base, issue.GetTitle(), body, cfg.draft)
 	if err != nil {
 		return err
 	}
@@ -60,8 +60,8 @@ func (r *Runs) openPR(ctx context.Context, rc *runContext, res *dispatch.Result,
 	}
 	prog.attach(res.HeadSHA)
 	prog.complete(ctx, "success", "Pull request opened", res.PRSummary, res)
-	return r.show(ctx, rc, state, func() error {
-		return r.c.reply(ctx, rc.gh, rc.meta.Number, "github/pr_opened", PROpenedData{
+	return rp.show(ctx, rc, state, func() error {
+		return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/pr_opened", PROpenedData{
 			Receipt: rcpt, PRURL: pr.GetHTMLURL(), PRNumber: pr.GetNumber(),
 			Marker: Marker{Kind: KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Branch: res.Branch}.String(),
 		})
@@ -70,7 +70,7 @@ func (r *Runs) openPR(ctx context.Context, rc *runContext, res *dispatch.Result,
 
 // findOrCreatePR opens the PR, or updates the one a previous attempt (a
 // continue run, or a post interrupted by a restart) already opened.
-func (r *Runs) findOrCreatePR(ctx context.Context, rc *runContext, head, base, title, body string, draft bool) (*github.PullRequest, error) {
+func (rp *resultPoster) findOrCreatePR(ctx context.Context, rc *runContext, head, base, title, body string, draft bool) (*github.PullRequest, error) {
 	owner, _, _ := strings.Cut(rc.meta.Repo, "/")
 	existing, err := rc.gh.OpenPullRequests(ctx, owner+":"+head, "")
 	if err != nil {
@@ -91,13 +91,13 @@ type prSettings struct {
 
 // configOf re-reads the PR settings from the configuration at the default
 // branch; failures fall back to plain defaults (the run already happened).
-func (r *Runs) configOf(ctx context.Context, rc *runContext) prSettings {
+func (rp *resultPoster) configOf(ctx context.Context, rc *runContext) prSettings {
 	repo, err := rc.gh.Repository(ctx)
 	if err != nil {
 		return prSettings{base: "main"}
 	}
 	s := prSettings{base: repo.GetDefaultBranch()}
-	cfg, err := r.c.loadConfig(ctx, rc.meta.InstallationID, rc.gh, "", sandboxcfg.Flags{})
+	cfg, err := rp.c.loadConfig(ctx, rc.meta.InstallationID, rc.gh, "", sandboxcfg.Flags{})
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("re-read configuration for PR settings")
 		return s

@@ -19,14 +19,14 @@ import (
 // keepSession keeps the session archive of a completed plan run before
 // the run is cleaned up. A backend that cannot keep one, or a failure,
 // only means the execute run starts fresh.
-func (r *Runs) keepSession(ctx context.Context, meta dispatch.Meta, res *dispatch.Result) {
+func (rk *resultKeeper) keepSession(ctx context.Context, meta dispatch.Meta, res *dispatch.Result) {
 	if meta.Mode != dispatch.ModePlan || res == nil || res.Status != dispatch.StatusCompleted || res.Session == nil || res.Session.Archive == "" {
 		return
 	}
 	log := zerolog.Ctx(ctx)
-	k, ok := r.c.Backend.(dispatch.SessionKeeper)
+	k, ok := rk.c.Backend.(dispatch.SessionKeeper)
 	if !ok {
-		log.Info().Str("backend", r.c.Backend.Name()).Msg("the backend does not keep agent sessions; the execute run will start fresh")
+		log.Info().Str("backend", rk.c.Backend.Name()).Msg("the backend does not keep agent sessions; the execute run will start fresh")
 		return
 	}
 	if kept, err := k.KeepSession(ctx, meta.TaskID); err != nil {

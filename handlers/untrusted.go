@@ -36,47 +36,47 @@ var (
 // otherwise open or edit a PR from any branch the sandbox names). Text is
 // redacted first and then sanitized and cut, so no cut leaves half a
 // secret behind.
-func (r *Runs) vetResult(rc *runContext, res *dispatch.Result) *dispatch.Result {
+func (rk *resultKeeper) vetResult(rc *runContext, res *dispatch.Result) *dispatch.Result {
 	if res == nil {
 		return nil
 	}
-	if res.Branch != "" && !r.isRunBranch(rc, res.Branch) {
+	if res.Branch != "" && !rk.isRunBranch(rc, res.Branch) {
 		want := rc.branch
 		if want == "" {
 			want = "none"
 		}
 		return rejectedResult(rc.meta, fmt.Sprintf("The sandbox's result.json names the branch %q, but this run's branch is %s; "+
-			"the bot does not open or update a pull request from another branch.", sanitizeInline(r.c.Secrets.Redact(res.Branch), 200), want))
+			"the bot does not open or update a pull request from another branch.", sanitizeInline(rk.c.Secrets.Redact(res.Branch), 200), want))
 	}
 	cp := *res
 	clean := func(s string, max int) string {
-		return strings.TrimSpace(sanitizeMarkdown(r.c.Secrets.Redact(s), max))
+		return strings.TrimSpace(sanitizeMarkdown(rk.c.Secrets.Redact(s), max))
 	}
 	cp.Plan = clean(res.Plan, maxPlanBytes)
 	cp.PRSummary = clean(res.PRSummary, maxSummaryBytes)
 	if res.Error != nil {
 		e := *res.Error
 		// Shown in a code fence: redacted and cut, not escaped.
-		e.Message = truncateUTF8(r.c.Secrets.Redact(e.Message), maxErrorBytes)
+		e.Message = truncateUTF8(rk.c.Secrets.Redact(e.Message), maxErrorBytes)
 		if e.Diagnostic != nil {
 			d := *e.Diagnostic
-			d.LastEventType = sanitizeInline(r.c.Secrets.Redact(d.LastEventType), 80)
+			d.LastEventType = sanitizeInline(rk.c.Secrets.Redact(d.LastEventType), 80)
 			e.Diagnostic = &d
 		}
 		cp.Error = &e
 	}
 	cp.Validation = nil
 	for _, c := range res.Validation {
-		c.Name = sanitizeInline(r.c.Secrets.Redact(c.Name), 100)
-		c.Command = sanitizeInline(r.c.Secrets.Redact(c.Command), 300)
-		c.OutputTail = truncateUTF8(r.c.Secrets.Redact(c.OutputTail), maxErrorBytes)
+		c.Name = sanitizeInline(rk.c.Secrets.Redact(c.Name), 100)
+		c.Command = sanitizeInline(rk.c.Secrets.Redact(c.Command), 300)
+		c.OutputTail = truncateUTF8(rk.c.Secrets.Redact(c.OutputTail), maxErrorBytes)
 		cp.Validation = append(cp.Validation, c)
 	}
 	cp.Repairs = nil
 	for _, rp := range res.Repairs {
 		var names []string
 		for _, n := range rp.FailedChecks {
-			names = append(names, sanitizeInline(r.c.Secrets.Redact(n), 100))
+			names = append(names, sanitizeInline(rk.c.Secrets.Redact(n), 100))
 		}
 		rp.FailedChecks = names
 		cp.Repairs = append(cp.Repairs, rp)
@@ -84,7 +84,7 @@ func (r *Runs) vetResult(rc *runContext, res *dispatch.Result) *dispatch.Result 
 	cp.Commits = nil
 	for _, c := range res.Commits {
 		if shaRE.MatchString(c.SHA) {
-			cp.Commits = append(cp.Commits, dispatch.Commit{SHA: c.SHA, Message: sanitizeInline(r.c.Secrets.Redact(c.Message), 200)})
+			cp.Commits = append(cp.Commits, dispatch.Commit{SHA: c.SHA, Message: sanitizeInline(rk.c.Secrets.Redact(c.Message), 200)})
 		}
 	}
 	if !shaRE.MatchString(cp.HeadSHA) {
@@ -98,20 +98,20 @@ func (r *Runs) vetResult(rc *runContext, res *dispatch.Result) *dispatch.Result 
 	cp.ScreenshotPaths = mediaPaths(res.ScreenshotPaths)
 	cp.RecordingPaths = mediaPaths(res.RecordingPaths)
 	cp.Artifacts = mediaPaths(res.Artifacts)
-	vetMediaAndTools(&cp, res, r.c.Secrets.Redact)
-	cp.Session = vetSession(res.Session, r.c.Secrets.Redact)
+	vetMediaAndTools(&cp, res, rk.c.Secrets.Redact)
+	cp.Session = vetSession(res.Session, rk.c.Secrets.Redact)
 	if im := res.Images; im != nil {
-		cp.Images = &dispatch.ImagesReport{Given: max(im.Given, 0), Note: sanitizeInline(r.c.Secrets.Redact(im.Note), 200)}
+		cp.Images = &dispatch.ImagesReport{Given: max(im.Given, 0), Note: sanitizeInline(rk.c.Secrets.Redact(im.Note), 200)}
 	}
-	vetSetupAndTimings(&cp, r.c.Secrets.Redact)
-	vetChecks(&cp, res, r.c.Secrets.Redact)
+	vetSetupAndTimings(&cp, rk.c.Secrets.Redact)
+	vetChecks(&cp, res, rk.c.Secrets.Redact)
 	return &cp
 }
 
 // isRunBranch reports whether branch is the one this run works on: the
 // branch its acknowledgement named, or, when that is unknown, one of the
 // task's own agent/<task-id>-... branches for runs that make one.
-func (r *Runs) isRunBranch(rc *runContext, branch string) bool {
+func (rk *resultKeeper) isRunBranch(rc *runContext, branch string) bool {
 	if rc.branch != "" {
 		return branch == rc.branch
 	}
