@@ -14,7 +14,7 @@ import (
 )
 
 // CheckRun retries a run when a writer clicks "Re-run" on its check run.
-type CheckRun struct{ *Base }
+type CheckRun struct{ b *Base }
 
 var _ githubapp.EventHandler = &CheckRun{}
 
@@ -28,7 +28,7 @@ func (h *CheckRun) Handle(ctx context.Context, eventType, deliveryID string, pay
 		return fmt.Errorf("parse check_run event: %w", err)
 	}
 	run := e.GetCheckRun()
-	if e.GetAction() != "rerequested" || run.GetName() != h.CheckName || h.isIgnoredSender(e.GetSender()) {
+	if e.GetAction() != "rerequested" || run.GetName() != h.b.CheckName || h.b.isIgnoredSender(e.GetSender()) {
 		return nil
 	}
 	number, mode, ok := parseExternalID(run.GetExternalID())
@@ -42,7 +42,7 @@ func (h *CheckRun) Handle(ctx context.Context, eventType, deliveryID string, pay
 	if mode == dispatch.ModeRebase {
 		cmd.Name = "rebase"
 	}
-	t, err := h.thread(installation, repo, number, false)
+	t, err := h.b.thread(installation, repo, number, false)
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func (h *CheckRun) Handle(ctx context.Context, eventType, deliveryID string, pay
 		return err
 	}
 	t.isPR, t.sender, t.deliveryID, t.commentID = issue.IsPullRequest(), e.GetSender().GetLogin(), deliveryID, run.GetID()
-	_, err = h.on(ctx, t, commandEvent(cmd, nil, commentTrigger(run.GetID())))
+	_, err = h.b.on(ctx, t, commandEvent(cmd, nil, commentTrigger(run.GetID())))
 	return err
 }
 

@@ -28,7 +28,7 @@ import (
 // then reads every check run and status of the commit (checksOn) and acts
 // once they have all completed, so the last one to end is the one that
 // counts, whichever event brings it.
-type CheckSuite struct{ *Base }
+type CheckSuite struct{ b *Base }
 
 var _ githubapp.EventHandler = &CheckSuite{}
 
@@ -42,14 +42,14 @@ func (h *CheckSuite) Handle(ctx context.Context, eventType, deliveryID string, p
 		return fmt.Errorf("parse check_suite event: %w", err)
 	}
 	suite := e.GetCheckSuite()
-	if e.GetAction() != "completed" || !strings.HasPrefix(suite.GetHeadBranch(), dispatch.BranchPrefix) || h.ownApp(suite.GetApp()) {
+	if e.GetAction() != "completed" || !strings.HasPrefix(suite.GetHeadBranch(), dispatch.BranchPrefix) || h.b.ownApp(suite.GetApp()) {
 		return nil
 	}
 	var numbers []int
 	for _, pr := range suite.PullRequests {
 		numbers = append(numbers, pr.GetNumber())
 	}
-	return h.headChanged(ctx, githubapp.GetInstallationIDFromEvent(&e), e.GetRepo(), suite.GetHeadSHA(), suite.GetHeadBranch(), numbers, deliveryID)
+	return h.b.headChanged(ctx, githubapp.GetInstallationIDFromEvent(&e), e.GetRepo(), suite.GetHeadSHA(), suite.GetHeadBranch(), numbers, deliveryID)
 }
 
 // ownApp reports whether app is this App (its own check suite: the
@@ -60,7 +60,7 @@ func (b *Base) ownApp(app *github.App) bool {
 }
 
 // Status hands the table a commit status's change (see CheckSuite).
-type Status struct{ *Base }
+type Status struct{ b *Base }
 
 var _ githubapp.EventHandler = &Status{}
 
@@ -78,7 +78,7 @@ func (h *Status) Handle(ctx context.Context, eventType, deliveryID string, paylo
 	}
 	for _, br := range e.Branches {
 		if strings.HasPrefix(br.GetName(), dispatch.BranchPrefix) {
-			if err := h.headChanged(ctx, githubapp.GetInstallationIDFromEvent(&e), e.GetRepo(), e.GetSHA(), br.GetName(), nil, deliveryID); err != nil {
+			if err := h.b.headChanged(ctx, githubapp.GetInstallationIDFromEvent(&e), e.GetRepo(), e.GetSHA(), br.GetName(), nil, deliveryID); err != nil {
 				return err
 			}
 		}

@@ -14,7 +14,7 @@ import (
 
 // Installation sets the app up in every repository it is installed on
 // (the trigger and state labels) and stops its work when it is removed.
-type Installation struct{ *Base }
+type Installation struct{ b *Base }
 
 var _ githubapp.EventHandler = &Installation{}
 
@@ -32,9 +32,9 @@ func (h *Installation) Handle(ctx context.Context, eventType, deliveryID string,
 	ctx = log.WithContext(ctx)
 	switch e.GetAction() {
 	case "created", "new_permissions_accepted", "unsuspend":
-		return h.setUpRepos(ctx, id, e.Repositories)
+		return h.b.setUpRepos(ctx, id, e.Repositories)
 	case "deleted", "suspend":
-		return h.stopRuns(ctx, func(installation int64, _ string) bool { return installation == id })
+		return h.b.stopRuns(ctx, func(installation int64, _ string) bool { return installation == id })
 	}
 	return nil
 }

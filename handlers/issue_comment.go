@@ -17,7 +17,7 @@ import (
 // /abort, /retry, /continue, /rebase, /plan, /status) and @mentions of the
 // App (mention.go) on issues and pull requests. Edited and deleted
 // comments do nothing: only "created" counts.
-type IssueComment struct{ *Base }
+type IssueComment struct{ b *Base }
 
 var _ githubapp.EventHandler = &IssueComment{}
 
@@ -36,7 +36,7 @@ func (h *IssueComment) Handle(ctx context.Context, eventType, deliveryID string,
 		return fmt.Errorf("parse issue_comment event: %w", err)
 	}
 	sender := &github.User{Login: github.String(string(head.GetStringBytes("sender", "login"))), Type: github.String(string(head.GetStringBytes("sender", "type")))}
-	if string(head.GetStringBytes("action")) != "created" || h.isIgnoredSender(sender) || !h.mayAddress(head.GetStringBytes("comment", "body")) {
+	if string(head.GetStringBytes("action")) != "created" || h.b.isIgnoredSender(sender) || !h.b.mayAddress(head.GetStringBytes("comment", "body")) {
 		return nil
 	}
 	var e github.IssueCommentEvent
@@ -47,16 +47,16 @@ func (h *IssueComment) Handle(ctx context.Context, eventType, deliveryID string,
 	installation := githubapp.GetInstallationIDFromEvent(&e)
 	ctx, log := githubapp.PrepareRepoContext(ctx, installation, repo)
 	ctx = log.With().Int("issue", issue.GetNumber()).Int64("comment_id", comment.GetID()).Logger().WithContext(ctx)
-	t, err := h.thread(installation, repo, issue.GetNumber(), issue.IsPullRequest())
+	t, err := h.b.thread(installation, repo, issue.GetNumber(), issue.IsPullRequest())
 	if err != nil {
 		return err
 	}
 	t.sender, t.commentID, t.deliveryID = e.GetSender().GetLogin(), comment.GetID(), deliveryID
 	cmd, perr := ParseCommand(comment.GetBody())
 	if cmd == nil && perr == nil {
-		return h.mention(ctx, t, comment.GetBody())
+		return h.b.mention(ctx, t, comment.GetBody())
 	}
-	_, err = h.on(ctx, t, commandEvent(cmd, perr, commentTrigger(comment.GetID())))
+	_, err = h.b.on(ctx, t, commandEvent(cmd, perr, commentTrigger(comment.GetID())))
 	return err
 }
 

@@ -12,7 +12,7 @@ import (
 )
 
 // Issues hands the table a writer's trigger label on an issue: a plan run.
-type Issues struct{ *Base }
+type Issues struct{ b *Base }
 
 var _ githubapp.EventHandler = &Issues{}
 
@@ -25,23 +25,23 @@ func (h *Issues) Handle(ctx context.Context, eventType, deliveryID string, paylo
 	if err := json.Unmarshal(payload, &e); err != nil {
 		return fmt.Errorf("parse issues event: %w", err)
 	}
-	if e.GetAction() != "labeled" || e.GetLabel().GetName() != h.TriggerLabel {
+	if e.GetAction() != "labeled" || e.GetLabel().GetName() != h.b.TriggerLabel {
 		return nil
 	}
 	repo, issue := e.GetRepo(), e.GetIssue()
 	installation := githubapp.GetInstallationIDFromEvent(&e)
 	ctx, log := githubapp.PrepareRepoContext(ctx, installation, repo)
 	ctx = log.With().Int("issue", issue.GetNumber()).Logger().WithContext(ctx)
-	if h.isIgnoredSender(e.GetSender()) {
+	if h.b.isIgnoredSender(e.GetSender()) {
 		log.Debug().Str("sender", e.GetSender().GetLogin()).Msg("ignoring bot")
 		return nil
 	}
-	t, err := h.thread(installation, repo, issue.GetNumber(), false)
+	t, err := h.b.thread(installation, repo, issue.GetNumber(), false)
 	if err != nil {
 		return err
 	}
 	t.sender, t.deliveryID = e.GetSender().GetLogin(), deliveryID
-	_, err = h.on(ctx, t, event{kind: lifecycle.Label, trigger: deliveryID, tried: "label this issue `" + h.TriggerLabel + "`"})
+	_, err = h.b.on(ctx, t, event{kind: lifecycle.Label, trigger: deliveryID, tried: "label this issue `" + h.b.TriggerLabel + "`"})
 	return err
 }
 

@@ -16,13 +16,12 @@ const maxMethods = 20
 
 // overToday are the types still over maxMethods, with their count when
 // this test was written: each may shrink, none may grow, and no other
-// type may pass maxMethods. The handlers embed *Base (so they count its
-// methods); goRepo is the go-github side of the GitHub seam, one method
-// per call of the interface.
+// type may pass maxMethods. Base is the event router (who may act, CI,
+// replies, the table's actions); goRepo is the go-github side of the
+// GitHub seam, one method per call of the interface. The webhook handlers
+// hold the router and do not embed it, so each has its two methods.
 var overToday = map[string]int{
 	"*Base": 62, "*goRepo": 39,
-	"*Issues": 64, "*IssueComment": 64, "*PullRequestReview": 64, "*PullRequestReviewComment": 64, "*Push": 64,
-	"*Installation": 64, "*InstallationRepositories": 64, "*CheckRun": 64, "*CheckSuite": 64, "*Status": 64,
 }
 
 // TestNoTypeDoesEverything counts the method set of every named type of

@@ -33,6 +33,12 @@ type progress struct {
 	// superseded are check runs left on commits the run pushed past; the
 	// next send closes them.
 	superseded []int64
+	// retry is a deferred edit's next try when no progress line comes
+	// first; ended stops it once the run's last state is written.
+	retry *time.Timer
+	ended bool
+	// sending keeps one send at a time (a retry and a line's update).
+	sending sync.Mutex
 }
 
 func newProgress(ctx context.Context, b *core, gh GitHub, meta dispatch.Meta) *progress {
@@ -92,6 +98,8 @@ func (p *progress) summary() (title, text string) {
 }
 
 func (p *progress) send(ctx context.Context) {
+	p.sending.Lock()
+	defer p.sending.Unlock()
 	log := zerolog.Ctx(ctx)
 	p.closeSuperseded(ctx)
 	// An edit of the progress gives way to results when writes are paced
@@ -100,9 +108,7 @@ func (p *progress) send(ctx context.Context) {
 	edit := Deferrable(ctx)
 	warn := func(err error, what string) {
 		if errors.Is(err, ErrWriteDeferred) {
-			p.mu.Lock()
-			p.lastSent = time.Time{}
-			p.mu.Unlock()
+			p.deferred()
 			log.Debug().Msg(what + ": deferred, writes are paced")
 			return
 		}
@@ -160,6 +166,30 @@ func (p *progress) send(ctx context.Context) {
 	}
 }
 
+// deferred makes the next progress line due at once, and tries the edit
+// again after the interval (at least a second) if no line comes first: a
+// quiet agent's last step still shows while the run goes on.
+func (p *progress) deferred() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lastSent = time.Time{}
+	if p.retry != nil || p.ended {
+		return
+	}
+	p.retry = time.AfterFunc(max(p.b.ProgressInterval, time.Second), func() {
+		p.mu.Lock()
+		p.retry = nil
+		due := !p.ended && p.lastSent.IsZero()
+		if due {
+			p.lastSent = p.b.Now()
+		}
+		p.mu.Unlock()
+		if due {
+			p.send(p.ctx)
+		}
+	})
+}
+
 // externalID ties a check run back to its task, for check_run rerequested.
 func (p *progress) externalID() string {
 	return fmt.Sprintf("%s:%s#%d:%s", p.meta.TaskID, p.meta.Repo, p.meta.Number, p.meta.Mode)
@@ -169,6 +199,15 @@ func (p *progress) externalID() string {
 // commit but the result names one) and closes the progress comment.
 func (p *progress) complete(ctx context.Context, conclusion, title, summary string, res *dispatch.Result) {
 	log := zerolog.Ctx(ctx)
+	p.mu.Lock()
+	p.ended = true
+	if p.retry != nil {
+		p.retry.Stop()
+		p.retry = nil
+	}
+	p.mu.Unlock()
+	p.sending.Lock() // a retry's edit in flight goes before the last state
+	defer p.sending.Unlock()
 	if res != nil && res.HeadSHA != "" {
 		p.mu.Lock()
 		p.moveLocked(res.HeadSHA)

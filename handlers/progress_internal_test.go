@@ -49,3 +49,38 @@ func TestDeferredProgressGoesWithTheNextLine(t *testing.T) {
 		t.Fatalf("a deferred edit is logged at debug, not as a warning:\n%s", w.logs.String())
 	}
 }
+
+// A deferred edit with no progress line after it is tried again after the
+// interval (at least a second): a quiet agent's last step still shows.
+func TestDeferredProgressIsTriedAgain(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.b.core.ProgressInterval = time.Millisecond
+	meta := dispatch.Meta{TaskID: "T-0000000000000def", Repo: tRepo, Number: 1, Mode: dispatch.ModePlan, InstallationID: 1, Attempt: 1}
+	gh, err := w.hub.Repo(1, tRepo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProgress(w.ctx, w.b.core, gh, meta)
+	p.update(dispatch.Progress{Stage: "agent", Message: "reading the code"})
+	p.mu.Lock()
+	p.lastSent = time.Time{} // the interval has passed
+	p.mu.Unlock()
+	w.hub.failNext("EditComment", ErrWriteDeferred)
+	p.update(dispatch.Progress{Stage: "agent", Message: "the last step"})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := w.repo.bodies(1)
+		if len(got) == 1 && strings.Contains(got[0], "the last step") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the deferred edit was not tried again: %q", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.complete(w.ctx, "success", "Plan ready", "", nil)
+	if got := w.repo.bodies(1); len(got) != 1 || strings.Contains(got[0], "the last step") {
+		t.Fatalf("the progress comment's last edit is the run's end: %q", got)
+	}
+}

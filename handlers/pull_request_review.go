@@ -19,7 +19,7 @@ import (
 // requested, or a review with a body) into the PR's review batch, whose
 // revise run starts when the batch's window closes (batch.go) and takes
 // the review's body and inline comments along.
-type PullRequestReview struct{ *Base }
+type PullRequestReview struct{ b *Base }
 
 var _ githubapp.EventHandler = &PullRequestReview{}
 
@@ -33,7 +33,7 @@ func (h *PullRequestReview) Handle(ctx context.Context, eventType, deliveryID st
 		return fmt.Errorf("parse pull_request_review event: %w", err)
 	}
 	review, pr, repo := e.GetReview(), e.GetPullRequest(), e.GetRepo()
-	if e.GetAction() != "submitted" || h.isIgnoredSender(e.GetSender()) {
+	if e.GetAction() != "submitted" || h.b.isIgnoredSender(e.GetSender()) {
 		return nil
 	}
 	// Approvals ask for nothing; a bare "commented" review is the wrapper
@@ -45,7 +45,7 @@ func (h *PullRequestReview) Handle(ctx context.Context, eventType, deliveryID st
 	if !strings.HasPrefix(pr.GetHead().GetRef(), dispatch.BranchPrefix) {
 		return nil
 	}
-	return h.feedbackOnPR(ctx, githubapp.GetInstallationIDFromEvent(&e), repo, pr.GetNumber(), e.GetSender().GetLogin(), deliveryID,
+	return h.b.feedbackOnPR(ctx, githubapp.GetInstallationIDFromEvent(&e), repo, pr.GetNumber(), e.GetSender().GetLogin(), deliveryID,
 		review.GetBody(), "review-"+strconv.FormatInt(review.GetID(), 10))
 }
 

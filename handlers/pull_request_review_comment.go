@@ -17,7 +17,7 @@ import (
 // writer's comment (plain, or "/revise use a map here") goes into the PR's
 // review batch (batch.go) with its file and line; the revise run replies
 // on it when it is done. Any other command typed inline runs as one.
-type PullRequestReviewComment struct{ *Base }
+type PullRequestReviewComment struct{ b *Base }
 
 var _ githubapp.EventHandler = &PullRequestReviewComment{}
 
@@ -32,7 +32,7 @@ func (h *PullRequestReviewComment) Handle(ctx context.Context, eventType, delive
 	if err := json.Unmarshal(payload, &e); err != nil {
 		return fmt.Errorf("parse pull_request_review_comment event: %w", err)
 	}
-	if e.GetAction() != "created" || h.isIgnoredSender(e.GetSender()) {
+	if e.GetAction() != "created" || h.b.isIgnoredSender(e.GetSender()) {
 		return nil
 	}
 	comment, pr, repo := e.GetComment(), e.GetPullRequest(), e.GetRepo()
@@ -41,6 +41,6 @@ func (h *PullRequestReviewComment) Handle(ctx context.Context, eventType, delive
 	if cmd, perr := ParseCommand(comment.GetBody()); cmd == nil && perr == nil && !strings.HasPrefix(pr.GetHead().GetRef(), dispatch.BranchPrefix) {
 		return nil
 	}
-	return h.feedbackOnPR(ctx, githubapp.GetInstallationIDFromEvent(&e), repo, pr.GetNumber(), e.GetSender().GetLogin(), deliveryID,
+	return h.b.feedbackOnPR(ctx, githubapp.GetInstallationIDFromEvent(&e), repo, pr.GetNumber(), e.GetSender().GetLogin(), deliveryID,
 		comment.GetBody(), "inline-"+strconv.FormatInt(comment.GetID(), 10))
 }

@@ -18,7 +18,7 @@ import (
 // target updates each of them, first through GitHub's update-branch API (a
 // merge, free), and when that fails (a conflict) with a rebase run in which
 // the agent resolves the conflicts.
-type Push struct{ *Base }
+type Push struct{ b *Base }
 
 var _ githubapp.EventHandler = &Push{}
 
@@ -38,7 +38,7 @@ func (h *Push) Handle(ctx context.Context, eventType, deliveryID string, payload
 	repo := pushRepo(e.GetRepo())
 	installation := githubapp.GetInstallationIDFromEvent(&e)
 	ctx, log := githubapp.PrepareRepoContext(ctx, installation, repo)
-	gh, err := h.hub.Repo(installation, repo.GetFullName())
+	gh, err := h.b.hub.Repo(installation, repo.GetFullName())
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func (h *Push) Handle(ctx context.Context, eventType, deliveryID string, payload
 		// sandbox.
 		t := thread{gh: gh, installation: installation, repo: repo, number: pr.GetNumber(), isPR: true, pr: pr,
 			sender: e.GetSender().GetLogin(), deliveryID: deliveryID}
-		if _, err := h.on(ctx, t, event{kind: lifecycle.Push, trigger: "push-" + e.GetAfter()}); err != nil {
+		if _, err := h.b.on(ctx, t, event{kind: lifecycle.Push, trigger: "push-" + e.GetAfter()}); err != nil {
 			log.Error().Err(err).Int("pr", pr.GetNumber()).Msg("update agent PR")
 		}
 	}
