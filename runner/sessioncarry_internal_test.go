@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
-	_ "modernc.org/sqlite"
 
 	"github.com/sandbox-bot/sandbox-bot/runner/harness"
 	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
@@ -126,7 +124,7 @@ func TestOpenCodeSessionRestoredWithTheAgentsOwnership(t *testing.T) {
 	o := harness.NewOpenCode("opencode")
 	o.Helper = bin
 	newDir := t.TempDir()
-	cmd, err := o.ImportSession(env, "ses_1", "/old/repo", newDir, planDatabase(t, "/old/repo"))
+	cmd, err := o.ImportSession(env, "ses_1", "/old/repo", newDir, planDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,27 +154,13 @@ func TestOpenCodeSessionRestoredWithTheAgentsOwnership(t *testing.T) {
 	}
 }
 
-// planDatabase is a database with session ses_1 made in dir, shaped as
-// OpenCode keeps one.
-func planDatabase(t *testing.T, dir string) []byte {
+// planDatabase is a database with session ses_1 made in /old/repo,
+// shaped as OpenCode keeps one: a file, so that this package's tests link
+// no SQLite (runner/harness/ocdb's TestTheRunnersFixtureIsAPlanSession
+// checks it and writes it again).
+func planDatabase(t *testing.T) []byte {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), "opencode.db")
-	db, err := sql.Open("sqlite", "file:"+p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, s := range []string{
-		`CREATE TABLE session (id TEXT PRIMARY KEY, directory TEXT NOT NULL)`,
-		`CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, data TEXT NOT NULL)`,
-		`INSERT INTO session VALUES ('ses_1', '` + dir + `')`,
-		`INSERT INTO message VALUES ('msg_1', 'ses_1', '{"path":{"cwd":"` + dir + `"}}')`,
-	} {
-		if _, err := db.Exec(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	db.Close()
-	b, err := os.ReadFile(p)
+	b, err := os.ReadFile(filepath.Join("testdata", "plan-session.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

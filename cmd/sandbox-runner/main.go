@@ -22,6 +22,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/runner"
 	"github.com/sandbox-bot/sandbox-bot/runner/harness/ocdb"
+	"github.com/sandbox-bot/sandbox-bot/runner/harness/ocdb/occopy"
 	"github.com/sandbox-bot/sandbox-bot/runner/sandboxinit"
 )
 
@@ -42,10 +43,10 @@ func main() {
 		code = runner.Main(ctx, os.Args[2:])
 	case "pipe":
 		code = sandboxinit.Pipe(ctx, os.Args[2:])
-	case ocdb.Subcommand:
+	case occopy.Subcommand:
 		code = ocdb.Main(os.Args[2:], os.Stdin, os.Stdout, os.Stderr)
 	default:
-		fmt.Fprintf(os.Stderr, "sandbox-runner: unknown subcommand %q (want init, run, pipe or %s)\n", os.Args[1], ocdb.Subcommand)
+		fmt.Fprintf(os.Stderr, "sandbox-runner: unknown subcommand %q (want init, run, pipe or %s)\n", os.Args[1], occopy.Subcommand)
 		code = 2
 	}
 	os.Exit(code)

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"os/exec"
 
-	"github.com/sandbox-bot/sandbox-bot/runner/harness/ocdb"
+	"github.com/sandbox-bot/sandbox-bot/runner/harness/ocdb/occopy"
 )
 
 // SessionPorter is a harness whose agent sessions can leave the sandbox
@@ -33,7 +33,7 @@ func relocateJSON(data []byte, from, to string) []byte {
 	if from == to || from == "" {
 		return data
 	}
-	f, t := ocdb.JSONString(from), ocdb.JSONString(to)
+	f, t := occopy.JSONString(from), occopy.JSONString(to)
 	data = bytes.ReplaceAll(data, []byte(`"`+f+`"`), []byte(`"`+t+`"`))
 	return bytes.ReplaceAll(data, []byte(f+"/"), []byte(t+"/"))
 }

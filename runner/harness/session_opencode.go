@@ -7,7 +7,7 @@ import (
 	"os/exec"
 	"strings"
 
-	"github.com/sandbox-bot/sandbox-bot/runner/harness/ocdb"
+	"github.com/sandbox-bot/sandbox-bot/runner/harness/ocdb/occopy"
 )
 
 var _ SessionPorter = (*OpenCode)(nil)
@@ -32,7 +32,7 @@ func (o *OpenCode) sessionHelper(env []string, op, id string, args ...string) (*
 	if id == "" || strings.HasPrefix(id, "-") {
 		return nil, fmt.Errorf("opencode harness: %q is not a session id", id)
 	}
-	cmd := exec.Command(o.Helper, append([]string{ocdb.Subcommand, op, "--db", db, "--id", id}, args...)...)
+	cmd := exec.Command(o.Helper, append([]string{occopy.Subcommand, op, "--db", db, "--id", id}, args...)...)
 	cmd.Env = env
 	return cmd, nil
 }
@@ -52,15 +52,15 @@ func (o *OpenCode) ExportSession(env []string, dir, id string) (*exec.Cmd, error
 // copy; the runner looks for secrets in the text of its values, which the
 // file's own bytes may split where a value spills over SQLite's pages.
 func (o *OpenCode) SessionData(export []byte) (data, text []byte, err error) {
-	return ocdb.Split(export)
+	return occopy.Split(export)
 }
 
 // ImportSession implements SessionPorter: the copy becomes the database of
 // this run, with the session moved to the checkout to (OpenCode continues
 // a session only in the directory it records).
 func (o *OpenCode) ImportSession(env []string, id, from, to string, data []byte) (*exec.Cmd, error) {
-	if !ocdb.IsDatabase(data) {
-		return nil, ocdb.ErrNotDatabase
+	if !occopy.IsDatabase(data) {
+		return nil, occopy.ErrNotDatabase
 	}
 	cmd, err := o.sessionHelper(env, "restore", id, "--from", from, "--to", to)
 	if err != nil {

@@ -4,10 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-)
 
-// Subcommand is the runner's subcommand that runs Main, as the agent.
-const Subcommand = "opencode-session"
+	"github.com/sandbox-bot/sandbox-bot/runner/harness/ocdb/occopy"
+)
 
 // Main is `sandbox-runner opencode-session save|restore`:
 //
@@ -15,10 +14,10 @@ const Subcommand = "opencode-session"
 //	restore --db PATH --id ID --from CHECKOUT --to CHECKOUT   the copy on stdin
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || (args[0] != "save" && args[0] != "restore") {
-		fmt.Fprintln(stderr, "usage: sandbox-runner "+Subcommand+" save|restore --db PATH --id ID ...")
+		fmt.Fprintln(stderr, "usage: sandbox-runner "+occopy.Subcommand+" save|restore --db PATH --id ID ...")
 		return 2
 	}
-	fs := flag.NewFlagSet(Subcommand+" "+args[0], flag.ContinueOnError)
+	fs := flag.NewFlagSet(occopy.Subcommand+" "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("db", "", "the OpenCode database ($OPENCODE_DB)")
 	id := fs.String("id", "", "the session")
@@ -29,7 +28,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *path == "" || *id == "" {
-		fmt.Fprintln(stderr, Subcommand+": --db and --id are required")
+		fmt.Fprintln(stderr, occopy.Subcommand+": --db and --id are required")
 		return 2
 	}
 	var err error
@@ -39,7 +38,7 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = Restore(*path, *id, *from, *to, stdin)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "%s %s: %v\n", Subcommand, args[0], err)
+		fmt.Fprintf(stderr, "%s %s: %v\n", occopy.Subcommand, args[0], err)
 		return 1
 	}
 	return 0

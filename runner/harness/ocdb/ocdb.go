@@ -24,27 +24,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sandbox-bot/sandbox-bot/runner/harness/ocdb/occopy"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
-
-// The entries of the tar Save writes.
-const (
-	DBEntry   = "opencode.db"
-	TextEntry = "text"
-)
-
-// MaxBytes caps a database copy and its text, as the session archive
-// caps what it carries (agentsession.MaxDataBytes).
-const MaxBytes = 32 << 20
-
-// magic opens every SQLite database file.
-var magic = []byte("SQLite format 3\x00")
-
-// ErrNotDatabase: session data that is not a SQLite database.
-var ErrNotDatabase = errors.New("the session data is not an OpenCode database (an archive of an older runner holds an `opencode export`)")
-
-// IsDatabase reports whether b looks like a SQLite database file.
-func IsDatabase(b []byte) bool { return bytes.HasPrefix(b, magic) }
 
 // open opens the database at path. trusted_schema off: views and
 // triggers in the file (whoever wrote it) may not call functions with
@@ -75,9 +57,9 @@ func checkSession(db *sql.DB, id, dir string) error {
 }
 
 // Save writes to w a tar of a self-contained copy of the database at path
-// (DBEntry: VACUUM INTO keeps the live rows only, with nothing left in a
+// (occopy.DBEntry: VACUUM INTO keeps the live rows only, with nothing left in a
 // write-ahead log or in free pages) and the text of every value in that
-// copy (TextEntry). It fails unless the database holds session id made in
+// copy (occopy.TextEntry). It fails unless the database holds session id made in
 // the checkout dir.
 func Save(path, id, dir string, w io.Writer) error {
 	src, err := open(path)
@@ -102,14 +84,14 @@ func Save(path, id, dir string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if len(db) > MaxBytes || len(text) > MaxBytes {
-		return fmt.Errorf("the OpenCode database copy is %d bytes with %d bytes of text, over the %d-byte cap", len(db), len(text), MaxBytes)
+	if len(db) > occopy.MaxBytes || len(text) > occopy.MaxBytes {
+		return fmt.Errorf("the OpenCode database copy is %d bytes with %d bytes of text, over the %d-byte cap", len(db), len(text), occopy.MaxBytes)
 	}
 	tw := tar.NewWriter(w)
 	for _, e := range []struct {
 		name string
 		body []byte
-	}{{DBEntry, db}, {TextEntry, text}} {
+	}{{occopy.DBEntry, db}, {occopy.TextEntry, text}} {
 		if err := tw.WriteHeader(&tar.Header{Name: e.name, Mode: 0o600, Size: int64(len(e.body)), Typeflag: tar.TypeReg}); err != nil {
 			return err
 		}
@@ -180,8 +162,8 @@ func appendValues(db *sql.DB, query string, out *bytes.Buffer) error {
 				continue
 			}
 			out.WriteByte('\n')
-			if out.Len() > MaxBytes {
-				return fmt.Errorf("the OpenCode database holds more than %d bytes of text", MaxBytes)
+			if out.Len() > occopy.MaxBytes {
+				return fmt.Errorf("the OpenCode database holds more than %d bytes of text", occopy.MaxBytes)
 			}
 		}
 	}
@@ -228,40 +210,4 @@ func removeDB(path string) {
 	for _, p := range []string{path, path + "-wal", path + "-shm", path + "-journal"} {
 		_ = os.Remove(p)
 	}
-}
-
-// Split reads the tar Save wrote: the database copy and its text.
-func Split(b []byte) (db, text []byte, err error) {
-	tr := tar.NewReader(bytes.NewReader(b))
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("the OpenCode session copy is not a tar archive: %w", err)
-		}
-		var dst *[]byte
-		switch h.Name {
-		case DBEntry:
-			dst = &db
-		case TextEntry:
-			dst = &text
-		default:
-			return nil, nil, fmt.Errorf("the OpenCode session copy has an unexpected entry %q", h.Name)
-		}
-		if h.Typeflag != tar.TypeReg || h.Size > MaxBytes || *dst != nil {
-			return nil, nil, fmt.Errorf("the OpenCode session copy's entry %q is not one regular file under %d bytes", h.Name, MaxBytes)
-		}
-		if *dst, err = io.ReadAll(io.LimitReader(tr, MaxBytes)); err != nil {
-			return nil, nil, err
-		}
-	}
-	if db == nil || text == nil {
-		return nil, nil, errors.New("the OpenCode session copy lacks the database or its text")
-	}
-	if !IsDatabase(db) {
-		return nil, nil, errors.New("the OpenCode session copy is not a SQLite database")
-	}
-	return db, text, nil
 }

@@ -3,6 +3,7 @@ package ocdb_test
 import (
 	"bytes"
 	"database/sql"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/sandbox-bot/sandbox-bot/runner/harness/ocdb"
+	"github.com/sandbox-bot/sandbox-bot/runner/harness/ocdb/occopy"
 )
 
 // fixture writes a database shaped as OpenCode 1.18 keeps one (WAL mode;
@@ -63,7 +65,7 @@ func save(t *testing.T, path, id, dir string) (db, text []byte) {
 	if err := ocdb.Save(path, id, dir, &out); err != nil {
 		t.Fatal(err)
 	}
-	db, text, err := ocdb.Split(out.Bytes())
+	db, text, err := occopy.Split(out.Bytes())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,5 +218,56 @@ func TestTheCopyHoldsNoDeletedRows(t *testing.T) {
 	db, text := save(t, src, "ses_1", "/old/repo")
 	if bytes.Contains(db, []byte(secret)) || bytes.Contains(text, []byte(secret)) {
 		t.Error("a deleted value travelled with the copy")
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite the runner's fixture runner/testdata/plan-session.db")
+
+// TestTheRunnersFixtureIsAPlanSession keeps runner/testdata/plan-session.db
+// (a plan's session database that the runner's tests restore as the agent)
+// what they take it for: session ses_1 made in /old/repo. The runner's
+// tests read it as a file so that their binary links no SQLite; -update
+// writes it again.
+func TestTheRunnersFixtureIsAPlanSession(t *testing.T) {
+	want := filepath.Join("..", "..", "testdata", "plan-session.db")
+	if *update {
+		p := filepath.Join(t.TempDir(), "opencode.db")
+		db, err := sql.Open("sqlite", "file:"+p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []string{
+			`CREATE TABLE session (id TEXT PRIMARY KEY, directory TEXT NOT NULL)`,
+			`CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, data TEXT NOT NULL)`,
+			`INSERT INTO session VALUES ('ses_1', '/old/repo')`,
+			`INSERT INTO message VALUES ('msg_1', 'ses_1', '{"path":{"cwd":"/old/repo"}}')`,
+		} {
+			if _, err := db.Exec(s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		db.Close()
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(want, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Read from a copy: SQLite may leave a journal beside what it opens.
+	b, err := os.ReadFile(want)
+	if err != nil {
+		t.Fatalf("%v (go test ./runner/harness/ocdb -run TestTheRunnersFixtureIsAPlanSession -update writes it)", err)
+	}
+	p := filepath.Join(t.TempDir(), "opencode.db")
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := query(t, p, `SELECT directory FROM session WHERE id = 'ses_1'`); got != "/old/repo" {
+		t.Errorf("session ses_1 was made in %q, want /old/repo", got)
+	}
+	if got := query(t, p, `SELECT data FROM message WHERE session_id = 'ses_1'`); !strings.Contains(got, `"cwd":"/old/repo"`) {
+		t.Errorf("ses_1's message is %q, want its cwd /old/repo", got)
 	}
 }

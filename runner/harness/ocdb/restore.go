@@ -2,16 +2,16 @@ package ocdb
 
 import (
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
+
+	"github.com/sandbox-bot/sandbox-bot/runner/harness/ocdb/occopy"
 )
 
 // Restore makes the database copy read from r (what Save wrote as
-// DBEntry) the database at path, private to whoever runs it (the agent),
+// occopy.DBEntry) the database at path, private to whoever runs it (the agent),
 // after checking that it holds session id made in the checkout from, and
 // moving that session to the checkout to: OpenCode continues a session
 // only in the directory it records (elsewhere `run --session` waits for
@@ -19,15 +19,15 @@ import (
 // before its agent first starts, so there is none but the plan's own when
 // the plan ran in the same place.
 func Restore(path, id, from, to string, r io.Reader) error {
-	b, err := io.ReadAll(io.LimitReader(r, MaxBytes+1))
+	b, err := io.ReadAll(io.LimitReader(r, occopy.MaxBytes+1))
 	if err != nil {
 		return err
 	}
 	switch {
-	case len(b) > MaxBytes:
-		return fmt.Errorf("the OpenCode database copy is over the %d-byte cap", MaxBytes)
-	case !IsDatabase(b):
-		return ErrNotDatabase
+	case len(b) > occopy.MaxBytes:
+		return fmt.Errorf("the OpenCode database copy is over the %d-byte cap", occopy.MaxBytes)
+	case !occopy.IsDatabase(b):
+		return occopy.ErrNotDatabase
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
@@ -93,7 +93,7 @@ func relocateTable(tx *sql.Tx, t, from, to string) error {
 	if err != nil {
 		return err
 	}
-	pairs := [][2]string{{`"` + JSONString(from) + `"`, `"` + JSONString(to) + `"`}, {JSONString(from) + "/", JSONString(to) + "/"}}
+	pairs := [][2]string{{`"` + occopy.JSONString(from) + `"`, `"` + occopy.JSONString(to) + `"`}, {occopy.JSONString(from) + "/", occopy.JSONString(to) + "/"}}
 	if raw := from + "/"; raw != pairs[1][0] {
 		pairs = append(pairs, [2]string{raw, to + "/"})
 	}
@@ -106,21 +106,10 @@ func relocateTable(tx *sql.Tx, t, from, to string) error {
 			args = append(args, p[0], p[1])
 		}
 		q := `UPDATE ` + quoteIdent(t) + ` SET ` + col + ` = CASE WHEN ` + col + ` = ? THEN ? ELSE ` + expr + ` END WHERE typeof(` + col + `) = 'text' AND (instr(` + col + `, ?) > 0 OR instr(` + col + `, ?) > 0)`
-		args = append([]any{from, to}, append(args, from, JSONString(from))...)
+		args = append([]any{from, to}, append(args, from, occopy.JSONString(from))...)
 		if _, err := tx.Exec(q, args...); err != nil {
 			return fmt.Errorf("column %s: %w", c, err)
 		}
 	}
 	return nil
-}
-
-// JSONString is s as it appears inside a JSON string (no quotes), the way
-// JavaScript's JSON.stringify writes it (no HTML escaping).
-func JSONString(s string) string {
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)
-	q := strings.TrimSpace(b.String())
-	return q[1 : len(q)-1]
 }
