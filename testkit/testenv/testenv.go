@@ -179,10 +179,10 @@ var builds = struct {
 // returns the executable's path.
 //
 // Every test binary of one checkout builds into the same directory, under
-// a file lock: `go build -o` leaves an up-to-date executable alone, so only
-// the first package of a `go test ./...` links it and the others take a
-// fraction of a second to find it current. A rebuild replaces the file by
-// rename, so a test still running the old one is not disturbed.
+// a file lock: only the first package of a `go test ./...` builds it, and
+// the others find it current by its source stamp (sourceStamp) without
+// starting go. A rebuild replaces the file by rename, so a test still
+// running the old one is not disturbed.
 func BuildCommand(t testing.TB, name string) string {
 	t.Helper()
 	builds.Lock()
@@ -201,10 +201,25 @@ func BuildCommand(t testing.TB, name string) string {
 	}
 	defer unlock()
 	p := filepath.Join(dir, name)
+	// The stamp is taken before the build, so a file changed meanwhile
+	// makes the next test build again (sourceStamp).
+	stamp, err := sourceStamp(root)
+	if err != nil {
+		t.Fatalf("build ./cmd/%s: %v", name, err)
+	}
+	if b, err := os.ReadFile(p + ".stamp"); err == nil && string(b) == stamp {
+		if _, err := os.Stat(p); err == nil {
+			builds.paths[name] = p
+			return p
+		}
+	}
 	cmd := exec.Command("go", "build", "-o", p, "./cmd/"+name)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
+	}
+	if err := os.WriteFile(p+".stamp", []byte(stamp), 0o600); err != nil {
+		t.Fatalf("build ./cmd/%s: %v", name, err)
 	}
 	builds.paths[name] = p
 	return p
