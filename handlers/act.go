@@ -36,7 +36,7 @@ type event struct {
 // and performs what it says. It returns the case it performed.
 func (b *Base) on(ctx context.Context, t thread, ev event) (lifecycle.Case, error) {
 	log := zerolog.Ctx(ctx)
-	if ok, err := b.mayAsk(ctx, t, ev); err != nil || !ok {
+	if ok, err := b.gate.mayAsk(ctx, t, ev); err != nil || !ok {
 		return lifecycle.Case{Do: lifecycle.Nothing}, err
 	}
 	sc, err := b.observe(ctx, t)
@@ -45,7 +45,7 @@ func (b *Base) on(ctx context.Context, t thread, ev event) (lifecycle.Case, erro
 	}
 	sc.facts.NoText = ev.text == ""
 	if ev.ci != nil {
-		b.ciFacts(ctx, t, &sc, ev.ci)
+		b.ci.facts(ctx, t, &sc, ev.ci)
 	}
 	c, ok := lifecycle.Decide(sc.place, sc.state, ev.kind, sc.facts)
 	log.Info().Str("event", string(ev.kind)).Str("state", string(sc.state)).Str("do", string(c.Do)).Str("sender", t.sender).Msg("event")
@@ -59,56 +59,34 @@ func (b *Base) on(ctx context.Context, t thread, ev event) (lifecycle.Case, erro
 	return c, b.perform(ctx, t, ev, &sc, c)
 }
 
-// mayAsk is who may act, before anything is read: anyone may ask for
-// /status, a push and failing checks are the repository's own, and the
-// rest is for writers
-// (write, maintain, admin, or the operator's allowlist). Anyone else gets
-// one polite refusal per issue per hour; a review by one gets nothing.
-func (b *Base) mayAsk(ctx context.Context, t thread, ev event) (bool, error) {
-	if ev.kind == lifecycle.Status || ev.kind == lifecycle.Push || ev.kind == lifecycle.ChecksFailed {
-		return true, nil
-	}
-	ok, err := b.canWrite(ctx, t.gh, t.sender)
-	if err != nil || ok {
-		return ok, err
-	}
-	log := zerolog.Ctx(ctx).Info().Str("sender", t.sender)
-	if ev.kind == lifecycle.Review {
-		log.Msg("review feedback by a non-writer; not revising")
-		return false, nil
-	}
-	log.Msg("refusing: sender cannot write to the repository")
-	return false, b.refuse(ctx, t, ev.tried)
-}
-
 // perform does what the table's case says.
 func (b *Base) perform(ctx context.Context, t thread, ev event, sc *scene, c lifecycle.Case) error {
 	if name, ok := c.Do.ReplyName(); ok {
-		return b.replyState(ctx, t, ev, sc, name)
+		return b.replies.replyState(ctx, t, ev, sc, name)
 	}
 	switch c.Do {
 	case lifecycle.Busy:
-		return b.replyBusy(ctx, t, sc, ev.command(), askedMode(ev, sc))
+		return b.c.replyBusy(ctx, t, sc, ev.command(), askedMode(ev, sc))
 	case lifecycle.Help:
-		return b.reply(ctx, t.gh, t.number, "github/command_error", CommandErrorData{
+		return b.c.reply(ctx, t.gh, t.number, "github/command_error", CommandErrorData{
 			Error: ev.problem, Commands: commandsFor(t.isPR), OnPR: t.isPR, State: sc.state.Label(),
 		})
 	case lifecycle.ShowStatus:
-		return b.status(ctx, t, sc)
+		return b.replies.status(ctx, t, sc)
 	case lifecycle.Cancel, lifecycle.Dequeue:
-		return b.abort(ctx, t, sc.holder)
+		return b.aborts.abort(ctx, t, sc.holder)
 	case lifecycle.Collect:
-		return b.batches.add(ctx, t.gh, b.request(t, ev, dispatch.ModeRevise))
+		return b.c.batches.add(ctx, t.gh, requestFor(t, ev, dispatch.ModeRevise))
 	case lifecycle.UpdateBranch:
 		return b.rebase(ctx, t, sc, ev.trigger, ev.kind == lifecycle.Rebase)
 	case lifecycle.StartPreview:
 		return b.preview(ctx, t, sc)
 	case lifecycle.FixCI:
-		return b.fixCI(ctx, t, ev, sc)
+		return b.ci.fix(ctx, t, ev, sc)
 	case lifecycle.WaitForRun:
-		return b.batches.waitCI(ctx, t, ev)
+		return b.c.batches.waitCI(ctx, t, ev)
 	case lifecycle.ReportBaseFails, lifecycle.GiveUpCI:
-		return b.ciReply(ctx, t, ev, sc, c.Do)
+		return b.ci.reply(ctx, t, ev, sc, c.Do)
 	}
 	req, ok := b.runFor(ctx, t, ev, sc, c.Do)
 	if !ok {
@@ -126,9 +104,9 @@ func (ev event) command() string {
 	return ""
 }
 
-// request is a start request for what t and ev ask, before the table's
+// requestFor is a start request for what t and ev ask, before the table's
 // action says which run.
-func (b *Base) request(t thread, ev event, mode dispatch.Mode) startRequest {
+func requestFor(t thread, ev event, mode dispatch.Mode) startRequest {
 	req := startRequest{
 		InstallationID: t.installation, Repo: t.repo, Number: t.number, IsPR: t.isPR, Mode: mode,
 		Trigger: ev.trigger, DeliveryID: t.deliveryID, Sender: t.sender, CommentID: t.commentID, Command: ev.command(),
@@ -142,7 +120,7 @@ func (b *Base) request(t thread, ev event, mode dispatch.Mode) startRequest {
 // runFor is the run a starting action asks for: its mode and what it
 // carries over from the issue (the plan, the round, the branch).
 func (b *Base) runFor(ctx context.Context, t thread, ev event, sc *scene, do lifecycle.Action) (startRequest, bool) {
-	req := b.request(t, ev, dispatch.ModePlan)
+	req := requestFor(t, ev, dispatch.ModePlan)
 	if sc.pr != nil {
 		req.Issue, req.Branch, req.BaseBranch = sc.issue, sc.pr.GetHead().GetRef(), sc.pr.GetBase().GetRef()
 	}

@@ -11,12 +11,10 @@
 package handlers
 
 import (
+	"context"
 	"net/http"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -74,25 +72,20 @@ type Settings struct {
 	CILogBytes int `yaml:"-"`
 }
 
-// core is what the handlers and the run follower share: the way to
-// GitHub, settings, backend, templates, the App's identity and the secrets
-// to redact. Runs holds it and a start function, not Base, so the follower
-// depends on what it uses rather than on every handler.
-type core struct {
+// Wiring is what the server hands the handlers: the way to GitHub,
+// settings, backend, templates, the clock, the secrets to redact, where
+// receipts go and the queue-wait metric. The server sets some of it after
+// NewBase (Secrets, Receipts, QueueWait; tests replace ClientCreator), so
+// Base and core share one Wiring, and a field set through either is seen
+// by every part.
+type Wiring struct {
 	// ClientCreator makes the go-github clients behind the seam (the
 	// server wraps it in its rate limiter).
 	ClientCreator githubapp.ClientCreator
-	// hub is the seam every GitHub call goes through (github.go): over
-	// ClientCreator, or in memory in the table's tests.
-	hub Hub
 	Settings
 	Backend   dispatch.Backend
 	Templates *templates.Set
 	Now       func() time.Time
-	// retryWait is the first wait before a label write is tried again.
-	retryWait time.Duration
-	trust     *trustState
-	board     *runBoard // what this replica saw of its runs, for /status
 	// Secrets are redacted from everything the bot posts.
 	Secrets *Secrets
 
@@ -101,6 +94,21 @@ type core struct {
 	// QueueWait, when set, is told how long each queued run waited for
 	// its slot (the wait-time metric).
 	QueueWait func(time.Duration)
+}
+
+// core is what the handlers and the run follower share: the Wiring, the
+// seam to GitHub and what this replica remembers. Runs holds it and a
+// start function, not Base, so the follower depends on what it uses
+// rather than on every handler.
+type core struct {
+	*Wiring
+	// hub is the seam every GitHub call goes through (github.go): over
+	// ClientCreator, or in memory in the table's tests.
+	hub Hub
+	// retryWait is the first wait before a label write is tried again.
+	retryWait time.Duration
+	trust     *trustState
+	board     *runBoard // what this replica saw of its runs, for /status
 
 	batches *batches // review feedback waiting for its revise run (batch.go)
 	// imageClient fetches images from GitHub's hosts without a
@@ -108,12 +116,29 @@ type core struct {
 	imageClient *http.Client
 }
 
-// Base is shared by every handler: the core, what starts runs, and the
-// run follower.
+// Base is the event router: the webhook handlers hand it their events,
+// and it performs what the lifecycle table says (act.go), through one
+// part per stage of a run's life. It holds the core as a field, not
+// embedded, so what the core does is not Base's.
 type Base struct {
-	*core
-	starts *starter
-	Runs   *Runs
+	*Wiring
+	// c holds the review batches too (c.batches, batch.go), where Runs
+	// reaches them for Busy and Reconcile.
+	c *core
+	// gate says who may act (trust.go).
+	gate *gatekeeper
+	// ci answers the App's PRs' failing checks (ci.go, check_suite.go).
+	ci *ciFixer
+	// replies answer /status and the table's replies that start nothing
+	// (status.go, state.go).
+	replies *stateReplies
+	// aborts stops a run a person asked to stop (abort.go).
+	aborts *aborter
+	// installs sets repositories up and stops their runs when the App is
+	// removed (installation.go).
+	installs *installer
+	starts   *starter
+	Runs     *Runs
 }
 
 // NewBase wires a Base and its Runs. The settings come defaulted from the
@@ -123,24 +148,24 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	b := &Base{core: &core{
-		ClientCreator: cc,
-		Settings:      s,
-		Backend:       backend,
-		Templates:     tmpl,
-		Now:           time.Now,
-		retryWait:     200 * time.Millisecond,
-		trust:         newTrustState(),
-		board:         newRunBoard(s.WebURL),
-		Secrets:       NewSecrets(),
-		imageClient:   newImageClient(s.Images),
-	}}
-	b.hub = newGoHub(b.core)
-	b.starts = &starter{c: b.core, agent: agentRun{c: b.core}}
-	b.Runs = newRuns(b.core, b.starts.start)
+	w := &Wiring{ClientCreator: cc, Settings: s, Backend: backend, Templates: tmpl, Now: time.Now, Secrets: NewSecrets()}
+	c := &core{
+		Wiring:      w,
+		retryWait:   200 * time.Millisecond,
+		trust:       newTrustState(),
+		board:       newRunBoard(s.WebURL),
+		imageClient: newImageClient(s.Images),
+	}
+	c.hub = newGoHub(c)
+	b := &Base{Wiring: w, c: c, gate: &gatekeeper{c: c}, replies: &stateReplies{c: c}}
+	b.starts = &starter{c: c, agent: agentRun{c: c}}
+	b.Runs = newRuns(c, b.starts.start)
 	b.starts.runs = b.Runs
 	b.Runs.onEnd, b.Runs.onReconcile = b.starts.freeSlot, b.starts.admitAndStart
-	b.batches = newBatches(b)
+	b.aborts = &aborter{c: c, runs: b.Runs}
+	b.installs = &installer{c: c, runs: b.Runs}
+	b.ci = &ciFixer{c: c, starts: b.starts, on: b.on}
+	c.batches = newBatches(c, b.Runs, b.starts, b.ci)
 	return b, nil
 }
 
@@ -152,14 +177,6 @@ func (b *Base) Handlers() []githubapp.EventHandler {
 	}
 }
 
-// isIgnoredSender is true for bots (the app itself included) unless the
-// operator allowed them.
-func (b *Base) isIgnoredSender(u *github.User) bool {
-	if u == nil {
-		return true
-	}
-	if u.GetType() == "Bot" || strings.HasSuffix(u.GetLogin(), "[bot]") {
-		return !slices.Contains(b.AllowBots, u.GetLogin())
-	}
-	return false
-}
+// LoadIdentity reads the App's bot account (core.LoadIdentity); the
+// server calls it at start.
+func (b *Base) LoadIdentity(ctx context.Context) (string, error) { return b.c.LoadIdentity(ctx) }

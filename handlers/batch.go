@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -62,9 +63,16 @@ func (h batchHolder) key() string {
 // batchTrigger is the task-id trigger of a batch opened by trigger.
 func batchTrigger(trigger string) string { return "batch-" + trigger }
 
-// batches are the timers of the batches this replica knows of.
+// batches are the review-feedback batches (and the pending looks at
+// failing checks) this replica knows of, with their timers: the part of a
+// PR's life between feedback and the revise run it starts.
 type batches struct {
-	b      *Base
+	c      *core
+	runs   *Runs // its logger, for what a timer does
+	starts *starter
+	// ci reads a PR's checks again once the run holding it ended
+	// (batch_ci.go).
+	ci     *ciFixer
 	ctx    context.Context
 	cancel context.CancelFunc
 	mu     sync.Mutex
@@ -79,9 +87,9 @@ type pendingBatch struct {
 	waitingOn string
 }
 
-func newBatches(b *Base) *batches {
+func newBatches(c *core, runs *Runs, starts *starter, ci *ciFixer) *batches {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &batches{b: b, ctx: ctx, cancel: cancel, timers: map[string]*pendingBatch{}}
+	return &batches{c: c, runs: runs, starts: starts, ci: ci, ctx: ctx, cancel: cancel, timers: map[string]*pendingBatch{}}
 }
 
 // add puts a writer's feedback on an agent PR into the PR's batch,
@@ -92,14 +100,14 @@ func (bs *batches) add(ctx context.Context, gh GitHub, req startRequest) error {
 	key := batchKey(full, req.Number)
 	h := batchHolder{
 		TaskID: dispatch.NewTaskID(full, req.Number, dispatch.ModeRevise, batchTrigger(req.Trigger)),
-		Due:    bs.b.Now().Add(bs.b.ReviewBatchWindow).UTC(), Installation: req.InstallationID,
+		Due:    bs.c.Now().Add(bs.c.ReviewBatchWindow).UTC(), Installation: req.InstallationID,
 		Repo: full, Number: req.Number, Trigger: req.Trigger, Delivery: req.DeliveryID, Sender: req.Sender,
 	}
 	if err := bs.enter(ctx, key, h); err != nil {
 		return err
 	}
 	if req.CommentID != 0 {
-		bs.b.react(ctx, gh, req.Number, req.CommentID, "eyes")
+		bs.c.react(ctx, gh, req.Number, req.CommentID, "eyes")
 	}
 	return nil
 }
@@ -111,7 +119,7 @@ func (bs *batches) enter(ctx context.Context, key string, h batchHolder) error {
 		return fmt.Errorf("encode review batch of %s: %w", key, err)
 	}
 	log := zerolog.Ctx(ctx).With().Str("task_id", h.TaskID).Logger()
-	cur, err := bs.b.Backend.Lock(ctx, key, string(raw))
+	cur, err := bs.c.Backend.Lock(ctx, key, string(raw))
 	switch {
 	case err == nil:
 		log.Info().Time("due", h.Due).Msg("review feedback opens a batch; its revise run starts when the window closes")
@@ -125,7 +133,7 @@ func (bs *batches) enter(ctx context.Context, key string, h batchHolder) error {
 		// The replica that opened the batch starts it; this one stands by
 		// in case that replica is gone by then, and in case the batch
 		// read its feedback before this piece arrived (rejoin).
-		bs.schedule(cur, open, &h, bs.b.ReviewBatchWindow, "")
+		bs.schedule(cur, open, &h, bs.c.ReviewBatchWindow, "")
 	default:
 		return fmt.Errorf("open review batch %s: %w", key, err)
 	}
@@ -150,7 +158,7 @@ func (bs *batches) schedule(raw string, h batchHolder, rejoin *batchHolder, extr
 	if _, ok := bs.timers[strings.ToLower(key)]; ok || bs.ctx.Err() != nil {
 		return
 	}
-	wait := max(h.Due.Sub(bs.b.Now()), 0) + extra
+	wait := max(h.Due.Sub(bs.c.Now()), 0) + extra
 	bs.wg.Add(1)
 	p := &pendingBatch{taskID: h.TaskID, waitingOn: waitingOn}
 	p.timer = time.AfterFunc(wait, func() {
@@ -166,9 +174,9 @@ func (bs *batches) schedule(raw string, h batchHolder, rejoin *batchHolder, extr
 // fire starts the batch if it is still pending (another replica may have
 // started it), then releases its lock.
 func (bs *batches) fire(key, raw string, h batchHolder, rejoin *batchHolder) {
-	log := bs.b.Runs.logger.With().Str("task_id", h.TaskID).Str("repo", h.Repo).Int("issue", h.Number).Str("delivery_id", h.Delivery).Logger()
+	log := bs.runs.logger.With().Str("task_id", h.TaskID).Str("repo", h.Repo).Int("issue", h.Number).Str("delivery_id", h.Delivery).Logger()
 	ctx := log.WithContext(bs.ctx)
-	cur, err := bs.b.Backend.Holder(ctx, key)
+	cur, err := bs.c.Backend.Holder(ctx, key)
 	if err != nil {
 		log.Error().Err(err).Msg("read the review batch's lock; a restart tries again")
 		return
@@ -180,29 +188,29 @@ func (bs *batches) fire(key, raw string, h batchHolder, rejoin *batchHolder) {
 			// before it arrived: a batch of its own makes sure (it starts
 			// nothing if the feedback went along).
 			again := *rejoin
-			again.Due = bs.b.Now().Add(bs.b.ReviewBatchWindow).UTC()
+			again.Due = bs.c.Now().Add(bs.c.ReviewBatchWindow).UTC()
 			if err := bs.enter(ctx, key, again); err != nil {
 				log.Error().Err(err).Msg("reopen a review batch for late feedback")
 			}
 		}
 		return
 	}
-	if holder, busy := bs.b.prBusy(ctx, h); busy {
+	if holder, busy := bs.prBusy(ctx, h); busy {
 		// Feedback given while the agent works on the PR goes into the
 		// next run rather than earning a "busy" reply: the batch looks
 		// again a window later.
 		log.Info().Str("holder", holder).Msg("a run holds the PR; the review batch waits for it")
-		bs.schedule(raw, h, nil, bs.b.ReviewBatchWindow, holder)
+		bs.schedule(raw, h, nil, bs.c.ReviewBatchWindow, holder)
 		return
 	}
-	gh, err := bs.b.hub.Repo(h.Installation, h.Repo)
+	gh, err := bs.c.hub.Repo(h.Installation, h.Repo)
 	if err != nil {
 		log.Error().Err(err).Msg("start review batch: no installation client")
 		return
 	}
-	start := bs.b.startBatch
+	start := bs.startBatch
 	if h.Kind == batchCI {
-		start = bs.b.recheckCI
+		start = bs.recheckCI
 	}
 	if err := start(ctx, gh, h); err != nil {
 		log.Error().Err(err).Str("kind", h.Kind).Msg("start review batch")
@@ -212,7 +220,7 @@ func (bs *batches) fire(key, raw string, h batchHolder, rejoin *batchHolder) {
 	}
 	// Released after the run is submitted, so a replica that finds the
 	// lock gone knows the run exists (or was refused and answered).
-	if err := bs.b.Backend.Unlock(context.WithoutCancel(ctx), key, raw); err != nil {
+	if err := bs.c.Backend.Unlock(context.WithoutCancel(ctx), key, raw); err != nil {
 		log.Warn().Err(err).Msg("release review batch lock")
 	}
 }
@@ -220,8 +228,8 @@ func (bs *batches) fire(key, raw string, h batchHolder, rejoin *batchHolder) {
 // prBusy tells whether another run holds the PR's lock and is still
 // there (running, or ended with its result still being posted). A lock
 // whose run is gone is not busy: the start finds it and says so.
-func (b *Base) prBusy(ctx context.Context, h batchHolder) (string, bool) {
-	holder, err := b.Backend.Holder(ctx, dispatch.LockKey(h.Repo, h.Number))
+func (bs *batches) prBusy(ctx context.Context, h batchHolder) (string, bool) {
+	holder, err := bs.c.Backend.Holder(ctx, dispatch.LockKey(h.Repo, h.Number))
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("read the PR's lock; trying the batch later")
 		return "", true
@@ -229,7 +237,7 @@ func (b *Base) prBusy(ctx context.Context, h batchHolder) (string, bool) {
 	if holder == "" || holder == h.TaskID {
 		return holder, false
 	}
-	if _, err := b.Backend.Status(ctx, holder); errors.Is(err, dispatch.ErrNotFound) {
+	if _, err := bs.c.Backend.Status(ctx, holder); errors.Is(err, dispatch.ErrNotFound) {
 		return holder, false
 	}
 	return holder, true
@@ -238,16 +246,16 @@ func (b *Base) prBusy(ctx context.Context, h batchHolder) (string, bool) {
 // startBatch starts the revise run of a batch with every piece of
 // feedback on the PR not yet addressed; with none (a redelivered event
 // whose feedback a run already took) nothing starts.
-func (b *Base) startBatch(ctx context.Context, gh GitHub, h batchHolder) error {
+func (bs *batches) startBatch(ctx context.Context, gh GitHub, h batchHolder) error {
 	repo, err := gh.Repository(ctx)
 	if err != nil {
 		return err
 	}
-	pr, issue, ok, err := b.agentPR(ctx, gh, h.Number)
+	pr, issue, ok, err := bs.agentPR(ctx, gh, h.Number)
 	if err != nil || !ok {
 		return err
 	}
-	fb, upto, err := b.pendingFeedback(ctx, gh, h.Number)
+	fb, upto, err := bs.pendingFeedback(ctx, gh, h.Number)
 	if err != nil {
 		return err
 	}
@@ -264,13 +272,27 @@ func (b *Base) startBatch(ctx context.Context, gh GitHub, h batchHolder) error {
 	if req.Flags != (sandboxcfg.Flags{}) {
 		req.Command = "revise" // a flag over the server's ceiling is refused as the command's
 	}
-	return b.starts.start(ctx, gh, req)
+	return bs.starts.start(ctx, gh, req)
+}
+
+// agentPR reads a PR and tells whether this App opened it (isAgentPR), and
+// for which issue.
+func (bs *batches) agentPR(ctx context.Context, gh GitHub, number int) (pr *github.PullRequest, issue int, ours bool, err error) {
+	login, err := bs.c.LoadIdentity(ctx)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	if pr, err = gh.PullRequest(ctx, number); err != nil {
+		return nil, 0, false, err
+	}
+	issue, ours = isAgentPR(pr, login)
+	return pr, issue, ours, nil
 }
 
 // recover schedules the batches pending in the backend: after a restart,
 // or on a replica that never saw their events.
 func (bs *batches) recover(ctx context.Context) error {
-	lister, ok := bs.b.Backend.(dispatch.LockLister)
+	lister, ok := bs.c.Backend.(dispatch.LockLister)
 	if !ok {
 		return nil
 	}
@@ -302,7 +324,7 @@ func (bs *batches) pending(ctx context.Context) []string {
 	var ids []string
 	for id, on := range waits {
 		if on != "" {
-			if st, err := bs.b.Backend.Status(ctx, on); err == nil && !st.State.Ended() {
+			if st, err := bs.c.Backend.Status(ctx, on); err == nil && !st.State.Ended() {
 				continue
 			}
 		}

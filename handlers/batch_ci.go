@@ -27,7 +27,7 @@ func (bs *batches) waitCI(ctx context.Context, t thread, ev event) error {
 	full := t.gh.FullName()
 	h := batchHolder{
 		TaskID: dispatch.NewTaskID(full, t.number, dispatch.ModeRevise, ev.trigger),
-		Due:    bs.b.Now().Add(bs.b.ReviewBatchWindow).UTC(), Installation: t.installation,
+		Due:    bs.c.Now().Add(bs.c.ReviewBatchWindow).UTC(), Installation: t.installation,
 		Repo: full, Number: t.number, Trigger: ev.trigger, Delivery: t.deliveryID, Kind: batchCI,
 	}
 	zerolog.Ctx(ctx).Info().Msg("a run holds the PR; its failing checks are looked at again once it ended")
@@ -36,8 +36,8 @@ func (bs *batches) waitCI(ctx context.Context, t thread, ev event) error {
 
 // recheckCI looks at the PR's head again: when its checks have all
 // completed and some failed, the table decides as for a fresh webhook.
-func (b *Base) recheckCI(ctx context.Context, gh GitHub, h batchHolder) error {
-	pr, _, ok, err := b.agentPR(ctx, gh, h.Number)
+func (bs *batches) recheckCI(ctx context.Context, gh GitHub, h batchHolder) error {
+	pr, _, ok, err := bs.agentPR(ctx, gh, h.Number)
 	if err != nil || !ok {
 		return err
 	}
@@ -46,15 +46,15 @@ func (b *Base) recheckCI(ctx context.Context, gh GitHub, h batchHolder) error {
 		return err
 	}
 	t := thread{gh: gh, installation: h.Installation, repo: repo, number: h.Number, isPR: true, pr: pr, deliveryID: h.Delivery}
-	return b.checksOn(ctx, t, pr.GetHead().GetSHA())
+	return bs.ci.checksOn(ctx, t, pr.GetHead().GetSHA())
 }
 
 // checksOn reads the checks on sha, the head of the PR t, and hands the
 // table a ChecksFailed event when they have all completed and some
 // failed.
-func (b *Base) checksOn(ctx context.Context, t thread, sha string) error {
+func (cf *ciFixer) checksOn(ctx context.Context, t thread, sha string) error {
 	log := zerolog.Ctx(ctx).With().Int("pr", t.number).Str("head", sha).Logger()
-	st, err := b.readChecks(ctx, t.gh, sha)
+	st, err := cf.c.readChecks(ctx, t.gh, sha)
 	if err != nil {
 		return err
 	}
@@ -67,6 +67,6 @@ func (b *Base) checksOn(ctx context.Context, t thread, sha string) error {
 		return nil
 	}
 	log.Info().Strs("failed", st.names()).Msg("the PR's checks failed")
-	_, err = b.on(log.WithContext(ctx), t, event{kind: lifecycle.ChecksFailed, trigger: ciTrigger(sha), ci: &ciEvent{state: st}})
+	_, err = cf.on(log.WithContext(ctx), t, event{kind: lifecycle.ChecksFailed, trigger: ciTrigger(sha), ci: &ciEvent{state: st}})
 	return err
 }

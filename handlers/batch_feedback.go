@@ -105,8 +105,8 @@ func (f feedback) inlineIDs() []int64 {
 // since that acknowledgement, and every inline comment the bot has not
 // replied on. Non-writers' text never reaches the agent. upto is the
 // newest conversation comment read, for this run's acknowledgement.
-func (b *Base) pendingFeedback(ctx context.Context, gh GitHub, number int) (_ feedback, upto int64, _ error) {
-	login, err := b.LoadIdentity(ctx)
+func (bs *batches) pendingFeedback(ctx context.Context, gh GitHub, number int) (_ feedback, upto int64, _ error) {
+	login, err := bs.c.LoadIdentity(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -171,7 +171,7 @@ func (b *Base) pendingFeedback(ctx context.Context, gh GitHub, number int) (_ fe
 	}
 	var out feedback
 	for _, it := range items {
-		ok, err := b.canWrite(ctx, gh, it.author)
+		ok, err := bs.c.canWrite(ctx, gh, it.author)
 		if err != nil {
 			return nil, 0, err
 		}

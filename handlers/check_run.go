@@ -28,7 +28,7 @@ func (h *CheckRun) Handle(ctx context.Context, eventType, deliveryID string, pay
 		return fmt.Errorf("parse check_run event: %w", err)
 	}
 	run := e.GetCheckRun()
-	if e.GetAction() != "rerequested" || run.GetName() != h.b.CheckName || h.b.isIgnoredSender(e.GetSender()) {
+	if e.GetAction() != "rerequested" || run.GetName() != h.b.CheckName || h.b.gate.isIgnoredSender(e.GetSender()) {
 		return nil
 	}
 	number, mode, ok := parseExternalID(run.GetExternalID())

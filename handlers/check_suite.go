@@ -42,20 +42,20 @@ func (h *CheckSuite) Handle(ctx context.Context, eventType, deliveryID string, p
 		return fmt.Errorf("parse check_suite event: %w", err)
 	}
 	suite := e.GetCheckSuite()
-	if e.GetAction() != "completed" || !strings.HasPrefix(suite.GetHeadBranch(), dispatch.BranchPrefix) || h.b.ownApp(suite.GetApp()) {
+	if e.GetAction() != "completed" || !strings.HasPrefix(suite.GetHeadBranch(), dispatch.BranchPrefix) || h.b.ci.ownApp(suite.GetApp()) {
 		return nil
 	}
 	var numbers []int
 	for _, pr := range suite.PullRequests {
 		numbers = append(numbers, pr.GetNumber())
 	}
-	return h.b.headChanged(ctx, githubapp.GetInstallationIDFromEvent(&e), e.GetRepo(), suite.GetHeadSHA(), suite.GetHeadBranch(), numbers, deliveryID)
+	return h.b.ci.headChanged(ctx, githubapp.GetInstallationIDFromEvent(&e), e.GetRepo(), suite.GetHeadSHA(), suite.GetHeadBranch(), numbers, deliveryID)
 }
 
 // ownApp reports whether app is this App (its own check suite: the
 // progress check of a run).
-func (b *Base) ownApp(app *github.App) bool {
-	slug := b.slug()
+func (cf *ciFixer) ownApp(app *github.App) bool {
+	slug := cf.c.slug()
 	return slug != "" && strings.EqualFold(app.GetSlug(), slug)
 }
 
@@ -78,7 +78,7 @@ func (h *Status) Handle(ctx context.Context, eventType, deliveryID string, paylo
 	}
 	for _, br := range e.Branches {
 		if strings.HasPrefix(br.GetName(), dispatch.BranchPrefix) {
-			if err := h.b.headChanged(ctx, githubapp.GetInstallationIDFromEvent(&e), e.GetRepo(), e.GetSHA(), br.GetName(), nil, deliveryID); err != nil {
+			if err := h.b.ci.headChanged(ctx, githubapp.GetInstallationIDFromEvent(&e), e.GetRepo(), e.GetSHA(), br.GetName(), nil, deliveryID); err != nil {
 				return err
 			}
 		}
@@ -88,9 +88,9 @@ func (h *Status) Handle(ctx context.Context, eventType, deliveryID string, paylo
 
 // headChanged looks at the checks of sha on each open PR whose head it is:
 // the PRs the event named, or those from branch.
-func (b *Base) headChanged(ctx context.Context, installation int64, repo *github.Repository, sha, branch string, numbers []int, deliveryID string) error {
+func (cf *ciFixer) headChanged(ctx context.Context, installation int64, repo *github.Repository, sha, branch string, numbers []int, deliveryID string) error {
 	ctx, log := githubapp.PrepareRepoContext(ctx, installation, repo)
-	gh, err := b.hub.Repo(installation, repo.GetFullName())
+	gh, err := cf.c.hub.Repo(installation, repo.GetFullName())
 	if err != nil {
 		return err
 	}
@@ -114,7 +114,7 @@ func (b *Base) headChanged(ctx context.Context, installation int64, repo *github
 			continue
 		}
 		t := thread{gh: gh, installation: installation, repo: repo, number: pr.GetNumber(), isPR: true, pr: pr, deliveryID: deliveryID}
-		if err := b.checksOn(ctx, t, sha); err != nil {
+		if err := cf.checksOn(ctx, t, sha); err != nil {
 			log.Error().Err(err).Int("pr", pr.GetNumber()).Msg("the PR's checks")
 		}
 	}

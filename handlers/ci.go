@@ -25,6 +25,17 @@ import (
 // webhook comes), and the App's pushes are the heads the PR body's run
 // history records.
 
+// ciFixer is the CI-fix path of the App's pull requests: it hears that
+// a head's checks changed, reads them, hands the table ChecksFailed when
+// they all completed and some failed, and performs the table's answer (a
+// fix run, or a word that none starts).
+type ciFixer struct {
+	c      *core
+	starts *starter
+	// on is the router's way from an event to what the bot does.
+	on func(ctx context.Context, t thread, ev event) (lifecycle.Case, error)
+}
+
 // ciEvent is what a ChecksFailed event carries, and what its facts found.
 type ciEvent struct {
 	state ciState
@@ -75,15 +86,15 @@ func appPushed(head, body string, marked []markedComment) bool {
 	return false
 }
 
-// ciFacts reads what the guards of ChecksFailed ask, each only when the
+// facts reads what the guards of ChecksFailed ask, each only when the
 // ones before it leave the decision open (a held PR only waits).
-func (b *Base) ciFacts(ctx context.Context, t thread, sc *scene, ci *ciEvent) {
+func (cf *ciFixer) facts(ctx context.Context, t thread, sc *scene, ci *ciEvent) {
 	f, log := &sc.facts, zerolog.Ctx(ctx)
 	if sc.pr == nil {
 		f.CIFixOff = true
 		return
 	}
-	cfg, err := b.loadConfig(ctx, t.installation, t.gh, sc.pr.GetBase().GetRef(), sandboxcfg.Flags{})
+	cfg, err := cf.c.loadConfig(ctx, t.installation, t.gh, sc.pr.GetBase().GetRef(), sandboxcfg.Flags{})
 	if err != nil {
 		log.Info().Err(err).Msg("the configuration does not read; no CI fix")
 		f.CIFixOff = true
@@ -96,7 +107,7 @@ func (b *Base) ciFacts(ctx context.Context, t thread, sc *scene, ci *ciEvent) {
 	if f.PersonPushed = !appPushed(ci.state.sha, sc.pr.GetBody(), sc.marked); f.PersonPushed {
 		return
 	}
-	onBase := b.failingOnBase(ctx, t.gh, sc.pr.GetBase().GetRef())
+	onBase := cf.c.failingOnBase(ctx, t.gh, sc.pr.GetBase().GetRef())
 	for _, c := range ci.state.failed {
 		if onBase[c.name] {
 			ci.alsoOnBase = append(ci.alsoOnBase, c.name)
@@ -107,13 +118,13 @@ func (b *Base) ciFacts(ctx context.Context, t thread, sc *scene, ci *ciEvent) {
 	f.FixesUsedUp = len(ci.fixes) >= cfg.CI.FixAttempts
 }
 
-// fixCI starts the fix run of a head: revise mode on the PR's branch,
+// fix starts the fix run of a head: revise mode on the PR's branch,
 // with the failing checks in its work order.
-func (b *Base) fixCI(ctx context.Context, t thread, ev event, sc *scene) error {
+func (cf *ciFixer) fix(ctx context.Context, t thread, ev event, sc *scene) error {
 	ci := ev.ci
 	// Another delivery of the same head's failure (or another event of
 	// it) may have started the run already: the logs are not read again.
-	if _, err := b.Backend.Status(ctx, dispatch.NewTaskID(t.gh.FullName(), t.number, dispatch.ModeRevise, ev.trigger)); err == nil {
+	if _, err := cf.c.Backend.Status(ctx, dispatch.NewTaskID(t.gh.FullName(), t.number, dispatch.ModeRevise, ev.trigger)); err == nil {
 		zerolog.Ctx(ctx).Info().Msg("the fix run of this head exists already; nothing to do")
 		return nil
 	}
@@ -125,15 +136,15 @@ func (b *Base) fixCI(ctx context.Context, t thread, ev event, sc *scene) error {
 		if len(report.Failures) == maxCIFailures {
 			break
 		}
-		report.Failures = append(report.Failures, b.ciFailure(ctx, t.gh, c))
+		report.Failures = append(report.Failures, cf.c.ciFailure(ctx, t.gh, c))
 	}
 	for _, f := range report.Failures {
 		zerolog.Ctx(ctx).Info().Str("check", f.Name).Int("log_tail_bytes", len(f.LogTail)).Int64("log_bytes", f.LogBytes).
 			Int("annotations", len(f.Annotations)).Msg("failing check for the fix run")
 	}
-	req := b.request(t, ev, dispatch.ModeRevise)
+	req := requestFor(t, ev, dispatch.ModeRevise)
 	req.Issue, req.Branch, req.BaseBranch, req.CI = sc.issue, sc.pr.GetHead().GetRef(), sc.pr.GetBase().GetRef(), report
-	return b.starts.start(ctx, t.gh, req)
+	return cf.starts.start(ctx, t.gh, req)
 }
 
 // CIBaseFailingData is github/ci_base_failing: the checks that fail on the
@@ -166,31 +177,31 @@ type CITried struct {
 	Result string
 }
 
-// ciReply posts the bot's word on failing checks that start no run, once
+// reply posts the bot's word on failing checks that start no run, once
 // per head: under a lock that only one replica takes, after looking again
 // at whether the word is there already.
-func (b *Base) ciReply(ctx context.Context, t thread, ev event, sc *scene, do lifecycle.Action) error {
+func (cf *ciFixer) reply(ctx context.Context, t thread, ev event, sc *scene, do lifecycle.Action) error {
 	ci := ev.ci
 	taskID := dispatch.NewTaskID(t.gh.FullName(), t.number, dispatch.ModeRevise, ev.trigger)
 	marker := Marker{Kind: KindCI, TaskID: taskID, Mode: dispatch.ModeRevise, Issue: sc.issue, CIHead: ci.state.sha, CIChecks: ci.state.names()}.String()
 	key := "ci/" + dispatch.LockKey(t.gh.FullName(), t.number)
-	holder := fmt.Sprintf("%s@%d", taskID, b.Now().UnixNano())
-	if _, err := b.Backend.Lock(ctx, key, holder); errors.Is(err, dispatch.ErrLocked) {
+	holder := fmt.Sprintf("%s@%d", taskID, cf.c.Now().UnixNano())
+	if _, err := cf.c.Backend.Lock(ctx, key, holder); errors.Is(err, dispatch.ErrLocked) {
 		zerolog.Ctx(ctx).Info().Msg("another replica answers these failing checks")
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("lock %s: %w", key, err)
 	}
 	defer func() {
-		if err := b.Backend.Unlock(context.WithoutCancel(ctx), key, holder); err != nil {
+		if err := cf.c.Backend.Unlock(context.WithoutCancel(ctx), key, holder); err != nil {
 			zerolog.Ctx(ctx).Warn().Err(err).Msg("release the CI reply's lock")
 		}
 	}()
-	if marked, err := b.botMarked(ctx, t.gh, t.number); err != nil || triggerActed(marked, t.gh.FullName(), t.number, ev.trigger) {
+	if marked, err := cf.c.botMarked(ctx, t.gh, t.number); err != nil || triggerActed(marked, t.gh.FullName(), t.number, ev.trigger) {
 		return err
 	}
 	if do == lifecycle.ReportBaseFails {
-		return b.reply(ctx, t.gh, t.number, "github/ci_base_failing", CIBaseFailingData{Marker: marker, Head: ci.state.sha,
+		return cf.c.reply(ctx, t.gh, t.number, "github/ci_base_failing", CIBaseFailingData{Marker: marker, Head: ci.state.sha,
 			Base: sc.pr.GetBase().GetRef(), Checks: ci.alsoOnBase})
 	}
 	data := CIGaveUpData{Marker: marker, Head: ci.state.sha, Attempts: ci.cfg.FixAttempts}
@@ -204,7 +215,7 @@ func (b *Base) ciReply(ctx context.Context, t thread, ev event, sc *scene, do li
 	for _, f := range ci.fixes {
 		data.Tried = append(data.Tried, CITried{TaskID: f.taskID, Checks: f.checks, Result: string(ended[f.taskID])})
 	}
-	return b.reply(ctx, t.gh, t.number, "github/ci_gave_up", data)
+	return cf.c.reply(ctx, t.gh, t.number, "github/ci_gave_up", data)
 }
 
 // The acknowledgement's account of a CI fix run, and its marker's.

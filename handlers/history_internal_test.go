@@ -17,7 +17,7 @@ func TestHistorySectionRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &core{Templates: set}
+	c := &core{Wiring: &Wiring{Templates: set}}
 	body := "<!-- sandbox-bot:{\"kind\":\"pr\",\"task\":\"T-1\"} -->\nSummary.\n\nCloses #1"
 	exec := RunEntry{TaskID: "T-00000001", Mode: dispatch.ModeExecute, Attempt: 1, Status: dispatch.StatusCompleted, CostUSD: 1.25, Steps: 9}
 	rev := RunEntry{TaskID: "T-00000002", Mode: dispatch.ModeRevise, Attempt: 1, Status: dispatch.StatusFailed, CostUSD: 0.5, Steps: 3, URL: "https://x/c/1"}

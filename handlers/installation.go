@@ -32,24 +32,31 @@ func (h *Installation) Handle(ctx context.Context, eventType, deliveryID string,
 	ctx = log.WithContext(ctx)
 	switch e.GetAction() {
 	case "created", "new_permissions_accepted", "unsuspend":
-		return h.b.setUpRepos(ctx, id, e.Repositories)
+		return h.b.installs.setUpRepos(ctx, id, e.Repositories)
 	case "deleted", "suspend":
-		return h.b.stopRuns(ctx, func(installation int64, _ string) bool { return installation == id })
+		return h.b.installs.stopRuns(ctx, func(installation int64, _ string) bool { return installation == id })
 	}
 	return nil
 }
 
+// installer owns a repository's life with the App: its labels when the
+// App is installed, the end of its runs when the App is removed.
+type installer struct {
+	c    *core
+	runs *Runs
+}
+
 // setUpRepos creates the labels in each repository; existing ones are kept.
-func (b *Base) setUpRepos(ctx context.Context, installation int64, repos []*github.Repository) error {
+func (ins *installer) setUpRepos(ctx context.Context, installation int64, repos []*github.Repository) error {
 	log := zerolog.Ctx(ctx)
 	var firstErr error
 	for _, r := range repos {
-		gh, err := b.hub.Repo(installation, r.GetFullName())
+		gh, err := ins.c.hub.Repo(installation, r.GetFullName())
 		if err != nil {
 			return err
 		}
-		for label, color := range b.labelSet() {
-			if err := gh.CreateLabel(ctx, label, color, labelDescription(label, b.TriggerLabel)); err != nil {
+		for label, color := range ins.labelSet() {
+			if err := gh.CreateLabel(ctx, label, color, labelDescription(label, ins.c.TriggerLabel)); err != nil {
 				log.Error().Err(err).Str("repo", r.GetFullName()).Str("label", label).Msg("create label")
 				if firstErr == nil {
 					firstErr = err
@@ -63,9 +70,9 @@ func (b *Base) setUpRepos(ctx context.Context, installation int64, repos []*gith
 
 // labelSet is the trigger label and the state labels, with the colours
 // installation events create them with.
-func (b *Base) labelSet() map[string]string {
+func (ins *installer) labelSet() map[string]string {
 	return map[string]string{
-		b.TriggerLabel:                  "5319e7",
+		ins.c.TriggerLabel:              "5319e7",
 		lifecycle.LabelPlanning:         "c5def5",
 		lifecycle.LabelAwaitingApproval: "fbca04",
 		lifecycle.LabelRunning:          "1d76db",
@@ -93,8 +100,8 @@ func labelDescription(label, trigger string) string {
 
 // stopRuns cancels every run that match selects, e.g. all runs of an
 // uninstalled installation.
-func (b *Base) stopRuns(ctx context.Context, match func(installation int64, repo string) bool) error {
-	runs, err := b.Backend.List(ctx)
+func (ins *installer) stopRuns(ctx context.Context, match func(installation int64, repo string) bool) error {
+	runs, err := ins.c.Backend.List(ctx)
 	if err != nil {
 		return fmt.Errorf("list runs: %w", err)
 	}
@@ -103,8 +110,8 @@ func (b *Base) stopRuns(ctx context.Context, match func(installation int64, repo
 		if r.State.Ended() || !match(r.Meta.InstallationID, r.Meta.Repo) {
 			continue
 		}
-		b.Runs.MarkAborted(r.Meta.TaskID, "uninstall")
-		if err := b.Backend.Cancel(ctx, r.Meta.TaskID); err != nil {
+		ins.runs.MarkAborted(r.Meta.TaskID, "uninstall")
+		if err := ins.c.Backend.Cancel(ctx, r.Meta.TaskID); err != nil {
 			log.Error().Err(err).Str("task_id", r.Meta.TaskID).Msg("cancel run")
 			continue
 		}

@@ -31,13 +31,13 @@ func (h *InstallationRepositories) Handle(ctx context.Context, eventType, delive
 	ctx = zerolog.Ctx(ctx).With().Int64(githubapp.LogKeyInstallationID, id).Logger().WithContext(ctx)
 	switch e.GetAction() {
 	case "added":
-		return h.b.setUpRepos(ctx, id, e.RepositoriesAdded)
+		return h.b.installs.setUpRepos(ctx, id, e.RepositoriesAdded)
 	case "removed":
 		removed := map[string]bool{}
 		for _, r := range e.RepositoriesRemoved {
 			removed[r.GetFullName()] = true
 		}
-		return h.b.stopRuns(ctx, func(installation int64, repo string) bool { return installation == id && removed[repo] })
+		return h.b.installs.stopRuns(ctx, func(installation int64, repo string) bool { return installation == id && removed[repo] })
 	}
 	return nil
 }

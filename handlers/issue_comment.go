@@ -36,7 +36,7 @@ func (h *IssueComment) Handle(ctx context.Context, eventType, deliveryID string,
 		return fmt.Errorf("parse issue_comment event: %w", err)
 	}
 	sender := &github.User{Login: github.String(string(head.GetStringBytes("sender", "login"))), Type: github.String(string(head.GetStringBytes("sender", "type")))}
-	if string(head.GetStringBytes("action")) != "created" || h.b.isIgnoredSender(sender) || !h.b.mayAddress(head.GetStringBytes("comment", "body")) {
+	if string(head.GetStringBytes("action")) != "created" || h.b.gate.isIgnoredSender(sender) || !h.b.mayAddress(head.GetStringBytes("comment", "body")) {
 		return nil
 	}
 	var e github.IssueCommentEvent

@@ -32,7 +32,7 @@ func (h *Issues) Handle(ctx context.Context, eventType, deliveryID string, paylo
 	installation := githubapp.GetInstallationIDFromEvent(&e)
 	ctx, log := githubapp.PrepareRepoContext(ctx, installation, repo)
 	ctx = log.With().Int("issue", issue.GetNumber()).Logger().WithContext(ctx)
-	if h.b.isIgnoredSender(e.GetSender()) {
+	if h.b.gate.isIgnoredSender(e.GetSender()) {
 		log.Debug().Str("sender", e.GetSender().GetLogin()).Msg("ignoring bot")
 		return nil
 	}
@@ -47,7 +47,7 @@ func (h *Issues) Handle(ctx context.Context, eventType, deliveryID string, paylo
 
 // thread opens the seam on an issue or pull request of repo.
 func (b *Base) thread(installation int64, repo *github.Repository, number int, isPR bool) (thread, error) {
-	gh, err := b.hub.Repo(installation, repo.GetFullName())
+	gh, err := b.c.hub.Repo(installation, repo.GetFullName())
 	if err != nil {
 		return thread{}, err
 	}

@@ -148,7 +148,7 @@ func (b *Base) mayAddress(body []byte) bool {
 	if bytes.IndexByte(body, '/') >= 0 {
 		return true
 	}
-	slug := b.slug()
+	slug := b.c.slug()
 	if slug == "" {
 		return bytes.IndexByte(body, '@') >= 0
 	}
@@ -171,7 +171,7 @@ func (c *core) slug() string {
 // it gets a short reply saying what the bot does there. "@bot /status" is
 // the command after the mention.
 func (b *Base) mention(ctx context.Context, t thread, body string) error {
-	login, err := b.LoadIdentity(ctx)
+	login, err := b.c.LoadIdentity(ctx)
 	if err != nil {
 		return err
 	}

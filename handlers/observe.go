@@ -64,7 +64,7 @@ func (sc *scene) holderAck() (markedComment, bool) {
 // read back.
 func (b *Base) observe(ctx context.Context, t thread) (scene, error) {
 	sc := scene{place: lifecycle.OnIssue, issue: t.number}
-	login, err := b.LoadIdentity(ctx)
+	login, err := b.c.LoadIdentity(ctx)
 	if err != nil {
 		return sc, err
 	}

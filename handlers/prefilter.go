@@ -28,19 +28,19 @@ func (b *Base) MayAct(eventType string, v *fastjson.Value) bool {
 	case "issues":
 		return action == "labeled" && string(v.GetStringBytes("label", "name")) == b.TriggerLabel
 	case "issue_comment":
-		return action == "created" && !b.senderIgnored(v) && b.mayAddress(v.GetStringBytes("comment", "body"))
+		return action == "created" && !b.gate.senderIgnored(v) && b.mayAddress(v.GetStringBytes("comment", "body"))
 	case "pull_request_review":
-		return action == "submitted" && !b.senderIgnored(v) &&
+		return action == "submitted" && !b.gate.senderIgnored(v) &&
 			strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), dispatch.BranchPrefix)
 	case "pull_request_review_comment":
 		// Inline comments matter on agent PRs (revise feedback); elsewhere
 		// only a command in one does.
-		return action == "created" && !b.senderIgnored(v) &&
+		return action == "created" && !b.gate.senderIgnored(v) &&
 			(strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), dispatch.BranchPrefix) || b.mayAddress(v.GetStringBytes("comment", "body")))
 	case "check_run":
-		return action == "rerequested" && string(v.GetStringBytes("check_run", "name")) == b.CheckName && !b.senderIgnored(v)
+		return action == "rerequested" && string(v.GetStringBytes("check_run", "name")) == b.CheckName && !b.gate.senderIgnored(v)
 	case "check_suite":
-		slug := b.slug()
+		slug := b.c.slug()
 		return action == "completed" && strings.HasPrefix(string(v.GetStringBytes("check_suite", "head_branch")), dispatch.BranchPrefix) &&
 			(slug == "" || !strings.EqualFold(string(v.GetStringBytes("check_suite", "app", "slug")), slug))
 	case "status":
@@ -63,8 +63,8 @@ func (b *Base) MayAct(eventType string, v *fastjson.Value) bool {
 // senderIgnored is isIgnoredSender on a parsed payload's sender (a
 // missing sender reads as an empty user, which handlers that decode the
 // event ignore anyway: the filter errs towards keeping).
-func (b *Base) senderIgnored(v *fastjson.Value) bool {
-	return b.isIgnoredSender(&github.User{
+func (gk *gatekeeper) senderIgnored(v *fastjson.Value) bool {
+	return gk.isIgnoredSender(&github.User{
 		Login: github.String(string(v.GetStringBytes("sender", "login"))),
 		Type:  github.String(string(v.GetStringBytes("sender", "type"))),
 	})

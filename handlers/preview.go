@@ -55,7 +55,7 @@ func previewLockKey(repo string, number int) string {
 // (starter.begin), under the preview's policy (policyOf).
 func (b *Base) preview(ctx context.Context, t thread, sc *scene) error {
 	pr := sc.pr
-	p := previewRun{c: b.core}
+	p := previewRun{c: b.c}
 	switch {
 	case pr == nil || pr.GetHead().GetRepo().GetID() != pr.GetBase().GetRepo().GetID():
 		return p.refuse(ctx, t.gh, t.number, "this pull request comes from a fork: its code is not the repository's, and it gets no preview")
@@ -64,10 +64,10 @@ func (b *Base) preview(ctx context.Context, t thread, sc *scene) error {
 	}
 	// The configuration (dev command, setup, env, preview secrets) is the
 	// base branch's: the head's is the agent's to write.
-	cfg, err := b.loadConfig(ctx, t.installation, t.gh, pr.GetBase().GetRef(), sandboxcfg.Flags{})
+	cfg, err := b.c.loadConfig(ctx, t.installation, t.gh, pr.GetBase().GetRef(), sandboxcfg.Flags{})
 	var cfgErr *ConfigError
 	if errors.As(err, &cfgErr) {
-		return b.reply(ctx, t.gh, t.number, "github/config_error", ConfigErrorData{Source: cfgErr.Source, Error: cfgErr.Error(), File: sandboxcfg.FileName})
+		return b.c.reply(ctx, t.gh, t.number, "github/config_error", ConfigErrorData{Source: cfgErr.Source, Error: cfgErr.Error(), File: sandboxcfg.FileName})
 	}
 	if err != nil {
 		return err
@@ -77,7 +77,7 @@ func (b *Base) preview(ctx context.Context, t thread, sc *scene) error {
 			sanitizeInline(pr.GetBase().GetRef(), 100)))
 	}
 	var missing []string
-	if p.secrets, missing = b.previewSecrets(cfg); len(missing) > 0 {
+	if p.secrets, missing = previewSecrets(cfg, b.SecretEnv); len(missing) > 0 {
 		return p.refuse(ctx, t.gh, t.number, fmt.Sprintf("`dev.preview_secrets` in `.sandbox.yml` on `%s` names %s, which this bot does not pass to sandboxes (`SANDBOX_PASS_ENV`; provider keys never reach a preview)",
 			sanitizeInline(pr.GetBase().GetRef(), 100), sanitizeInline(strings.Join(missing, ", "), 300)))
 	}
@@ -91,10 +91,10 @@ func (b *Base) preview(ctx context.Context, t thread, sc *scene) error {
 
 // previewSecrets are the pass-through secrets the base branch's
 // configuration names for previews, and the names among them the bot does
-// not pass to sandboxes.
-func (b *Base) previewSecrets(cfg sandboxcfg.Resolved) (names, missing []string) {
+// not pass to sandboxes (passed, the server's SecretEnv).
+func previewSecrets(cfg sandboxcfg.Resolved, passed []string) (names, missing []string) {
 	for _, n := range cfg.Dev.PreviewSecrets {
-		if slices.Contains(b.SecretEnv, n) {
+		if slices.Contains(passed, n) {
 			names = append(names, n)
 		} else {
 			missing = append(missing, n)

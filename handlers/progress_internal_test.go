@@ -20,7 +20,7 @@ func TestDeferredProgressGoesWithTheNextLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProgress(w.ctx, w.b.core, gh, meta)
+	p := newProgress(w.ctx, w.b.c, gh, meta)
 	shows := func(want string) bool {
 		got := w.repo.bodies(1)
 		return len(got) == 1 && strings.Contains(got[0], want)
@@ -55,13 +55,13 @@ func TestDeferredProgressGoesWithTheNextLine(t *testing.T) {
 func TestDeferredProgressIsTriedAgain(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	w.b.core.ProgressInterval = time.Millisecond
+	w.b.c.ProgressInterval = time.Millisecond
 	meta := dispatch.Meta{TaskID: "T-0000000000000def", Repo: tRepo, Number: 1, Mode: dispatch.ModePlan, InstallationID: 1, Attempt: 1}
 	gh, err := w.hub.Repo(1, tRepo)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProgress(w.ctx, w.b.core, gh, meta)
+	p := newProgress(w.ctx, w.b.c, gh, meta)
 	p.update(dispatch.Progress{Stage: "agent", Message: "reading the code"})
 	p.mu.Lock()
 	p.lastSent = time.Time{} // the interval has passed

@@ -33,7 +33,7 @@ func (h *PullRequestReview) Handle(ctx context.Context, eventType, deliveryID st
 		return fmt.Errorf("parse pull_request_review event: %w", err)
 	}
 	review, pr, repo := e.GetReview(), e.GetPullRequest(), e.GetRepo()
-	if e.GetAction() != "submitted" || h.b.isIgnoredSender(e.GetSender()) {
+	if e.GetAction() != "submitted" || h.b.gate.isIgnoredSender(e.GetSender()) {
 		return nil
 	}
 	// Approvals ask for nothing; a bare "commented" review is the wrapper

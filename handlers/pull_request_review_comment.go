@@ -32,7 +32,7 @@ func (h *PullRequestReviewComment) Handle(ctx context.Context, eventType, delive
 	if err := json.Unmarshal(payload, &e); err != nil {
 		return fmt.Errorf("parse pull_request_review_comment event: %w", err)
 	}
-	if e.GetAction() != "created" || h.b.isIgnoredSender(e.GetSender()) {
+	if e.GetAction() != "created" || h.b.gate.isIgnoredSender(e.GetSender()) {
 		return nil
 	}
 	comment, pr, repo := e.GetComment(), e.GetPullRequest(), e.GetRepo()

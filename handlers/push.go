@@ -38,7 +38,7 @@ func (h *Push) Handle(ctx context.Context, eventType, deliveryID string, payload
 	repo := pushRepo(e.GetRepo())
 	installation := githubapp.GetInstallationIDFromEvent(&e)
 	ctx, log := githubapp.PrepareRepoContext(ctx, installation, repo)
-	gh, err := h.b.hub.Repo(installation, repo.GetFullName())
+	gh, err := h.b.c.hub.Repo(installation, repo.GetFullName())
 	if err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func (b *Base) rebase(ctx context.Context, t thread, sc *scene, trigger string, 
 	if err == nil {
 		log.Info().Msg("PR branch updated through the API")
 		if explicit {
-			return b.reply(ctx, t.gh, t.number, "github/branch_updated", BranchUpdatedData{Base: sc.pr.GetBase().GetRef()})
+			return b.c.reply(ctx, t.gh, t.number, "github/branch_updated", BranchUpdatedData{Base: sc.pr.GetBase().GetRef()})
 		}
 		return nil
 	}

@@ -43,7 +43,7 @@ func TestRunsContinueThroughTheirStartFunction(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var started []startRequest
-	r := newRuns(b.core, func(_ context.Context, _ GitHub, req startRequest) error {
+	r := newRuns(b.c, func(_ context.Context, _ GitHub, req startRequest) error {
 		mu.Lock()
 		defer mu.Unlock()
 		started = append(started, req)
@@ -56,13 +56,13 @@ func TestRunsContinueThroughTheirStartFunction(t *testing.T) {
 	if _, err := backend.Lock(t.Context(), key, meta.TaskID); err != nil {
 		t.Fatal(err)
 	}
-	repoGH, err := b.hub.Repo(42, repo)
+	repoGH, err := b.c.hub.Repo(42, repo)
 	if err != nil {
 		t.Fatal(err)
 	}
 	res := &dispatch.Result{TaskID: meta.TaskID, Mode: meta.Mode, Status: dispatch.StatusInterrupted, Branch: "agent/" + strings.ToLower(meta.TaskID) + "-add-a-login-page",
 		Commits: []dispatch.Commit{{SHA: "0123abc", Message: "half a login page"}}}
-	prog := newProgress(t.Context(), b.core, repoGH, meta)
+	prog := newProgress(t.Context(), b.c, repoGH, meta)
 	if err := r.finish(t.Context(), repoGH, meta, res, prog); err != nil {
 		t.Fatal(err)
 	}

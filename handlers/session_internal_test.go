@@ -13,7 +13,7 @@ import (
 // starts fresh; a plan run without a plan task hands over nothing.
 func TestSessionHandoffWithoutAKeeper(t *testing.T) {
 	t.Parallel()
-	b := agentRun{c: &core{Backend: struct{ dispatch.Backend }{backendtest.NewMemory()}}}
+	b := agentRun{c: &core{Wiring: &Wiring{Backend: struct{ dispatch.Backend }{backendtest.NewMemory()}}}}
 	h := b.sessionHandoff(context.Background(), "T-00000001")
 	if h == nil || h.FromTask != "T-00000001" || len(h.Archive) != 0 || !strings.Contains(h.Missing, "the memory backend does not carry agent sessions") {
 		t.Fatalf("handoff = %+v", h)

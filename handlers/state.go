@@ -12,11 +12,11 @@ import (
 
 // replyState answers with the github/<name> template the table chose,
 // filled from what the bot saw.
-func (b *Base) replyState(ctx context.Context, t thread, ev event, sc *scene, name string) error {
+func (sr *stateReplies) replyState(ctx context.Context, t thread, ev event, sc *scene, name string) error {
 	var data any
 	switch name {
 	case "no_plan":
-		data = NoPlanData{TriggerLabel: b.TriggerLabel}
+		data = NoPlanData{TriggerLabel: sr.c.TriggerLabel}
 	case "plan_in_progress":
 		d := PlanInProgressData{Command: ev.command(), TaskID: sc.holder, Round: 1}
 		if ack, ok := sc.holderAck(); ok {
@@ -24,7 +24,7 @@ func (b *Base) replyState(ctx context.Context, t thread, ev event, sc *scene, na
 		}
 		data = d
 	case "max_rounds":
-		data = MaxRoundsData{MaxRounds: b.MaxPlanRounds}
+		data = MaxRoundsData{MaxRounds: sr.c.MaxPlanRounds}
 	case "no_earlier_run":
 		data = NoEarlierRunData{Command: ev.command()}
 	case "nothing_to_continue":
@@ -38,11 +38,11 @@ func (b *Base) replyState(ctx context.Context, t thread, ev event, sc *scene, na
 		}
 		data = d
 	case "mention_other_pr":
-		data = MentionOtherPRData{Slug: b.slug(), TriggerLabel: b.TriggerLabel}
+		data = MentionOtherPRData{Slug: sr.c.slug(), TriggerLabel: sr.c.TriggerLabel}
 	default:
 		return fmt.Errorf("the table chose the reply %q, which has no data here", name)
 	}
-	return b.reply(ctx, t.gh, t.number, "github/"+name, data)
+	return sr.c.reply(ctx, t.gh, t.number, "github/"+name, data)
 }
 
 // replyBusy tells the person that the run holding the issue still runs,

@@ -47,28 +47,33 @@ type StatusData struct {
 	ResultURL string
 }
 
+// stateReplies answer what the bot sees without starting a run: /status,
+// and the replies the table chooses for a command that does not apply in
+// the issue's state (state.go).
+type stateReplies struct{ c *core }
+
 // status answers /status, for any reader. Where the bot never ran it
 // says nothing: the command is not an invitation to talk.
-func (b *Base) status(ctx context.Context, t thread, sc *scene) error {
+func (sr *stateReplies) status(ctx context.Context, t thread, sc *scene) error {
 	log := zerolog.Ctx(ctx)
-	data, ok := b.statusData(ctx, sc.holder, sc.marked)
+	data, ok := sr.statusData(ctx, sc.holder, sc.marked)
 	if !ok {
 		log.Info().Str("sender", t.sender).Msg("/status where the bot never ran: no reply")
 		return nil
 	}
 	// The run's state is part of the key: waiting, running, ended.
 	key := fmt.Sprintf("status\x00%s#%d\x00%s\x00%s\x00%t\x00%t", t.gh.FullName(), t.number, t.sender, data.TaskID, data.Running, data.Place > 0)
-	if !b.once(key, statusInterval) {
+	if !sr.c.trust.once(key, sr.c.Now(), statusInterval) {
 		log.Info().Str("sender", t.sender).Msg("/status answered to this person recently; not replying again")
 		return nil
 	}
 	data.User = t.sender
-	return b.reply(ctx, t.gh, t.number, "github/status", data)
+	return sr.c.reply(ctx, t.gh, t.number, "github/status", data)
 }
 
 // statusData describes the run holding the issue, else the newest run the
 // bot's own comments tell of; ok is false when there is none.
-func (b *Base) statusData(ctx context.Context, holder string, marked []markedComment) (StatusData, bool) {
+func (sr *stateReplies) statusData(ctx context.Context, holder string, marked []markedComment) (StatusData, bool) {
 	var d StatusData
 	var start, end time.Time
 	if holder != "" {
@@ -78,14 +83,14 @@ func (b *Base) statusData(ctx context.Context, holder string, marked []markedCom
 		} else if q, ok := lastMarked(marked, KindQueued, holder); ok {
 			d.Mode, start = q.Marker.Mode, q.Comment.GetCreatedAt().Time
 		}
-		if st, err := b.Backend.Status(ctx, holder); err == nil {
+		if st, err := sr.c.Backend.Status(ctx, holder); err == nil {
 			d.Mode = st.Meta.Mode
 			if !st.StartedAt.IsZero() {
 				start = st.StartedAt
 			}
 		}
-		end = b.Now()
-		d.Place = b.queuePlace(ctx, holder)
+		end = sr.c.Now()
+		d.Place = sr.queuePlace(ctx, holder)
 	} else {
 		last, ok := lastRun(marked)
 		if !ok {
@@ -107,16 +112,16 @@ func (b *Base) statusData(ctx context.Context, holder string, marked []markedCom
 	if !start.IsZero() && !end.IsZero() && end.After(start) {
 		d.Elapsed = end.Sub(start).Round(time.Second).String()
 	}
-	if e, ok := b.board.get(d.TaskID); ok {
-		d.Stage = sanitizeInline(b.Secrets.Redact(e.Stage), 40)
-		d.Message = sanitizeInline(b.Secrets.Redact(e.Message), 200)
+	if e, ok := sr.c.board.get(d.TaskID); ok {
+		d.Stage = sanitizeInline(sr.c.Secrets.Redact(e.Stage), 40)
+		d.Message = sanitizeInline(sr.c.Secrets.Redact(e.Message), 200)
 		d.CostUSD, d.HasCost = max(d.CostUSD, e.CostUSD), true
 		d.CheckURL = e.CheckURL
 	}
 	if plan, ok := lastMarked(marked, KindPlan, ""); ok {
 		d.PlanURL = plan.Comment.GetHTMLURL()
 	}
-	d.LiveURL = b.Receipts.LiveURL(d.TaskID)
+	d.LiveURL = sr.c.Receipts.LiveURL(d.TaskID)
 	return d, true
 }
 
@@ -141,11 +146,11 @@ func lastRun(marked []markedComment) (markedComment, bool) {
 // queuePlace is taskID's place among the runs waiting for a slot, 0 when
 // it is not waiting (or the queue cannot be read: /status then says it
 // runs, as the lock does).
-func (b *Base) queuePlace(ctx context.Context, taskID string) int {
-	if !b.Caps.Any() {
+func (sr *stateReplies) queuePlace(ctx context.Context, taskID string) int {
+	if !sr.c.Caps.Any() {
 		return 0
 	}
-	q, err := b.Backend.ReadQueue(ctx)
+	q, err := sr.c.Backend.ReadQueue(ctx)
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("/status: read the run queue")
 		return 0

@@ -21,7 +21,7 @@ func (w *world) checksFailed(t thread) event {
 	w.repo.sandboxYML += "ci: { fix: true, fix_attempts: 2 }\n"
 	w.recordHead(tHead)
 	w.repo.addActionsFailure(tHead, "test", "2026-01-01T00:00:00.0000000Z ok 1\n2026-01-01T00:00:01.0000000Z greeting: FAIL\n##[error]Process completed with exit code 1.\nPost job cleanup.\n")
-	st, err := w.b.readChecks(w.ctx, t.gh, tHead)
+	st, err := w.b.c.readChecks(w.ctx, t.gh, tHead)
 	if err != nil || !st.complete() || len(st.failed) != 1 {
 		w.t.Fatalf("the failing checks read as %+v (%v)", st, err)
 	}
@@ -32,7 +32,7 @@ func (w *world) checksFailed(t thread) event {
 // the branch at head.
 func (w *world) recordHead(head string) {
 	w.t.Helper()
-	section, err := w.b.renderHistory([]RunEntry{{TaskID: tExecTask, Mode: dispatch.ModeExecute, Attempt: 1, Status: dispatch.StatusCompleted, Head: head}})
+	section, err := w.b.c.renderHistory([]RunEntry{{TaskID: tExecTask, Mode: dispatch.ModeExecute, Attempt: 1, Status: dispatch.StatusCompleted, Head: head}})
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	b.Receipts.PublicURL = "https://bot.example" // it serves pages: previews have a place
-	b.hub, b.retryWait = hub, time.Millisecond
+	b.c.hub, b.c.retryWait = hub, time.Millisecond
 	logs := &testenv.Log{}
 	logger := zerolog.New(logs).Level(zerolog.DebugLevel)
 	b.Runs.SetLogger(logger)
@@ -462,7 +462,7 @@ func TestRunTableModeByEnd(t *testing.T) {
 				}
 				meta := dispatch.Meta{TaskID: tRun, Mode: mode, Repo: tRepo, Number: n, InstallationID: tInst, Attempt: e.attempt}
 				gh, _ := w.hub.Repo(tInst, tRepo)
-				if err := w.b.Runs.finish(w.ctx, gh, meta, res, newProgress(w.ctx, w.b.core, gh, meta)); err != nil {
+				if err := w.b.Runs.finish(w.ctx, gh, meta, res, newProgress(w.ctx, w.b.c, gh, meta)); err != nil {
 					t.Fatalf("%v\n%s", err, w.logs.String())
 				}
 				if got := w.effects(before, ""); got != runGrid[mode][i] {
@@ -491,11 +491,11 @@ func TestStateLabelIsRetriedThenReported(t *testing.T) {
 	w := newWorld(t)
 	gh, _ := w.hub.Repo(tInst, tRepo)
 	w.hub.failNext("AddLabels", serverError())
-	if err := w.b.setState(w.ctx, gh, 1, lifecycle.Planning); err != nil {
+	if err := w.b.c.setState(w.ctx, gh, 1, lifecycle.Planning); err != nil {
 		t.Fatalf("one refusal must be retried: %v", err)
 	}
 	w.hub.failNext("RemoveLabel", serverError(), serverError(), serverError())
-	err := w.b.setState(w.ctx, gh, 1, lifecycle.PlanPosted)
+	err := w.b.c.setState(w.ctx, gh, 1, lifecycle.PlanPosted)
 	if err == nil || !strings.Contains(err.Error(), "plan posted") {
 		t.Fatalf("a refusal that lasts must be reported, got %v", err)
 	}
@@ -504,7 +504,7 @@ func TestStateLabelIsRetriedThenReported(t *testing.T) {
 	if labels := w.repo.labels(1); !slices.Contains(labels, lifecycle.LabelAwaitingApproval) {
 		t.Errorf("labels %v", labels)
 	}
-	if err := w.b.setState(w.ctx, gh, 1, lifecycle.PlanPosted); err != nil {
+	if err := w.b.c.setState(w.ctx, gh, 1, lifecycle.PlanPosted); err != nil {
 		t.Fatal(err)
 	}
 	if labels := w.repo.labels(1); !slices.Equal(labels, []string{lifecycle.LabelAwaitingApproval}) {
@@ -522,7 +522,7 @@ func TestTwoReplicasLeaveOneStateLabel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other.hub = w.hub
+	other.c.hub = w.hub
 	t.Cleanup(other.Runs.Stop)
 	var wg sync.WaitGroup
 	for i, b := range []*Base{w.b, other} {

@@ -12,6 +12,8 @@ import (
 	"github.com/google/go-github/v62/github"
 	lru "github.com/hashicorp/golang-lru"
 	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 // What the bot trusts, and for how long it remembers it.
@@ -125,35 +127,73 @@ func (c *core) fetchCanWrite(ctx context.Context, gh GitHub, login string) (bool
 	return false, nil
 }
 
+// gatekeeper says who may act: which senders the handlers ignore, who
+// may ask for what, and the one polite refusal for the rest.
+type gatekeeper struct{ c *core }
+
+// isIgnoredSender is true for bots (the app itself included) unless the
+// operator allowed them.
+func (gk *gatekeeper) isIgnoredSender(u *github.User) bool {
+	if u == nil {
+		return true
+	}
+	if u.GetType() == "Bot" || strings.HasSuffix(u.GetLogin(), "[bot]") {
+		return !slices.Contains(gk.c.AllowBots, u.GetLogin())
+	}
+	return false
+}
+
+// mayAsk is who may act, before anything is read: anyone may ask for
+// /status, a push and failing checks are the repository's own, and the
+// rest is for writers
+// (write, maintain, admin, or the operator's allowlist). Anyone else gets
+// one polite refusal per issue per hour; a review by one gets nothing.
+func (gk *gatekeeper) mayAsk(ctx context.Context, t thread, ev event) (bool, error) {
+	if ev.kind == lifecycle.Status || ev.kind == lifecycle.Push || ev.kind == lifecycle.ChecksFailed {
+		return true, nil
+	}
+	ok, err := gk.c.canWrite(ctx, t.gh, t.sender)
+	if err != nil || ok {
+		return ok, err
+	}
+	log := zerolog.Ctx(ctx).Info().Str("sender", t.sender)
+	if ev.kind == lifecycle.Review {
+		log.Msg("review feedback by a non-writer; not revising")
+		return false, nil
+	}
+	log.Msg("refusing: sender cannot write to the repository")
+	return false, gk.refuse(ctx, t, ev.tried)
+}
+
 // refuseOnce reports whether login should be told (again) on this issue
 // that they may not drive the bot, and records it: at most one refusal per
 // person per issue per hour, so a stranger repeating commands cannot make
 // the bot spam the thread. The memory is per replica: with several
 // replicas behind a load balancer a person can get one refusal from each
 // per hour, which is still bounded; nothing runs either way.
-func (b *Base) refuseOnce(fullRepo string, number int, login string) bool {
-	return b.once(fmt.Sprintf("%s#%d\x00%s", fullRepo, number, login), refusalInterval)
+func (gk *gatekeeper) refuseOnce(fullRepo string, number int, login string) bool {
+	return gk.c.trust.once(fmt.Sprintf("%s#%d\x00%s", fullRepo, number, login), gk.c.Now(), refusalInterval)
 }
 
-// once reports whether key was not recorded within interval, and records
-// it: the check-and-set behind every "at most one reply per ..." rule.
-func (b *Base) once(key string, interval time.Duration) bool {
-	now := b.Now()
-	b.trust.mu.Lock()
-	defer b.trust.mu.Unlock()
-	if v, ok := b.trust.refusals.Get(key); ok && now.Sub(v.(time.Time)) < interval {
+// once reports whether key was not recorded within interval before now,
+// and records it: the check-and-set behind every "at most one reply per
+// ..." rule.
+func (ts *trustState) once(key string, now time.Time, interval time.Duration) bool {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if v, ok := ts.refusals.Get(key); ok && now.Sub(v.(time.Time)) < interval {
 		return false
 	}
-	b.trust.refusals.Add(key, now)
+	ts.refusals.Add(key, now)
 	return true
 }
 
 // refuse tells the sender, at most once per issue per hour, that only
 // writers can do what they tried; nothing runs either way.
-func (b *Base) refuse(ctx context.Context, t thread, tried string) error {
-	if !b.refuseOnce(t.gh.FullName(), t.number, t.sender) {
+func (gk *gatekeeper) refuse(ctx context.Context, t thread, tried string) error {
+	if !gk.refuseOnce(t.gh.FullName(), t.number, t.sender) {
 		zerolog.Ctx(ctx).Info().Str("sender", t.sender).Msg("refused within the hour already; not replying again")
 		return nil
 	}
-	return b.reply(ctx, t.gh, t.number, "github/refusal", RefusalData{User: t.sender, Action: tried})
+	return gk.c.reply(ctx, t.gh, t.number, "github/refusal", RefusalData{User: t.sender, Action: tried})
 }

@@ -64,7 +64,7 @@ func TestMarkedCommentsOnlyFromOwnBot(t *testing.T) {
 func TestRefuseOncePerHour(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	b := &Base{core: &core{Now: func() time.Time { return now }, trust: newTrustState()}}
+	b := &gatekeeper{c: &core{Wiring: &Wiring{Now: func() time.Time { return now }}, trust: newTrustState()}}
 	if !b.refuseOnce("acme/app", 1, "mallory") {
 		t.Fatal("the first refusal must be sent")
 	}
@@ -83,7 +83,7 @@ func TestRefuseOncePerHour(t *testing.T) {
 
 func TestFlagOverCeiling(t *testing.T) {
 	t.Parallel()
-	b := &starter{c: &core{Settings: Settings{Limits: sandboxcfg.Limits{}.WithDefaults()}}}
+	b := &starter{c: &core{Wiring: &Wiring{Settings: Settings{Limits: sandboxcfg.Limits{}.WithDefaults()}}}}
 	for name, c := range map[string]struct {
 		flags   sandboxcfg.Flags
 		setting string
