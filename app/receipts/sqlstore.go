@@ -14,7 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
+	"modernc.org/sqlite"               // registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // sqlStore is the Store on database/sql. The queries are written once,
@@ -81,11 +82,29 @@ func OpenSQLite(dir string) (Store, error) {
 	// begins, so one that reads before it writes (a replaced receipt's
 	// figures) never reads what another writer is changing.
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_txlock=immediate"
-	db, err := sql.Open("sqlite", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("receipts: open %s: %w", path, err)
+	// Replicas that start at once on a new file race to turn it to WAL:
+	// SQLite answers the losers SQLITE_BUSY at once, without waiting on
+	// busy_timeout (the switch needs the file to itself, and waiting could
+	// deadlock), so an open is tried again for as long as busy_timeout
+	// would have waited.
+	deadline := time.Now().Add(10 * time.Second)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			return nil, fmt.Errorf("receipts: open %s: %w", path, err)
+		}
+		s, err := open(context.Background(), db, sqliteDialect, path)
+		if err == nil || !isBusy(err) || time.Now().Add(wait).After(deadline) {
+			return s, err
+		}
+		time.Sleep(wait)
 	}
-	return open(context.Background(), db, sqliteDialect, path)
+}
+
+// isBusy reports whether err is SQLite's SQLITE_BUSY (any extended code).
+func isBusy(err error) bool {
+	var e *sqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_BUSY
 }
 
 // OpenPostgres connects to the PostgreSQL database at url (postgres://…)
