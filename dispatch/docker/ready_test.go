@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -68,8 +69,14 @@ func fakeDockerRuntime(t *testing.T, kind string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "docker")
 	script := fmt.Sprintf("#!/bin/sh\n%s=%s exec %q -test.run='^TestFakeDockerCLI$' -- \"$@\"\n", fakeDockerEnv, kind, os.Args[0])
-	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
+	// Written by a child process: a file this process held open for
+	// writing could still be open in a child another parallel test forks
+	// at that moment (until that child execs), and running it would fail
+	// with "text file busy".
+	write := exec.Command("sh", "-c", `cat > "$1" && chmod 0755 "$1"`, "sh", p)
+	write.Stdin = strings.NewReader(script)
+	if out, err := write.CombinedOutput(); err != nil {
+		t.Fatalf("write %s: %v\n%s", p, err, out)
 	}
 	return p
 }
