@@ -165,10 +165,7 @@ func (p *CPUProfile) sample() {
 		p.shimT = max(p.shimT, st.own)
 	}
 	if p.cgroupCPU != "" {
-		if b, err := os.ReadFile(p.cgroupCPU); err == nil {
-			ns, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-			p.total = max(p.total, time.Duration(ns))
-		}
+		p.total = max(p.total, cgroupUsage(p.cgroupCPU))
 	}
 	for pid, st := range stats {
 		if !descends(pid, p.root, parent) {

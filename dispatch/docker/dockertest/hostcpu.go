@@ -37,8 +37,21 @@ func readStat(pid int) (procStat, error) {
 		t[i], _ = strconv.ParseInt(f[11+i], 10, 64)
 	}
 	ppid, _ := strconv.Atoi(f[1])
-	tick := func(n int64) time.Duration { return time.Duration(n) * time.Second / clockTick }
-	return procStat{comm: s[open+1 : closing], ppid: ppid, own: tick(t[0] + t[1]), children: tick(t[2] + t[3])}, nil
+	return procStat{comm: s[open+1 : closing], ppid: ppid, own: ticks(t[0] + t[1]), children: ticks(t[2] + t[3])}, nil
+}
+
+// ticks is n clock ticks (USER_HZ) as a duration.
+func ticks(n int64) time.Duration { return time.Duration(n) * time.Second / clockTick }
+
+// cgroupUsage is a cgroup's CPU time from its cpuacct.usage file
+// (nanoseconds), 0 when it cannot be read.
+func cgroupUsage(path string) time.Duration {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	ns, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return time.Duration(ns)
 }
 
 // ProcessCPU is pid's own CPU time and that of the children it has
@@ -148,7 +161,7 @@ func ReadMachineCPU() MachineCPU {
 		f := strings.Fields(line)
 		for i, s := range f[1:] {
 			n, _ := strconv.ParseInt(s, 10, 64)
-			d := time.Duration(n) * time.Second / clockTick
+			d := ticks(n)
 			switch i {
 			case 3, 4: // idle, iowait
 				m.Idle += d
@@ -158,10 +171,7 @@ func ReadMachineCPU() MachineCPU {
 			}
 		}
 	}
-	if b, err := os.ReadFile("/sys/fs/cgroup/cpuacct/docker/cpuacct.usage"); err == nil {
-		n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-		m.Containers = time.Duration(n)
-	}
+	m.Containers = cgroupUsage("/sys/fs/cgroup/cpuacct/docker/cpuacct.usage")
 	return m
 }
 
