@@ -64,6 +64,14 @@ type Caps struct {
 // Any reports whether any cap is set, i.e. whether runs queue at all.
 func (c Caps) Any() bool { return c.Global > 0 || c.PerInstallation > 0 || c.PerRepo > 0 }
 
+// Fits reports whether one more run fits under the caps (0 or less is no
+// cap) while total runs hold a slot, inInstallation of them in its
+// installation and inRepo in its repository.
+func (c Caps) Fits(total, inInstallation, inRepo int) bool {
+	return (c.Global <= 0 || total < c.Global) && (c.PerInstallation <= 0 || inInstallation < c.PerInstallation) &&
+		(c.PerRepo <= 0 || inRepo < c.PerRepo)
+}
+
 // ClaimGrace is how long a claimed slot counts without its run showing on
 // the backend: the time the bot takes to submit it. A claim older than
 // that whose run is not live was left by a replica that stopped before
@@ -215,8 +223,7 @@ func admit(cur []QueueEntry, caps Caps, live []Meta, now time.Time) (next, admit
 			break
 		}
 		repo := strings.ToLower(e.Repo)
-		if (caps.PerInstallation > 0 && perInst[e.InstallationID] >= caps.PerInstallation) ||
-			(caps.PerRepo > 0 && perRepo[repo] >= caps.PerRepo) {
+		if !caps.Fits(total, perInst[e.InstallationID], perRepo[repo]) {
 			continue
 		}
 		next[i].ClaimedAt, changed = nowMs, true

@@ -218,8 +218,7 @@ func (s *starter) capsFull(ctx context.Context, req startRequest) (bool, error) 
 			repo++
 		}
 	}
-	c := s.c.Caps
-	return (c.Global > 0 && total >= c.Global) || (c.PerInstallation > 0 && inst >= c.PerInstallation) || (c.PerRepo > 0 && repo >= c.PerRepo), nil
+	return !s.c.Caps.Fits(total, inst, repo), nil
 }
 
 // announce has the kind announce a submitted run, then follows it. A
