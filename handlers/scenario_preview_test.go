@@ -108,3 +108,24 @@ func untar(t *testing.T, b []byte) map[string]string {
 		}
 	}
 }
+
+// TestPreviewRefusedWhenTheCapsAreFull: a preview waits in no queue. With
+// the server's one slot taken by a plan run, /preview is refused with a
+// reply that says why, and nothing is submitted.
+func TestPreviewRefusedWhenTheCapsAreFull(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{".sandbox.yml": defaultSandboxYML + "dev: { command: node server.js, port: 5173 }\n", "server.js": "// the app\n"}
+	h := newHarness(t, files, map[string]string{"SANDBOX_MAX_RUNS": "1", "SANDBOX_PUBLIC_URL": "https://bot.example",
+		"GITHUB_OAUTH_CLIENT_ID": "Iv1.x", "GITHUB_OAUTH_CLIENT_SECRET": "oauth-secret"})
+	pr := h.agentPR(h.gh.AddIssue(testRepo, writer, "Feature", ""))
+	busy := h.gh.AddIssue(testRepo, writer, "Another", "")
+	h.label(busy, writer, "d-busy")
+	if n := len(h.waitSubmitted(1)); n != 1 {
+		t.Fatalf("%d runs submitted, want the plan run holding the one slot", n)
+	}
+	h.comment(pr, writer, "/preview")
+	h.waitComment(pr, "the refusal", func(c string) bool { return strings.Contains(c, "every slot for runs is taken") })
+	if specs := h.backend.Specs(); len(specs) != 1 || specs[0].Order.Mode == dispatch.ModePreview {
+		t.Errorf("%d runs submitted; a preview over the caps must start none", len(specs))
+	}
+}
