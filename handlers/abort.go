@@ -23,7 +23,7 @@ type aborter struct {
 // it was aborted). A lock whose run is gone is released.
 func (ab *aborter) abort(ctx context.Context, t thread, holder string) error {
 	if holder == "" {
-		return ab.c.reply(ctx, t.gh, t.number, "github/nothing_to_abort", NothingToAbortData{})
+		return ab.c.reply(ctx, t.gh, t.number, "github/nothing_to_abort", TableReplyData{OnPR: t.isPR, Commands: commandsFor(t.isPR)})
 	}
 	key := dispatch.LockKey(t.repo.GetFullName(), t.number)
 	if handled, err := ab.abortQueued(ctx, t, key, holder); handled || err != nil {

@@ -195,10 +195,3 @@ func (b *Base) mention(ctx context.Context, t thread, body string) error {
 	_, err = b.on(ctx, t, ev)
 	return err
 }
-
-// MentionOtherPRData is github/mention_other_pr: a writer mentioned the
-// App on a pull request it did not open.
-type MentionOtherPRData struct {
-	Slug         string
-	TriggerLabel string
-}

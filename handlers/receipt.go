@@ -151,10 +151,6 @@ type StartFailedData struct {
 	Delivery string
 }
 
-// NothingToAbortData is github/nothing_to_abort: /abort with no run
-// holding the issue.
-type NothingToAbortData struct{}
-
 // StaleLockData is github/stale_lock: /abort found a lock whose run is
 // gone, and released it.
 type StaleLockData struct {

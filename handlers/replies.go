@@ -90,47 +90,36 @@ type CommandErrorData struct {
 	State string
 }
 
-// NoPlanData is github/no_plan: /approve with no plan and none being written.
-type NoPlanData struct {
-	TriggerLabel string
-}
-
-// PlanInProgressData is github/plan_in_progress: /approve (or /revise)
-// while a plan run is still writing the plan.
-type PlanInProgressData struct {
+// TableReplyData is the data of every reply the tables choose by name (a
+// reply("…") cell in handlers/lifecycle/table.go, wrong_place included):
+// github/no_plan, plan_in_progress, max_rounds, no_earlier_run,
+// nothing_to_continue, nothing_to_abort, wrong_place, mention_other_pr.
+// It is one type, filled with all it holds whichever reply it is, so a
+// new reply is its template and its cell: no type, sample or case to add
+// (TestANewTableReplyIsItsTemplate).
+type TableReplyData struct {
+	// Command is the command typed ("" for a mention).
 	Command string
-	TaskID  string
-	Round   int
-}
-
-// MaxRoundsData is github/max_rounds: /revise past the last plan round.
-type MaxRoundsData struct {
-	MaxRounds int
-}
-
-// NoEarlierRunData is github/no_earlier_run: /retry or /continue with no
-// run of this App's on the issue.
-type NoEarlierRunData struct {
-	Command string
-}
-
-// NothingToContinueData is github/nothing_to_continue: /continue after a
-// run that pushed no branch.
-type NothingToContinueData struct {
-	Mode dispatch.Mode
-}
-
-// WrongPlaceData is github/wrong_place: a command typed on an issue that
-// works on the agent's PR, or the other way round, or a PR command on a
-// pull request this App did not open.
-type WrongPlaceData struct {
-	Command string
-	// OnPR is where it was typed.
-	OnPR bool
-	// NotAgentPR: typed on a pull request this App did not open.
+	// OnPR is where it was typed; NotAgentPR: on a pull request this App
+	// did not open.
+	OnPR       bool
 	NotAgentPR bool
-	// Commands are the commands that apply where it was typed.
+	// Commands are the commands that apply where it was typed, with their
+	// help (none on a pull request the App did not open).
 	Commands []string
+	// State is the issue's state label (agent:planning, ...), "" for none.
+	State string
+	// TaskID is the run holding the issue, and Round its plan round (1
+	// when it says none); TaskID is "" when no run holds it.
+	TaskID string
+	Round  int
+	// Mode is the mode of the last run on the issue or PR ("" for none).
+	Mode dispatch.Mode
+	// MaxRounds is the server's last plan round (SANDBOX_MAX_PLAN_ROUNDS).
+	MaxRounds    int
+	TriggerLabel string
+	// Slug is the App's, as people mention it.
+	Slug string
 }
 
 // OverCeilingData is github/over_ceiling: a one-off flag asks for more

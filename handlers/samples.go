@@ -46,26 +46,19 @@ func ReplySamples() map[string][]any {
 		"github/ci_base_failing": {CIBaseFailingData{Marker: marker, Head: "0123abc", Base: "main", Checks: []string{"test"}}},
 		"github/ci_gave_up": {CIGaveUpData{Marker: marker, Head: "0123abc", Attempts: 2, Failing: []CIFailingLine{{Name: "test", Conclusion: "failure"}},
 			Tried: []CITried{{TaskID: task, Checks: []string{"test"}, Result: "completed"}, {TaskID: task, Checks: []string{"test", "lint"}}}}},
-		"github/busy":                {BusyData{Holder: task, HolderMode: dispatch.ModePlan, Mode: dispatch.ModeExecute, Command: "approve"}, BusyData{Holder: task, Mode: dispatch.ModePlan}},
-		"github/command_error":       {CommandErrorData{Error: "unknown flag --budgte", Commands: issueCmds, State: lifecycle.LabelAwaitingApproval}, CommandErrorData{Error: "x", Commands: prCmds, OnPR: true, State: lifecycle.LabelRunning}, CommandErrorData{Error: "x", Commands: issueCmds, State: lifecycle.LabelPlanning}},
-		"github/config_error":        {ConfigErrorData{Source: "octo-org/hello", Error: "line 3: unknown field \"modle\"", File: ".sandbox.yml"}},
-		"github/no_plan":             {NoPlanData{TriggerLabel: "agent"}},
-		"github/plan_in_progress":    {PlanInProgressData{Command: "approve", TaskID: task, Round: 1}, PlanInProgressData{Command: "revise", TaskID: task, Round: 2}},
-		"github/max_rounds":          {MaxRoundsData{MaxRounds: 5}},
-		"github/no_earlier_run":      {NoEarlierRunData{Command: "retry"}},
-		"github/nothing_to_continue": {NothingToContinueData{Mode: dispatch.ModePlan}, NothingToContinueData{}},
-		"github/wrong_place":         {WrongPlaceData{Command: "plan", OnPR: true, Commands: prCmds}, WrongPlaceData{Command: "rebase", Commands: issueCmds}, WrongPlaceData{Command: "revise", OnPR: true, NotAgentPR: true}},
-		"github/over_ceiling":        {OverCeilingData{Command: "approve", Flag: "budget", Asked: "$500.00", Ceiling: "$10.00", Within: "10", Setting: "limits.max_budget_usd"}, OverCeilingData{Flag: "timeout", Asked: "600m", Ceiling: "120m", Within: "120", Setting: "limits.max_timeout_minutes"}},
-		"github/branch_updated":      {BranchUpdatedData{Base: "main"}},
-		"github/start_failed":        {StartFailedData{Marker: marker, TaskID: task, Mode: dispatch.ModePlan, What: "the sandbox backend refused the run", Todo: "Then comment `/retry`.", Delivery: "d-1"}},
-		"github/nothing_to_abort":    {NothingToAbortData{}},
-		"github/stale_lock":          {StaleLockData{Holder: task}},
-		"github/abort_requested":     {AbortRequestedData{Marker: marker, TaskID: task, By: "alice"}},
-		"github/queued":              {QueuedData{TaskID: task, Mode: dispatch.ModePlan, Place: 1, Caps: []string{"2 in all"}, Marker: marker}, QueuedData{TaskID: task, Mode: dispatch.ModeExecute, Place: 3, Ahead: 2, Caps: []string{"4 in all", "1 per repository"}, Marker: marker}},
-		"github/queue_aborted":       {QueueAbortedData{TaskID: task, By: "alice", Marker: marker}},
-		"github/progress":            {ProgressData{Marker: marker, Title: "agent: step 3", Text: "Task `" + task + "` (execute) · step 3"}},
-		"github/progress_done":       {ProgressDoneData{Marker: marker, Conclusion: "success", Title: "Done", Summary: "Added a login page."}, ProgressDoneData{Marker: marker, Conclusion: "neutral", Title: "No changes", Summary: "Nothing changed."}},
-		"github/pr_checks":           {PRChecksData{Result: sampleChecks(task, true)}, PRChecksData{Result: sampleChecks(task, false)}},
+		"github/busy":            {BusyData{Holder: task, HolderMode: dispatch.ModePlan, Mode: dispatch.ModeExecute, Command: "approve"}, BusyData{Holder: task, Mode: dispatch.ModePlan}},
+		"github/command_error":   {CommandErrorData{Error: "unknown flag --budgte", Commands: issueCmds, State: lifecycle.LabelAwaitingApproval}, CommandErrorData{Error: "x", Commands: prCmds, OnPR: true, State: lifecycle.LabelRunning}, CommandErrorData{Error: "x", Commands: issueCmds, State: lifecycle.LabelPlanning}},
+		"github/config_error":    {ConfigErrorData{Source: "octo-org/hello", Error: "line 3: unknown field \"modle\"", File: ".sandbox.yml"}},
+		"github/over_ceiling":    {OverCeilingData{Command: "approve", Flag: "budget", Asked: "$500.00", Ceiling: "$10.00", Within: "10", Setting: "limits.max_budget_usd"}, OverCeilingData{Flag: "timeout", Asked: "600m", Ceiling: "120m", Within: "120", Setting: "limits.max_timeout_minutes"}},
+		"github/branch_updated":  {BranchUpdatedData{Base: "main"}},
+		"github/start_failed":    {StartFailedData{Marker: marker, TaskID: task, Mode: dispatch.ModePlan, What: "the sandbox backend refused the run", Todo: "Then comment `/retry`.", Delivery: "d-1"}},
+		"github/stale_lock":      {StaleLockData{Holder: task}},
+		"github/abort_requested": {AbortRequestedData{Marker: marker, TaskID: task, By: "alice"}},
+		"github/queued":          {QueuedData{TaskID: task, Mode: dispatch.ModePlan, Place: 1, Caps: []string{"2 in all"}, Marker: marker}, QueuedData{TaskID: task, Mode: dispatch.ModeExecute, Place: 3, Ahead: 2, Caps: []string{"4 in all", "1 per repository"}, Marker: marker}},
+		"github/queue_aborted":   {QueueAbortedData{TaskID: task, By: "alice", Marker: marker}},
+		"github/progress":        {ProgressData{Marker: marker, Title: "agent: step 3", Text: "Task `" + task + "` (execute) · step 3"}},
+		"github/progress_done":   {ProgressDoneData{Marker: marker, Conclusion: "success", Title: "Done", Summary: "Added a login page."}, ProgressDoneData{Marker: marker, Conclusion: "neutral", Title: "No changes", Summary: "Nothing changed."}},
+		"github/pr_checks":       {PRChecksData{Result: sampleChecks(task, true)}, PRChecksData{Result: sampleChecks(task, false)}},
 		"github/plan_comment": {PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, CostSoFar: 1.25, PlanStart: planStart, PlanEnd: planEnd},
 			PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, PlanStart: planStart, PlanEnd: planEnd,
 				Images: []ImageNote{{Name: "the issue, image 1 (login.png)"}, {Name: "the issue, image 2 (logs.txt)", Why: "its bytes are not a PNG, JPEG, GIF or WebP image"}}},
@@ -93,10 +86,9 @@ func ReplySamples() map[string][]any {
 			TaskDoneData{Receipt: taskDone, Marker: marker, Artifacts: &ArtifactsData{Caps: "5.0 MiB per file", Error: "GitHub refused the artifacts branch."}},
 			TaskDoneData{Receipt: taskDone, Marker: marker}, TaskDoneData{Receipt: lost, Marker: marker},
 		},
-		"github/no_changes":       {NoChangesData{Receipt: done, Marker: marker}, NoChangesData{Receipt: lost, Marker: marker}},
-		"github/failure":          {FailureData{Receipt: failed, Marker: marker, Retry: "/retry"}, FailureData{Receipt: lost, Marker: marker, Retry: "/retry"}},
-		"github/aborted":          {AbortedData{Receipt: done, Marker: marker, By: "alice"}, AbortedData{Receipt: lost, Marker: marker}},
-		"github/mention_other_pr": {MentionOtherPRData{Slug: "sandbox-bot", TriggerLabel: "agent"}},
+		"github/no_changes": {NoChangesData{Receipt: done, Marker: marker}, NoChangesData{Receipt: lost, Marker: marker}},
+		"github/failure":    {FailureData{Receipt: failed, Marker: marker, Retry: "/retry"}, FailureData{Receipt: lost, Marker: marker, Retry: "/retry"}},
+		"github/aborted":    {AbortedData{Receipt: done, Marker: marker, By: "alice"}, AbortedData{Receipt: lost, Marker: marker}},
 		"github/status": {
 			StatusData{User: "maya", TaskID: task, Mode: dispatch.ModeExecute, Running: true, Stage: "validate", Message: "check test", Elapsed: "4m 10s", CostUSD: 0.42, HasCost: true,
 				CheckURL: "https://github.com/octo-org/hello/runs/1", LiveURL: "https://bot.example.com/runs/" + task, PlanURL: "https://github.com/octo-org/hello/issues/7#issuecomment-1"},
@@ -105,7 +97,34 @@ func ReplySamples() map[string][]any {
 		},
 	}
 	maps.Copy(samples, previewSamples(task))
+	for _, name := range lifecycle.Replies() {
+		samples["github/"+name] = tableReplySamples(task, issueCmds, prCmds)
+	}
 	return samples
+}
+
+// tableReplySamples are the samples of every reply the tables choose by
+// name (TableReplyData): a reply added to the table is checked with them,
+// with nothing to write here. Between them they take each reply through
+// its branches: an issue and the App's PR, another's PR, a holder in a
+// later round or none, a last run or none.
+func tableReplySamples(task string, issueCmds, prCmds []string) []any {
+	base := TableReplyData{Commands: issueCmds, MaxRounds: 5, TriggerLabel: "agent", Slug: "sandbox-bot"}
+	with := func(f func(*TableReplyData)) TableReplyData {
+		d := base
+		f(&d)
+		return d
+	}
+	return []any{
+		with(func(d *TableReplyData) {
+			d.Command, d.State, d.TaskID, d.Round, d.Mode = "approve", lifecycle.LabelPlanning, task, 1, dispatch.ModePlan
+		}),
+		with(func(d *TableReplyData) {
+			d.Command, d.OnPR, d.Commands, d.State, d.TaskID, d.Round, d.Mode = "revise", true, prCmds, lifecycle.LabelRunning, task, 2, dispatch.ModeRevise
+		}),
+		with(func(d *TableReplyData) { d.Command, d.OnPR, d.NotAgentPR, d.Commands = "revise", true, true, nil }),
+		with(func(d *TableReplyData) { d.Command, d.Round = "rebase", 1 }),
+	}
 }
 
 // previewSamples are the /preview replies' samples.

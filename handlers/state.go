@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/rs/zerolog"
 
@@ -11,38 +10,26 @@ import (
 )
 
 // replyState answers with the github/<name> template the table chose,
-// filled from what the bot saw.
+// filled with everything a table reply may say (TableReplyData).
 func (sr *stateReplies) replyState(ctx context.Context, t thread, ev event, sc *scene, name string) error {
-	var data any
-	switch name {
-	case "no_plan":
-		data = NoPlanData{TriggerLabel: sr.c.TriggerLabel}
-	case "plan_in_progress":
-		d := PlanInProgressData{Command: ev.command(), TaskID: sc.holder, Round: 1}
-		if ack, ok := sc.holderAck(); ok {
-			d.TaskID, d.Round = ack.Marker.TaskID, max(ack.Marker.Round, 1)
-		}
-		data = d
-	case "max_rounds":
-		data = MaxRoundsData{MaxRounds: sr.c.MaxPlanRounds}
-	case "no_earlier_run":
-		data = NoEarlierRunData{Command: ev.command()}
-	case "nothing_to_continue":
-		data = NothingToContinueData{Mode: sc.last.Mode}
-	case "nothing_to_abort":
-		data = NothingToAbortData{}
-	case "wrong_place":
-		d := WrongPlaceData{Command: ev.command(), OnPR: t.isPR, Commands: commandsFor(t.isPR)}
-		if sc.state == lifecycle.NotOurs {
-			d.NotAgentPR, d.Commands = true, nil
-		}
-		data = d
-	case "mention_other_pr":
-		data = MentionOtherPRData{Slug: sr.c.slug(), TriggerLabel: sr.c.TriggerLabel}
-	default:
-		return fmt.Errorf("the table chose the reply %q, which has no data here", name)
+	return sr.c.reply(ctx, t.gh, t.number, "github/"+name, sr.tableData(t, ev, sc))
+}
+
+// tableData is what the bot saw, for any reply the table chooses: all of
+// it, whichever reply it is, so a reply added to the table needs no code.
+func (sr *stateReplies) tableData(t thread, ev event, sc *scene) TableReplyData {
+	d := TableReplyData{
+		Command: ev.command(), OnPR: t.isPR, Commands: commandsFor(t.isPR), State: sc.state.Label(),
+		TaskID: sc.holder, Round: 1, Mode: sc.last.Mode,
+		MaxRounds: sr.c.MaxPlanRounds, TriggerLabel: sr.c.TriggerLabel, Slug: sr.c.slug(),
 	}
-	return sr.c.reply(ctx, t.gh, t.number, "github/"+name, data)
+	if ack, ok := sc.holderAck(); ok {
+		d.TaskID, d.Round = ack.Marker.TaskID, max(ack.Marker.Round, 1)
+	}
+	if sc.state == lifecycle.NotOurs {
+		d.NotAgentPR, d.Commands = true, nil
+	}
+	return d
 }
 
 // replyBusy tells the person that the run holding the issue still runs,

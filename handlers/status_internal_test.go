@@ -25,7 +25,7 @@ func TestStatusAndMentionRepliesRender(t *testing.T) {
 			[]string{"The plan run `T-00000003` is waiting for a slot here: next in line (queued 2m0s ago)."}},
 		{"github/status", StatusData{TaskID: "T-00000002", Mode: dispatch.ModePlan, Outcome: "failed", Elapsed: "1m0s", ResultURL: "https://x/1", PlanURL: "https://x/0"},
 			[]string{"The last run here, `T-00000002` (plan), failed after 1m0s.", "- Plan: https://x/0", "- Result: https://x/1"}},
-		{"github/mention_other_pr", MentionOtherPRData{Slug: "my-bot", TriggerLabel: "agent"}, []string{"mention @my-bot on an issue", "label it `agent`"}},
+		{"github/mention_other_pr", TableReplyData{Slug: "my-bot", TriggerLabel: "agent"}, []string{"mention @my-bot on an issue", "label it `agent`"}},
 	} {
 		out, err := set.Render(tc.name, tc.data)
 		if err != nil {

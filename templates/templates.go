@@ -136,6 +136,17 @@ func (s *Set) add(path, text string) error {
 	return nil
 }
 
+// With is a copy of s with the template name added (or replaced) from
+// text, parsed as Load parses a file: how a test sees a template a
+// newcomer is about to add to the embedded ones.
+func (s *Set) With(name, text string) (*Set, error) {
+	c := &Set{byName: maps.Clone(s.byName), overrides: maps.Clone(s.overrides)}
+	if err := c.add(name+".tmpl", text); err != nil {
+		return nil, fmt.Errorf("template %s: %s", name, describe(err))
+	}
+	return c, nil
+}
+
 // Names lists the loaded templates.
 func (s *Set) Names() []string { return slices.Sorted(maps.Keys(s.byName)) }
 

@@ -3,6 +3,7 @@ package templates
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -109,6 +110,26 @@ func TestBrokenOverrideNamesLine(t *testing.T) {
 	_, err := Load(dir)
 	if want := "template override " + path + ": line 2: unclosed action"; err == nil || err.Error() != want {
 		t.Errorf("Load = %v, want %q", err, want)
+	}
+}
+
+// With adds a template to a copy, leaving the set it came from alone, and
+// a broken one is refused with its line.
+func TestWithAddsToACopy(t *testing.T) {
+	t.Parallel()
+	base := MustLoadEmbedded()
+	s, err := base.With("github/new_reply", "hi {{.Name}}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := s.Render("github/new_reply", inner{Name: "maya"}); err != nil || out != "hi maya" {
+		t.Errorf("Render = %q, %v", out, err)
+	}
+	if slices.Contains(base.Names(), "github/new_reply") {
+		t.Error("With changed the set it copied")
+	}
+	if _, err := base.With("github/new_reply", "ok\n{{.Name"); err == nil || err.Error() != "template github/new_reply: line 2: unclosed action" {
+		t.Errorf("With of a broken template = %v", err)
 	}
 }
 

@@ -1,6 +1,10 @@
 package lifecycle
 
-import "strings"
+import (
+	"maps"
+	"slices"
+	"strings"
+)
 
 // The comment commands' events, each declared in Commands.
 const (
@@ -118,4 +122,32 @@ func rows(before []Event, cmds []CommandSpec, after ...Event) []Event {
 		out = append(out, c.Event)
 	}
 	return append(out, after...)
+}
+
+// Replies are the names of the replies the tables choose by name (the
+// reply("…") cells, wrong_place included), sorted: each is a
+// github/<name> template, rendered with the handlers' one data type for
+// table replies.
+func Replies() []string {
+	seen := map[string]bool{}
+	add := func(r Rule) {
+		for _, c := range r {
+			if name, ok := c.Do.ReplyName(); ok {
+				seen[name] = true
+			}
+		}
+	}
+	for _, t := range []map[Event]map[State]Rule{issueTable, prTable} {
+		for _, row := range t {
+			for _, r := range row {
+				add(r)
+			}
+		}
+	}
+	for _, row := range runTable {
+		for _, r := range row {
+			add(r)
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
