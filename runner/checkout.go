@@ -79,22 +79,23 @@ func (r *run) prepare() error {
 	if err := g.Clone(r.work, r.order.CloneURL); err != nil {
 		return err
 	}
-	def, err := g.DefaultBranch(r.work)
-	if err != nil {
-		return err
+	r.baseBranch = firstNonEmpty(r.order.BaseBranch, r.cfg.Branch)
+	if r.baseBranch == "" {
+		if r.baseBranch, err = g.RemoteDefault(r.work); err != nil {
+			return err
+		}
 	}
-	r.baseBranch = firstNonEmpty(r.order.BaseBranch, r.cfg.Branch, def)
-	r.baseSHA, err = g.RevParse(r.work, "origin/"+r.baseBranch)
+	r.baseSHA, err = g.RemoteBranch(r.work, r.baseBranch)
 	if err != nil {
 		return failed("base branch %q does not exist on the remote", r.baseBranch)
 	}
 	target := r.order.TargetBranch
-	targetExists := false
+	targetSHA := ""
 	if target != "" {
-		_, err := g.RevParse(r.work, "origin/"+target)
-		targetExists = err == nil
+		targetSHA, _ = g.RemoteBranch(r.work, target)
 	}
-	if err := r.checkoutStart(g, target, targetExists); err != nil {
+	targetExists := targetSHA != ""
+	if err := r.checkoutStart(g, target, targetSHA); err != nil {
 		return err
 	}
 	if r.startSHA, err = g.Head(r.work); err != nil {
@@ -116,30 +117,34 @@ func (r *run) prepare() error {
 
 // checkoutStart checks out what the mode starts from: the base branch, the
 // target branch (made from the base when it does not exist yet), or a
-// target branch that must exist.
-func (r *run) checkoutStart(g *Git, target string, targetExists bool) error {
-	var err error
+// target branch that must exist. targetSHA is where the remote's target
+// branch is ("" when it has none).
+func (r *run) checkoutStart(g *Git, target, targetSHA string) error {
+	branch, from, at := r.baseBranch, r.baseBranch, r.baseSHA
 	switch r.spec.start {
-	case startBase:
-		err = g.Checkout(r.work, r.baseBranch, "origin/"+r.baseBranch)
 	case startTarget:
-		from := "origin/" + r.baseBranch
+		branch = target
 		note := r.spec.onMissing
-		if targetExists {
-			from, note = "origin/"+target, r.spec.onExisting
+		if targetSHA != "" {
+			from, at, note = target, targetSHA, r.spec.onExisting
 		}
 		if note != "" {
 			r.log.Warn().Str("branch", target).Msg(note)
 		}
-		err = g.Checkout(r.work, target, from)
 	case startMust:
-		if !targetExists {
+		if targetSHA == "" {
 			return failed("branch %q does not exist on the remote; there is nothing to %s", target, r.order.Mode)
 		}
-		err = g.Checkout(r.work, target, "origin/"+target)
+		branch, from, at = target, target, targetSHA
 	}
 	r.pushes = r.spec.pushes
-	return err
+	if err := g.Checkout(r.work, branch, "origin/"+from); err != nil {
+		return err
+	}
+	// checkout -B left HEAD at the commit it started from: the runner
+	// knows it without asking git again.
+	g.knowHead(at)
+	return nil
 }
 
 func (r *run) resolveEnv() error {

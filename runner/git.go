@@ -171,11 +171,6 @@ func (e *GitError) Error() string {
 
 func (e *GitError) Unwrap() error { return e.Err }
 
-// DefaultBranch is the branch the clone checked out (the remote's HEAD).
-func (g *Git) DefaultBranch(ctx context.Context) (string, error) {
-	return g.run(ctx, "", "symbolic-ref", "--short", "HEAD")
-}
-
 // Checkout makes branch point at start and checks it out.
 func (g *Git) Checkout(ctx context.Context, branch, start string) error {
 	_, err := g.run(ctx, "", "checkout", "--quiet", "-B", branch, start)

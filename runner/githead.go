@@ -48,6 +48,18 @@ func (g *Git) Head(ctx context.Context) (string, error) {
 	return sha, nil
 }
 
+// knowHead records sha as HEAD, as a command the runner ran has just set
+// it (checkout -B), with the stamp of the files as they are now: the next
+// Head returns it while they stay so.
+func (g *Git) knowHead(sha string) {
+	g.head.mu.Lock()
+	defer g.head.mu.Unlock()
+	g.head.sha, g.head.stamp = "", ""
+	if stamp, ok := g.headStamp(); ok && fullSHA.MatchString(sha) {
+		g.head.sha, g.head.stamp = sha, stamp
+	}
+}
+
 // headStamp describes the files HEAD is read from: .git/HEAD, the branch
 // it names, packed-refs. ok is false where the layout is not the plain
 // one whose files say every change (a .git file or link, a worktree, the

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -130,4 +132,55 @@ func (g *Git) InspectStreamIn(ctx context.Context, stdin io.Reader, read func(io
 		return &GitError{Args: g.red.String(strings.Join(args, " ")), Output: g.red.String(tail(strings.TrimSpace(stderr.String()), 2000)), Err: err}
 	}
 	return rerr
+}
+
+// Blobs reads the blob at each "<rev>:<path>" from the mirror with one
+// `git cat-file --batch`, where each `cat-file blob` would be a process;
+// a blob that does not exist is nil. A spec with a newline in it (a path
+// the agent named) is read on its own, as the batch input is one spec a
+// line.
+func (g *Git) Blobs(ctx context.Context, specs ...string) ([][]byte, error) {
+	out := make([][]byte, len(specs))
+	var in strings.Builder
+	var batched []int
+	for i, s := range specs {
+		if strings.ContainsAny(s, "\n\r") {
+			if text, err := g.Inspect(ctx, "cat-file", "blob", s); err == nil {
+				out[i] = []byte(text)
+			}
+			continue
+		}
+		in.WriteString(s + "\n")
+		batched = append(batched, i)
+	}
+	if len(batched) == 0 {
+		return out, nil
+	}
+	err := g.InspectStreamIn(ctx, strings.NewReader(in.String()), func(r io.Reader) error {
+		br := bufio.NewReader(r)
+		for _, i := range batched {
+			header, err := br.ReadString('\n')
+			if err != nil {
+				return fmt.Errorf("cat-file --batch: %w", err)
+			}
+			// "<sha> <type> <size>", or "<spec> missing" (or ambiguous).
+			f := strings.Fields(header)
+			if len(f) != 3 || f[1] == "missing" {
+				continue
+			}
+			size, err := strconv.Atoi(f[2])
+			if err != nil {
+				return fmt.Errorf("cat-file --batch: header %q", strings.TrimSpace(header))
+			}
+			body := make([]byte, size+1) // the content and its newline
+			if _, err := io.ReadFull(br, body); err != nil {
+				return fmt.Errorf("cat-file --batch: %w", err)
+			}
+			if f[1] == "blob" {
+				out[i] = body[:size]
+			}
+		}
+		return nil
+	}, "cat-file", "--batch")
+	return out, err
 }

@@ -36,10 +36,13 @@ func (r *run) dependencies(ctx context.Context, head string) *dispatch.Dependenc
 		if eco == "" {
 			continue
 		}
-		oldText, _ := r.git.Inspect(ctx, "cat-file", "blob", r.baseSHA+":"+f)
-		newText, _ := r.git.Inspect(ctx, "cat-file", "blob", head+":"+f)
-		before, err1 := depscan.Parse(f, []byte(oldText))
-		after, err2 := depscan.Parse(f, []byte(newText))
+		texts, err := r.git.Blobs(ctx, r.baseSHA+":"+f, head+":"+f)
+		if err != nil {
+			deps.Errors = append(deps.Errors, clipString(fmt.Sprintf("%s: %v", f, err), 300))
+			continue
+		}
+		before, err1 := depscan.Parse(f, texts[0])
+		after, err2 := depscan.Parse(f, texts[1])
 		if err := firstErr(err1, err2); err != nil {
 			deps.Errors = append(deps.Errors, clipString(fmt.Sprintf("%s: %v", f, err), 300))
 			continue

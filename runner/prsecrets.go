@@ -95,9 +95,13 @@ func (r *run) secretScanner(ctx context.Context) (*secretscan.Scanner, error) {
 	if r.sec.scanner != nil {
 		return r.sec.scanner, nil
 	}
-	ignore, _ := r.git.Inspect(ctx, "cat-file", "blob", r.baseSHA+":"+secretscan.IgnoreFile)
-	conf, _ := r.git.Inspect(ctx, "cat-file", "blob", r.baseSHA+":"+secretscan.ConfigFile)
-	allow, err := secretscan.LoadAllowlist([]byte(ignore), []byte(conf), r.cfg.Secrets.Allow)
+	files, err := r.git.Blobs(ctx, r.baseSHA+":"+secretscan.IgnoreFile, r.baseSHA+":"+secretscan.ConfigFile)
+	if err != nil {
+		// Scanned without the repository's allowlists: stricter, not blind.
+		r.log.Warn().Err(err).Msg("secret scan: could not read the base's allowlists")
+		files = make([][]byte, 2)
+	}
+	allow, err := secretscan.LoadAllowlist(files[0], files[1], r.cfg.Secrets.Allow)
 	if err != nil {
 		r.log.Warn().Err(err).Msg("secret scan: the repository's gitleaks configuration is not used")
 	}

@@ -182,7 +182,7 @@ func Backend(git, projectRoot, prefix string, env ...string) (http.Handler, erro
 	if git == "" {
 		git = "git"
 	}
-	execPath, err := gitOutput(git, "", "--exec-path")
+	execPath, err := execPathOf(git)
 	if err != nil {
 		return nil, fmt.Errorf("gitserve: locate git http-backend: %w", err)
 	}
@@ -236,6 +236,19 @@ func repoName(gitDir string) string {
 		return "repo"
 	}
 	return b.String()
+}
+
+// defaultExecPath is `git --exec-path` of the git on PATH, asked once a
+// process: it is fixed when git is built, and every test starts a server
+// or two (each git process costs ~15 ms of CPU on these machines).
+var defaultExecPath = sync.OnceValues(func() (string, error) { return gitOutput("git", "", "--exec-path") })
+
+// execPathOf is where git keeps its helper programs (http-backend).
+func execPathOf(git string) (string, error) {
+	if git == "git" {
+		return defaultExecPath()
+	}
+	return gitOutput(git, "", "--exec-path")
 }
 
 func gitOutput(git, dir string, args ...string) (string, error) {

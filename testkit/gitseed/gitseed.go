@@ -1,5 +1,6 @@
-// Package gitseed writes a commit straight into a git repository with one
-// `git fast-import`, for test fixtures that seed many repositories: the
+// Package gitseed writes a commit straight into a git repository (a root
+// commit as loose objects, any other with one `git fast-import`), for
+// test fixtures that seed many repositories: the
 // usual init, add, commit and push of a work tree costs five or more git
 // processes per commit, which on a busy machine was most of a test's set-up.
 package gitseed
@@ -61,6 +62,12 @@ type Commit struct {
 // branch's work tree is left as it is) and returns the new commit's sha.
 // env is the environment git runs with (nil: the process's).
 func Write(gitDir string, env []string, c Commit) (string, error) {
+	if sha, ok, err := writeRoot(gitDir, c); ok {
+		if err != nil {
+			return "", fmt.Errorf("write commit on %s into %s: %w", c.Branch, gitDir, err)
+		}
+		return sha, nil
+	}
 	var in bytes.Buffer
 	fmt.Fprintf(&in, "commit refs/heads/%s\nmark :1\n", c.Branch)
 	fmt.Fprintf(&in, "committer %s %d +0000\n", c.Committer, time.Now().Unix())

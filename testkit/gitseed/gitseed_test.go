@@ -31,13 +31,22 @@ func TestWriteRootAndChild(t *testing.T) {
 	env := append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
 	root, err := gitseed.Write(dir, env, gitseed.Commit{
 		Branch: "main", Committer: "Ann <ann@example.com>", Mode: "100755",
-		Files: map[string]string{"a.sh": "echo a\n", "sub/b.txt": "b\n"}, Message: "Initial commit",
+		// sub.txt and sub-x sort around the directory sub as git sorts
+		// them (sub/ after sub.txt, before sub-x would be wrong: fsck
+		// --strict below says treeNotSorted).
+		Files: map[string]string{"a.sh": "echo a\n", "sub/b.txt": "b\n", "sub.txt": "s\n", "sub-x": "x\n", "empty-is-none": ""}, Message: "Initial commit",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if head := git(t, dir, "rev-parse", "main"); head != root {
 		t.Fatalf("main = %s, Write returned %s", head, root)
+	}
+	if got := git(t, dir, "ls-tree", "-r", "--name-only", "main"); got != "a.sh\nsub-x\nsub.txt\nsub/b.txt" {
+		t.Fatalf("files of main:\n%s", got)
+	}
+	if got := git(t, dir, "log", "-1", "--format=%s|%an <%ae>|%cn <%ce>|%P", root); got != "Initial commit|Ann <ann@example.com>|Ann <ann@example.com>|" {
+		t.Fatalf("root commit = %q", got)
 	}
 	if got := git(t, dir, "ls-tree", "-r", "main"); !strings.Contains(got, "100755 blob") || !strings.Contains(got, "sub/b.txt") {
 		t.Fatalf("tree of main:\n%s", got)
@@ -52,7 +61,7 @@ func TestWriteRootAndChild(t *testing.T) {
 	if got := git(t, dir, "rev-parse", "topic~1"); got != root {
 		t.Fatalf("parent of topic = %s, want %s", got, root)
 	}
-	if got := git(t, dir, "ls-tree", "-r", "--name-only", child); got != "c.md\nsub/b.txt" {
+	if got := git(t, dir, "ls-tree", "-r", "--name-only", child); got != "c.md\nsub-x\nsub.txt\nsub/b.txt" {
 		t.Fatalf("files of topic = %q", got)
 	}
 	if got := git(t, dir, "log", "-1", "--format=%s|%an <%ae>|%cn", child); got != "Change things|Ann <ann@example.com>|Ann" {
