@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/sandbox-bot/sandbox-bot/testkit/gitseed"
 )
 
 // The fake answers many requests for a branch's head and for a file at a
@@ -97,6 +99,15 @@ func (s *Server) fileAt(gitDir, rev, path string) ([]byte, bool) {
 			return f.content, f.found
 		}
 		rev = sha
+		// A seeded repository's first commit is loose objects: read
+		// without a process.
+		if content, found, ok := gitseed.ReadLoose(gitDir, sha, path); ok {
+			f := fileRead{content: content, found: found}
+			s.filesMu.Lock()
+			s.files[key] = f
+			s.filesMu.Unlock()
+			return f.content, f.found
+		}
 	}
 	out, err := exec.Command("git", "--git-dir", gitDir, "show", rev+":"+path).Output()
 	f := fileRead{content: out, found: err == nil}

@@ -51,6 +51,22 @@ func TestWriteRootAndChild(t *testing.T) {
 	if got := git(t, dir, "ls-tree", "-r", "main"); !strings.Contains(got, "100755 blob") || !strings.Contains(got, "sub/b.txt") {
 		t.Fatalf("tree of main:\n%s", got)
 	}
+	// The root commit's files read from its loose objects as git shows
+	// them; a path that is not there is not found, a directory is git's.
+	for _, path := range []string{"a.sh", "sub/b.txt", "sub.txt"} {
+		content, found, ok := gitseed.ReadLoose(dir, root, path)
+		if want := git(t, dir, "show", root+":"+path); !ok || !found || strings.TrimSpace(string(content)) != want {
+			t.Errorf("ReadLoose(%s) = %q, %v, %v; git shows %q", path, content, found, ok, want)
+		}
+	}
+	for _, path := range []string{"nope", "sub/nope", "a.sh/x"} {
+		if _, found, ok := gitseed.ReadLoose(dir, root, path); !ok || found {
+			t.Errorf("ReadLoose(%s): found %v, ok %v; want not found", path, found, ok)
+		}
+	}
+	if _, _, ok := gitseed.ReadLoose(dir, root, "sub"); ok {
+		t.Error("ReadLoose of a directory answered; git shows a listing")
+	}
 	child, err := gitseed.Write(dir, env, gitseed.Commit{
 		Branch: "topic", Parent: root, Committer: "Ann <ann@example.com>", Mode: "100644",
 		Files: map[string]string{"a.sh": "", "c.md": "c\n"}, Message: "Change things",
@@ -66,6 +82,9 @@ func TestWriteRootAndChild(t *testing.T) {
 	}
 	if got := git(t, dir, "log", "-1", "--format=%s|%an <%ae>|%cn", child); got != "Change things|Ann <ann@example.com>|Ann" {
 		t.Fatalf("commit = %q", got)
+	}
+	if _, _, ok := gitseed.ReadLoose(dir, child, "c.md"); ok {
+		t.Error("ReadLoose answered for a commit fast-import packed")
 	}
 	if got := git(t, dir, "cat-file", "-p", child+":c.md"); got != "c" {
 		t.Fatalf("c.md = %q", got)

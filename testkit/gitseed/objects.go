@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -156,4 +158,91 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 		os.Remove(tmp.Name())
 	}
 	return werr
+}
+
+// ReadLoose is path's content in commit, read from the repository's loose
+// objects (what writeRoot writes) without a process. found is false when
+// the commit's tree has no such path; ok is false when something on the
+// way is not a loose object, a blob or a tree git would show as a file
+// (packed, a directory, a submodule), and the caller asks git.
+func ReadLoose(gitDir, commit, path string) (content []byte, found, ok bool) {
+	kind, body, ok := readLoose(gitDir, commit)
+	if !ok || kind != "commit" {
+		return nil, false, false
+	}
+	sha, isTree := "", true
+	if t, _, cut := strings.Cut(string(body), "\n"); cut && strings.HasPrefix(t, "tree ") {
+		sha = strings.TrimPrefix(t, "tree ")
+	}
+	if len(sha) != 40 {
+		return nil, false, false
+	}
+	for _, name := range strings.Split(path, "/") {
+		if !isTree {
+			return nil, false, true // a file has no entries
+		}
+		kind, body, ok := readLoose(gitDir, sha)
+		if !ok || kind != "tree" {
+			return nil, false, false
+		}
+		mode, next, present := treeEntry(body, name)
+		if !present {
+			return nil, false, true
+		}
+		if mode == "160000" {
+			return nil, false, false
+		}
+		sha, isTree = next, mode == "40000"
+	}
+	if isTree {
+		return nil, false, false
+	}
+	kind, body, ok = readLoose(gitDir, sha)
+	if !ok || kind != "blob" {
+		return nil, false, false
+	}
+	return body, true, true
+}
+
+// readLoose reads one loose object: its type and content.
+func readLoose(gitDir, sha string) (kind string, body []byte, ok bool) {
+	if len(sha) != 40 {
+		return "", nil, false
+	}
+	f, err := os.Open(filepath.Join(gitDir, "objects", sha[:2], sha[2:]))
+	if err != nil {
+		return "", nil, false
+	}
+	defer f.Close()
+	zr, err := zlib.NewReader(f)
+	if err != nil {
+		return "", nil, false
+	}
+	raw, err := io.ReadAll(io.LimitReader(zr, 64<<20))
+	if err != nil {
+		return "", nil, false
+	}
+	header, rest, cut := bytes.Cut(raw, []byte{0})
+	kind, size, _ := strings.Cut(string(header), " ")
+	if !cut || size != strconv.Itoa(len(rest)) {
+		return "", nil, false
+	}
+	return kind, rest, true
+}
+
+// treeEntry finds name in a tree object's entries ("<mode> <name>\0" and
+// 20 bytes of sha each).
+func treeEntry(tree []byte, name string) (mode, sha string, ok bool) {
+	for len(tree) > 0 {
+		head, rest, cut := bytes.Cut(tree, []byte{0})
+		if !cut || len(rest) < 20 {
+			return "", "", false
+		}
+		m, n, _ := strings.Cut(string(head), " ")
+		if n == name {
+			return m, hex.EncodeToString(rest[:20]), true
+		}
+		tree = rest[20:]
+	}
+	return "", "", false
 }
