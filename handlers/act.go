@@ -151,8 +151,13 @@ func (b *Base) runFor(ctx context.Context, t thread, ev event, sc *scene, do lif
 	case lifecycle.RetryRun, lifecycle.ContinueRun:
 		b.retryRun(&req, sc, do == lifecycle.ContinueRun, plan)
 	default:
-		zerolog.Ctx(ctx).Error().Str("do", string(do)).Msg("the table asked for an action the handlers do not know")
-		return req, false
+		mode, ok := do.StartsMode()
+		if !ok {
+			zerolog.Ctx(ctx).Error().Str("do", string(do)).Msg("the table asked for an action the handlers do not know")
+			return req, false
+		}
+		req.Mode = mode
+		plan()
 	}
 	return req, true
 }
@@ -205,6 +210,9 @@ func askedMode(ev event, sc *scene) dispatch.Mode {
 		return dispatch.ModeRevise
 	case lifecycle.Push, lifecycle.Rebase:
 		return dispatch.ModeRebase
+	}
+	if mode, ok := lifecycle.StartedBy(sc.place, ev.kind); ok {
+		return mode
 	}
 	return dispatch.ModePlan
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 // The one way a run starts. Every kind of run (plan, execute, revise,
@@ -51,14 +52,15 @@ type startPolicy struct {
 	announceExisting bool
 }
 
-// policyOf is the start policy of a run of mode. A preview holds a lock
-// of its own (never the PR's, so it keeps no revise or rebase waiting),
-// is refused rather than queued when the caps are full, and gets one try
-// at the lock and one at the submission, each refused with a reply;
-// every other run queues, waits a moment for a run that has just ended,
-// and retries a submission that failed for a passing reason.
+// policyOf is the start policy of a run of mode. A run aside (its kind's
+// Aside: a preview) holds a lock of its own (never the PR's, so it keeps
+// no revise or rebase waiting), is refused rather than queued when the
+// caps are full, and gets one try at the lock and one at the submission,
+// each refused with a reply; every other run queues, waits a moment for a
+// run that has just ended, and retries a submission that failed for a
+// passing reason.
 func policyOf(mode dispatch.Mode) startPolicy {
-	if mode == dispatch.ModePreview {
+	if lifecycle.KindOf(mode).Aside {
 		return startPolicy{lockKey: previewLockKey, whenFull: refuseWhenFull, submitTries: 1, announceExisting: true}
 	}
 	return startPolicy{lockKey: dispatch.LockKey, whenFull: queueWhenFull, waitForEnded: true, submitTries: dispatchTries}

@@ -9,19 +9,15 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 // startOnPR opens the run's check run at once when the run works on a pull
-// request (revise, rebase, continue on a PR): the PR's head is known
-// before the sandbox pushes anything, so the PR shows the run from its
-// start rather than from its first push.
+// request (its kind's OnPR: revise, rebase, continue on a PR): the PR's
+// head is known before the sandbox pushes anything, so the PR shows the
+// run from its start rather than from its first push.
 func (p *progress) startOnPR(ctx context.Context) {
-	switch p.meta.Mode {
-	case dispatch.ModeRevise, dispatch.ModeRebase, dispatch.ModeContinue:
-	default:
-		return
-	}
-	if p.headSHA != "" {
+	if !lifecycle.KindOf(p.meta.Mode).OnPR || p.headSHA != "" {
 		return
 	}
 	pr, err := p.gh.PullRequest(ctx, p.meta.Number)

@@ -85,7 +85,7 @@ func (r *Runs) Reconcile(ctx context.Context) error {
 	}
 	for _, st := range runs {
 		place := lifecycle.OnIssue
-		if st.Meta.Mode == dispatch.ModeRevise || st.Meta.Mode == dispatch.ModeRebase {
+		if lifecycle.KindOf(st.Meta.Mode).OnPR {
 			place = lifecycle.OnPR
 		}
 		if c, _ := lifecycle.Decide(place, lifecycle.RunState(place, st.Meta.Mode), lifecycle.Restart, lifecycle.Facts{}); c.Do == lifecycle.Follow {
@@ -165,7 +165,7 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		log.Error().Err(err).Msg("cannot follow run: no installation client")
 		return
 	}
-	if meta.Mode == dispatch.ModePreview {
+	if lifecycle.KindOf(meta.Mode).Aside {
 		r.followPreview(ctx, gh, meta)
 		return
 	}
@@ -447,9 +447,8 @@ func (rp *resultPoster) continueRun(ctx context.Context, rc *runContext, res *di
 		return err
 	}
 	mode := dispatch.ModeContinue
-	switch rc.meta.Mode {
-	case dispatch.ModePlan, dispatch.ModeRebase, dispatch.ModeTask, dispatch.ModeRevise:
-		mode = rc.meta.Mode // these start over; only code-writing runs resume a branch
+	if lifecycle.KindOf(rc.meta.Mode).StartsOver {
+		mode = rc.meta.Mode
 	}
 	branch := rc.branch
 	if res != nil && res.Branch != "" {

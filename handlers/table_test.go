@@ -440,8 +440,9 @@ var (
 // takes the lock over.
 func TestRunTableModeByEnd(t *testing.T) {
 	t.Parallel()
-	for _, mode := range lifecycle.RunModes {
-		if mode == dispatch.ModePreview {
+	for _, kind := range lifecycle.RunKinds {
+		mode := kind.Mode
+		if kind.Aside {
 			continue // a preview's end edits its comment: TestPreviewOfAPullRequest
 		}
 		for i, e := range runEnds {

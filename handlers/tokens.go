@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 // Sandbox tokens. A sandbox gets an installation token narrowed to its one
@@ -22,7 +23,7 @@ import (
 // and task runs only read the repository, so a hostile agent in them has
 // nothing to push with.
 func tokenPermission(mode dispatch.Mode) string {
-	if mode == dispatch.ModePreview {
+	if lifecycle.KindOf(mode).Aside {
 		return "" // a preview gets its code as an archive and no token
 	}
 	if mode.WritesCode() {

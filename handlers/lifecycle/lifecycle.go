@@ -12,6 +12,7 @@ package lifecycle
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
@@ -112,22 +113,6 @@ func (s State) Running() bool {
 	return false
 }
 
-// RunState is the state a run of mode puts the issue or PR in while it
-// holds it.
-func RunState(p Place, mode dispatch.Mode) State {
-	switch {
-	case mode == dispatch.ModePlan:
-		return Planning
-	case mode == dispatch.ModeRebase:
-		return Rebasing
-	case p == OnPR:
-		return Revising
-	case mode == dispatch.ModeRevise:
-		return Revising
-	}
-	return Executing
-}
-
 // Event is what happened.
 type Event string
 
@@ -178,11 +163,8 @@ const (
 	Stopped End = "aborted"
 )
 
-// Ends are the columns of the run table; RunModes its rows.
-var (
-	Ends     = []End{Completed, Broke, Interrupted, Stopped}
-	RunModes = []dispatch.Mode{dispatch.ModePlan, dispatch.ModeExecute, dispatch.ModeContinue, dispatch.ModeTask, dispatch.ModeRevise, dispatch.ModeRebase, dispatch.ModePreview}
-)
+// Ends are the columns of the run table; its rows are RunKinds.
+var Ends = []End{Completed, Broke, Interrupted, Stopped}
 
 // EndOf is how a run that left status ended.
 func EndOf(status dispatch.Status, aborted bool) End {
@@ -379,8 +361,26 @@ func (a Action) ReplyName() (string, bool) {
 	return "", false
 }
 
+// StartRun is the action of starting a fresh run of mode: the plan, if
+// the issue has one, and the pull request's branch, on a PR, go with it.
+// The kinds the bot had before it have actions of their own (StartPlan,
+// Execute, ...), which carry more; a new kind's row needs none.
+func StartRun(mode dispatch.Mode) Action { return Action("start a " + string(mode) + " run") }
+
+// StartsMode is the mode a StartRun action starts, if a is one.
+func (a Action) StartsMode() (dispatch.Mode, bool) {
+	rest, ok := strings.CutPrefix(string(a), "start a ")
+	if mode, run := strings.CutSuffix(rest, " run"); ok && run && mode != "" {
+		return dispatch.Mode(mode), true
+	}
+	return "", false
+}
+
 // Starts reports whether a starts a run.
 func (a Action) Starts() bool {
+	if _, ok := a.StartsMode(); ok {
+		return true
+	}
 	switch a {
 	case StartPlan, Replan, Execute, RetryRun, ContinueRun, StartQueued, Resume, FixCI:
 		return true

@@ -20,7 +20,7 @@ func Markdown() string {
 		fmt.Fprintf(&b, " %s |", e)
 	}
 	b.WriteString("\n|---|" + strings.Repeat("---|", len(Ends)) + "\n")
-	for _, m := range RunModes {
+	for _, m := range runModes() {
 		fmt.Fprintf(&b, "| %s |", m)
 		for _, e := range Ends {
 			fmt.Fprintf(&b, " %s |", runTable[m][e])
