@@ -61,11 +61,11 @@ func TestMirrorRefsAndBlobsAsGitReadsThem(t *testing.T) {
 	}
 
 	base := git(dir, "rev-parse", "origin/trunk")
-	blobs, err := g.Blobs(ctx, base+":.gitleaksignore", base+":missing", "nope:x", base+":a\nb")
+	blobs, err := g.Blobs(ctx, base+":.gitleaksignore", base+":missing", "nope:x", base+":a\nb", base+":a b", base+":with two spaces")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(blobs[0]) != "a:b:1\n\nbinary\x00\n" || blobs[1] != nil || blobs[2] != nil || blobs[3] != nil {
+	if string(blobs[0]) != "a:b:1\n\nbinary\x00\n" || blobs[1] != nil || blobs[2] != nil || blobs[3] != nil || blobs[4] != nil || blobs[5] != nil {
 		t.Errorf("Blobs = %q", blobs)
 	}
 

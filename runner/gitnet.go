@@ -163,10 +163,15 @@ func (g *Git) Blobs(ctx context.Context, specs ...string) ([][]byte, error) {
 			if err != nil {
 				return fmt.Errorf("cat-file --batch: %w", err)
 			}
-			// "<sha> <type> <size>", or "<spec> missing" (or ambiguous).
-			f := strings.Fields(header)
-			if len(f) != 3 || f[1] == "missing" {
+			// "<sha> <type> <size>", or "<spec> missing" (or ambiguous),
+			// where the spec may hold spaces.
+			line := strings.TrimSuffix(header, "\n")
+			if strings.HasSuffix(line, " missing") || strings.HasSuffix(line, " ambiguous") {
 				continue
+			}
+			f := strings.Fields(line)
+			if len(f) != 3 || !fullSHA.MatchString(f[0]) {
+				return fmt.Errorf("cat-file --batch: header %q", line)
 			}
 			size, err := strconv.Atoi(f[2])
 			if err != nil {

@@ -246,7 +246,9 @@ var defaultExecPath = sync.OnceValues(func() (string, error) { return gitOutput(
 // execPathOf is where git keeps its helper programs (http-backend).
 func execPathOf(git string) (string, error) {
 	if git == "git" {
-		return defaultExecPath()
+		if p, err := defaultExecPath(); err == nil {
+			return p, nil
+		} // a failure is not kept: asked again below
 	}
 	return gitOutput(git, "", "--exec-path")
 }
