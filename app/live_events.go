@@ -179,24 +179,35 @@ func (lp *livePages) events(w http.ResponseWriter, r *http.Request, v viewer) {
 		go func() { defer wg.Done(); lp.screencast(frames, out, run.Meta.TaskID, v.Login) }()
 		defer func() { stop(); wg.Wait() }()
 	}
+	from, seq, err := "nowhere", last, error(nil)
 	switch {
 	case run.fromStore():
-		if err := lp.streamStored(r.Context(), out, run.Meta.TaskID, last); err != nil {
-			return
-		}
+		from = "store"
+		seq, err = lp.streamStored(r.Context(), out, run.Meta.TaskID, last)
 	case run.State != "":
-		if err := lp.stream(r.Context(), out, run.Meta.TaskID, last); err != nil {
-			return
+		// The backend's log ends short when the sandbox goes while this
+		// replica reads it: the run's follower (here or on another
+		// replica) removes it once it has kept every line. The store has
+		// what the log did not give, numbered the same.
+		from = "backend"
+		if seq, err = lp.stream(r.Context(), out, run.Meta.TaskID, last); err == nil {
+			seq, err = lp.streamStored(r.Context(), out, run.Meta.TaskID, seq)
 		}
 	}
+	if err != nil {
+		return // the browser went
+	}
+	lp.log.Debug().Str("task_id", run.Meta.TaskID).Str("state", string(run.State)).Str("lines_from", from).
+		Int("after", last).Int("through", seq).Msg("live page: the run's lines sent")
 	if rv := lp.receipt(r.Context(), run.Meta.TaskID, 20*time.Second); rv != nil {
 		_ = out.send("receipt", "", rv)
 	}
 	_ = out.send("end", "", map[string]string{"task_id": run.Meta.TaskID})
 }
 
-// stream sends the lines after seq until the run ends or the browser goes.
-func (lp *livePages) stream(ctx context.Context, out sse, taskID string, seq int) error {
+// stream sends the lines after seq until the run ends or the browser goes,
+// and returns the number of the last line sent.
+func (lp *livePages) stream(ctx context.Context, out sse, taskID string, seq int) (int, error) {
 	feed, release := lp.feeds.watch(taskID)
 	defer release()
 	keepAlive := time.NewTicker(15 * time.Second)
@@ -205,7 +216,7 @@ func (lp *livePages) stream(ctx context.Context, out sse, taskID string, seq int
 		lines, ended, ferr, changed := feed.since(seq)
 		for _, l := range lines {
 			if err := out.send("progress", strconv.Itoa(l.Seq), lp.event(l)); err != nil {
-				return err
+				return seq, err
 			}
 			seq = l.Seq
 		}
@@ -213,15 +224,15 @@ func (lp *livePages) stream(ctx context.Context, out sse, taskID string, seq int
 			if ferr != nil && !errors.Is(ferr, dispatch.ErrNotFound) {
 				lp.log.Warn().Err(ferr).Str("task_id", taskID).Msg("live page: the run's log could not be followed to its end")
 			}
-			return nil
+			return seq, nil
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return seq, ctx.Err()
 		case <-changed:
 		case <-keepAlive.C:
 			if err := out.comment("keep-alive"); err != nil {
-				return err
+				return seq, err
 			}
 		}
 	}
@@ -233,21 +244,22 @@ const storedPage = 500
 // streamStored sends the kept lines after seq: the same lines, numbered the
 // same way, as the backend's log held while the run lived, so a browser
 // that reconnects across the switch gets nothing twice and loses nothing.
-func (lp *livePages) streamStored(ctx context.Context, out sse, taskID string, seq int) error {
+// It returns the number of the last line sent.
+func (lp *livePages) streamStored(ctx context.Context, out sse, taskID string, seq int) (int, error) {
 	for {
 		lines, err := lp.store.Lines(ctx, taskID, seq, storedPage)
 		if err != nil {
 			lp.log.Warn().Err(err).Str("task_id", taskID).Msg("live page: read the run's kept lines")
-			return nil
+			return seq, nil
 		}
 		for _, l := range lines {
 			if err := out.sendRaw("progress", strconv.Itoa(l.Seq), l.Data); err != nil {
-				return err
+				return seq, err
 			}
 			seq = l.Seq
 		}
 		if len(lines) < storedPage {
-			return nil
+			return seq, nil
 		}
 	}
 }

@@ -2,14 +2,18 @@ package app
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sandbox-bot/sandbox-bot/app/receipts"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 )
@@ -178,5 +182,87 @@ func TestTranscriptOutlivesTheSandbox(t *testing.T) {
 	}
 	if resp, err := http.Get(f.http.URL + "/runs/" + task + "/transcript"); err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("no session: %v %v, want 401", resp.StatusCode, err)
+	}
+}
+
+// logCut is a backend whose log of a run gives this replica's page none
+// of its lines: the sandbox goes under the read. The run's follower (here
+// or on another replica) removes it once every line is kept, and a page's
+// feed that starts late (a bot restarted as the run ended, a loaded
+// machine) finds the log gone. cut runs as the feed asks for the log.
+type logCut struct {
+	*backendtest.Memory
+	cut func(taskID string)
+}
+
+func (b logCut) Wait(ctx context.Context, taskID string, _ func(dispatch.Progress)) (dispatch.RunStatus, error) {
+	b.cut(taskID)
+	return dispatch.RunStatus{}, dispatch.ErrNotFound
+}
+
+// A page whose feed of the backend's log ends short, because the sandbox
+// went under the read, gets the rest from the store: every line once,
+// numbered as they were live, then the receipt and the end. Found by the
+// e2e test of the live page under load: a browser that came back to a
+// restarted bot as the run ended showed the receipt and no line.
+func TestAPageGetsFromTheStoreWhatTheGoneLogDidNotGive(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		ended bool // the run has ended when the page asks
+	}{
+		{"the run ended, its sandbox going", true},
+		{"the run live when the page asks, gone under the read", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			f := newDashFixture(t)
+			mem := backendtest.NewMemory()
+			task := "T-0F0F0F02"
+			if c.ended {
+				task = "T-0F0F0F03"
+			}
+			res := &dispatch.Result{TaskID: task, Mode: dispatch.ModePlan, Status: dispatch.StatusCompleted, TokenUsage: dispatch.TokenUsage{Steps: 2}}
+			f.backend = logCut{Memory: mem, cut: func(id string) { mem.Finish(id, res) }}
+			f.start()
+			meta := dispatch.Meta{TaskID: task, Mode: dispatch.ModePlan, Repo: "octo/alpha", RepoID: f.ids["octo/alpha"], Number: 1, InstallationID: 1, Attempt: 1}
+			order := dispatch.WorkOrder{SchemaVersion: dispatch.WorkOrderVersion, TaskID: task, Mode: dispatch.ModePlan, Repo: "octo/alpha", Number: 1,
+				CloneURL: "https://example.invalid/octo/alpha.git", BaseBranch: "main", BudgetUSD: 1, TimeoutMinutes: 5}
+			if _, err := mem.Submit(t.Context(), dispatch.RunSpec{Meta: meta, Order: order}); err != nil {
+				t.Fatal(err)
+			}
+			// The run's follower kept its three lines.
+			st := f.store()
+			if err := st.Begin(t.Context(), receipts.Head{TaskID: task, Repo: meta.Repo, RepoID: meta.RepoID, InstallationID: 1, Number: 1, Mode: "plan"}); err != nil {
+				t.Fatal(err)
+			}
+			var lines []receipts.Line
+			for i, stage := range []string{"clone", "agent", "done"} {
+				lines = append(lines, receipts.Line{Seq: i + 1, Data: []byte(fmt.Sprintf(`{"seq":%d,"stage":%q}`, i+1, stage))})
+			}
+			if _, err := st.Append(t.Context(), task, lines); err != nil {
+				t.Fatal(err)
+			}
+			st.Close()
+			if c.ended {
+				mem.Finish(task, res)
+			}
+
+			alice := f.signedInClient("alice")
+			alice.Timeout = 20 * time.Second
+			page := openEvents(t, alice, f.http.URL+"/runs/"+task+"/events", "")
+			defer page.resp.Body.Close()
+			for want := 1; want <= 3; want++ {
+				if ev, id, _ := page.next(); ev != "progress" || id != strconv.Itoa(want) {
+					t.Fatalf("event %s %s; want line %d from the store", ev, id, want)
+				}
+			}
+			if ev, _, data := page.next(); ev != "receipt" || !strings.Contains(data, `"status":"completed"`) {
+				t.Errorf("then %s %s; want the receipt", ev, data)
+			}
+			if ev, _, _ := page.next(); ev != "end" {
+				t.Errorf("then %s; want the end", ev)
+			}
+		})
 	}
 }

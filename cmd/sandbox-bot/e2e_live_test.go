@@ -261,7 +261,9 @@ func TestE2ELivePageAndPreview(t *testing.T) {
 		t.Errorf("carol, a reader of the repository, gets %d; want 200", st)
 	}
 
-	// The bot dies and comes back mid-run: carol's open page goes on.
+	// The bot dies and comes back mid-run: carol's open page, showing the
+	// lines so far, goes on from the last of them.
+	waitJS(t, carol, "carol's page showing the run's lines so far", `Object.keys(window.liveArrivals).length > 0`, time.Minute)
 	seen, _ := chromedp.Run(carol, chromedp.Evaluate[int](`Object.keys(window.liveArrivals).length`))
 	if err := l.bot.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
