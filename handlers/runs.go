@@ -212,6 +212,10 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		log.Error().Str("result_task", res.TaskID).Msg("result.json belongs to another task; ignoring it")
 		res = nil
 	}
+	// A plan's agent session is kept before the plan is posted: the plan
+	// invites /approve, and the execute run it starts takes the session
+	// from the backend as soon as it holds the issue.
+	r.keep.keepSession(ctx, meta, res)
 	if err := untilPosted(ctx, &log, r.c.ResultRetry, func() error { return r.finish(ctx, gh, meta, res, prog) }); err != nil {
 		log.Error().Err(err).Msg("post result")
 		// Keep the run and the lock: a restart reconciles and tries again.
@@ -226,7 +230,6 @@ func (r *Runs) follow(meta dispatch.Meta) {
 	if err := r.c.Backend.Unlock(done, dispatch.LockKey(meta.Repo, meta.Number), meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("release lock")
 	}
-	r.keep.keepSession(done, meta, res)
 	if err := r.c.Backend.Cleanup(done, meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("clean up run")
 	}

@@ -28,6 +28,12 @@ func TestApproveHandsThePlanSessionToTheExecuteRun(t *testing.T) {
 	h.backend.Finish(plan.Order.TaskID, &dispatch.Result{Mode: dispatch.ModePlan, Status: dispatch.StatusCompleted, Plan: "1. Do it.",
 		Session: &dispatch.SessionReport{Harness: "opencode", ID: "ses_plan", Archive: dispatch.SessionArchiveFile, ArchiveBytes: int64(len(archive)), Note: "saved for the execute run"}})
 	h.waitComment(n, "plan", func(c string) bool { return strings.Contains(c, "## 📋 Plan") })
+	// The plan invites /approve as soon as it is posted: its session is
+	// kept by then (an /approve that came as the plan run let go of the
+	// issue started its execute run fresh).
+	if _, err := h.backend.KeptSession(t.Context(), plan.Order.TaskID); err != nil {
+		t.Fatalf("the plan is posted and its session is not kept: %v", err)
+	}
 	h.released(n)
 
 	h.comment(n, writer, "/approve")
