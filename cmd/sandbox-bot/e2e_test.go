@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/docker"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/nomad/nomadtest"
@@ -157,6 +159,7 @@ func startLoop(t *testing.T, o loopOptions) *loop {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { removeAll(dataDir) })
+	t.Cleanup(func() { removeSandboxes(t, img, dataDir) })
 	l.dataDir = dataDir
 	l.env = []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
@@ -224,6 +227,31 @@ func testIsolation(t *testing.T) string {
 
 // removeAll deletes a data dir whose task directories may hold files the
 // inner daemon created as root; the backend's Cleanup normally does this.
+// removeSandboxes removes the sandboxes a test's bot left on the engine, as
+// the bot's follower would have. The bot stops with the test and its runs
+// go on (a restarted bot would reconcile them): one left would run on into
+// the next test, and hold its container's name, which the next test's run
+// of the same mode needs (a task id comes from the repository, the issue
+// and the triggering comment, the same in every test of this package).
+func removeSandboxes(t *testing.T, img, dataDir string) {
+	b, err := docker.New(docker.Options{Image: img, DataDir: dataDir})
+	if err != nil {
+		t.Errorf("remove the test's sandboxes: %v", err)
+		return
+	}
+	ctx := context.WithoutCancel(t.Context())
+	runs, err := b.List(ctx)
+	if err != nil {
+		t.Errorf("list the test's sandboxes: %v", err)
+		return
+	}
+	for _, r := range runs {
+		if err := b.Cleanup(ctx, r.Meta.TaskID); err != nil {
+			t.Errorf("remove the sandbox of %s: %v", r.Meta.TaskID, err)
+		}
+	}
+}
+
 func removeAll(dir string) {
 	if err := os.RemoveAll(dir); err != nil {
 		_ = exec.Command("rm", "-rf", dir).Run()
