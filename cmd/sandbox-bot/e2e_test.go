@@ -225,8 +225,6 @@ func testIsolation(t *testing.T) string {
 	return iso
 }
 
-// removeAll deletes a data dir whose task directories may hold files the
-// inner daemon created as root; the backend's Cleanup normally does this.
 // removeSandboxes removes the sandboxes a test's bot left on the engine, as
 // the bot's follower would have. The bot stops with the test and its runs
 // go on (a restarted bot would reconcile them): one left would run on into
@@ -252,6 +250,8 @@ func removeSandboxes(t *testing.T, img, dataDir string) {
 	}
 }
 
+// removeAll deletes a data dir whose task directories may hold files the
+// inner daemon created as root; the backend's Cleanup normally does this.
 func removeAll(dir string) {
 	if err := os.RemoveAll(dir); err != nil {
 		_ = exec.Command("rm", "-rf", dir).Run()
