@@ -2,7 +2,6 @@ package app
 
 import (
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 )
@@ -67,8 +66,7 @@ func (p *previewProxy) modifyResponse(resp *http.Response) error {
 // without scheme or host only (no open redirect on the bot's name), put
 // under the preview's path in path mode.
 func previewLocation(loc string, req *previewReq) (string, bool) {
-	u, err := url.Parse(loc)
-	if err != nil || u.Scheme != "" || u.Host != "" || strings.HasPrefix(loc, "//") || strings.HasPrefix(loc, `/\`) {
+	if !sameOriginRef(loc) {
 		return "", false
 	}
 	if req != nil && req.mount != "" && strings.HasPrefix(loc, "/") {

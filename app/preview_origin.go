@@ -238,7 +238,7 @@ func (o *previewOrigin) exchange(w http.ResponseWriter, r *http.Request, task st
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	w.Header().Set("Cache-Control", "no-store")
 	next := c.Path
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, `/\`) {
+	if !strings.HasPrefix(next, "/") || !sameOriginRef(next) {
 		next = "/"
 	}
 	http.Redirect(w, r, next, http.StatusFound)

@@ -81,6 +81,27 @@ func TestPreviewOriginOfItsOwn(t *testing.T) {
 	if _, body, _ := testenv.Get(t, alice, origin+"/dashboard"); !strings.Contains(body, "dev page /dashboard") {
 		t.Errorf("/dashboard on the preview host: %q, want the dev server's page", body)
 	}
+	// The hand-off goes on only to a path of the preview host: a path that
+	// a browser reads as another host ("/\t/x" is "//x") goes to "/".
+	aliceNoFollow := *alice
+	aliceNoFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	for _, p := range []string{"%09/elsewhere.example", "%5C/elsewhere.example", "%0A/elsewhere.example"} {
+		r, err := aliceNoFollow.Get(f.http.URL + "/runs/" + task + "/preview/" + p)
+		if err != nil || r.StatusCode != http.StatusFound || !strings.Contains(r.Header.Get("Location"), handOffPath) {
+			t.Fatalf("preview path %s: %v %v %q, want a hand-off", p, r.StatusCode, err, r.Header.Get("Location"))
+		}
+		// The transport, not the client: a client refuses to read such a
+		// Location at all, a browser follows it.
+		req, _ := http.NewRequest("GET", r.Header.Get("Location"), nil)
+		r, err = tr.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if r.StatusCode != http.StatusFound || r.Header.Get("Location") != "/" {
+			t.Errorf("the hand-off of path %s goes on to %q, want /", p, r.Header.Get("Location"))
+		}
+	}
 	// The bot's origin serves no preview: a ticket URL is handed over too.
 	if r, err := alice.Get(f.http.URL + "/runs/" + task + "/preview/~forged/cart"); err != nil || r.Request.URL.Host == strings.TrimPrefix(f.http.URL, "http://") {
 		t.Errorf("a ticket URL on the bot's origin: %v %v, want the preview's own host", r.Request.URL, err)

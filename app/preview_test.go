@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -103,6 +104,11 @@ func startPreview(t testing.TB, env ...string) (*dashFixture, *devServer, string
 			http.Redirect(w, r, "/cart", http.StatusFound)
 		case "/away":
 			http.Redirect(w, r, "https://elsewhere.example/", http.StatusFound)
+		case "/slashes":
+			// What browsers read as //elsewhere.example: "\\" is "//" in
+			// an http URL, and a tab or newline is dropped anywhere.
+			w.Header().Set("Location", r.URL.Query().Get("to"))
+			w.WriteHeader(http.StatusFound)
 		default:
 			// What would act beyond this response, and a 103 before it.
 			w.Header().Set("Link", "</asset.js>; rel=preload; as=script")
@@ -182,6 +188,23 @@ func TestPreviewProxyKeepsTheViewerToItself(t *testing.T) {
 	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	if r, err := noFollow.Get(strings.Replace(resp.Request.URL.String(), "/cart", "/away", 1)); err != nil || r.Header.Get("Location") != "" {
 		t.Errorf("a dev server's redirect to another site went through: %v %v", r.Header, err)
+	}
+	for _, to := range []string{`\\elsewhere.example`, `/\elsewhere.example`, "/\t/elsewhere.example", "\t//elsewhere.example", " //elsewhere.example"} {
+		u := strings.Replace(resp.Request.URL.String(), "/cart?x=1", "/slashes?to="+url.QueryEscape(to), 1)
+		// The transport, not the client: a client refuses to read such a
+		// Location at all, a browser follows it.
+		req, _ := http.NewRequest("GET", u, nil)
+		for _, c := range alice.Jar.Cookies(req.URL) {
+			req.AddCookie(c)
+		}
+		r, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		if loc := r.Header.Get("Location"); loc != "" {
+			t.Errorf("a dev server's Location %q reached the browser as %q", to, loc)
+		}
 	}
 	dev.mu.Lock()
 	got := dev.headers[len(dev.headers)-1]
