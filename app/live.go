@@ -157,6 +157,10 @@ func (lp *livePages) allowed(run liveRun, v viewer) error {
 	return nil
 }
 
+// backendUnclear is what a viewer reads when the backend's answer failed:
+// its own words (a Nomad address, a docker command) go to the log only.
+const backendUnclear = "the backend did not say how the run is; try again, or ask the operator (the bot's log says why)"
+
 // findOr404 answers the request itself when the run cannot be shown.
 func (lp *livePages) findOr404(w http.ResponseWriter, r *http.Request, v viewer, withReceipt bool) (liveRun, bool) {
 	run, err := lp.find(r.Context(), r.PathValue("task"), v, withReceipt)
@@ -166,7 +170,7 @@ func (lp *livePages) findOr404(w http.ResponseWriter, r *http.Request, v viewer,
 		return run, false
 	case err != nil:
 		lp.log.Warn().Err(err).Str("task_id", r.PathValue("task")).Msg("live page: ask the backend")
-		http.Error(w, "ask the backend about the run: "+err.Error(), http.StatusBadGateway)
+		http.Error(w, backendUnclear, http.StatusBadGateway)
 		return run, false
 	}
 	return run, true

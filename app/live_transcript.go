@@ -37,8 +37,10 @@ func (lp *livePages) transcript(w http.ResponseWriter, r *http.Request, v viewer
 	for seq := 0; ; {
 		lines, err := lp.store.Lines(r.Context(), run.Meta.TaskID, seq, storedPage)
 		if err != nil {
+			// The store's own words (a driver's error names hosts, users
+			// and tables) go to the log, not to the viewer.
 			if seq == 0 && !errors.Is(err, receipts.ErrNoTranscript) {
-				http.Error(w, "read the transcript: "+err.Error(), http.StatusInternalServerError)
+				http.Error(w, "the run's transcript could not be read from the bot's store; try again, or ask the operator (the bot's log says why)", http.StatusInternalServerError)
 			}
 			lp.log.Warn().Err(err).Str("task_id", run.Meta.TaskID).Msg("transcript: read the kept lines")
 			return

@@ -176,7 +176,7 @@ func (p *previewProxy) liveRunOr404(w http.ResponseWriter, r *http.Request, task
 		return run, false
 	case err != nil:
 		p.lp.log.Warn().Err(err).Str("task_id", task).Msg("preview: ask the backend")
-		http.Error(w, "ask the backend about the run: "+err.Error(), http.StatusBadGateway)
+		http.Error(w, backendUnclear, http.StatusBadGateway)
 		return run, false
 	}
 	return run, true

@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/app/receipts"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -264,5 +267,40 @@ func TestAPageGetsFromTheStoreWhatTheGoneLogDidNotGive(t *testing.T) {
 				t.Errorf("then %s; want the end", ev)
 			}
 		})
+	}
+}
+
+// brokenLines is a store whose transcript lines cannot be read, with the
+// kind of error a database driver gives.
+type brokenLines struct {
+	receipts.Store
+	head receipts.Head
+}
+
+func (b brokenLines) Head(context.Context, string) (receipts.Head, error) { return b.head, nil }
+func (b brokenLines) Lines(context.Context, string, int, int) ([]receipts.Line, error) {
+	return nil, errors.New(`pq: password authentication failed for user "sandbox" at db.internal:5432 (relation transcript_lines)`)
+}
+
+// A store that fails is the operator's to read about in the log: the
+// transcript's viewer gets a 500 that says what to do, not the driver's
+// words (hosts, users, tables).
+func TestTranscriptHidesTheStoresError(t *testing.T) {
+	t.Parallel()
+	st, err := receipts.Open(t.Context(), t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	const task = "T-0F0F0F02"
+	store := brokenLines{Store: st, head: receipts.Head{TaskID: task, Repo: "octo/alpha", RepoID: 7, Mode: "plan"}}
+	lp := newLivePages(backendtest.NewMemory(), store, time.Hour, nil, zerolog.Nop())
+	req := httptest.NewRequest("GET", "/runs/"+task+"/transcript", nil)
+	req.SetPathValue("task", task)
+	rec := httptest.NewRecorder()
+	lp.transcript(rec, req, viewer{Login: "operator"})
+	body := rec.Body.String()
+	if rec.Code != http.StatusInternalServerError || strings.Contains(body, "pq:") || strings.Contains(body, "db.internal") || !strings.Contains(body, "try again") {
+		t.Errorf("a store that fails: %d %q, want a 500 without the driver's words", rec.Code, body)
 	}
 }
