@@ -68,7 +68,7 @@ func (b *Backend) ensureNetwork(ctx context.Context) error {
 	name := b.network()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	format := `{{.Driver}} {{index .Options "` + iccOption + `"}}`
+	format := `{{.Driver}} {{index .Options "` + iccOption + `"}} {{.EnableIPv6}}`
 	out, err := b.cli.run(ctx, "network", "inspect", "--format", format, name)
 	// Engines say "network X not found" (20.10) or "No such network".
 	if msg := strings.ToLower(fmt.Sprint(err)); err != nil && (errors.Is(err, errNoSuch) || strings.Contains(msg, "no such network") || strings.Contains(msg, "not found")) {
@@ -82,10 +82,21 @@ func (b *Backend) ensureNetwork(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("the sandboxes' network %q: %w", name, err)
 	}
-	if f := strings.Fields(out); len(f) != 2 || f[0] != "bridge" || f[1] != "false" {
-		return fmt.Errorf("the sandboxes' network %q has driver and %s %q: sandboxes on it could connect to each other; "+
+	f := strings.Fields(out)
+	if len(f) != 3 || f[0] != "bridge" || f[1] != "false" {
+		return fmt.Errorf("the sandboxes' network %q has driver, %s and IPv6 %q: sandboxes on it could connect to each other; "+
 			"use a bridge created with `docker network create --opt %s=false %s`, or leave the network unset for the bot's own (%s)",
 			name, iccOption, strings.TrimSpace(out), iccOption, name, DefaultNetwork)
+	}
+	// The engine drops traffic between the bridge's containers with
+	// iptables for IPv4 and ip6tables for IPv6, and ip6tables is off
+	// unless the daemon is told (`"ip6tables": true`; experimental before
+	// Engine 27), which a client cannot see: on an IPv6 bridge the
+	// sandboxes would reach each other over IPv6 with icc off.
+	if f[2] != "false" {
+		return fmt.Errorf("the sandboxes' network %q has IPv6 on: the engine keeps its sandboxes apart on IPv6 only when its daemon runs ip6tables, "+
+			"which the bot cannot check, so sandboxes on it might connect to each other; use an IPv4 bridge (`docker network create --opt %s=false NAME`), "+
+			"or leave the network unset for the bot's own (%s)", name, iccOption, DefaultNetwork)
 	}
 	b.net.resolvConf = b.defaultResolvConf(ctx)
 	b.net.ready = true
