@@ -186,6 +186,20 @@ const GVisorRuntime = "runsc"
 // need.
 const RuntimeCheckSocket = "runtime.sock"
 
+// RuntimeCheckHostSocket is the socket the host listens on in the runtime
+// check's DIR; the check tries to connect to it and reports the outcome
+// ("host-socket: opened" or "host-socket: refused ..."). A sandbox that can
+// connect to a socket the host made (runsc --host-uds=open or all) could
+// talk to whatever listens in a directory bound into it; the profile
+// wants that refused.
+const RuntimeCheckHostSocket = "host.sock"
+
+// GVisorKernel reports whether a kernel release (uname -r, as the check
+// and the sandbox's init read it) is gVisor's own rather than the host's.
+func GVisorKernel(release string) bool {
+	return strings.Contains(strings.ToLower(release), "gvisor")
+}
+
 // Isolations are the profiles, in the order an error lists them.
 var Isolations = []Isolation{IsolationPrivileged, IsolationCaps, IsolationGVisor}
 

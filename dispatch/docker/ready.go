@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -84,7 +86,9 @@ const gvisorHowTo = "build runsc (CGO_ENABLED=0 go install gvisor.dev/gvisor/run
 // data directory bound in: the engine knows the runtime, the kernel the
 // sandbox sees is gVisor's, an iptables works there (runsc --net-raw),
 // and a socket the sandbox makes in a bound directory is one the host can
-// open (runsc --host-uds=create; the preview and screencast need it).
+// open (runsc --host-uds=create; the preview and screencast need it),
+// while a socket the host makes there is not one the sandbox can open
+// (--host-uds=open or all would let it).
 func (b *Backend) gvisorReady(ctx context.Context) error {
 	refused := func(format string, a ...any) error {
 		return fmt.Errorf("docker backend: gvisor profile: %s (%w); %s", fmt.Sprintf(format, a...), dispatch.ErrIsolationRefused, gvisorHowTo)
@@ -94,9 +98,31 @@ func (b *Backend) gvisorReady(ctx context.Context) error {
 		return fmt.Errorf("docker backend: gvisor profile: %w", err)
 	}
 	defer os.RemoveAll(dir)
+	host, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dir, dispatch.RuntimeCheckHostSocket), Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("docker backend: gvisor profile: the host's socket for the runtime check: %w", err)
+	}
+	var reached atomic.Int32
+	go func() {
+		for {
+			c, err := host.Accept()
+			if err != nil {
+				return
+			}
+			reached.Add(1)
+			c.Close()
+		}
+	}()
 	args := append([]string{"run", "--rm", "--network", "none"}, IsolationArgs(dispatch.IsolationGVisor)...)
 	args = append(args, "--mount", bind(dir, "/probe", false), b.o.Image, "--check-runtime", "/probe")
 	out, err := b.cli.run(ctx, args...)
+	host.Close()
+	if line := reportLine(out, "host-socket"); reached.Load() > 0 || line == "opened" {
+		return refused("the sandbox connected to a socket the host made, so it could talk to whatever listens in a directory bound into it " +
+			"(runsc's --host-uds must be create, not open or all)")
+	} else if err == nil && line == "" {
+		return refused("the image's runtime check did not try the host's socket: the image %s is older than the bot; build it again (deploy/sandbox/build)", b.o.Image)
+	}
 	if strings.Contains(reportLine(out, "iptables"), "FAILED") {
 		return refused("no iptables works in the sandbox, so its egress cannot be fenced (runsc needs --net-raw): %s", reportLine(out, "iptables"))
 	}
@@ -104,7 +130,7 @@ func (b *Backend) gvisorReady(ctx context.Context) error {
 		return refused("the engine could not run the image on the %s runtime: %v", dispatch.GVisorRuntime, err)
 	}
 	kernel := reportLine(out, "kernel")
-	if !strings.Contains(strings.ToLower(kernel), "gvisor") {
+	if !dispatch.GVisorKernel(kernel) {
 		return refused("the %s runtime is not gVisor: the sandbox's kernel is %q, the host's own", dispatch.GVisorRuntime, kernel)
 	}
 	fi, err := os.Lstat(filepath.Join(dir, dispatch.RuntimeCheckSocket))

@@ -46,6 +46,20 @@ func TestFakeDockerCLI(t *testing.T) {
 		kernel = "6.1.0-18-amd64"
 	}
 	fmt.Println("kernel: " + kernel)
+	switch kind {
+	case "host-uds-open":
+		// runsc --host-uds=open: the sandbox connects to the host's socket.
+		c, err := net.Dial("unix", filepath.Join(dir, dispatch.RuntimeCheckHostSocket))
+		if err != nil {
+			fmt.Println("host-socket: refused (" + err.Error() + ")")
+		} else {
+			c.Close()
+			fmt.Println("host-socket: opened")
+		}
+	case "old-image":
+	default:
+		fmt.Println("host-socket: refused (connect: permission denied)")
+	}
 	if kind == "no-net-raw" {
 		fmt.Println("iptables: FAILED: no iptables works here: iptables-legacy-save -t filter: exit status 4: Permission denied (you must be root)")
 		code = 1
@@ -86,11 +100,13 @@ func fakeDockerRuntime(t *testing.T, kind string) string {
 func TestGVisorReadiness(t *testing.T) {
 	t.Parallel()
 	for kind, want := range map[string]string{
-		"gvisor":       "",
-		"unregistered": "could not run the image on the runsc runtime",
-		"runc":         `the runsc runtime is not gVisor: the sandbox's kernel is "6.1.0-18-amd64"`,
-		"no-net-raw":   "runsc needs --net-raw",
-		"no-host-uds":  "runsc needs --host-uds=create",
+		"gvisor":        "",
+		"unregistered":  "could not run the image on the runsc runtime",
+		"runc":          `the runsc runtime is not gVisor: the sandbox's kernel is "6.1.0-18-amd64"`,
+		"no-net-raw":    "runsc needs --net-raw",
+		"no-host-uds":   "runsc needs --host-uds=create",
+		"host-uds-open": "--host-uds must be create, not open or all",
+		"old-image":     "did not try the host's socket",
 	} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()

@@ -156,6 +156,10 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 	if b.deny != "" {
 		args = append(args, "--env", dispatch.EnvDenyNets+"="+b.deny)
 	}
+	if rec.Isolation != "" {
+		// The init checks its kernel against it (the gvisor profile).
+		args = append(args, "--env", dispatch.EnvIsolation+"="+string(rec.Isolation))
+	}
 	args = append(args, b.cacheMounts(m, task)...)
 	args = append(args, b.setupCacheArgs(m, task)...)
 	if b.o.OSVDir != "" && !task && m.Mode != dispatch.ModePreview {

@@ -53,6 +53,9 @@ func (s *sandbox) run(parent context.Context) int {
 	if err := s.steps.do("work-order", s.loadOrder); err != nil {
 		return s.fail(dispatch.StatusFailed, err)
 	}
+	if err := checkIsolation(os.Getenv, kernelRelease()); err != nil {
+		return s.fail(dispatch.StatusFailed, err)
+	}
 	saveCtx, stopSaves := context.WithCancel(context.Background())
 	defer stopSaves()
 
