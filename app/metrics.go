@@ -21,7 +21,8 @@ type serverMetrics struct {
 	queueWait     prometheus.Histogram // queue_metrics.go
 }
 
-func newServerMetrics(reg *prometheus.Registry, gm metrics.Registry, backend dispatch.Backend, runs *handlers.Runs) *serverMetrics {
+func newServerMetrics(reg *prometheus.Registry, gm metrics.Registry, backend dispatch.Backend, base *handlers.Base) *serverMetrics {
+	runs := base.Runs
 	m := &serverMetrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandbox_bot_webhook_deliveries_total", Help: "Webhook deliveries by event and status: accepted into the queue, filtered (no handler would act on it; answered 202 without queueing) or ignored (no handler for the event type).",
@@ -42,6 +43,9 @@ func newServerMetrics(reg *prometheus.Registry, gm metrics.Registry, backend dis
 		&goMetricsCollector{reg: gm},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sandbox_bot_runs_followed", Help: "Runs this replica is following."},
 			func() float64 { return float64(len(runs.Active())) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "sandbox_bot_ci_fork_checks_ignored_total",
+			Help: "Check runs (and pull requests) of another repository's head, a fork's, that the CI-fix path left out: only the repository's own CI on the App's own head starts fix runs."},
+			func() float64 { return float64(base.ForkChecksIgnored()) }),
 	)
 	return m
 }

@@ -91,7 +91,7 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	if cfg.Retention > 0 {
 		base.Receipts.Transcripts = &transcriptKeeper{store: dash.store, event: s.live.event, log: logger, maxLines: maxRunLines, closeWait: 10 * time.Second}
 	}
-	s.metrics = newServerMetrics(s.prom, registry, backend, base.Runs)
+	s.metrics = newServerMetrics(s.prom, registry, backend, base)
 	base.QueueWait = func(d time.Duration) { s.metrics.queueWait.Observe(d.Seconds()) }
 
 	dedupe, err := lru.New(20000)

@@ -13,6 +13,7 @@ package handlers
 import (
 	"context"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/palantir/go-githubapp/githubapp"
@@ -114,6 +115,9 @@ type core struct {
 	// imageClient fetches images from GitHub's hosts without a
 	// credential (imagefetch.go).
 	imageClient *http.Client
+	// ciForks counts the check runs of other repositories' heads (forks'
+	// pull requests) the CI-fix path left out (ci_checks.go).
+	ciForks atomic.Int64
 }
 
 // Base is the event router: the webhook handlers hand it their events,
@@ -180,3 +184,7 @@ func (b *Base) Handlers() []githubapp.EventHandler {
 // LoadIdentity reads the App's bot account (core.LoadIdentity); the
 // server calls it at start.
 func (b *Base) LoadIdentity(ctx context.Context) (string, error) { return b.c.LoadIdentity(ctx) }
+
+// ForkChecksIgnored is how many check runs of forks' heads the CI-fix path
+// left out since the start (the metric sandbox_bot_ci_fork_checks_ignored_total).
+func (b *Base) ForkChecksIgnored() int64 { return b.c.ciForks.Load() }

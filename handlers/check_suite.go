@@ -24,6 +24,10 @@ import (
 //     check runs and have no suite; each change of one is a delivery.
 //
 // workflow_run is not needed: a workflow run's completion is its suite's.
+// Whatever brings the news, only the repository's own head counts: an
+// Actions job of a fork's pull request (head_repository another
+// repository) is left out when the checks are read (ci_checks.go), and a
+// fork's pull request is never the App's.
 // Either event only says that something on a commit changed; the bot
 // then reads every check run and status of the commit (checksOn) and acts
 // once they have all completed, so the last one to end is the one that
@@ -109,6 +113,12 @@ func (cf *ciFixer) headChanged(ctx context.Context, installation int64, repo *gi
 		prs = append(prs, pr)
 	}
 	for _, pr := range prs {
+		if hr := pr.GetHead().GetRepo().GetFullName(); hr != "" && !strings.EqualFold(hr, repo.GetFullName()) {
+			// A fork's pull request: its CI is not the repository's own.
+			cf.c.ciForks.Add(1)
+			log.Info().Int("pr", pr.GetNumber()).Str("head_repository", hr).Msg("a fork's pull request; its checks are not the repository's own")
+			continue
+		}
 		if pr.GetState() == "closed" || !strings.EqualFold(pr.GetHead().GetSHA(), sha) {
 			log.Debug().Int("pr", pr.GetNumber()).Msg("not the PR's head (any more); nothing to do")
 			continue

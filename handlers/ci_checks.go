@@ -61,9 +61,14 @@ func (c *core) readChecks(ctx context.Context, gh GitHub, sha string) (ciState, 
 		return st, err
 	}
 	slug := c.slug()
+	own := map[int64]bool{} // check suite id -> ran on this repository's head
 	for _, r := range runs {
 		if r.GetName() == c.CheckName && (r.GetApp() == nil || r.GetApp().GetSlug() == slug) {
 			continue // the bot's own progress check
+		}
+		if r.GetApp().GetSlug() == actionsApp && !actionsOwnHead(ctx, gh, r, own) {
+			c.ciForks.Add(1)
+			continue
 		}
 		st.checks++
 		name := r.GetName()
@@ -88,6 +93,40 @@ func (c *core) readChecks(ctx context.Context, gh GitHub, sha string) (ciState, 
 		}
 	}
 	return st, nil
+}
+
+// actionsOwnHead reports whether an Actions job ran for the repository's
+// own head. A pull request from a fork runs the base repository's
+// workflows on the fork's commit, and its check runs sit on that commit
+// in the base repository like any other: a fork whose branch bears the
+// App's branch name and whose head is the App's commit would put its own
+// CI's failures (on code it controls, without the repository's secrets)
+// on the App's head. Only the job's workflow run says whose head it was
+// (head_repository); a job whose run cannot be read is not counted
+// either. known caches the answer by check suite (one workflow run each).
+func actionsOwnHead(ctx context.Context, gh GitHub, r *github.CheckRun, known map[int64]bool) bool {
+	suite := r.GetCheckSuite().GetID()
+	if own, ok := known[suite]; ok && suite != 0 {
+		return own
+	}
+	own, head := false, ""
+	job, err := gh.WorkflowJob(ctx, r.GetID())
+	if err == nil {
+		var run *github.WorkflowRun
+		if run, err = gh.WorkflowRun(ctx, job.GetRunID()); err == nil {
+			head = run.GetHeadRepository().GetFullName()
+			own = strings.EqualFold(head, gh.FullName())
+		}
+	}
+	log := zerolog.Ctx(ctx).With().Str("check", r.GetName()).Int64("check_suite", suite).Logger()
+	switch {
+	case err != nil:
+		log.Warn().Err(err).Msg("whose head this Actions job ran on cannot be read; the check is not counted")
+	case !own:
+		log.Info().Str("head_repository", head).Msg("an Actions job of another repository's head (a fork's pull request) is not counted")
+	}
+	known[suite] = own
+	return own
 }
 
 // failingOnBase are the names of the checks that fail on the head of the

@@ -137,6 +137,9 @@ type CI interface {
 	Annotations(ctx context.Context, checkRunID int64) ([]*github.CheckRunAnnotation, error)
 	// WorkflowJob is the GitHub Actions job whose check run has that id.
 	WorkflowJob(ctx context.Context, id int64) (*github.WorkflowJob, error)
+	// WorkflowRun is an Actions workflow run: head_repository says whose
+	// head it ran on (a fork's, for a fork's pull request).
+	WorkflowRun(ctx context.Context, id int64) (*github.WorkflowRun, error)
 	// JobLog streams a job's log to read: GitHub answers with a redirect
 	// to a download URL, which is fetched without the installation's
 	// credential.

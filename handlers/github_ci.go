@@ -90,6 +90,14 @@ func (r *goCI) WorkflowJob(ctx context.Context, id int64) (*github.WorkflowJob, 
 	return job, nil
 }
 
+func (r *goCI) WorkflowRun(ctx context.Context, id int64) (*github.WorkflowRun, error) {
+	run, resp, err := r.c.Actions.GetWorkflowRunByID(ctx, r.owner, r.name, id)
+	if err != nil {
+		return nil, fmt.Errorf("read Actions workflow run %d of %s: %w", id, r.FullName(), status404(resp, err))
+	}
+	return run, nil
+}
+
 func (r *goCI) JobLog(ctx context.Context, id int64, read func(io.Reader) error) error {
 	link, resp, err := r.c.Actions.GetWorkflowJobLogs(ctx, r.owner, r.name, id, 0)
 	if err != nil {

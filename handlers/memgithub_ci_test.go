@@ -43,7 +43,7 @@ func (r *memRepo) addActionsFailure(sha, name, log string) int64 {
 		Output: &github.CheckRunOutput{Title: github.String(name + " failed"), AnnotationsCount: github.Int(1)}})
 	c.annotations[id] = []*github.CheckRunAnnotation{{Path: github.String("greet.txt"), StartLine: github.Int(1),
 		AnnotationLevel: github.String("failure"), Message: github.String("Process completed with exit code 1.")}}
-	c.jobs[id] = &github.WorkflowJob{ID: &id, Name: &name, WorkflowName: github.String("CI"),
+	c.jobs[id] = &github.WorkflowJob{ID: &id, RunID: &id, Name: &name, WorkflowName: github.String("CI"),
 		Steps: []*github.TaskStep{{Name: github.String("Checkout"), Conclusion: github.String("success")}, {Name: github.String("Test"), Conclusion: github.String("failure")}}}
 	c.logs[id] = log
 	return id
@@ -109,6 +109,18 @@ func (r *memRepo) WorkflowJob(_ context.Context, id int64) (*github.WorkflowJob,
 	for _, c := range r.ci {
 		if j, ok := c.jobs[id]; ok {
 			return j, nil
+		}
+	}
+	return nil, ErrNotFound
+}
+
+// WorkflowRun is the run of the job of the same id (addActionsFailure),
+// on the repository's own head.
+func (r *memRepo) WorkflowRun(_ context.Context, id int64) (*github.WorkflowRun, error) {
+	defer r.lock()()
+	for _, c := range r.ci {
+		if _, ok := c.jobs[id]; ok {
+			return &github.WorkflowRun{ID: &id, HeadRepository: &github.Repository{FullName: github.String(r.FullName())}}, nil
 		}
 	}
 	return nil, ErrNotFound

@@ -44,6 +44,12 @@ type CheckRunSpec struct {
 	Workflow             string
 	Steps                []Step
 	Log                  string
+	// HeadRepo is the fork (owner/name) whose pull request ran the
+	// workflow; "" is the repository itself. GitHub runs a fork's pull
+	// request's workflows in the base repository, on the fork's commit:
+	// the workflow run's head_repository is the fork, and the suite names
+	// no pull request.
+	HeadRepo string
 }
 
 // repoCI is one repository's CI: suites and statuses by commit.
@@ -57,7 +63,7 @@ type repoCI struct {
 type suite struct {
 	id, runID          int64
 	app, sha, branch   string
-	workflow           string
+	workflow, headRepo string
 	checkRuns          []int64
 	status, conclusion string
 }
@@ -114,13 +120,13 @@ func (s *Server) AddCheckRun(fullName string, spec CheckRunSpec) int64 {
 	c := s.ciOf(repo)
 	var st *suite
 	for _, x := range c.suites {
-		if x.sha == spec.HeadSHA && x.app == spec.App && x.workflow == spec.Workflow {
+		if x.sha == spec.HeadSHA && x.app == spec.App && x.workflow == spec.Workflow && x.headRepo == spec.HeadRepo {
 			st = x
 		}
 	}
 	if st == nil {
 		s.nextID++
-		st = &suite{id: s.nextID, app: spec.App, sha: spec.HeadSHA, branch: spec.HeadBranch, workflow: spec.Workflow, status: "queued"}
+		st = &suite{id: s.nextID, app: spec.App, sha: spec.HeadSHA, branch: spec.HeadBranch, workflow: spec.Workflow, headRepo: spec.HeadRepo, status: "queued"}
 		if spec.App == ActionsApp {
 			s.nextID++
 			st.runID = s.nextID
@@ -327,6 +333,12 @@ func (s *Server) getWorkflowRun(w http.ResponseWriter, r *http.Request, repo *Re
 	}
 	m := map[string]any{"id": st.runID, "name": st.workflow, "head_sha": st.sha, "head_branch": st.branch, "status": st.status,
 		"check_suite_id": st.id, "html_url": fmt.Sprintf("%s/actions/runs/%d", s.srv.URL, st.runID)}
+	head := repo.FullName()
+	if st.headRepo != "" {
+		head = st.headRepo
+	}
+	owner, name, _ := strings.Cut(head, "/")
+	m["head_repository"] = map[string]any{"full_name": head, "name": name, "owner": map[string]any{"login": owner}, "fork": st.headRepo != ""}
 	if st.conclusion != "" {
 		m["conclusion"] = st.conclusion
 	}
@@ -353,7 +365,10 @@ func (s *Server) CheckSuitePayload(fullName string, id int64) []byte {
 	s.mu.Lock()
 	run := repo.CheckRuns[id]
 	st := s.ciOf(repo).suites[run.SuiteID]
-	prs := s.prsOfBranch(repo, st.branch, st.sha)
+	prs := []map[string]any{} // a fork's suite names no pull request
+	if st.headRepo == "" {
+		prs = s.prsOfBranch(repo, st.branch, st.sha)
+	}
 	suiteJSON := map[string]any{"id": st.id, "head_branch": st.branch, "head_sha": st.sha, "status": st.status, "conclusion": st.conclusion,
 		"app": map[string]any{"id": len(st.app), "slug": st.app, "name": st.app}, "pull_requests": prs, "latest_check_runs_count": len(st.checkRuns)}
 	app := st.app
