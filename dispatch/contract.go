@@ -36,6 +36,15 @@ const (
 	// for every process and inner container, on top of DefaultDenyNets:
 	// the bot's listener, the Nomad API, the operator's extra networks.
 	EnvDenyNets = "SANDBOX_DENY_NETS"
+	// EnvDenyHost, "1", has the init fence off the machine the sandbox
+	// runs on besides EnvDenyNets: its default routes' gateways (the
+	// engine's bridge, the Nomad node's) and the addresses /etc/hosts
+	// gives host.docker.internal, every port (see HostWall).
+	EnvDenyHost = "SANDBOX_DENY_HOST"
+	// EnvAllowHosts lists the host ports (ParseHostAllow) excepted from
+	// the fence, evaluated before every deny: the operator's
+	// SANDBOX_HOST_ALLOW and the ports the bot opens for the run.
+	EnvAllowHosts = "SANDBOX_ALLOW_HOSTS"
 )
 
 // Environment variables the runner reads, set by launchers that run it

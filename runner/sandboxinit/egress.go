@@ -105,6 +105,9 @@ func (s *sandbox) startEgress(ctx context.Context, acct *account, run ipTables) 
 // runs yet.
 func (s *sandbox) startEgressProxy() error {
 	allow, err := newAllowlist(s.order.Config.Network.Allow, alwaysAllowed(s.order), s.deny.nets)
+	if allow != nil {
+		allow.exempt = s.deny.allow
+	}
 	if err != nil {
 		return err
 	}

@@ -33,8 +33,11 @@ type allowRule struct {
 
 // allowlist decides which destinations the proxy lets the sandbox reach.
 type allowlist struct {
-	rules   []allowRule
-	deny    []dispatch.DenyNet
+	rules []allowRule
+	deny  []dispatch.DenyNet
+	// exempt are the host ports excepted from deny (the init's chain's
+	// first RETURNs).
+	exempt  []dispatch.DenyNet
 	entries []string // for messages, in the order given
 	// start is set while the sandbox starts (openForStart): only the
 	// init and the inner daemon run, and everything not denied passes.
@@ -120,10 +123,8 @@ func (r *refusal) Error() string { return r.msg }
 // checkAddr vets the address a granted request is about to connect to.
 func (a *allowlist) checkAddr(g grant, addr netip.Addr, port uint16) error {
 	addr = addr.Unmap()
-	for _, d := range a.deny {
-		if d.Contains(addr, port) {
-			return &refusal{fmt.Sprintf("%s resolves to %s, which no sandbox may reach (denied network %s)", g.host, netip.AddrPortFrom(addr, port), d)}
-		}
+	if d, ok := a.denied(addr, port); ok {
+		return &refusal{fmt.Sprintf("%s resolves to %s, which no sandbox may reach (denied network %s)", g.host, netip.AddrPortFrom(addr, port), d)}
 	}
 	if !dispatch.PrivateAddr(addr) || g.trusted {
 		return nil
@@ -140,12 +141,27 @@ func (a *allowlist) checkAddr(g grant, addr netip.Addr, port uint16) error {
 // checkDeny vets a connection to a hop the operator configured (the
 // upstream proxy): only the deny list applies.
 func (a *allowlist) checkDeny(addr netip.Addr, port uint16) error {
-	for _, d := range a.deny {
-		if d.Contains(addr.Unmap(), port) {
-			return &refusal{fmt.Sprintf("%s is a denied network (%s)", netip.AddrPortFrom(addr, port), d)}
-		}
+	if d, ok := a.denied(addr.Unmap(), port); ok {
+		return &refusal{fmt.Sprintf("%s is a denied network (%s)", netip.AddrPortFrom(addr, port), d)}
 	}
 	return nil
+}
+
+// denied is the deny entry that holds addr:port, unless a host port the
+// wall excepts (dispatch.EnvAllowHosts) is it: as in the init's chain,
+// the exceptions come first.
+func (a *allowlist) denied(addr netip.Addr, port uint16) (dispatch.DenyNet, bool) {
+	for _, e := range a.exempt {
+		if e.Contains(addr, port) {
+			return dispatch.DenyNet{}, false
+		}
+	}
+	for _, d := range a.deny {
+		if d.Contains(addr, port) {
+			return d, true
+		}
+	}
+	return dispatch.DenyNet{}, false
 }
 
 // dialer connects for g, checking the address in the socket's Control

@@ -69,7 +69,7 @@ func denyRules(nets []dispatch.DenyNet, nameservers []string, v6 bool) [][]strin
 // FORWARD where the daemon writes no rules, see netfilter.go), FORWARD
 // itself for IPv6 (the daemon leaves ip6tables alone unless told
 // otherwise).
-func installDeny(ctx context.Context, run ipTables, nets []dispatch.DenyNet, resolvConf string, hasIPv6 bool, forwardV4 string) error {
+func installDeny(ctx context.Context, run ipTables, fc denyFence, resolvConf string, hasIPv6 bool, forwardV4 string) error {
 	v4, v6 := nameservers(resolvConf)
 	type plan struct {
 		fam     family
@@ -87,7 +87,10 @@ func installDeny(ctx context.Context, run ipTables, nets []dispatch.DenyNet, res
 			return err
 		}
 		b.chain(chainDeny)
-		for _, r := range denyRules(nets, p.ns, p.fam.v6) {
+		rules := denyRules(fc.deny, p.ns, p.fam.v6)
+		// The exceptions after DNS, before every deny.
+		rules = append(rules[:2*len(p.ns):2*len(p.ns)], append(allowRules(fc.allow, p.fam.v6), rules[2*len(p.ns):]...)...)
+		for _, r := range rules {
 			b.rule(r...)
 		}
 		b.jump([]string{"OUTPUT", "-j", chainDeny})
@@ -106,8 +109,9 @@ func installDeny(ctx context.Context, run ipTables, nets []dispatch.DenyNet, res
 
 // denyState is what the init did about the egress defaults.
 type denyState struct {
-	nets []dispatch.DenyNet
-	done bool
+	nets  []dispatch.DenyNet
+	allow []dispatch.DenyNet // the host ports excepted, before nets
+	done  bool
 }
 
 // enforceEgressDefaults installs the deny fence once per start. A coding
@@ -115,18 +119,19 @@ type denyState struct {
 // reach the cloud's metadata and the bot. Task mode has no privileges to
 // fence with (see the README's security model).
 func (s *sandbox) enforceEgressDefaults(ctx context.Context, run ipTables) error {
-	return s.applyEgressDefaults(ctx, run, os.Geteuid(), os.Getenv, "/etc/resolv.conf")
+	return s.applyEgressDefaults(ctx, run, os.Geteuid(), os.Getenv, "/etc/resolv.conf", readHostView())
 }
 
-func (s *sandbox) applyEgressDefaults(ctx context.Context, run ipTables, euid int, getenv func(string) string, resolvConf string) error {
+func (s *sandbox) applyEgressDefaults(ctx context.Context, run ipTables, euid int, getenv func(string) string, resolvConf string, view hostView) error {
 	if s.deny.done {
 		return nil
 	}
-	nets, err := denyNetsFromEnv(getenv)
+	fc, err := fenceFromEnv(getenv, view)
 	if err != nil {
 		return err
 	}
-	s.deny.nets = nets
+	nets := fc.deny
+	s.deny.nets, s.deny.allow = nets, fc.allow
 	if euid != 0 {
 		switch {
 		case s.order == nil:
@@ -151,7 +156,7 @@ func (s *sandbox) applyEgressDefaults(ctx context.Context, run ipTables, euid in
 	if s.inner {
 		forward = nf.forwardFrom()
 	}
-	if err := installDeny(ctx, run, nets, resolvConf, s.ipv6, forward); err != nil {
+	if err := installDeny(ctx, run, fc, resolvConf, s.ipv6, forward); err != nil {
 		return fmt.Errorf("egress defaults could not be installed, so the sandbox would reach cloud metadata and the bot: %w", err)
 	}
 	if s.inner {
@@ -160,7 +165,7 @@ func (s *sandbox) applyEgressDefaults(ctx context.Context, run ipTables, euid in
 		}
 	}
 	s.deny.done = true
-	s.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Bool("inner_containers", s.inner).Msg("egress defaults enforced")
+	s.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Str("allow", dispatch.FormatDenyNets(fc.allow)).Bool("inner_containers", s.inner).Msg("egress defaults enforced")
 	return nil
 }
 

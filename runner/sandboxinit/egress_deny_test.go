@@ -32,7 +32,7 @@ func TestDenyRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &fakeTables{}
-	if err := installDeny(context.Background(), f.run, nets, rc, true, chainDocker); err != nil {
+	if err := installDeny(context.Background(), f.run, denyFence{deny: nets}, rc, true, chainDocker); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{
@@ -97,7 +97,7 @@ func TestEgressDefaultsFailClosed(t *testing.T) {
 				return "iptables: not found", tc.fail
 			}}
 			s := &sandbox{log: zerolog.Nop(), order: tc.order}
-			err := s.applyEgressDefaults(context.Background(), f.run, tc.euid, tc.getenv, resolvConf(t, ""))
+			err := s.applyEgressDefaults(context.Background(), f.run, tc.euid, tc.getenv, resolvConf(t, ""), hostView{})
 			if tc.contains == "" {
 				if err != nil {
 					t.Fatal(err)

@@ -83,7 +83,7 @@ func TestGVisorNetfilterRules(t *testing.T) {
 	}
 	rc := resolvConf(t, "nameserver 10.255.255.53\n")
 	run := nf.runner(k.run)
-	if err := installDeny(context.Background(), run, nil, rc, false, nf.forwardFrom()); err != nil {
+	if err := installDeny(context.Background(), run, denyFence{}, rc, false, nf.forwardFrom()); err != nil {
 		t.Fatal(err)
 	}
 	if err := fence(context.Background(), k.run, fenceSpec{uids: []int{1000}, gids: []int{daemonGID}, resolvConf: rc, forward: true, nf: &nf}); err != nil {
