@@ -37,6 +37,11 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 		}
 		env[dispatch.EnvOpenCodeConfigJSON] = doc
 	}
+	// Validated at load: no sandbox reaches its host but these ports.
+	hostAllow, err := cfg.hostAllow()
+	if err != nil {
+		return nil, nop, err
+	}
 	switch cfg.Backend {
 	case "nomad":
 		nc := api.DefaultConfig()
@@ -54,7 +59,7 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 			Config: nc, Image: cfg.Image, Isolation: cfg.Isolation, Region: cfg.Nomad.Region, Namespace: cfg.Nomad.SandboxNamespace,
 			Datacenters: cfg.Nomad.Datacenters, NodePool: cfg.Nomad.NodePool, KillTimeout: cfg.Nomad.KillTimeout, Purge: cfg.Nomad.Purge,
 			Limits: nomad.Limits{MaxCPU: cfg.Limits.MaxCPU, MaxMemoryMB: cfg.Limits.MaxMemoryMB}, PidsLimit: cfg.Limits.PidsLimit, Env: env, Gateway: gw, Logger: logger,
-			DenyNets: nomadDenyNets(ctx, cfg, logger),
+			DenyNets: nomadDenyNets(ctx, cfg, logger), HostWall: true, HostAllow: hostAllow,
 			SetupCache: nomad.SetupCache{Volume: cfg.SetupCache.NomadVolume,
 				MaxBytes: max(cfg.SetupCache.RepoBytes(), 0), NodeMaxBytes: max(cfg.SetupCache.NodeBytes(), 0)},
 			OSVVolume: cfg.NomadOSVVolume,
@@ -74,7 +79,7 @@ func NewBackend(ctx context.Context, cfg *Config, logger zerolog.Logger) (dispat
 			CacheScope:         cfg.CacheScope,
 			SetupCacheMaxBytes: cfg.SetupCache.RepoBytes(), SetupCacheNodeMaxBytes: max(cfg.SetupCache.NodeBytes(), 0),
 			OSVDir: cfg.OSVDir,
-		}, docker.Bounds{Limits: cfg.Limits, DenyNets: cfg.denyNets(), BotListen: botListeners(cfg)})
+		}, docker.Bounds{Limits: cfg.Limits, DenyNets: cfg.denyNets(), BotListen: botListeners(cfg), HostWall: true, HostAllow: hostAllow})
 		if err != nil {
 			return nil, nop, err
 		}

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -22,10 +23,22 @@ func (c *Config) validateEgress() error {
 			return fmt.Errorf("SANDBOX_DENY_NETWORKS: %w (want an address or CIDR network, optionally :port)", err)
 		}
 	}
+	if _, err := c.hostAllow(); err != nil {
+		return err
+	}
 	if _, err := docker.ParseCacheScope(c.CacheScope); err != nil {
 		return fmt.Errorf("SANDBOX_CACHE_SCOPE: %w", err)
 	}
 	return nil
+}
+
+// hostAllow is SANDBOX_HOST_ALLOW, parsed.
+func (c *Config) hostAllow() ([]dispatch.HostAllow, error) {
+	hs, err := dispatch.ParseHostAllow(strings.Join(c.HostAllow, ","))
+	if err != nil {
+		return nil, fmt.Errorf("SANDBOX_HOST_ALLOW: %w", err)
+	}
+	return hs, nil
 }
 
 // denyNets is the operator's list, already validated.

@@ -32,6 +32,7 @@ func TestEgressSettingsAreValidated(t *testing.T) {
 	for env, want := range map[string]string{
 		"SANDBOX_DENY_NETWORKS": "SANDBOX_DENY_NETWORKS:",
 		"SANDBOX_CACHE_SCOPE":   "SANDBOX_CACHE_SCOPE: cache scope \"bogus\"",
+		"SANDBOX_HOST_ALLOW":    `SANDBOX_HOST_ALLOW: entry "bogus": no port`,
 	} {
 		vars := map[string]string{"GITHUB_APP_INTEGRATION_ID": "1", "GITHUB_APP_WEBHOOK_SECRET": "s", "GITHUB_APP_PRIVATE_KEY": testKey, env: "bogus"}
 		_, err := LoadConfig(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
@@ -40,13 +41,17 @@ func TestEgressSettingsAreValidated(t *testing.T) {
 		}
 	}
 	vars := map[string]string{"GITHUB_APP_INTEGRATION_ID": "1", "GITHUB_APP_WEBHOOK_SECRET": "s", "GITHUB_APP_PRIVATE_KEY": testKey,
-		"SANDBOX_DENY_NETWORKS": "10.0.0.0/8, 10.1.2.3:5432", "SANDBOX_CACHE_SCOPE": "installation"}
+		"SANDBOX_DENY_NETWORKS": "10.0.0.0/8, 10.1.2.3:5432", "SANDBOX_CACHE_SCOPE": "installation",
+		"SANDBOX_HOST_ALLOW": "10.0.0.1:3000, host.docker.internal:8443"}
 	c, err := LoadConfig(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := dispatch.FormatDenyNets(c.denyNets()); got != "10.0.0.0/8,10.1.2.3/32:5432" || c.CacheScope != "installation" {
 		t.Errorf("read %q and scope %q", got, c.CacheScope)
+	}
+	if hs, err := c.hostAllow(); err != nil || dispatch.FormatHostAllow(hs) != "10.0.0.1:3000,host.docker.internal:8443" {
+		t.Errorf("SANDBOX_HOST_ALLOW read as %v (%v)", hs, err)
 	}
 }
 

@@ -78,6 +78,9 @@ type Options struct {
 	// DenyNets are networks no sandbox may reach, on top of link-local
 	// (dispatch.DefaultDenyNets), e.g. the operator's internal networks.
 	DenyNets []dispatch.DenyNet
+	// HostWall and HostAllow: see Bounds.
+	HostWall  bool
+	HostAllow []dispatch.HostAllow
 	// BotListen are the bot's listen addresses (":8080"): sandboxes are
 	// fenced off them on every address of this host and the sandbox
 	// network's gateway.

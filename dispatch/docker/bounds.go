@@ -20,6 +20,14 @@ type Bounds struct {
 	DenyNets []dispatch.DenyNet
 	// BotListen are the bot's listen addresses (none for the CLI).
 	BotListen []string
+	// HostWall denies every sandbox the machine the engine runs on: the
+	// sandbox network's gateway, host.docker.internal and the host's
+	// other addresses, every port, except HostAllow.
+	HostWall bool
+	// HostAllow are the host ports excepted from every deny: the
+	// operator's SANDBOX_HOST_ALLOW, and what the caller opens for its
+	// runs (the CLI's git server).
+	HostAllow []dispatch.HostAllow
 }
 
 // NewBounded builds the backend of o held to b: o's own limits and deny
@@ -29,5 +37,6 @@ func NewBounded(o Options, b Bounds) (*Backend, error) {
 	o.MemoryMB, o.CPU, o.PidsLimit = l.MaxMemoryMB, l.MaxCPU, l.PidsLimit
 	o.DenyNets = append([]dispatch.DenyNet(nil), b.DenyNets...)
 	o.BotListen = append([]string(nil), b.BotListen...)
+	o.HostWall, o.HostAllow = b.HostWall, append([]dispatch.HostAllow(nil), b.HostAllow...)
 	return New(o)
 }

@@ -114,9 +114,20 @@ func (b *Backend) CacheImage(ctx context.Context, ref string) error {
 }
 
 // denyNets is what the sandboxes must not reach beyond the defaults: the
-// operator's networks and every address the bot's listeners answer on.
+// operator's networks, the host itself when the wall is up, and every
+// address the bot's listeners answer on.
 func (b *Backend) denyNets(ctx context.Context) []dispatch.DenyNet {
 	nets := append([]dispatch.DenyNet(nil), b.o.DenyNets...)
+	if b.o.HostWall {
+		// The host: every address it has, and the sandbox network's
+		// gateway (host.docker.internal, which the init adds from its
+		// /etc/hosts too), every port.
+		for _, a := range append(localAddrs(), b.gateways(ctx)...) {
+			if a = a.Unmap(); !a.IsLoopback() {
+				nets = append(nets, dispatch.DenyNet{Prefix: netip.PrefixFrom(a, a.BitLen())})
+			}
+		}
+	}
 	for _, l := range b.o.BotListen {
 		host, portText, err := net.SplitHostPort(l)
 		port, perr := strconv.ParseUint(portText, 10, 16)

@@ -156,6 +156,12 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 	if b.deny != "" {
 		args = append(args, "--env", dispatch.EnvDenyNets+"="+b.deny)
 	}
+	if b.o.HostWall {
+		args = append(args, "--env", dispatch.EnvDenyHost+"=1")
+	}
+	if len(b.o.HostAllow) > 0 {
+		args = append(args, "--env", dispatch.EnvAllowHosts+"="+dispatch.FormatHostAllow(b.o.HostAllow))
+	}
 	if rec.Isolation != "" {
 		// The init checks its kernel against it (the gvisor profile).
 		args = append(args, "--env", dispatch.EnvIsolation+"="+string(rec.Isolation))

@@ -26,6 +26,23 @@ func TestJobDeniesNomadAndTheBot(t *testing.T) {
 	if got := job.TaskGroups[0].Tasks[0].Env[dispatch.EnvDenyNets]; got != want {
 		t.Errorf("%s = %q, want %q", dispatch.EnvDenyNets, got, want)
 	}
+	// Behind the host wall: the whole node, the init's own part asked
+	// for, the operator's host ports excepted.
+	o.HostWall = true
+	if o.HostAllow, err = dispatch.ParseHostAllow("${attr.unique.network.ip-address}:3000,10.0.0.1:8443"); err != nil {
+		t.Fatal(err)
+	}
+	walled, err := nomad.BuildJob(o, spec(dispatch.ModeExecute, "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := walled.TaskGroups[0].Tasks[0].Env
+	if got, want := env[dispatch.EnvDenyNets], "10.0.0.5/32:4646,10.0.0.9/32:8080,${attr.unique.network.ip-address}"; got != want {
+		t.Errorf("behind the wall %s = %q, want %q", dispatch.EnvDenyNets, got, want)
+	}
+	if env[dispatch.EnvDenyHost] != "1" || env[dispatch.EnvAllowHosts] != "${attr.unique.network.ip-address}:3000,10.0.0.1:8443" {
+		t.Errorf("behind the wall %s=%q %s=%q", dispatch.EnvDenyHost, env[dispatch.EnvDenyHost], dispatch.EnvAllowHosts, env[dispatch.EnvAllowHosts])
+	}
 	task, err := nomad.BuildJob(o, spec(dispatch.ModeTask, "1"))
 	if err != nil {
 		t.Fatal(err)

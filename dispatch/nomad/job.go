@@ -190,7 +190,13 @@ func sandboxTask(o Options, id string, order dispatch.WorkOrder, isolation dispa
 		dispatch.EnvTaskID:    order.TaskID,
 	}
 	if !taskMode {
-		task.Env[dispatch.EnvDenyNets] = denyNetsEnv(o.DenyNets)
+		task.Env[dispatch.EnvDenyNets] = denyNetsEnv(o.DenyNets, o.HostWall)
+		if o.HostWall {
+			task.Env[dispatch.EnvDenyHost] = "1"
+		}
+		if len(o.HostAllow) > 0 {
+			task.Env[dispatch.EnvAllowHosts] = dispatch.FormatHostAllow(o.HostAllow)
+		}
 	}
 	task.Resources = &api.Resources{CPU: ptr(res.CPU), MemoryMB: ptr(res.MemoryMB)}
 	task.KillTimeout = ptr(o.KillTimeout)
@@ -385,11 +391,19 @@ func ptr[T any](v T) *T { return &v }
 // node, which Nomad interpolates into the job's environment at placement.
 const NodeAgentDenyNet = "${attr.unique.network.ip-address}:4646"
 
+// NodeDenyNet is the node's own address, every port, which Nomad
+// interpolates at placement: the host wall's part on Nomad.
+const NodeDenyNet = "${attr.unique.network.ip-address}"
+
 // denyNetsEnv is EnvDenyNets' value: the configured networks and the
-// node's own agent.
-func denyNetsEnv(nets []dispatch.DenyNet) string {
-	if s := dispatch.FormatDenyNets(nets); s != "" {
-		return s + "," + NodeAgentDenyNet
+// node's own agent, or the whole node behind the host wall.
+func denyNetsEnv(nets []dispatch.DenyNet, hostWall bool) string {
+	node := NodeAgentDenyNet
+	if hostWall {
+		node = NodeDenyNet
 	}
-	return NodeAgentDenyNet
+	if s := dispatch.FormatDenyNets(nets); s != "" {
+		return s + "," + node
+	}
+	return node
 }

@@ -153,6 +153,13 @@ type Options struct {
 	// Every job also denies the Nomad agent of its own node
 	// (NodeAgentDenyNet).
 	DenyNets []dispatch.DenyNet
+	// HostWall denies every sandbox its node: the node's own address
+	// (${attr.unique.network.ip-address}, every port: the Nomad client's
+	// API, Consul's agent, whatever is bound to all addresses), its
+	// default route's gateway and host.docker.internal (the init reads
+	// those itself), except HostAllow, the host ports the operator lists.
+	HostWall  bool
+	HostAllow []dispatch.HostAllow
 
 	// JobPrefix starts every job id the bot creates; the watcher ignores
 	// jobs without it.

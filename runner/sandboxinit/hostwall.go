@@ -109,7 +109,14 @@ func fenceFromEnv(getenv func(string) string, v hostView) (denyFence, error) {
 	if err != nil {
 		return denyFence{}, err
 	}
-	f := denyFence{deny: deny}
+	// A loopback entry (a Nomad node that calls itself 127.0.0.1) would
+	// be the sandbox's own loopback, its services' addresses: never the host.
+	f := denyFence{}
+	for _, d := range deny {
+		if !d.Prefix.Addr().IsLoopback() {
+			f.deny = append(f.deny, d)
+		}
+	}
 	if getenv(dispatch.EnvDenyHost) == "1" {
 		host := append(append([]netip.Addr(nil), v.gateways...), v.namedAddrs(dispatch.HostGatewayName)...)
 		for _, a := range host {
