@@ -34,9 +34,9 @@ import (
 // address and by the Docker host's name, an operator-denied network), the
 // page answers with headers that would act beyond it and a 103, /hang never
 // answers, /stop tells the agent's command to finish.
-func hostileServerJS(gw string, botPort, denyPort int) string {
+func hostileServerJS(gw string, botPort, denyPort int, wall hostWallProbe) string {
 	return fmt.Sprintf(`const fs = require('fs'), net = require('net'), http = require('http');
-const GW = %q, BOT = %d, DENY = %d;
+const GW = %q, BOT = %d, DENY = %d, HOST = %d, OTHER = %q, ALLOW = %d;
 const read = p => { try { return 'read ' + fs.readFileSync(p, 'latin1') } catch (e) { return e.code } };
 const list = p => { try { return fs.readdirSync(p).join(',') } catch (e) { return e.code } };
 const dial = (host, port) => new Promise(done => {
@@ -49,7 +49,9 @@ async function probe() {
   return { uid: process.getuid(), gateway: read('/sandbox/secrets/gateway/providers.json'), secrets: list('/sandbox/secrets'),
     init: read('/proc/1/environ'), environs: environs(), env: JSON.stringify(process.env),
     metadata: await dial('169.254.169.254', 80), bot: await dial(GW, BOT), botByName: await dial('host.docker.internal', BOT),
-    denied: await dial(GW, DENY) };
+    denied: await dial(GW, DENY),
+    hostGW: await dial(GW, HOST), hostByName: await dial('host.docker.internal', HOST),
+    hostOther: OTHER ? await dial(OTHER, HOST) : 'no other address', allowed: await dial(GW, ALLOW) };
 }
 http.createServer(async (q, s) => {
   const u = q.url.split('?')[0];
@@ -66,7 +68,62 @@ http.createServer(async (q, s) => {
   s.setHeader('content-type', 'text/html');
   s.end(fs.readFileSync('page.html'));
 }).listen(process.env.PORT || %d, '127.0.0.1');
-`, gw, botPort, denyPort, uiDevPort)
+`, gw, botPort, denyPort, wall.hostPort, wall.other, wall.allowPort, uiDevPort)
+}
+
+// hostWallProbe is what the hostile dev server tries of the machine it
+// runs on: a port listening on every address of the host, through the
+// bridge gateway, host.docker.internal and another address of the host's,
+// and a port the operator lists in SANDBOX_HOST_ALLOW.
+type hostWallProbe struct {
+	hostPort, allowPort int
+	other               string
+}
+
+// otherHostAddr is an IPv4 address of this host that is neither loopback
+// nor a Docker bridge's ("" when it has none): the host reached by an
+// address other than the gateway.
+func otherHostAddr(t *testing.T) string {
+	t.Helper()
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range ifs {
+		if i.Flags&net.FlagUp == 0 || i.Flags&net.FlagLoopback != 0 || strings.HasPrefix(i.Name, "docker") || strings.HasPrefix(i.Name, "br-") || strings.HasPrefix(i.Name, "veth") {
+			continue
+		}
+		addrs, _ := i.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && !ipn.IP.IsLinkLocalUnicast() {
+				return ipn.IP.String()
+			}
+		}
+	}
+	return ""
+}
+
+// anyAddrCounter listens on every address of the host (as an operator's
+// service bound to 0.0.0.0 does) and counts connections.
+func anyAddrCounter(t *testing.T) (port int, conns *atomic.Int64) {
+	t.Helper()
+	l, err := net.Listen("tcp4", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	conns = &atomic.Int64{}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			c.Close()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port, conns
 }
 
 // vitePage is the dev server's page as Vite's serves one: its script by
@@ -244,7 +301,7 @@ dev:
   port: %d
 `, uiDevPort)
 			l := startLoop(t, loopOptions{signIn: true, harness: "command", sandboxYML: yml, backendEnv: backendEnv, files: map[string]string{
-				"README.md": "# demo\n", "server.js": hostileServerJS("127.0.0.1", 1, 1), "devtools.js": hostileDevToolsJS(t), "page.html": uiPage(uiCanary, "footer"),
+				"README.md": "# demo\n", "server.js": hostileServerJS("127.0.0.1", 1, 1, hostWallProbe{}), "devtools.js": hostileDevToolsJS(t), "page.html": uiPage(uiCanary, "footer"),
 			}})
 			n := l.gh.AddIssue(e2eRepo, e2eWriter, "Look", "Just look.")
 			l.label(n)

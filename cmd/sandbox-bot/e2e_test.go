@@ -103,7 +103,10 @@ type loopOptions struct {
 	operatorOpenCode bool
 	// env is added to the bot's environment; backendEnv too, given the
 	// sandbox image (another backend).
-	env        []string
+	env []string
+	// hostAllow are host ports the sandboxes may reach besides the fake
+	// GitHub's and the scripted models' (SANDBOX_HOST_ALLOW).
+	hostAllow  []string
 	backendEnv func(img string) []string
 	// signIn serves the bot's pages on its public listener behind the
 	// fake GitHub's OAuth sign-in, at an address that stays the bot's
@@ -202,6 +205,13 @@ func startLoop(t *testing.T, o loopOptions) *loop {
 		gh.SetOAuthApp(e2eOAuthID, e2eOAuthSecret)
 		l.env = append(l.env, "SANDBOX_PUBLIC_URL=http://"+l.addr, "GITHUB_OAUTH_CLIENT_ID="+e2eOAuthID, "GITHUB_OAUTH_CLIENT_SECRET="+e2eOAuthSecret)
 	}
+	// The host wall lets the sandboxes reach exactly the test's servers
+	// on the bridge: the fake GitHub (API and git) and the scripted models.
+	allow := append([]string{strings.TrimPrefix(strings.TrimSuffix(gh.URL(), "/"), "http://"), model.Addr()}, o.hostAllow...)
+	if l.anthropic != nil {
+		allow = append(allow, l.anthropic.Addr())
+	}
+	l.env = append(l.env, "SANDBOX_HOST_ALLOW="+strings.Join(allow, ","))
 	l.env = append(l.env, o.env...)
 	if o.backendEnv != nil {
 		l.env = append(l.env, o.backendEnv(img)...)
