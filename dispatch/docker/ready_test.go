@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // fakeDockerEnv makes this test binary a docker CLI (TestFakeDockerCLI).
@@ -126,5 +127,18 @@ func TestGVisorReadiness(t *testing.T) {
 				t.Errorf("the check left %v in the data directory", left)
 			}
 		})
+	}
+}
+
+// On the engine's real runsc (registered with --host-uds=create), the
+// image's runtime check offers its socket to the host and cannot open the
+// host's: the gvisor profile is ready.
+func TestGVisorReadinessOnTheEngine(t *testing.T) {
+	t.Parallel()
+	testenv.Runsc(t)
+	img := testenv.SandboxImage(t)
+	b := unitBackend(t, func(o *Options) { o.Docker, o.Image, o.Isolation = "docker", img, dispatch.IsolationGVisor })
+	if errs := b.Ready(context.Background()); len(errs) > 0 {
+		t.Fatalf("Ready = %v", errs)
 	}
 }
