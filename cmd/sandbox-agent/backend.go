@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -171,9 +173,36 @@ func (c *cli) dockerBackend(ctx context.Context, o *options) (dispatch.Backend, 
 	if err != nil {
 		return nil, nop, fmt.Errorf("$%s: %w", envDenyNetworks, err)
 	}
+	allow, err := dispatch.ParseHostAllow(c.getenv(envHostAllow))
+	if err != nil {
+		return nil, nop, fmt.Errorf("$%s: %w", envHostAllow, err)
+	}
+	done := nop
+	if dir, ok := strings.CutPrefix(o.repo, "file://"); ok {
+		gw, err := bridgeGateway(ctx)
+		if err != nil {
+			return nil, nop, fmt.Errorf("serve %s to the sandbox: %w", o.repoLabel, err)
+		}
+		if o.target != "" && !strings.HasPrefix("refs/heads/"+o.target, gitserve.AllowedRefPrefix) {
+			return nil, nop, fmt.Errorf("--target-branch %s: a sandbox pushes only to agent/* branches of a local repository", o.target)
+		}
+		srv, err := gitserve.Start(gitserve.Options{Repo: dir, Listen: net.JoinHostPort(gw, "0"), Host: sandboxHost})
+		if err != nil {
+			return nil, nop, fmt.Errorf("serve %s to the sandbox: %w", o.repoLabel, err)
+		}
+		o.repo, o.token = srv.URL, srv.Token
+		// The one port of the host the sandbox needs: this run's server.
+		if u, err := url.Parse(srv.URL); err == nil {
+			if port, err := strconv.ParseUint(u.Port(), 10, 16); err == nil {
+				allow = append(allow, dispatch.HostAllow{Name: dispatch.HostGatewayName, Port: uint16(port)})
+			}
+		}
+		done = func() { _ = srv.Close() }
+		fmt.Fprintf(c.stderr, "sandbox-agent: serving %s to the sandbox at %s (pushes land in it)\n", o.repoLabel, srv.URL)
+	}
 	logger := zerolog.New(zerolog.ConsoleWriter{Out: c.stderr, NoColor: !c.interactive}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
-	// The bot's bounds: its default ceilings and deny list (the CLI has no
-	// server configuration to raise them).
+	// The bot's bounds: its default ceilings, deny list and host wall (the
+	// CLI has no server configuration to raise them).
 	db, err := docker.NewBounded(docker.Options{
 		Image:      o.image,
 		Isolation:  o.isolation,
@@ -182,8 +211,9 @@ func (c *cli) dockerBackend(ctx context.Context, o *options) (dispatch.Backend, 
 		Env:        env,
 		Gateway:    gw,
 		Logger:     logger,
-	}, docker.Bounds{DenyNets: deny})
+	}, docker.Bounds{DenyNets: deny, HostWall: true, HostAllow: allow})
 	if err != nil {
+		done()
 		return nil, nop, err
 	}
 	results := filepath.Join(o.dataDir, "results")
@@ -207,23 +237,6 @@ func (c *cli) dockerBackend(ctx context.Context, o *options) (dispatch.Backend, 
 		if err := db.Cleanup(cctx, id); err != nil {
 			fmt.Fprintf(c.stderr, "sandbox-agent: remove the sandbox of %s: %v\n", id, err)
 		}
-	}
-	done := nop
-	if dir, ok := strings.CutPrefix(o.repo, "file://"); ok {
-		gw, err := bridgeGateway(ctx)
-		if err != nil {
-			return nil, nop, fmt.Errorf("serve %s to the sandbox: %w", o.repoLabel, err)
-		}
-		if o.target != "" && !strings.HasPrefix("refs/heads/"+o.target, gitserve.AllowedRefPrefix) {
-			return nil, nop, fmt.Errorf("--target-branch %s: a sandbox pushes only to agent/* branches of a local repository", o.target)
-		}
-		srv, err := gitserve.Start(gitserve.Options{Repo: dir, Listen: net.JoinHostPort(gw, "0"), Host: sandboxHost})
-		if err != nil {
-			return nil, nop, fmt.Errorf("serve %s to the sandbox: %w", o.repoLabel, err)
-		}
-		o.repo, o.token = srv.URL, srv.Token
-		done = func() { _ = srv.Close() }
-		fmt.Fprintf(c.stderr, "sandbox-agent: serving %s to the sandbox at %s (pushes land in it)\n", o.repoLabel, srv.URL)
 	}
 	fmt.Fprintf(c.stderr, "sandbox-agent: docker sandbox %s, isolation %s\n", o.image, o.isolation)
 	return &sandboxes{Backend: db, isolation: o.isolation, fallback: !o.isolationChosen, stderr: c.stderr}, done, nil

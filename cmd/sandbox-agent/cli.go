@@ -41,8 +41,11 @@ const (
 	// envDenyNetworks names networks no sandbox may reach (the bot's own
 	// SANDBOX_DENY_NETWORKS): "10.0.0.0/8,10.1.2.3:5432".
 	envDenyNetworks = "SANDBOX_DENY_NETWORKS"
-	envProviders    = "SANDBOX_PROVIDERS"
-	envOpenCode     = "OPENCODE_CONFIG"
+	// envHostAllow lists the host ports sandboxes may reach through the
+	// host wall (the bot's SANDBOX_HOST_ALLOW): "10.0.0.1:3000".
+	envHostAllow = "SANDBOX_HOST_ALLOW"
+	envProviders = "SANDBOX_PROVIDERS"
+	envOpenCode  = "OPENCODE_CONFIG"
 )
 
 // defaultImage is what deploy/sandbox/build --local tags.

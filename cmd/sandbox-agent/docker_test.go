@@ -105,7 +105,7 @@ func TestDockerOpenCodeProviderConfig(t *testing.T) {
 	os.WriteFile(cfgPath, raw, 0o600)
 
 	repo := quickstart(t, map[string]string{".sandbox.yml": "harness: opencode\nmodel: " + model.OpenCodeModel() + "\nplan: { required: false }\nvalidate:\n  test: sh test.sh\n"})
-	env := append(dockerEnv(t, img), "OPENCODE_CONFIG="+cfgPath, "CORP_LLM_KEY="+key)
+	env := append(dockerEnv(t, img), "OPENCODE_CONFIG="+cfgPath, "CORP_LLM_KEY="+key, envHostAllow+"="+model.Addr())
 	data := dockerDataDir(t)
 	r := runCLIOn(t, nil, env, false, "", "create", "--backend", "docker", "--repo", repo, "--task", "Document add.sh", "--data-dir", data)
 	if r.code != exitOK {

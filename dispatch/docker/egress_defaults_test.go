@@ -2,6 +2,7 @@ package docker_test
 
 import (
 	"context"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -26,9 +27,11 @@ const probeScript = `set -u
 probe() { curl -sS -m 20 --noproxy '*' "$2" > "$1.txt" 2>&1; echo " curl=$?" >> "$1.txt"; }
 probe bot "$BOT_URL"
 probe ok "$OK_URL"
+probe host "$HOST_URL"
+probe hostip "$HOST_INNER"
 probe metadata http://169.254.169.254/latest/meta-data/
 docker load --quiet --input "$PROBE_TAR" > load.txt 2>&1
-docker run --rm "$PROBE_IMAGE" "$BOT_INNER" "$OK_INNER" http://169.254.169.254/latest/meta-data/ > inner.txt 2>&1
+docker run --rm "$PROBE_IMAGE" "$BOT_INNER" "$OK_INNER" http://169.254.169.254/latest/meta-data/ "$HOST_INNER" > inner.txt 2>&1
 touch "$npm_config_cache/from-$REPO_TAG"
 ls -A "$npm_config_cache" > npm-ls.txt
 { touch /cache/images/agent-wrote 2>/dev/null; echo "images rc=$?"; touch /cache/images-seed/agent-wrote 2>/dev/null; echo "seed rc=$?"; } > cache-write.txt
@@ -56,12 +59,25 @@ func egressDefaults(t *testing.T, iso dispatch.Isolation) {
 	f.cache = t.TempDir()
 	botPort, botHits := serveOnGateway(t, "the bot itself")
 	okPort, okHits := serveOnGateway(t, "allowed-ok")
+	// Another service of the host's, not listed: behind the host wall.
+	hostPort, hostHits := serveOnGateway(t, "the host's own service")
+	gw := dockertest.Gateway(t)
+	gitURL, err := url.Parse(f.git.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostAllow, err := dispatch.ParseHostAllow(gw + ":" + okPort + "," + dispatch.HostGatewayName + ":" + gitURL.Port())
+	if err != nil {
+		t.Fatal(err)
+	}
 	b, err := docker.New(docker.Options{
 		Image: img, Isolation: iso, DataDir: t.TempDir(), CacheDir: f.cache, StopGrace: 30 * time.Second,
 		ExtraHosts: []string{"host.docker.internal:host-gateway"},
 		// As the bot configures it from SANDBOX_LISTEN: every address.
 		BotListen: []string{":" + botPort},
-		Logger:    zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel),
+		// The host wall as the bot raises it: the listed ports alone.
+		HostWall: true, HostAllow: hostAllow,
+		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -72,11 +88,11 @@ func egressDefaults(t *testing.T, iso dispatch.Isolation) {
 	if err := b.CacheImage(ctx, probe); err != nil {
 		t.Fatal(err)
 	}
-	gw := dockertest.Gateway(t)
 	env := func(repoTag string) map[string]string {
 		return map[string]string{
 			"BOT_URL": "http://host.docker.internal:" + botPort + "/", "OK_URL": "http://host.docker.internal:" + okPort + "/",
 			"BOT_INNER": "http://" + gw + ":" + botPort + "/", "OK_INNER": "http://" + gw + ":" + okPort + "/",
+			"HOST_URL": "http://host.docker.internal:" + hostPort + "/", "HOST_INNER": "http://" + gw + ":" + hostPort + "/",
 			"PROBE_IMAGE": probe, "PROBE_TAR": dispatch.CachedImageFile("/cache/images-seed", probe), "REPO_TAG": repoTag,
 		}
 	}
@@ -132,6 +148,11 @@ func egressDefaults(t *testing.T, iso dispatch.Isolation) {
 		if got := file(s, "metadata.txt"); !strings.HasSuffix(got, "curl=7") {
 			t.Errorf("%s: the agent reaching 169.254.169.254: %q, want refused at once (curl=7)", s.Meta.Repo, got)
 		}
+		for _, name := range []string{"host.txt", "hostip.txt"} {
+			if got := file(s, name); !strings.HasSuffix(got, "curl=7") {
+				t.Errorf("%s: the agent reaching the host's unlisted service (%s): %q, want refused at once (curl=7)", s.Meta.Repo, name, got)
+			}
+		}
 		if got := file(s, "ok.txt"); got != "allowed-ok curl=0" {
 			t.Errorf("%s: the agent reaching another server on the gateway: %q", s.Meta.Repo, got)
 		}
@@ -140,6 +161,7 @@ func egressDefaults(t *testing.T, iso dispatch.Isolation) {
 			"http://" + gw + ":" + botPort + "/ refused",
 			"http://" + gw + ":" + okPort + "/ ok allowed-ok",
 			"http://169.254.169.254/latest/meta-data/ refused",
+			"http://" + gw + ":" + hostPort + "/ refused",
 		} {
 			if !strings.Contains(inner, want) {
 				t.Errorf("%s: inner container probes lack %q:\n%s\n(load: %s)", s.Meta.Repo, want, inner, file(s, "load.txt"))
@@ -159,6 +181,9 @@ func egressDefaults(t *testing.T, iso dispatch.Isolation) {
 		if _, err := os.Stat(filepath.Join(f.cache, "repos", repo, "npm", name)); err != nil {
 			t.Errorf("the npm cache of %s is not its own directory on the host: %v", repo, err)
 		}
+	}
+	if n := hostHits.Load(); n != 0 {
+		t.Errorf("the host's unlisted service got %d requests", n)
 	}
 	if n := botHits.Load(); n != 0 {
 		t.Errorf("the bot's stand-in got %d requests", n)
