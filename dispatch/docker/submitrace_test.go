@@ -15,13 +15,13 @@ import (
 // fakeDockerScript stands in for the docker CLI: containers are files in
 // STATE_DIR, `run` takes a while before it creates one and
 // refuses a name in use, as the engine does; the sandboxes' network
-// exists with inter-container traffic off, and a run without a name (the
+// exists with inter-container traffic and IPv6 off, and a run without a name (the
 // look at the default bridge's resolvers) prints one.
 const fakeDockerScript = `#!/bin/sh
 state="STATE_DIR"
 case "$1" in
 network)
-	echo "bridge false";;
+	echo "bridge false false";;
 container)
 	name=""; for a in "$@"; do name="$a"; done
 	if [ -e "$state/$name" ]; then echo "id-$name"; exit 0; fi
