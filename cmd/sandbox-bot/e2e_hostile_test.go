@@ -103,29 +103,6 @@ func otherHostAddr(t *testing.T) string {
 	return ""
 }
 
-// anyAddrCounter listens on every address of the host (as an operator's
-// service bound to 0.0.0.0 does) and counts connections.
-func anyAddrCounter(t *testing.T) (port int, conns *atomic.Int64) {
-	t.Helper()
-	l, err := net.Listen("tcp4", ":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	conns = &atomic.Int64{}
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			conns.Add(1)
-			c.Close()
-		}
-	}()
-	return l.Addr().(*net.TCPAddr).Port, conns
-}
-
 // vitePage is the dev server's page as Vite's serves one: its script by
 // absolute path, as a module.
 func vitePage(heading string) string {

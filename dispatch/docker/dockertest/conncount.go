@@ -13,12 +13,21 @@ import (
 // the listener's host:port.
 func ConnCounter(t testing.TB) (hostPort string, conns *atomic.Int64) {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(Gateway(t), "0"))
+	addr, conns := CountConns(t, net.JoinHostPort(Gateway(t), "0"))
+	return addr.String(), conns
+}
+
+// CountConns listens on addr (":0" is every address of the host, as an
+// operator's service bound to all addresses) and counts every connection
+// made to it until the test ends.
+func CountConns(t testing.TB, addr string) (net.Addr, *atomic.Int64) {
+	t.Helper()
+	l, err := net.Listen("tcp4", addr)
 	if err != nil {
-		t.Fatalf("listen on the bridge gateway: %v", err)
+		t.Fatalf("listen on %s: %v", addr, err)
 	}
 	t.Cleanup(func() { l.Close() })
-	conns = &atomic.Int64{}
+	conns := &atomic.Int64{}
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -29,5 +38,5 @@ func ConnCounter(t testing.TB) (hostPort string, conns *atomic.Int64) {
 			c.Close()
 		}
 	}()
-	return l.Addr().String(), conns
+	return l.Addr(), conns
 }
