@@ -177,29 +177,11 @@ func (c *cli) dockerBackend(ctx context.Context, o *options) (dispatch.Backend, 
 	if err != nil {
 		return nil, nop, fmt.Errorf("$%s: %w", envHostAllow, err)
 	}
-	done := nop
-	if dir, ok := strings.CutPrefix(o.repo, "file://"); ok {
-		gw, err := bridgeGateway(ctx)
-		if err != nil {
-			return nil, nop, fmt.Errorf("serve %s to the sandbox: %w", o.repoLabel, err)
-		}
-		if o.target != "" && !strings.HasPrefix("refs/heads/"+o.target, gitserve.AllowedRefPrefix) {
-			return nil, nop, fmt.Errorf("--target-branch %s: a sandbox pushes only to agent/* branches of a local repository", o.target)
-		}
-		srv, err := gitserve.Start(gitserve.Options{Repo: dir, Listen: net.JoinHostPort(gw, "0"), Host: sandboxHost})
-		if err != nil {
-			return nil, nop, fmt.Errorf("serve %s to the sandbox: %w", o.repoLabel, err)
-		}
-		o.repo, o.token = srv.URL, srv.Token
-		// The one port of the host the sandbox needs: this run's server.
-		if u, err := url.Parse(srv.URL); err == nil {
-			if port, err := strconv.ParseUint(u.Port(), 10, 16); err == nil {
-				allow = append(allow, dispatch.HostAllow{Name: dispatch.HostGatewayName, Port: uint16(port)})
-			}
-		}
-		done = func() { _ = srv.Close() }
-		fmt.Fprintf(c.stderr, "sandbox-agent: serving %s to the sandbox at %s (pushes land in it)\n", o.repoLabel, srv.URL)
+	served, done, err := c.serveLocalRepo(ctx, o)
+	if err != nil {
+		return nil, nop, err
 	}
+	allow = append(allow, served...)
 	logger := zerolog.New(zerolog.ConsoleWriter{Out: c.stderr, NoColor: !c.interactive}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	// The bot's bounds: its default ceilings, deny list and host wall (the
 	// CLI has no server configuration to raise them).
@@ -390,4 +372,37 @@ func appendNew(list []string, v string) []string {
 func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// serveLocalRepo serves a file:// repository to the sandbox over a
+// one-time git server on the bridge gateway, and returns the host port
+// the host wall must let the sandbox reach (that server's alone) and what
+// stops it. Any other repository needs nothing of the host.
+func (c *cli) serveLocalRepo(ctx context.Context, o *options) ([]dispatch.HostAllow, func(), error) {
+	nop := func() {}
+	dir, ok := strings.CutPrefix(o.repo, "file://")
+	if !ok {
+		return nil, nop, nil
+	}
+	gw, err := bridgeGateway(ctx)
+	if err != nil {
+		return nil, nop, fmt.Errorf("serve %s to the sandbox: %w", o.repoLabel, err)
+	}
+	if o.target != "" && !strings.HasPrefix("refs/heads/"+o.target, gitserve.AllowedRefPrefix) {
+		return nil, nop, fmt.Errorf("--target-branch %s: a sandbox pushes only to agent/* branches of a local repository", o.target)
+	}
+	srv, err := gitserve.Start(gitserve.Options{Repo: dir, Listen: net.JoinHostPort(gw, "0"), Host: sandboxHost})
+	if err != nil {
+		return nil, nop, fmt.Errorf("serve %s to the sandbox: %w", o.repoLabel, err)
+	}
+	done := func() { _ = srv.Close() }
+	u, err := url.Parse(srv.URL)
+	port, perr := strconv.ParseUint(u.Port(), 10, 16)
+	if err != nil || perr != nil {
+		done()
+		return nil, nop, fmt.Errorf("serve %s to the sandbox: the server's URL %q has no port", o.repoLabel, srv.URL)
+	}
+	o.repo, o.token = srv.URL, srv.Token
+	fmt.Fprintf(c.stderr, "sandbox-agent: serving %s to the sandbox at %s (pushes land in it)\n", o.repoLabel, srv.URL)
+	return []dispatch.HostAllow{{Name: dispatch.HostGatewayName, Port: uint16(port)}}, done, nil
 }

@@ -153,19 +153,7 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 	if b.o.Env != nil {
 		args = append(args, "--env-file", filepath.Join(dir, "env"))
 	}
-	if b.deny != "" {
-		args = append(args, "--env", dispatch.EnvDenyNets+"="+b.deny)
-	}
-	if b.o.HostWall {
-		args = append(args, "--env", dispatch.EnvDenyHost+"=1")
-	}
-	if len(b.o.HostAllow) > 0 {
-		args = append(args, "--env", dispatch.EnvAllowHosts+"="+dispatch.FormatHostAllow(b.o.HostAllow))
-	}
-	if rec.Isolation != "" {
-		// The init checks its kernel against it (the gvisor profile).
-		args = append(args, "--env", dispatch.EnvIsolation+"="+string(rec.Isolation))
-	}
+	args = append(args, b.fenceEnv(rec)...)
 	args = append(args, b.cacheMounts(m, task)...)
 	args = append(args, b.setupCacheArgs(m, task)...)
 	if b.o.OSVDir != "" && !task && m.Mode != dispatch.ModePreview {
@@ -253,4 +241,24 @@ func (b *Backend) submitLock(ctx context.Context, taskID string) (func(), error)
 		go func() { <-done; f.Close() }()
 		return nil, ctx.Err()
 	}
+}
+
+// fenceEnv tells the sandbox's init what to fence off and what its
+// profile is: the deny list, the host wall and its exceptions, and the
+// isolation (the init checks its kernel against the gvisor profile).
+func (b *Backend) fenceEnv(rec record) []string {
+	var args []string
+	if b.deny != "" {
+		args = append(args, "--env", dispatch.EnvDenyNets+"="+b.deny)
+	}
+	if b.o.HostWall {
+		args = append(args, "--env", dispatch.EnvDenyHost+"=1")
+	}
+	if len(b.o.HostAllow) > 0 {
+		args = append(args, "--env", dispatch.EnvAllowHosts+"="+dispatch.FormatHostAllow(b.o.HostAllow))
+	}
+	if rec.Isolation != "" {
+		args = append(args, "--env", dispatch.EnvIsolation+"="+string(rec.Isolation))
+	}
+	return args
 }
