@@ -179,8 +179,15 @@ job "sandbox" {
         # Fenced off for every process and inner container (besides
         # link-local): the Nomad API and the bot (the bot fills them from
         # NOMAD_ADDR, SANDBOX_LISTEN and deny_networks), and this node's
-        # own agent. Coding modes only.
-        SANDBOX_DENY_NETS = "${attr.unique.network.ip-address}:4646"
+        # own address, every port (the host wall: the Nomad client's API,
+        # Consul's agent, anything bound to all addresses). Coding modes
+        # only.
+        SANDBOX_DENY_NETS = "${attr.unique.network.ip-address}"
+        # The init fences off its default route's gateway and
+        # host.docker.internal too; the host ports the operator lists in
+        # SANDBOX_HOST_ALLOW pass before every deny, e.g.
+        # SANDBOX_ALLOW_HOSTS = "${attr.unique.network.ip-address}:3000"
+        SANDBOX_DENY_HOST = "1"
         # The setup cache's bounds: one repository, and the whole node.
         SANDBOX_SETUP_CACHE_MAX_SIZE      = "2147483648"
         SANDBOX_SETUP_CACHE_NODE_MAX_SIZE = "21474836480"

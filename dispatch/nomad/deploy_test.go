@@ -18,7 +18,7 @@ func TestReferenceJobMatchesBuildJob(t *testing.T) {
 	t.Parallel()
 	hcl := deployFile(t, "sandbox.nomad.hcl")
 	s := spec(dispatch.ModeExecute, "ref")
-	job, err := nomad.BuildJob(nomad.Options{Image: testImage}, s)
+	job, err := nomad.BuildJob(nomad.Options{Image: testImage, HostWall: true}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,6 +39,8 @@ func TestReferenceJobMatchesBuildJob(t *testing.T) {
 		fmt.Sprintf(`volumes = ["%s"]`, task.Config["volumes"].([]string)[0]),
 		fmt.Sprintf(`SANDBOX_WORK_ORDER = "%s"`, task.Env[dispatch.EnvWorkOrder]),
 		fmt.Sprintf(`SANDBOX_DIND = "%s"`, task.Env[dispatch.EnvDinD]),
+		fmt.Sprintf(`SANDBOX_DENY_NETS = "%s"`, task.Env[dispatch.EnvDenyNets]),
+		fmt.Sprintf(`SANDBOX_DENY_HOST = "%s"`, task.Env[dispatch.EnvDenyHost]),
 		fmt.Sprintf(`variable "node_pool" { type = string default = "%s" }`, *job.NodePool),
 		fmt.Sprintf(`variable "namespace" { type = string default = "%s" }`, *job.Namespace),
 		`namespace = var.namespace`,
@@ -134,7 +136,7 @@ func TestClientConfigAllowsTheGVisorProfile(t *testing.T) {
 	client := deployFile(t, "client.hcl")
 	s := spec(dispatch.ModeExecute, "gvisor")
 	s.Isolation = dispatch.IsolationGVisor
-	job, err := nomad.BuildJob(nomad.Options{Image: testImage}, s)
+	job, err := nomad.BuildJob(nomad.Options{Image: testImage, HostWall: true}, s)
 	if err != nil {
 		t.Fatal(err)
 	}
