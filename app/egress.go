@@ -38,6 +38,11 @@ func (c *Config) hostAllow() ([]dispatch.HostAllow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("SANDBOX_HOST_ALLOW: %w", err)
 	}
+	for _, h := range hs {
+		if strings.HasPrefix(h.Name, "${") && c.Backend != "nomad" {
+			return nil, fmt.Errorf("SANDBOX_HOST_ALLOW: entry %q is a Nomad interpolation, which only the nomad backend fills in (the backend is %s): write the address", h, c.Backend)
+		}
+	}
 	return hs, nil
 }
 

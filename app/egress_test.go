@@ -53,6 +53,15 @@ func TestEgressSettingsAreValidated(t *testing.T) {
 	if hs, err := c.hostAllow(); err != nil || dispatch.FormatHostAllow(hs) != "10.0.0.1:3000,host.docker.internal:8443" {
 		t.Errorf("SANDBOX_HOST_ALLOW read as %v (%v)", hs, err)
 	}
+	// A Nomad interpolation is for Nomad's jobs alone.
+	c.HostAllow = []string{"${attr.unique.network.ip-address}:3000"}
+	if _, err := c.hostAllow(); err == nil || !strings.Contains(err.Error(), "only the nomad backend") {
+		t.Errorf("an interpolation on the %s backend: %v", c.Backend, err)
+	}
+	c.Backend = "nomad"
+	if _, err := c.hostAllow(); err != nil {
+		t.Errorf("an interpolation on the nomad backend: %v", err)
+	}
 }
 
 // TestEngineOverTCPIsFencedOff: a bot that reaches the Docker engine over
