@@ -21,6 +21,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/sandbox-bot/sandbox-bot/dispatch/docker/dockertest"
 	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
@@ -77,7 +78,42 @@ http.createServer(async (q, s) => {
 // and a port the operator lists in SANDBOX_HOST_ALLOW.
 type hostWallProbe struct {
 	hostPort, allowPort int
-	other               string
+	other, allowAddr    string
+}
+
+// hostWallServers starts what hostWallProbe names: a service on every
+// address of the host and one on the bridge gateway for SANDBOX_HOST_ALLOW,
+// each counting its connections.
+func hostWallServers(t *testing.T) (hostWallProbe, *atomic.Int64, *atomic.Int64) {
+	t.Helper()
+	hostAddr, hostHits := dockertest.CountConns(t, ":0")
+	allowAddr, allowHits := dockertest.ConnCounter(t)
+	_, allowPort, _ := net.SplitHostPort(allowAddr)
+	w := hostWallProbe{hostPort: hostAddr.(*net.TCPAddr).Port, allowAddr: allowAddr, other: otherHostAddr(t)}
+	w.allowPort, _ = strconv.Atoi(allowPort)
+	return w, hostHits, allowHits
+}
+
+// checkHostWall reads a hostile dev server's probe: the host's service
+// refused by the gateway, host.docker.internal and the host's other
+// address, and never reached; the listed port reached.
+func checkHostWall(t *testing.T, probe string, w hostWallProbe, hostHits, allowHits *atomic.Int64) {
+	t.Helper()
+	want := []string{`"hostGW":"ECONNREFUSED"`, `"hostByName":"ECONNREFUSED"`, `"allowed":"connected"`}
+	if w.other != "" {
+		want = append(want, `"hostOther":"ECONNREFUSED"`)
+	}
+	for _, s := range want {
+		if !strings.Contains(probe, s) {
+			t.Errorf("the hostile dev server's probe of the host lacks %s:\n%s", s, probe)
+		}
+	}
+	if n := hostHits.Load(); n != 0 {
+		t.Errorf("the host's service on every address took %d connections from the sandbox, want none", n)
+	}
+	if allowHits.Load() == 0 {
+		t.Errorf("the host port listed in SANDBOX_HOST_ALLOW took no connection")
+	}
 }
 
 // otherHostAddr is an IPv4 address of this host that is neither loopback
@@ -269,6 +305,8 @@ func TestE2EHostileLivePage(t *testing.T) {
 			if backend == "nomad" {
 				_, backendEnv = nomadFake(t)
 			}
+			// The machine the run's sandbox runs on, tried by its dev server.
+			wall, hostHits, allowHits := hostWallServers(t)
 			yml := fmt.Sprintf(`command: |
   node devtools.js > /dev/null 2>&1 &
   while [ ! -e /tmp/stop-agent ]; do sleep 0.2; done
@@ -277,8 +315,8 @@ dev:
   command: node server.js
   port: %d
 `, uiDevPort)
-			l := startLoop(t, loopOptions{signIn: true, harness: "command", sandboxYML: yml, backendEnv: backendEnv, files: map[string]string{
-				"README.md": "# demo\n", "server.js": hostileServerJS("127.0.0.1", 1, 1, hostWallProbe{}), "devtools.js": hostileDevToolsJS(t), "page.html": uiPage(uiCanary, "footer"),
+			l := startLoop(t, loopOptions{signIn: true, harness: "command", sandboxYML: yml, backendEnv: backendEnv, hostAllow: []string{wall.allowAddr}, files: map[string]string{
+				"README.md": "# demo\n", "server.js": hostileServerJS(dockertest.Gateway(t), 1, 1, wall), "devtools.js": hostileDevToolsJS(t), "page.html": uiPage(uiCanary, "footer"),
 			}})
 			n := l.gh.AddIssue(e2eRepo, e2eWriter, "Look", "Just look.")
 			l.label(n)
@@ -317,6 +355,7 @@ dev:
 				t.Fatalf("the preview's page is at %q (%v), want a ticket URL", page, err)
 			}
 			resp := checkNothingActsBeyond(t, http.DefaultClient, page)
+			checkHostWall(t, l.previewGet(t, http.DefaultClient, strings.TrimSuffix(page, "/")+"/probe"), wall, hostHits, allowHits)
 			if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "sandbox") {
 				t.Errorf("the preview's page has no CSP sandbox: %q", csp)
 			}

@@ -462,7 +462,10 @@ func nomadFake(t *testing.T) (*nomadtest.Server, func(string) []string) {
 	const botToken = "e2e-sandbox-bot-workload-identity"
 	// AllowRuntimes: the client's allow_runtimes of deploy/nomad/client.hcl.
 	fake, err := nomadtest.New(nomadtest.Options{Heartbeat: time.Second,
-		Driver:     nomadtest.DockerDriver{ExtraArgs: []string{"--add-host", "host.docker.internal:host-gateway"}, AllowRuntimes: []string{"runc", "runsc"}},
+		// NodeAddr: the node's own address, as a Nomad client on this
+		// machine would fingerprint it (the host wall denies it).
+		Driver: nomadtest.DockerDriver{ExtraArgs: []string{"--add-host", "host.docker.internal:host-gateway"}, AllowRuntimes: []string{"runc", "runsc"},
+			NodeAddr: cmp.Or(otherHostAddr(t), "127.0.0.1")},
 		Namespaces: []string{nomad.DefaultNamespace}, ACLToken: "e2e-nomad-management", ACL: map[string]*nomadtest.Policy{botToken: policy}})
 	if err != nil {
 		t.Fatal(err)
