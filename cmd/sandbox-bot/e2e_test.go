@@ -439,7 +439,7 @@ func TestE2ENomadLabelPlanApprovePR(t *testing.T) {
 }
 
 // nomadFake starts a fake Nomad agent that runs jobs on the real engine,
-// with ACLs on and the sandbox namespace created as the README says, and
+// with ACLs on and the sandbox namespace created as docs/operating.md says, and
 // returns it with the bot settings that use it: the bot's token holds
 // deploy/nomad/sandbox-bot.policy.hcl, the policy an operator applies.
 func nomadFake(t *testing.T) (*nomadtest.Server, func(string) []string) {
