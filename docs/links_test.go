@@ -1,9 +1,10 @@
-// Package docs holds the documentation; its test keeps every relative
-// link and anchor in README.md and docs/*.md resolving.
 package docs
 
 import (
 	"fmt"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -140,6 +141,41 @@ func TestSlugIsGitHubs(t *testing.T) {
 	} {
 		if got := Slug(heading); got != want {
 			t.Errorf("Slug(%q) = %q, want %q", heading, got, want)
+		}
+	}
+}
+
+// Every Go package of the module says its role in a doc comment (what
+// `go doc ./...` shows), in a file that is not a test.
+func TestEveryPackageSaysItsRole(t *testing.T) {
+	documented := map[string]bool{}
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "node_modules" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") && path != "..") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		dir := filepath.Dir(path)
+		f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		documented[dir] = documented[dir] || f.Doc != nil && strings.TrimSpace(f.Doc.Text()) != ""
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(documented) < 30 {
+		t.Fatalf("found %d packages; the walk misses some", len(documented))
+	}
+	for dir, ok := range documented {
+		if !ok {
+			t.Errorf("package %s has no doc comment saying its role (add a doc.go)", dir)
 		}
 	}
 }
