@@ -86,13 +86,16 @@ func configReference(t *testing.T) string {
 		rows = append(rows, configRow{key: k, env: strings.Join(envOf[k], ", "), def: def, doc: docs[k]})
 	}
 	var b strings.Builder
-	b.WriteString("| key (`SANDBOX_CONFIG` file) | variable | default | meaning |\n| --- | --- | --- | --- |\n")
+	b.WriteString("| key (`SANDBOX_CONFIG` file) | variable | when unset | meaning |\n| --- | --- | --- | --- |\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", r.key, code(r.env), code(r.def), cell(r.doc))
 	}
 	b.WriteString("\nVariables that set no key of the file: ")
 	b.WriteString(code(strings.Join(unmapped, ", ")))
-	b.WriteString(" (each is described under the table).\n")
+	b.WriteString(" (each is described under the table).\n\n" +
+		"*When unset* is what LoadConfig leaves in the key: `–` is empty, and where the bot resolves a default of its own " +
+		"from an empty key (images, artifacts, the setup cache, the CI log tail, the Nomad namespaces) the meaning or the notes below say it. " +
+		"The `github.*` keys are go-githubapp's (`githubapp.Config`).\n")
 	return b.String()
 }
 
@@ -248,6 +251,7 @@ func fieldDocs(t *testing.T) map[string]string {
 						return true
 					}
 					fields := map[string]string{}
+					var group string // the last comment, which may speak of the fields after it
 					for _, fl := range st.Fields.List {
 						doc := fl.Doc.Text() + fl.Comment.Text()
 						for _, nm := range fl.Names {
@@ -256,6 +260,14 @@ func fieldDocs(t *testing.T) map[string]string {
 							d := strings.Join(strings.Fields(doc), " ")
 							if rest, ok := strings.CutPrefix(d, nm.Name+" "); ok && rest != "" {
 								d = strings.ToUpper(rest[:1]) + rest[1:]
+							}
+							// A comment above several fields names each
+							// ("Workers handle ... QueueSize"): theirs too.
+							if d == "" && regexp.MustCompile(`\b`+nm.Name+`\b`).MatchString(group) {
+								d = group
+							}
+							if fl.Doc != nil {
+								group = strings.Join(strings.Fields(fl.Doc.Text()), " ")
 							}
 							fields[nm.Name] = d
 						}

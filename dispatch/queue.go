@@ -56,6 +56,9 @@ type Queue interface {
 // Caps bound how many runs go at once: in all, per installation and per
 // repository. 0 is no cap.
 type Caps struct {
+	// Global caps concurrent runs in all, PerInstallation per
+	// installation, PerRepo per repository; 0 is no cap. A run over one
+	// waits in the queue.
 	Global          int `yaml:"global"`
 	PerInstallation int `yaml:"per_installation"`
 	PerRepo         int `yaml:"per_repo"`

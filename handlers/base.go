@@ -27,20 +27,35 @@ import (
 // the configuration file's keys; fields without one are worked out from
 // other settings when the configuration is loaded.
 type Settings struct {
-	TriggerLabel  string   `yaml:"trigger_label"`
-	AllowUsers    []string `yaml:"allow_users"`
-	AllowTeams    []string `yaml:"allow_teams"` // org/team
-	AllowBots     []string `yaml:"allow_bots"`
-	MaxContinues  int      `yaml:"max_continues"`
-	MaxPlanRounds int      `yaml:"max_plan_rounds"`
+	// TriggerLabel is the label that starts a plan.
+	TriggerLabel string `yaml:"trigger_label"`
+	// AllowUsers (logins) and AllowTeams ("org/team") may drive the bot
+	// without write permission.
+	AllowUsers []string `yaml:"allow_users"`
+	AllowTeams []string `yaml:"allow_teams"` // org/team
+	// AllowBots are the bot accounts ("name[bot]") whose events the
+	// handlers act on; every other bot, the App itself included, is
+	// ignored.
+	AllowBots []string `yaml:"allow_bots"`
+	// MaxContinues bounds the automatic continue runs after an
+	// interruption.
+	MaxContinues int `yaml:"max_continues"`
+	// MaxPlanRounds bounds the plans of one issue (/revise rounds).
+	MaxPlanRounds int `yaml:"max_plan_rounds"`
 	// ProgressInterval throttles check-run and progress-comment updates.
 	ProgressInterval time.Duration `yaml:"progress_interval"`
 	// TokenRefresh is how often a live run's token is replaced (tokens last
 	// an hour).
-	TokenRefresh time.Duration      `yaml:"token_refresh"`
-	Defaults     sandboxcfg.Config  `yaml:"defaults"`
-	Limits       sandboxcfg.Limits  `yaml:"limits"`
-	Isolation    dispatch.Isolation `yaml:"isolation"`
+	TokenRefresh time.Duration `yaml:"token_refresh"`
+	// Defaults is a .sandbox.yml beneath every repository's (and the
+	// organisation's): docs/sandbox-yml.md has its keys.
+	Defaults sandboxcfg.Config `yaml:"defaults"`
+	// Limits bound what a repository's .sandbox.yml and one-off flags
+	// may ask for.
+	Limits sandboxcfg.Limits `yaml:"limits"`
+	// Isolation is the sandbox's profile: privileged, caps (hosts that
+	// refuse privileged containers) or gvisor (caps on gVisor's runsc).
+	Isolation dispatch.Isolation `yaml:"isolation"`
 	// CheckName is the check run that shows a run's progress.
 	CheckName string `yaml:"-"`
 	// SecretEnv names the variables the backend passes to every sandbox;
