@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -148,3 +149,21 @@ func flow(n *yaml.Node) {
 }
 
 func cellText(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
+
+// The example at the top of docs/sandbox-yml.md is a .sandbox.yml the
+// parser takes as it is.
+func TestDocsExampleParses(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "sandbox-yml.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(raw), "## An example\n")
+	_, rest, ok2 := strings.Cut(rest, "```yaml\n")
+	example, _, ok3 := strings.Cut(rest, "```")
+	if !ok || !ok2 || !ok3 {
+		t.Fatal("docs/sandbox-yml.md has no yaml block under \"## An example\"")
+	}
+	if _, err := sandboxcfg.Parse("docs/sandbox-yml.md", []byte(example)); err != nil {
+		t.Errorf("the example in docs/sandbox-yml.md does not parse: %v", err)
+	}
+}
