@@ -56,7 +56,7 @@ func TestImageRedirectOutsideGitHubIsNotFollowed(t *testing.T) {
 	host := strings.TrimPrefix(gh.URL, "http://")
 	s := ImageSettings{MaxCount: 1, MaxBytes: 1 << 20, MaxTotal: 1 << 20, Hosts: []string{host}, PlainHTTP: []string{host}}
 	b := agentRun{c: &core{Wiring: &Wiring{Settings: Settings{Images: s}}, imageClient: newImageClient(s)}}
-	_, why := b.fetchImage(context.Background(), gh.URL+"/private-user-images/1.png?jwt=secret", s, s.MaxTotal)
+	_, _, _, why := b.fetchImage(context.Background(), gh.URL+"/private-user-images/1.png?jwt=secret", s, s.MaxTotal)
 	if why != "it could not be fetched" || outside.Load() != 0 {
 		t.Errorf("why %q, requests outside %d", why, outside.Load())
 	}
