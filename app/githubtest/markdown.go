@@ -25,8 +25,9 @@ import (
 // not rely on: they ask CmarkGFM first.
 
 // cmarkArgs are GitHub's extensions, raw HTML let through (--unsafe: the
-// sanitizer, not the renderer, decides what stays).
-var cmarkArgs = []string{"--unsafe", "-e", "table", "-e", "strikethrough", "-e", "autolink", "-e", "tagfilter", "-e", "tasklist", "-e", "footnotes"}
+// sanitizer, not the renderer, decides what stays), and a line break in an
+// issue or a comment shown as one (--hardbreaks), as GitHub shows them.
+var cmarkArgs = []string{"--unsafe", "--hardbreaks", "-e", "table", "-e", "strikethrough", "-e", "autolink", "-e", "tagfilter", "-e", "tasklist", "-e", "footnotes"}
 
 // CmarkGFM is the path of cmark-gfm, or an error saying it is missing.
 func CmarkGFM() (string, error) {
