@@ -8,24 +8,6 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
-// hiddenConstructs are the Markdown GitHub does not show that a
-// line-by-line guess let through (issue 40), each with a word only the
-// hidden part holds and a word a reader sees.
-var hiddenConstructs = []struct{ name, md, hidden, shown string }{
-	{"comment after an escaped backtick", "Escaped \\` then <!-- alphahide --> alphashow and ` tail.", "alphahide", "alphashow"},
-	{"html block with a fence and a comment", "<div>\nbravoshow\n```\n<!-- bravohide -->\n```\n</div>", "bravohide", "bravoshow"},
-	{"words after a fence's language", "```go charliehide\ncharlieshow := 1\n```", "charliehide", "charlieshow"},
-	{"multi-line reference definition", "deltashow\n\n[//]: # (\ndeltahide\n)", "deltahide", "deltashow"},
-	{"definition with its target on the next line", "echoshow\n\n[foo]:\n/echohide", "echohide", "echoshow"},
-	{"processing instruction", "foxshow\n\n<? foxhide ?>", "foxhide", "foxshow"},
-	{"declaration", "golfshow\n\n<!X golfhide>", "golfhide", "golfshow"},
-	{"cdata", "hotelshow\n\n<![CDATA[ hotelhide ]]>", "hotelhide", "hotelshow"},
-	{"unreferenced footnote", "indiashow\n\n[^unused]: indiahide\n    indiamore", "indiamore", "indiashow"},
-	{"backticks in an attribute", "x <span title=\"`\">julietshow</span> <!-- juliethide --> and ` tail", "juliethide", "julietshow"},
-	{"image alt text", "![kilohide](https://example.com/k.png) kiloshow", "kilohide", "kiloshow"},
-	{"invisible characters as entities", "lima&#xE0041;&#xE0042;show", "\U000E0041", "limashow"},
-}
-
 // Each construct rendered by cmark-gfm as GitHub renders it: the quote
 // holds the words a reader sees and none of the hidden ones, and the
 // removal is counted (never "no hidden content").
@@ -35,25 +17,25 @@ func TestVisibleTextIsWhatGitHubShows(t *testing.T) {
 		testenv.Missing(t, "cmark-gfm", err.Error())
 	}
 	var all []string
-	for _, tc := range hiddenConstructs {
-		all = append(all, tc.md)
-		t.Run(tc.name, func(t *testing.T) {
-			text, h := renderVisible(t, tc.md)
-			if strings.Contains(text, tc.hidden) || strings.Contains(text, strings.TrimSuffix(tc.hidden, "hide")+"more") {
-				t.Errorf("the quote holds the hidden %q:\n%s", tc.hidden, text)
+	for _, tc := range githubtest.HiddenConstructs {
+		all = append(all, tc.Markdown)
+		t.Run(tc.Name, func(t *testing.T) {
+			text, h := renderVisible(t, tc.Markdown)
+			if strings.Contains(text, tc.Hidden) || strings.Contains(text, strings.TrimSuffix(tc.Hidden, "hide")+"more") {
+				t.Errorf("the quote holds the hidden %q:\n%s", tc.Hidden, text)
 			}
-			if !strings.Contains(text, tc.shown) {
-				t.Errorf("the quote lacks the shown %q:\n%s", tc.shown, text)
+			if !strings.Contains(text, tc.Shown) {
+				t.Errorf("the quote lacks the shown %q:\n%s", tc.Shown, text)
 			}
 			if len(h.describe()) == 0 {
-				t.Errorf("nothing counted as removed from %q (quote %q)", tc.md, text)
+				t.Errorf("nothing counted as removed from %q (quote %q)", tc.Markdown, text)
 			}
 		})
 	}
 	text, _ := renderVisible(t, strings.Join(all, "\n\n"))
-	for _, tc := range hiddenConstructs {
-		if strings.Contains(text, tc.hidden) || !strings.Contains(text, tc.shown) {
-			t.Errorf("all constructs in one body: %q hidden / %q shown:\n%s", tc.hidden, tc.shown, text)
+	for _, tc := range githubtest.HiddenConstructs {
+		if strings.Contains(text, tc.Hidden) || !strings.Contains(text, tc.Shown) {
+			t.Errorf("all constructs in one body: %q hidden / %q shown:\n%s", tc.Hidden, tc.Shown, text)
 		}
 	}
 }
