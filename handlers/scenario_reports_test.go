@@ -117,7 +117,7 @@ func (h *harness) wantWithheld(o dispatch.WorkOrder, n int, ack string) {
 	if o.Task.Report != nil || o.Task.Title != fmt.Sprintf("Issue #%d", n) || strings.Contains(fmt.Sprintf("%+v", o.Task), "SSH key") {
 		h.t.Errorf("the %s run after the edit was given %+v", o.Mode, o.Task)
 	}
-	for _, want := range []string{"changed after @alice vouched for it", "by labeling the issue `agent` (removing the label and adding it again)"} {
+	for _, want := range []string{"changed after @alice vouched for it", "by labeling the issue `agent` again (removing the label and adding it)", "or by mentioning the App on it"} {
 		if !strings.Contains(ack, want) {
 			h.t.Errorf("the %s run's acknowledgement lacks %q:\n%s", o.Mode, want, ack)
 		}

@@ -58,7 +58,7 @@ func lastVouch(marked []markedComment) *Vouch {
 // withheldReason is why an outsider's report was not quoted although the
 // configuration quotes vouched reports: no vouch, or an edit since.
 func (a agentRun) withheldReason(v *Vouch) string {
-	relabel := fmt.Sprintf("labeling the issue `%s` (removing the label and adding it again) or by mentioning the App on it", a.c.TriggerLabel)
+	relabel := fmt.Sprintf("labeling the issue `%s` again (removing the label and adding it) when no plan waits for approval, or by mentioning the App on it", a.c.TriggerLabel)
 	if v == nil {
 		return "No writer vouched for its text by " + relabel + "."
 	}
