@@ -190,3 +190,20 @@ func TestReportEditedAfterTheVouchStaysOutOfPRRuns(t *testing.T) {
 	ack = h.waitComment(pr, "the second fix run's acknowledgement", func(c string) bool { return strings.Contains(c, fix.TaskID) && strings.Contains(c, "Fixing") })
 	h.wantWithheld(fix, n, ack)
 }
+
+// The vouch is for the text the label's event carried: an edit that comes
+// between the label and the run's start (a queued run, a slow delivery)
+// makes the run "Issue #N" too.
+func TestReportEditedBeforeTheRunStartsIsNotQuoted(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, nil)
+	n := h.gh.AddIssue(testRepo, reader, "Login button colour", editedBody)
+	h.deliver("issues", "d-vouch-old", h.payload("issues.labeled.json", writer, func(m map[string]any) {
+		m["label"] = map[string]any{"name": "agent"}
+		issue := m["issue"].(map[string]any)
+		issue["number"], issue["title"], issue["body"] = n, "Login button colour", vouchedBody
+	}))
+	o := h.waitSubmitted(1)[0].Order
+	ack := h.waitComment(n, "the plan's acknowledgement", func(c string) bool { return strings.Contains(c, "Planning this issue") })
+	h.wantWithheld(o, n, ack)
+}
