@@ -146,9 +146,12 @@ func (s *starter) begin(ctx context.Context, gh GitHub, l launch) error {
 		}
 		return l.kind.failed(ctx, gh, l, fmt.Errorf("lock %s: %w", l.lockKey, err), false)
 	}
-	keep := false // the lock: a queued or submitted run keeps it
+	keep, saved := false, false // the lock: a queued or submitted run keeps it
 	defer func() {
-		if !keep {
+		// A start the bot's stop cut short keeps what the queue saved of
+		// it (its slot, its request, its lock): the next bot to start
+		// resumes it. Any other start that did not submit lets go.
+		if !keep && !(saved && ctx.Err() != nil) {
 			s.release(ctx, l)
 		}
 	}()
@@ -157,6 +160,7 @@ func (s *starter) begin(ctx context.Context, gh GitHub, l launch) error {
 		keep = true
 		return err
 	}
+	saved = err == nil && s.queued(l)
 	var r built
 	if err == nil {
 		r, err = l.kind.build(ctx, gh, l)
@@ -169,6 +173,7 @@ func (s *starter) begin(ctx context.Context, gh GitHub, l launch) error {
 		}
 		if err == nil {
 			keep = true
+			s.submitted(ctx, l, saved)
 			return s.announce(ctx, gh, l, r, created)
 		}
 		err = &submitError{mode: l.mode, taskID: l.taskID, err: err}
@@ -176,12 +181,35 @@ func (s *starter) begin(ctx context.Context, gh GitHub, l launch) error {
 	return l.kind.failed(ctx, gh, l, err, true)
 }
 
+// queued reports whether l went through the queue, which saved its
+// request and holds its slot: caps are set, or the queue started it.
+func (s *starter) queued(l launch) bool {
+	return l.policy.whenFull == queueWhenFull && (s.c.Caps.Any() || l.req.queuedAs != "")
+}
+
+// submitted drops the saved request of a queued run now on the backend:
+// its entry holds the slot until the run ends. A stop before this leaves
+// the request, which the next bot to start drops (resumeClaimed).
+func (s *starter) submitted(ctx context.Context, l launch, saved bool) {
+	if !saved {
+		return
+	}
+	if err := s.c.Backend.DropQueued(ctx, l.taskID); err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("drop the submitted run's queued request")
+	}
+}
+
 // release lets go of the lock of a run that did not start, and of the
-// queue slot it may have taken.
+// queue slot and request it may have.
 func (s *starter) release(ctx context.Context, l launch) {
 	ctx = context.WithoutCancel(ctx)
 	if err := s.c.Backend.Unlock(ctx, l.lockKey, l.taskID); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("release lock after failed start")
+	}
+	if s.queued(l) {
+		if err := s.c.Backend.DropQueued(ctx, l.taskID); err != nil {
+			zerolog.Ctx(ctx).Warn().Err(err).Msg("drop the queued request of a run that did not start")
+		}
 	}
 	if l.policy.whenFull == queueWhenFull {
 		s.freeSlot(ctx, l.taskID)

@@ -35,6 +35,7 @@ type Runs struct {
 	// waits (queue.go); queuedStarts counts admitted runs being started.
 	onEnd        func(ctx context.Context, taskID string)
 	onReconcile  func(ctx context.Context)
+	onStop       func()
 	queuedStarts atomic.Int64
 	wg           sync.WaitGroup
 	logger       zerolog.Logger
@@ -135,6 +136,9 @@ func (r *Runs) Active() []string {
 func (r *Runs) Stop() {
 	r.c.batches.stop()
 	r.cancel()
+	if r.onStop != nil {
+		r.onStop()
+	}
 	r.wg.Wait()
 }
 
