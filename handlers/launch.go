@@ -160,7 +160,7 @@ func (s *starter) begin(ctx context.Context, gh GitHub, l launch) error {
 		keep = true
 		return err
 	}
-	saved = err == nil && s.queued(l)
+	saved = err == nil && l.queued(s.c.Caps)
 	var r built
 	if err == nil {
 		r, err = l.kind.build(ctx, gh, l)
@@ -173,7 +173,14 @@ func (s *starter) begin(ctx context.Context, gh GitHub, l launch) error {
 		}
 		if err == nil {
 			keep = true
-			s.submitted(ctx, l, saved)
+			// On the backend: its queue entry holds the slot until it
+			// ends, and its saved request is done with (a stop before
+			// this leaves it, which the next start drops: resumeClaimed).
+			if saved {
+				if err := s.c.Backend.DropQueued(ctx, l.taskID); err != nil {
+					log.Warn().Err(err).Msg("drop the submitted run's queued request")
+				}
+			}
 			return s.announce(ctx, gh, l, r, created)
 		}
 		err = &submitError{mode: l.mode, taskID: l.taskID, err: err}
@@ -183,20 +190,8 @@ func (s *starter) begin(ctx context.Context, gh GitHub, l launch) error {
 
 // queued reports whether l went through the queue, which saved its
 // request and holds its slot: caps are set, or the queue started it.
-func (s *starter) queued(l launch) bool {
-	return l.policy.whenFull == queueWhenFull && (s.c.Caps.Any() || l.req.queuedAs != "")
-}
-
-// submitted drops the saved request of a queued run now on the backend:
-// its entry holds the slot until the run ends. A stop before this leaves
-// the request, which the next bot to start drops (resumeClaimed).
-func (s *starter) submitted(ctx context.Context, l launch, saved bool) {
-	if !saved {
-		return
-	}
-	if err := s.c.Backend.DropQueued(ctx, l.taskID); err != nil {
-		zerolog.Ctx(ctx).Warn().Err(err).Msg("drop the submitted run's queued request")
-	}
+func (l launch) queued(caps dispatch.Caps) bool {
+	return l.policy.whenFull == queueWhenFull && (caps.Any() || l.req.queuedAs != "")
 }
 
 // release lets go of the lock of a run that did not start, and of the
@@ -206,7 +201,7 @@ func (s *starter) release(ctx context.Context, l launch) {
 	if err := s.c.Backend.Unlock(ctx, l.lockKey, l.taskID); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("release lock after failed start")
 	}
-	if s.queued(l) {
+	if l.queued(s.c.Caps) {
 		if err := s.c.Backend.DropQueued(ctx, l.taskID); err != nil {
 			zerolog.Ctx(ctx).Warn().Err(err).Msg("drop the queued request of a run that did not start")
 		}

@@ -114,7 +114,7 @@ func capsText(c dispatch.Caps) []string {
 // end, whichever replica started it. A bot that is stopping claims
 // nothing: it could not start what it claimed.
 func (s *starter) admit(ctx context.Context) ([]dispatch.QueueEntry, error) {
-	if s.runs.stopping() {
+	if s.runs.ctx.Err() != nil {
 		return nil, nil
 	}
 	a, err := dispatch.AdmitLive(ctx, s.c.Backend, s.c.Caps, s.c.Now())
@@ -165,9 +165,9 @@ func (r *Runs) startQueued(b *starter, admitted []dispatch.QueueEntry) {
 	})
 }
 
-// admitLater is the claim watch's admission: on a goroutine Stop waits for
-// and Busy counts, as startQueued's.
-func (r *Runs) admitLater(b *starter) func() {
+// admitLater is the claim watch's admission: on a goroutine r's Stop
+// waits for and Busy counts, as startQueued's.
+func admitLater(r *Runs, b *starter) func() {
 	return func() {
 		r.queued(func(ctx context.Context) {
 			admitted, err := b.admit(ctx)
@@ -200,9 +200,6 @@ func (r *Runs) queued(f func(ctx context.Context)) {
 		f(r.logger.WithContext(r.ctx))
 	}()
 }
-
-// stopping reports whether the bot is stopping.
-func (r *Runs) stopping() bool { return r.ctx.Err() != nil }
 
 // startAdmitted starts a run the queue admitted. Its entry leaves the
 // queue only when its run is on the backend (the entry then holds the
