@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
+)
+
+// Issue 47, as a new user met it: SANDBOX_MAX_RUNS=1, the command
+// harness with a plan that takes a few seconds, four issues labeled at
+// once; the bot is stopped (SIGTERM) the moment the first plan is posted,
+// while the queue hands the slot to the second, and started again on the
+// same data directory. Every issue gets its plan, once, in label order,
+// and no two sandboxes ever run at once. The log says how long after the
+// restart the queue moved again (before the fix: never).
+func TestE2EQueueSurvivesStopAtHandover(t *testing.T) {
+	testenv.Long(t, "runs the bot and four sandboxes on the Docker engine")
+	l := startLoop(t, loopOptions{harness: "command", model: "none", env: []string{"SANDBOX_MAX_RUNS=1"},
+		sandboxYML: "command: 'sleep 3; echo \"1. Write the greeting.\"'\n"})
+	issues := make([]int, 4)
+	for i := range issues {
+		issues[i] = l.gh.AddIssue(e2eRepo, e2eWriter, fmt.Sprintf("Task %d", i+1), "Plan it.")
+	}
+	most := watchRunning(t, l.dataDir)
+	for _, n := range issues {
+		l.label(n)
+	}
+	for _, n := range issues[1:] {
+		l.waitComment(n, `"kind":"queued"`, 30*time.Second)
+	}
+	l.waitComment(issues[0], `"kind":"plan"`, 2*time.Minute)
+	_ = l.bot.cmd.Process.Signal(syscall.SIGTERM)
+	<-l.bot.done
+	before := botCommentIDs(l, issues[1:])
+	restarted := time.Now()
+	l.bot = l.startBot()
+	var moved time.Duration
+	l.gh.WaitFor(2*time.Minute, "the queue to move after the restart", func() bool {
+		for _, c := range botComments(l, issues[1:]) {
+			if !before[c.ID] && (strings.Contains(c.Body, `"kind":"ack"`) || strings.Contains(c.Body, `"kind":"plan"`)) {
+				moved = c.CreatedAt.Sub(restarted)
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("the queue moved %s after the restart began (the bot's start included; load average %s)", moved.Round(time.Millisecond), testenv.LoadAverage())
+	for _, n := range issues[1:] {
+		l.waitComment(n, `"kind":"plan"`, 3*time.Minute)
+	}
+	var order []int
+	var firstPlan []int64
+	for _, n := range issues {
+		plans := 0
+		for _, c := range l.gh.Issue(e2eRepo, n).Comments {
+			if c.User == githubtest.AppLogin && strings.Contains(c.Body, `"kind":"plan"`) {
+				plans++
+				firstPlan = append(firstPlan, c.ID)
+			}
+		}
+		if plans != 1 {
+			t.Errorf("#%d has %d plans, want 1", n, plans)
+		}
+	}
+	// Comment ids grow with time: the plans' ids in issue order are sorted
+	// when the plans came in label order.
+	if !slices.IsSorted(firstPlan) {
+		for _, id := range slices.Sorted(slices.Values(firstPlan)) {
+			order = append(order, issues[slices.Index(firstPlan, id)])
+		}
+		t.Errorf("plans posted in the order of %v, want the label order %v", order, issues)
+	}
+	if m := most(); m > 1 {
+		t.Errorf("%d sandboxes ran at once under SANDBOX_MAX_RUNS=1", m)
+	}
+}
+
+func botComments(l *loop, issues []int) []*githubtest.Comment {
+	var out []*githubtest.Comment
+	for _, n := range issues {
+		for _, c := range l.gh.Issue(e2eRepo, n).Comments {
+			if c.User == githubtest.AppLogin {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+func botCommentIDs(l *loop, issues []int) map[int64]bool {
+	ids := map[int64]bool{}
+	for _, c := range botComments(l, issues) {
+		ids[c.ID] = true
+	}
+	return ids
+}
+
+// watchRunning counts, until the test ends, the sandboxes of dataDir the
+// engine runs at once; the returned func gives the most seen.
+func watchRunning(t *testing.T, dataDir string) func() int {
+	ctx, cancel := context.WithCancel(context.Background())
+	var mu sync.Mutex
+	most := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			out, err := exec.CommandContext(ctx, "docker", "ps", "-q", "--filter", "status=running",
+				"--filter", "label=org.sandbox-bot.data-dir="+dataDir).Output()
+			if err == nil {
+				mu.Lock()
+				most = max(most, len(strings.Fields(string(out))))
+				mu.Unlock()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return most
+	}
+}
