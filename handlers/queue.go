@@ -219,14 +219,18 @@ func (s *starter) startAdmitted(ctx context.Context, e dispatch.QueueEntry) {
 		log.Info().Msg("stopping while a queued run started: it keeps its slot and its request, and the next bot to start resumes it")
 		return
 	}
-	if !tried && !errors.Is(err, dispatch.ErrNotFound) {
+	lost := !tried && errors.Is(err, dispatch.ErrNotFound)
+	if !tried && !lost {
 		log.Error().Err(err).Dur("retry_after", dispatch.ClaimGrace).Msg("could not start queued run; it is tried again after the claim's grace")
 		return
 	} else if err != nil {
 		log.Error().Err(err).Msg("start queued run")
 	}
-	if _, err := s.c.Backend.Status(ctx, e.TaskID); errors.Is(err, dispatch.ErrNotFound) {
+	if _, serr := s.c.Backend.Status(ctx, e.TaskID); errors.Is(serr, dispatch.ErrNotFound) {
 		log.Info().Msg("queued run did not start; its slot goes to the next")
+		if lost {
+			s.agent.queuedRequestLost(ctx, e, err)
+		}
 		if err := s.c.Backend.DropQueued(ctx, e.TaskID); err != nil {
 			log.Warn().Err(err).Msg("drop queued run")
 		}

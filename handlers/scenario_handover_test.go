@@ -303,3 +303,32 @@ func TestQueueHandoverSurvivesStopOnDocker(t *testing.T) {
 		})
 	}
 }
+
+// A queued run whose saved request is gone when its slot comes (a store
+// wiped by hand, a request no longer readable) cannot start; its issue is
+// told so, with agent:failed instead of agent:queued, and the slot goes to
+// the run behind it.
+func TestQueuedRunWithoutItsRequestTellsTheIssue(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, capOne)
+	issues := newIssues(h, 3)
+	labelInTurn(h, issues, func(i, n int) { h.label(n, writer, fmt.Sprintf("d-lostreq-%d", i)) })
+	lost := h.backend.LockHolder(dispatch.LockKey(testRepo, issues[1]))
+	if err := h.backend.DropQueued(t.Context(), lost); err != nil {
+		t.Fatal(err)
+	}
+	first := h.backend.Specs()[0]
+	h.backend.Finish(first.Order.TaskID, planDone(first.Order.TaskID))
+	c := h.waitComment(issues[1], "the word that the queued run cannot start", func(c string) bool { return strings.Contains(c, "could not start") })
+	if !strings.Contains(c, "plan run") || !strings.Contains(c, "/retry") {
+		t.Errorf("the comment does not say the plan run failed to start, nor what to do:\n%s", c)
+	}
+	h.gh.WaitFor(10*time.Second, "agent:failed on #"+fmt.Sprint(issues[1]), func() bool {
+		return labelled(h, issues[1], "agent:failed") && !labelled(h, issues[1], "agent:queued")
+	})
+	h.waitSubmitted(2)
+	if got := submittedIssues(h); !slices.Equal(got, []int{issues[0], issues[2]}) {
+		t.Errorf("runs of %v, want the first and the third", got)
+	}
+	h.released(issues[1])
+}
