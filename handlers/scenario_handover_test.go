@@ -13,10 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/docker"
 	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
@@ -279,17 +276,7 @@ func TestQueueHandoverSurvivesStopOnDocker(t *testing.T) {
 	for _, step := range handoverSteps {
 		t.Run(step, func(t *testing.T) {
 			runHandover(t, step, func(t *testing.T) handoverBackend {
-				data := t.TempDir()
-				b, err := docker.New(docker.Options{Image: image, Isolation: dispatch.IsolationCaps, DataDir: data, Logger: zerolog.Nop()})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() {
-					out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=org.sandbox-bot.data-dir="+data).Output()
-					if ids := strings.Fields(string(out)); len(ids) > 0 {
-						exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).Run()
-					}
-				})
+				b := dockerBackendFor(t, image)
 				return handoverBackend{backend: b, env: map[string]string{"SANDBOX_ISOLATION": "caps"}, finish: func(t *testing.T, taskID string) {
 					out := filepath.Join(b.TaskDir(taskID), "out")
 					if err := os.MkdirAll(out, 0o777); err != nil {
