@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -247,8 +248,12 @@ func (s *starter) startAdmitted(ctx context.Context, e dispatch.QueueEntry) {
 // every claimed run with no sandbox is started (in queue order, before
 // anything newly admitted), once; submission is idempotent by task id, so
 // one a live replica is submitting at the same moment starts once all the
-// same. The saved requests of claimed runs that reached the backend are
-// dropped. Then admission runs as after any run's end.
+// same. So is a claimed run on the backend whose saved request is still
+// there (the bot stopped between its submission and dropping it, or in
+// the middle of its submission, which the docker backend may have left
+// as a task directory without a container): its start finds it, or
+// completes it, and drops the request. Then admission runs as after any
+// run's end.
 func (s *starter) resumeClaimed(ctx context.Context) {
 	log := zerolog.Ctx(ctx)
 	unsubmitted, submitted, err := dispatch.Unsubmitted(ctx, s.c.Backend)
@@ -256,10 +261,11 @@ func (s *starter) resumeClaimed(ctx context.Context) {
 		log.Error().Err(err).Msg("read the queue's claimed runs; admission tries again when a claim's grace ends")
 	}
 	for _, e := range submitted {
-		if err := s.c.Backend.DropQueued(ctx, e.TaskID); err != nil {
-			log.Warn().Err(err).Str("task_id", e.TaskID).Msg("drop the request of a submitted queued run")
+		if _, err := s.c.Backend.LoadQueued(ctx, e.TaskID); err == nil {
+			unsubmitted = append(unsubmitted, e)
 		}
 	}
+	slices.SortStableFunc(unsubmitted, func(a, b dispatch.QueueEntry) int { return cmp.Compare(a.EnqueuedAt, b.EnqueuedAt) })
 	if len(unsubmitted) > 0 {
 		log.Info().Int("runs", len(unsubmitted)).Msg("resuming queued runs a stopped bot claimed and did not submit")
 	}
