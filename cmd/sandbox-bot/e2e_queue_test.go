@@ -17,13 +17,22 @@ import (
 
 // Issue 47, as a new user met it: SANDBOX_MAX_RUNS=1, the command
 // harness with a plan that takes a few seconds, four issues labeled at
-// once; the bot is stopped (SIGTERM) the moment the first plan is posted,
-// while the queue hands the slot to the second, and started again on the
-// same data directory. Every issue gets its plan, once, in label order,
-// and no two sandboxes ever run at once. The log says how long after the
-// restart the queue moved again (before the fix: never).
+// once; the bot is stopped (SIGTERM) while the queue hands the slot to the
+// second issue's run (the moment the first sandbox ends, when the bot
+// frees its slot and starts the next; or the moment the first plan is
+// posted, as the issue did it), and started again on the same data
+// directory. Every issue gets its plan, once, in label order, and no two
+// sandboxes ever run at once. The log says how long after the restart the
+// queue moved again (before the fix: never, when the stop fell between
+// the slot's hand-over and the next run's submission).
 func TestE2EQueueSurvivesStopAtHandover(t *testing.T) {
 	testenv.Long(t, "runs the bot and four sandboxes on the Docker engine")
+	for _, at := range []string{"first sandbox ended", "first plan posted"} {
+		t.Run(at, func(t *testing.T) { queueStopAtHandover(t, at) })
+	}
+}
+
+func queueStopAtHandover(t *testing.T, at string) {
 	l := startLoop(t, loopOptions{harness: "command", model: "none", env: []string{"SANDBOX_MAX_RUNS=1"},
 		sandboxYML: "command: 'sleep 3; echo \"1. Write the greeting.\"'\n"})
 	issues := make([]int, 4)
@@ -31,15 +40,27 @@ func TestE2EQueueSurvivesStopAtHandover(t *testing.T) {
 		issues[i] = l.gh.AddIssue(e2eRepo, e2eWriter, fmt.Sprintf("Task %d", i+1), "Plan it.")
 	}
 	most := watchRunning(t, l.dataDir)
-	for _, n := range issues {
-		l.label(n)
-	}
+	// One after another, each once the bot answered the one before (a
+	// second in all): labels that reach the bot at the same moment are
+	// handled by its workers in any order, and label order is the order
+	// the bot heard them in.
+	l.label(issues[0])
+	l.waitComment(issues[0], `"kind":"ack"`, time.Minute)
 	for _, n := range issues[1:] {
-		l.waitComment(n, `"kind":"queued"`, 30*time.Second)
+		l.label(n)
+		l.waitComment(n, `"kind":"queued"`, time.Minute)
 	}
-	l.waitComment(issues[0], `"kind":"plan"`, 2*time.Minute)
+	if at == "first plan posted" {
+		l.waitComment(issues[0], `"kind":"plan"`, 2*time.Minute)
+	} else {
+		l.gh.WaitFor(2*time.Minute, "the first sandbox to end", func() bool {
+			out, _ := exec.Command("docker", "ps", "-aq", "--filter", "status=exited", "--filter", "label=org.sandbox-bot.data-dir="+l.dataDir).Output()
+			return len(strings.Fields(string(out))) > 0
+		})
+	}
 	_ = l.bot.cmd.Process.Signal(syscall.SIGTERM)
 	<-l.bot.done
+	stoppedLog := l.bot.logs.String()
 	before := botCommentIDs(l, issues[1:])
 	restarted := time.Now()
 	l.bot = l.startBot()
@@ -53,7 +74,9 @@ func TestE2EQueueSurvivesStopAtHandover(t *testing.T) {
 		}
 		return false
 	})
-	t.Logf("the queue moved %s after the restart began (the bot's start included; load average %s)", moved.Round(time.Millisecond), testenv.LoadAverage())
+	t.Logf("the queue moved %s after the restart began (the bot's start included; load average %s); the stop cut a queued run's start: %v; the restarted bot resumed a claimed run: %v",
+		moved.Round(time.Millisecond), testenv.LoadAverage(), strings.Contains(stoppedLog, "stopping while a queued run started"),
+		strings.Contains(l.bot.logs.String(), "resuming queued runs"))
 	for _, n := range issues[1:] {
 		l.waitComment(n, `"kind":"plan"`, 3*time.Minute)
 	}
