@@ -101,6 +101,10 @@ type Wiring struct {
 	Backend   dispatch.Backend
 	Templates *templates.Set
 	Now       func() time.Time
+	// AfterFunc calls f after d on its own goroutine, and returns what
+	// stops it; the queue's claim watch waits with it (tests replace it
+	// with a timer they fire).
+	AfterFunc func(d time.Duration, f func()) (stop func() bool)
 	// Secrets are redacted from everything the bot posts.
 	Secrets *Secrets
 
@@ -163,7 +167,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	w := &Wiring{ClientCreator: cc, Settings: s, Backend: backend, Templates: tmpl, Now: time.Now, Secrets: NewSecrets()}
+	w := &Wiring{ClientCreator: cc, Settings: s, Backend: backend, Templates: tmpl, Now: time.Now, AfterFunc: afterFunc, Secrets: NewSecrets()}
 	c := &core{
 		Wiring:      w,
 		retryWait:   200 * time.Millisecond,
@@ -176,7 +180,8 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 	b.starts = &starter{c: c, agent: agentRun{c: c}}
 	b.Runs = newRuns(c, b.starts.start)
 	b.starts.runs = b.Runs
-	b.Runs.onEnd, b.Runs.onReconcile = b.starts.freeSlot, b.starts.admitAndStart
+	b.starts.claims = &claimWatch{c: c, fire: admitLater(b.Runs, b.starts)}
+	b.Runs.onEnd, b.Runs.onReconcile, b.Runs.onStop = b.starts.freeSlot, b.starts.resumeClaimed, b.starts.claims.close
 	b.aborts = &aborter{c: c, runs: b.Runs}
 	b.installs = &installer{c: c, runs: b.Runs}
 	b.ci = &ciFixer{c: c, starts: b.starts, on: b.on}

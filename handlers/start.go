@@ -87,6 +87,8 @@ type starter struct {
 	c     *core
 	runs  *Runs
 	agent agentRun
+	// claims re-runs admission when a claim without a run ends its grace.
+	claims *claimWatch
 }
 
 // start starts a run of the agent on an issue or pull request and makes
