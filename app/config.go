@@ -34,11 +34,16 @@ type Config struct {
 	// identity from GitHub and warns when the two differ.
 	AppSlug string `yaml:"app_slug"`
 
+	// Listen is the webhook listener's address (/api/github/hook,
+	// /healthz, /readyz).
 	Listen string `yaml:"listen"`
 	// Backend is nomad, docker or process (a plain child process, no
 	// isolation: for trying the bot on a machine without Docker).
 	Backend string `yaml:"backend"`
-	Image   string `yaml:"image"`
+	// Image is the sandbox image reference.
+	Image string `yaml:"image"`
+	// DataDir is where the bot keeps task directories, locks, caches and,
+	// without DatabaseURL, the SQLite store (receipts/receipts.db).
 	DataDir string `yaml:"data_dir"`
 	// PublicURL is where people reach the bot (links in comments); the
 	// dashboard and check-run details link to it when set.
@@ -82,6 +87,8 @@ type Config struct {
 	// server hands them to the handlers as they are.
 	handlers.Settings `yaml:",inline"`
 
+	// Workers handle webhook deliveries from a queue of QueueSize; a full
+	// queue answers 503 and is counted.
 	Workers   int `yaml:"workers"`
 	QueueSize int `yaml:"queue_size"`
 	// ShutdownTimeout bounds draining the queue on SIGTERM.
@@ -120,6 +127,8 @@ type Config struct {
 	// no repository, need it for any provider OpenCode does not know.
 	OpenCodeConfig string `yaml:"opencode_config"`
 
+	// TemplatesDir holds template overrides (prompts/*.tmpl,
+	// github/*.tmpl); a broken one stops the bot at start.
 	TemplatesDir string `yaml:"templates_dir"`
 	// RunnerBinary is the sandbox-runner executable for the process backend.
 	RunnerBinary string `yaml:"runner_binary"`
@@ -130,7 +139,8 @@ type Config struct {
 	// NomadOSVVolume is the Nomad host volume holding that database on
 	// each sandbox node (SANDBOX_NOMAD_OSV_VOLUME).
 	NomadOSVVolume string `yaml:"nomad_osv_volume"`
-	LogLevel       string `yaml:"log_level"`
+	// LogLevel is zerolog's level (debug, info, warn, error).
+	LogLevel string `yaml:"log_level"`
 	// LogPretty writes human-readable logs instead of JSON.
 	LogPretty bool `yaml:"log_pretty"`
 }
@@ -138,19 +148,29 @@ type Config struct {
 // NomadConfig is where and how sandboxes run on Nomad. Address, token,
 // namespace and region come from Nomad's own NOMAD_* variables.
 type NomadConfig struct {
-	Addr  string `yaml:"addr"`
+	// Addr is the Nomad API (NOMAD_ADDR); set, the backend defaults to
+	// nomad.
+	Addr string `yaml:"addr"`
+	// Token is the bot's ACL token (NOMAD_TOKEN).
 	Token string `yaml:"token"`
 	// Namespace is the bot's own (NOMAD_NAMESPACE): its locks, queue and
 	// kept sessions. SandboxNamespace is where sandboxes run
 	// (SANDBOX_NOMAD_NAMESPACE, default "sandbox"), never the bot's: its
 	// ACL policy grants alloc-exec there.
-	Namespace        string        `yaml:"namespace"`
-	SandboxNamespace string        `yaml:"sandbox_namespace"`
-	Region           string        `yaml:"region"`
-	Datacenters      []string      `yaml:"datacenters"`
-	NodePool         string        `yaml:"node_pool"`
-	KillTimeout      time.Duration `yaml:"kill_timeout"`
-	Purge            bool          `yaml:"purge"`
+	Namespace        string `yaml:"namespace"`
+	SandboxNamespace string `yaml:"sandbox_namespace"`
+	// Region is the Nomad region (NOMAD_REGION).
+	Region string `yaml:"region"`
+	// Datacenters and NodePool are where sandbox jobs may be placed.
+	Datacenters []string `yaml:"datacenters"`
+	NodePool    string   `yaml:"node_pool"`
+	// KillTimeout is how long Nomad waits after SIGTERM before SIGKILL:
+	// the runner pushes its work and writes its receipt then (default
+	// 60s, dispatch/nomad).
+	KillTimeout time.Duration `yaml:"kill_timeout"`
+	// Purge removes a sandbox's job from Nomad when the run is cleaned up;
+	// otherwise it is stopped and left to Nomad's job GC.
+	Purge bool `yaml:"purge"`
 }
 
 // Defaults of the server configuration.

@@ -246,7 +246,7 @@ func (o *previewOrigin) exchange(w http.ResponseWriter, r *http.Request, task st
 
 // useOnce records a code's use; false when it was used before. Codes are
 // kept until they expire, so the record stays as small as a minute's
-// hand-offs. (Per replica: see the README's limits.)
+// hand-offs. (Per replica: see docs/operating.md's known limits.)
 func (o *previewOrigin) useOnce(code string, expires time.Time) bool {
 	sum := sha256.Sum256([]byte(code))
 	k := string(sum[:])

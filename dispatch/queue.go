@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -56,6 +57,9 @@ type Queue interface {
 // Caps bound how many runs go at once: in all, per installation and per
 // repository. 0 is no cap.
 type Caps struct {
+	// Global caps concurrent runs in all, PerInstallation per
+	// installation, PerRepo per repository; 0 is no cap. A run over one
+	// waits in the queue.
 	Global          int `yaml:"global"`
 	PerInstallation int `yaml:"per_installation"`
 	PerRepo         int `yaml:"per_repo"`
@@ -75,7 +79,13 @@ func (c Caps) Fits(total, inInstallation, inRepo int) bool {
 // ClaimGrace is how long a claimed slot counts without its run showing on
 // the backend: the time the bot takes to submit it. A claim older than
 // that whose run is not live was left by a replica that stopped before
-// submitting, and its entry waits again.
+// submitting, and its entry waits again; the next admission gives it its
+// slot back first (it is older than the entries behind it), and the bot
+// re-runs admission when the oldest such claim's grace ends
+// (Admission.Recheck), so a stranded claim never waits for a run to end.
+// A restarted bot does not wait for it: it resumes every claimed run that
+// has no sandbox at once (Unsubmitted), as submission is idempotent by
+// task id.
 const ClaimGrace = 2 * time.Minute
 
 // Enqueue adds e at the end of the queue unless its task is there already,
@@ -171,19 +181,54 @@ func DequeueWaiting(ctx context.Context, q Queue, taskID string) (removed bool, 
 // fit is passed over for later ones only when a per-installation or
 // per-repository cap holds it: the global cap stops the line.
 func Admit(ctx context.Context, q Queue, caps Caps, live []Meta, now time.Time) ([]QueueEntry, error) {
-	var admitted []QueueEntry
+	a, err := AdmitAt(ctx, q, caps, live, now)
+	return a.Admitted, err
+}
+
+// Admission is what one admission decided.
+type Admission struct {
+	// Admitted are the entries that took a slot: the caller starts them.
+	Admitted []QueueEntry
+	// Recheck is when the oldest claim whose run is not live (the ones
+	// admitted here included) ends its grace: admission must run again
+	// then, or a claim whose starter stopped holds its slot until some run
+	// ends. Zero when every claim's run is live.
+	Recheck time.Time
+}
+
+// AdmitAt is Admit, also saying when admission must run again.
+func AdmitAt(ctx context.Context, q Queue, caps Caps, live []Meta, now time.Time) (Admission, error) {
+	var a Admission
 	err := q.UpdateQueue(ctx, func(cur []QueueEntry) ([]QueueEntry, error) {
 		next, got, changed := admit(cur, caps, live, now)
-		admitted = got
+		a = Admission{Admitted: got, Recheck: recheckAt(next, live)}
 		if !changed {
 			return nil, ErrQueueUnchanged
 		}
 		return next, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("admit queued runs: %w", err)
+		return Admission{}, fmt.Errorf("admit queued runs: %w", err)
 	}
-	return admitted, nil
+	return a, nil
+}
+
+// recheckAt is when the oldest claim in q whose run is not live ends its
+// grace, or zero.
+func recheckAt(q []QueueEntry, live []Meta) time.Time {
+	var oldest int64
+	for _, e := range q {
+		if e.Waiting() || slices.ContainsFunc(live, func(m Meta) bool { return m.TaskID == e.TaskID }) {
+			continue
+		}
+		if oldest == 0 || e.ClaimedAt < oldest {
+			oldest = e.ClaimedAt
+		}
+	}
+	if oldest == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(oldest).Add(ClaimGrace)
 }
 
 // admit is Admit's decision on one reading of the queue.

@@ -29,15 +29,22 @@ func TestAdmitLiveListsRunsOnlyForAQueue(t *testing.T) {
 	b := &listCounter{Memory: backendtest.NewMemory()}
 	caps := dispatch.Caps{Global: 1}
 	now := time.Now()
-	got, err := dispatch.AdmitLive(ctx, b, caps, now)
+	a, err := dispatch.AdmitLive(ctx, b, caps, now)
+	got := a.Admitted
 	if err != nil || len(got) != 0 || b.lists != 0 {
 		t.Fatalf("empty queue: admitted %v, %v, %d listings, want none", got, err, b.lists)
 	}
 	if _, err := dispatch.Enqueue(ctx, b, dispatch.QueueEntry{TaskID: "T-00000001", Repo: "o/r", Number: 1, InstallationID: 1, EnqueuedAt: now.UnixMilli()}); err != nil {
 		t.Fatal(err)
 	}
-	got, err = dispatch.AdmitLive(ctx, b, caps, now)
+	a, err = dispatch.AdmitLive(ctx, b, caps, now)
+	got = a.Admitted
 	if err != nil || len(got) != 1 || got[0].TaskID != "T-00000001" || b.lists != 1 {
 		t.Fatalf("one waiting: admitted %v, %v, %d listings, want it, after one", got, err, b.lists)
+	}
+	// The admitted run is not live yet: admission runs again when its
+	// claim's grace ends.
+	if want := time.UnixMilli(now.UnixMilli()).Add(dispatch.ClaimGrace); !a.Recheck.Equal(want) {
+		t.Errorf("Recheck = %v, want %v (the claim's grace)", a.Recheck, want)
 	}
 }

@@ -39,15 +39,46 @@ func LiveRuns(ctx context.Context, b RunLister) ([]Meta, error) {
 // docker backend two docker CLI calls, one inspecting every container).
 // A run queued after the queue was read here is admitted by its own
 // SubmitQueued.
-func AdmitLive(ctx context.Context, b QueueBackend, caps Caps, now time.Time) ([]QueueEntry, error) {
+func AdmitLive(ctx context.Context, b QueueBackend, caps Caps, now time.Time) (Admission, error) {
 	if q, err := b.ReadQueue(ctx); err == nil && len(q) == 0 {
-		return nil, nil
+		return Admission{}, nil
 	}
 	live, err := LiveRuns(ctx, b)
 	if err != nil {
-		return nil, err
+		return Admission{}, err
 	}
-	return Admit(ctx, b, caps, live, now)
+	return AdmitAt(ctx, b, caps, live, now)
+}
+
+// Unsubmitted are the claimed entries whose run is not on b at all (not
+// even ended): runs a bot admitted and did not submit, because it stopped
+// (or is submitting them now). Submitted are the claimed entries whose run
+// is on b. A bot that starts resumes the first (submission is idempotent
+// by task id, so a replica submitting one now is harmless) and drops the
+// saved requests of the second.
+func Unsubmitted(ctx context.Context, b QueueBackend) (unsubmitted, submitted []QueueEntry, err error) {
+	q, err := b.ReadQueue(ctx)
+	if err != nil || len(q) == 0 {
+		return nil, nil, err
+	}
+	runs, err := b.List(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list runs: %w", err)
+	}
+	on := map[string]bool{}
+	for _, r := range runs {
+		on[r.Meta.TaskID] = true
+	}
+	for _, e := range q {
+		switch {
+		case e.Waiting():
+		case on[e.TaskID]:
+			submitted = append(submitted, e)
+		default:
+			unsubmitted = append(unsubmitted, e)
+		}
+	}
+	return unsubmitted, submitted, nil
 }
 
 // Submission is what queueing one run decided.
@@ -61,6 +92,8 @@ type Submission struct {
 	// waits, 0 when it does not (it took a slot here or, in between, on
 	// another replica).
 	Place int
+	// Recheck is when admission must run again (Admission.Recheck).
+	Recheck time.Time
 }
 
 // SubmitQueued is how a run asked for under caps enters the queue: its
@@ -80,7 +113,7 @@ func SubmitQueued(ctx context.Context, b QueueBackend, e QueueEntry, request []b
 	err = b.UpdateQueue(ctx, func(cur []QueueEntry) ([]QueueEntry, error) {
 		cur, added := appendNew(cur, e)
 		next, admitted, changed := admit(cur, caps, live, now)
-		s = Submission{Admitted: admitted, Place: Place(next, e.TaskID)}
+		s = Submission{Admitted: admitted, Place: Place(next, e.TaskID), Recheck: recheckAt(next, live)}
 		for _, a := range admitted {
 			s.Self = s.Self || a.TaskID == e.TaskID
 		}

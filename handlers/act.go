@@ -130,6 +130,11 @@ func (b *Base) runFor(ctx context.Context, t thread, ev event, sc *scene, do lif
 			req.PlanFiles = sc.plan.Marker.Files
 		}
 	}
+	if (ev.kind == lifecycle.Label || ev.kind == lifecycle.Mention) && !t.isPR {
+		// A writer's label or mention vouches for the issue's text as the
+		// event saw it (vouch.go).
+		req.Vouch = vouchOf(t.sender, t.issue)
+	}
 	switch do {
 	case lifecycle.StartPlan:
 		req.Round = 1

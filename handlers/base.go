@@ -28,20 +28,35 @@ import (
 // the configuration file's keys; fields without one are worked out from
 // other settings when the configuration is loaded.
 type Settings struct {
-	TriggerLabel  string   `yaml:"trigger_label"`
-	AllowUsers    []string `yaml:"allow_users"`
-	AllowTeams    []string `yaml:"allow_teams"` // org/team
-	AllowBots     []string `yaml:"allow_bots"`
-	MaxContinues  int      `yaml:"max_continues"`
-	MaxPlanRounds int      `yaml:"max_plan_rounds"`
+	// TriggerLabel is the label that starts a plan.
+	TriggerLabel string `yaml:"trigger_label"`
+	// AllowUsers (logins) and AllowTeams ("org/team") may drive the bot
+	// without write permission.
+	AllowUsers []string `yaml:"allow_users"`
+	AllowTeams []string `yaml:"allow_teams"` // org/team
+	// AllowBots are the bot accounts ("name[bot]") whose events the
+	// handlers act on; every other bot, the App itself included, is
+	// ignored.
+	AllowBots []string `yaml:"allow_bots"`
+	// MaxContinues bounds the automatic continue runs after an
+	// interruption.
+	MaxContinues int `yaml:"max_continues"`
+	// MaxPlanRounds bounds the plans of one issue (/revise rounds).
+	MaxPlanRounds int `yaml:"max_plan_rounds"`
 	// ProgressInterval throttles check-run and progress-comment updates.
 	ProgressInterval time.Duration `yaml:"progress_interval"`
 	// TokenRefresh is how often a live run's token is replaced (tokens last
 	// an hour).
-	TokenRefresh time.Duration      `yaml:"token_refresh"`
-	Defaults     sandboxcfg.Config  `yaml:"defaults"`
-	Limits       sandboxcfg.Limits  `yaml:"limits"`
-	Isolation    dispatch.Isolation `yaml:"isolation"`
+	TokenRefresh time.Duration `yaml:"token_refresh"`
+	// Defaults is a .sandbox.yml beneath every repository's (and the
+	// organisation's): docs/sandbox-yml.md has its keys.
+	Defaults sandboxcfg.Config `yaml:"defaults"`
+	// Limits bound what a repository's .sandbox.yml and one-off flags
+	// may ask for.
+	Limits sandboxcfg.Limits `yaml:"limits"`
+	// Isolation is the sandbox's profile: privileged, caps (hosts that
+	// refuse privileged containers) or gvisor (caps on gVisor's runsc).
+	Isolation dispatch.Isolation `yaml:"isolation"`
 	// CheckName is the check run that shows a run's progress.
 	CheckName string `yaml:"-"`
 	// SecretEnv names the variables the backend passes to every sandbox;
@@ -87,6 +102,10 @@ type Wiring struct {
 	Backend   dispatch.Backend
 	Templates *templates.Set
 	Now       func() time.Time
+	// AfterFunc calls f after d on its own goroutine, and returns what
+	// stops it; the queue's claim watch waits with it (tests replace it
+	// with a timer they fire).
+	AfterFunc func(d time.Duration, f func()) (stop func() bool)
 	// Secrets are redacted from everything the bot posts.
 	Secrets *Secrets
 
@@ -152,7 +171,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	w := &Wiring{ClientCreator: cc, Settings: s, Backend: backend, Templates: tmpl, Now: time.Now, Secrets: NewSecrets()}
+	w := &Wiring{ClientCreator: cc, Settings: s, Backend: backend, Templates: tmpl, Now: time.Now, AfterFunc: afterFunc, Secrets: NewSecrets()}
 	c := &core{
 		Wiring:      w,
 		retryWait:   200 * time.Millisecond,
@@ -165,7 +184,8 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 	b.starts = &starter{c: c, agent: agentRun{c: c}}
 	b.Runs = newRuns(c, b.starts.start)
 	b.starts.runs = b.Runs
-	b.Runs.onEnd, b.Runs.onReconcile = b.starts.freeSlot, b.starts.admitAndStart
+	b.starts.claims = &claimWatch{c: c, fire: admitLater(b.Runs, b.starts)}
+	b.Runs.onEnd, b.Runs.onReconcile, b.Runs.onStop = b.starts.freeSlot, b.starts.resumeClaimed, b.starts.claims.close
 	b.aborts = &aborter{c: c, runs: b.Runs}
 	b.installs = &installer{c: c, runs: b.Runs}
 	b.ci = &ciFixer{c: c, starts: b.starts, on: b.on}

@@ -112,48 +112,50 @@ func (a agentRun) imageCaps() ImageSettings {
 }
 
 // fetchImage fetches the image at raw when the caps and the hosts allow,
-// with room bytes left of the run's total: the image, or why not.
-func (a agentRun) fetchImage(ctx context.Context, raw string, caps ImageSettings, room int64) (dispatch.Image, string) {
+// with room bytes left of the run's total: the image, or why not; the
+// bytes it read, and whether it made a request at all.
+func (a agentRun) fetchImage(ctx context.Context, raw string, caps ImageSettings, room int64) (img dispatch.Image, read int64, tried bool, why string) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return dispatch.Image{}, "its address does not parse"
+		return dispatch.Image{}, 0, false, "its address does not parse"
 	}
 	if why := caps.allowed(u); why != "" {
-		return dispatch.Image{}, "not fetched: " + why
+		return dispatch.Image{}, 0, false, "not fetched: " + why
 	}
 	where := u.Host + u.Path // never the query: a signed URL's signature is in it
 	log := zerolog.Ctx(ctx).With().Str("image", where).Logger()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return dispatch.Image{}, "its address does not parse"
+		return dispatch.Image{}, 0, false, "its address does not parse"
 	}
 	req.Header.Set("Accept", strings.Join(dispatch.ImageMediaTypes, ", "))
 	resp, err := a.c.imageClient.Do(req)
 	if err != nil {
 		log.Info().Err(scrubURLError(err)).Msg("image not fetched")
-		return dispatch.Image{}, "it could not be fetched"
+		return dispatch.Image{}, 0, true, "it could not be fetched"
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return dispatch.Image{}, fmt.Sprintf("GitHub answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
+		return dispatch.Image{}, 0, true, fmt.Sprintf("GitHub answered %d %s", resp.StatusCode, http.StatusText(resp.StatusCode))
 	}
 	limit := min(caps.MaxBytes, max(room, 0))
 	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	read = int64(len(data))
 	switch {
 	case err != nil:
 		log.Info().Err(scrubURLError(err)).Msg("image not read whole")
-		return dispatch.Image{}, "it could not be read whole"
-	case int64(len(data)) > caps.MaxBytes:
-		return dispatch.Image{}, fmt.Sprintf("larger than %s", byteSize(caps.MaxBytes))
-	case int64(len(data)) > room:
-		return dispatch.Image{}, fmt.Sprintf("over the %s of images a run is given", byteSize(caps.MaxTotal))
+		return dispatch.Image{}, read, true, "it could not be read whole"
+	case read > caps.MaxBytes:
+		return dispatch.Image{}, read, true, fmt.Sprintf("larger than %s", byteSize(caps.MaxBytes))
+	case read > room:
+		return dispatch.Image{}, read, true, fmt.Sprintf("over the %s of images a run is given", byteSize(caps.MaxTotal))
 	}
 	typ := imageType(data)
 	if typ == "" {
-		return dispatch.Image{}, "its bytes are not a PNG, JPEG, GIF or WebP image"
+		return dispatch.Image{}, read, true, "its bytes are not a PNG, JPEG, GIF or WebP image"
 	}
 	log.Debug().Str("type", typ).Int("bytes", len(data)).Msg("image fetched")
-	return dispatch.Image{MediaType: typ, Data: data}, ""
+	return dispatch.Image{MediaType: typ, Data: data}, read, true, ""
 }
 
 // imageType is the media type data's bytes say, when it is one an image

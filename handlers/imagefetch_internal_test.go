@@ -56,11 +56,33 @@ func TestImageRedirectOutsideGitHubIsNotFollowed(t *testing.T) {
 	host := strings.TrimPrefix(gh.URL, "http://")
 	s := ImageSettings{MaxCount: 1, MaxBytes: 1 << 20, MaxTotal: 1 << 20, Hosts: []string{host}, PlainHTTP: []string{host}}
 	b := agentRun{c: &core{Wiring: &Wiring{Settings: Settings{Images: s}}, imageClient: newImageClient(s)}}
-	_, why := b.fetchImage(context.Background(), gh.URL+"/private-user-images/1.png?jwt=secret", s, s.MaxTotal)
+	_, _, _, why := b.fetchImage(context.Background(), gh.URL+"/private-user-images/1.png?jwt=secret", s, s.MaxTotal)
 	if why != "it could not be fetched" || outside.Load() != 0 {
 		t.Errorf("why %q, requests outside %d", why, outside.Load())
 	}
 	if a, _ := auth.Load().(string); a != "" {
 		t.Errorf("the bot sent Authorization %q", a)
+	}
+}
+
+// The bytes of what was refused count toward a run's total: non-images of
+// 40 KiB against a 100 KiB total: two read whole, the third only as far as
+// the total leaves room, the fourth not asked for.
+func TestRefusedBytesCountTowardTheTotal(t *testing.T) {
+	t.Parallel()
+	var requests atomic.Int32
+	gh := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		_, _ = w.Write([]byte(strings.Repeat("not a picture ", 40<<10/14+1)))
+	}))
+	t.Cleanup(gh.Close)
+	host := strings.TrimPrefix(gh.URL, "http://")
+	s := ImageSettings{MaxCount: 5, MaxBytes: 64 << 10, MaxTotal: 100 << 10, Hosts: []string{host}, PlainHTTP: []string{host}}
+	f := &imageFetches{a: agentRun{c: &core{Wiring: &Wiring{Settings: Settings{Images: s}}, imageClient: newImageClient(s)}}, caps: s}
+	for i := range 4 {
+		f.take(context.Background(), ImageNote{Name: "image " + string(rune('1'+i))}, gh.URL+"/x.png")
+	}
+	if requests.Load() != 3 || f.total > 100<<10+1 || len(f.notes) != 4 || !strings.Contains(f.notes[3].Why, "over the 100 KiB of images") {
+		t.Errorf("%d requests, %d bytes counted, notes %+v", requests.Load(), f.total, f.notes)
 	}
 }

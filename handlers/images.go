@@ -78,41 +78,88 @@ func withImages(sources []imageSource) []imageSource {
 	return out
 }
 
+// maxImageNotes is how many images not given a run's comments name one
+// by one; the rest are counted in one line, so the acknowledgement and
+// the plan comment stay within GitHub's 65,536 characters whatever the
+// text holds.
+const maxImageNotes = 20
+
 // imagesFor fetches the images of sources (in order) for a run, within
-// the caps: what the agent is given, and a note for each image found.
+// the caps: what the agent is given, and a note for each image found (the
+// first maxImageNotes of those not given, then how many more). Every
+// request counts, an image's or not: at most twice MaxCount are made, and
+// the bytes of those refused count toward MaxTotal, so a text full of
+// links to large non-images costs a bounded fetch, not one per link.
 func (a agentRun) imagesFor(ctx context.Context, gh GitHub, sources []imageSource) ([]dispatch.Image, []ImageNote) {
 	caps := a.imageCaps()
 	if caps.MaxCount <= 0 || len(sources) == 0 {
 		return nil, nil
 	}
-	log := zerolog.Ctx(ctx)
-	var imgs []dispatch.Image
-	var notes []ImageNote
-	var total int64
+	f := &imageFetches{a: a, caps: caps}
 	for _, src := range sources {
 		rendered, err := gh.BodyHTML(ctx, src.Ref)
 		if err != nil {
-			log.Warn().Err(err).Str("source", src.What).Msg("read the rendered text for its images")
-			notes = append(notes, ImageNote{Name: "the images of " + src.What, Why: "GitHub's rendered text could not be read"})
+			zerolog.Ctx(ctx).Warn().Err(err).Str("source", src.What).Msg("read the rendered text for its images")
+			f.note(ImageNote{Name: "the images of " + src.What, Why: "GitHub's rendered text could not be read"})
 			continue
 		}
 		for i, found := range imgSources(rendered) {
 			name := fmt.Sprintf("%s, image %d%s", src.What, i+1, found.label())
-			note := ImageNote{Name: sanitizeInline(name, 160)}
-			switch {
-			case len(imgs) >= caps.MaxCount:
-				note.Why = fmt.Sprintf("over the %d images a run is given", caps.MaxCount)
-			default:
-				img, why := a.fetchImage(ctx, found.src, caps, caps.MaxTotal-total)
-				if note.Why = why; why == "" {
-					img.Name = note.Name
-					imgs, total = append(imgs, img), total+int64(len(img.Data))
-				}
-			}
-			notes = append(notes, note)
+			f.take(ctx, ImageNote{Name: sanitizeInline(name, 160)}, found.src)
 		}
 	}
-	return imgs, notes
+	if f.unlisted > 0 {
+		f.notes = append(f.notes, ImageNote{Name: fmt.Sprintf("%d more images", f.unlisted),
+			Why: fmt.Sprintf("not listed one by one (the first %d not given are above)", maxImageNotes)})
+	}
+	return f.imgs, f.notes
+}
+
+// imageFetches is one run's fetching of images: what it was given, what
+// it spent, and its notes.
+type imageFetches struct {
+	a        agentRun
+	caps     ImageSettings
+	imgs     []dispatch.Image
+	notes    []ImageNote
+	total    int64 // bytes read, images or not
+	attempts int
+	skipped  int // notes of images not given
+	unlisted int // of those, not listed
+}
+
+// take fetches one image when the caps leave room, and notes it.
+func (f *imageFetches) take(ctx context.Context, note ImageNote, src string) {
+	switch {
+	case len(f.imgs) >= f.caps.MaxCount:
+		note.Why = fmt.Sprintf("over the %d images a run is given", f.caps.MaxCount)
+	case f.attempts >= 2*f.caps.MaxCount:
+		note.Why = fmt.Sprintf("not fetched: a run tries at most %d images (twice the %d it is given)", 2*f.caps.MaxCount, f.caps.MaxCount)
+	case f.total >= f.caps.MaxTotal:
+		note.Why = fmt.Sprintf("over the %s of images a run is given", byteSize(f.caps.MaxTotal))
+	default:
+		img, read, tried, why := f.a.fetchImage(ctx, src, f.caps, f.caps.MaxTotal-f.total)
+		if tried {
+			f.attempts++
+		}
+		f.total += read
+		if note.Why = why; why == "" {
+			img.Name = note.Name
+			f.imgs = append(f.imgs, img)
+		}
+	}
+	f.note(note)
+}
+
+// note keeps a note; of the images not given, the first maxImageNotes.
+func (f *imageFetches) note(n ImageNote) {
+	if n.Why != "" {
+		if f.skipped++; f.skipped > maxImageNotes {
+			f.unlisted++
+			return
+		}
+	}
+	f.notes = append(f.notes, n)
 }
 
 // foundImage is an <img> of the rendered text.

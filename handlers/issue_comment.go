@@ -51,7 +51,7 @@ func (h *IssueComment) Handle(ctx context.Context, eventType, deliveryID string,
 	if err != nil {
 		return err
 	}
-	t.sender, t.commentID, t.deliveryID = e.GetSender().GetLogin(), comment.GetID(), deliveryID
+	t.sender, t.commentID, t.deliveryID, t.issue = e.GetSender().GetLogin(), comment.GetID(), deliveryID, issue
 	cmd, perr := ParseCommand(comment.GetBody())
 	if cmd == nil && perr == nil {
 		return h.b.mention(ctx, t, comment.GetBody())

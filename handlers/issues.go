@@ -40,7 +40,7 @@ func (h *Issues) Handle(ctx context.Context, eventType, deliveryID string, paylo
 	if err != nil {
 		return err
 	}
-	t.sender, t.deliveryID = e.GetSender().GetLogin(), deliveryID
+	t.sender, t.deliveryID, t.issue = e.GetSender().GetLogin(), deliveryID, issue
 	_, err = h.b.on(ctx, t, event{kind: lifecycle.Label, trigger: deliveryID, tried: "label this issue `" + h.b.TriggerLabel + "`"})
 	return err
 }

@@ -146,9 +146,12 @@ func (s *starter) begin(ctx context.Context, gh GitHub, l launch) error {
 		}
 		return l.kind.failed(ctx, gh, l, fmt.Errorf("lock %s: %w", l.lockKey, err), false)
 	}
-	keep := false // the lock: a queued or submitted run keeps it
+	keep, saved := false, false // the lock: a queued or submitted run keeps it
 	defer func() {
-		if !keep {
+		// A start the bot's stop cut short keeps what the queue saved of
+		// it (its slot, its request, its lock): the next bot to start
+		// resumes it. Any other start that did not submit lets go.
+		if !keep && !(saved && ctx.Err() != nil) {
 			s.release(ctx, l)
 		}
 	}()
@@ -157,6 +160,7 @@ func (s *starter) begin(ctx context.Context, gh GitHub, l launch) error {
 		keep = true
 		return err
 	}
+	saved = err == nil && l.queued(s.c.Caps)
 	var r built
 	if err == nil {
 		r, err = l.kind.build(ctx, gh, l)
@@ -169,6 +173,14 @@ func (s *starter) begin(ctx context.Context, gh GitHub, l launch) error {
 		}
 		if err == nil {
 			keep = true
+			// On the backend: its queue entry holds the slot until it
+			// ends, and its saved request is done with (a stop before
+			// this leaves it, which the next start drops: resumeClaimed).
+			if saved {
+				if err := s.c.Backend.DropQueued(ctx, l.taskID); err != nil {
+					log.Warn().Err(err).Msg("drop the submitted run's queued request")
+				}
+			}
 			return s.announce(ctx, gh, l, r, created)
 		}
 		err = &submitError{mode: l.mode, taskID: l.taskID, err: err}
@@ -176,12 +188,23 @@ func (s *starter) begin(ctx context.Context, gh GitHub, l launch) error {
 	return l.kind.failed(ctx, gh, l, err, true)
 }
 
+// queued reports whether l went through the queue, which saved its
+// request and holds its slot: caps are set, or the queue started it.
+func (l launch) queued(caps dispatch.Caps) bool {
+	return l.policy.whenFull == queueWhenFull && (caps.Any() || l.req.queuedAs != "")
+}
+
 // release lets go of the lock of a run that did not start, and of the
-// queue slot it may have taken.
+// queue slot and request it may have.
 func (s *starter) release(ctx context.Context, l launch) {
 	ctx = context.WithoutCancel(ctx)
 	if err := s.c.Backend.Unlock(ctx, l.lockKey, l.taskID); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("release lock after failed start")
+	}
+	if l.queued(s.c.Caps) {
+		if err := s.c.Backend.DropQueued(ctx, l.taskID); err != nil {
+			zerolog.Ctx(ctx).Warn().Err(err).Msg("drop the queued request of a run that did not start")
+		}
 	}
 	if l.policy.whenFull == queueWhenFull {
 		s.freeSlot(ctx, l.taskID)

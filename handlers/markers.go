@@ -53,6 +53,10 @@ type Marker struct {
 	// Head is, on the marker of a run's end, the commit it left its
 	// branch at: the App's own push (ci.go).
 	Head string `json:"head,omitempty"`
+	// Vouch is, on the acknowledgement of a run a writer's label or
+	// mention started, what they vouched for of an outsider's issue
+	// (vouch.go).
+	Vouch *Vouch `json:"vouch,omitempty"`
 }
 
 // Marker kinds.

@@ -25,6 +25,9 @@ type thread struct {
 	sender     string
 	commentID  int64
 	deliveryID string
+	// issue is the issue as the event's payload shows it (a label's or a
+	// comment's event), for what a writer vouches for (vouch.go).
+	issue *github.Issue
 }
 
 // scene is an issue or pull request as the bot sees it when an event

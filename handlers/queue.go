@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,9 +70,12 @@ func (s *starter) queueGate(ctx context.Context, gh GitHub, req startRequest, ta
 	}
 	others := slices.DeleteFunc(slices.Clone(sub.Admitted), func(e dispatch.QueueEntry) bool { return e.TaskID == taskID })
 	s.runs.startQueued(s, others)
+	s.claims.watch(sub.Recheck)
 	if sub.Self {
+		// It goes now; its request stays saved until it is submitted
+		// (begin), so a bot stopped before that resumes it.
 		s.observeWait(entry, now)
-		return false, s.c.Backend.DropQueued(ctx, taskID)
+		return false, nil
 	}
 	place := sub.Place
 	if place == 0 {
@@ -108,9 +112,15 @@ func capsText(c dispatch.Caps) []string {
 
 // admit claims the slots free now for the oldest queued runs that fit.
 // What holds a slot is read from the backend: every run it has not seen
-// end, whichever replica started it.
+// end, whichever replica started it. A bot that is stopping claims
+// nothing: it could not start what it claimed.
 func (s *starter) admit(ctx context.Context) ([]dispatch.QueueEntry, error) {
-	return dispatch.AdmitLive(ctx, s.c.Backend, s.c.Caps, s.c.Now())
+	if s.runs.ctx.Err() != nil {
+		return nil, nil
+	}
+	a, err := dispatch.AdmitLive(ctx, s.c.Backend, s.c.Caps, s.c.Now())
+	s.claims.watch(a.Recheck)
+	return a.Admitted, err
 }
 
 func (s *starter) observeWait(e dispatch.QueueEntry, now time.Time) {
@@ -148,10 +158,39 @@ func (r *Runs) startQueued(b *starter, admitted []dispatch.QueueEntry) {
 	if len(admitted) == 0 {
 		return
 	}
+	r.queued(func(ctx context.Context) {
+		for _, e := range admitted {
+			log := r.logger.With().Str("task_id", e.TaskID).Str("repo", e.Repo).Int("issue", e.Number).Logger()
+			b.startAdmitted(log.WithContext(ctx), e)
+		}
+	})
+}
+
+// admitLater is the claim watch's admission: on a goroutine r's Stop
+// waits for and Busy counts, as startQueued's.
+func admitLater(r *Runs, b *starter) func() {
+	return func() {
+		r.queued(func(ctx context.Context) {
+			admitted, err := b.admit(ctx)
+			if err != nil {
+				zerolog.Ctx(ctx).Error().Err(err).Msg("admit queued runs whose claims went stale; the next run to end tries again")
+			}
+			for _, e := range admitted {
+				log := r.logger.With().Str("task_id", e.TaskID).Str("repo", e.Repo).Int("issue", e.Number).Logger()
+				b.startAdmitted(log.WithContext(ctx), e)
+			}
+		})
+	}
+}
+
+// queued runs f on a goroutine of its own that Stop waits for and Busy
+// counts, unless the bot is stopping: then claims stay as they are, and
+// the next bot to start resumes them.
+func (r *Runs) queued(f func(ctx context.Context)) {
 	r.mu.Lock()
 	if r.ctx.Err() != nil {
 		r.mu.Unlock()
-		return // shutting down: the claims go stale and the entries wait again
+		return
 	}
 	r.wg.Add(1)
 	r.mu.Unlock()
@@ -159,38 +198,87 @@ func (r *Runs) startQueued(b *starter, admitted []dispatch.QueueEntry) {
 	go func() {
 		defer r.wg.Done()
 		defer r.queuedStarts.Add(-1)
-		for _, e := range admitted {
-			log := r.logger.With().Str("task_id", e.TaskID).Str("repo", e.Repo).Int("issue", e.Number).Logger()
-			b.startAdmitted(log.WithContext(r.ctx), e)
-		}
+		f(r.logger.WithContext(r.ctx))
 	}()
 }
 
-// startAdmitted starts a run the queue admitted. A run that does not
-// start (it ran before, its request is gone, it failed to start and the
-// issue was told) gives its slot back at once. One that could not be
-// tried (GitHub did not answer) keeps its claim: after the claim's grace
-// it waits again at its place, and a later admission tries again.
+// startAdmitted starts a run the queue admitted. Its entry leaves the
+// queue only when its run is on the backend (the entry then holds the
+// slot until the run ends) or definitively cannot start: it ran before,
+// its request is gone, or its start failed and the issue was told; then
+// its slot and its lock are given back at once. A start cut short by the
+// bot stopping keeps the claim, the request and the lock: the next start
+// of a bot resumes it (resumeClaimed). One that could not be tried
+// (GitHub did not answer) keeps its claim too: when the claim's grace
+// ends, admission gives it its slot again (claimWatch) and it is tried
+// again.
 func (s *starter) startAdmitted(ctx context.Context, e dispatch.QueueEntry) {
 	log := zerolog.Ctx(ctx)
 	s.observeWait(e, s.c.Now())
-	if tried, err := s.startFromQueue(ctx, e); !tried && !errors.Is(err, dispatch.ErrNotFound) {
-		log.Error().Err(err).Dur("retry_after", dispatch.ClaimGrace).Msg("could not start queued run; it waits again after the claim's grace")
+	tried, err := s.startFromQueue(ctx, e)
+	if ctx.Err() != nil {
+		log.Info().Msg("stopping while a queued run started: it keeps its slot and its request, and the next bot to start resumes it")
+		return
+	}
+	lost := !tried && errors.Is(err, dispatch.ErrNotFound)
+	if !tried && !lost {
+		log.Error().Err(err).Dur("retry_after", dispatch.ClaimGrace).Msg("could not start queued run; it is tried again after the claim's grace")
 		return
 	} else if err != nil {
 		log.Error().Err(err).Msg("start queued run")
 	}
-	if _, err := s.c.Backend.Status(ctx, e.TaskID); errors.Is(err, dispatch.ErrNotFound) {
+	if _, serr := s.c.Backend.Status(ctx, e.TaskID); errors.Is(serr, dispatch.ErrNotFound) {
 		log.Info().Msg("queued run did not start; its slot goes to the next")
+		if lost {
+			s.agent.queuedRequestLost(ctx, e, err)
+		}
 		if err := s.c.Backend.DropQueued(ctx, e.TaskID); err != nil {
 			log.Warn().Err(err).Msg("drop queued run")
 		}
+		s.c.unlock(ctx, dispatch.LockKey(e.Repo, e.Number), e.TaskID)
 		s.freeSlot(ctx, e.TaskID)
 		return
 	}
 	if err := s.c.Backend.DropQueued(ctx, e.TaskID); err != nil {
 		log.Warn().Err(err).Msg("drop queued run")
 	}
+}
+
+// resumeClaimed finishes, at the bot's start, what a stopped bot began:
+// every claimed run with no sandbox is started (in queue order, before
+// anything newly admitted), once; submission is idempotent by task id, so
+// one a live replica is submitting at the same moment starts once all the
+// same. So is a claimed run on the backend whose saved request is still
+// there (the bot stopped between its submission and dropping it, or in
+// the middle of its submission, which the docker backend may have left
+// as a task directory without a container): its start finds it, or
+// completes it, and drops the request. Then admission runs as after any
+// run's end.
+func (s *starter) resumeClaimed(ctx context.Context) {
+	log := zerolog.Ctx(ctx)
+	unsubmitted, submitted, err := dispatch.Unsubmitted(ctx, s.c.Backend)
+	if err != nil {
+		log.Error().Err(err).Msg("read the queue's claimed runs; admission tries again when a claim's grace ends")
+	}
+	for _, e := range submitted {
+		if _, err := s.c.Backend.LoadQueued(ctx, e.TaskID); err == nil {
+			unsubmitted = append(unsubmitted, e)
+		}
+	}
+	slices.SortStableFunc(unsubmitted, func(a, b dispatch.QueueEntry) int { return cmp.Compare(a.EnqueuedAt, b.EnqueuedAt) })
+	if len(unsubmitted) > 0 {
+		log.Info().Int("runs", len(unsubmitted)).Msg("resuming queued runs a stopped bot claimed and did not submit")
+	}
+	admitted, err := s.admit(ctx)
+	if err != nil {
+		log.Error().Err(err).Msg("admit queued runs; the next run to end tries again")
+	}
+	for _, a := range admitted {
+		if !slices.ContainsFunc(unsubmitted, func(e dispatch.QueueEntry) bool { return e.TaskID == a.TaskID }) {
+			unsubmitted = append(unsubmitted, a)
+		}
+	}
+	s.runs.startQueued(s, unsubmitted)
 }
 
 // startFromQueue loads what starting the run needs and starts it; tried

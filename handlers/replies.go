@@ -19,6 +19,11 @@ type AckData struct {
 	// IssueAuthorExcluded is the issue's author when they cannot write to
 	// the repository: their title and body were left out.
 	IssueAuthorExcluded string
+	// ReportWithheld says why such an issue was left out although the
+	// configuration quotes reports a writer vouched for: none vouched for
+	// its text as it is now (it was edited since), or its rendering could
+	// not be read.
+	ReportWithheld string
 	// Excluded are commenters without write access whose text was left out.
 	Excluded []string
 	// LiveURL is the run's live page, when the bot serves one.

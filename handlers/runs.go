@@ -31,10 +31,12 @@ type Runs struct {
 	following map[string]bool
 	aborted   map[string]string // task id -> who aborted
 	tokens    runTokens         // every token minted for a live run (tokens.go)
-	// onEnd frees an ended run's queue slot and onReconcile admits what
-	// waits (queue.go); queuedStarts counts admitted runs being started.
+	// onEnd frees an ended run's queue slot, onReconcile resumes claimed
+	// runs and admits what waits, onStop stops the claim watch (queue.go);
+	// queuedStarts counts admitted runs being started.
 	onEnd        func(ctx context.Context, taskID string)
 	onReconcile  func(ctx context.Context)
+	onStop       func()
 	queuedStarts atomic.Int64
 	wg           sync.WaitGroup
 	logger       zerolog.Logger
@@ -76,8 +78,10 @@ func newRuns(c *core, start func(context.Context, GitHub, startRequest) error) *
 func (r *Runs) SetLogger(l zerolog.Logger) { r.logger = l }
 
 // Reconcile follows every run the backend knows, so runs that ended while
-// the bot was down get their results posted, and waits for the review
-// batches pending in it (batch.go). Safe to call more than once.
+// the bot was down get their results posted, resumes the queued runs a
+// stopped bot claimed and did not submit, admits what waits (queue.go),
+// and waits for the review batches pending in it (batch.go). Safe to call
+// more than once.
 func (r *Runs) Reconcile(ctx context.Context) error {
 	runs, err := r.c.Backend.List(ctx)
 	if err != nil {
@@ -135,6 +139,9 @@ func (r *Runs) Active() []string {
 func (r *Runs) Stop() {
 	r.c.batches.stop()
 	r.cancel()
+	if r.onStop != nil {
+		r.onStop()
+	}
 	r.wg.Wait()
 }
 

@@ -34,8 +34,10 @@ func ReplySamples() map[string][]any {
 	}
 	acks = append(acks,
 		AckData{TaskID: task, Mode: dispatch.ModePlan, Budget: 3, Harness: "claude-code", Issue: 7, Round: 1, Attempt: 1, IssueAuthorExcluded: "mallory", Excluded: []string{"eve"}, Marker: marker},
+		AckData{TaskID: task, Mode: dispatch.ModeExecute, Budget: 3, Harness: "opencode", Issue: 7, Attempt: 1, IssueAuthorExcluded: "mallory", HasPlan: true, Marker: marker,
+			ReportWithheld: "Its title or description changed after @alice vouched for it, so the changed text was not passed."},
 		AckData{TaskID: task, Mode: dispatch.ModePlan, Budget: 3, Harness: "opencode", Issue: 7, Round: 1, Attempt: 1, Excluded: []string{"eve"}, Marker: marker,
-			Report: &ReportAck{Author: "mallory", VouchedBy: "alice", Passed: "its title and its description (120 characters)", Removed: []string{"1 HTML comment"}}},
+			Report: &ReportAck{Author: "mallory", VouchedBy: "alice", Passed: "its title and its description (120 characters)", Removed: []string{"14 words of the Markdown source that GitHub's rendering does not show"}}},
 		AckData{TaskID: task, Mode: dispatch.ModeRevise, Branch: "agent/7-add-login", Budget: 3, Harness: "opencode", Issue: 7, Attempt: 1, Marker: marker,
 			CI: &CIAck{Head: "0123abc", Checks: []string{"test", "lint"}, Attempt: 1, Attempts: 2}},
 		AckData{TaskID: task, Mode: dispatch.ModeExecute, Budget: 3, Harness: "opencode", Issue: 7, Attempt: 1, Excluded: []string{"eve", "oscar"}, LiveURL: "https://bot.example.com/runs/" + task, Marker: marker})

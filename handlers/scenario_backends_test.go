@@ -152,20 +152,27 @@ func TestHostileResultJSONOnDockerBackend(t *testing.T) {
 				t.Fatalf("docker build: %v\n%s", err, out)
 			}
 			h := newHarness(t, nil, nil)
-			data := t.TempDir()
-			b, err := docker.New(docker.Options{Image: image, Isolation: dispatch.IsolationCaps, DataDir: data, Logger: zerolog.Nop()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=org.sandbox-bot.data-dir="+data).Output()
-				if ids := strings.Fields(string(out)); len(ids) > 0 {
-					exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).Run()
-				}
-			})
-			hostileRun(t, h, b, map[string]string{"SANDBOX_ISOLATION": "caps"}, nil)
+			hostileRun(t, h, dockerBackendFor(t, image), map[string]string{"SANDBOX_ISOLATION": "caps"}, nil)
 		})
 	}
+}
+
+// dockerBackendFor is a docker backend of image (caps profile) on a data
+// directory of the test's, whose containers are removed when it ends.
+func dockerBackendFor(t *testing.T, image string) *docker.Backend {
+	t.Helper()
+	data := t.TempDir()
+	b, err := docker.New(docker.Options{Image: image, Isolation: dispatch.IsolationCaps, DataDir: data, Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		out, _ := exec.Command("docker", "ps", "-aq", "--filter", "label=org.sandbox-bot.data-dir="+data).Output()
+		if ids := strings.Fields(string(out)); len(ids) > 0 {
+			exec.Command("docker", append([]string{"rm", "-f"}, ids...)...).Run()
+		}
+	})
+	return b
 }
 
 // With SANDBOX_BACKEND unset and no Docker engine answering, the bot does

@@ -190,7 +190,7 @@ func (h *harness) commentEvent(n int, sender, body string) (int64, []byte) {
 	iss := h.gh.Issue(testRepo, n)
 	return id, h.payload("issue_comment.created.json", sender, func(m map[string]any) {
 		issue := m["issue"].(map[string]any)
-		issue["number"], issue["title"] = n, iss.Title
+		issue["number"], issue["title"], issue["body"] = n, iss.Title, iss.Body
 		labels := []any{}
 		for _, l := range iss.Labels {
 			labels = append(labels, map[string]any{"name": l})

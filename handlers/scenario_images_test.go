@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"bytes"
+	"fmt"
 	"image"
 	"image/color"
 	"image/png"
@@ -121,5 +122,42 @@ func TestReviewImagesReachTheReviseRun(t *testing.T) {
 	}
 	if !strings.HasPrefix(imgs[0].Name, "an inline comment by alice") {
 		t.Errorf("image names %v", names(imgs))
+	}
+}
+
+// A body of 500 <img> tags to attachments that are not pictures costs at
+// most twice images.max_count fetches, whose refused bytes count toward
+// the run's total; the run starts, and its acknowledgement and plan
+// comment name the first 20 images not given and count the rest, within
+// GitHub's 65,536 characters.
+func TestAFloodOfNonImagesIsBounded(t *testing.T) {
+	t.Parallel()
+	h := imagesHarness(t, map[string]string{"SANDBOX_IMAGES_MAX_COUNT": "3"})
+	var body strings.Builder
+	var urls []string
+	for i := range 500 {
+		u := h.gh.AddAttachment(fmt.Sprintf("shot-%d.png", i), bytes.Repeat([]byte("not a picture\n"), 1000))
+		urls = append(urls, u)
+		fmt.Fprintf(&body, `<img alt="screenshot number %d with a long description of what it shows" src="%s">`+"\n", i, u)
+	}
+	n := h.gh.AddIssue(testRepo, writer, "Everything is broken", body.String())
+	h.label(n, writer, "d-flood")
+	spec := h.waitSubmitted(1)[0]
+	fetches := 0
+	for _, u := range urls {
+		fetches += h.gh.AttachmentFetches(u)
+	}
+	if fetches == 0 || fetches > 6 || len(spec.Order.Images) != 0 {
+		t.Errorf("%d fetches (want 1 to 6: twice max_count 3), %d images given", fetches, len(spec.Order.Images))
+	}
+	h.backend.Finish(spec.Order.TaskID, &dispatch.Result{Mode: dispatch.ModePlan, Status: dispatch.StatusCompleted, Plan: "1. Fix it."})
+	plan := h.waitComment(n, "the plan", func(c string) bool { return strings.Contains(c, "## 📋 Plan") })
+	for _, c := range h.botComments(n) {
+		if len(c) > 65536 {
+			t.Errorf("a comment of %d characters, over GitHub's 65,536", len(c))
+		}
+	}
+	if !strings.Contains(plan, "480 more images") || strings.Count(plan, "❌") != 21 || !strings.Contains(plan, "a run tries at most 6 images") {
+		t.Errorf("the plan comment's images:\n%s", plan)
 	}
 }

@@ -68,6 +68,10 @@ type startRequest struct {
 	FeedbackImages []imageSource `json:"feedback_images,omitempty"`
 	// CI is what a CI fix run fixes (ci.go).
 	CI *dispatch.CIReport `json:"ci,omitempty"`
+	// Vouch is, for a run a writer's label or mention started on an
+	// issue, what they vouched for (vouch.go); other runs read the newest
+	// vouch from the issue's acknowledgements.
+	Vouch *Vouch `json:"vouch,omitempty"`
 }
 
 func (r *startRequest) name() string { return r.Repo.GetName() }
@@ -83,6 +87,8 @@ type starter struct {
 	c     *core
 	runs  *Runs
 	agent agentRun
+	// claims re-runs admission when a claim without a run ends its grace.
+	claims *claimWatch
 }
 
 // start starts a run of the agent on an issue or pull request and makes
@@ -167,7 +173,7 @@ type built struct {
 // writes the work order.
 func (a agentRun) build(ctx context.Context, gh GitHub, l launch) (built, error) {
 	req := l.req
-	in, err := a.taskText(ctx, gh, req.Issue, l.cfg.Reports.Quoted(), req.Sender)
+	in, err := a.taskText(ctx, gh, req.Issue, l.cfg.Reports.Quoted(), req.Vouch)
 	if err != nil {
 		return built{}, err
 	}
@@ -233,10 +239,10 @@ func (a agentRun) announce(ctx context.Context, gh GitHub, l launch, r built) er
 	attempt := r.spec.Meta.Attempt
 	err := a.c.reply(ctx, gh, req.Number, "github/ack", AckData{
 		TaskID: l.taskID, Mode: mode, Branch: r.branch, Budget: l.cfg.MaxBudgetUSD, Excluded: r.excluded.Commenters,
-		IssueAuthorExcluded: r.excluded.IssueAuthor, Issue: req.Issue, Report: reportAck(r.excluded.Report), CI: ciAck(req.CI),
+		IssueAuthorExcluded: r.excluded.IssueAuthor, ReportWithheld: r.excluded.Withheld, Issue: req.Issue, Report: reportAck(r.excluded.Report), CI: ciAck(req.CI),
 		Round: req.Round, Attempt: attempt, Harness: l.cfg.Harness, HasPlan: req.Plan != "", LiveURL: a.c.Receipts.LiveURL(l.taskID),
 		Marker: Marker{Kind: KindAck, TaskID: l.taskID, Mode: mode, Issue: req.Issue, Branch: r.branch, Round: req.Round, Attempt: attempt,
-			Inline: req.Inline, Upto: req.FeedbackUpto, Images: r.images, CIHead: ciHead(req.CI), CIChecks: ciChecks(req.CI)}.String(),
+			Inline: req.Inline, Upto: req.FeedbackUpto, Images: r.images, CIHead: ciHead(req.CI), CIChecks: ciChecks(req.CI), Vouch: req.Vouch}.String(),
 	})
 	if err != nil {
 		log.Warn().Err(err).Msg("post acknowledgement")

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/google/go-github/v62/github"
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
@@ -21,6 +24,9 @@ type excludedText struct {
 	// Report is the outsider's issue as passed, when a writer vouched for
 	// it and the configuration quotes such reports.
 	Report *dispatch.Report
+	// Withheld says why an outsider's issue that the configuration would
+	// quote was not (no vouch for its text as it is now, no rendering).
+	Withheld string
 }
 
 // outsiderTitle stands in for the title of an issue opened by someone who
@@ -39,12 +45,17 @@ type taskInput struct {
 // who can write to the repository. Comments by anyone else never reach
 // the agent: it is how a stranger would inject instructions. An issue
 // written by someone without write access reaches it as "Issue #N", and,
-// when quoted (reports.outsiders), with its title and body as the
-// reporter's words, hidden content removed: the writer who asked for the
-// run (vouchedBy) vouched for the report.
-func (a agentRun) taskText(ctx context.Context, gh GitHub, number int, quoted bool, vouchedBy string) (taskInput, error) {
+// when quoted (reports.outsiders) and a writer vouched for its text as it
+// still is (vouch.go: this run's vouch, else the newest the App's
+// acknowledgements keep), with its title and body as the reporter's words,
+// as GitHub's rendering shows them (hidden.go).
+func (a agentRun) taskText(ctx context.Context, gh GitHub, number int, quoted bool, vouch *Vouch) (taskInput, error) {
 	var in taskInput
 	issue, err := gh.Issue(ctx, number)
+	if err != nil {
+		return in, err
+	}
+	comments, err := gh.Comments(ctx, number)
 	if err != nil {
 		return in, err
 	}
@@ -60,7 +71,8 @@ func (a agentRun) taskText(ctx context.Context, gh GitHub, number int, quoted bo
 	in.task = dispatch.TaskText{URL: issue.GetHTMLURL()}
 	author := issue.GetUser().GetLogin()
 	issueImages := imageSource{What: "the issue", Ref: BodyRef{Kind: bodyIssue, Number: number}, markdown: issue.GetBody()}
-	switch ok, err := isWriter(author); {
+	ok, err := isWriter(author)
+	switch {
 	case err != nil:
 		return in, err
 	case ok:
@@ -68,17 +80,16 @@ func (a agentRun) taskText(ctx context.Context, gh GitHub, number int, quoted bo
 		in.images = append(in.images, issueImages)
 	case quoted:
 		in.task.Title = outsiderTitle(number)
-		in.task.Report = outsiderReport(author, vouchedBy, issue.GetTitle(), issue.GetBody())
-		in.excluded.Report = in.task.Report
-		issueImages.What = "the issue by " + author
-		in.images = append(in.images, issueImages)
+		if err := a.quoteOutsider(ctx, gh, issue, comments, vouch, &in); err != nil {
+			return in, err
+		}
+		if in.task.Report != nil {
+			issueImages.What = "the issue by " + author
+			in.images = append(in.images, issueImages)
+		}
 	default:
 		in.task.Title = outsiderTitle(number)
 		in.excluded.IssueAuthor = author
-	}
-	comments, err := gh.Comments(ctx, number)
-	if err != nil {
-		return in, err
 	}
 	for _, c := range comments {
 		login := c.GetUser().GetLogin()
@@ -102,13 +113,59 @@ func (a agentRun) taskText(ctx context.Context, gh GitHub, number int, quoted bo
 	return in, nil
 }
 
+// quoteOutsider puts an outsider's issue in the task as their report when
+// a writer vouched for its title and body as they are now and GitHub's
+// rendering of it can be read; otherwise the task keeps "Issue #N" and
+// the acknowledgement says why.
+func (a agentRun) quoteOutsider(ctx context.Context, gh GitHub, issue *github.Issue, comments []*github.IssueComment, vouch *Vouch, in *taskInput) error {
+	author := issue.GetUser().GetLogin()
+	if vouch == nil {
+		login, err := a.c.LoadIdentity(ctx)
+		if err != nil {
+			return err
+		}
+		vouch = lastVouch(markedComments(comments, login))
+	}
+	if vouch == nil || vouch.Digest != reportDigest(issue.GetTitle(), issue.GetBody()) {
+		in.excluded.IssueAuthor, in.excluded.Withheld = author, a.withheldReason(vouch)
+		zerolog.Ctx(ctx).Info().Bool("vouched", vouch != nil).Msg("an outsider's report not quoted: no vouch for its text as it is")
+		return nil
+	}
+	rendered := ""
+	if issue.GetBody() != "" {
+		var err error
+		if rendered, err = gh.BodyHTML(ctx, BodyRef{Kind: bodyIssue, Number: issue.GetNumber()}); err != nil || strings.TrimSpace(rendered) == "" {
+			zerolog.Ctx(ctx).Warn().Err(err).Msg("GitHub's rendering of an outsider's report could not be read: not quoted")
+			in.excluded.IssueAuthor, in.excluded.Withheld = author, unrendered
+			return nil
+		}
+	}
+	r, err := outsiderReport(author, vouch.By, issue.GetTitle(), issue.GetBody(), rendered)
+	if err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("GitHub's rendering of an outsider's report could not be read: not quoted")
+		in.excluded.IssueAuthor, in.excluded.Withheld = author, unrendered
+		return nil
+	}
+	in.task.Report, in.excluded.Report = r, r
+	return nil
+}
+
+// unrendered is why a report whose rendering the bot could not read is
+// not quoted: what GitHub shows decides what is quoted.
+const unrendered = "GitHub's rendering of its description could not be read (or showed nothing), and only what GitHub shows is quoted."
+
 // outsiderReport is an outsider's issue as the agent is given it: what a
-// reader sees of its title and body, hidden content removed and named.
-func outsiderReport(author, vouchedBy, title, body string) *dispatch.Report {
-	t, ht := stripHidden(title)
-	text, h := stripHidden(body)
-	h.add(ht)
-	return &dispatch.Report{Author: author, VouchedBy: vouchedBy, Title: strings.Join(strings.Fields(t), " "), Body: text, Removed: h.describe()}
+// reader sees of its title and of GitHub's rendering of its body, what
+// that leaves out of the source named.
+func outsiderReport(author, vouchedBy, title, body, rendered string) (*dispatch.Report, error) {
+	var h hiddenCounts
+	t := plainTitle(title, &h)
+	text, hb, err := visibleText(rendered, body)
+	if err != nil {
+		return nil, err
+	}
+	hb.zeroWidth, hb.bidi, hb.tags, hb.controls = hb.zeroWidth+h.zeroWidth, hb.bidi+h.bidi, hb.tags+h.tags, hb.controls+h.controls
+	return &dispatch.Report{Author: author, VouchedBy: vouchedBy, Title: t, Body: text, Removed: hb.describe()}, nil
 }
 
 // reportAck is what the acknowledgement says of an outsider's report the

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"html"
+
+	nethtml "golang.org/x/net/html"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -105,9 +107,49 @@ var (
 	bareAttached = regexp.MustCompile(`(?m)^\s*(https?://\S+/user-attachments/assets/[0-9a-f-]+)\s*$`)
 )
 
-// render is body as GitHub renders it, in the parts a client reads:
-// paragraphs of escaped text and the images, comments dropped.
+// render is body as GitHub renders it (markdown.go): cmark-gfm, the
+// sanitizer, and each image at its signed URL or behind the image proxy.
+// Without cmark-gfm it is approxRender's rough rendering.
 func (s *Server) render(body string) string {
+	out, err := renderGFM(body)
+	if err != nil {
+		return s.approxRender(body)
+	}
+	// A bare attachment link on a line of its own is shown as the image.
+	out = bareAttachedHTML.ReplaceAllStringFunc(out, func(m string) string {
+		sm := bareAttachedHTML.FindStringSubmatch(m)
+		if sm[1] != sm[2] {
+			return m
+		}
+		return `<p><img src="` + sm[1] + `" alt=""></p>`
+	})
+	clean, err := sanitize(out, s.proxyImage)
+	if err != nil {
+		return ""
+	}
+	return clean
+}
+
+// bareAttachedHTML is cmark-gfm's autolink of a bare attachment address
+// alone in a paragraph.
+var bareAttachedHTML = regexp.MustCompile(`<p><a href="(https?://[^"]+/user-attachments/assets/[0-9a-f-]+)">(https?://[^<]+)</a></p>`)
+
+// proxyImage points an <img> where GitHub serves it from: an attachment
+// at its signed URL, anything else through the image proxy with the
+// original in data-canonical-src.
+func (s *Server) proxyImage(src string, n *nethtml.Node) {
+	if id, ok := strings.CutPrefix(src, s.WebURL()+"/user-attachments/assets/"); ok && s.attachments[id] != nil {
+		setAttr(n, "src", s.signedImageURL(s.attachments[id]))
+	} else if src != "" {
+		setAttr(n, "src", s.srv.URL+"/camo/"+hex.EncodeToString([]byte(src)))
+		setAttr(n, "data-canonical-src", src)
+	}
+	setAttr(n, "style", "max-width: 100%;")
+}
+
+// approxRender is a rough rendering for machines without cmark-gfm:
+// paragraphs of escaped text and the images, comments dropped.
+func (s *Server) approxRender(body string) string {
 	body = htmlComment.ReplaceAllString(body, "")
 	var images []string
 	keep := func(src, alt string) string {

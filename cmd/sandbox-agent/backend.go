@@ -296,7 +296,7 @@ func isolationHint(err error, isolation dispatch.Isolation) error {
 	case isolation == dispatch.IsolationGVisor && errors.Is(err, dispatch.ErrIsolationRefused):
 		return fmt.Errorf("%w\n--isolation gvisor runs the sandbox on gVisor's runtime %s, which this Docker engine lacks: "+
 			"build runsc static (CGO_ENABLED=0 go install gvisor.dev/gvisor/runsc@<version>) and register it in /etc/docker/daemon.json "+
-			`with "runtimeArgs": ["--net-raw", "--host-uds=create"], then SIGHUP dockerd (see the README's "Run the bot with the Docker backend")`, err, dispatch.GVisorRuntime)
+			`with "runtimeArgs": ["--net-raw", "--host-uds=create"], then SIGHUP dockerd (see docs/operating.md, "Run the bot with the Docker backend")`, err, dispatch.GVisorRuntime)
 	}
 	return err
 }

@@ -155,7 +155,7 @@ func liveScript(gate chan struct{}) []modeltest.Turn {
 // in tab: the acknowledgement links the live page, whose stages and tool
 // calls arrive without a reload, the agent's browser is cast to it (the
 // frame's pixels are the dev server's page), and the running app opens
-// through the bot. shots saves the README's pictures.
+// through the bot. shots saves docs/operating.md's pictures.
 func (l *loop) watchLiveRun(alice context.Context, shots bool) (n int, task string, _ context.Context) {
 	t := l.t
 	t.Helper()
@@ -355,7 +355,7 @@ func TestE2ENomadLivePageAndPreview(t *testing.T) {
 }
 
 // shot saves what tab shows as name under $SANDBOX_SCREENSHOTS, when set:
-// the README's pictures come from this run (a hand-run, not every CI run).
+// docs/operating.md's pictures come from this run (a hand-run, not every CI run).
 func shot(t *testing.T, tab context.Context, name string) {
 	t.Helper()
 	dir := os.Getenv("SANDBOX_SCREENSHOTS")

@@ -377,7 +377,7 @@ func (l *loop) label(n int) {
 func (l *loop) command(n int, body string) {
 	id := l.gh.AddComment(e2eRepo, n, e2eWriter, body)
 	l.deliver("issue_comment", fmt.Sprintf("comment-%d", id), l.gh.Payload("issue_comment.created", e2eRepo, e2eWriter, func(m map[string]any) {
-		iss := map[string]any{"number": n, "title": l.gh.Issue(e2eRepo, n).Title}
+		iss := map[string]any{"number": n, "title": l.gh.Issue(e2eRepo, n).Title, "body": l.gh.Issue(e2eRepo, n).Body}
 		if l.gh.Issue(e2eRepo, n).PR != nil {
 			// GitHub marks a pull request's conversation so.
 			iss["pull_request"] = map[string]any{"url": fmt.Sprintf("%srepos/%s/pulls/%d", l.gh.URL(), e2eRepo, n)}
@@ -449,7 +449,7 @@ func TestE2ENomadLabelPlanApprovePR(t *testing.T) {
 }
 
 // nomadFake starts a fake Nomad agent that runs jobs on the real engine,
-// with ACLs on and the sandbox namespace created as the README says, and
+// with ACLs on and the sandbox namespace created as docs/operating.md says, and
 // returns it with the bot settings that use it: the bot's token holds
 // deploy/nomad/sandbox-bot.policy.hcl, the policy an operator applies.
 func nomadFake(t *testing.T) (*nomadtest.Server, func(string) []string) {

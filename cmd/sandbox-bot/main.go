@@ -4,7 +4,7 @@
 //
 // Configuration comes from the environment (GITHUB_*, NOMAD_*, SANDBOX_*),
 // an optional env file named by SANDBOX_BOT_ENV_FILE and an optional YAML file
-// named by SANDBOX_CONFIG; see the README. `sandbox-bot setup` registers
+// named by SANDBOX_CONFIG; see docs/configuration.md. `sandbox-bot setup` registers
 // the GitHub App from app.yml and writes that env file (setup.go);
 // `sandbox-bot receipts copy` moves what one machine kept to the database
 // replicas share (receipts.go).

@@ -35,6 +35,7 @@ var queueChecks = []struct {
 	{"Requests", testQueueRequests},
 	{"AdmitUnderCaps", testQueueAdmitUnderCaps},
 	{"Concurrent", testQueueConcurrent},
+	{"Handover", testQueueHandover},
 }
 
 // testQueue runs the queue checks on a backend, the one handle playing
@@ -214,5 +215,49 @@ func testQueueConcurrent(t *testing.T, ctx context.Context, a, b dispatch.Queue)
 	slices.Sort(admitted)
 	if len(admitted) != 3 || len(slices.Compact(slices.Clone(admitted))) != 3 {
 		t.Fatalf("concurrent Admit with a cap of 3 admitted %v", admitted)
+	}
+}
+
+// testQueueHandover: a claim and the request beside it outlive the bot
+// that made them (b is the bot after a restart, or another replica); the
+// claim holds its slot for its grace, says when that ends (Recheck), and
+// is then admitted again before every entry behind it, the cap held.
+func testQueueHandover(t *testing.T, ctx context.Context, a, b dispatch.Queue) {
+	now := time.UnixMilli(1_700_000_000_000)
+	for n := 1; n <= 3; n++ {
+		mustEnqueue(t, ctx, a, entry(n, "acme/web", 1), n)
+		if err := a.SaveQueued(ctx, entry(n, "", 0).TaskID, []byte(fmt.Sprintf(`{"n":%d}`, n))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	caps := dispatch.Caps{Global: 1}
+	admitAt := func(q dispatch.Queue, live []dispatch.Meta, at time.Time, want []string, recheck time.Time) {
+		t.Helper()
+		got, err := dispatch.AdmitAt(ctx, q, caps, live, at)
+		if err != nil || !slices.Equal(ids(got.Admitted), want) || !got.Recheck.Equal(recheck) {
+			t.Fatalf("AdmitAt(%v) = %v, recheck %v, %v; want %v, recheck %v", at, ids(got.Admitted), got.Recheck, err, want, recheck)
+		}
+	}
+	first := entry(1, "", 0).TaskID
+	grace := now.Add(dispatch.ClaimGrace)
+	admitAt(a, nil, now, []string{first}, grace)
+	// The other handle sees the claim, its time and its request.
+	q, err := b.ReadQueue(ctx)
+	if err != nil || len(q) != 3 || q[0].Waiting() || q[0].ClaimedAt != now.UnixMilli() || !q[1].Waiting() {
+		t.Fatalf("queue read back after a claim = %+v, %v", q, err)
+	}
+	if got, err := b.LoadQueued(ctx, first); err != nil || string(got) != `{"n":1}` {
+		t.Fatalf("the claimed run's request read back as %q, %v", got, err)
+	}
+	// Within its grace the claim holds the only slot; admission says
+	// when to look again.
+	admitAt(b, nil, now.Add(time.Second), []string{}, grace)
+	// Once its run is live, nothing is left to look at again.
+	admitAt(b, []dispatch.Meta{{TaskID: first, Repo: "acme/web", InstallationID: 1}}, now.Add(time.Second), []string{}, time.Time{})
+	// At the end of its grace, with no run, it gets its slot back: first.
+	admitAt(b, nil, grace, []string{first}, grace.Add(dispatch.ClaimGrace))
+	q, _ = a.ReadQueue(ctx)
+	if p := dispatch.Place(q, entry(2, "", 0).TaskID); p != 1 {
+		t.Errorf("the second entry's place after the first was admitted again = %d, want 1", p)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
@@ -62,6 +64,20 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 		return false, fmt.Errorf("docker backend: %w", err)
 	}
 
+	created, err := b.create(ctx, spec, isolation, name, log)
+	if err != nil {
+		// Leave no task directory a restarted bot would take for a run
+		// (it would count as pending, then lost): a submission cut short,
+		// by the bot stopping too, is submitted afresh.
+		_ = os.RemoveAll(b.TaskDir(m.TaskID))
+	}
+	return created, err
+}
+
+// create writes the run's task directory and starts its container named
+// name; Submit checked it does not exist.
+func (b *Backend) create(ctx context.Context, spec dispatch.RunSpec, isolation dispatch.Isolation, name string, log zerolog.Logger) (bool, error) {
+	m := spec.Meta
 	order := b.sandboxOrder(spec)
 	if err := order.Validate(); err != nil {
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)

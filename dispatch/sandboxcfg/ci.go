@@ -57,7 +57,7 @@ func (c CI) validate(bad report) {
 // the App on it): its title and body as the reporter's quoted words with
 // hidden content removed, or, strict, nothing but "Issue #N".
 type Reports struct {
-	Outsiders string `yaml:"outsiders,omitempty" json:"outsiders,omitempty" desc:"An issue by someone without write access, once a writer labels it or mentions the App on it: quoted (default) hands its title and body to the agent as the reporter's quoted words, with hidden content (HTML comments, zero-width and bidirectional control characters) removed; strict hands only \"Issue #N\". Comments by people without write access never reach the agent either way." enum:"quoted,strict"`
+	Outsiders string `yaml:"outsiders,omitempty" json:"outsiders,omitempty" desc:"An issue by someone without write access, once a writer labels it or mentions the App on it: quoted (default) hands its title and body to the agent as the reporter's quoted words, as GitHub rendered them (what a reader sees, nothing the Markdown hides), frozen at the vouch; strict hands only \"Issue #N\". Comments by people without write access never reach the agent either way." enum:"quoted,strict"`
 }
 
 // ResolvedReports is Reports with its default applied (Resolved).

@@ -13,19 +13,31 @@ import (
 // the lists mean "no restriction"; the numeric ceilings left at zero take
 // their defaults (WithDefaults) in the bot.
 type Limits struct {
-	MaxBudgetUSD      float64  `yaml:"max_budget_usd,omitempty" json:"max_budget_usd,omitempty"`
-	MaxTimeoutMinutes int      `yaml:"max_timeout_minutes,omitempty" json:"max_timeout_minutes,omitempty"`
-	AllowedHarnesses  []string `yaml:"allowed_harnesses,omitempty" json:"allowed_harnesses,omitempty"`
+	// MaxBudgetUSD is the ceiling of a run's budget (max_budget_usd,
+	// --budget).
+	MaxBudgetUSD float64 `yaml:"max_budget_usd,omitempty" json:"max_budget_usd,omitempty"`
+	// MaxTimeoutMinutes is the ceiling of a run's timeout
+	// (timeout_minutes, --timeout).
+	MaxTimeoutMinutes int `yaml:"max_timeout_minutes,omitempty" json:"max_timeout_minutes,omitempty"`
+	// AllowedHarnesses, when set, are the only harnesses a repository may
+	// name.
+	AllowedHarnesses []string `yaml:"allowed_harnesses,omitempty" json:"allowed_harnesses,omitempty"`
 	// AllowedImages are path.Match patterns, e.g. "postgres:*" or "ghcr.io/acme/*".
 	AllowedImages []string `yaml:"allowed_images,omitempty" json:"allowed_images,omitempty"`
+	// AllowedModels, when set, are the patterns a repository's model must
+	// match.
 	AllowedModels []string `yaml:"allowed_models,omitempty" json:"allowed_models,omitempty"`
 	// AllowedOverrides lists the top-level keys a repository may set; empty
 	// means all. Keys set by a repository outside this list are errors, not
 	// silently dropped, so nobody wonders why a setting has no effect.
 	AllowedOverrides []string `yaml:"allowed_overrides,omitempty" json:"allowed_overrides,omitempty"`
-	MaxCPU           int      `yaml:"max_cpu,omitempty" json:"max_cpu,omitempty"`
-	MaxMemoryMB      int      `yaml:"max_memory_mb,omitempty" json:"max_memory_mb,omitempty"`
-	AllowSupabase    *bool    `yaml:"allow_supabase,omitempty" json:"allow_supabase,omitempty"`
+	// MaxCPU (millicores: 4000 is 4 CPUs) and MaxMemoryMB are the
+	// ceilings of a sandbox's resources, and what a run that asks for
+	// none gets on the docker backend.
+	MaxCPU      int `yaml:"max_cpu,omitempty" json:"max_cpu,omitempty"`
+	MaxMemoryMB int `yaml:"max_memory_mb,omitempty" json:"max_memory_mb,omitempty"`
+	// AllowSupabase false refuses supabase: true.
+	AllowSupabase *bool `yaml:"allow_supabase,omitempty" json:"allow_supabase,omitempty"`
 	// PidsLimit is the number of processes one sandbox may have, its inner
 	// containers included (docker --pids-limit, Nomad pids_limit).
 	PidsLimit int `yaml:"pids_limit,omitempty" json:"pids_limit,omitempty"`

@@ -39,7 +39,7 @@ func fullConfig() *sandboxcfg.Config {
 					TimeoutSeconds: 90,
 				},
 			},
-			"cache": {Image: "redis:7", Ports: []int{6379, 16379}},
+			"cache": {Image: "redis:7", Ports: []int{6379, 16379}, Healthcheck: &sandboxcfg.Healthcheck{TCP: 16379}},
 			"api": {
 				Image:       "ghcr.io/acme/api:1.2",
 				Ports:       []int{8080},

@@ -36,7 +36,7 @@ const (
 
 // CommandSpec is one comment command, declared once: the parser's
 // vocabulary and flags, the wrong_place cells of both tables, the help
-// reply's list and README.md's list of commands all derive from Commands.
+// reply's list and docs/lifecycle.md's list of commands all derive from Commands.
 // What the command does where it is allowed is its rows in the tables
 // (table.go), which TestEveryCellIsDecided checks are all there.
 type CommandSpec struct {
@@ -48,7 +48,7 @@ type CommandSpec struct {
 	// NeedsText: the command is nothing without text after it (the
 	// feedback of /revise).
 	NeedsText bool
-	// Help is the line the help reply and README.md show.
+	// Help is the line the help reply and docs/lifecycle.md show.
 	Help string
 }
 

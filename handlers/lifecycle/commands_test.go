@@ -11,7 +11,7 @@ var cancel = CommandSpec{Event: "/cancel", Where: InPRs, Flags: []string{"budget
 
 // A command declared once is a row of both tables, not allowed where its
 // declaration says (wrong_place, every state of an issue and a PR the App
-// did not open), and in README.md's list of commands.
+// did not open), and in docs/lifecycle.md's list of commands.
 func TestADeclaredCommandIsEverywhere(t *testing.T) {
 	t.Parallel()
 	cmds := append(append([]CommandSpec(nil), Commands...), cancel)
@@ -41,7 +41,7 @@ func TestADeclaredCommandIsEverywhere(t *testing.T) {
 	var b strings.Builder
 	writeCommands(&b, cmds)
 	if !strings.Contains(b.String(), "| `/cancel` | the App's PR | `--budget` | cancel the PR's next run |") {
-		t.Errorf("README's list of commands lacks /cancel:\n%s", b.String())
+		t.Errorf("docs/lifecycle.md's list of commands lacks /cancel:\n%s", b.String())
 	}
 }
 

@@ -2,15 +2,14 @@ package lifecycle
 
 import (
 	"flag"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/testkit/docsync"
 )
 
-var update = flag.Bool("update", false, "rewrite the table in README.md")
+var update = flag.Bool("update", false, "rewrite the table in docs/lifecycle.md")
 
 // Every event has a cell in every state of its place, and every run mode
 // a cell for every end: the bot answers nothing by accident. Every case
@@ -139,34 +138,10 @@ func TestLabels(t *testing.T) {
 	}
 }
 
-const (
-	readmeStart = "<!-- the lifecycle table: go test ./handlers/lifecycle -run TestREADMEShowsTheTable -update -->"
-	readmeEnd   = "<!-- end of the lifecycle table -->"
-)
-
-// README.md shows the table as the code has it.
-func TestREADMEShowsTheTable(t *testing.T) {
-	path := filepath.Join("..", "..", "README.md")
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme := string(raw)
-	before, rest, ok := strings.Cut(readme, readmeStart)
-	_, after, ok2 := strings.Cut(rest, readmeEnd)
-	if !ok || !ok2 {
-		t.Fatalf("README.md lacks the markers %q and %q around the table", readmeStart, readmeEnd)
-	}
-	want := before + readmeStart + "\n\n" + Markdown() + "\n" + readmeEnd + after
-	if *update {
-		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if readme != want {
-		t.Errorf("README.md's lifecycle table differs from the code; run go test ./handlers/lifecycle -run TestREADMEShowsTheTable -update")
-	}
+// docs/lifecycle.md shows the table as the code has it.
+func TestDocsShowTheTable(t *testing.T) {
+	docsync.Check(t, filepath.Join("..", "..", "docs", "lifecycle.md"),
+		"go test ./handlers/lifecycle -run TestDocsShowTheTable -update", Markdown(), *update)
 }
 
 // Failing checks on the App's PR: the guards in the order the issue asks,

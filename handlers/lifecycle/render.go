@@ -5,8 +5,8 @@ import (
 	"strings"
 )
 
-// Markdown renders the three tables for README.md, where a test keeps
-// them equal to the code (TestREADMEShowsTheTable).
+// Markdown renders the three tables for docs/lifecycle.md, where a test keeps
+// them equal to the code (TestDocsShowTheTable).
 func Markdown() string {
 	var b strings.Builder
 	writeCommands(&b, Commands)

@@ -7,7 +7,7 @@ import "github.com/sandbox-bot/sandbox-bot/dispatch"
 // event the bot answers by accident. What a start does when it cannot
 // start (a flag over a ceiling, an invalid .sandbox.yml, a lock taken by
 // another replica, a full queue, a failed submission) is the start's
-// business, the same from every cell that starts a run: README.md says
+// business, the same from every cell that starts a run: docs/lifecycle.md says
 // it under the table.
 
 func do(a Action, next State) Rule { return Rule{{Do: a, Next: next}} }

@@ -117,7 +117,7 @@ type denyState struct {
 // enforceEgressDefaults installs the deny fence once per start. A coding
 // sandbox whose init cannot install it does not run: the agent would
 // reach the cloud's metadata and the bot. Task mode has no privileges to
-// fence with (see the README's security model).
+// fence with (see docs/security.md).
 func (s *sandbox) enforceEgressDefaults(ctx context.Context, run ipTables) error {
 	return s.applyEgressDefaults(ctx, run, os.Geteuid(), os.Getenv, "/etc/resolv.conf", readHostView())
 }

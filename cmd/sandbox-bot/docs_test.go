@@ -10,18 +10,18 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
-// The README's table of features names the test that proves each through
-// the assembled path: every test it names exists, so the table cannot
-// drift from the code unnoticed.
-func TestREADMEFeatureTableNamesRealTests(t *testing.T) {
+// docs/testing.md's table of features names the test that proves each
+// through the assembled path: every test it names exists, so the table
+// cannot drift from the code unnoticed.
+func TestDocsFeatureTableNamesRealTests(t *testing.T) {
 	root := testenv.ModuleRoot(t)
-	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	readme, err := os.ReadFile(filepath.Join(root, "docs", "testing.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, table, ok := strings.Cut(string(readme), "### Every feature through the assembled path")
 	if !ok {
-		t.Fatal("README.md has no section \"Every feature through the assembled path\"")
+		t.Fatal("docs/testing.md has no section \"Every feature through the assembled path\"")
 	}
 	table, _, _ = strings.Cut(table, "\n### ")
 	defined := map[string]bool{}
@@ -53,7 +53,7 @@ func TestREADMEFeatureTableNamesRealTests(t *testing.T) {
 	}
 	for _, m := range named {
 		if !defined[m[1]] {
-			t.Errorf("README's feature table names %s, which no test defines", m[1])
+			t.Errorf("docs/testing.md's feature table names %s, which no test defines", m[1])
 		}
 	}
 }
