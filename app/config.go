@@ -98,11 +98,12 @@ type Config struct {
 	// sandbox may reach, on top of link-local, the bot's listener and the
 	// Nomad API, which are always denied.
 	DenyNetworks []string `yaml:"deny_networks"`
-	// HostAllow are the host ports sandboxes may reach through the host
-	// wall ("10.0.0.1:3000", "host.docker.internal:8443"; see
-	// dispatch.ParseHostAllow): every sandbox is denied the machine it
-	// runs on (the bridge gateway, host.docker.internal, the host's other
-	// addresses; a Nomad node's own address) but these.
+	// HostAllow lists the host ports sandboxes may reach through the host
+	// wall, comma-separated: "10.0.0.1:3000", "[fd00::1]:3000",
+	// "host.docker.internal:8443", on Nomad "${attr.unique.network.ip-address}:3000".
+	// Every sandbox is denied the machine it runs on (the bridge gateway,
+	// host.docker.internal, the host's other addresses; a Nomad node's own
+	// address) but these.
 	HostAllow []string `yaml:"host_allow"`
 	// CacheScope is who shares the docker backend's image cache:
 	// repository (default) or installation. Package caches are always per

@@ -202,7 +202,7 @@ func keysSetBy(t *testing.T, name string, defaults map[string]string, load func(
 		required = v
 	}
 	for _, v := range []string{required, "7", "7m", "7KiB", "true", "x/y", "x", "10.9.0.0/16", "http://127.0.0.1:7", dir, "off",
-		"process", "caps", "installation", "postgres://u@127.0.0.1:7/db"} {
+		"process", "caps", "installation", "postgres://u@127.0.0.1:7/db", "10.9.0.1:7"} {
 		if v == "" {
 			continue
 		}
