@@ -217,7 +217,7 @@ func wantFirstTurn(t *testing.T, ps []dispatch.Progress, res *dispatch.Result) {
 		switch {
 		case strings.HasPrefix(p.Message, "agent ") && strings.HasSuffix(p.Message, " started") && started < 0:
 			started = i
-		case strings.HasPrefix(p.Message, "agent's first model turn "):
+		case strings.HasPrefix(p.Message, "agent's first model request "):
 			if first >= 0 {
 				t.Fatalf("two first-turn lines: %q and %q", ps[first].Message, p.Message)
 			}

@@ -81,12 +81,16 @@ func (r *run) invoke(spec agentSpec) *agentOutcome {
 		costSoFar:    r.res.TokenUsage.TotalCostUSD,
 		costCap:      max(costCap, 1e-9),
 	}
-	first := &firstTurn{stage: spec.Stage}
+	first := r.firstTurn(spec.Stage)
 	p.onEvent = r.agentEvents(spec.Stage, r.res.TokenUsage, first)
 	r.prog.emit(dispatch.Progress{Stage: spec.Stage, Message: "agent " + r.h.Name() + " started"})
 	started := time.Now()
 	first.started = started
+	watching, stopWatching := context.WithCancel(r.work)
+	watched := first.watchGateway(watching, r.env)
 	out := p.run(r.work)
+	stopWatching()
+	watched()
 	r.tl.add(spec.Stage, started, "")
 	r.res.TokenUsage.Add(out.Usage)
 	addTools(r.res, out.Tools)
@@ -110,17 +114,26 @@ func (r *run) invoke(spec agentSpec) *agentOutcome {
 	return out
 }
 
+// firstTurn reports the invocation's first model request as a progress
+// line and the receipt's "agent start" stage.
+func (r *run) firstTurn(stage string) *firstTurn {
+	return &firstTurn{stage: stage, report: func(pr dispatch.Progress, d time.Duration, sign string) {
+		note := "to its first model request, at the gateway"
+		if sign != signGateway {
+			note = "to its first step"
+		}
+		r.tl.span(StageAgentStart, pr.Time.Add(-d), d, note)
+		r.prog.emit(pr)
+	}}
+}
+
 // agentEvents turns the agent's events into progress lines: its steps,
-// tool calls and text, and once, its first model turn (also a receipt
-// stage, so a slow CLI start shows in the receipt's timings). base is the
-// run's usage before this invocation.
+// tool calls and text; first sees each event for the first model request.
+// base is the run's usage before this invocation.
 func (r *run) agentEvents(stage string, base dispatch.TokenUsage, first *firstTurn) func(harness.Event, agentStats) {
 	return func(ev harness.Event, st agentStats) {
 		r.tl.event(time.Now())
-		if pr, d, ok := first.see(ev); ok {
-			r.tl.span(StageAgentStart, first.started, d, "exec → first model turn")
-			r.prog.emit(pr)
-		}
+		first.see(ev)
 		pr := dispatch.Progress{Stage: stage, Step: st.Steps, ToolCalls: base.Steps + st.ToolCalls, CostUSD: base.TotalCostUSD + st.CostUSD, Tokens: base.Input + base.Output + st.Tokens}
 		switch ev.Type {
 		case harness.EventToolUse:
