@@ -48,6 +48,7 @@ func TestClaudeCodeExecute(t *testing.T) {
 	if c := checkByName(res, "notes"); c == nil || !c.Passed {
 		t.Fatalf("validation = %+v", res.Validation)
 	}
+	wantFirstTurn(t, progressLines(t, e.progress.String()), res)
 }
 
 // Claude Code reports its cost only when it ends, so the runner's guard

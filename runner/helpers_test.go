@@ -206,3 +206,42 @@ func grepTree(t *testing.T, root, needle string) []string {
 	})
 	return hits
 }
+
+// wantFirstTurn checks that the run's progress says once, after the agent
+// started and before its first step ended, when the agent's first model
+// turn began, and that the receipt's timings hold that span.
+func wantFirstTurn(t *testing.T, ps []dispatch.Progress, res *dispatch.Result) {
+	t.Helper()
+	started, first, stepDone := -1, -1, -1
+	for i, p := range ps {
+		switch {
+		case strings.HasPrefix(p.Message, "agent ") && strings.HasSuffix(p.Message, " started") && started < 0:
+			started = i
+		case strings.HasPrefix(p.Message, "agent's first model request "):
+			if first >= 0 {
+				t.Fatalf("two first-turn lines: %q and %q", ps[first].Message, p.Message)
+			}
+			first = i
+		case strings.HasPrefix(p.Message, "step ") && stepDone < 0:
+			stepDone = i
+		}
+	}
+	if started < 0 || first < 0 || stepDone < 0 || !(started < first && first < stepDone) {
+		t.Fatalf("progress: agent started at line %d, first model turn at %d, first step done at %d; want them in that order: %+v", started, first, stepDone, ps)
+	}
+	if !ps[first].Time.After(ps[started].Time) {
+		t.Fatalf("first model turn at %s, not after the agent started at %s", ps[first].Time, ps[started].Time)
+	}
+	if res.Timings == nil {
+		t.Fatal("no timings in the result")
+	}
+	for _, st := range res.Timings.Stages {
+		if st.Stage == runner.StageAgentStart {
+			if st.Seconds <= 0 {
+				t.Fatalf("stage %q took %v s", st.Stage, st.Seconds)
+			}
+			return
+		}
+	}
+	t.Fatalf("no %q stage in the timings: %+v", runner.StageAgentStart, res.Timings.Stages)
+}

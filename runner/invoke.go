@@ -81,33 +81,16 @@ func (r *run) invoke(spec agentSpec) *agentOutcome {
 		costSoFar:    r.res.TokenUsage.TotalCostUSD,
 		costCap:      max(costCap, 1e-9),
 	}
-	base := r.res.TokenUsage
-	p.onEvent = func(ev harness.Event, st agentStats) {
-		r.tl.event(time.Now())
-		pr := dispatch.Progress{Stage: spec.Stage, Step: st.Steps, ToolCalls: base.Steps + st.ToolCalls, CostUSD: base.TotalCostUSD + st.CostUSD, Tokens: base.Input + base.Output + st.Tokens}
-		switch ev.Type {
-		case harness.EventToolUse:
-			pr.Message, pr.Tool = "tool "+ev.Tool, ev.Tool
-			pr.Kind, pr.Detail = dispatch.KindTool, ev.ToolInput
-		case harness.EventText:
-			if strings.TrimSpace(ev.Text) == "" {
-				return
-			}
-			pr.Kind, pr.Detail = dispatch.KindText, ev.Text
-		case harness.EventStepFinish:
-			pr.Message = fmt.Sprintf("step %d done", st.Completed)
-		case harness.EventError:
-			pr.Message = "agent error: " + clipString(ev.Text, 200)
-		case harness.EventSession:
-			pr.Message = "agent session " + ev.SessionID
-		default:
-			return
-		}
-		r.prog.emit(pr)
-	}
+	first := r.firstTurn(spec.Stage)
+	p.onEvent = r.agentEvents(spec.Stage, r.res.TokenUsage, first)
 	r.prog.emit(dispatch.Progress{Stage: spec.Stage, Message: "agent " + r.h.Name() + " started"})
 	started := time.Now()
+	first.started = started
+	watching, stopWatching := context.WithCancel(r.work)
+	watched := first.watchGateway(watching, r.env)
 	out := p.run(r.work)
+	stopWatching()
+	watched()
 	r.tl.add(spec.Stage, started, "")
 	r.res.TokenUsage.Add(out.Usage)
 	addTools(r.res, out.Tools)
@@ -129,6 +112,49 @@ func (r *run) invoke(spec agentSpec) *agentOutcome {
 		r.log.Warn().Int("lines", out.ParseErrors).Msg("skipped agent output lines that did not parse")
 	}
 	return out
+}
+
+// firstTurn reports the invocation's first model request as a progress
+// line and the receipt's "agent start" stage.
+func (r *run) firstTurn(stage string) *firstTurn {
+	return &firstTurn{stage: stage, report: func(pr dispatch.Progress, d time.Duration, sign string) {
+		note := "to its first model request, at the gateway"
+		if sign != signGateway {
+			note = "to its first step"
+		}
+		r.tl.span(StageAgentStart, pr.Time.Add(-d), d, note)
+		r.prog.emit(pr)
+	}}
+}
+
+// agentEvents turns the agent's events into progress lines: its steps,
+// tool calls and text; first sees each event for the first model request.
+// base is the run's usage before this invocation.
+func (r *run) agentEvents(stage string, base dispatch.TokenUsage, first *firstTurn) func(harness.Event, agentStats) {
+	return func(ev harness.Event, st agentStats) {
+		r.tl.event(time.Now())
+		first.see(ev)
+		pr := dispatch.Progress{Stage: stage, Step: st.Steps, ToolCalls: base.Steps + st.ToolCalls, CostUSD: base.TotalCostUSD + st.CostUSD, Tokens: base.Input + base.Output + st.Tokens}
+		switch ev.Type {
+		case harness.EventToolUse:
+			pr.Message, pr.Tool = "tool "+ev.Tool, ev.Tool
+			pr.Kind, pr.Detail = dispatch.KindTool, ev.ToolInput
+		case harness.EventText:
+			if strings.TrimSpace(ev.Text) == "" {
+				return
+			}
+			pr.Kind, pr.Detail = dispatch.KindText, ev.Text
+		case harness.EventStepFinish:
+			pr.Message = fmt.Sprintf("step %d done", st.Completed)
+		case harness.EventError:
+			pr.Message = "agent error: " + clipString(ev.Text, 200)
+		case harness.EventSession:
+			pr.Message = "agent session " + ev.SessionID
+		default:
+			return
+		}
+		r.prog.emit(pr)
+	}
 }
 
 // stopError maps a stopped agent to the run's status.

@@ -118,6 +118,7 @@ func TestOpenCodeExecute(t *testing.T) {
 	if strings.Join(tools, ",") != "bash,write" {
 		t.Fatalf("tool progress = %v", tools)
 	}
+	wantFirstTurn(t, progressLines(t, e.progress.String()), res)
 	if authed, _, pushes := httpRemote.Counts(); authed == 0 || pushes == 0 {
 		t.Fatalf("the token was not used: %d authenticated requests, %d pushes", authed, pushes)
 	}

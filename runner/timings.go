@@ -24,6 +24,13 @@ func (t *timeline) add(stage string, start time.Time, note string) {
 	t.stages = append(t.stages, dispatch.StageTiming{Stage: stage, Start: start.UTC(), Seconds: time.Since(start).Seconds(), Note: note})
 }
 
+// span records a stage of known length d that started at start.
+func (t *timeline) span(stage string, start time.Time, d time.Duration, note string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stages = append(t.stages, dispatch.StageTiming{Stage: stage, Start: start.UTC(), Seconds: d.Seconds(), Note: note})
+}
+
 // event notes the agent's first event of the run.
 func (t *timeline) event(at time.Time) {
 	t.mu.Lock()

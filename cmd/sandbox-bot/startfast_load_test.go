@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +28,10 @@ import (
 //	SANDBOX_STARTLOAD=1 go test -count=1 -timeout 60m -run 'TestStartFast/burst' -v ./cmd/sandbox-bot/
 //	SANDBOX_STARTLOAD=1 go test -count=1 -timeout 60m -run 'TestStartFast/second-run-gvisor' -v ./cmd/sandbox-bot/
 //
+// Each later run's plan comment also gives the runner's own "agent start"
+// stage (exec → the agent's first model request as the model gateway saw
+// it, or for a provider reached directly its first step_start; issue 46),
+// printed beside OpenCode's own start on the host.
 // second-run-setup: a repository whose setup takes 30 s uncached (npm ci
 // from a registry fixture, then sleep 30); the first plan run fills the
 // setup cache and prints its start table; the later runs' label → first
@@ -158,8 +164,9 @@ func secondRun(t *testing.T, withSetup bool) {
 	// Later runs, alternating with the floor so that load from elsewhere
 	// falls on both alike.
 	rounds := envInt("SANDBOX_STARTLOAD_ROUNDS", 3)
-	var runs []time.Duration
+	var runs, cliStarts []time.Duration
 	for i := 0; i < rounds; i++ {
+		logLoad(t)
 		n := l.gh.AddIssue(e2eRepo, e2eWriter, fmt.Sprintf("Pad input %d", i+1), "Use left-pad there too.")
 		l.model.Append(planTurns(1)...)
 		t1 := time.Now()
@@ -167,14 +174,44 @@ func secondRun(t *testing.T, withSetup bool) {
 		c = l.waitComment(n, "## 📋 Plan", 15*time.Minute)
 		got := firstRequestAfter(l.model, t1).Sub(t1)
 		runs = append(runs, got)
+		line := startLine(c)
+		cli, ok := agentStartIn(line)
+		if !ok {
+			t.Fatalf("run %d: the plan comment's start line has no %q stage (the runner's first-model-turn line): %s", i+2, "agent start", line)
+		}
+		cliStarts = append(cliStarts, cli)
+		logLoad(t)
 		f.measure(t, l, img)
-		t.Logf("run %d: label → first model request %s\n%s", i+2, got.Round(time.Millisecond), startLine(c))
+		t.Logf("run %d: label → first model request %s; the run's own agent start stage %s\n%s", i+2, got.Round(time.Millisecond), cli.Round(time.Millisecond), line)
 	}
 	fl, got := f.total(), mean(runs)
-	t.Logf("later runs: label → first model request %s (mean of %v); floor %s (OpenCode's own start on the host %s + bare docker run %s, means of %d): x%.2f (goal ≤ 1.5)",
+	t.Logf("later runs: label → first model request %s (mean of %v); floor %s (OpenCode's own start on the host %s + bare docker run %s, means of %d): x%.2f (goal ≤ 1.2)",
 		got.Round(time.Millisecond), roundAll(runs), fl.Round(time.Millisecond), mean(f.cli).Round(time.Millisecond), mean(f.bare).Round(time.Millisecond),
 		len(f.cli), float64(got)/float64(fl))
+	// The stage's sign is in the start line: "at the gateway" is the
+	// request itself; "to its first step" (a provider the agent reaches
+	// directly, as here) is OpenCode's first step_start, which it prints
+	// once the first step has ended, so it overstates the start.
+	t.Logf("the agent's own start in the sandbox (the runner's \"agent start\" stage, exec → its sign of the first model request; see the start lines) %s (mean of %v) beside OpenCode's own start on the host (exec → first request) %s: x%.2f",
+		mean(cliStarts).Round(time.Millisecond), roundAll(cliStarts), mean(f.cli).Round(time.Millisecond), float64(mean(cliStarts))/float64(mean(f.cli)))
 	logLoad(t)
+}
+
+// agentStartRE finds the runner's "agent start" stage in the plan
+// comment's start line ("agent start 5.2 s (exec → first model turn)").
+var agentStartRE = regexp.MustCompile(`agent start ([0-9]+(?:\.[0-9]+)?) s`)
+
+// agentStartIn is the "agent start" stage of a plan comment's start line.
+func agentStartIn(line string) (time.Duration, bool) {
+	m := agentStartRE.FindStringSubmatch(line)
+	if m == nil {
+		return 0, false
+	}
+	secs, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return 0, false
+	}
+	return time.Duration(secs * float64(time.Second)), true
 }
 
 // startLine is the plan comment's start table.

@@ -98,6 +98,39 @@ func TestGatewayKeepsTheProviderKeyFromTheAgent(t *testing.T) {
 	if !strings.Contains(string(logs), `"message":"model gateway serving"`) {
 		t.Error("the sandbox log does not show the gateway starting")
 	}
+	wantFirstRequestAtTheGateway(t, string(logs), srv.Requests()[0].Time)
+}
+
+// wantFirstRequestAtTheGateway checks the run's progress line for the
+// agent's first model request (issue 46): its sign is the gateway's, and
+// its time lies between the agent's start and the provider receiving it.
+func wantFirstRequestAtTheGateway(t *testing.T, logs string, providerGot time.Time) {
+	t.Helper()
+	var started, first *dispatch.Progress
+	for _, line := range strings.Split(logs, "\n") {
+		p, ok := dispatch.ParseProgress([]byte(line))
+		if !ok {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(p.Message, "agent ") && strings.HasSuffix(p.Message, " started") && started == nil:
+			started = &p
+		case strings.HasPrefix(p.Message, "agent's first model request "):
+			if first != nil {
+				t.Fatalf("two first-request lines: %q, %q", first.Message, p.Message)
+			}
+			first = &p
+		}
+	}
+	if started == nil || first == nil {
+		t.Fatalf("progress: agent started %v, first model request %v; want both", started, first)
+	}
+	if !strings.HasSuffix(first.Message, "(seen by the model gateway)") {
+		t.Fatalf("first-request line %q: want the gateway's sign", first.Message)
+	}
+	if first.Time.Before(started.Time) || first.Time.After(providerGot) {
+		t.Fatalf("first model request at %s: want between the agent's start %s and the provider receiving it %s", first.Time, started.Time, providerGot)
+	}
 }
 
 func mustRead(t *testing.T, p string) string {

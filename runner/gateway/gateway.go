@@ -35,6 +35,9 @@ var inboundAuth = []string{"Authorization", "X-Api-Key", "Api-Key", "X-Goog-Api-
 type Gateway struct {
 	routes map[string]*route
 	log    zerolog.Logger
+	// requests wakes whoever waits at NextRequestPath (the runner, to say
+	// when the agent's first model request left).
+	requests *requestSignal
 }
 
 type route struct {
@@ -74,7 +77,7 @@ func New(cfg dispatch.GatewayConfig, o Options) (*Gateway, error) {
 		t.MaxIdleConnsPerHost = 16
 		tr = t
 	}
-	g := &Gateway{routes: map[string]*route{}, log: o.Logger}
+	g := &Gateway{routes: map[string]*route{}, log: o.Logger, requests: newRequestSignal()}
 	for _, p := range cfg.Providers {
 		if _, dup := g.routes[p.Name]; dup {
 			return nil, fmt.Errorf("model gateway: provider %q configured twice", p.Name)
@@ -130,6 +133,10 @@ func (r *route) rewrite(pr *httputil.ProxyRequest) {
 
 // ServeHTTP implements http.Handler.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.URL.Path == NextRequestPath {
+		g.requests.serveNext(w, req)
+		return
+	}
 	name, rest, _ := strings.Cut(strings.TrimPrefix(req.URL.Path, "/"), "/")
 	r, ok := g.routes[name]
 	if !ok {
@@ -150,6 +157,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	start := time.Now()
+	g.requests.fire(name)
 	sw := &statusWriter{ResponseWriter: w}
 	r.proxy.ServeHTTP(sw, req)
 	g.log.Debug().Str("provider", name).Str("method", req.Method).Str("path", req.URL.Path).
