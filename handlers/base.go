@@ -18,6 +18,7 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/budget"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
@@ -67,6 +68,9 @@ type Settings struct {
 	// Images bound the pictures a run is given and say where the bot
 	// fetches them (images.go).
 	Images ImageSettings `yaml:"-"`
+	// Budgets are the server's monthly budgets (budget.go): a run is
+	// admitted only when its budget fits what is left of the month.
+	Budgets budget.Policy `yaml:"-"`
 	// CILogBytes bounds the log tail a CI fix run is given per failing
 	// check (ci.go).
 	CILogBytes int `yaml:"-"`
