@@ -85,6 +85,9 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 		return nil, err
 	}
 	base.Receipts = dash.receiptsFor(cfg, func() githubapp.ClientCreator { return base.ClientCreator })
+	if base.Budget, err = budgetLedger(cfg, backend, dash.store); err != nil {
+		return nil, err
+	}
 
 	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prom, ready: &readiness{backend: backend}, dash: dash,
 		live: newLivePages(backend, dash.store, cfg.Retention, secrets, logger)}

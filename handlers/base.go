@@ -95,6 +95,9 @@ type Wiring struct {
 
 	// Receipts keeps every ended run's receipt (receipts.go).
 	Receipts Receipts
+	// Budget is where runs reserve and settle their budgets (budget.go);
+	// nil keeps no budgets.
+	Budget budget.Ledger
 	// QueueWait, when set, is told how long each queued run waited for
 	// its slot (the wait-time metric).
 	QueueWait func(time.Duration)

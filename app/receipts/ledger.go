@@ -59,14 +59,8 @@ func (l *sqlLedger) Reserve(ctx context.Context, r budget.Request) (budget.Grant
 			return budget.Grant{}, fmt.Errorf("budget: lock installation %d in %s: %w", r.InstallationID, l.s.where, err)
 		}
 	}
-	var amount float64
-	var trimmed int
-	err = tx.QueryRowContext(ctx, l.s.q(`SELECT amount_usd, trimmed FROM budget_entries WHERE task_id = ?`), r.TaskID).Scan(&amount, &trimmed)
-	if err == nil {
-		return budget.Grant{AmountUSD: amount, Trimmed: trimmed == 1, Existing: true}, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return budget.Grant{}, fmt.Errorf("budget: read %s in %s: %w", r.TaskID, l.s.where, err)
+	if g, ok, err := l.existing(ctx, tx, r.TaskID); err != nil || ok {
+		return g, err
 	}
 	it, rt, err := l.totals(ctx, tx, r.InstallationID, r.Repo, r.Month)
 	if err != nil {
@@ -84,6 +78,27 @@ VALUES (?, ?, ?, ?, ?, ?, 0, 0, 'reserved', ?)`), r.TaskID, r.InstallationID, bu
 		return budget.Grant{}, fmt.Errorf("budget: reserve %s in %s: %w", r.TaskID, l.s.where, err)
 	}
 	return g, nil
+}
+
+// existing is the grant taskID holds already (a redelivered event); a
+// released one (its start failed) is deleted, to reserve afresh.
+func (l *sqlLedger) existing(ctx context.Context, tx *sql.Tx, taskID string) (budget.Grant, bool, error) {
+	var amount float64
+	var trimmed int
+	var state string
+	err := tx.QueryRowContext(ctx, l.s.q(`SELECT amount_usd, trimmed, state FROM budget_entries WHERE task_id = ?`), taskID).Scan(&amount, &trimmed, &state)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return budget.Grant{}, false, nil
+	case err != nil:
+		return budget.Grant{}, false, fmt.Errorf("budget: read %s in %s: %w", taskID, l.s.where, err)
+	case state == "released":
+		if _, err := tx.ExecContext(ctx, l.s.q(`DELETE FROM budget_entries WHERE task_id = ?`), taskID); err != nil {
+			return budget.Grant{}, false, fmt.Errorf("budget: reserve %s again in %s: %w", taskID, l.s.where, err)
+		}
+		return budget.Grant{}, false, nil
+	}
+	return budget.Grant{AmountUSD: amount, Trimmed: trimmed == 1, Existing: true}, true, nil
 }
 
 // Settle implements budget.Ledger.

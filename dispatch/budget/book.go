@@ -136,9 +136,12 @@ func (l *BookLedger) Reserve(ctx context.Context, r Request) (Grant, error) {
 		if err != nil {
 			return nil, err
 		}
-		if i := d.find(r.TaskID); i >= 0 {
+		if i := d.find(r.TaskID); i >= 0 && d.Entries[i].State != stateReleased {
 			g = Grant{AmountUSD: d.Entries[i].AmountUSD, Trimmed: d.Entries[i].Trimmed, Existing: true}
 			return nil, nil
+		} else if i >= 0 {
+			// Released (its start failed): it reserves afresh.
+			d.Entries = append(d.Entries[:i], d.Entries[i+1:]...)
 		}
 		it, rt := d.totals(r.InstallationID, r.Repo, r.Month)
 		if g, err = Decide(r, it, rt); err != nil {

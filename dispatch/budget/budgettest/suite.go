@@ -166,6 +166,12 @@ func releases(t *testing.T, a, b budget.Ledger) {
 	if g := reserve(t, a, req("T-2", 10)); !near(g.AmountUSD, 10) {
 		t.Errorf("after a release, a run got %+v, want the whole $10", g)
 	}
+	// A released task that is started again (a redelivered event after a
+	// failed submission) reserves afresh: it is refused now, not let
+	// through on its old grant.
+	if _, err := b.Reserve(context.Background(), req("T-1", 10)); !errors.Is(err, budget.ErrOverBudget) {
+		t.Errorf("the released task reserving again with nothing left: %v, want a refusal", err)
+	}
 }
 
 func months(t *testing.T, a, b budget.Ledger) {
