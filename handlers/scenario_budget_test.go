@@ -90,4 +90,14 @@ func TestBudgetAdmitsRefusesAndSettles(t *testing.T) {
 	if want := "the installation's budget of $10.00: $6.40 spent (1 of unknown cost, counted by budget), $3.60 reserved by runs in flight, $0.00 left"; !strings.Contains(status, want) {
 		t.Errorf("/status does not say %q:\n%s", want, status)
 	}
+	// The gauges read the same ledger: $6.40 spent, $3.60 in flight, of $10.
+	for sample, want := range map[string]string{
+		`sandbox_bot_budget_spent_usd{installation="42"}`:    "6.4",
+		`sandbox_bot_budget_reserved_usd{installation="42"}`: "3.6",
+		`sandbox_bot_budget_usd{installation="42"}`:          "10",
+	} {
+		if got := adminMetric(t, h, sample); got != want {
+			t.Errorf("%s = %s, want %s", sample, got, want)
+		}
+	}
 }
