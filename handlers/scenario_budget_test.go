@@ -101,3 +101,27 @@ func TestBudgetAdmitsRefusesAndSettles(t *testing.T) {
 		}
 	}
 }
+
+// A bot stopped while its run goes on settles the run once when a
+// restarted bot reads its result: the reservation is neither lost (the
+// book is the backend's) nor counted twice (a second settle changes
+// nothing), and a restart after the result is posted changes nothing more.
+func TestBudgetSettlesOnceAfterARestart(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, budgetTen)
+	n := newIssues(h, 1)[0]
+	h.label(n, writer, "d-budget-restart")
+	spec := h.waitSubmitted(1)[0]
+	h.stop()
+	h.backend.Finish(spec.Order.TaskID, planCost(spec.Order.TaskID, 2.25))
+	h.start(budgetTen)
+	h.waitComment(n, "the plan, posted by the restarted bot", func(c string) bool { return strings.Contains(c, `"kind":"plan"`) })
+	h.idle()
+	h.stop()
+	h.start(budgetTen)
+	h.comment(n, reader, "/status")
+	status := h.waitComment(n, "/status", func(c string) bool { return strings.Contains(c, "This month") })
+	if want := "the installation's budget of $10.00: $2.25 spent, $0.00 reserved by runs in flight, $7.75 left"; !strings.Contains(status, want) {
+		t.Errorf("/status does not say %q:\n%s", want, status)
+	}
+}

@@ -45,3 +45,25 @@ func TestPostgresLedger(t *testing.T) {
 		return ledgers(t, func() (receipts.Store, error) { return receipts.OpenPostgres(context.Background(), url) })
 	})
 }
+
+// What a run's start and end pay for budgets, with a month of 2,000 runs
+// kept: go test -run '^$' -bench BenchmarkLedger ./app/receipts
+func BenchmarkLedgerSQLite(b *testing.B) {
+	s, err := receipts.OpenSQLite(b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	l, _ := receipts.LedgerOf(s)
+	budgettest.BenchmarkAdmission(b, l, 2000)
+}
+
+func BenchmarkLedgerPostgres(b *testing.B) {
+	s, err := receipts.OpenPostgres(context.Background(), testenv.Postgres(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	l, _ := receipts.LedgerOf(s)
+	budgettest.BenchmarkAdmission(b, l, 2000)
+}
