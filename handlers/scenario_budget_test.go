@@ -125,3 +125,26 @@ func TestBudgetSettlesOnceAfterARestart(t *testing.T) {
 		t.Errorf("/status does not say %q:\n%s", want, status)
 	}
 }
+
+// An interrupted run settles to what it cost before its continuation
+// reserves: the month holds the first attempt's cost and the second's
+// reservation, not two reservations.
+func TestBudgetInterruptedRunSettlesBeforeItsContinuation(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, budgetTen)
+	n := newIssues(h, 1)[0]
+	h.label(n, writer, "d-budget-continue")
+	first := h.waitSubmitted(1)[0]
+	res := planCost(first.Order.TaskID, 1)
+	res.Status, res.Plan = dispatch.StatusInterrupted, ""
+	h.backend.Finish(first.Order.TaskID, res)
+	second := h.waitSubmitted(2)[1]
+	if second.Meta.Attempt != 2 {
+		t.Fatalf("the second run is attempt %d, want the continuation (2)", second.Meta.Attempt)
+	}
+	h.comment(n, reader, "/status")
+	status := h.waitComment(n, "/status", func(c string) bool { return strings.Contains(c, "This month") })
+	if want := "$1.00 spent, $4.00 reserved by runs in flight, $5.00 left"; !strings.Contains(status, want) {
+		t.Errorf("/status does not say %q:\n%s", want, status)
+	}
+}

@@ -229,4 +229,3 @@ func claudeEnvDefaults(env, defs []string) []string {
 }
 
 var _ Harness = (*ClaudeCode)(nil)
-
