@@ -83,7 +83,10 @@ type OverBudgetData struct {
 	Resets string
 	// Setting names the server setting that raises the budget.
 	Setting string
-	Marker  string
+	// Again is the command that asks for the run again: /approve on an
+	// issue, /retry on a pull request (where /approve has no place).
+	Again  string
+	Marker string
 }
 
 func usd(v float64) string { return fmt.Sprintf("$%.2f", v) }
@@ -97,9 +100,16 @@ func overBudgetData(l launch, over *budget.OverBudget, resets time.Time) OverBud
 	return OverBudgetData{
 		Mode: l.mode, Scope: over.Scope, Budget: usd(over.BudgetUSD), Spent: usd(over.Totals.SpentUSD), Reserved: usd(over.Totals.ReservedUSD),
 		Left: usd(over.LeftUSD), Asked: usd(over.AskedUSD), Floor: usd(over.FloorUSD), Unknown: over.Totals.Unknown,
-		Resets: resets.Format("2 January 2006 15:04 MST"), Setting: setting,
+		Resets: resets.Format("2 January 2006 15:04 MST"), Setting: setting, Again: againCommand(l.req.IsPR),
 		Marker: Marker{Kind: KindOverBudget, TaskID: l.taskID, Mode: l.mode, Issue: l.req.Issue, Branch: l.req.Branch}.String(),
 	}
+}
+
+func againCommand(isPR bool) string {
+	if isPR {
+		return "/retry"
+	}
+	return "/approve"
 }
 
 // refuseOverBudget answers a run the ledger refused: the state label
