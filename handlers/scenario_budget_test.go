@@ -18,6 +18,17 @@ func planCost(taskID string, cost float64) *dispatch.Result {
 	return r
 }
 
+// assertMonth asks /status on #n and checks it tells the month's budget
+// as want.
+func assertMonth(h *harness, n int, want string) {
+	h.t.Helper()
+	h.comment(n, reader, "/status")
+	status := h.waitComment(n, "/status", func(c string) bool { return strings.Contains(c, "This month") })
+	if !strings.Contains(status, want) {
+		h.t.Errorf("/status on #%d does not say %q:\n%s", n, want, status)
+	}
+}
+
 // specOf is the run submitted for issue n (the last one).
 func specOf(t *testing.T, h *harness, n int) dispatch.RunSpec {
 	t.Helper()
@@ -85,11 +96,7 @@ func TestBudgetAdmitsRefusesAndSettles(t *testing.T) {
 	if s := specOf(t, h, issues[3]); s.Order.BudgetUSD != 3.6 || s.Order.Config.MaxBudgetUSD != 3.6 {
 		t.Errorf("a $4 run with $3.60 left (floor $3) got $%.2f (config $%.2f), want the $3.60 left", s.Order.BudgetUSD, s.Order.Config.MaxBudgetUSD)
 	}
-	h.comment(issues[3], reader, "/status")
-	status := h.waitComment(issues[3], "/status", func(c string) bool { return strings.Contains(c, "This month") })
-	if want := "the installation's budget of $10.00: $6.40 spent (1 of unknown cost, counted by budget), $3.60 reserved by runs in flight, $0.00 left"; !strings.Contains(status, want) {
-		t.Errorf("/status does not say %q:\n%s", want, status)
-	}
+	assertMonth(h, issues[3], "the installation's budget of $10.00: $6.40 spent (1 of unknown cost, counted by budget), $3.60 reserved by runs in flight, $0.00 left")
 	// The gauges read the same ledger: $6.40 spent, $3.60 in flight, of $10.
 	for sample, want := range map[string]string{
 		`sandbox_bot_budget_spent_usd{installation="42"}`:    "6.4",
@@ -119,11 +126,7 @@ func TestBudgetSettlesOnceAfterARestart(t *testing.T) {
 	h.idle()
 	h.stop()
 	h.start(budgetTen)
-	h.comment(n, reader, "/status")
-	status := h.waitComment(n, "/status", func(c string) bool { return strings.Contains(c, "This month") })
-	if want := "the installation's budget of $10.00: $2.25 spent, $0.00 reserved by runs in flight, $7.75 left"; !strings.Contains(status, want) {
-		t.Errorf("/status does not say %q:\n%s", want, status)
-	}
+	assertMonth(h, n, "the installation's budget of $10.00: $2.25 spent, $0.00 reserved by runs in flight, $7.75 left")
 }
 
 // An interrupted run settles to what it cost before its continuation
@@ -142,9 +145,5 @@ func TestBudgetInterruptedRunSettlesBeforeItsContinuation(t *testing.T) {
 	if second.Meta.Attempt != 2 {
 		t.Fatalf("the second run is attempt %d, want the continuation (2)", second.Meta.Attempt)
 	}
-	h.comment(n, reader, "/status")
-	status := h.waitComment(n, "/status", func(c string) bool { return strings.Contains(c, "This month") })
-	if want := "$1.00 spent, $4.00 reserved by runs in flight, $5.00 left"; !strings.Contains(status, want) {
-		t.Errorf("/status does not say %q:\n%s", want, status)
-	}
+	assertMonth(h, n, "$1.00 spent, $4.00 reserved by runs in flight, $5.00 left")
 }
