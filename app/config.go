@@ -71,6 +71,9 @@ type Config struct {
 	// Images bounds the pictures a run is given and names the hosts they
 	// are fetched from (images.go).
 	Images ImagesConfig `yaml:"images"`
+	// Budgets are the monthly budgets per installation and repository
+	// (budgets.go).
+	Budgets BudgetsConfig `yaml:"budgets"`
 	// CILogTail is what a CI fix run is given of each failing Actions
 	// job's log, at most ("8KiB"; SANDBOX_CI_LOG_TAIL).
 	CILogTail string `yaml:"ci_log_tail"`
@@ -227,6 +230,9 @@ func LoadConfig(getenv Getenv) (*Config, error) {
 		return nil, err
 	}
 	if err := c.Artifacts.load(getenv); err != nil {
+		return nil, err
+	}
+	if err := c.Budgets.load(getenv); err != nil {
 		return nil, err
 	}
 	c.applyDefaults()

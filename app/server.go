@@ -85,6 +85,15 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 		return nil, err
 	}
 	base.Receipts = dash.receiptsFor(cfg, func() githubapp.ClientCreator { return base.ClientCreator })
+	ledger, err := budgetLedger(cfg, backend, dash.store)
+	if err != nil {
+		return nil, err
+	}
+	var seen *seenLedger
+	if ledger != nil {
+		seen = &seenLedger{Ledger: ledger, seen: map[int64]bool{}}
+		base.Budget = seen
+	}
 
 	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prom, ready: &readiness{backend: backend}, dash: dash,
 		live: newLivePages(backend, dash.store, cfg.Retention, secrets, logger)}
@@ -92,6 +101,9 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 		base.Receipts.Transcripts = &transcriptKeeper{store: dash.store, event: s.live.event, log: logger, maxLines: maxRunLines, closeWait: 10 * time.Second}
 	}
 	s.metrics = newServerMetrics(s.prom, registry, backend, base)
+	if seen != nil {
+		s.prom.MustRegister(newBudgetCollector(seen, cfg.Settings.Budgets, base.Now, logger))
+	}
 	base.QueueWait = func(d time.Duration) { s.metrics.queueWait.Observe(d.Seconds()) }
 
 	dedupe, err := lru.New(20000)

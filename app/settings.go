@@ -12,4 +12,5 @@ func (c *Config) settle() {
 	c.WebURL = c.GitHub.WebURL
 	c.SecretEnv = c.ProjectSecretEnv()
 	c.ArtifactCaps = c.Artifacts.Caps()
+	c.Settings.Budgets = c.Budgets.Policy()
 }

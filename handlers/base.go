@@ -19,6 +19,7 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/budget"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
@@ -83,6 +84,9 @@ type Settings struct {
 	// Images bound the pictures a run is given and say where the bot
 	// fetches them (images.go).
 	Images ImageSettings `yaml:"-"`
+	// Budgets are the server's monthly budgets (budget.go): a run is
+	// admitted only when its budget fits what is left of the month.
+	Budgets budget.Policy `yaml:"-"`
 	// CILogBytes bounds the log tail a CI fix run is given per failing
 	// check (ci.go).
 	CILogBytes int `yaml:"-"`
@@ -111,6 +115,9 @@ type Wiring struct {
 
 	// Receipts keeps every ended run's receipt (receipts.go).
 	Receipts Receipts
+	// Budget is where runs reserve and settle their budgets (budget.go);
+	// nil keeps no budgets.
+	Budget budget.Ledger
 	// QueueWait, when set, is told how long each queued run waited for
 	// its slot (the wait-time metric).
 	QueueWait func(time.Duration)

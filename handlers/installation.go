@@ -79,6 +79,7 @@ func (ins *installer) labelSet() map[string]string {
 		lifecycle.LabelDone:             "0e8a16",
 		lifecycle.LabelFailed:           "b60205",
 		lifecycle.LabelQueued:           "ededed",
+		lifecycle.LabelOverBudget:       "d93f0b",
 	}
 }
 
@@ -94,6 +95,8 @@ func labelDescription(label, trigger string) string {
 		return "The agent is working in a sandbox"
 	case lifecycle.LabelDone:
 		return "The agent finished"
+	case lifecycle.LabelOverBudget:
+		return "The month's budget left too little for the run; /approve once it is raised"
 	}
 	return "The agent's last run failed"
 }

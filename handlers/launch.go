@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/budget"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
@@ -126,7 +127,8 @@ func (e *submitError) Error() string {
 func (e *submitError) Unwrap() error { return e.err }
 
 // begin starts the resolved run l: unless its trigger was acted on, it
-// takes the run's lock, goes through the caps, has the kind build the
+// takes the run's lock, goes through the caps, reserves its budget (a
+// run over the month's budget is refused there), has the kind build the
 // spec, submits it, announces it and follows it. Every failure is the
 // kind's to answer (kind.failed); a submitted or queued run keeps the
 // lock, any other lets it go.
@@ -161,9 +163,17 @@ func (s *starter) begin(ctx context.Context, gh GitHub, l launch) error {
 		return err
 	}
 	saved = err == nil && l.queued(s.c.Caps)
+	var grant budget.Grant
+	if err == nil {
+		grant, _, err = reserveBudget(ctx, s.c, l)
+		if over, ok := asOverBudget(err); ok {
+			return refuseOverBudget(ctx, s.c, gh, l, over)
+		}
+	}
 	var r built
 	if err == nil {
 		r, err = l.kind.build(ctx, gh, l)
+		grantBudget(&r.spec, grant)
 	}
 	if err == nil {
 		var created bool
@@ -194,8 +204,8 @@ func (l launch) queued(caps dispatch.Caps) bool {
 	return l.policy.whenFull == queueWhenFull && (caps.Any() || l.req.queuedAs != "")
 }
 
-// release lets go of the lock of a run that did not start, and of the
-// queue slot and request it may have.
+// release lets go of the lock of a run that did not start, of the queue
+// slot and request it may have, and of its budget reservation.
 func (s *starter) release(ctx context.Context, l launch) {
 	ctx = context.WithoutCancel(ctx)
 	if err := s.c.Backend.Unlock(ctx, l.lockKey, l.taskID); err != nil {
@@ -209,6 +219,7 @@ func (s *starter) release(ctx context.Context, l launch) {
 	if l.policy.whenFull == queueWhenFull {
 		s.freeSlot(ctx, l.taskID)
 	}
+	releaseBudget(ctx, s.c, l.taskID)
 }
 
 // capsGate puts the run through the server's caps as its policy says:

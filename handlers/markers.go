@@ -78,6 +78,9 @@ const (
 	// KindCI marks the bot's word on a PR's failing checks that starts no
 	// run: they fail on the base too, or the fix runs are used up.
 	KindCI = "ci"
+	// KindOverBudget marks the refusal of a run whose budget did not fit
+	// what was left of the month (budget.go).
+	KindOverBudget = "over-budget"
 )
 
 var markerRE = regexp.MustCompile(`<!-- sandbox-bot:(\{.*?\}) -->`)

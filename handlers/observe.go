@@ -137,6 +137,8 @@ func (b *Base) stateOf(ctx context.Context, sc *scene) lifecycle.State {
 			return lifecycle.Failed
 		case KindAborted:
 			return lifecycle.Aborted
+		case KindOverBudget:
+			return lifecycle.OverBudget
 		}
 	}
 	if sc.place == lifecycle.OnPR {
@@ -151,7 +153,7 @@ func ended(marked []markedComment, taskID string) bool {
 	for _, m := range marked {
 		if m.Marker.TaskID == taskID {
 			switch m.Marker.Kind {
-			case KindPlan, KindResult, KindFailure, KindAborted:
+			case KindPlan, KindResult, KindFailure, KindAborted, KindOverBudget:
 				return true
 			}
 		}
@@ -164,7 +166,7 @@ func ended(marked []markedComment, taskID string) bool {
 func lastOutcome(marked []markedComment) (Marker, bool) {
 	for i := len(marked) - 1; i >= 0; i-- {
 		switch m := marked[i].Marker; m.Kind {
-		case KindFailure, KindAborted, KindResult, KindAck, KindPlan:
+		case KindFailure, KindAborted, KindResult, KindAck, KindPlan, KindOverBudget:
 			return m, true
 		}
 	}

@@ -208,6 +208,9 @@ func (r *Runs) followPreview(ctx context.Context, gh GitHub, meta dispatch.Meta)
 	}
 	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
+	// A preview serves the pull request's code and runs no agent: it
+	// spends nothing of the model budget it reserved.
+	r.keep.settleCost(done, meta.TaskID, 0, true)
 	if err := r.c.Backend.Unlock(done, previewLockKey(meta.Repo, meta.Number), meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("release the preview's lock")
 	}

@@ -219,6 +219,9 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		log.Error().Str("result_task", res.TaskID).Msg("result.json belongs to another task; ignoring it")
 		res = nil
 	}
+	// Settled before the result is posted: a continue run it starts
+	// reserves against the month's spend with this run's cost in it.
+	r.keep.settle(ctx, meta, res)
 	// A plan's agent session is kept before the plan is posted: the plan
 	// invites /approve, and the execute run it starts takes the session
 	// from the backend as soon as it holds the issue.

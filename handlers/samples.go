@@ -48,9 +48,13 @@ func ReplySamples() map[string][]any {
 		"github/ci_base_failing": {CIBaseFailingData{Marker: marker, Head: "0123abc", Base: "main", Checks: []string{"test"}}},
 		"github/ci_gave_up": {CIGaveUpData{Marker: marker, Head: "0123abc", Attempts: 2, Failing: []CIFailingLine{{Name: "test", Conclusion: "failure"}},
 			Tried: []CITried{{TaskID: task, Checks: []string{"test"}, Result: "completed"}, {TaskID: task, Checks: []string{"test", "lint"}}}}},
-		"github/busy":            {BusyData{Holder: task, HolderMode: dispatch.ModePlan, Mode: dispatch.ModeExecute, Command: "approve"}, BusyData{Holder: task, Mode: dispatch.ModePlan}},
-		"github/command_error":   {CommandErrorData{Error: "unknown flag --budgte", Commands: issueCmds, State: lifecycle.LabelAwaitingApproval}, CommandErrorData{Error: "x", Commands: prCmds, OnPR: true, State: lifecycle.LabelRunning}, CommandErrorData{Error: "x", Commands: issueCmds, State: lifecycle.LabelPlanning}},
-		"github/config_error":    {ConfigErrorData{Source: "octo-org/hello", Error: "line 3: unknown field \"modle\"", File: ".sandbox.yml"}},
+		"github/busy":          {BusyData{Holder: task, HolderMode: dispatch.ModePlan, Mode: dispatch.ModeExecute, Command: "approve"}, BusyData{Holder: task, Mode: dispatch.ModePlan}},
+		"github/command_error": {CommandErrorData{Error: "unknown flag --budgte", Commands: issueCmds, State: lifecycle.LabelAwaitingApproval}, CommandErrorData{Error: "x", Commands: prCmds, OnPR: true, State: lifecycle.LabelRunning}, CommandErrorData{Error: "x", Commands: issueCmds, State: lifecycle.LabelPlanning}},
+		"github/config_error":  {ConfigErrorData{Source: "octo-org/hello", Error: "line 3: unknown field \"modle\"", File: ".sandbox.yml"}},
+		"github/over_budget": {OverBudgetData{Mode: dispatch.ModePlan, Scope: "installation", Budget: "$500.00", Spent: "$492.10", Reserved: "$5.00", Left: "$2.90",
+			Asked: "$5.00", Floor: "$3.00", Resets: "1 December 2026 00:00 UTC", Setting: "budgets.installation_monthly_usd", Again: "/approve", Marker: marker},
+			OverBudgetData{Mode: dispatch.ModeRevise, Scope: "repository", Budget: "$50.00", Spent: "$50.00", Reserved: "$0.00", Left: "$0.00", Unknown: 2,
+				Asked: "$5.00", Floor: "$1.00", Resets: "1 December 2026 00:00 CET", Setting: "budgets.repo_monthly_usd", Again: "/retry", Marker: marker}},
 		"github/over_ceiling":    {OverCeilingData{Command: "approve", Flag: "budget", Asked: "$500.00", Ceiling: "$10.00", Within: "10", Setting: "limits.max_budget_usd"}, OverCeilingData{Flag: "timeout", Asked: "600m", Ceiling: "120m", Within: "120", Setting: "limits.max_timeout_minutes"}},
 		"github/branch_updated":  {BranchUpdatedData{Base: "main"}},
 		"github/start_failed":    {StartFailedData{Marker: marker, TaskID: task, Mode: dispatch.ModePlan, What: "the sandbox backend refused the run", Todo: "Then comment `/retry`.", Delivery: "d-1"}},
@@ -96,6 +100,9 @@ func ReplySamples() map[string][]any {
 				CheckURL: "https://github.com/octo-org/hello/runs/1", LiveURL: "https://bot.example.com/runs/" + task, PlanURL: "https://github.com/octo-org/hello/issues/7#issuecomment-1"},
 			StatusData{User: "maya", TaskID: task, Mode: dispatch.ModePlan, Running: true, Place: 2, Elapsed: "3m 5s"},
 			StatusData{User: "maya", TaskID: task, Mode: dispatch.ModePlan, Outcome: "failed", Elapsed: "1m 2s", ResultURL: "https://github.com/octo-org/hello/issues/7#issuecomment-2"},
+			StatusData{User: "maya", TaskID: task, Mode: dispatch.ModePlan, Outcome: "was refused: too little was left of the month's budget", Budgets: []BudgetLine{
+				{Scope: "installation", Budget: "$500.00", Spent: "$412.30", Reserved: "$10.00", Left: "$77.70", Unknown: 1},
+				{Scope: "repository", Budget: "$50.00", Spent: "$48.00", Reserved: "$0.00", Left: "$2.00"}}},
 		},
 	}
 	maps.Copy(samples, previewSamples(task))

@@ -202,7 +202,7 @@ func TestInstallationCreatesLabels(t *testing.T) {
 	if code := h.deliver("installation", "d-install", body); code != http.StatusOK {
 		t.Fatalf("installation answered %d", code)
 	}
-	want := []string{"agent", "agent:awaiting-approval", "agent:done", "agent:failed", "agent:planning", "agent:queued", "agent:running"}
+	want := []string{"agent", "agent:awaiting-approval", "agent:done", "agent:failed", "agent:over-budget", "agent:planning", "agent:queued", "agent:running"}
 	for _, repo := range []string{testRepo, "octo-org/second"} {
 		h.gh.WaitFor(5*time.Second, "labels in "+repo, func() bool { return strings.Join(h.gh.RepoLabels(repo), ",") == strings.Join(want, ",") })
 	}

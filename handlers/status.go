@@ -45,6 +45,9 @@ type StatusData struct {
 	PlanURL string
 	// ResultURL is the comment that reported the end of the run.
 	ResultURL string
+	// Budgets are this month's figures of the installation's and the
+	// repository's budgets, those the server sets (budget.go).
+	Budgets []BudgetLine
 }
 
 // stateReplies answer what the bot sees without starting a run: /status,
@@ -68,6 +71,7 @@ func (sr *stateReplies) status(ctx context.Context, t thread, sc *scene) error {
 		return nil
 	}
 	data.User = t.sender
+	data.Budgets = budgetLines(ctx, sr.c, t.installation, t.gh.FullName())
 	return sr.c.reply(ctx, t.gh, t.number, "github/status", data)
 }
 
@@ -131,6 +135,8 @@ var outcomes = map[string]string{
 	KindResult:  "finished",
 	KindFailure: "failed",
 	KindAborted: "was aborted",
+	// The run never started: its budget did not fit the month's.
+	KindOverBudget: "was refused: too little was left of the month's budget",
 }
 
 // lastRun is the newest of the bot's comments that starts or ends a run.

@@ -149,6 +149,9 @@ func (w *world) inIssue(s lifecycle.State) thread {
 		w.executed(KindFailure)
 	case lifecycle.Aborted:
 		w.executed(KindAborted)
+	case lifecycle.OverBudget:
+		// The plan run the label asked for was refused over budget.
+		w.bot(1, Marker{Kind: KindOverBudget, TaskID: tHeld, Mode: dispatch.ModePlan, Issue: 1}, "💸 Over budget.")
 	default:
 		w.t.Fatalf("no issue state %q", s)
 	}
@@ -185,6 +188,8 @@ func (w *world) inPR(s lifecycle.State) thread {
 		revise(KindFailure)
 	case lifecycle.Aborted:
 		revise(KindAborted)
+	case lifecycle.OverBudget:
+		w.bot(2, Marker{Kind: KindOverBudget, TaskID: tHeld, Mode: dispatch.ModeRevise, Issue: 1, Branch: tBranch}, "💸 Over budget.")
 	default:
 		w.t.Fatalf("no PR state %q", s)
 	}
@@ -267,36 +272,36 @@ func (w *world) effects(before int, cancels string) string {
 // order of lifecycle.IssueStates and PRStates), in the worlds above.
 var (
 	issueGrid = map[lifecycle.Event][]string{
-		//                   idle                     queued                   planning                     plan posted              executing                    done                        failed                      aborted
-		lifecycle.Label:    {"run:plan", "reply:busy", "-", "-", "-", "run:plan", "run:plan", "run:plan"},
-		lifecycle.Mention:  {"run:plan", "reply:busy", "reply:busy", "run:plan", "reply:busy", "run:plan", "run:plan", "run:plan"},
-		lifecycle.Plan:     {"run:plan", "reply:busy", "reply:busy", "run:plan", "reply:busy", "run:plan", "run:plan", "run:plan"},
-		lifecycle.Approve:  {"reply:no_plan", "reply:no_plan", "reply:plan_in_progress", "run:execute", "reply:busy", "run:execute", "run:execute", "run:execute"},
-		lifecycle.Revise:   {"run:plan", "reply:busy", "reply:plan_in_progress", "run:plan", "reply:busy", "run:plan", "run:plan", "run:plan"},
-		lifecycle.Abort:    {"reply:nothing_to_abort", "reply:queue_aborted", "cancel+reply:abort_requested", "reply:nothing_to_abort", "cancel+reply:abort_requested", "reply:nothing_to_abort", "reply:nothing_to_abort", "reply:nothing_to_abort"},
-		lifecycle.Retry:    {"reply:no_earlier_run", "reply:no_earlier_run", "reply:busy", "run:plan", "reply:busy", "run:execute", "run:execute", "run:execute"},
-		lifecycle.Continue: {"reply:no_earlier_run", "reply:no_earlier_run", "reply:nothing_to_continue", "reply:nothing_to_continue", "reply:busy", "run:continue", "run:continue", "run:continue"},
-		lifecycle.Rebase:   {"reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place"},
-		lifecycle.Preview:  {"reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place"},
-		lifecycle.Status:   {"-", "reply:status", "reply:status", "reply:status", "reply:status", "reply:status", "reply:status", "reply:status"},
-		lifecycle.Typo:     {"reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error"},
+		//                   idle                     queued                   planning                     plan posted              executing                    done                        failed                      aborted     over budget
+		lifecycle.Label:    {"run:plan", "reply:busy", "-", "-", "-", "run:plan", "run:plan", "run:plan", "run:plan"},
+		lifecycle.Mention:  {"run:plan", "reply:busy", "reply:busy", "run:plan", "reply:busy", "run:plan", "run:plan", "run:plan", "run:plan"},
+		lifecycle.Plan:     {"run:plan", "reply:busy", "reply:busy", "run:plan", "reply:busy", "run:plan", "run:plan", "run:plan", "run:plan"},
+		lifecycle.Approve:  {"reply:no_plan", "reply:no_plan", "reply:plan_in_progress", "run:execute", "reply:busy", "run:execute", "run:execute", "run:execute", "run:plan"},
+		lifecycle.Revise:   {"run:plan", "reply:busy", "reply:plan_in_progress", "run:plan", "reply:busy", "run:plan", "run:plan", "run:plan", "run:plan"},
+		lifecycle.Abort:    {"reply:nothing_to_abort", "reply:queue_aborted", "cancel+reply:abort_requested", "reply:nothing_to_abort", "cancel+reply:abort_requested", "reply:nothing_to_abort", "reply:nothing_to_abort", "reply:nothing_to_abort", "reply:nothing_to_abort"},
+		lifecycle.Retry:    {"reply:no_earlier_run", "reply:no_earlier_run", "reply:busy", "run:plan", "reply:busy", "run:execute", "run:execute", "run:execute", "run:plan"},
+		lifecycle.Continue: {"reply:no_earlier_run", "reply:no_earlier_run", "reply:nothing_to_continue", "reply:nothing_to_continue", "reply:busy", "run:continue", "run:continue", "run:continue", "reply:nothing_to_continue"},
+		lifecycle.Rebase:   {"reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place"},
+		lifecycle.Preview:  {"reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place"},
+		lifecycle.Status:   {"-", "reply:status", "reply:status", "reply:status", "reply:status", "reply:status", "reply:status", "reply:status", "reply:status"},
+		lifecycle.Typo:     {"reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error"},
 	}
 	prGrid = map[lifecycle.Event][]string{
-		//                   not ours                 PR open          queued           revising         rebasing         failed           aborted
-		lifecycle.Mention:      {"reply:mention_other_pr", "batch", "batch", "batch", "batch", "batch", "batch"},
-		lifecycle.Review:       {"-", "batch", "batch", "batch", "batch", "batch", "batch"},
-		lifecycle.Revise:       {"reply:wrong_place", "batch", "batch", "batch", "batch", "batch", "batch"},
-		lifecycle.Rebase:       {"reply:wrong_place", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated"},
-		lifecycle.Push:         {"-", "update", "update", "update", "update", "update", "update"},
-		lifecycle.ChecksFailed: {"-", "run:revise", "ciwait", "ciwait", "ciwait", "run:revise", "-"},
-		lifecycle.Abort:        {"reply:wrong_place", "reply:nothing_to_abort", "reply:queue_aborted", "cancel+reply:abort_requested", "cancel+reply:abort_requested", "reply:nothing_to_abort", "reply:nothing_to_abort"},
-		lifecycle.Retry:        {"reply:wrong_place", "run:revise", "reply:busy", "reply:busy", "reply:busy", "run:revise", "run:revise"},
-		lifecycle.Continue:     {"reply:wrong_place", "run:continue", "reply:busy", "reply:busy", "reply:busy", "run:continue", "run:continue"},
-		lifecycle.Preview:      {"reply:wrong_place", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview"},
-		lifecycle.Plan:         {"reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place"},
-		lifecycle.Approve:      {"reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place"},
-		lifecycle.Status:       {"-", "-", "reply:status", "reply:status", "reply:status", "reply:status", "reply:status"},
-		lifecycle.Typo:         {"reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error"},
+		//                   not ours                 PR open          queued           revising         rebasing         failed           aborted          over budget
+		lifecycle.Mention:      {"reply:mention_other_pr", "batch", "batch", "batch", "batch", "batch", "batch", "batch"},
+		lifecycle.Review:       {"-", "batch", "batch", "batch", "batch", "batch", "batch", "batch"},
+		lifecycle.Revise:       {"reply:wrong_place", "batch", "batch", "batch", "batch", "batch", "batch", "batch"},
+		lifecycle.Rebase:       {"reply:wrong_place", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated"},
+		lifecycle.Push:         {"-", "update", "update", "update", "update", "update", "update", "update"},
+		lifecycle.ChecksFailed: {"-", "run:revise", "ciwait", "ciwait", "ciwait", "run:revise", "-", "run:revise"},
+		lifecycle.Abort:        {"reply:wrong_place", "reply:nothing_to_abort", "reply:queue_aborted", "cancel+reply:abort_requested", "cancel+reply:abort_requested", "reply:nothing_to_abort", "reply:nothing_to_abort", "reply:nothing_to_abort"},
+		lifecycle.Retry:        {"reply:wrong_place", "run:revise", "reply:busy", "reply:busy", "reply:busy", "run:revise", "run:revise", "run:revise"},
+		lifecycle.Continue:     {"reply:wrong_place", "run:continue", "reply:busy", "reply:busy", "reply:busy", "run:continue", "run:continue", "run:continue"},
+		lifecycle.Preview:      {"reply:wrong_place", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview"},
+		lifecycle.Plan:         {"reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place"},
+		lifecycle.Approve:      {"reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place", "reply:wrong_place"},
+		lifecycle.Status:       {"-", "-", "reply:status", "reply:status", "reply:status", "reply:status", "reply:status", "reply:status"},
+		lifecycle.Typo:         {"reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error", "reply:command_error"},
 	}
 )
 

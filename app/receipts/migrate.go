@@ -160,6 +160,7 @@ func migrations(d string) []migration {
 	whole           INTEGER NOT NULL
 )`, `CREATE INDEX transcripts_started ON transcripts(started_at)`, lines)},
 		{3, "figures by day", execAll(dayTable, fillDays)},
+		{4, "budget ledger", execAll(ledgerTable, `CREATE INDEX budget_entries_month ON budget_entries(installation_id, month)`)},
 	}
 }
 

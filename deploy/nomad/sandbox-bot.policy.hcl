@@ -38,6 +38,11 @@ namespace "default" {
     path "sandbox-bot/queued/*" {
       capabilities = ["write", "read", "destroy", "list"]
     }
+    # The monthly budgets' book when the replicas share no database (one
+    # Variable, changed with check-and-set).
+    path "sandbox-bot/budget" {
+      capabilities = ["write", "read", "list"]
+    }
     # Plan runs' agent sessions, kept for their execute runs (a head and
     # its chunks per plan, removed after 14 days).
     path "sandbox-bot/session/*" {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/budget"
 )
 
 type memoryRun struct {
@@ -46,6 +47,8 @@ type Memory struct {
 	// MemoryQueue is the run queue, kept like everything else here in
 	// memory.
 	MemoryQueue
+	// MemoryBook is the budget book (budget.Book), in memory too.
+	budget.MemoryBook
 }
 
 var (

@@ -33,26 +33,34 @@ func (s *Store) file() string { return filepath.Join(s.dir, "queue") }
 // across processes; it is released when the file is closed, also when the
 // process dies.
 func (s *Store) UpdateQueue(ctx context.Context, change func([]dispatch.QueueEntry) ([]dispatch.QueueEntry, error)) error {
+	return s.underLock(ctx, "queue.lock", func() error {
+		cur, err := s.ReadQueue(ctx)
+		if err != nil {
+			return err
+		}
+		data, write, err := dispatch.ApplyQueueChange(cur, change)
+		if !write {
+			return err
+		}
+		return writeAtomic(s.file(), data)
+	})
+}
+
+// underLock runs fn holding the flock of the file lockName in the
+// directory, which serializes it with every replica's on the machine.
+func (s *Store) underLock(ctx context.Context, lockName string, fn func() error) error {
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return fmt.Errorf("queue directory %s: %w", s.dir, err)
 	}
-	lock, err := os.OpenFile(filepath.Join(s.dir, "queue.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	lock, err := os.OpenFile(filepath.Join(s.dir, lockName), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
-		return fmt.Errorf("queue lock in %s: %w", s.dir, err)
+		return fmt.Errorf("lock %s in %s: %w", lockName, s.dir, err)
 	}
 	defer lock.Close()
 	if err := flock(ctx, lock); err != nil {
-		return fmt.Errorf("queue lock in %s: %w", s.dir, err)
+		return fmt.Errorf("lock %s in %s: %w", lockName, s.dir, err)
 	}
-	cur, err := s.ReadQueue(ctx)
-	if err != nil {
-		return err
-	}
-	data, write, err := dispatch.ApplyQueueChange(cur, change)
-	if !write {
-		return err
-	}
-	return writeAtomic(s.file(), data)
+	return fn()
 }
 
 // flock takes an exclusive lock on f, giving up when ctx ends. It blocks in

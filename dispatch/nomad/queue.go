@@ -32,26 +32,48 @@ const maxVarBytes = 64 << 10
 // Variable's modify index: of two replicas changing the queue at once,
 // Nomad takes one write, and the other reads again and retries.
 func (b *Backend) UpdateQueue(ctx context.Context, change func([]dispatch.QueueEntry) ([]dispatch.QueueEntry, error)) error {
+	return b.updateVar(ctx, "queue", QueuePath, "entries", func(data []byte) ([]byte, error) {
+		var cur []dispatch.QueueEntry
+		if data != nil {
+			var err error
+			if cur, err = dispatch.DecodeQueue(data); err != nil {
+				return nil, fmt.Errorf("read queue (variable %s): %w", QueuePath, err)
+			}
+		}
+		next, write, err := dispatch.ApplyQueueChange(cur, change)
+		if !write {
+			return nil, err
+		}
+		return next, nil
+	})
+}
+
+// updateVar replaces the packed document in item of the Variable at path
+// by what change makes of it (nil: leave it), with check-and-set on the
+// Variable's modify index: of two replicas writing at once, Nomad takes
+// one write, and the other reads again and retries. what names the
+// document in errors.
+func (b *Backend) updateVar(ctx context.Context, what, path, item string, change func([]byte) ([]byte, error)) error {
 	for attempt := 0; ; attempt++ {
-		cur, index, err := b.readQueue(ctx)
+		cur, index, err := b.readVar(ctx, what, path, item)
 		if err != nil {
 			return err
 		}
-		data, write, err := dispatch.ApplyQueueChange(cur, change)
-		if !write {
+		data, err := change(cur)
+		if err != nil || data == nil {
 			return err
 		}
 		packed, err := b.pack(data)
 		if err != nil {
-			return fmt.Errorf("write queue (variable %s): %w", QueuePath, err)
+			return fmt.Errorf("write %s (variable %s): %w", what, path, err)
 		}
 		// CAS index 0 creates the Variable only if it does not exist.
-		v := &api.Variable{Namespace: b.o.StateNamespace, Path: QueuePath, Items: api.VariableItems{"entries": packed}, ModifyIndex: index}
+		v := &api.Variable{Namespace: b.o.StateNamespace, Path: path, Items: api.VariableItems{item: packed}, ModifyIndex: index}
 		_, _, err = b.c.Variables().CheckedUpdate(v, b.stateW(ctx))
 		var cas api.ErrCASConflict
 		if !errors.As(err, &cas) {
 			if err != nil {
-				return fmt.Errorf("write queue (variable %s): %w", QueuePath, err)
+				return fmt.Errorf("write %s (variable %s): %w", what, path, err)
 			}
 			return nil
 		}
@@ -61,7 +83,7 @@ func (b *Backend) UpdateQueue(ctx context.Context, change func([]dispatch.QueueE
 		select {
 		case <-ctx.Done():
 			pause.Stop()
-			return fmt.Errorf("write queue (variable %s): %w after %d conflicting writes", QueuePath, ctx.Err(), attempt+1)
+			return fmt.Errorf("write %s (variable %s): %w after %d conflicting writes", what, path, ctx.Err(), attempt+1)
 		case <-pause.C:
 		}
 	}
@@ -69,28 +91,33 @@ func (b *Backend) UpdateQueue(ctx context.Context, change func([]dispatch.QueueE
 
 // ReadQueue implements dispatch.Queue.
 func (b *Backend) ReadQueue(ctx context.Context) ([]dispatch.QueueEntry, error) {
-	q, _, err := b.readQueue(ctx)
-	return q, err
+	data, _, err := b.readVar(ctx, "queue", QueuePath, "entries")
+	if err != nil || data == nil {
+		return nil, err
+	}
+	q, err := dispatch.DecodeQueue(data)
+	if err != nil {
+		return nil, fmt.Errorf("read queue (variable %s): %w", QueuePath, err)
+	}
+	return q, nil
 }
 
-// readQueue returns the queue and the modify index to write it back under
-// (0: the Variable does not exist).
-func (b *Backend) readQueue(ctx context.Context) ([]dispatch.QueueEntry, uint64, error) {
-	v, _, err := b.c.Variables().Peek(QueuePath, b.stateQ(ctx))
+// readVar returns the unpacked document in item of the Variable at path
+// and the modify index to write it back under (nil and 0: the Variable
+// does not exist).
+func (b *Backend) readVar(ctx context.Context, what, path, item string) ([]byte, uint64, error) {
+	v, _, err := b.c.Variables().Peek(path, b.stateQ(ctx))
 	if err != nil {
-		return nil, 0, fmt.Errorf("read queue (variable %s): %w", QueuePath, err)
+		return nil, 0, fmt.Errorf("read %s (variable %s): %w", what, path, err)
 	}
 	if v == nil {
 		return nil, 0, nil
 	}
-	data, err := unpack(v.Items["entries"])
-	if err == nil {
-		var q []dispatch.QueueEntry
-		if q, err = dispatch.DecodeQueue(data); err == nil {
-			return q, v.ModifyIndex, nil
-		}
+	data, err := unpack(v.Items[item])
+	if err != nil {
+		return nil, 0, fmt.Errorf("read %s (variable %s): %w", what, path, err)
 	}
-	return nil, 0, fmt.Errorf("read queue (variable %s): %w", QueuePath, err)
+	return data, v.ModifyIndex, nil
 }
 
 // SaveQueued implements dispatch.Queue.

@@ -48,6 +48,7 @@ type Config struct {
 	Resources Resources            `yaml:"resources,omitempty" json:"resources,omitempty" desc:"Resources requested for the sandbox, within the server's limits."`
 	CI        CI                   `yaml:"ci,omitempty" json:"ci,omitzero" desc:"What the bot does when the repository's own checks (Actions workflows, other apps' check runs, commit statuses) fail on the agent's pull request."`
 	Reports   Reports              `yaml:"reports,omitempty" json:"reports,omitzero" desc:"What of an issue written by someone without write access reaches the agent once a writer vouched for it."`
+	Budgets   Budgets              `yaml:"budgets,omitempty" json:"budgets,omitzero" desc:"Monthly budgets, lowered (never raised) from the server's: a run is admitted only when its budget fits what is left this month."`
 }
 
 // Service is one container started on the sandbox's inner network.

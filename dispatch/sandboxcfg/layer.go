@@ -333,6 +333,7 @@ func mergeSections(c, over *Config) {
 	c.Cache.merge(over.Cache)
 	c.CI.merge(over.CI)
 	c.Reports.merge(over.Reports)
+	c.Budgets.lower(over.Budgets)
 	if over.Resources.CPU != 0 {
 		c.Resources.CPU = over.Resources.CPU
 	}
@@ -376,5 +377,6 @@ func setKeys(c *Config) []string {
 	add(c.Resources != (Resources{}), "resources")
 	add(c.CI.set(), "ci")
 	add(c.Reports.set(), "reports")
+	add(c.Budgets.set(), "budgets")
 	return keys
 }

@@ -79,6 +79,7 @@ func fullConfig() *sandboxcfg.Config {
 		Resources: sandboxcfg.Resources{CPU: 4000, MemoryMB: 8192},
 		CI:        sandboxcfg.CI{Fix: ptr(true), FixAttempts: 3},
 		Reports:   sandboxcfg.Reports{Outsiders: "strict"},
+		Budgets:   sandboxcfg.Budgets{InstallationMonthlyUSD: 400, RepoMonthlyUSD: 50},
 	}
 }
 
@@ -308,7 +309,7 @@ func TestParseValid(t *testing.T) {
 }
 
 // topFields is the valid-field list every unknown top-level key reports.
-const topFields = "(valid fields: branch, cache, ci, command, dev, env, harness, inactivity_timeout, lifecycle, max_budget_usd, mcp, mode, model, name, network, plan, pr, repair, reports, resources, review, secrets, services, skills, supabase, timeout_minutes, validate)"
+const topFields = "(valid fields: branch, budgets, cache, ci, command, dev, env, harness, inactivity_timeout, lifecycle, max_budget_usd, mcp, mode, model, name, network, plan, pr, repair, reports, resources, review, secrets, services, skills, supabase, timeout_minutes, validate)"
 
 type errorCase struct {
 	name string

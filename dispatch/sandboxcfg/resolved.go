@@ -53,6 +53,8 @@ type Resolved struct {
 	Secrets   Secrets              `json:"secrets,omitzero"`
 	CI        ResolvedCI           `json:"ci"`
 	Reports   ResolvedReports      `json:"reports"`
+	// Budgets are the lowest monthly budgets the layers set (0: none).
+	Budgets Budgets `json:"budgets,omitzero"`
 }
 
 // ResolvedReview is the reviewer's pass.
@@ -122,7 +124,7 @@ func resolve(c *Config) Resolved {
 		Review: ResolvedReview{Enabled: c.Review.Enabled != nil && *c.Review.Enabled, Model: c.Review.Model,
 			BudgetShare: cmp.Or(c.Review.BudgetShare, DefaultReviewShare)},
 		Secrets: Secrets{Allow: c.Secrets.Allow},
-		CI:      c.CI.resolve(), Reports: c.Reports.resolve(),
+		CI:      c.CI.resolve(), Reports: c.Reports.resolve(), Budgets: c.Budgets,
 		Repair: ResolvedRepair{
 			Attempts:     DefaultRepairAttempts,
 			BudgetShare:  cmp.Or(c.Repair.BudgetShare, DefaultRepairShare),
@@ -165,7 +167,7 @@ func (r *Resolved) layer() Config {
 		Plan:    Plan{Required: &required, Strict: &strict},
 		Review:  Review{Enabled: &review, Model: r.Review.Model, BudgetShare: r.Review.BudgetShare},
 		Secrets: r.Secrets,
-		CI:      r.CI.layer(), Reports: r.Reports.layer(),
+		CI:      r.CI.layer(), Reports: r.Reports.layer(), Budgets: r.Budgets,
 		Repair: Repair{Attempts: &attempts, BudgetShare: r.Repair.BudgetShare, MinBudgetUSD: r.Repair.MinBudgetUSD},
 	}
 	for name, s := range r.Services {

@@ -180,6 +180,7 @@ func (c *Config) validateSections(bad report) {
 	c.Cache.validate(bad)
 	c.CI.validate(bad)
 	c.Reports.validate(bad)
+	c.Budgets.validate(bad)
 	if c.Resources.CPU < 0 {
 		bad("resources.cpu", "must not be negative")
 	}

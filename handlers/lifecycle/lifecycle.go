@@ -49,6 +49,10 @@ const (
 	Failed State = "failed"
 	// Aborted: a person stopped the last run (issue or PR).
 	Aborted State = "aborted"
+	// OverBudget: the last run was refused because its budget did not fit
+	// what is left of the month (issue or PR); a writer's /approve starts
+	// it once the budget was raised or the month turned.
+	OverBudget State = "over budget"
 )
 
 // The states of a pull request.
@@ -66,8 +70,8 @@ const (
 // IssueStates and PRStates are the columns of the two tables, in the order
 // of a run's life.
 var (
-	IssueStates = []State{Idle, Queued, Planning, PlanPosted, Executing, Done, Failed, Aborted}
-	PRStates    = []State{NotOurs, PROpen, Queued, Revising, Rebasing, Failed, Aborted}
+	IssueStates = []State{Idle, Queued, Planning, PlanPosted, Executing, Done, Failed, Aborted, OverBudget}
+	PRStates    = []State{NotOurs, PROpen, Queued, Revising, Rebasing, Failed, Aborted, OverBudget}
 )
 
 // The state labels: the visible part of the state. Idle, Aborted and
@@ -79,10 +83,11 @@ const (
 	LabelRunning          = "agent:running"
 	LabelDone             = "agent:done"
 	LabelFailed           = "agent:failed"
+	LabelOverBudget       = "agent:over-budget"
 )
 
 // Labels are every state label, for removing the others.
-var Labels = []string{LabelPlanning, LabelAwaitingApproval, LabelRunning, LabelDone, LabelFailed, LabelQueued}
+var Labels = []string{LabelPlanning, LabelAwaitingApproval, LabelRunning, LabelDone, LabelFailed, LabelQueued, LabelOverBudget}
 
 // Label is the state label s shows on GitHub ("" for none).
 func (s State) Label() string {
@@ -99,6 +104,8 @@ func (s State) Label() string {
 		return LabelDone
 	case Failed:
 		return LabelFailed
+	case OverBudget:
+		return LabelOverBudget
 	}
 	return ""
 }

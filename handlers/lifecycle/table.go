@@ -44,6 +44,9 @@ var (
 	// approve: the plan is executed; without one there is nothing to
 	// approve.
 	approve = Rule{{If: NoPlan, Do: Reply("no_plan")}, {Do: Execute, Next: Executing}}
+	// approveOver: a run refused over budget is asked for again: the plan
+	// is executed, or without one the plan run starts.
+	approveOver = Rule{{If: NoPlan, Do: StartPlan, Next: Planning}, {Do: Execute, Next: Executing}}
 	// approveBusy: a run holds the issue.
 	approveBusy = Rule{{If: NoPlan, Do: Reply("no_plan")}, {Do: Busy}}
 	replan      = Rule{{If: PastLastRound, Do: Reply("max_rounds")}, {Do: Replan, Next: Planning}}
@@ -70,28 +73,28 @@ var (
 // The issue's states by whether a run holds it.
 var (
 	issueHeld = []State{Queued, Planning, Executing}
-	issueFree = []State{Idle, PlanPosted, Done, Failed, Aborted}
+	issueFree = []State{Idle, PlanPosted, Done, Failed, Aborted, OverBudget}
 	// ended: the issue's last run ended (or could not start).
 	ended  = []State{Done, Failed, Aborted}
-	prOurs = []State{PROpen, Queued, Revising, Rebasing, Failed, Aborted}
+	prOurs = []State{PROpen, Queued, Revising, Rebasing, Failed, Aborted, OverBudget}
 	prHeld = []State{Queued, Revising, Rebasing}
-	prFree = []State{PROpen, Failed, Aborted}
+	prFree = []State{PROpen, Failed, Aborted, OverBudget}
 )
 
 // issueTable is what the bot does on an issue.
 var issueTable = wrongPlaces(map[Event]map[State]Rule{
 	// A label while a run or a plan is there is the App's own or a
 	// re-label: it asks for nothing new.
-	Label: with(each(plan, Idle, Done, Failed, Aborted), map[State]Rule{
+	Label: with(each(plan, Idle, Done, Failed, Aborted, OverBudget), map[State]Rule{
 		Queued: busy, Planning: nothing, PlanPosted: nothing, Executing: nothing,
 	}),
-	Mention: with(each(plan, Idle, Done, Failed, Aborted), with(each(busy, issueHeld...), map[State]Rule{
+	Mention: with(each(plan, Idle, Done, Failed, Aborted, OverBudget), with(each(busy, issueHeld...), map[State]Rule{
 		PlanPosted: mentionPlan,
 	})),
 	Plan: with(each(plan, issueFree...), each(busy, issueHeld...)),
 	Approve: with(each(approve, ended...), map[State]Rule{
 		Idle: reply("no_plan"), Queued: approveBusy, Planning: reply("plan_in_progress"),
-		PlanPosted: do(Execute, Executing), Executing: approveBusy,
+		PlanPosted: do(Execute, Executing), Executing: approveBusy, OverBudget: approveOver,
 	}),
 	Revise: with(each(replan, issueFree...), map[State]Rule{
 		Queued: replanBusy, Planning: reply("plan_in_progress"), Executing: replanBusy,
@@ -121,7 +124,7 @@ var prTable = wrongPlaces(map[Event]map[State]Rule{
 	Push:   with(each(do(UpdateBranch, ""), prOurs...), map[State]Rule{NotOurs: nothing}),
 	// A person who aborted the last run stopped the agent: failing checks
 	// do not start it again.
-	ChecksFailed: with(with(each(ciFix, PROpen, Failed), each(ciWait, prHeld...)), map[State]Rule{NotOurs: nothing, Aborted: nothing}),
+	ChecksFailed: with(with(each(ciFix, PROpen, Failed, OverBudget), each(ciWait, prHeld...)), map[State]Rule{NotOurs: nothing, Aborted: nothing}),
 	Abort: with(each(reply("nothing_to_abort"), prFree...), map[State]Rule{
 		Queued: do(Dequeue, Aborted), Revising: do(Cancel, ""), Rebasing: do(Cancel, ""),
 	}),

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
 // ClaudeCode runs Anthropic's Claude Code CLI in print mode and reads its
@@ -109,7 +111,7 @@ func (c *ClaudeCode) Command(req Request) (*exec.Cmd, error) {
 	if c.MaxTurns > 0 {
 		args = append(args, "--max-turns="+strconv.Itoa(c.MaxTurns))
 	}
-	if budget := lowestBudget(c.MaxBudgetUSD, req.BudgetUSD); budget > 0 {
+	if budget := sandboxcfg.Lowest(c.MaxBudgetUSD, req.BudgetUSD); budget > 0 {
 		args = append(args, "--max-budget-usd="+strconv.FormatFloat(budget, 'f', -1, 64))
 	}
 	if c.MCPConfig != "" {
@@ -227,14 +229,3 @@ func claudeEnvDefaults(env, defs []string) []string {
 }
 
 var _ Harness = (*ClaudeCode)(nil)
-
-// lowestBudget is the smaller of two budgets where zero means none.
-func lowestBudget(a, b float64) float64 {
-	switch {
-	case a <= 0:
-		return max(b, 0)
-	case b <= 0:
-		return a
-	}
-	return min(a, b)
-}
