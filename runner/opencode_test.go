@@ -1,6 +1,7 @@
 package runner_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -378,21 +379,52 @@ func TestSandboxRunnerSIGTERM(t *testing.T) {
 		"SANDBOX_WORKSPACE="+filepath.Join(dir, "work"),
 	)
 	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Stderr = &stderr
+	// stdout is read here, line by line, so the test can wait for the
+	// runner's own word that step 1 is done: OpenCode prints a step's
+	// events late, so the model having served the second turn does not
+	// mean the runner has read the first step's end yet (seen under load).
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stepDone, readDone := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(readDone)
+		sc := bufio.NewScanner(outPipe)
+		sc.Buffer(make([]byte, 64*1024), 1<<20)
+		signalled := false
+		for sc.Scan() {
+			stdout.Write(sc.Bytes())
+			stdout.WriteByte('\n')
+			if p, ok := dispatch.ParseProgress(sc.Bytes()); ok && !signalled && p.Message == "step 1 done" {
+				signalled = true
+				close(stepDone)
+			}
+		}
+	}()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	// The second turn is the stalled one: the agent has written PART1.md.
+	// The second turn is the stalled one: the agent has written PART1.md,
+	// and the runner has seen its first step end.
 	if err := srv.WaitServed(ctx, 2); err != nil {
 		cmd.Process.Kill()
 		t.Fatalf("the agent never reached its second turn: %v\n%s", err, stderr.String())
 	}
+	select {
+	case <-stepDone:
+	case <-ctx.Done():
+		cmd.Process.Kill()
+		t.Fatalf("the runner never reported step 1 done\n%s", stderr.String())
+	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	err := cmd.Wait()
+	<-readDone // read to its end before Wait, which closes the pipe
+	err = cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
 		t.Fatalf("exit = %v, want code 1\nstderr:\n%s", err, stderr.String())
 	}
