@@ -45,7 +45,21 @@ const (
 	// the fence, evaluated before every deny: the operator's
 	// SANDBOX_HOST_ALLOW and the ports the bot opens for the run.
 	EnvAllowHosts = "SANDBOX_ALLOW_HOSTS"
+	// EnvTaskFence, "UID:GID", marks a task-mode sandbox the backend
+	// started as root with only TaskFenceCaps: the init installs the
+	// egress defaults and the host wall, then runs as UID:GID (the
+	// sandbox user) with no capabilities at all
+	// (runner/sandboxinit/taskfence.go).
+	EnvTaskFence = "SANDBOX_TASK_FENCE"
 )
+
+// TaskFenceCaps are the capabilities a task-mode sandbox starts with, the
+// init's alone: NET_ADMIN and NET_RAW for iptables (legacy iptables opens
+// a raw socket), SETUID and SETGID to become the sandbox user, SETPCAP to
+// empty the bounding set first. Docker's names; Nomad's are lower case.
+func TaskFenceCaps() []string {
+	return []string{"NET_ADMIN", "NET_RAW", "SETUID", "SETGID", "SETPCAP"}
+}
 
 // Environment variables the runner reads, set by launchers that run it
 // without a sandbox init (the process backend, the local CLI).
