@@ -98,7 +98,7 @@ func TestEgressDefaultsFailClosed(t *testing.T) {
 		"task mode, fence failed": {order: task, euid: 1000, getenv: func(k string) string {
 			return map[string]string{envTaskFenced: "no iptables works here"}[k]
 		}, contains: "no iptables works here"},
-		"coding":    {order: coding, euid: 0, getenv: none},
+		"coding": {order: coding, euid: 0, getenv: none},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
