@@ -56,9 +56,11 @@ const (
 // TaskFenceCaps are the capabilities a task-mode sandbox starts with, the
 // init's alone: NET_ADMIN and NET_RAW for iptables (legacy iptables opens
 // a raw socket), SETUID and SETGID to become the sandbox user, SETPCAP to
-// empty the bounding set first. Docker's names; Nomad's are lower case.
+// empty the bounding set first, and KILL for PID 1, which stays root to
+// reap and must forward the engine's SIGTERM to the init that became the
+// sandbox user. Docker's names; Nomad's are lower case.
 func TaskFenceCaps() []string {
-	return []string{"NET_ADMIN", "NET_RAW", "SETUID", "SETGID", "SETPCAP"}
+	return []string{"NET_ADMIN", "NET_RAW", "SETUID", "SETGID", "SETPCAP", "KILL"}
 }
 
 // Environment variables the runner reads, set by launchers that run it

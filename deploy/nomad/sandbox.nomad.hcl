@@ -155,7 +155,7 @@ job "sandbox" {
         # (the task's user = "0:0") with the capabilities of its fence and
         # of its drop to the sandbox user alone, and the agent has none:
         #   cap_drop     = ["all"]
-        #   cap_add      = ["net_admin", "net_raw", "setuid", "setgid", "setpcap"]
+        #   cap_add      = ["net_admin", "net_raw", "setuid", "setgid", "setpcap", "kill"]
         #   security_opt = ["no-new-privileges"]
         # with SANDBOX_TASK_FENCE = "1000:1000" in env.
         privileged = true

@@ -217,7 +217,7 @@ func TestRunArgsPerProfile(t *testing.T) {
 	caps := []string{"--cap-add ALL --cap-drop SYS_RESOURCE", "seccomp=unconfined", "apparmor=unconfined", "target=/var/lib/docker"}
 	check("caps", argsOf(t, b, testSpec(dispatch.ModePlan), dispatch.IsolationCaps), caps, []string{"--privileged"})
 	check("task", argsOf(t, b, testSpec(dispatch.ModeTask), ""),
-		[]string{"--user 0:0", "--cap-drop ALL --cap-add NET_ADMIN --cap-add NET_RAW --cap-add SETUID --cap-add SETGID --cap-add SETPCAP",
+		[]string{"--user 0:0", "--cap-drop ALL --cap-add NET_ADMIN --cap-add NET_RAW --cap-add SETUID --cap-add SETGID --cap-add SETPCAP --cap-add KILL",
 			"no-new-privileges", dispatch.EnvTaskFence + "=1000:1000", "target=/cache/npm"},
 		[]string{"--privileged", "--cap-add ALL", "SYS_ADMIN", "/var/lib/docker", "/cache/images", "--runtime"})
 	// gvisor: the caps grants, towards gVisor's kernel; the host's

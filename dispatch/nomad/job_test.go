@@ -182,7 +182,7 @@ func checkJob(t *testing.T, job *api.Job, s dispatch.RunSpec) {
 			capDrop, _ := task.Config["cap_drop"].([]string)
 			secOpt, _ := task.Config["security_opt"].([]string)
 			if privileged || volumes || task.Env[dispatch.EnvDinD] != "0" || len(task.Templates) != 1 ||
-				!slices.Equal(capAdd, []string{"net_admin", "net_raw", "setuid", "setgid", "setpcap"}) ||
+				!slices.Equal(capAdd, []string{"net_admin", "net_raw", "setuid", "setgid", "setpcap", "kill"}) ||
 				!slices.Equal(capDrop, []string{"all"}) || !slices.Equal(secOpt, []string{"no-new-privileges"}) {
 				fail("task mode must run with the fence's capabilities alone, without inner daemon or token: %v env %v", task.Config, task.Env)
 			}
