@@ -22,7 +22,8 @@ const (
 	// runner resolves {name} placeholders from it.
 	EnvServicesFile = "SANDBOX_SERVICES_FILE"
 	// EnvDinD is "1" when init must start the inner Docker daemon and "0"
-	// in task mode, which has neither privileges nor an inner daemon.
+	// in task mode, which has no inner daemon (and, once its init has
+	// fenced it, no privileges: EnvTaskFence).
 	EnvDinD = "SANDBOX_DIND"
 	// EnvIsolation is the sandbox's Isolation profile, or "none".
 	EnvIsolation = "SANDBOX_ISOLATION"
