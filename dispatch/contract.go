@@ -22,7 +22,8 @@ const (
 	// runner resolves {name} placeholders from it.
 	EnvServicesFile = "SANDBOX_SERVICES_FILE"
 	// EnvDinD is "1" when init must start the inner Docker daemon and "0"
-	// in task mode, which has neither privileges nor an inner daemon.
+	// in task mode, which has no inner daemon (and, once its init has
+	// fenced it, no privileges: EnvTaskFence).
 	EnvDinD = "SANDBOX_DIND"
 	// EnvIsolation is the sandbox's Isolation profile, or "none".
 	EnvIsolation = "SANDBOX_ISOLATION"
@@ -45,7 +46,23 @@ const (
 	// the fence, evaluated before every deny: the operator's
 	// SANDBOX_HOST_ALLOW and the ports the bot opens for the run.
 	EnvAllowHosts = "SANDBOX_ALLOW_HOSTS"
+	// EnvTaskFence, "UID:GID", marks a task-mode sandbox the backend
+	// started as root with only TaskFenceCaps: the init installs the
+	// egress defaults and the host wall, then runs as UID:GID (the
+	// sandbox user) with no capabilities at all
+	// (runner/sandboxinit/taskfence.go).
+	EnvTaskFence = "SANDBOX_TASK_FENCE"
 )
+
+// TaskFenceCaps are the capabilities a task-mode sandbox starts with, the
+// init's alone: NET_ADMIN and NET_RAW for iptables (legacy iptables opens
+// a raw socket), SETUID and SETGID to become the sandbox user, SETPCAP to
+// empty the bounding set first, and KILL for PID 1, which stays root to
+// reap and must forward the engine's SIGTERM to the init that became the
+// sandbox user. Docker's names; Nomad's are lower case.
+func TaskFenceCaps() []string {
+	return []string{"NET_ADMIN", "NET_RAW", "SETUID", "SETGID", "SETPCAP", "KILL"}
+}
 
 // Environment variables the runner reads, set by launchers that run it
 // without a sandbox init (the process backend, the local CLI).

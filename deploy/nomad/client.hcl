@@ -44,6 +44,11 @@ plugin "docker" {
     # caps isolation profile, for hosts that refuse privileged containers:
     # the job adds every capability and drops sys_resource. The gvisor
     # profile needs it too (the grants are then towards gVisor's kernel).
+    # Task-mode jobs, in every profile, add net_admin, net_raw, setuid,
+    # setgid, setpcap and kill for their init alone (it installs the egress
+    # defaults and the host wall, then runs the agent with no capability
+    # at all); a client that does not allow "all" must list at least
+    # those (Nomad's default list lacks net_admin and net_raw).
     allow_caps = ["all"]
 
     # gvisor isolation profile (SANDBOX_ISOLATION=gvisor): the job asks

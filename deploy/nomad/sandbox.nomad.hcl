@@ -151,7 +151,13 @@ job "sandbox" {
         # The gvisor profile: the caps lines, and gVisor's runtime (task
         # mode too):
         #   runtime      = "runsc"
-        # Task mode uses neither, and no volume.
+        # Task mode uses neither, and no volume: its init starts as root
+        # (the task's user = "0:0") with the capabilities of its fence and
+        # of its drop to the sandbox user alone, and the agent has none:
+        #   cap_drop     = ["all"]
+        #   cap_add      = ["net_admin", "net_raw", "setuid", "setgid", "setpcap", "kill"]
+        #   security_opt = ["no-new-privileges"]
+        # with SANDBOX_TASK_FENCE = "1000:1000" in env.
         privileged = true
 
         # The inner dockerd's storage: a directory of the task, removed with
@@ -180,8 +186,8 @@ job "sandbox" {
         # link-local): the Nomad API and the bot (the bot fills them from
         # NOMAD_ADDR, SANDBOX_LISTEN and deny_networks), and this node's
         # own address, every port (the host wall: the Nomad client's API,
-        # Consul's agent, anything bound to all addresses). Coding modes
-        # only.
+        # Consul's agent, anything bound to all addresses). Every mode,
+        # task mode too.
         SANDBOX_DENY_NETS = "${attr.unique.network.ip-address}"
         # The init fences off its default route's gateway and
         # host.docker.internal too; the host ports the operator lists in

@@ -217,8 +217,9 @@ func TestRunArgsPerProfile(t *testing.T) {
 	caps := []string{"--cap-add ALL --cap-drop SYS_RESOURCE", "seccomp=unconfined", "apparmor=unconfined", "target=/var/lib/docker"}
 	check("caps", argsOf(t, b, testSpec(dispatch.ModePlan), dispatch.IsolationCaps), caps, []string{"--privileged"})
 	check("task", argsOf(t, b, testSpec(dispatch.ModeTask), ""),
-		[]string{"--user 1000:1000", "--cap-drop ALL", "no-new-privileges", "target=/cache/npm"},
-		[]string{"--privileged", "--cap-add", "/var/lib/docker", "/cache/images", "--runtime"})
+		[]string{"--user 0:0", "--cap-drop ALL --cap-add NET_ADMIN --cap-add NET_RAW --cap-add SETUID --cap-add SETGID --cap-add SETPCAP --cap-add KILL",
+			"no-new-privileges", dispatch.EnvTaskFence + "=1000:1000", "target=/cache/npm"},
+		[]string{"--privileged", "--cap-add ALL", "SYS_ADMIN", "/var/lib/docker", "/cache/images", "--runtime"})
 	// gvisor: the caps grants, towards gVisor's kernel; the host's
 	// /dev/fuse and the sysctl mean nothing there.
 	check("gvisor", argsOf(t, b, testSpec(dispatch.ModeExecute), dispatch.IsolationGVisor),
@@ -226,8 +227,8 @@ func TestRunArgsPerProfile(t *testing.T) {
 	// Every run of the profile is behind gVisor, task mode (and previews)
 	// with the task's own flags.
 	check("gvisor task", argsOf(t, b, testSpec(dispatch.ModeTask), dispatch.IsolationGVisor),
-		[]string{"--runtime runsc", "--user 1000:1000", "--cap-drop ALL", "no-new-privileges"},
-		[]string{"--privileged", "--cap-add", "/var/lib/docker", "seccomp=unconfined"})
+		[]string{"--runtime runsc", "--user 0:0", "--cap-drop ALL --cap-add NET_ADMIN", "no-new-privileges", dispatch.EnvTaskFence + "=1000:1000"},
+		[]string{"--privileged", "--cap-add ALL", "/var/lib/docker", "seccomp=unconfined"})
 }
 
 func TestWriteTaskDir(t *testing.T) {

@@ -176,12 +176,17 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 		args = append(args, "--mount", bind(b.o.OSVDir, dispatch.OSVMount, true))
 	}
 	if task {
-		// No inner daemon, no privileges: the init and the runner run as
-		// the sandbox user from the start.
+		// No inner daemon. The init starts as root with the capabilities
+		// its fence needs alone, installs it, and runs the runner and the
+		// agent as the sandbox user with none (the bounding set emptied),
+		// so nothing the agent starts can change the rules.
+		args = append(args, "--user", "0:0", "--cap-drop", "ALL")
+		for _, c := range dispatch.TaskFenceCaps() {
+			args = append(args, "--cap-add", c)
+		}
 		args = append(args,
-			"--user", fmt.Sprintf("%d:%d", b.o.SandboxUID, b.o.SandboxGID),
-			"--cap-drop", "ALL",
 			"--security-opt", "no-new-privileges",
+			"--env", fmt.Sprintf("%s=%d:%d", dispatch.EnvTaskFence, b.o.SandboxUID, b.o.SandboxGID),
 		)
 		if rec.Isolation == dispatch.IsolationGVisor {
 			args = append(args, "--runtime", dispatch.GVisorRuntime)

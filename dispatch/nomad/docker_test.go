@@ -143,7 +143,9 @@ func TestJobRunsInDocker(t *testing.T) {
 			t.Fatalf("Wait = %+v, %v", st, err)
 		}
 		res, err := b.Result(ctx, s.Order.TaskID)
-		if err != nil || res.PRSummary != "dind=0 isolation=none" {
+		// Started as root with the fence's capabilities, run as the
+		// agent's user (the fake does what the init does).
+		if err != nil || res.PRSummary != "dind=0 isolation=none fence_uid0=true net_admin=true ran_as=1000" {
 			t.Fatalf("Result = %+v, %v", res, err)
 		}
 		allocs := e.fake.Allocs(nomad.DefaultNamespace, jobIDOf(s))

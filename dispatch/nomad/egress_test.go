@@ -47,7 +47,15 @@ func TestJobDeniesNomadAndTheBot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, ok := task.TaskGroups[0].Tasks[0].Env[dispatch.EnvDenyNets]; ok {
-		t.Errorf("task job carries %s=%q", dispatch.EnvDenyNets, v)
+	// Task mode is behind the same wall: its init fences as root before
+	// it drops to the agent's user.
+	tenv := task.TaskGroups[0].Tasks[0].Env
+	for _, k := range []string{dispatch.EnvDenyNets, dispatch.EnvDenyHost, dispatch.EnvAllowHosts} {
+		if tenv[k] != env[k] {
+			t.Errorf("task job %s = %q, want the coding job's %q", k, tenv[k], env[k])
+		}
+	}
+	if tenv[dispatch.EnvTaskFence] != "1000:1000" {
+		t.Errorf("task job %s = %q, want the agent's 1000:1000", dispatch.EnvTaskFence, tenv[dispatch.EnvTaskFence])
 	}
 }

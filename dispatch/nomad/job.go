@@ -189,25 +189,28 @@ func sandboxTask(o Options, id string, order dispatch.WorkOrder, isolation dispa
 		dispatch.EnvIsolation: string(isolation),
 		dispatch.EnvTaskID:    order.TaskID,
 	}
-	if !taskMode {
-		task.Env[dispatch.EnvDenyNets] = denyNetsEnv(o.DenyNets, o.HostWall)
-		if o.HostWall {
-			task.Env[dispatch.EnvDenyHost] = "1"
-		}
-		if len(o.HostAllow) > 0 {
-			task.Env[dispatch.EnvAllowHosts] = dispatch.FormatHostAllow(o.HostAllow)
-		}
+	// Task mode too: its init fences as root, then drops to the agent's
+	// user (runner/sandboxinit/taskfence.go).
+	task.Env[dispatch.EnvDenyNets] = denyNetsEnv(o.DenyNets, o.HostWall)
+	if o.HostWall {
+		task.Env[dispatch.EnvDenyHost] = "1"
+	}
+	if len(o.HostAllow) > 0 {
+		task.Env[dispatch.EnvAllowHosts] = dispatch.FormatHostAllow(o.HostAllow)
 	}
 	task.Resources = &api.Resources{CPU: ptr(res.CPU), MemoryMB: ptr(res.MemoryMB)}
 	task.KillTimeout = ptr(o.KillTimeout)
 	task.KillSignal = "SIGTERM"
 	task.LogConfig = &api.LogConfig{MaxFiles: ptr(5), MaxFileSizeMB: ptr(20)}
-	// Task mode runs as the agent's user alone (no init, no second
-	// identity), which must read its own work order and token.
+	// Task mode's init starts as root with the fence's capabilities alone
+	// (dockerConfig), fences, and runs everything else as the agent's
+	// user with none: no second identity, so that user must read its own
+	// work order and token.
 	secretsUID, secretsGID := o.SecretsUID, o.SecretsGID
 	if taskMode {
 		secretsUID, secretsGID = dispatch.AgentUID, dispatch.AgentUID
-		task.User = fmt.Sprintf("%d:%d", dispatch.AgentUID, dispatch.AgentUID)
+		task.User = "0:0"
+		task.Env[dispatch.EnvTaskFence] = fmt.Sprintf("%d:%d", dispatch.AgentUID, dispatch.AgentUID)
 	}
 	task.Templates = []*api.Template{
 		{
@@ -278,6 +281,11 @@ func dockerConfig(image string, isolation dispatch.Isolation, taskMode bool) map
 		}},
 	}
 	if taskMode {
+		// The init's, for its fence and its drop to the agent's user
+		// (the docker plugin's allow_caps must list them).
+		cfg["cap_drop"] = []string{"all"}
+		cfg["cap_add"] = TaskCaps()
+		cfg["security_opt"] = []string{"no-new-privileges"}
 		if isolation == dispatch.IsolationGVisor {
 			cfg["runtime"] = dispatch.GVisorRuntime
 		}
@@ -406,4 +414,13 @@ func denyNetsEnv(nets []dispatch.DenyNet, hostWall bool) string {
 		return s + "," + node
 	}
 	return node
+}
+
+// TaskCaps are dispatch.TaskFenceCaps in the Nomad docker plugin's names.
+func TaskCaps() []string {
+	caps := dispatch.TaskFenceCaps()
+	for i, c := range caps {
+		caps[i] = strings.ToLower(c)
+	}
+	return caps
 }

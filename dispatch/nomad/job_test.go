@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -175,8 +176,15 @@ func checkJob(t *testing.T, job *api.Job, s dispatch.RunSpec) {
 		}
 		switch {
 		case taskMode:
-			if privileged || volumes || caps || task.Env[dispatch.EnvDinD] != "0" || len(task.Templates) != 1 {
-				fail("task mode must run without privileges, inner daemon or token: %v env %v", task.Config, task.Env)
+			// The init's fence capabilities alone, which it drops with
+			// the bounding set before the runner starts.
+			capAdd, _ := task.Config["cap_add"].([]string)
+			capDrop, _ := task.Config["cap_drop"].([]string)
+			secOpt, _ := task.Config["security_opt"].([]string)
+			if privileged || volumes || task.Env[dispatch.EnvDinD] != "0" || len(task.Templates) != 1 ||
+				!slices.Equal(capAdd, []string{"net_admin", "net_raw", "setuid", "setgid", "setpcap", "kill"}) ||
+				!slices.Equal(capDrop, []string{"all"}) || !slices.Equal(secOpt, []string{"no-new-privileges"}) {
+				fail("task mode must run with the fence's capabilities alone, without inner daemon or token: %v env %v", task.Config, task.Env)
 			}
 		case s.Isolation == dispatch.IsolationCaps || gvisor:
 			if privileged || !caps || task.Config["cap_drop"].([]string)[0] != "sys_resource" || len(task.Config["security_opt"].([]string)) != 2 {
@@ -206,8 +214,9 @@ func checkJob(t *testing.T, job *api.Job, s dispatch.RunSpec) {
 		owner := dispatch.RunnerUID
 		if taskMode {
 			owner = dispatch.AgentUID
-			if task.User != "1000:1000" {
-				fail("task mode must run as the agent's user: %q", task.User)
+			if task.User != "0:0" || task.Env[dispatch.EnvTaskFence] != "1000:1000" {
+				fail("task mode's init must start as root and drop to the agent's user: user %q %s=%q",
+					task.User, dispatch.EnvTaskFence, task.Env[dispatch.EnvTaskFence])
 			}
 		}
 		for _, tp := range task.Templates {

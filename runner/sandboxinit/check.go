@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
 // check is `sandbox-runner init --check`: what an operator runs on a new
@@ -20,7 +22,8 @@ func check(ctx context.Context, log zerolog.Logger, opts options, out io.Writer)
 	say("uid", "%d", os.Geteuid())
 	say("kernel", "%s", kernelRelease())
 	if os.Geteuid() != 0 {
-		say("result", "not root: this container can only run task mode (no inner daemon)")
+		say("result", "not root: no sandbox can start here (coding sandboxes need the privileged or caps profile; "+
+			"task sandboxes start as root with the fence's capabilities and drop them, see "+dispatch.EnvTaskFence+")")
 		return 1
 	}
 	// Before anything of ours exists: a socket here would be the host's.

@@ -116,8 +116,9 @@ type denyState struct {
 
 // enforceEgressDefaults installs the deny fence once per start. A coding
 // sandbox whose init cannot install it does not run: the agent would
-// reach the cloud's metadata and the bot. Task mode has no privileges to
-// fence with (see docs/security.md).
+// reach the cloud's metadata and the bot. Neither does a task sandbox,
+// whose init fenced it as root before becoming the sandbox user
+// (taskfence.go).
 func (s *sandbox) enforceEgressDefaults(ctx context.Context, run ipTables) error {
 	return s.applyEgressDefaults(ctx, run, os.Geteuid(), os.Getenv, "/etc/resolv.conf", readHostView())
 }
@@ -137,7 +138,12 @@ func (s *sandbox) applyEgressDefaults(ctx context.Context, run ipTables, euid in
 		case s.order == nil:
 			s.log.Info().Msg("no work order and not root: egress defaults not enforced")
 		case s.taskMode():
-			s.log.Warn().Msg("task mode runs without privileges: egress defaults (link-local, the bot, Nomad) are not fenced inside the sandbox; the host's network policy applies")
+			// The init's root half fenced it before becoming this user
+			// (taskfence.go), or the run does not go on.
+			if err := taskFenceResult(getenv); err != nil {
+				return fmt.Errorf("egress defaults could not be installed, so the sandbox would reach cloud metadata, the bot and its host: %w", err)
+			}
+			s.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Str("allow", dispatch.FormatDenyNets(fc.allow)).Msg("egress defaults enforced before the init dropped to the sandbox user")
 		default:
 			return errors.New("the sandbox init is not root, so it cannot fence off link-local addresses and the bot's own addresses " +
 				"(coding sandboxes need the privileged or caps profile)")

@@ -68,8 +68,8 @@ func TestDenyRules(t *testing.T) {
 	}
 }
 
-// A coding sandbox that cannot install the defaults does not start; task
-// mode (no privileges) says so and runs; a bad list from the backend is a
+// A sandbox that cannot install the defaults does not start, a task
+// sandbox whose init's root half did not fence it neither; a bad list from the backend is a
 // start failure naming the variable.
 func TestEgressDefaultsFailClosed(t *testing.T) {
 	t.Parallel()
@@ -88,8 +88,17 @@ func TestEgressDefaultsFailClosed(t *testing.T) {
 		"bad deny list": {order: coding, euid: 0, getenv: func(k string) string {
 			return map[string]string{dispatch.EnvDenyNets: "bot.example:8080"}[k]
 		}, contains: dispatch.EnvDenyNets},
-		"task mode": {order: task, euid: 1000, getenv: none},
-		"coding":    {order: coding, euid: 0, getenv: none},
+		// The root half fenced it and said so (taskfence.go).
+		"task mode, fenced": {order: task, euid: 1000, getenv: func(k string) string {
+			return map[string]string{envTaskFenced: taskFencedOK}[k]
+		}},
+		// Started without root: nothing fenced it, so it does not run.
+		"task mode, not fenced": {order: task, euid: 1000, getenv: none, contains: dispatch.EnvTaskFence},
+		// The root half could not: its reason is the run's failure.
+		"task mode, fence failed": {order: task, euid: 1000, getenv: func(k string) string {
+			return map[string]string{envTaskFenced: "no iptables works here"}[k]
+		}, contains: "no iptables works here"},
+		"coding": {order: coding, euid: 0, getenv: none},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -234,6 +243,18 @@ func TestRequestPort(t *testing.T) {
 		u, _ := url.Parse(in)
 		if got, err := requestPort(u); err != nil || got != want {
 			t.Errorf("requestPort(%s) = %d, %v", in, got, err)
+		}
+	}
+}
+
+func TestParseTaskDrop(t *testing.T) {
+	t.Parallel()
+	if d, err := parseTaskDrop("1000:1001"); err != nil || d != (taskDrop{uid: 1000, gid: 1001}) {
+		t.Errorf("1000:1001 = %+v, %v", d, err)
+	}
+	for _, bad := range []string{"1", "0:0", "1000:0", "sandbox:sandbox", "1000:"} {
+		if _, err := parseTaskDrop(bad); err == nil || !strings.Contains(err.Error(), dispatch.EnvTaskFence) {
+			t.Errorf("%q: %v, want an error naming %s", bad, err, dispatch.EnvTaskFence)
 		}
 	}
 }

@@ -13,8 +13,11 @@
 // its interrupted receipt, and stops the inner daemon cleanly before
 // exiting with the runner's code.
 //
-// Task mode, or a container started as a non-root user, has no inner
-// daemon and no privileges: the init only supervises the runner.
+// Task mode has no inner daemon and the agent no privileges: the init
+// starts as root with the capabilities of its fence alone, installs the
+// egress defaults and the host wall, and then becomes the sandbox user
+// with no capability at all and only supervises the runner
+// (taskfence.go).
 package sandboxinit
 
 import (

@@ -57,7 +57,7 @@ func (a account) credential() *syscall.Credential {
 // the secrets given to the run) with the init's private variables removed
 // and the user's identity and the sandbox's additions set.
 func childEnv(base []string, acct *account, extra map[string]string) []string {
-	drop := map[string]bool{envChild: true}
+	drop := map[string]bool{envChild: true, envTaskFenced: true}
 	if acct != nil {
 		for _, k := range []string{"HOME", "USER", "LOGNAME", "SHELL"} {
 			drop[k] = true

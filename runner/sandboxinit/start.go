@@ -50,6 +50,12 @@ func (s *sandbox) run(parent context.Context) int {
 	sig := forwardSignals(s.log, cancel)
 	defer sig.stop()
 
+	if v := os.Getenv(dispatch.EnvTaskFence); v != "" && os.Geteuid() == 0 {
+		// Returns only when it could not become the sandbox user.
+		if err := s.fenceTaskThenDrop(ctx, v); err != nil {
+			return s.fail(dispatch.StatusFailed, fmt.Errorf("task sandbox: %w", err))
+		}
+	}
 	if err := s.steps.do("work-order", s.loadOrder); err != nil {
 		return s.fail(dispatch.StatusFailed, err)
 	}

@@ -124,6 +124,9 @@ func (d DockerDriver) Run(ctx context.Context, t *Task) (int, error) {
 		return 1, err
 	}
 	args = append(args, mounts...)
+	if u := t.Task.User; u != "" {
+		args = append(args, "--user", u)
+	}
 	if b, _ := cfg["privileged"].(bool); b {
 		args = append(args, "--privileged")
 	}

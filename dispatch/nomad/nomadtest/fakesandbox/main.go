@@ -27,6 +27,11 @@ func main() {
 func run() int {
 	term := make(chan os.Signal, 1)
 	signal.Notify(term, syscall.SIGTERM)
+	fence, err := taskFence()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fakesandbox:", err)
+		return 2
+	}
 	raw, err := os.ReadFile(os.Getenv(dispatch.EnvWorkOrder))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "fakesandbox:", err)
@@ -42,6 +47,9 @@ func run() int {
 		return 2
 	}
 	summary := []string{"dind=" + os.Getenv(dispatch.EnvDinD), "isolation=" + os.Getenv(dispatch.EnvIsolation)}
+	if fence != "" {
+		summary = append(summary, fence)
+	}
 	if order.TokenFile != "" {
 		tok, err := os.ReadFile(order.TokenFile)
 		if err != nil || len(tok) == 0 {
@@ -83,4 +91,41 @@ func run() int {
 	}
 	progress(4, "done", dispatch.StatusCompleted)
 	return receipt(dispatch.StatusCompleted)
+}
+
+// taskFence does what the real init does with dispatch.EnvTaskFence: it
+// checks that it started as root with CAP_NET_ADMIN (what the fence
+// needs), then becomes UID:GID before anything else. It says what it
+// found, for the test to compare.
+func taskFence() (string, error) {
+	v := os.Getenv(dispatch.EnvTaskFence)
+	if v == "" {
+		return "", nil
+	}
+	var uid, gid int
+	if _, err := fmt.Sscanf(v, "%d:%d", &uid, &gid); err != nil {
+		return "", fmt.Errorf("%s=%q: %w", dispatch.EnvTaskFence, v, err)
+	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "", err
+	}
+	var eff uint64
+	for _, l := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(l, "CapEff:"); ok {
+			fmt.Sscanf(strings.TrimSpace(rest), "%x", &eff)
+		}
+	}
+	const capNetAdmin = 12
+	found := fmt.Sprintf("fence_uid0=%t net_admin=%t", os.Geteuid() == 0, eff&(1<<capNetAdmin) != 0)
+	if err := syscall.Setgroups([]int{gid}); err != nil {
+		return "", fmt.Errorf("setgroups: %w", err)
+	}
+	if err := syscall.Setgid(gid); err != nil {
+		return "", fmt.Errorf("setgid: %w", err)
+	}
+	if err := syscall.Setuid(uid); err != nil {
+		return "", fmt.Errorf("setuid: %w", err)
+	}
+	return found + fmt.Sprintf(" ran_as=%d", os.Geteuid()), nil
 }
