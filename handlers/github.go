@@ -85,10 +85,19 @@ type Conversation interface {
 	RemoveLabel(ctx context.Context, number int, label string) error
 	// CreateLabel creates a label; one that exists is kept as it is.
 	CreateLabel(ctx context.Context, name, color, description string) error
-	// BodyHTML is a text as GitHub rendered it (body_html, asked for with
-	// the application/vnd.github.full+json media type): for a private
-	// repository its images are signed URLs.
-	BodyHTML(ctx context.Context, ref BodyRef) (string, error)
+	// BodyHTML is a text and GitHub's rendering of it (body_html, asked
+	// for with the application/vnd.github.full+json media type), from one
+	// response: for a private repository its images are signed URLs.
+	BodyHTML(ctx context.Context, ref BodyRef) (Rendered, error)
+}
+
+// Rendered is a text as written and as GitHub rendered it, read in one
+// response, so the rendering is of exactly that text: a check of the text
+// (a vouch's digest) holds for the rendering too, whatever edit comes
+// between two reads.
+type Rendered struct {
+	// Title is an issue's title; empty for other texts.
+	Title, Body, HTML string
 }
 
 // People are who may drive the bot.

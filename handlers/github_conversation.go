@@ -105,7 +105,7 @@ func (r *goConversation) CreateLabel(ctx context.Context, name, color, descripti
 
 // BodyHTML asks for the text with the full media type, whose body_html
 // is GitHub's rendering.
-func (r *goConversation) BodyHTML(ctx context.Context, ref BodyRef) (string, error) {
+func (r *goConversation) BodyHTML(ctx context.Context, ref BodyRef) (Rendered, error) {
 	var u string
 	switch ref.Kind {
 	case bodyIssue:
@@ -117,20 +117,22 @@ func (r *goConversation) BodyHTML(ctx context.Context, ref BodyRef) (string, err
 	case bodyReviewComment:
 		u = fmt.Sprintf("repos/%s/%s/pulls/comments/%d", r.owner, r.name, ref.ID)
 	default:
-		return "", fmt.Errorf("no rendered text of a %q", ref.Kind)
+		return Rendered{}, fmt.Errorf("no rendered text of a %q", ref.Kind)
 	}
 	req, err := r.c.NewRequest(http.MethodGet, u, nil)
 	if err != nil {
-		return "", err
+		return Rendered{}, err
 	}
 	req.Header.Set("Accept", "application/vnd.github.full+json")
 	var v struct {
+		Title    string `json:"title"`
+		Body     string `json:"body"`
 		BodyHTML string `json:"body_html"`
 	}
 	if resp, err := r.c.Do(ctx, req, &v); err != nil {
-		return "", fmt.Errorf("read the rendered %s of %s: %w", ref.Kind, r.FullName(), status404(resp, err))
+		return Rendered{}, fmt.Errorf("read the rendered %s of %s: %w", ref.Kind, r.FullName(), status404(resp, err))
 	}
-	return v.BodyHTML, nil
+	return Rendered{Title: v.Title, Body: v.Body, HTML: v.BodyHTML}, nil
 }
 
 // goPeople is the People of goRepo: who may drive the bot.

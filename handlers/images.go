@@ -53,6 +53,10 @@ type imageSource struct {
 	// (it is not kept with a queued request: those carry only texts that
 	// hold one).
 	markdown string
+	// rendered is GitHub's rendering when the run read it already (an
+	// outsider's report: the one its vouch was checked against), so the
+	// images are the quoted text's and it is not read twice.
+	rendered string
 }
 
 // ImageNote is one image the bot found for a run: Why is empty when the
@@ -97,11 +101,15 @@ func (a agentRun) imagesFor(ctx context.Context, gh GitHub, sources []imageSourc
 	}
 	f := &imageFetches{a: a, caps: caps}
 	for _, src := range sources {
-		rendered, err := gh.BodyHTML(ctx, src.Ref)
-		if err != nil {
-			zerolog.Ctx(ctx).Warn().Err(err).Str("source", src.What).Msg("read the rendered text for its images")
-			f.note(ImageNote{Name: "the images of " + src.What, Why: "GitHub's rendered text could not be read"})
-			continue
+		rendered := src.rendered
+		if rendered == "" {
+			r, err := gh.BodyHTML(ctx, src.Ref)
+			if err != nil {
+				zerolog.Ctx(ctx).Warn().Err(err).Str("source", src.What).Msg("read the rendered text for its images")
+				f.note(ImageNote{Name: "the images of " + src.What, Why: "GitHub's rendered text could not be read"})
+				continue
+			}
+			rendered = r.HTML
 		}
 		for i, found := range imgSources(rendered) {
 			name := fmt.Sprintf("%s, image %d%s", src.What, i+1, found.label())

@@ -142,7 +142,13 @@ func (r *memRepo) JobLog(_ context.Context, id int64, read func(io.Reader) error
 	return read(strings.NewReader(log))
 }
 
-func (r *memRepo) BodyHTML(_ context.Context, ref BodyRef) (string, error) {
+func (r *memRepo) BodyHTML(_ context.Context, ref BodyRef) (Rendered, error) {
 	defer r.lock()()
-	return r.html[ref], nil
+	out := Rendered{HTML: r.html[ref]}
+	if ref.Kind == bodyIssue {
+		if is, err := r.issue(ref.Number); err == nil {
+			out.Title, out.Body = is.title, is.body
+		}
+	}
+	return out, nil
 }

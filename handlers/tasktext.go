@@ -80,11 +80,12 @@ func (a agentRun) taskText(ctx context.Context, gh GitHub, number int, quoted bo
 		in.images = append(in.images, issueImages)
 	case quoted:
 		in.task.Title = outsiderTitle(number)
-		if err := a.quoteOutsider(ctx, gh, issue, comments, vouch, &in); err != nil {
+		rendered, err := a.quoteOutsider(ctx, gh, issue, comments, vouch, &in)
+		if err != nil {
 			return in, err
 		}
 		if in.task.Report != nil {
-			issueImages.What = "the issue by " + author
+			issueImages.What, issueImages.rendered = "the issue by "+author, rendered
 			in.images = append(in.images, issueImages)
 		}
 	default:
@@ -116,38 +117,43 @@ func (a agentRun) taskText(ctx context.Context, gh GitHub, number int, quoted bo
 // quoteOutsider puts an outsider's issue in the task as their report when
 // a writer vouched for its title and body as they are now and GitHub's
 // rendering of it can be read; otherwise the task keeps "Issue #N" and
-// the acknowledgement says why.
-func (a agentRun) quoteOutsider(ctx context.Context, gh GitHub, issue *github.Issue, comments []*github.IssueComment, vouch *Vouch, in *taskInput) error {
+// the acknowledgement says why. It returns the rendering it quoted.
+func (a agentRun) quoteOutsider(ctx context.Context, gh GitHub, issue *github.Issue, comments []*github.IssueComment, vouch *Vouch, in *taskInput) (string, error) {
 	author := issue.GetUser().GetLogin()
 	if vouch == nil {
 		login, err := a.c.LoadIdentity(ctx)
 		if err != nil {
-			return err
+			return "", err
 		}
 		vouch = lastVouch(markedComments(comments, login))
 	}
 	if vouch == nil || vouch.Digest != reportDigest(issue.GetTitle(), issue.GetBody()) {
 		in.excluded.IssueAuthor, in.excluded.Withheld = author, a.withheldReason(vouch)
 		zerolog.Ctx(ctx).Info().Bool("vouched", vouch != nil).Msg("an outsider's report not quoted: no vouch for its text as it is")
-		return nil
+		return "", nil
 	}
-	rendered := ""
-	if issue.GetBody() != "" {
-		var err error
-		if rendered, err = gh.BodyHTML(ctx, BodyRef{Kind: bodyIssue, Number: issue.GetNumber()}); err != nil || strings.TrimSpace(rendered) == "" {
-			zerolog.Ctx(ctx).Warn().Err(err).Msg("GitHub's rendering of an outsider's report could not be read: not quoted")
-			in.excluded.IssueAuthor, in.excluded.Withheld = author, unrendered
-			return nil
-		}
+	// The text and its rendering come from one response, and the vouch is
+	// checked again against that text: an edit after the read above would
+	// otherwise pair the vouched text with the edit's rendering.
+	rendered, err := gh.BodyHTML(ctx, BodyRef{Kind: bodyIssue, Number: issue.GetNumber()})
+	if err == nil && vouch.Digest != reportDigest(rendered.Title, rendered.Body) {
+		in.excluded.IssueAuthor, in.excluded.Withheld = author, a.withheldReason(vouch)
+		zerolog.Ctx(ctx).Info().Msg("an outsider's report not quoted: edited as it was read")
+		return "", nil
 	}
-	r, err := outsiderReport(author, vouch.By, issue.GetTitle(), issue.GetBody(), rendered)
+	if err != nil || (rendered.Body != "" && strings.TrimSpace(rendered.HTML) == "") {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("GitHub's rendering of an outsider's report could not be read: not quoted")
+		in.excluded.IssueAuthor, in.excluded.Withheld = author, unrendered
+		return "", nil
+	}
+	r, err := outsiderReport(author, vouch.By, rendered.Title, rendered.Body, rendered.HTML)
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("GitHub's rendering of an outsider's report could not be read: not quoted")
 		in.excluded.IssueAuthor, in.excluded.Withheld = author, unrendered
-		return nil
+		return "", nil
 	}
 	in.task.Report, in.excluded.Report = r, r
-	return nil
+	return rendered.HTML, nil
 }
 
 // unrendered is why a report whose rendering the bot could not read is
