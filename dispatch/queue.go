@@ -170,21 +170,6 @@ func DequeueWaiting(ctx context.Context, q Queue, taskID string) (removed bool, 
 	return removed, nil
 }
 
-// Admit claims, oldest first, every waiting entry that fits under every
-// cap, and returns them: the caller starts them. live are the runs the
-// backend says have not ended (the backend's state is what replicas
-// agree on); claimed entries count too while their run is live or their
-// claim is younger than ClaimGrace, so a run claimed by another replica
-// and not yet submitted holds its slot. Older claims whose run is not live
-// wait again, at their place, so a run a stopped replica claimed is not
-// lost (the caller skips one that already ran). An entry that does not
-// fit is passed over for later ones only when a per-installation or
-// per-repository cap holds it: the global cap stops the line.
-func Admit(ctx context.Context, q Queue, caps Caps, live []Meta, now time.Time) ([]QueueEntry, error) {
-	a, err := AdmitAt(ctx, q, caps, live, now)
-	return a.Admitted, err
-}
-
 // Admission is what one admission decided.
 type Admission struct {
 	// Admitted are the entries that took a slot: the caller starts them.
@@ -196,8 +181,18 @@ type Admission struct {
 	Recheck time.Time
 }
 
-// AdmitAt is Admit, also saying when admission must run again.
-func AdmitAt(ctx context.Context, q Queue, caps Caps, live []Meta, now time.Time) (Admission, error) {
+// Admit claims, oldest first, every waiting entry that fits under every
+// cap, and returns them (the caller starts them) with when admission
+// must run again (Admission.Recheck). live are the runs the
+// backend says have not ended (the backend's state is what replicas
+// agree on); claimed entries count too while their run is live or their
+// claim is younger than ClaimGrace, so a run claimed by another replica
+// and not yet submitted holds its slot. Older claims whose run is not live
+// wait again, at their place, so a run a stopped replica claimed is not
+// lost (the caller skips one that already ran). An entry that does not
+// fit is passed over for later ones only when a per-installation or
+// per-repository cap holds it: the global cap stops the line.
+func Admit(ctx context.Context, q Queue, caps Caps, live []Meta, now time.Time) (Admission, error) {
 	var a Admission
 	err := q.UpdateQueue(ctx, func(cur []QueueEntry) ([]QueueEntry, error) {
 		next, got, changed := admit(cur, caps, live, now)

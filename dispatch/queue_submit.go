@@ -47,7 +47,7 @@ func AdmitLive(ctx context.Context, b QueueBackend, caps Caps, now time.Time) (A
 	if err != nil {
 		return Admission{}, err
 	}
-	return AdmitAt(ctx, b, caps, live, now)
+	return Admit(ctx, b, caps, live, now)
 }
 
 // Unsubmitted are the claimed entries whose run is not on b at all (not

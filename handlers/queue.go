@@ -158,12 +158,16 @@ func (r *Runs) startQueued(b *starter, admitted []dispatch.QueueEntry) {
 	if len(admitted) == 0 {
 		return
 	}
-	r.queued(func(ctx context.Context) {
-		for _, e := range admitted {
-			log := r.logger.With().Str("task_id", e.TaskID).Str("repo", e.Repo).Int("issue", e.Number).Logger()
-			b.startAdmitted(log.WithContext(ctx), e)
-		}
-	})
+	r.queued(func(ctx context.Context) { startEach(ctx, r.logger, b, admitted) })
+}
+
+// startEach starts admitted runs one after another, in queue order, each
+// logged with its task, repository and issue.
+func startEach(ctx context.Context, logger zerolog.Logger, b *starter, admitted []dispatch.QueueEntry) {
+	for _, e := range admitted {
+		log := logger.With().Str("task_id", e.TaskID).Str("repo", e.Repo).Int("issue", e.Number).Logger()
+		b.startAdmitted(log.WithContext(ctx), e)
+	}
 }
 
 // admitLater is the claim watch's admission: on a goroutine r's Stop
@@ -175,10 +179,7 @@ func admitLater(r *Runs, b *starter) func() {
 			if err != nil {
 				zerolog.Ctx(ctx).Error().Err(err).Msg("admit queued runs whose claims went stale; the next run to end tries again")
 			}
-			for _, e := range admitted {
-				log := r.logger.With().Str("task_id", e.TaskID).Str("repo", e.Repo).Int("issue", e.Number).Logger()
-				b.startAdmitted(log.WithContext(ctx), e)
-			}
+			startEach(ctx, r.logger, b, admitted)
 		})
 	}
 }

@@ -131,8 +131,8 @@ func testQueueAdmitUnderCaps(t *testing.T, ctx context.Context, a, b dispatch.Qu
 	admit := func(q dispatch.Queue, caps dispatch.Caps, live []dispatch.Meta, at time.Time, want ...string) {
 		t.Helper()
 		got, err := dispatch.Admit(ctx, q, caps, live, at)
-		if err != nil || !slices.Equal(ids(got), want) {
-			t.Fatalf("Admit = %v, %v; want %v", ids(got), err, want)
+		if err != nil || !slices.Equal(ids(got.Admitted), want) {
+			t.Fatalf("Admit = %v, %v; want %v", ids(got.Admitted), err, want)
 		}
 	}
 	admit(a, caps, nil, now, "T-00000001", "T-00000002")
@@ -205,7 +205,7 @@ func testQueueConcurrent(t *testing.T, ctx context.Context, a, b dispatch.Queue)
 		got, err := dispatch.Admit(ctx, q, dispatch.Caps{Global: 3}, nil, time.Now())
 		mu.Lock()
 		defer mu.Unlock()
-		admitted = append(admitted, ids(got)...)
+		admitted = append(admitted, ids(got.Admitted)...)
 		return err
 	})
 	close(errs)
@@ -233,9 +233,9 @@ func testQueueHandover(t *testing.T, ctx context.Context, a, b dispatch.Queue) {
 	caps := dispatch.Caps{Global: 1}
 	admitAt := func(q dispatch.Queue, live []dispatch.Meta, at time.Time, want []string, recheck time.Time) {
 		t.Helper()
-		got, err := dispatch.AdmitAt(ctx, q, caps, live, at)
+		got, err := dispatch.Admit(ctx, q, caps, live, at)
 		if err != nil || !slices.Equal(ids(got.Admitted), want) || !got.Recheck.Equal(recheck) {
-			t.Fatalf("AdmitAt(%v) = %v, recheck %v, %v; want %v, recheck %v", at, ids(got.Admitted), got.Recheck, err, want, recheck)
+			t.Fatalf("Admit(%v) = %v, recheck %v, %v; want %v, recheck %v", at, ids(got.Admitted), got.Recheck, err, want, recheck)
 		}
 	}
 	first := entry(1, "", 0).TaskID

@@ -18,7 +18,6 @@ package sandboxinit
 // the sandbox's gateway.
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/netip"
@@ -58,14 +57,9 @@ func innerNetworks(ctx context.Context, run ipTables, hosts string) (innerNets, 
 	var avoid []netip.Addr
 	clash := false
 	seen := map[netip.Addr]bool{}
-	sc := bufio.NewScanner(strings.NewReader(hosts))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 2 || strings.HasPrefix(f[0], "#") {
-			continue
-		}
-		a, err := netip.ParseAddr(f[0])
-		if err != nil || !a.Is4() || a.IsLoopback() || a.IsLinkLocalUnicast() || seen[a] {
+	for _, e := range hostsEntries(hosts) {
+		a := e.addr
+		if !a.Is4() || a.IsLoopback() || a.IsLinkLocalUnicast() || seen[a] {
 			continue
 		}
 		seen[a] = true
@@ -80,8 +74,8 @@ func innerNetworks(ctx context.Context, run ipTables, hosts string) (innerNets, 
 		avoid = append(avoid, a, via)
 		clash = clash || innerBridgeDefault.Contains(a)
 	}
-	if err := sc.Err(); err != nil || !clash {
-		return innerNets{}, err
+	if !clash {
+		return innerNets{}, nil
 	}
 	// 172.18–31 as dockerd's own pools, then 10.213–255.
 	var candidates []netip.Prefix

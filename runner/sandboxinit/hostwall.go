@@ -8,7 +8,6 @@ package sandboxinit
 // /etc/hosts.
 
 import (
-	"bufio"
 	"encoding/hex"
 	"fmt"
 	"net/netip"
@@ -36,21 +35,34 @@ func readHostView() hostView {
 // namedAddrs are the addresses /etc/hosts gives name.
 func (v hostView) namedAddrs(name string) []netip.Addr {
 	var out []netip.Addr
-	sc := bufio.NewScanner(strings.NewReader(v.hosts))
-	for sc.Scan() {
-		line, _, _ := strings.Cut(sc.Text(), "#")
+	for _, e := range hostsEntries(v.hosts) {
+		for _, n := range e.names {
+			if strings.EqualFold(n, name) {
+				out = append(out, e.addr.Unmap())
+			}
+		}
+	}
+	return out
+}
+
+// hostsEntry is one line of an /etc/hosts: an address and its names.
+type hostsEntry struct {
+	addr  netip.Addr
+	names []string
+}
+
+// hostsEntries reads an /etc/hosts: comments cut, lines without an
+// address and a name skipped.
+func hostsEntries(hosts string) []hostsEntry {
+	var out []hostsEntry
+	for _, l := range strings.Split(hosts, "\n") {
+		line, _, _ := strings.Cut(l, "#")
 		f := strings.Fields(line)
 		if len(f) < 2 {
 			continue
 		}
-		a, err := netip.ParseAddr(f[0])
-		if err != nil {
-			continue
-		}
-		for _, n := range f[1:] {
-			if strings.EqualFold(n, name) {
-				out = append(out, a.Unmap())
-			}
+		if a, err := netip.ParseAddr(f[0]); err == nil {
+			out = append(out, hostsEntry{addr: a, names: f[1:]})
 		}
 	}
 	return out
