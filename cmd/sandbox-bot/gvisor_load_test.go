@@ -29,7 +29,7 @@ func secondRunGVisor(t *testing.T) {
 	profiles := []dispatch.Isolation{dispatch.IsolationCaps, dispatch.IsolationGVisor}
 	loops := map[dispatch.Isolation]*loop{}
 	for _, iso := range profiles {
-		loops[iso] = startLoop(t, loopOptions{repoFiles: startRepo(true, npm), env: []string{"SANDBOX_ISOLATION=" + string(iso)}})
+		loops[iso] = startLoop(t, loopOptions{repoFiles: startRepo(true, npm), hostAllow: registryAllow(npm), env: []string{"SANDBOX_ISOLATION=" + string(iso)}})
 	}
 	labelRun := func(iso dispatch.Isolation, title string) time.Duration {
 		l := loops[iso]

@@ -139,13 +139,22 @@ func hostOpenCodeFirstRequest(t *testing.T, l *loop) time.Duration {
 	return firstRequestAfter(l.model, start).Sub(start)
 }
 
+// registryAllow lists the npm registry fixture in SANDBOX_HOST_ALLOW: it
+// listens on the host, behind the host wall like every host port.
+func registryAllow(npm *dockertest.NPMRegistry) []string {
+	if npm == nil {
+		return nil
+	}
+	return []string{strings.TrimPrefix(npm.URL, "http://")}
+}
+
 func secondRun(t *testing.T, withSetup bool) {
 	img := testenv.SandboxImage(t)
 	var npm *dockertest.NPMRegistry
 	if withSetup {
 		npm = dockertest.ServeNPM(t, dockertest.NPMPackage{Name: "left-pad", Version: "1.0.0", Body: "module.exports = 1;\n"})
 	}
-	l := newLoopWith(t, nil, nil, startRepo(withSetup, npm))
+	l := startLoop(t, loopOptions{repoFiles: startRepo(withSetup, npm), hostAllow: registryAllow(npm)})
 	l.hostEnv = runtest.OpenCodeEnv(t, l.model)
 	var f floor
 	f.measure(t, l, img) // warms the host's OpenCode HOME
