@@ -98,6 +98,7 @@ func (r *run) prepare() error {
 	if err := r.checkoutStart(g, target, targetSHA); err != nil {
 		return err
 	}
+	r.buildChecks(g)
 	if r.startSHA, err = g.Head(r.work); err != nil {
 		return err
 	}

@@ -134,7 +134,9 @@ func (r *run) implement() error {
 	}
 	// No checkpoint may commit what the reviewer does in the checkout.
 	stopPush()
-	r.review()
+	if r.cfg.Review.Enabled && r.pushes && r.work.Err() == nil {
+		r.res.Review = r.reviewer().review(r.work, r.promptData())
+	}
 	r.captureMedia()
 	head, err := r.git.Head(r.work)
 	if err != nil {
@@ -149,6 +151,13 @@ func (r *run) implement() error {
 		}
 	}
 	return nil
+}
+
+// reviewer is the run's reviewer's pass (review.enabled), in implementing
+// runs that push.
+func (r *run) reviewer() *reviewer {
+	return &reviewer{cfg: r.cfg.Review, model: r.cfg.Model, harness: r.h.Name(), budget: r.budget * r.cfg.Review.BudgetShare,
+		git: r.git, baseSHA: r.baseSHA, gitMu: &r.gitMu, templates: r.opts.Templates, red: r.red, prog: r.prog, log: r.log, invoke: r.invoke}
 }
 
 // commitSubject is the subject line of the run's commits.

@@ -18,6 +18,22 @@ func builtinCheck(name, what string) sandboxcfg.Check {
 	return sandboxcfg.Check{Name: name, Command: "built in: " + what}
 }
 
+// buildChecks makes the run's checks before the PR once the checkout knows
+// its base: the secret scan for every checkout (a rebase pushes too), the
+// dependency report for runs that push, the plan's scope for a run that
+// implements an approved plan with files.
+func (r *run) buildChecks(g *Git) {
+	r.sec = newSecretGate(g, r.baseSHA, r.cfg.Secrets.Allow, r.red, r.log, r.prog, r.commitSubject(), r.order.TaskID)
+	if !r.pushes {
+		return
+	}
+	ch := change{git: g, baseSHA: r.baseSHA, media: mediaDir(r.order.TaskID)}
+	r.deps = &depCheck{change: ch, osvDir: r.opts.OSVDir, log: r.log}
+	if len(r.order.PlanFiles) > 0 && r.spec.pipeline == pipeImplement {
+		r.scope = &scopeCheck{change: ch, files: r.order.PlanFiles, strict: r.cfg.Plan.Strict, reasons: r.reasons, masked: r.sec.masked, log: r.log}
+	}
+}
+
 // hasBuiltinChecks reports whether the run makes any: only runs that push
 // (the others publish nothing to check).
 func (r *run) hasBuiltinChecks() bool { return r.git != nil && r.pushes }
@@ -28,13 +44,21 @@ func (r *run) builtinChecks(report func(checkRun)) []checkRun {
 		return nil
 	}
 	var runs []checkRun
-	if c, ok := r.planScopeCheck(); ok {
+	if c, ok := r.scope.check(r.work); ok {
 		runs = append(runs, c)
 	}
-	if c, ok := r.advisoriesCheck(); ok {
+	if c, ok := r.deps.check(r.work); ok {
 		runs = append(runs, c)
 	}
-	runs = append(runs, r.secretsCheck())
+	var pushed error
+	if r.spec.pushAtMilestones {
+		pushed = r.push(r.work)
+	} else {
+		// A mode that pushes once, at its end (rebase), is scanned now
+		// and pushed then.
+		pushed = r.gateOnly(r.work)
+	}
+	runs = append(runs, secretsCheck(pushed, r.red))
 	for _, c := range runs {
 		if _, listed := r.checks[c.Check.Name]; listed || !c.Passed {
 			report(c)

@@ -55,7 +55,7 @@ func (r *run) pushLocked(ctx context.Context) error {
 	if !r.spec.pushes || target == "" || target == r.baseBranch {
 		return fmt.Errorf("push: refusing to push %s mode's work to %q (base %q)", r.order.Mode, target, r.baseBranch)
 	}
-	if head, err = r.gatePush(ctx, head); err != nil {
+	if head, err = r.sec.gatePush(ctx, head, r.pushedSHA); err != nil {
 		return err
 	}
 	if head == r.pushedSHA {

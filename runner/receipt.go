@@ -104,10 +104,10 @@ func (r *run) finalPush(res *dispatch.Result) {
 		}
 	}
 	r.describe(ctx)
-	r.res.SecretScan = r.secretReport()
+	r.res.SecretScan = r.sec.report()
 	head := r.headRev(ctx)
-	r.res.Dependencies = r.dependencies(ctx, head)
-	r.res.PlanScope = r.comparePlan(ctx, head)
+	r.res.Dependencies = r.deps.dependencies(ctx, head)
+	r.res.PlanScope = r.scope.compare(ctx, head)
 }
 
 // describe fills the receipt's git facts.
@@ -119,7 +119,7 @@ func (r *run) describe(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	if r.sec.held != nil {
+	if r.sec.heldBack() {
 		// The receipt describes what the branch holds: the last push.
 		if head = r.pushedSHA; head == "" {
 			return

@@ -174,8 +174,11 @@ type run struct {
 	checks     map[string]*dispatch.CheckResult
 	checkOrder []string
 
-	sec  secretState // the secret scan before pushes (prsecrets.go)
-	deps depState    // the dependency report (prdeps.go)
+	// The checks before the PR, each built once the checkout knows its
+	// base; nil where the run makes none (prchecks.go).
+	sec   *secretGate // the secret scan before pushes (prsecrets.go)
+	deps  *depCheck   // the dependency report and advisories (prdeps.go)
+	scope *scopeCheck // the change against the approved plan (planscope.go)
 	// reasons are the agent's reasons for files outside the approved
 	// plan, from its "Outside the approved plan" sections.
 	reasons map[string]string
