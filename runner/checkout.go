@@ -98,14 +98,14 @@ func (r *run) prepare() error {
 	if err := r.checkoutStart(g, target, targetSHA); err != nil {
 		return err
 	}
-	r.buildChecks(g)
 	if r.startSHA, err = g.Head(r.work); err != nil {
 		return err
 	}
+	pushed := ""
 	if targetExists {
-		r.pushedSHA = r.startSHA
-		r.lease = r.startSHA
+		pushed = r.startSHA
 	}
+	r.buildChecks(g, pushed)
 	// The sandbox writes resolved .env files into the checkout; they hold
 	// secrets and must never be committed.
 	if err := g.Exclude(".env", ".env.local"); err != nil {

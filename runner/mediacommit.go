@@ -58,8 +58,8 @@ func (r *run) captureMedia() {
 		r.mediaFailed("copy into the checkout", err)
 		return
 	}
-	r.gitMu.Lock()
-	defer r.gitMu.Unlock()
+	r.br.mu.Lock()
+	defer r.br.mu.Unlock()
 	sha, err := r.git.CommitPaths(r.work, fmt.Sprintf("Add screenshots and recordings for review\n\nCaptured by sandbox-bot; the next commit removes them, the PR shows them\nfrom this one.\n\nTask: %s", r.order.TaskID), rel)
 	if err == nil && sha == "" {
 		err = errors.New("nothing to commit")

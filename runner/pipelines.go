@@ -115,7 +115,7 @@ func (r *run) implement() error {
 	if spec.SessionID == "" {
 		spec.Images = r.agentImages() // a resumed session has them
 	}
-	stopPush := r.periodicPush()
+	stopPush := r.br.periodic(r.work, r.opts.PushInterval)
 	defer stopPush()
 
 	out, aerr := r.agentResuming(spec, data)
@@ -123,7 +123,7 @@ func (r *run) implement() error {
 	if aerr != nil {
 		return aerr
 	}
-	if err := r.milestone(r.commitMessage()); err != nil {
+	if err := r.br.milestone(r.work, r.commitMessage()); err != nil {
 		return err
 	}
 	if err := r.validateAndRepair(out.OK()); err != nil {
@@ -157,7 +157,7 @@ func (r *run) implement() error {
 // runs that push.
 func (r *run) reviewer() *reviewer {
 	return &reviewer{cfg: r.cfg.Review, model: r.cfg.Model, harness: r.h.Name(), budget: r.budget * r.cfg.Review.BudgetShare,
-		git: r.git, baseSHA: r.baseSHA, gitMu: &r.gitMu, templates: r.opts.Templates, red: r.red, prog: r.prog, log: r.log, invoke: r.invoke}
+		git: r.git, baseSHA: r.baseSHA, gitMu: &r.br.mu, templates: r.opts.Templates, red: r.red, prog: r.prog, log: r.log, invoke: r.invoke}
 }
 
 // commitSubject is the subject line of the run's commits.

@@ -161,19 +161,6 @@ func (c change) files(ctx context.Context, head string) ([]string, error) {
 	return files, nil
 }
 
-// headRev is the commit the receipt describes: the checkout's HEAD, or
-// the last push when the secret scan holds the rest back (the base when
-// nothing was pushed).
-func (r *run) headRev(ctx context.Context) string {
-	if r.sec.heldBack() {
-		return firstNonEmpty(r.pushedSHA, r.baseSHA)
-	}
-	if sha, err := r.git.Head(ctx); err == nil {
-		return sha
-	}
-	return r.baseSHA
-}
-
 // scopeCheck compares an implementing run's change with the approved
 // plan's files, and with plan.strict fails the change outside them; a
 // value of its own, built once the checkout knows its base. The nil

@@ -18,12 +18,15 @@ func builtinCheck(name, what string) sandboxcfg.Check {
 	return sandboxcfg.Check{Name: name, Command: "built in: " + what}
 }
 
-// buildChecks makes the run's checks before the PR once the checkout knows
-// its base: the secret scan for every checkout (a rebase pushes too), the
-// dependency report for runs that push, the plan's scope for a run that
-// implements an approved plan with files.
-func (r *run) buildChecks(g *Git) {
+// buildChecks makes the run's branch and its checks before the PR once the
+// checkout knows its base (pushed is the remote branch's commit when it
+// existed, "" otherwise): the secret scan for every checkout (a rebase
+// pushes too), the dependency report for runs that push, the plan's scope
+// for a run that implements an approved plan with files.
+func (r *run) buildChecks(g *Git, pushed string) {
 	r.sec = newSecretGate(g, r.baseSHA, r.cfg.Secrets.Allow, r.red, r.log, r.prog, r.commitSubject(), r.order.TaskID)
+	r.br = &branch{git: g, sec: r.sec, target: r.order.TargetBranch, base: r.baseBranch, baseSHA: r.baseSHA, pushed: pushed, lease: pushed,
+		spec: r.spec, mode: r.order.Mode, taskID: r.order.TaskID, title: r.order.Task.Title, red: r.red, log: r.log, prog: r.prog}
 	if !r.pushes {
 		return
 	}
@@ -52,11 +55,11 @@ func (r *run) builtinChecks(report func(checkRun)) []checkRun {
 	}
 	var pushed error
 	if r.spec.pushAtMilestones {
-		pushed = r.push(r.work)
+		pushed = r.br.push(r.work)
 	} else {
 		// A mode that pushes once, at its end (rebase), is scanned now
 		// and pushed then.
-		pushed = r.gateOnly(r.work)
+		pushed = r.br.gateOnly(r.work)
 	}
 	runs = append(runs, secretsCheck(pushed, r.red))
 	for _, c := range runs {

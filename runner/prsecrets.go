@@ -283,18 +283,6 @@ func (g *secretGate) squash(ctx context.Context, from, head string) (string, err
 	return sha, nil
 }
 
-// gateOnly scans what a push would publish now, without pushing.
-func (r *run) gateOnly(ctx context.Context) error {
-	r.gitMu.Lock()
-	defer r.gitMu.Unlock()
-	head, err := r.git.Head(ctx)
-	if err != nil || head == r.pushedSHA || head == r.baseSHA {
-		return err
-	}
-	_, err = r.sec.gatePush(ctx, head, r.pushedSHA)
-	return err
-}
-
 // noteCut remembers what was too large to scan whole, and says so in the
 // log (masked: a file's name may hold what the scan found).
 func (g *secretGate) noteCut(s *secretscan.Scanner, res *secretscan.Result) {

@@ -61,7 +61,7 @@ func (r *run) rebase() error {
 	if err := r.validateAndRepair(true); err != nil {
 		return err
 	}
-	return r.push(r.work)
+	return r.br.push(r.work)
 }
 
 // filesWithMarkers returns the files that still hold conflict markers.

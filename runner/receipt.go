@@ -85,7 +85,7 @@ func (r *run) finalPush(res *dispatch.Result) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.FinalPushTimeout)
 	defer cancel()
 	var held *errHeld
-	if perr := r.saveWork(ctx, res.Status); errors.As(perr, &held) {
+	if perr := r.br.save(ctx, res.Status); errors.As(perr, &held) {
 		r.log.Error().Str("findings", perr.Error()).Msg("nothing pushed: the secret scan held the push")
 		msg := "Nothing was pushed: " + perr.Error()
 		if res.Status == dispatch.StatusCompleted {
@@ -105,25 +105,24 @@ func (r *run) finalPush(res *dispatch.Result) {
 	}
 	r.describe(ctx)
 	r.res.SecretScan = r.sec.report()
-	head := r.headRev(ctx)
+	if r.br == nil {
+		return
+	}
+	head, _ := r.br.published(ctx)
 	r.res.Dependencies = r.deps.dependencies(ctx, head)
 	r.res.PlanScope = r.scope.compare(ctx, head)
 }
 
 // describe fills the receipt's git facts.
 func (r *run) describe(ctx context.Context) {
-	if r.baseSHA == "" {
+	if r.br == nil {
 		return
 	}
-	head, err := r.git.Head(ctx)
-	if err != nil {
+	// The receipt describes what the branch holds: the last push, when
+	// the secret scan holds the rest back.
+	head, ok := r.br.published(ctx)
+	if !ok {
 		return
-	}
-	if r.sec.heldBack() {
-		// The receipt describes what the branch holds: the last push.
-		if head = r.pushedSHA; head == "" {
-			return
-		}
 	}
 	if r.pushes {
 		r.res.HeadSHA = head

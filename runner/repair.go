@@ -41,7 +41,7 @@ func (r *run) validateAndRepair(mainOK bool) error {
 		out, aerr := r.agent(agentSpec{Stage: "repair", Prompt: prompt, SessionID: r.session})
 		rep.CostUSD = r.repairCost - before
 		if r.git != nil {
-			if err := r.milestone(fmt.Sprintf("Fix failing checks: %s (repair %d)\n\nTask: %s", strings.Join(rep.FailedChecks, ", "), i, r.order.TaskID)); err != nil {
+			if err := r.br.milestone(r.work, fmt.Sprintf("Fix failing checks: %s (repair %d)\n\nTask: %s", strings.Join(rep.FailedChecks, ", "), i, r.order.TaskID)); err != nil {
 				r.res.Repairs = append(r.res.Repairs, rep)
 				return err
 			}
@@ -78,8 +78,8 @@ func (r *run) validate() []checkRun {
 	r.prog.emit(dispatch.Progress{Stage: "validate", Message: fmt.Sprintf("running %d check(s)", len(r.cfg.Validate))})
 	if r.git != nil {
 		defer func() {
-			r.gitMu.Lock()
-			defer r.gitMu.Unlock()
+			r.br.mu.Lock()
+			defer r.br.mu.Unlock()
 			left, err := r.git.Untracked(r.work)
 			if err == nil && len(left) > 0 {
 				r.log.Info().Strs("files", clipList(left, 20)).Msg("excluding files the checks left from commits")

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -159,7 +158,6 @@ type run struct {
 	baseBranch string
 	baseSHA    string // origin/<base> at clone time
 	startSHA   string // HEAD when the agent started
-	lease      string // rebase: the remote branch before the force push
 	pushes     bool   // spec.pushes, once the checkout is there
 
 	session      string
@@ -168,8 +166,8 @@ type run struct {
 	mainCost     float64
 	repairCost   float64
 
-	gitMu     sync.Mutex
-	pushedSHA string
+	// br is the run's branch on the remote, once checked out (push.go).
+	br *branch
 
 	checks     map[string]*dispatch.CheckResult
 	checkOrder []string
