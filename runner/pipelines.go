@@ -137,7 +137,7 @@ func (r *run) implement() error {
 	if r.cfg.Review.Enabled && r.pushes && r.work.Err() == nil {
 		r.res.Review = r.reviewer().review(r.work, r.promptData())
 	}
-	r.captureMedia()
+	r.media().capture(r.work)
 	head, err := r.git.Head(r.work)
 	if err != nil {
 		return err
@@ -158,6 +158,19 @@ func (r *run) implement() error {
 func (r *run) reviewer() *reviewer {
 	return &reviewer{cfg: r.cfg.Review, model: r.cfg.Model, harness: r.h.Name(), budget: r.budget * r.cfg.Review.BudgetShare,
 		git: r.git, baseSHA: r.baseSHA, gitMu: &r.br.mu, templates: r.opts.Templates, red: r.red, prog: r.prog, log: r.log, invoke: r.invoke}
+}
+
+// media is the run's media stage: screenshots of dev.routes, the agent's
+// recordings, one media commit.
+func (r *run) media() *mediaCapture {
+	chromium, ffmpeg := mediaTools(r.opts)
+	m := &mediaCapture{dev: r.cfg.Dev, chromium: chromium, ffmpeg: ffmpeg, fileCap: r.opts.MediaFileCap, runCap: r.opts.MediaRunCap,
+		dir: r.dir, workDir: r.workDir, outputDir: r.order.OutputDir, taskID: r.order.TaskID, env: r.env, agent: r.opts.Agent,
+		br: r.br, res: r.res, red: r.red, log: r.log, prog: r.prog}
+	if r.browser != nil {
+		m.recordings = r.browser.recordings
+	}
+	return m
 }
 
 // commitSubject is the subject line of the run's commits.
