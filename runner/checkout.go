@@ -70,7 +70,7 @@ func (r *run) prepare() error {
 	if err := r.opts.Agent.give(r.dir); err != nil {
 		return err
 	}
-	g, err := gitSetup(gitPaths{State: r.stateDir, Private: r.privDir, Dir: r.dir}, r.opts.Environ, r.agentBase(), r.order.TokenFile, r.opts.GitName, r.opts.GitEmail, r.opts.Agent, r.red)
+	g, err := gitSetup(gitPaths{State: r.stateDir, Private: r.privDir, Dir: r.dir}, r.opts.Environ, agentBase(r.opts.Environ, r.order.TokenFile, r.opts.Agent), r.order.TokenFile, r.opts.GitName, r.opts.GitEmail, r.opts.Agent, r.red)
 	if err != nil {
 		return err
 	}

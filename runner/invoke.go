@@ -105,7 +105,7 @@ func (r *run) invoke(spec agentSpec) *agentOutcome {
 	}
 	if out.SessionID != "" {
 		r.session = out.SessionID
-		r.saveSession()
+		r.sessions().save(r.session)
 	}
 	outsideReasons(out.FinalText, r.reasons)
 	if out.ParseErrors > 0 {

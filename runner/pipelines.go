@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch/agentsession"
 )
 
 func (r *run) promptData() PromptData {
@@ -56,7 +58,7 @@ func (r *run) plan() error {
 	data := r.promptData()
 	spec := agentSpec{Stage: "agent", ReadOnly: r.spec.readOnly}
 	if r.order.Feedback != "" {
-		if s := r.loadSession(); s != "" {
+		if s := r.sessions().load(); s != "" {
 			spec.SessionID = s
 			data.Continuing = true
 		}
@@ -93,7 +95,13 @@ func (r *run) plan() error {
 	}
 	r.res.Plan = out.FinalText
 	r.res.PlanFiles = ParsePlanFiles(out.FinalText)
-	r.savePlanSession()
+	if rep := r.sessions().savePlan(r.work, r.session, r.order.OutputDir, agentsession.Manifest{
+		// Bound to this repository and to the plan as the receipt will
+		// carry it (redacted), which is what the bot's plan comment records.
+		Model: r.cfg.Model, BaseSHA: r.baseSHA, RepoID: r.order.RepoID, PlanSHA256: agentsession.PlanDigest(r.red.String(r.res.Plan)),
+	}); rep != nil {
+		r.res.Session = rep
+	}
 	return nil
 }
 
@@ -110,7 +118,7 @@ func (r *run) implement() error {
 	}
 	spec := agentSpec{Stage: "agent"}
 	if r.spec.resumesPlan {
-		spec.SessionID = r.resumePlanSession()
+		spec.SessionID, r.res.Session = r.sessions().resumePlan(r.work, r.order.Session, agentsession.Manifest{Model: r.cfg.Model, BaseSHA: r.baseSHA}, r.baseBranch)
 	}
 	if spec.SessionID == "" {
 		spec.Images = r.agentImages() // a resumed session has them
@@ -158,6 +166,12 @@ func (r *run) implement() error {
 func (r *run) reviewer() *reviewer {
 	return &reviewer{cfg: r.cfg.Review, model: r.cfg.Model, harness: r.h.Name(), budget: r.budget * r.cfg.Review.BudgetShare,
 		git: r.git, baseSHA: r.baseSHA, gitMu: &r.br.mu, templates: r.opts.Templates, red: r.red, prog: r.prog, log: r.log, invoke: r.invoke}
+}
+
+// sessions keep the agent's sessions of this run's checkout.
+func (r *run) sessions() *sessions {
+	return &sessions{h: r.h, dir: r.dir, stateDir: r.stateDir, env: r.env, environ: r.opts.Environ, agent: r.opts.Agent,
+		taskID: r.order.TaskID, red: r.red, log: r.log}
 }
 
 // media is the run's media stage: screenshots of dev.routes, the agent's
