@@ -7,7 +7,11 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/agentsession"
+	"github.com/sandbox-bot/sandbox-bot/templates"
 )
 
 func (r *run) promptData() PromptData {
@@ -17,7 +21,7 @@ func (r *run) promptData() PromptData {
 	}
 	task := r.order.Task
 	if task.Report != nil {
-		task.Body = r.reportText()
+		task.Body = reportText(r.opts.Templates, r.order, r.log)
 	}
 	return PromptData{
 		TaskID:       r.order.TaskID,
@@ -43,11 +47,11 @@ func (r *run) promptData() PromptData {
 // Task.Report) as the body the prompts show: prompts/report, which quotes
 // it as the reporter's words. A template that does not render leaves the
 // body empty, as for a report that is not passed, and says so in the log.
-func (r *run) reportText() string {
-	text, err := render(r.opts.Templates, PromptReport, PromptData{TaskID: r.order.TaskID, Mode: r.order.Mode, Repo: r.order.Repo,
-		Number: r.order.Number, Task: r.order.Task})
+func reportText(t *templates.Set, order dispatch.WorkOrder, log zerolog.Logger) string {
+	text, err := render(t, PromptReport, PromptData{TaskID: order.TaskID, Mode: order.Mode, Repo: order.Repo,
+		Number: order.Number, Task: order.Task})
 	if err != nil {
-		r.log.Warn().Err(err).Msg("the reporter's words are not shown: prompts/report does not render")
+		log.Warn().Err(err).Msg("the reporter's words are not shown: prompts/report does not render")
 		return ""
 	}
 	return strings.TrimSpace(text)
@@ -64,7 +68,7 @@ func (r *run) plan() error {
 		}
 	}
 	if spec.SessionID == "" {
-		spec.Images = r.agentImages()
+		spec.Images = r.images.forAgent()
 	}
 	prompt, err := render(r.opts.Templates, r.spec.prompt, data)
 	if err != nil {
@@ -121,7 +125,7 @@ func (r *run) implement() error {
 		spec.SessionID, r.res.Session = r.sessions().resumePlan(r.work, r.order.Session, agentsession.Manifest{Model: r.cfg.Model, BaseSHA: r.baseSHA}, r.baseBranch)
 	}
 	if spec.SessionID == "" {
-		spec.Images = r.agentImages() // a resumed session has them
+		spec.Images = r.images.forAgent() // a resumed session has them
 	}
 	stopPush := r.br.periodic(r.work, r.opts.PushInterval)
 	defer stopPush()
@@ -131,7 +135,7 @@ func (r *run) implement() error {
 	if aerr != nil {
 		return aerr
 	}
-	if err := r.br.milestone(r.work, r.commitMessage()); err != nil {
+	if err := r.br.milestone(r.work, commitMessage(r.order, r.spec.subject, r.red)); err != nil {
 		return err
 	}
 	if err := r.validateAndRepair(out.OK()); err != nil {
@@ -187,25 +191,27 @@ func (r *run) media() *mediaCapture {
 	return m
 }
 
-// commitSubject is the subject line of the run's commits.
-func (r *run) commitSubject() string {
-	title := strings.TrimSpace(r.order.Task.Title)
+// commitSubject is the subject line of the run's commits: the mode's
+// prefix and the task's title.
+func commitSubject(prefix, title string) string {
+	title = strings.TrimSpace(title)
 	if title == "" {
 		title = "Agent task"
 	}
 	if len(title) > 68 {
 		title = strings.TrimSpace(title[:68]) + "…"
 	}
-	return r.spec.subject + title
+	return prefix + title
 }
 
-func (r *run) commitMessage() string {
-	subject := r.commitSubject()
-	trailer := "Task: " + r.order.TaskID
-	if r.order.Repo != "" && r.order.Number != 0 {
-		trailer += fmt.Sprintf("\nIssue: %s#%d", r.order.Repo, r.order.Number)
+// commitMessage is the message of the agent's work's commit.
+func commitMessage(order dispatch.WorkOrder, prefix string, red *Redactor) string {
+	subject := commitSubject(prefix, order.Task.Title)
+	trailer := "Task: " + order.TaskID
+	if order.Repo != "" && order.Number != 0 {
+		trailer += fmt.Sprintf("\nIssue: %s#%d", order.Repo, order.Number)
 	}
-	return r.red.String(subject + "\n\nWritten by the sandbox-bot agent (" + string(r.order.Mode) + " mode).\n\n" + trailer)
+	return red.String(subject + "\n\nWritten by the sandbox-bot agent (" + string(order.Mode) + " mode).\n\n" + trailer)
 }
 
 // task runs the agent in the artifacts directory; there is no repository.
@@ -214,7 +220,7 @@ func (r *run) task() error {
 	if err != nil {
 		return err
 	}
-	out, aerr := r.agent(agentSpec{Stage: "agent", Prompt: prompt, Images: r.agentImages()})
+	out, aerr := r.agent(agentSpec{Stage: "agent", Prompt: prompt, Images: r.images.forAgent()})
 	r.res.PRSummary = out.FinalText
 	r.collectArtifacts()
 	if aerr != nil {

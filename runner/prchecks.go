@@ -24,7 +24,7 @@ func builtinCheck(name, what string) sandboxcfg.Check {
 // pushes too), the dependency report for runs that push, the plan's scope
 // for a run that implements an approved plan with files.
 func (r *run) buildChecks(g *Git, pushed string) {
-	r.sec = newSecretGate(g, r.baseSHA, r.cfg.Secrets.Allow, r.red, r.log, r.prog, r.commitSubject(), r.order.TaskID)
+	r.sec = newSecretGate(g, r.baseSHA, r.cfg.Secrets.Allow, r.red, r.log, r.prog, commitSubject(r.spec.subject, r.order.Task.Title), r.order.TaskID)
 	r.br = &branch{git: g, sec: r.sec, target: r.order.TargetBranch, base: r.baseBranch, baseSHA: r.baseSHA, pushed: pushed, lease: pushed,
 		spec: r.spec, mode: r.order.Mode, taskID: r.order.TaskID, title: r.order.Task.Title, red: r.red, log: r.log, prog: r.prog}
 	if !r.pushes {
@@ -37,13 +37,12 @@ func (r *run) buildChecks(g *Git, pushed string) {
 	}
 }
 
-// hasBuiltinChecks reports whether the run makes any: only runs that push
-// (the others publish nothing to check).
-func (r *run) hasBuiltinChecks() bool { return r.git != nil && r.pushes }
 
 // builtinChecks runs them; the secret scan last, because it pushes.
 func (r *run) builtinChecks(report func(checkRun)) []checkRun {
-	if !r.hasBuiltinChecks() {
+	if r.deps == nil {
+		// Only runs that push make them (the others publish nothing to
+		// check); deps is made for every one of them.
 		return nil
 	}
 	var runs []checkRun

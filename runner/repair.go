@@ -11,7 +11,7 @@ import (
 // gives the agent the failing checks' output up to repair.attempts times
 // within the repair budget.
 func (r *run) validateAndRepair(mainOK bool) error {
-	if len(r.cfg.Validate) == 0 && !r.hasBuiltinChecks() {
+	if len(r.cfg.Validate) == 0 && r.deps == nil { // no checks of the project, none built in
 		return nil
 	}
 	runs := r.validate()

@@ -180,10 +180,9 @@ type run struct {
 	// reasons are the agent's reasons for files outside the approved
 	// plan, from its "Outside the approved plan" sections.
 	reasons map[string]string
-	// images are the work order's images as the agent gets them, and
-	// imageDir where they were written (images.go).
-	images   []harness.Image
-	imageDir string
+	// images are the work order's images on their way to the agent,
+	// once the harness is chosen (images.go).
+	images *imageSet
 }
 
 // Run executes order and returns its receipt, which it has also written to
@@ -246,7 +245,7 @@ func (r *run) exec() error {
 	}
 	r.spec = spec
 	r.cfg = r.order.Config
-	defer r.removeImages()
+	defer func() { r.images.remove() }()
 	if err := r.cfg.Check(); err != nil {
 		return fmt.Errorf("work order config: %w", err)
 	}
@@ -282,6 +281,7 @@ func (r *run) exec() error {
 		}
 		r.h = h
 	}
+	r.images = &imageSet{order: r.order.Images, h: r.h, res: r.res, red: r.red, log: r.log}
 	if r.opts.ServicesFile != "" {
 		s, err := ReadServices(r.opts.ServicesFile)
 		if err != nil {
@@ -289,7 +289,7 @@ func (r *run) exec() error {
 		}
 		r.services = s
 	}
-	if err := r.timed("clone", r.prepare); err != nil {
+	if err := r.tl.timed("clone", r.prepare); err != nil {
 		return err
 	}
 	if err := r.resolveEnv(); err != nil {

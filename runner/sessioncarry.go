@@ -245,7 +245,7 @@ func (r *run) agentResuming(spec agentSpec, data PromptData) (*agentOutcome, err
 	rep := r.res.Session
 	rep.Resumed, rep.Note = false, "fresh: resuming failed: "+r.red.String(clipString(out.Problem(), 200))
 	r.log.Warn().Str("problem", out.Problem()).Msg("the resumed agent session failed at once; starting a fresh one")
-	data.Continuing, spec.SessionID, spec.Images = false, "", r.agentImages()
+	data.Continuing, spec.SessionID, spec.Images = false, "", r.images.forAgent()
 	if spec.Prompt, err = render(r.opts.Templates, r.spec.prompt, data); err != nil {
 		return out, err
 	}
