@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,9 +9,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/runner/media"
+	"github.com/sandbox-bot/sandbox-bot/templates"
 )
 
 // EnvBrowserMCPBin overrides where the browser MCP server
@@ -36,6 +40,8 @@ type browser struct {
 	// down says why the dev server is not up for this pass; empty when
 	// it is.
 	down string
+	// devLog is the dev server's log, in the output directory.
+	devLog string
 }
 
 // browserCommand is the MCP server's command line: Debian's Chromium
@@ -102,44 +108,45 @@ func (r *run) setupBrowser() error {
 	r.browser = &browser{
 		dev:        media.DevServer{Command: dev.Command, Port: dev.Port, StartTimeout: 90 * time.Second},
 		recordings: rec,
+		devLog:     filepath.Join(r.order.OutputDir, "dev-server.log"),
 	}
-	r.cast = r.startScreencast()
+	r.cast = startScreencast(r.parent, r.log)
 	return nil
 }
 
-// startDev starts the dev server for an agent pass and returns what stops
+// start starts the dev server for an agent pass and returns what stops
 // it. Without a browser it does nothing. A dev server that does not come
 // up is not the end of the run: the agent is told (the prompt) and the
 // failure is in the progress and the log.
-func (r *run) startDev() (stop func()) {
-	if r.browser == nil {
+func (b *browser) start(ctx context.Context, dir string, env []string, as *AgentUser, prog *reporter, log zerolog.Logger) (stop func()) {
+	if b == nil {
 		return func() {}
 	}
-	d := r.browser.dev
-	d.Dir, d.Env, d.Credential = r.dir, r.env, r.opts.Agent.credential()
-	d.Log = filepath.Join(r.order.OutputDir, "dev-server.log")
-	stop, err := media.StartDevServer(r.work, d, r.log.With().Str("stage", "dev").Logger())
+	d := b.dev
+	d.Dir, d.Env, d.Credential = dir, env, as.credential()
+	d.Log = b.devLog
+	stop, err := media.StartDevServer(ctx, d, log.With().Str("stage", "dev").Logger())
 	if err != nil {
-		r.log.Warn().Err(err).Msg("the dev server did not start for the agent")
-		r.prog.emit(dispatch.Progress{Stage: "browser", Message: "dev server failed: " + clipString(err.Error(), 200)})
-		r.browser.down = err.Error()
+		log.Warn().Err(err).Msg("the dev server did not start for the agent")
+		prog.emit(dispatch.Progress{Stage: "browser", Message: "dev server failed: " + clipString(err.Error(), 200)})
+		b.down = err.Error()
 		return func() {}
 	}
-	r.browser.down = ""
-	r.prog.emit(dispatch.Progress{Stage: "browser", Message: "dev server up at " + d.URL()})
+	b.down = ""
+	prog.emit(dispatch.Progress{Stage: "browser", Message: "dev server up at " + d.URL()})
 	return stop
 }
 
-// browserPrompt is the text appended to a prompt when the agent has a
+// prompt is the text appended to a prompt when the agent has a
 // browser; empty otherwise.
-func (r *run) browserPrompt(data PromptData) (string, error) {
-	if r.browser == nil {
+func (b *browser) prompt(t *templates.Set, data PromptData) (string, error) {
+	if b == nil {
 		return "", nil
 	}
-	data.DevURL = r.browser.dev.URL()
-	data.Recordings = r.browser.recordings
-	data.DevDown = r.browser.down
-	return render(r.opts.Templates, PromptBrowser, data)
+	data.DevURL = b.dev.URL()
+	data.Recordings = b.recordings
+	data.DevDown = b.down
+	return render(t, PromptBrowser, data)
 }
 
 // lookupEnvOr finds a program: the path in env's name when set, else name

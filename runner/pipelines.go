@@ -80,7 +80,7 @@ func (r *run) plan() error {
 	if _, err := r.git.CommitAll(r.work, "sandbox: state after setup (plan mode, not pushed)"); err != nil {
 		return err
 	}
-	out, err := r.agent(spec)
+	out, err := r.ag.agent(spec)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (r *run) plan() error {
 	}
 	r.res.Plan = out.FinalText
 	r.res.PlanFiles = ParsePlanFiles(out.FinalText)
-	if rep := r.sessions().savePlan(r.work, r.session, r.order.OutputDir, agentsession.Manifest{
+	if rep := r.sessions().savePlan(r.work, r.ag.session, r.order.OutputDir, agentsession.Manifest{
 		// Bound to this repository and to the plan as the receipt will
 		// carry it (redacted), which is what the bot's plan comment records.
 		Model: r.cfg.Model, BaseSHA: r.baseSHA, RepoID: r.order.RepoID, PlanSHA256: agentsession.PlanDigest(r.red.String(r.res.Plan)),
@@ -130,7 +130,7 @@ func (r *run) implement() error {
 	stopPush := r.br.periodic(r.work, r.opts.PushInterval)
 	defer stopPush()
 
-	out, aerr := r.agentResuming(spec, data)
+	out, aerr := r.ag.agentResuming(spec, r.spec.prompt, data, r.images)
 	r.res.PRSummary = out.FinalText
 	if aerr != nil {
 		return aerr
@@ -168,8 +168,17 @@ func (r *run) implement() error {
 // reviewer is the run's reviewer's pass (review.enabled), in implementing
 // runs that push.
 func (r *run) reviewer() *reviewer {
-	return &reviewer{cfg: r.cfg.Review, model: r.cfg.Model, harness: r.h.Name(), budget: r.budget * r.cfg.Review.BudgetShare,
-		git: r.git, baseSHA: r.baseSHA, gitMu: &r.br.mu, templates: r.opts.Templates, red: r.red, prog: r.prog, log: r.log, invoke: r.invoke}
+	return &reviewer{cfg: r.cfg.Review, model: r.cfg.Model, harness: r.h.Name(), budget: r.ag.budget * r.cfg.Review.BudgetShare,
+		git: r.git, baseSHA: r.baseSHA, gitMu: &r.br.mu, templates: r.opts.Templates, red: r.red, prog: r.prog, log: r.log, invoke: r.ag.invoke}
+}
+
+// agentDriver is what runs the agent's passes, once the checkout, its
+// environment and the harness are there.
+func (r *run) agentDriver(budget float64) *agentDriver {
+	return &agentDriver{h: r.h, dir: r.dir, env: r.env, cfg: r.cfg, startupGrace: r.opts.StartupGrace, killGrace: r.opts.KillGrace,
+		as: r.opts.Agent, templates: r.opts.Templates, budget: budget, repairBudget: r.cfg.RepairBudget(budget),
+		work: r.work, parent: r.parent, browser: r.browser, cast: r.cast, promptData: r.promptData, reasons: r.reasons,
+		sessions: r.sessions(), res: r.res, tl: &r.tl, prog: r.prog, red: r.red, log: r.log}
 }
 
 // sessions keep the agent's sessions of this run's checkout.
@@ -220,7 +229,7 @@ func (r *run) task() error {
 	if err != nil {
 		return err
 	}
-	out, aerr := r.agent(agentSpec{Stage: "agent", Prompt: prompt, Images: r.images.forAgent()})
+	out, aerr := r.ag.agent(agentSpec{Stage: "agent", Prompt: prompt, Images: r.images.forAgent()})
 	r.res.PRSummary = out.FinalText
 	r.collectArtifacts()
 	if aerr != nil {

@@ -37,7 +37,6 @@ func (r *run) buildChecks(g *Git, pushed string) {
 	}
 }
 
-
 // builtinChecks runs them; the secret scan last, because it pushes.
 func (r *run) builtinChecks(report func(checkRun)) []checkRun {
 	if r.deps == nil {

@@ -37,12 +37,12 @@ func (r *run) rebase() error {
 		r.prog.emit(dispatch.Progress{Stage: "rebase", Message: fmt.Sprintf("conflicts in %s", strings.Join(clipList(conflicts, 5), ", "))})
 		data := r.promptData()
 		data.Conflicts = conflicts
-		data.Continuing = r.session != ""
+		data.Continuing = r.ag.session != ""
 		prompt, err := render(r.opts.Templates, r.spec.prompt, data)
 		if err != nil {
 			return err
 		}
-		out, aerr := r.agent(agentSpec{Stage: "rebase", Prompt: prompt, SessionID: r.session})
+		out, aerr := r.ag.agent(agentSpec{Stage: "rebase", Prompt: prompt, SessionID: r.ag.session})
 		if aerr != nil {
 			return aerr
 		}

@@ -16,30 +16,30 @@ func (r *run) validateAndRepair(mainOK bool) error {
 	}
 	runs := r.validate()
 	if r.work.Err() != nil {
-		return r.interruption(nil)
+		return r.ag.interruption(nil)
 	}
 	attempts := r.cfg.Repair.Attempts
 	for i := 1; i <= attempts && mainOK && len(failing(runs)) > 0; i++ {
 		bad := failing(runs)
 		rep := dispatch.Repair{Attempt: i}
 		data := r.promptData()
-		data.Continuing = r.session != ""
+		data.Continuing = r.ag.session != ""
 		data.Attempt, data.MaxAttempts = i, attempts
 		for _, f := range bad {
 			rep.FailedChecks = append(rep.FailedChecks, f.Check.Name)
 			data.Failed = append(data.Failed, FailedCheck{Name: f.Check.Name, Command: f.Check.Command, Tail: f.Tail, TimedOut: f.TimedOut})
 		}
-		if r.repairBudget-r.repairCost <= 0 {
-			return &statusError{status: dispatch.StatusBudgetExceeded, msg: fmt.Sprintf("the repair budget ($%.2f) is used up with checks still failing: %s", r.repairBudget, strings.Join(rep.FailedChecks, ", "))}
+		if r.ag.repairBudget-r.ag.repairCost <= 0 {
+			return &statusError{status: dispatch.StatusBudgetExceeded, msg: fmt.Sprintf("the repair budget ($%.2f) is used up with checks still failing: %s", r.ag.repairBudget, strings.Join(rep.FailedChecks, ", "))}
 		}
 		prompt, err := render(r.opts.Templates, PromptRepair, data)
 		if err != nil {
 			return err
 		}
 		r.prog.emit(dispatch.Progress{Stage: "repair", Message: fmt.Sprintf("repair %d/%d: %s", i, attempts, strings.Join(rep.FailedChecks, ", "))})
-		before := r.repairCost
-		out, aerr := r.agent(agentSpec{Stage: "repair", Prompt: prompt, SessionID: r.session})
-		rep.CostUSD = r.repairCost - before
+		before := r.ag.repairCost
+		out, aerr := r.ag.agent(agentSpec{Stage: "repair", Prompt: prompt, SessionID: r.ag.session})
+		rep.CostUSD = r.ag.repairCost - before
 		if r.git != nil {
 			if err := r.br.milestone(r.work, fmt.Sprintf("Fix failing checks: %s (repair %d)\n\nTask: %s", strings.Join(rep.FailedChecks, ", "), i, r.order.TaskID)); err != nil {
 				r.res.Repairs = append(r.res.Repairs, rep)
@@ -53,7 +53,7 @@ func (r *run) validateAndRepair(mainOK bool) error {
 		runs = r.validate()
 		if r.work.Err() != nil {
 			r.res.Repairs = append(r.res.Repairs, rep)
-			return r.interruption(nil)
+			return r.ag.interruption(nil)
 		}
 		rep.Fixed = len(failing(runs)) == 0
 		r.res.Repairs = append(r.res.Repairs, rep)

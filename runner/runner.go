@@ -160,11 +160,8 @@ type run struct {
 	startSHA   string // HEAD when the agent started
 	pushes     bool   // spec.pushes, once the checkout is there
 
-	session      string
-	budget       float64
-	repairBudget float64
-	mainCost     float64
-	repairCost   float64
+	// ag runs the agent's passes, once the checkout is set up (invoke.go).
+	ag *agentDriver
 
 	// br is the run's branch on the remote, once checked out (push.go).
 	br *branch
@@ -249,11 +246,10 @@ func (r *run) exec() error {
 	if err := r.cfg.Check(); err != nil {
 		return fmt.Errorf("work order config: %w", err)
 	}
-	r.budget = r.order.BudgetUSD
-	if r.budget <= 0 {
-		r.budget = r.cfg.MaxBudgetUSD
+	budget := r.order.BudgetUSD
+	if budget <= 0 {
+		budget = r.cfg.MaxBudgetUSD
 	}
-	r.repairBudget = r.cfg.RepairBudget(r.budget)
 	timeout := time.Duration(r.order.TimeoutMinutes) * time.Minute
 	if timeout <= 0 {
 		timeout = time.Duration(r.cfg.TimeoutMinutes) * time.Minute
@@ -264,7 +260,7 @@ func (r *run) exec() error {
 	var cancel context.CancelFunc
 	r.work, cancel = context.WithTimeout(r.parent, timeout)
 	defer cancel()
-	r.log.Info().Float64("budget_usd", r.budget).Float64("repair_budget_usd", r.repairBudget).Dur("timeout", timeout).Str("harness", r.cfg.Harness).Msg("run started")
+	r.log.Info().Float64("budget_usd", budget).Float64("repair_budget_usd", r.cfg.RepairBudget(budget)).Dur("timeout", timeout).Str("harness", r.cfg.Harness).Msg("run started")
 
 	if err := r.dirs(); err != nil {
 		return err
@@ -298,6 +294,7 @@ func (r *run) exec() error {
 	if err := r.setup(); err != nil {
 		return err
 	}
+	r.ag = r.agentDriver(budget)
 	switch r.spec.pipeline {
 	case pipePlan:
 		return r.plan()

@@ -231,9 +231,9 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 // the plan's session, which holds the task already) and runs the agent.
 // A resumed session the CLI cannot continue (it fails before its first
 // step) gets one fresh pass with the whole prompt.
-func (r *run) agentResuming(spec agentSpec, data PromptData) (*agentOutcome, error) {
+func (r *agentDriver) agentResuming(spec agentSpec, tmpl string, data PromptData, images *imageSet) (*agentOutcome, error) {
 	data.Continuing = spec.SessionID != ""
-	prompt, err := render(r.opts.Templates, r.spec.prompt, data)
+	prompt, err := render(r.templates, tmpl, data)
 	if err != nil {
 		return &agentOutcome{}, err
 	}
@@ -245,8 +245,8 @@ func (r *run) agentResuming(spec agentSpec, data PromptData) (*agentOutcome, err
 	rep := r.res.Session
 	rep.Resumed, rep.Note = false, "fresh: resuming failed: "+r.red.String(clipString(out.Problem(), 200))
 	r.log.Warn().Str("problem", out.Problem()).Msg("the resumed agent session failed at once; starting a fresh one")
-	data.Continuing, spec.SessionID, spec.Images = false, "", r.images.forAgent()
-	if spec.Prompt, err = render(r.opts.Templates, r.spec.prompt, data); err != nil {
+	data.Continuing, spec.SessionID, spec.Images = false, "", images.forAgent()
+	if spec.Prompt, err = render(r.templates, tmpl, data); err != nil {
 		return out, err
 	}
 	return r.agent(spec)
