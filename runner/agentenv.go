@@ -56,20 +56,20 @@ func agentBase(environ []string, tokenFile string, agent *AgentUser) []string {
 // secrets given to the run, --env-file), then the OpenCode configuration.
 // A component that must keep something out of the agent's reach, or route
 // the agent through something (a model gateway), does it here.
-func (r *run) agentEnv(vars map[string]string) ([]string, error) {
-	base := agentBase(r.opts.Environ, r.order.TokenFile, r.opts.Agent)
-	if r.git != nil {
-		base = r.git.Env()
+func (c *checkout) agentEnv(vars map[string]string) ([]string, error) {
+	base := agentBase(c.opts.Environ, c.order.TokenFile, c.opts.Agent)
+	if c.ws.git != nil {
+		base = c.ws.git.Env()
 	}
-	if r.browser != nil {
+	if c.ws.browser != nil {
 		// Where the agent's screencasts go to reach the PR (prompts/browser).
-		base = append(dotenv.Without(base, EnvRecordingsDir), EnvRecordingsDir+"="+r.browser.recordings)
+		base = append(dotenv.Without(base, EnvRecordingsDir), EnvRecordingsDir+"="+c.ws.browser.recordings)
 	}
-	env, err := openCodeConfigEnv(mergeEnv(base, vars), r.stateDir, r.opts.Agent)
+	env, err := openCodeConfigEnv(mergeEnv(base, vars), c.ws.stateDir, c.opts.Agent)
 	if err != nil {
 		return nil, err
 	}
-	db, err := openCodeDB(r.stateDir, r.opts.Agent)
+	db, err := openCodeDB(c.ws.stateDir, c.opts.Agent)
 	if err != nil {
 		return nil, err
 	}

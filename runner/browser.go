@@ -70,47 +70,47 @@ func browserCommand(mcpBin, chromium, recordings string) []string {
 // does, adds the MCP server to the configuration the harness is built
 // from. It runs before the harness is made; the dev server starts later,
 // around each agent pass (startDev).
-func (r *run) setupBrowser() error {
-	dev := r.cfg.Dev
-	if dev.Command == "" || dev.Port == 0 || r.spec.pipeline == pipeRebase {
+func (c *checkout) setupBrowser() error {
+	dev := c.cfg.Dev
+	if dev.Command == "" || dev.Port == 0 || c.spec.pipeline == pipeRebase {
 		return nil
 	}
-	if _, taken := r.cfg.MCP[dispatch.BrowserServer]; taken {
-		r.log.Warn().Str("mcp", dispatch.BrowserServer).Msg(".sandbox.yml defines its own MCP server with the browser's name: the agent gets that one, and no browser from the sandbox")
+	if _, taken := c.cfg.MCP[dispatch.BrowserServer]; taken {
+		c.log.Warn().Str("mcp", dispatch.BrowserServer).Msg(".sandbox.yml defines its own MCP server with the browser's name: the agent gets that one, and no browser from the sandbox")
 		return nil
 	}
-	chromium := r.opts.Chromium
+	chromium := c.opts.Chromium
 	if chromium == "" {
 		chromium, _ = media.Lookup()
 	}
-	mcpBin := lookupEnvOr(r.opts.Environ, EnvBrowserMCPBin, "chrome-devtools-mcp")
+	mcpBin := lookupEnvOr(c.opts.Environ, EnvBrowserMCPBin, "chrome-devtools-mcp")
 	if chromium == "" || mcpBin == "" {
-		r.log.Warn().Str("chromium", chromium).Str("mcp", mcpBin).Msg("dev is set but Chromium or chrome-devtools-mcp is missing: the agent gets no browser")
-		r.prog.emit(dispatch.Progress{Stage: "browser", Message: "skipped: no Chromium or chrome-devtools-mcp"})
+		c.log.Warn().Str("chromium", chromium).Str("mcp", mcpBin).Msg("dev is set but Chromium or chrome-devtools-mcp is missing: the agent gets no browser")
+		c.prog.emit(dispatch.Progress{Stage: "browser", Message: "skipped: no Chromium or chrome-devtools-mcp"})
 		return nil
 	}
-	rec := filepath.Join(r.workDir, "recordings")
+	rec := filepath.Join(c.ws.workDir, "recordings")
 	if err := os.MkdirAll(rec, 0o755); err != nil {
 		return fmt.Errorf("browser: recordings directory: %w", err)
 	}
-	if err := r.opts.Agent.give(rec); err != nil {
+	if err := c.opts.Agent.give(rec); err != nil {
 		return fmt.Errorf("browser: %w", err)
 	}
-	mcp := make(map[string]sandboxcfg.MCPServer, len(r.cfg.MCP)+1)
-	for k, v := range r.cfg.MCP {
+	mcp := make(map[string]sandboxcfg.MCPServer, len(c.cfg.MCP)+1)
+	for k, v := range c.cfg.MCP {
 		mcp[k] = v
 	}
 	mcp[dispatch.BrowserServer] = sandboxcfg.MCPServer{
 		Command: browserCommand(mcpBin, chromium, rec),
 		Env:     map[string]string{"CHROME_DEVTOOLS_MCP_NO_USAGE_STATISTICS": "1", "CHROME_DEVTOOLS_MCP_NO_UPDATE_CHECKS": "1"},
 	}
-	r.cfg.MCP = mcp
-	r.browser = &browser{
+	c.cfg.MCP = mcp
+	c.ws.browser = &browser{
 		dev:        media.DevServer{Command: dev.Command, Port: dev.Port, StartTimeout: 90 * time.Second},
 		recordings: rec,
-		devLog:     filepath.Join(r.order.OutputDir, "dev-server.log"),
+		devLog:     filepath.Join(c.order.OutputDir, "dev-server.log"),
 	}
-	r.cast = startScreencast(r.parent, r.log)
+	c.ws.cast = startScreencast(c.parent, c.log)
 	return nil
 }
 

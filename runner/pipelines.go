@@ -16,7 +16,7 @@ import (
 
 func (r *run) promptData() PromptData {
 	names := map[string]string{}
-	for k, v := range r.services {
+	for k, v := range r.ws.services {
 		names[k] = v
 	}
 	task := r.order.Task
@@ -34,9 +34,9 @@ func (r *run) promptData() PromptData {
 		PlanFiles:    r.order.PlanFiles,
 		StrictPlan:   r.cfg.Plan.Strict,
 		Feedback:     r.order.Feedback,
-		BaseBranch:   r.baseBranch,
+		BaseBranch:   r.ws.baseBranch,
 		TargetBranch: r.order.TargetBranch,
-		WorkDir:      r.dir,
+		WorkDir:      r.ws.dir,
 		Checks:       r.cfg.Validate,
 		Skills:       r.cfg.Skills,
 		Services:     names,
@@ -77,14 +77,14 @@ func (r *run) plan() error {
 	spec.Prompt = prompt
 	// What setup left in the tree (installs, generated files) is not the
 	// agent's doing: a local commit, never pushed, sets it aside.
-	if _, err := r.git.CommitAll(r.work, "sandbox: state after setup (plan mode, not pushed)"); err != nil {
+	if _, err := r.ws.git.CommitAll(r.work, "sandbox: state after setup (plan mode, not pushed)"); err != nil {
 		return err
 	}
 	out, err := r.ag.agent(spec)
 	if err != nil {
 		return err
 	}
-	dirty, derr := r.git.Dirty(r.work)
+	dirty, derr := r.ws.git.Dirty(r.work)
 	if derr != nil {
 		return derr
 	}
@@ -102,7 +102,7 @@ func (r *run) plan() error {
 	if rep := r.sessions().savePlan(r.work, r.ag.session, r.order.OutputDir, agentsession.Manifest{
 		// Bound to this repository and to the plan as the receipt will
 		// carry it (redacted), which is what the bot's plan comment records.
-		Model: r.cfg.Model, BaseSHA: r.baseSHA, RepoID: r.order.RepoID, PlanSHA256: agentsession.PlanDigest(r.red.String(r.res.Plan)),
+		Model: r.cfg.Model, BaseSHA: r.ws.baseSHA, RepoID: r.order.RepoID, PlanSHA256: agentsession.PlanDigest(r.red.String(r.res.Plan)),
 	}); rep != nil {
 		r.res.Session = rep
 	}
@@ -113,8 +113,8 @@ func (r *run) plan() error {
 // prompt, then validation and repairs, pushing at each milestone.
 func (r *run) implement() error {
 	data := r.promptData()
-	if r.spec.history && r.startSHA != r.baseSHA {
-		h, err := r.git.History(r.work, "origin/"+r.baseBranch, 30)
+	if r.spec.history && r.ws.startSHA != r.ws.baseSHA {
+		h, err := r.ws.git.History(r.work, "origin/"+r.ws.baseBranch, 30)
 		if err != nil {
 			return err
 		}
@@ -122,7 +122,7 @@ func (r *run) implement() error {
 	}
 	spec := agentSpec{Stage: "agent"}
 	if r.spec.resumesPlan {
-		spec.SessionID, r.res.Session = r.sessions().resumePlan(r.work, r.order.Session, agentsession.Manifest{Model: r.cfg.Model, BaseSHA: r.baseSHA}, r.baseBranch)
+		spec.SessionID, r.res.Session = r.sessions().resumePlan(r.work, r.order.Session, agentsession.Manifest{Model: r.cfg.Model, BaseSHA: r.ws.baseSHA}, r.ws.baseBranch)
 	}
 	if spec.SessionID == "" {
 		spec.Images = r.images.forAgent() // a resumed session has them
@@ -146,19 +146,19 @@ func (r *run) implement() error {
 	}
 	// No checkpoint may commit what the reviewer does in the checkout.
 	stopPush()
-	if r.cfg.Review.Enabled && r.pushes && r.work.Err() == nil {
+	if r.cfg.Review.Enabled && r.ws.pushes && r.work.Err() == nil {
 		r.res.Review = r.reviewer().review(r.work, r.promptData())
 	}
 	r.media().capture(r.work)
-	head, err := r.git.Head(r.work)
+	head, err := r.ws.git.Head(r.work)
 	if err != nil {
 		return err
 	}
-	if head == r.startSHA {
+	if head == r.ws.startSHA {
 		if r.spec.mustChange {
 			return failed("the agent made no changes")
 		}
-		if head == r.baseSHA {
+		if head == r.ws.baseSHA {
 			return failed("the agent made no changes and the branch has none")
 		}
 	}
@@ -169,21 +169,21 @@ func (r *run) implement() error {
 // runs that push.
 func (r *run) reviewer() *reviewer {
 	return &reviewer{cfg: r.cfg.Review, model: r.cfg.Model, harness: r.h.Name(), budget: r.ag.budget * r.cfg.Review.BudgetShare,
-		git: r.git, baseSHA: r.baseSHA, gitMu: &r.br.mu, templates: r.opts.Templates, red: r.red, prog: r.prog, log: r.log, invoke: r.ag.invoke}
+		git: r.ws.git, baseSHA: r.ws.baseSHA, gitMu: &r.br.mu, templates: r.opts.Templates, red: r.red, prog: r.prog, log: r.log, invoke: r.ag.invoke}
 }
 
 // agentDriver is what runs the agent's passes, once the checkout, its
 // environment and the harness are there.
 func (r *run) agentDriver(budget float64) *agentDriver {
-	return &agentDriver{h: r.h, dir: r.dir, env: r.env, cfg: r.cfg, startupGrace: r.opts.StartupGrace, killGrace: r.opts.KillGrace,
+	return &agentDriver{h: r.h, dir: r.ws.dir, env: r.ws.env, cfg: r.cfg, startupGrace: r.opts.StartupGrace, killGrace: r.opts.KillGrace,
 		as: r.opts.Agent, templates: r.opts.Templates, budget: budget, repairBudget: r.cfg.RepairBudget(budget),
-		work: r.work, parent: r.parent, browser: r.browser, cast: r.cast, promptData: r.promptData, reasons: r.reasons,
+		work: r.work, parent: r.parent, browser: r.ws.browser, cast: r.ws.cast, promptData: r.promptData, reasons: r.reasons,
 		sessions: r.sessions(), res: r.res, tl: &r.tl, prog: r.prog, red: r.red, log: r.log}
 }
 
 // sessions keep the agent's sessions of this run's checkout.
 func (r *run) sessions() *sessions {
-	return &sessions{h: r.h, dir: r.dir, stateDir: r.stateDir, env: r.env, environ: r.opts.Environ, agent: r.opts.Agent,
+	return &sessions{h: r.h, dir: r.ws.dir, stateDir: r.ws.stateDir, env: r.ws.env, environ: r.opts.Environ, agent: r.opts.Agent,
 		taskID: r.order.TaskID, red: r.red, log: r.log}
 }
 
@@ -192,10 +192,10 @@ func (r *run) sessions() *sessions {
 func (r *run) media() *mediaCapture {
 	chromium, ffmpeg := mediaTools(r.opts)
 	m := &mediaCapture{dev: r.cfg.Dev, chromium: chromium, ffmpeg: ffmpeg, fileCap: r.opts.MediaFileCap, runCap: r.opts.MediaRunCap,
-		dir: r.dir, workDir: r.workDir, outputDir: r.order.OutputDir, taskID: r.order.TaskID, env: r.env, agent: r.opts.Agent,
+		dir: r.ws.dir, workDir: r.ws.workDir, outputDir: r.order.OutputDir, taskID: r.order.TaskID, env: r.ws.env, agent: r.opts.Agent,
 		br: r.br, res: r.res, red: r.red, log: r.log, prog: r.prog}
-	if r.browser != nil {
-		m.recordings = r.browser.recordings
+	if r.ws.browser != nil {
+		m.recordings = r.ws.browser.recordings
 	}
 	return m
 }
@@ -247,7 +247,7 @@ func (r *run) task() error {
 
 func (r *run) collectArtifacts() {
 	var arts []string
-	filepath.WalkDir(r.dir, func(p string, d os.DirEntry, err error) error {
+	filepath.WalkDir(r.ws.dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return nil
 		}

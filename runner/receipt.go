@@ -40,7 +40,7 @@ func (r *run) finish(err error) {
 		res.Error = &dispatch.RunError{Message: err.Error()}
 	}
 
-	if r.git != nil {
+	if r.ws.git != nil {
 		r.finalPush(res)
 	}
 	if r.spec.planFromOrder && res.Plan == "" {
@@ -74,8 +74,8 @@ func (r *run) finish(err error) {
 	}
 	ev.Str("status", string(res.Status)).Float64("cost_usd", res.TokenUsage.TotalCostUSD).Int("steps", res.TokenUsage.Steps).
 		Float64("duration_s", res.DurationSeconds).Msg("run ended")
-	if r.tempWork {
-		os.RemoveAll(r.workDir)
+	if r.ws.tempWork {
+		os.RemoveAll(r.ws.workDir)
 	}
 }
 
@@ -124,16 +124,16 @@ func (r *run) describe(ctx context.Context) {
 	if !ok {
 		return
 	}
-	if r.pushes {
+	if r.ws.pushes {
 		r.res.HeadSHA = head
-		from := r.startSHA
+		from := r.ws.startSHA
 		if r.spec.commitsFromBase {
-			from = "origin/" + r.baseBranch
+			from = "origin/" + r.ws.baseBranch
 		}
-		if commits, err := r.git.Log(ctx, from, head); err == nil {
+		if commits, err := r.ws.git.Log(ctx, from, head); err == nil {
 			r.res.Commits = commits
 		}
-		if ds, err := r.git.DiffStats(ctx, "origin/"+r.baseBranch, head); err == nil {
+		if ds, err := r.ws.git.DiffStats(ctx, "origin/"+r.ws.baseBranch, head); err == nil {
 			r.res.DiffStats = ds
 		}
 	}

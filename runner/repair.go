@@ -40,7 +40,7 @@ func (r *run) validateAndRepair(mainOK bool) error {
 		before := r.ag.repairCost
 		out, aerr := r.ag.agent(agentSpec{Stage: "repair", Prompt: prompt, SessionID: r.ag.session})
 		rep.CostUSD = r.ag.repairCost - before
-		if r.git != nil {
+		if r.ws.git != nil {
 			if err := r.br.milestone(r.work, fmt.Sprintf("Fix failing checks: %s (repair %d)\n\nTask: %s", strings.Join(rep.FailedChecks, ", "), i, r.order.TaskID)); err != nil {
 				r.res.Repairs = append(r.res.Repairs, rep)
 				return err
@@ -76,18 +76,18 @@ func (r *run) validateAndRepair(mainOK bool) error {
 // excluded from commits: they are not the agent's work.
 func (r *run) validate() []checkRun {
 	r.prog.emit(dispatch.Progress{Stage: "validate", Message: fmt.Sprintf("running %d check(s)", len(r.cfg.Validate))})
-	if r.git != nil {
+	if r.ws.git != nil {
 		defer func() {
 			r.br.mu.Lock()
 			defer r.br.mu.Unlock()
-			left, err := r.git.Untracked(r.work)
+			left, err := r.ws.git.Untracked(r.work)
 			if err == nil && len(left) > 0 {
 				r.log.Info().Strs("files", clipList(left, 20)).Msg("excluding files the checks left from commits")
 				pats := make([]string, len(left))
 				for i, l := range left {
 					pats[i] = literalPattern(l)
 				}
-				if err := r.git.Exclude(pats...); err != nil {
+				if err := r.ws.git.Exclude(pats...); err != nil {
 					r.log.Warn().Err(err).Msg("could not exclude the checks' byproducts")
 				}
 			}
@@ -112,7 +112,7 @@ func (r *run) validate() []checkRun {
 		r.prog.emit(dispatch.Progress{Stage: "validate", Message: fmt.Sprintf("%s %s", c.Check.Name, verdict),
 			Kind: dispatch.KindCheck, Detail: c.Tail})
 	}
-	runs := runChecks(r.work, r.dir, r.env, r.opts.Agent, r.cfg.Validate, r.red, report)
+	runs := runChecks(r.work, r.ws.dir, r.ws.env, r.opts.Agent, r.cfg.Validate, r.red, report)
 	if r.work.Err() != nil {
 		return runs
 	}

@@ -144,21 +144,10 @@ type run struct {
 	parent context.Context // ends on SIGTERM
 	work   context.Context // parent plus timeout_minutes
 
-	workDir, stateDir string
-	privDir           string // the runner's alone (0700): credential helper
-	dir               string // the agent's working directory
-	tempWork          bool
-	git               *Git
-	h                 harness.Harness
-	env               []string
-	services          dispatch.Services
-	browser           *browser    // nil: the agent has no browser
-	cast              *screencast // nil: its browser is not cast
-
-	baseBranch string
-	baseSHA    string // origin/<base> at clone time
-	startSHA   string // HEAD when the agent started
-	pushes     bool   // spec.pushes, once the checkout is there
+	// ws is where the run works, as the checkout stage made it
+	// (checkout.go).
+	ws *workspace
+	h  harness.Harness
 
 	// ag runs the agent's passes, once the checkout is set up (invoke.go).
 	ag *agentDriver
@@ -182,6 +171,30 @@ type run struct {
 	images *imageSet
 }
 
+// workspace is where a run works, made by the checkout stage
+// (checkout.go): its directories, the checkout and the commits it started
+// from, the environment the agent and everything it starts get, the
+// services, the agent's browser. Set before the agent starts, read after.
+type workspace struct {
+	workDir, stateDir string
+	privDir           string // the runner's alone (0700): credential helper
+	dir               string // the agent's working directory
+	tempWork          bool
+	git               *Git // nil: no repository (task, preview)
+	env               []string
+	services          dispatch.Services
+	browser           *browser    // nil: the agent has no browser
+	cast              *screencast // nil: its browser is not cast
+
+	baseBranch string
+	baseSHA    string // origin/<base> at clone time
+	startSHA   string // HEAD when the agent started
+	pushes     bool   // spec.pushes, once the checkout is there
+	// pushedAtStart is the target branch's commit on the remote when the
+	// run started, "" when the branch is new.
+	pushedAtStart string
+}
+
 // Run executes order and returns its receipt, which it has also written to
 // order.OutputDir. It never panics on bad input and always returns a
 // result: a run that could not even start is a failed receipt saying why.
@@ -199,6 +212,7 @@ func Run(ctx context.Context, order dispatch.WorkOrder, opts Options) *dispatch.
 			Branch: order.TargetBranch,
 		},
 		parent:  ctx,
+		ws:      &workspace{},
 		checks:  map[string]*dispatch.CheckResult{},
 		reasons: map[string]string{},
 	}
@@ -261,11 +275,36 @@ func (r *run) exec() error {
 	r.work, cancel = context.WithTimeout(r.parent, timeout)
 	defer cancel()
 	r.log.Info().Float64("budget_usd", budget).Float64("repair_budget_usd", r.cfg.RepairBudget(budget)).Dur("timeout", timeout).Str("harness", r.cfg.Harness).Msg("run started")
-
-	if err := r.dirs(); err != nil {
+	if err := r.ready(); err != nil {
 		return err
 	}
-	if err := r.setupBrowser(); err != nil {
+	r.ag = r.agentDriver(budget)
+	switch r.spec.pipeline {
+	case pipePlan:
+		return r.plan()
+	case pipeImplement:
+		return r.implement()
+	case pipeRebase:
+		return r.rebase()
+	case pipeTask:
+		return r.task()
+	case pipePreview:
+		return r.preview()
+	}
+	return fmt.Errorf("mode %q has no pipeline", r.order.Mode)
+}
+
+// ready makes everything the agent's first pass needs, in order: the
+// directories, the browser (whose MCP server the harness is built with),
+// the harness, the services, the checkout, the environment, setup, and the
+// branch with its checks before the PR.
+func (r *run) ready() error {
+	co := &checkout{ws: r.ws, order: r.order, spec: r.spec, cfg: &r.cfg, opts: r.opts, work: r.work, parent: r.parent,
+		res: r.res, tl: &r.tl, red: r.red, log: r.log, prog: r.prog}
+	if err := co.dirs(); err != nil {
+		return err
+	}
+	if err := co.setupBrowser(); err != nil {
 		return err
 	}
 	if r.opts.Harness != nil {
@@ -283,29 +322,16 @@ func (r *run) exec() error {
 		if err != nil {
 			return err
 		}
-		r.services = s
+		r.ws.services = s
 	}
-	if err := r.tl.timed("clone", r.prepare); err != nil {
+	if err := r.tl.timed("clone", co.prepare); err != nil {
 		return err
 	}
-	if err := r.resolveEnv(); err != nil {
+	if r.ws.git != nil {
+		r.buildChecks(r.ws.git, r.ws.pushedAtStart)
+	}
+	if err := co.resolveEnv(); err != nil {
 		return err
 	}
-	if err := r.setup(); err != nil {
-		return err
-	}
-	r.ag = r.agentDriver(budget)
-	switch r.spec.pipeline {
-	case pipePlan:
-		return r.plan()
-	case pipeImplement:
-		return r.implement()
-	case pipeRebase:
-		return r.rebase()
-	case pipeTask:
-		return r.task()
-	case pipePreview:
-		return r.preview()
-	}
-	return fmt.Errorf("mode %q has no pipeline", r.order.Mode)
+	return co.setup()
 }
