@@ -165,41 +165,6 @@ func (r *run) implement() error {
 	return nil
 }
 
-// reviewer is the run's reviewer's pass (review.enabled), in implementing
-// runs that push.
-func (r *run) reviewer() *reviewer {
-	return &reviewer{cfg: r.cfg.Review, model: r.cfg.Model, harness: r.h.Name(), budget: r.ag.budget * r.cfg.Review.BudgetShare,
-		git: r.ws.git, baseSHA: r.ws.baseSHA, gitMu: &r.br.mu, templates: r.opts.Templates, red: r.red, prog: r.prog, log: r.log, invoke: r.ag.invoke}
-}
-
-// agentDriver is what runs the agent's passes, once the checkout, its
-// environment and the harness are there.
-func (r *run) agentDriver(budget float64) *agentDriver {
-	return &agentDriver{h: r.h, dir: r.ws.dir, env: r.ws.env, cfg: r.cfg, startupGrace: r.opts.StartupGrace, killGrace: r.opts.KillGrace,
-		as: r.opts.Agent, templates: r.opts.Templates, budget: budget, repairBudget: r.cfg.RepairBudget(budget),
-		work: r.work, parent: r.parent, browser: r.ws.browser, cast: r.ws.cast, promptData: r.promptData, reasons: r.reasons,
-		sessions: r.sessions(), res: r.res, tl: &r.tl, prog: r.prog, red: r.red, log: r.log}
-}
-
-// sessions keep the agent's sessions of this run's checkout.
-func (r *run) sessions() *sessions {
-	return &sessions{h: r.h, dir: r.ws.dir, stateDir: r.ws.stateDir, env: r.ws.env, environ: r.opts.Environ, agent: r.opts.Agent,
-		taskID: r.order.TaskID, red: r.red, log: r.log}
-}
-
-// media is the run's media stage: screenshots of dev.routes, the agent's
-// recordings, one media commit.
-func (r *run) media() *mediaCapture {
-	chromium, ffmpeg := mediaTools(r.opts)
-	m := &mediaCapture{dev: r.cfg.Dev, chromium: chromium, ffmpeg: ffmpeg, fileCap: r.opts.MediaFileCap, runCap: r.opts.MediaRunCap,
-		dir: r.ws.dir, workDir: r.ws.workDir, outputDir: r.order.OutputDir, taskID: r.order.TaskID, env: r.ws.env, agent: r.opts.Agent,
-		br: r.br, res: r.res, red: r.red, log: r.log, prog: r.prog}
-	if r.ws.browser != nil {
-		m.recordings = r.ws.browser.recordings
-	}
-	return m
-}
-
 // commitSubject is the subject line of the run's commits: the mode's
 // prefix and the task's title.
 func commitSubject(prefix, title string) string {

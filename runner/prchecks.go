@@ -18,25 +18,6 @@ func builtinCheck(name, what string) sandboxcfg.Check {
 	return sandboxcfg.Check{Name: name, Command: "built in: " + what}
 }
 
-// buildChecks makes the run's branch and its checks before the PR once the
-// checkout knows its base (pushed is the remote branch's commit when it
-// existed, "" otherwise): the secret scan for every checkout (a rebase
-// pushes too), the dependency report for runs that push, the plan's scope
-// for a run that implements an approved plan with files.
-func (r *run) buildChecks(g *Git, pushed string) {
-	r.sec = newSecretGate(g, r.ws.baseSHA, r.cfg.Secrets.Allow, r.red, r.log, r.prog, commitSubject(r.spec.subject, r.order.Task.Title), r.order.TaskID)
-	r.br = &branch{git: g, sec: r.sec, target: r.order.TargetBranch, base: r.ws.baseBranch, baseSHA: r.ws.baseSHA, pushed: pushed, lease: pushed,
-		spec: r.spec, mode: r.order.Mode, taskID: r.order.TaskID, title: r.order.Task.Title, red: r.red, log: r.log, prog: r.prog}
-	if !r.ws.pushes {
-		return
-	}
-	ch := change{git: g, baseSHA: r.ws.baseSHA, media: mediaDir(r.order.TaskID)}
-	r.deps = &depCheck{change: ch, osvDir: r.opts.OSVDir, log: r.log}
-	if len(r.order.PlanFiles) > 0 && r.spec.pipeline == pipeImplement {
-		r.scope = &scopeCheck{change: ch, files: r.order.PlanFiles, strict: r.cfg.Plan.Strict, reasons: r.reasons, masked: r.sec.masked, log: r.log}
-	}
-}
-
 // builtinChecks runs them; the secret scan last, because it pushes.
 func (r *run) builtinChecks(report func(checkRun)) []checkRun {
 	if r.deps == nil {
