@@ -44,6 +44,7 @@ func (b *Base) on(ctx context.Context, t thread, ev event) (lifecycle.Case, erro
 		return lifecycle.Case{}, err
 	}
 	sc.facts.NoText = ev.text == ""
+	sc.facts.AsksReview = ev.kind == lifecycle.Mention && asksReview(ev.text)
 	if ev.ci != nil {
 		b.ci.facts(ctx, t, &sc, ev.ci)
 	}
@@ -162,6 +163,9 @@ func (b *Base) runFor(ctx context.Context, t thread, ev event, sc *scene, do lif
 			return req, false
 		}
 		req.Mode = mode
+		if mode == dispatch.ModeReview {
+			return req, b.reviewRequest(ctx, t, ev, &req)
+		}
 		plan()
 	}
 	return req, true

@@ -212,6 +212,12 @@ func (a agentRun) build(ctx context.Context, gh GitHub, l launch) (built, error)
 	if l.mode == dispatch.ModeTask {
 		spec.Order.CloneURL, spec.Order.TargetBranch = "", ""
 	}
+	if l.mode == dispatch.ModeReview {
+		if spec.Order.PR, err = a.reviewOrder(ctx, gh, req); err != nil {
+			return built{}, err
+		}
+		spec.Meta.HeadSHA = spec.Order.PR.HeadSHA
+	}
 	if l.mode == dispatch.ModeExecute {
 		spec.Order.Session = a.sessionHandoff(ctx, req.PlanTask)
 		if h := spec.Order.Session; h != nil {

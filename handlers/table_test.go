@@ -100,6 +100,9 @@ func (w *world) hold(n int, taskID string, mode dispatch.Mode, branch string) {
 	if mode == dispatch.ModePreview {
 		order.Source, order.Config.Dev.Command, order.Config.Dev.Port = dispatch.SourcePath, "npm run dev", 3000
 	}
+	if mode == dispatch.ModeReview {
+		order.PR = &dispatch.PRReview{HeadRef: "refs/pull/2/head", HeadSHA: strings.Repeat("a", 40)}
+	}
 	if _, err := w.backend.Submit(w.ctx, dispatch.RunSpec{Meta: dispatch.Meta{TaskID: taskID, Mode: mode, Repo: tRepo, Number: n, InstallationID: tInst, Attempt: 1}, Order: order}); err != nil {
 		w.t.Fatal(err)
 	}
@@ -401,6 +404,9 @@ func (w *world) ran(mode dispatch.Mode) int {
 	case dispatch.ModeRevise, dispatch.ModeRebase:
 		w.inPR(lifecycle.PROpen)
 		n, branch = 2, tBranch
+	case dispatch.ModeReview:
+		w.inPR(lifecycle.PROpen)
+		n = 2
 	case dispatch.ModeExecute, dispatch.ModeContinue:
 		w.planPosted()
 		branch = tBranch
@@ -437,6 +443,7 @@ var (
 		dispatch.ModeTask:     {"reply:task_done", "reply:task_done", "reply:failure", "run:task", "reply:failure", "reply:aborted"},
 		dispatch.ModeRevise:   {"reply:done", "reply:done", "reply:failure", "run:revise", "reply:failure", "reply:aborted"},
 		dispatch.ModeRebase:   {"reply:done", "reply:done", "reply:failure", "run:rebase", "reply:failure", "reply:aborted"},
+		dispatch.ModeReview:   {"reply:review", "reply:review", "reply:failure", "run:review", "reply:failure", "reply:aborted"},
 	}
 )
 

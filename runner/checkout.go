@@ -131,6 +131,8 @@ func (r *run) checkoutStart(g *Git, target, targetSHA string) error {
 		if note != "" {
 			r.log.Warn().Str("branch", target).Msg(note)
 		}
+	case startPRHead:
+		return r.checkoutPRHead(g)
 	case startMust:
 		if targetSHA == "" {
 			return failed("branch %q does not exist on the remote; there is nothing to %s", target, r.order.Mode)

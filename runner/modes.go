@@ -11,6 +11,7 @@ const (
 	pipeRebase                        // rebase onto the base, agent on conflicts
 	pipeTask                          // agent in the artifacts directory, no repository
 	pipePreview                       // the dev server on the code of the order's archive, for a while
+	pipeReview                        // validation of a pull request's head, then a read-only agent pass
 )
 
 // startFrom says which remote branch a mode's checkout starts from.
@@ -22,6 +23,7 @@ const (
 	startTarget                  // the target branch if it exists, else the base
 	startMust                    // the target branch, which must exist
 	startSource                  // the archive the bot fetched (preview mode)
+	startPRHead                  // a pull request's head, fetched from its refs/pull/N/head
 )
 
 // modeSpec is everything that differs between modes: the pipeline reads
@@ -93,5 +95,8 @@ var modes = map[dispatch.Mode]modeSpec{
 	},
 	dispatch.ModePreview: {
 		pipeline: pipePreview, start: startSource,
+	},
+	dispatch.ModeReview: {
+		pipeline: pipeReview, prompt: PromptReviewPR, readOnly: true, start: startPRHead,
 	},
 }

@@ -12,11 +12,15 @@ type Review struct {
 	State       string // APPROVED, CHANGES_REQUESTED, COMMENTED
 	Body        string
 	SubmittedAt time.Time
+	// CommitID is the commit a review posted through the API is of.
+	CommitID string
 }
 
 func (s *Server) reviewRoutes(h func(string, func(http.ResponseWriter, *http.Request, *Repo))) {
 	h("GET /repos/{owner}/{repo}/pulls/{number}/reviews", s.listReviews)
 	h("POST /repos/{owner}/{repo}/pulls/{number}/comments", s.createReviewComment)
+	h("POST /repos/{owner}/{repo}/pulls/{number}/reviews", s.createReview)
+	h("GET /repos/{owner}/{repo}/pulls/{number}/files", s.listPullFiles)
 }
 
 // AddReview records a submitted review on a PR and returns its id (for

@@ -1366,6 +1366,9 @@ func (s *Server) serveGit(w http.ResponseWriter, r *http.Request) {
 	if !allowed {
 		return
 	}
+	if !push {
+		s.syncPullRefs(repo)
+	}
 	r2 := r.Clone(r.Context())
 	r2.URL.Path = "/" + parts[0] + "/" + parts[1] + "/" + parts[2]
 	s.gitBackend.ServeHTTP(w, r2)

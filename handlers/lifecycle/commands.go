@@ -19,6 +19,9 @@ const (
 	// for a while, in a preview sandbox beside whatever runs on the PR.
 	Preview Event = "/preview"
 	Status  Event = "/status"
+	// AskReview: a writer asks for a review of a pull request, anyone's,
+	// having run its validation (the text after it is what to look at).
+	AskReview Event = "/review"
 )
 
 // Where is the set of places a comment command is allowed.
@@ -70,6 +73,8 @@ var Commands = []CommandSpec{
 		Help: "bring the PR branch up to date with its base"},
 	{Event: Preview, Where: InPRs,
 		Help: "serve the PR's head with its dev server for a while, at a link on the PR"},
+	{Event: AskReview, Where: InPRs | InOthersPRs,
+		Help: "review the pull request having run its validation: one review, inline comments on the diff (`/review [what to look at]`)"},
 	{Event: Status, Where: InIssues | InPRs | InOthersPRs,
 		Help: "show the run in progress here, or the last one (anyone can ask)"},
 }

@@ -1,0 +1,219 @@
+package githubtest
+
+import (
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A pull request's diff as GitHub serves it (GET .../pulls/N/files, a
+// patch per file from the merge base to the head), the reviews posted
+// through the API (POST .../pulls/N/reviews), whose inline comments GitHub
+// takes only on lines of that diff (a 422 otherwise), and the
+// refs/pull/N/head ref GitHub keeps of every pull request in the base
+// repository, a fork's too.
+
+// pullFile is one file of a pull request's diff.
+type pullFile struct {
+	Name, Status, Patch  string
+	Additions, Deletions int
+}
+
+// headOf is the commit a pull request's head is at: its branch's, or for
+// a fork's, the commit refs/pull/N/head holds.
+func headOf(repo *Repo, iss *Issue) string {
+	if iss.PR.HeadRepo == "" {
+		if sha := branchSHA(repo.GitDir, iss.PR.Head); sha != "" {
+			return sha
+		}
+	}
+	return iss.PR.HeadSHA
+}
+
+// pullFiles reads the diff of pull request iss from git: merge base of
+// the base branch and the head, to the head.
+func pullFiles(repo *Repo, iss *Issue) ([]pullFile, error) {
+	out, err := exec.Command(mustGit(), "--git-dir", repo.GitDir, "diff", "--no-color", "--no-ext-diff", "-U3",
+		"refs/heads/"+iss.PR.Base+"..."+headOf(repo, iss)).Output()
+	if err != nil {
+		return nil, err
+	}
+	var files []pullFile
+	for _, block := range strings.Split(string(out), "\ndiff --git ")[0:] {
+		block = strings.TrimPrefix(block, "diff --git ")
+		if strings.TrimSpace(block) == "" {
+			continue
+		}
+		f := pullFile{Status: "modified"}
+		head, patch, _ := strings.Cut(block, "\n@@")
+		if patch != "" {
+			f.Patch = strings.TrimRight("@@"+patch, "\n")
+		}
+		for _, l := range strings.Split(head, "\n") {
+			switch {
+			case strings.HasPrefix(l, "new file mode"):
+				f.Status = "added"
+			case strings.HasPrefix(l, "deleted file mode"):
+				f.Status = "removed"
+			case strings.HasPrefix(l, "+++ b/"):
+				f.Name = strings.TrimPrefix(l, "+++ b/")
+			case strings.HasPrefix(l, "--- a/") && f.Name == "":
+				f.Name = strings.TrimPrefix(l, "--- a/")
+			}
+		}
+		for _, l := range strings.Split(f.Patch, "\n") {
+			switch {
+			case strings.HasPrefix(l, "+"):
+				f.Additions++
+			case strings.HasPrefix(l, "-"):
+				f.Deletions++
+			}
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+func (s *Server) listPullFiles(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	iss := repo.Issues[number(r)]
+	if iss == nil || iss.PR == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	files, err := pullFiles(repo, iss)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"message": err.Error()})
+		return
+	}
+	out := []map[string]any{}
+	for _, f := range files {
+		out = append(out, map[string]any{"filename": f.Name, "status": f.Status, "patch": f.Patch,
+			"additions": f.Additions, "deletions": f.Deletions, "changes": f.Additions + f.Deletions})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// hunkRange is a hunk header's new side: "+start,count".
+var hunkRange = regexp.MustCompile(`(?m)^@@ -[0-9,]+ \+([0-9]+)(?:,([0-9]+))? @@`)
+
+// inDiff reports whether line of the new file is in one of the patch's
+// hunks: the lines GitHub takes a RIGHT-side review comment on.
+func inDiff(patch string, line int) bool {
+	for _, m := range hunkRange.FindAllStringSubmatch(patch, -1) {
+		start, _ := strconv.Atoi(m[1])
+		count := 1
+		if m[2] != "" {
+			count, _ = strconv.Atoi(m[2])
+		}
+		if line >= start && line < start+count {
+			return true
+		}
+	}
+	return false
+}
+
+// createReview submits a review as the App, as GitHub does: an event of
+// APPROVE, REQUEST_CHANGES or COMMENT, and inline comments each on a line
+// of the diff's new side; a comment on a file or line outside the diff
+// fails the whole review with 422.
+func (s *Server) createReview(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	iss := repo.Issues[number(r)]
+	if iss == nil || iss.PR == nil {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "Not Found"})
+		return
+	}
+	var body struct {
+		CommitID string `json:"commit_id"`
+		Body     string `json:"body"`
+		Event    string `json:"event"`
+		Comments []struct {
+			Path string `json:"path"`
+			Line int    `json:"line"`
+			Side string `json:"side"`
+			Body string `json:"body"`
+		} `json:"comments"`
+	}
+	if err := decodeBody(r, &body); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"message": "Problems parsing JSON"})
+		return
+	}
+	states := map[string]string{"APPROVE": "APPROVED", "REQUEST_CHANGES": "CHANGES_REQUESTED", "COMMENT": "COMMENTED"}
+	state, ok := states[body.Event]
+	if !ok {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Unprocessable Entity", "errors": []string{"event must be one of APPROVE, REQUEST_CHANGES, COMMENT (the fake does not keep pending reviews)"}})
+		return
+	}
+	if len(body.Body) > 65536 {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Validation Failed", "errors": []string{"body is too long (maximum is 65536 characters)"}})
+		return
+	}
+	files, err := pullFiles(repo, iss)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"message": err.Error()})
+		return
+	}
+	for _, c := range body.Comments {
+		patch, found := "", false
+		for _, f := range files {
+			if f.Name == c.Path {
+				patch, found = f.Patch, true
+			}
+		}
+		switch {
+		case !found:
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Unprocessable Entity", "errors": []string{"Path could not be resolved"}})
+			return
+		case c.Side == "LEFT" || !inDiff(patch, c.Line):
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Unprocessable Entity", "errors": []string{"Line could not be resolved"}})
+			return
+		}
+	}
+	s.nextID++
+	rv := &Review{ID: s.nextID, User: AppLogin, State: state, Body: body.Body, SubmittedAt: time.Now(), CommitID: body.CommitID}
+	iss.PR.Reviews = append(iss.PR.Reviews, rv)
+	for _, c := range body.Comments {
+		s.nextID++
+		iss.PR.ReviewComments = append(iss.PR.ReviewComments, &ReviewComment{Comment: Comment{ID: s.nextID, User: AppLogin, Body: c.Body, CreatedAt: time.Now()},
+			ReviewID: rv.ID, Path: c.Path, Line: c.Line})
+	}
+	writeJSON(w, http.StatusOK, s.reviewJSON(rv))
+}
+
+// syncPullRefs points refs/pull/N/head of every open pull request from a
+// branch of repo at that branch's head, as GitHub keeps them.
+func (s *Server) syncPullRefs(repo *Repo) {
+	s.mu.Lock()
+	heads := map[int]string{}
+	for n, iss := range repo.Issues {
+		if iss.PR != nil && iss.PR.HeadRepo == "" && iss.State == "open" {
+			heads[n] = iss.PR.Head
+		}
+	}
+	s.mu.Unlock()
+	for n, branch := range heads {
+		if sha := branchSHA(repo.GitDir, branch); sha != "" {
+			_ = exec.Command(mustGit(), "--git-dir", repo.GitDir, "update-ref", "refs/pull/"+strconv.Itoa(n)+"/head", sha).Run()
+		}
+	}
+}
+
+// AddForkPullRequestWith opens a pull request as user from branch head of
+// the fork headRepo into base, whose head commit adds files to base's: the
+// commit is in fullName's git as refs/pull/N/head only, as GitHub keeps a
+// fork's pull request.
+func (s *Server) AddForkPullRequestWith(fullName, user, title, headRepo, head, base string, files map[string]string) int {
+	s.t.Helper()
+	r := s.Repo(fullName)
+	tmp := "fork-pr-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+	sha := s.seed(r.GitDir, tmp, s.BranchSHA(fullName, base), files, title)
+	n := s.AddForkPullRequest(fullName, user, title, headRepo, head, base)
+	s.git("", "--git-dir", r.GitDir, "update-ref", "refs/pull/"+strconv.Itoa(n)+"/head", sha)
+	s.git("", "--git-dir", r.GitDir, "branch", "-D", tmp)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.Issues[n].PR.HeadSHA = sha
+	return n
+}
