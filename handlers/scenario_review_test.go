@@ -82,3 +82,35 @@ func TestReviewOfAForksPRQuotesTheOutsider(t *testing.T) {
 		t.Errorf("the hidden instruction reached the work order: %+v", o.Task)
 	}
 }
+
+// review.auto: a writer's pull request is reviewed as it opens, once per
+// head (the event delivered twice starts one run); a draft is not, nor
+// the pull request of someone without write access, and nothing is said
+// on theirs.
+func TestAutoReviewOnlyForWriters(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, map[string]string{".sandbox.yml": defaultSandboxYML + "review: { auto: true }\n", "main.go": "package main\n"}, nil)
+	h.gh.CreateBranch(testRepo, "outsider", "main")
+	h.gh.CommitFile(testRepo, "outsider", "a.go", "package main\n", "A")
+	theirs := h.gh.AddPullRequest(testRepo, reader, "Mine", "outsider", "main")
+	h.deliver("pull_request", "d-outsider", h.gh.PullRequestPayload(testRepo, theirs, "opened"))
+	h.gh.CreateBranch(testRepo, "draft", "main")
+	h.gh.CommitFile(testRepo, "draft", "b.go", "package main\n", "B")
+	draft := h.gh.AddPullRequest(testRepo, writer, "Draft", "draft", "main")
+	h.gh.SetDraft(testRepo, draft, true)
+	h.deliver("pull_request", "d-draft", h.gh.PullRequestPayload(testRepo, draft, "opened"))
+	h.gh.CreateBranch(testRepo, "ours", "main")
+	h.gh.CommitFile(testRepo, "ours", "c.go", "package main\n", "C")
+	mine := h.gh.AddPullRequest(testRepo, writer, "Ready", "ours", "main")
+	h.deliver("pull_request", "d-mine-1", h.gh.PullRequestPayload(testRepo, mine, "opened"))
+	h.deliver("pull_request", "d-mine-2", h.gh.PullRequestPayload(testRepo, mine, "ready_for_review"))
+	spec := h.waitSubmitted(1)[0]
+	h.idle()
+	if spec.Order.Mode != dispatch.ModeReview || spec.Order.Number != mine {
+		t.Fatalf("want a review run of #%d; got %s of #%d", mine, spec.Order.Mode, spec.Order.Number)
+	}
+	h.wantRuns(1, "review.auto: one review of the writer's head, none of a draft or of an outsider's pull request")
+	if c := h.botComments(theirs); len(c) != 0 {
+		t.Errorf("the outsider's pull request got %q", c)
+	}
+}

@@ -217,3 +217,30 @@ func (s *Server) AddForkPullRequestWith(fullName, user, title, headRepo, head, b
 	r.Issues[n].PR.HeadSHA = sha
 	return n
 }
+
+// PullRequestPayload is the pull_request webhook GitHub sends when the
+// pull request's author does action ("opened", "ready_for_review"): the
+// pull request as the API shows it, sent by its author.
+func (s *Server) PullRequestPayload(fullName string, number int, action string) []byte {
+	s.t.Helper()
+	r := s.Repo(fullName)
+	s.mu.Lock()
+	iss := r.Issues[number]
+	if iss == nil || iss.PR == nil {
+		s.mu.Unlock()
+		s.t.Fatalf("githubtest: #%d in %s is not a pull request", number, fullName)
+	}
+	pr, author := s.pullJSON(r, iss), iss.User
+	s.mu.Unlock()
+	return s.PayloadFrom([]byte(`{}`), fullName, author, func(m map[string]any) {
+		m["action"], m["number"], m["pull_request"] = action, number, pr
+	})
+}
+
+// SetDraft marks a pull request a draft, or ready for review.
+func (s *Server) SetDraft(fullName string, number int, draft bool) {
+	r := s.Repo(fullName)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r.Issues[number].PR.Draft = draft
+}
