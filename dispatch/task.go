@@ -35,10 +35,14 @@ const (
 	// run its validation: read-only, a contents:read token, the PR's head
 	// checked out; the agent's final message is the review the bot posts.
 	ModeReview Mode = "review"
+	// ModeFix changes a pull request's branch as a writer asked (/fix):
+	// one commit, pushed only when the run completed and only if the
+	// branch is still where it was (a fast-forward, never forced).
+	ModeFix Mode = "fix"
 )
 
 // Modes lists every mode, for validation and help texts.
-var Modes = []Mode{ModePlan, ModeExecute, ModeRevise, ModeContinue, ModeRebase, ModeTask, ModePreview, ModeReview}
+var Modes = []Mode{ModePlan, ModeExecute, ModeRevise, ModeContinue, ModeRebase, ModeTask, ModePreview, ModeReview, ModeFix}
 
 // Valid reports whether m is a known mode.
 func (m Mode) Valid() bool {
@@ -194,7 +198,9 @@ type WorkOrder struct {
 	// Images are the pictures of the issue and of the feedback, which the
 	// runner hands to the agent with the prompt.
 	Images []Image `json:"images,omitempty"`
-	// PR is the pull request a review run reviews (ModeReview).
+	// PR is the pull request a review run reviews (ModeReview), or whose
+	// branch a fix run changes (ModeFix: HeadSHA is where the branch must
+	// still be).
 	PR *PRReview `json:"pr,omitempty"`
 }
 

@@ -29,6 +29,9 @@ type event struct {
 	tried string
 	// ci is what failing checks carry (ChecksFailed, ci.go).
 	ci *ciEvent
+	// thread is the review thread a command in an inline comment was
+	// written in (its first comment's id), 0 elsewhere.
+	thread int64
 }
 
 // on is the one way from an event to what the bot does: it checks that
@@ -163,8 +166,11 @@ func (b *Base) runFor(ctx context.Context, t thread, ev event, sc *scene, do lif
 			return req, false
 		}
 		req.Mode = mode
-		if mode == dispatch.ModeReview {
-			return req, b.reviewRequest(ctx, t, ev, &req)
+		switch mode {
+		case dispatch.ModeReview:
+			return req, reviewRequest(ctx, t, ev, &req)
+		case dispatch.ModeFix:
+			return req, fixRequest(ctx, b.c, t, ev, &req)
 		}
 		plan()
 	}

@@ -54,7 +54,7 @@ func asksReview(text string) bool {
 // reviewRequest makes req a review of the pull request t: its base
 // branch (whose configuration the run reads), the writer's focus, and the
 // vouch for the PR's text as the writer's event saw it.
-func (b *Base) reviewRequest(ctx context.Context, t thread, ev event, req *startRequest) bool {
+func reviewRequest(ctx context.Context, t thread, ev event, req *startRequest) bool {
 	pr := t.pr
 	if pr == nil {
 		var err error

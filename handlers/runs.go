@@ -310,7 +310,7 @@ func endState(m Marker, meta dispatch.Meta) (lifecycle.State, bool) {
 // result: the label and the result's marker are written together, under
 // the lock the run still holds.
 func (rp *resultPoster) report(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, c lifecycle.Case, by string) error {
-	if rc.meta.Mode == dispatch.ModeReview {
+	if rc.meta.Mode == dispatch.ModeReview || rc.meta.Mode == dispatch.ModeFix {
 		c.Next = rp.reviewState(ctx, rc, c.Next)
 	}
 	var post func() error
@@ -339,6 +339,8 @@ func (rp *resultPoster) report(ctx context.Context, rc *runContext, res *dispatc
 		return rp.postTaskResult(ctx, rc, res, prog, c.Next)
 	case lifecycle.PostReview:
 		return rp.show(ctx, rc, c.Next, func() error { return rp.postReview(ctx, rc, res, prog) })
+	case lifecycle.PostFixed:
+		return rp.show(ctx, rc, c.Next, func() error { return rp.postFixed(ctx, rc, res, prog) })
 	default: // PostDone: a receipt comment where the run was asked for
 		prog.complete(ctx, "success", "Done", res.PRSummary, res)
 		rcpt := rc.receipt(res)

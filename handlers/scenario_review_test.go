@@ -114,3 +114,71 @@ func TestAutoReviewOnlyForWriters(t *testing.T) {
 		t.Errorf("the outsider's pull request got %q", c)
 	}
 }
+
+// reviewed has the App review pull request pr of branch (the review run
+// finished with an inline comment on path:line) and returns the inline
+// comment's id.
+func (h *harness) reviewed(pr int, path string, line int) int64 {
+	h.t.Helper()
+	h.comment(pr, writer, "/review")
+	specs := h.waitSubmitted(1)
+	o := specs[len(specs)-1].Order
+	h.backend.Finish(o.TaskID, &dispatch.Result{Mode: dispatch.ModeReview, Status: dispatch.StatusCompleted, HeadSHA: o.PR.HeadSHA,
+		PRReview: fmt.Sprintf("%s:%d: off by one.", path, line)})
+	h.gh.WaitFor(30*time.Second, "the review", func() bool { return len(h.gh.Issue(testRepo, pr).PR.ReviewComments) > 0 })
+	h.idle()
+	return h.gh.Issue(testRepo, pr).PR.ReviewComments[0].ID
+}
+
+// /fix in the thread of the App's review comment: a fix run with a
+// contents:write token on the pull request's branch, from the commit the
+// review was of, asked what the comment says; its end answers in the
+// thread with the commit. When the branch moved since the review, the
+// thread is told so and nothing runs.
+func TestFixInAReviewThread(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, nil)
+	h.gh.CreateBranch(testRepo, "fix-sum", "main")
+	head := h.gh.CommitFile(testRepo, "fix-sum", "sum.go", "package main\n\nfunc sum(a, b int) int {\n\treturn a + b + 1\n}\n", "Add sum")
+	pr := h.gh.AddPullRequest(testRepo, "bob", "Add sum", "fix-sum", "main")
+	root := h.reviewed(pr, "sum.go", 4)
+	id, payload := h.gh.AddReviewReply(testRepo, pr, root, writer, "/fix")
+	h.deliver("pull_request_review_comment", fmt.Sprintf("inline-%d", id), payload)
+	specs := h.waitSubmitted(2)
+	o := specs[1].Order
+	if o.Mode != dispatch.ModeFix || o.TargetBranch != "fix-sum" || o.BaseBranch != "main" || o.PR == nil || o.PR.HeadSHA != head ||
+		!strings.Contains(o.Feedback, "`sum.go` line 4") || !strings.Contains(o.Feedback, "off by one.") {
+		t.Fatalf("want a fix run of fix-sum from %s asked what the thread says; got mode %s, branch %q, pr %+v, feedback %q", head, o.Mode, o.TargetBranch, o.PR, o.Feedback)
+	}
+	for _, tok := range h.gh.Tokens() {
+		if tok.Value == specs[1].Token && tok.Permissions["contents"] != "write" {
+			t.Errorf("the fix run's token: %v; want contents:write", tok.Permissions)
+		}
+	}
+	h.backend.Finish(o.TaskID, &dispatch.Result{Mode: dispatch.ModeFix, Status: dispatch.StatusCompleted, Branch: "fix-sum", HeadSHA: "abcdef0123456789",
+		Commits: []dispatch.Commit{{SHA: "abcdef0123456789", Message: "Fix: Add sum"}}, PRSummary: "Dropped the `+ 1`."})
+	h.gh.WaitFor(30*time.Second, "the fix's answer in the thread", func() bool {
+		for _, c := range h.botReplies(pr) {
+			if c.InReplyTo == root && strings.Contains(c.Body, "Pushed `abcdef012345` to `fix-sum`") {
+				return true
+			}
+		}
+		return false
+	})
+	h.idle()
+
+	// A push after the review: the next /fix in the thread changes nothing.
+	h.gh.CommitFile(testRepo, "fix-sum", "sum.go", "package main\n", "Mine")
+	id, payload = h.gh.AddReviewReply(testRepo, pr, root, writer, "/fix please")
+	h.deliver("pull_request_review_comment", fmt.Sprintf("inline-%d", id), payload)
+	h.gh.WaitFor(30*time.Second, "the refusal in the thread", func() bool {
+		for _, c := range h.botReplies(pr) {
+			if c.InReplyTo == root && strings.Contains(c.Body, "moved since the review") {
+				return true
+			}
+		}
+		return false
+	})
+	h.idle()
+	h.wantRuns(2, "no fix of a branch that moved since the review")
+}

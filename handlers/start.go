@@ -68,6 +68,9 @@ type startRequest struct {
 	FeedbackImages []imageSource `json:"feedback_images,omitempty"`
 	// CI is what a CI fix run fixes (ci.go).
 	CI *dispatch.CIReport `json:"ci,omitempty"`
+	// Head is where a fix run's pull request branch must still be: the
+	// commit the review was of (fix.go).
+	Head string `json:"head,omitempty"`
 	// Vouch is, for a run a writer's label or mention started on an
 	// issue, what they vouched for (vouch.go); other runs read the newest
 	// vouch from the issue's acknowledgements.
@@ -217,6 +220,9 @@ func (a agentRun) build(ctx context.Context, gh GitHub, l launch) (built, error)
 			return built{}, err
 		}
 		spec.Meta.HeadSHA = spec.Order.PR.HeadSHA
+	}
+	if l.mode == dispatch.ModeFix {
+		spec.Order.PR = &dispatch.PRReview{HeadSHA: req.Head}
 	}
 	if l.mode == dispatch.ModeExecute {
 		spec.Order.Session = a.sessionHandoff(ctx, req.PlanTask)

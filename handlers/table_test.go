@@ -407,6 +407,9 @@ func (w *world) ran(mode dispatch.Mode) int {
 	case dispatch.ModeReview:
 		w.inPR(lifecycle.PROpen)
 		n = 2
+	case dispatch.ModeFix:
+		w.inPR(lifecycle.PROpen)
+		n, branch = 2, tBranch
 	case dispatch.ModeExecute, dispatch.ModeContinue:
 		w.planPosted()
 		branch = tBranch
@@ -443,6 +446,7 @@ var (
 		dispatch.ModeTask:     {"reply:task_done", "reply:task_done", "reply:failure", "run:task", "reply:failure", "reply:aborted"},
 		dispatch.ModeRevise:   {"reply:done", "reply:done", "reply:failure", "run:revise", "reply:failure", "reply:aborted"},
 		dispatch.ModeRebase:   {"reply:done", "reply:done", "reply:failure", "run:rebase", "reply:failure", "reply:aborted"},
+		dispatch.ModeFix:      {"reply:fixed", "reply:fixed", "reply:failure", "run:fix", "reply:failure", "reply:aborted"},
 		dispatch.ModeReview:   {"reply:review", "reply:review", "reply:failure", "run:review", "reply:failure", "reply:aborted"},
 	}
 )

@@ -61,6 +61,11 @@ type modeSpec struct {
 	// resumesPlan: the agent resumes the plan run's session when the work
 	// order hands it over (sessioncarry.go).
 	resumesPlan bool
+	// personsBranch: the branch is a person's pull request's (a fix): it
+	// starts where the order says it still is, gets one commit (no
+	// checkpoints, no repairs, no media), and is pushed only when the run
+	// completed.
+	personsBranch bool
 }
 
 // modes is the one table of mode behaviour.
@@ -98,5 +103,9 @@ var modes = map[dispatch.Mode]modeSpec{
 	},
 	dispatch.ModeReview: {
 		pipeline: pipeReview, prompt: PromptReviewPR, readOnly: true, start: startPRHead,
+	},
+	dispatch.ModeFix: {
+		pipeline: pipeImplement, prompt: PromptFix, start: startMust,
+		pushes: true, mustChange: true, subject: "Fix: ", personsBranch: true,
 	},
 }

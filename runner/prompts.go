@@ -80,6 +80,9 @@ const (
 	// PromptReviewPR is a review run's (ModeReview): the pull request,
 	// its diff, the validation and the threads so far.
 	PromptReviewPR = "prompts/review_pr"
+	// PromptFix is a fix run's (ModeFix): the change a writer asked for
+	// on a pull request's branch.
+	PromptFix = "prompts/fix"
 	// PromptReport renders an outsider's vouched report (Task.Report) as
 	// the task's body the other prompts show.
 	PromptReport = "prompts/report"

@@ -88,3 +88,11 @@ func (r *run) reviewPR() error {
 	r.res.PRReview = out.FinalText
 	return nil
 }
+
+// shortRev is a commit id as people read it.
+func shortRev(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

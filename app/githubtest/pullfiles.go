@@ -177,7 +177,7 @@ func (s *Server) createReview(w http.ResponseWriter, r *http.Request, repo *Repo
 	for _, c := range body.Comments {
 		s.nextID++
 		iss.PR.ReviewComments = append(iss.PR.ReviewComments, &ReviewComment{Comment: Comment{ID: s.nextID, User: AppLogin, Body: c.Body, CreatedAt: time.Now()},
-			ReviewID: rv.ID, Path: c.Path, Line: c.Line})
+			ReviewID: rv.ID, Path: c.Path, Line: c.Line, CommitID: body.CommitID})
 	}
 	writeJSON(w, http.StatusOK, s.reviewJSON(rv))
 }
@@ -243,4 +243,34 @@ func (s *Server) SetDraft(fullName string, number int, draft bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r.Issues[number].PR.Draft = draft
+}
+
+// AddReviewReply records user's reply in the review thread whose first
+// comment is root and returns the reply's id and the
+// pull_request_review_comment webhook GitHub sends for it.
+func (s *Server) AddReviewReply(fullName string, number int, root int64, user, body string) (int64, []byte) {
+	s.t.Helper()
+	r := s.Repo(fullName)
+	s.mu.Lock()
+	iss := r.Issues[number]
+	var parent *ReviewComment
+	for _, c := range iss.PR.ReviewComments {
+		if c.ID == root {
+			parent = c
+		}
+	}
+	if parent == nil {
+		s.mu.Unlock()
+		s.t.Fatalf("githubtest: no review comment %d on #%d", root, number)
+	}
+	s.nextID++
+	c := &ReviewComment{Comment: Comment{ID: s.nextID, User: user, Body: body, CreatedAt: time.Now()},
+		ReviewID: parent.ReviewID, Path: parent.Path, Line: parent.Line, InReplyTo: root, CommitID: parent.CommitID}
+	iss.PR.ReviewComments = append(iss.PR.ReviewComments, c)
+	pr, comment := s.pullJSON(r, iss), s.reviewCommentJSON(c)
+	s.notify()
+	s.mu.Unlock()
+	return c.ID, s.PayloadFrom([]byte(`{}`), fullName, user, func(m map[string]any) {
+		m["action"], m["pull_request"], m["comment"] = "created", pr, comment
+	})
 }

@@ -22,6 +22,9 @@ const (
 	// AskReview: a writer asks for a review of a pull request, anyone's,
 	// having run its validation (the text after it is what to look at).
 	AskReview Event = "/review"
+	// Fix: a writer asks for a change on a pull request's branch (in a
+	// review thread, or with what to change after it).
+	Fix Event = "/fix"
 )
 
 // Where is the set of places a comment command is allowed.
@@ -75,6 +78,8 @@ var Commands = []CommandSpec{
 		Help: "serve the PR's head with its dev server for a while, at a link on the PR"},
 	{Event: AskReview, Where: InPRs | InOthersPRs,
 		Help: "review the pull request having run its validation: one review, inline comments on the diff (`/review [what to look at]`)"},
+	{Event: Fix, Where: InPRs | InOthersPRs,
+		Help: "in a review thread, or with what to change: one commit on the pull request's branch (a fork's gets suggested changes)"},
 	{Event: Status, Where: InIssues | InPRs | InOthersPRs,
 		Help: "show the run in progress here, or the last one (anyone can ask)"},
 }

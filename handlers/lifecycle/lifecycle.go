@@ -361,6 +361,9 @@ const (
 	// PostReview posts the review run's review on the pull request: one
 	// review, event COMMENT, inline comments on the lines of its diff.
 	PostReview Action = "post the review"
+	// PostFixed answers the /fix (in its thread) with the commit pushed,
+	// or the suggested changes on a fork's pull request.
+	PostFixed Action = "answer with the commit"
 	// EndPreview edits the preview's comment: it has ended.
 	EndPreview Action = "edit `preview`: ended"
 )

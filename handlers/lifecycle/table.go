@@ -70,6 +70,7 @@ var (
 	ciWait = Rule{{If: CIFixOff, Do: Nothing}, {Do: WaitForRun}}
 	// review starts a review run of the pull request's head.
 	review = do(StartRun(dispatch.ModeReview), "")
+	fix    = do(StartRun(dispatch.ModeFix), "")
 	// mentionOther: a mention on a pull request the App did not open asks
 	// for a review when it says so; otherwise it is answered with what
 	// works there.
@@ -140,6 +141,7 @@ var prTable = wrongPlaces(map[Event]map[State]Rule{
 	// A review on the App's own PR waits for nothing: a run that holds
 	// the PR is answered busy.
 	AskReview: with(each(review, NotOurs, PROpen, Failed, Aborted, OverBudget), each(busy, prHeld...)),
+	Fix:       with(each(fix, NotOurs, PROpen, Failed, Aborted, OverBudget), each(busy, prHeld...)),
 	Status:    each(status, PRStates...),
 	Typo:      each(help, PRStates...),
 	SlotFree:  with(each(nothing, PRStates...), map[State]Rule{Queued: do(StartQueued, "")}),
@@ -164,6 +166,7 @@ var runTable = map[dispatch.Mode]map[End]Rule{
 	// A review changes no code; on another's pull request it shows no
 	// state (resultPoster.report).
 	dispatch.ModeReview: ends(do(PostReview, PROpen), Revising),
+	dispatch.ModeFix:    ends(do(PostFixed, PROpen), Revising),
 }
 
 // ends is a run table row: completed as given, the rest alike.
