@@ -39,10 +39,14 @@ const (
 	// one commit, pushed only when the run completed and only if the
 	// branch is still where it was (a fast-forward, never forced).
 	ModeFix Mode = "fix"
+	// ModeSuggest is a fix of a fork's pull request, whose branch the App
+	// cannot push to: read-only, its change comes back as a patch the bot
+	// posts as suggested changes on the lines of the diff.
+	ModeSuggest Mode = "suggest"
 )
 
 // Modes lists every mode, for validation and help texts.
-var Modes = []Mode{ModePlan, ModeExecute, ModeRevise, ModeContinue, ModeRebase, ModeTask, ModePreview, ModeReview, ModeFix}
+var Modes = []Mode{ModePlan, ModeExecute, ModeRevise, ModeContinue, ModeRebase, ModeTask, ModePreview, ModeReview, ModeFix, ModeSuggest}
 
 // Valid reports whether m is a known mode.
 func (m Mode) Valid() bool {
@@ -56,7 +60,7 @@ func (m Mode) Valid() bool {
 
 // WritesCode reports whether the run may change the repository.
 func (m Mode) WritesCode() bool {
-	return m != ModePlan && m != ModeTask && m != ModePreview && m != ModeReview
+	return m != ModePlan && m != ModeTask && m != ModePreview && m != ModeReview && m != ModeSuggest
 }
 
 // Clones reports whether the mode's runner clones the repository: task
@@ -248,8 +252,8 @@ func (w *WorkOrder) Validate() error {
 	if w.OutputDir == "" {
 		problems = append(problems, "output_dir is required")
 	}
-	if w.Mode == ModeReview && (w.PR == nil || w.PR.HeadRef == "" || w.PR.HeadSHA == "") {
-		problems = append(problems, "a review needs pr.head_ref and pr.head_sha")
+	if (w.Mode == ModeReview || w.Mode == ModeSuggest) && (w.PR == nil || w.PR.HeadRef == "" || w.PR.HeadSHA == "") {
+		problems = append(problems, "a "+string(w.Mode)+" run needs pr.head_ref and pr.head_sha")
 	}
 	if w.CI != nil && w.Mode != ModeRevise {
 		problems = append(problems, "ci is for revise mode only")

@@ -27,6 +27,10 @@ type FixData struct {
 	// nothing); Summary is what the agent says it changed.
 	SHA, Branch, Summary, LiveURL string
 	Cost                          float64
+	// Suggest: a fork's pull request, whose fix is Suggested suggested
+	// changes on the diff and Outside changes that fall outside it.
+	Suggest            bool
+	Suggested, Outside int
 }
 
 // FixRefusedData is github/fix_refused: why a /fix changes nothing.
@@ -52,12 +56,14 @@ func fixRequest(ctx context.Context, c *core, t thread, ev event, req *startRequ
 	case rootErr != nil || err != nil:
 		zerolog.Ctx(ctx).Error().AnErr("thread", rootErr).AnErr("reviews", err).Msg("a fix asked for, but its review could not be read")
 		return false
-	case pr.GetHead().GetRepo().GetID() != pr.GetBase().GetRepo().GetID():
-		why = "this pull request's branch is in a fork, where the App cannot push; ask for the change on a line of the diff in a review thread and it is posted as a suggestion the author can commit"
-	case branch == t.repo.GetDefaultBranch() || branch == pr.GetBase().GetRef():
-		why = fmt.Sprintf("the pull request's branch `%s` is the repository's default branch or its own base; a fix never pushes there", sanitizeInline(branch, 100))
 	case reviewed != "" && reviewed != head:
 		why = fmt.Sprintf("the branch moved since the review (it reviewed `%s`, the head is `%s` now): nothing was changed. `/review` reviews the new head", shortSHA(reviewed), shortSHA(head))
+	case pr.GetHead().GetRepo().GetID() != pr.GetBase().GetRepo().GetID():
+		// A fork's branch is not the App's to push to: the change comes
+		// back as suggested changes its author can commit.
+		req.Mode, branch = dispatch.ModeSuggest, ""
+	case branch == t.repo.GetDefaultBranch() || branch == pr.GetBase().GetRef():
+		why = fmt.Sprintf("the pull request's branch `%s` is the repository's default branch or its own base; a fix never pushes there", sanitizeInline(branch, 100))
 	}
 	if why != "" {
 		fixRefused(ctx, c, t, ev.thread, why)
@@ -157,9 +163,15 @@ func (rp *resultPoster) postFixed(ctx context.Context, rc *runContext, res *disp
 		thread = ack.Marker.Inline[0]
 	}
 	d := FixData{Marker: Marker{Kind: KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue}.String(),
-		Branch: sanitizeInline(rc.branch, 200), Summary: strings.TrimSpace(res.PRSummary), LiveURL: rp.c.Receipts.LiveURL(rc.meta.TaskID), Cost: res.TokenUsage.TotalCostUSD}
-	if len(res.Commits) > 0 {
+		Suggest: rc.meta.Mode == dispatch.ModeSuggest, Branch: sanitizeInline(rc.branch, 200), Summary: strings.TrimSpace(res.PRSummary), LiveURL: rp.c.Receipts.LiveURL(rc.meta.TaskID), Cost: res.TokenUsage.TotalCostUSD}
+	if len(res.Commits) > 0 && rc.meta.Mode == dispatch.ModeFix {
 		d.SHA = shortSHA(res.HeadSHA)
+	}
+	if rc.meta.Mode == dispatch.ModeSuggest {
+		var err error
+		if d.Suggested, d.Outside, err = rp.postSuggestions(ctx, rc, res); err != nil {
+			return err
+		}
 	}
 	prog.complete(ctx, "success", "Fixed", d.Summary, res)
 	body, err := rp.c.Templates.Render("github/fixed", d)
@@ -171,4 +183,38 @@ func (rp *resultPoster) postFixed(ctx context.Context, rc *runContext, res *disp
 	}
 	zerolog.Ctx(ctx).Info().Str("reply", "github/fixed").Int64("thread", thread).Str("sha", d.SHA).Msg("fix answered")
 	return nil
+}
+
+// postSuggestions posts a suggest run's patch as one review of suggested
+// changes on the lines of the pull request's diff (event COMMENT); a
+// change on lines outside the diff, where GitHub takes no comment, is
+// counted in outside and left out.
+func (rp *resultPoster) postSuggestions(ctx context.Context, rc *runContext, res *dispatch.Result) (posted, outside int, err error) {
+	files, err := rc.gh.PullFiles(ctx, rc.meta.Number)
+	if err != nil {
+		return 0, 0, err
+	}
+	d := diffOf(files)
+	all, outside := suggestionsOf(res.PRPatch)
+	var drafts []*github.DraftReviewComment
+	for _, s := range all {
+		if !s.within(d) || len(drafts) >= maxInlineComments {
+			outside++
+			continue
+		}
+		c := &github.DraftReviewComment{Path: github.String(s.Path), Line: github.Int(s.End), Side: github.String("RIGHT"), Body: github.String(s.body())}
+		if s.Start < s.End {
+			c.StartLine, c.StartSide = github.Int(s.Start), github.String("RIGHT")
+		}
+		drafts = append(drafts, c)
+	}
+	marker := Marker{Kind: KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue}.String()
+	if posted, err := reviewPosted(ctx, rc.gh, rc.meta.Number, marker); len(drafts) == 0 || err != nil || posted {
+		return len(drafts), outside, err
+	}
+	body := marker + fmt.Sprintf("\n🔧 Suggested changes for this fork's pull request (%d): its author can commit each with one click.", len(drafts))
+	if _, err := rc.gh.CreateReview(ctx, rc.meta.Number, res.HeadSHA, body, drafts); err != nil {
+		return 0, 0, err
+	}
+	return len(drafts), outside, nil
 }

@@ -130,15 +130,8 @@ func (a agentRun) reviewThreads(ctx context.Context, gh GitHub, number int) (str
 // run posted already (a retry after a restart) is not posted again.
 func (rp *resultPoster) postReview(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress) error {
 	marker := Marker{Kind: KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue}.String()
-	reviews, err := rc.gh.Reviews(ctx, rc.meta.Number)
-	if err != nil {
+	if posted, err := reviewPosted(ctx, rc.gh, rc.meta.Number, marker); err != nil || posted {
 		return err
-	}
-	for _, rv := range reviews {
-		if strings.Contains(rv.GetBody(), marker) {
-			zerolog.Ctx(ctx).Info().Int64("review", rv.GetID()).Msg("the review is posted already")
-			return nil
-		}
 	}
 	files, err := rc.gh.PullFiles(ctx, rc.meta.Number)
 	if err != nil {
@@ -175,6 +168,22 @@ const (
 	maxReviewChecks = 50
 	maxFailingShown = 5
 )
+
+// reviewPosted reports whether the App's review with marker is on the
+// pull request already (a retry after a restart posts it once).
+func reviewPosted(ctx context.Context, gh GitHub, number int, marker string) (bool, error) {
+	reviews, err := gh.Reviews(ctx, number)
+	if err != nil {
+		return false, err
+	}
+	for _, rv := range reviews {
+		if strings.Contains(rv.GetBody(), marker) {
+			zerolog.Ctx(ctx).Info().Int64("review", rv.GetID()).Msg("the review is posted already")
+			return true, nil
+		}
+	}
+	return false, nil
+}
 
 // reviewData is the review's body from the run's receipt.
 func reviewData(marker, summary string, inline int, head string, res *dispatch.Result, live string) ReviewData {

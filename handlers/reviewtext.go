@@ -163,3 +163,80 @@ func failingLines(tail string, limit int) []string {
 	}
 	return out
 }
+
+// suggestion is a suggested change: lines Start..End of Path's new
+// version (the pull request's head) replaced by Lines.
+type suggestion struct {
+	Path       string
+	Start, End int
+	Lines      []string
+}
+
+// suggestionsOf reads a suggest run's patch (from the pull request's
+// head, one line of context): each hunk that replaces lines of the head
+// is a suggestion of its new-side lines for its old-side lines. A hunk
+// that only adds to an empty file has no line to suggest on and is left
+// out (rest counts those).
+func suggestionsOf(patch string) (out []suggestion, rest int) {
+	var path string
+	var cur *suggestion
+	flush := func() {
+		if cur != nil {
+			out = append(out, *cur)
+			cur = nil
+		}
+	}
+	for _, l := range strings.Split(patch, "\n") {
+		switch {
+		case strings.HasPrefix(l, "diff --git "):
+			flush()
+			path = ""
+		case strings.HasPrefix(l, "+++ "):
+			path = strings.TrimPrefix(strings.TrimPrefix(l, "+++ "), "b/")
+		case strings.HasPrefix(l, "--- "):
+		case strings.HasPrefix(l, "@@"):
+			flush()
+			m := oldRange.FindStringSubmatch(l)
+			start, _ := strconv.Atoi(m[1])
+			n := 1
+			if m[2] != "" {
+				n, _ = strconv.Atoi(m[2])
+			}
+			if path == "" || path == "/dev/null" || n == 0 || start == 0 {
+				rest++
+				continue
+			}
+			cur = &suggestion{Path: path, Start: start, End: start + n - 1, Lines: []string{}}
+		case cur != nil && (strings.HasPrefix(l, "+") || strings.HasPrefix(l, " ")):
+			cur.Lines = append(cur.Lines, l[1:])
+		}
+	}
+	flush()
+	return out, rest
+}
+
+// oldRange is a hunk header's old side: "-start,count".
+var oldRange = regexp.MustCompile(`^@@ -(\d+)(?:,(\d+))? \+`)
+
+// within reports whether every line of s is in the diff: where GitHub
+// takes a comment spanning them.
+func (s suggestion) within(d diffLines) bool {
+	for l := s.Start; l <= s.End; l++ {
+		if !d.has(s.Path, l) {
+			return false
+		}
+	}
+	return true
+}
+
+// body is the suggestion as GitHub's suggested-change block, whose fence
+// is longer than any backtick run in the lines.
+func (s suggestion) body() string {
+	fence := "```"
+	for strings.Contains(strings.Join(s.Lines, "\n"), fence) {
+		fence += "`"
+	}
+	// Nothing in it passes for one of the bot's markers.
+	text := strings.ReplaceAll(strings.Join(s.Lines, "\n"), "<!-- sandbox-bot:", "<!"+zwsp+"-- sandbox-bot:")
+	return fence + "suggestion\n" + text + "\n" + fence
+}

@@ -87,3 +87,26 @@ func TestFailingLines(t *testing.T) {
 		t.Errorf("got %q", got)
 	}
 }
+
+// A suggest run's patch as suggestions: each hunk's old lines replaced by
+// its new ones; an addition to an empty file has no line and is left out;
+// a fence in the code gets a longer fence.
+func TestSuggestionsOf(t *testing.T) {
+	patch := "diff --git a/a.go b/a.go\n--- a/a.go\n+++ b/a.go\n@@ -3,3 +3,4 @@ x\n ctx\n-old\n+new\n+more\n ctx2\n\\ No newline at end of file\n" +
+		"diff --git a/b.md b/b.md\n--- a/b.md\n+++ b/b.md\n@@ -1 +1 @@\n-x\n+```go\n" +
+		"diff --git a/c.txt b/c.txt\n--- /dev/null\n+++ b/c.txt\n@@ -0,0 +1 @@\n+new file\n"
+	got, rest := suggestionsOf(patch)
+	if rest != 1 || len(got) != 2 {
+		t.Fatalf("got %+v, %d left out", got, rest)
+	}
+	if s := got[0]; s.Path != "a.go" || s.Start != 3 || s.End != 5 || strings.Join(s.Lines, "|") != "ctx|new|more|ctx2" {
+		t.Errorf("first: %+v", s)
+	}
+	if s := got[1]; s.Path != "b.md" || s.Start != 1 || s.End != 1 || s.body() != "````suggestion\n```go\n````" {
+		t.Errorf("second: %+v %q", s, s.body())
+	}
+	d := diffLines{"a.go": {3: true, 4: true, 5: true}}
+	if !got[0].within(d) || got[1].within(d) {
+		t.Errorf("within: the first is in the diff, the second is not")
+	}
+}

@@ -147,7 +147,7 @@ func previewSamples(task string) map[string][]any {
 		},
 		"github/preview_refused": {PreviewRefusedData{Reason: "this pull request comes from a fork"}},
 		"github/fixed": {FixData{Marker: marker, SHA: "0123abc", Branch: "faster-add", Summary: "Dropped the `+ 1`.", Cost: 0.2, LiveURL: "https://bot.example.com/runs/" + task},
-			FixData{Marker: marker, Branch: "faster-add"}},
+			FixData{Marker: marker, Branch: "faster-add"}, FixData{Marker: marker, Suggest: true, Suggested: 2, Outside: 1, Summary: "Dropped the `+ 1`."}},
 		"github/fix_refused": {FixRefusedData{Reason: "the branch moved since the review"}},
 		"github/review": {
 			ReviewData{Marker: marker, Summary: "The sum is off by one.", Inline: 1, Head: "0123abc", Cost: 0.42, Seconds: 95, LiveURL: "https://bot.example.com/runs/" + task,

@@ -182,3 +182,49 @@ func TestFixInAReviewThread(t *testing.T) {
 	h.idle()
 	h.wantRuns(2, "no fix of a branch that moved since the review")
 }
+
+// /fix in a review thread of a fork's pull request: the App cannot push to
+// the fork, so a suggest run (contents:read, the head from
+// refs/pull/N/head) hands back its change, which is posted as GitHub
+// suggested changes on those lines of the diff; the thread is answered.
+func TestFixOfAForksPRSuggests(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, nil)
+	pr := h.gh.AddForkPullRequestWith(testRepo, reader, "Sum", "mallory/hello", "sum", "main",
+		map[string]string{"sum.go": "package main\n\nfunc sum(a, b int) int {\n\treturn a + b + 1\n}\n"})
+	root := h.reviewed(pr, "sum.go", 4)
+	id, payload := h.gh.AddReviewReply(testRepo, pr, root, writer, "/fix")
+	h.deliver("pull_request_review_comment", fmt.Sprintf("inline-%d", id), payload)
+	specs := h.waitSubmitted(2)
+	o := specs[1].Order
+	if o.Mode != dispatch.ModeSuggest || o.TargetBranch != "" || o.PR == nil || o.PR.HeadRef != fmt.Sprintf("refs/pull/%d/head", pr) {
+		t.Fatalf("want a suggest run of the fork's head and no branch to push; got mode %s, branch %q, pr %+v", o.Mode, o.TargetBranch, o.PR)
+	}
+	for _, tok := range h.gh.Tokens() {
+		if tok.Value == specs[1].Token && tok.Permissions["contents"] != "read" {
+			t.Errorf("the suggest run's token: %v; want contents:read", tok.Permissions)
+		}
+	}
+	patch := "diff --git a/sum.go b/sum.go\n--- a/sum.go\n+++ b/sum.go\n@@ -3,3 +3,3 @@ package main\n func sum(a, b int) int {\n-\treturn a + b + 1\n+\treturn a + b\n }\n"
+	h.backend.Finish(o.TaskID, &dispatch.Result{Mode: dispatch.ModeSuggest, Status: dispatch.StatusCompleted, HeadSHA: o.PR.HeadSHA, PRPatch: patch, PRSummary: "Dropped the `+ 1`."})
+	h.gh.WaitFor(30*time.Second, "the suggestion and the answer", func() bool {
+		for _, c := range h.botReplies(pr) {
+			if c.InReplyTo == root && strings.Contains(c.Body, "Posted 1 suggested change") {
+				return true
+			}
+		}
+		return false
+	})
+	h.idle()
+	got := h.gh.Issue(testRepo, pr).PR
+	var suggestion *githubtest.ReviewComment
+	for _, c := range got.ReviewComments {
+		if strings.Contains(c.Body, "```suggestion") {
+			suggestion = c
+		}
+	}
+	if len(got.Reviews) != 2 || suggestion == nil || suggestion.Path != "sum.go" || suggestion.Line != 5 ||
+		suggestion.Body != "```suggestion\nfunc sum(a, b int) int {\n\treturn a + b\n}\n```" {
+		t.Errorf("want a second review with the suggestion on sum.go lines 3-5; got %d reviews, %+v", len(got.Reviews), suggestion)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -221,8 +222,13 @@ func (a agentRun) build(ctx context.Context, gh GitHub, l launch) (built, error)
 		}
 		spec.Meta.HeadSHA = spec.Order.PR.HeadSHA
 	}
-	if l.mode == dispatch.ModeFix {
+	switch l.mode {
+	case dispatch.ModeFix:
 		spec.Order.PR = &dispatch.PRReview{HeadSHA: req.Head}
+		spec.Meta.HeadSHA = req.Head
+	case dispatch.ModeSuggest:
+		spec.Order.PR = &dispatch.PRReview{HeadRef: fmt.Sprintf("refs/pull/%d/head", req.Number), HeadSHA: req.Head}
+		spec.Meta.HeadSHA = req.Head
 	}
 	if l.mode == dispatch.ModeExecute {
 		spec.Order.Session = a.sessionHandoff(ctx, req.PlanTask)

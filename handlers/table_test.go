@@ -100,7 +100,7 @@ func (w *world) hold(n int, taskID string, mode dispatch.Mode, branch string) {
 	if mode == dispatch.ModePreview {
 		order.Source, order.Config.Dev.Command, order.Config.Dev.Port = dispatch.SourcePath, "npm run dev", 3000
 	}
-	if mode == dispatch.ModeReview {
+	if mode == dispatch.ModeReview || mode == dispatch.ModeSuggest {
 		order.PR = &dispatch.PRReview{HeadRef: "refs/pull/2/head", HeadSHA: strings.Repeat("a", 40)}
 	}
 	if _, err := w.backend.Submit(w.ctx, dispatch.RunSpec{Meta: dispatch.Meta{TaskID: taskID, Mode: mode, Repo: tRepo, Number: n, InstallationID: tInst, Attempt: 1}, Order: order}); err != nil {
@@ -410,6 +410,9 @@ func (w *world) ran(mode dispatch.Mode) int {
 	case dispatch.ModeFix:
 		w.inPR(lifecycle.PROpen)
 		n, branch = 2, tBranch
+	case dispatch.ModeSuggest:
+		w.inPR(lifecycle.PROpen)
+		n = 2
 	case dispatch.ModeExecute, dispatch.ModeContinue:
 		w.planPosted()
 		branch = tBranch
@@ -446,6 +449,7 @@ var (
 		dispatch.ModeTask:     {"reply:task_done", "reply:task_done", "reply:failure", "run:task", "reply:failure", "reply:aborted"},
 		dispatch.ModeRevise:   {"reply:done", "reply:done", "reply:failure", "run:revise", "reply:failure", "reply:aborted"},
 		dispatch.ModeRebase:   {"reply:done", "reply:done", "reply:failure", "run:rebase", "reply:failure", "reply:aborted"},
+		dispatch.ModeSuggest:  {"reply:fixed", "reply:fixed", "reply:failure", "run:suggest", "reply:failure", "reply:aborted"},
 		dispatch.ModeFix:      {"reply:fixed", "reply:fixed", "reply:failure", "run:fix", "reply:failure", "reply:aborted"},
 		dispatch.ModeReview:   {"reply:review", "reply:review", "reply:failure", "run:review", "reply:failure", "reply:aborted"},
 	}
@@ -478,6 +482,9 @@ func TestRunTableModeByEnd(t *testing.T) {
 					w.b.Runs.MarkAborted(tRun, tWriter)
 				}
 				meta := dispatch.Meta{TaskID: tRun, Mode: mode, Repo: tRepo, Number: n, InstallationID: tInst, Attempt: e.attempt}
+				if mode == dispatch.ModeSuggest || mode == dispatch.ModeReview {
+					meta.HeadSHA = strings.Repeat("a", 40) // the pull request's head it was started on
+				}
 				gh, _ := w.hub.Repo(tInst, tRepo)
 				if err := w.b.Runs.finish(w.ctx, gh, meta, res, newProgress(w.ctx, w.b.c, gh, meta)); err != nil {
 					t.Fatalf("%v\n%s", err, w.logs.String())

@@ -66,6 +66,9 @@ type modeSpec struct {
 	// checkpoints, no repairs, no media), and is pushed only when the run
 	// completed.
 	personsBranch bool
+	// suggests: the change is not pushed but handed back as a patch
+	// (Result.PRPatch) from where the run started.
+	suggests bool
 }
 
 // modes is the one table of mode behaviour.
@@ -107,5 +110,9 @@ var modes = map[dispatch.Mode]modeSpec{
 	dispatch.ModeFix: {
 		pipeline: pipeImplement, prompt: PromptFix, start: startMust,
 		pushes: true, mustChange: true, subject: "Fix: ", personsBranch: true,
+	},
+	dispatch.ModeSuggest: {
+		pipeline: pipeImplement, prompt: PromptFix, start: startPRHead,
+		mustChange: true, subject: "Suggest: ", personsBranch: true, suggests: true,
 	},
 }

@@ -150,6 +150,9 @@ func (r *run) implement() error {
 			return failed("the agent made no changes and the branch has none")
 		}
 	}
+	if r.spec.suggests {
+		return r.suggestPatch()
+	}
 	return nil
 }
 

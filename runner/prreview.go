@@ -96,3 +96,25 @@ func shortRev(sha string) string {
 	}
 	return sha
 }
+
+// maxSuggestPatch bounds a suggest run's patch.
+const maxSuggestPatch = 60 << 10
+
+// suggestPatch hands back a suggest run's change as a patch from the pull
+// request's head, one line of context, which the bot posts as suggested
+// changes on those lines.
+func (r *run) suggestPatch() error {
+	head, err := r.git.Head(r.work)
+	if err != nil {
+		return err
+	}
+	patch, err := r.git.raw(r.work, "", "diff", "-U1", "--no-ext-diff", "--no-textconv", "--no-color", r.startSHA, head)
+	if err != nil {
+		return err
+	}
+	if len(patch) > maxSuggestPatch {
+		return failed("the change is %d bytes, more than suggestions on a pull request can carry (%d)", len(patch), maxSuggestPatch)
+	}
+	r.res.PRPatch = patch
+	return nil
+}

@@ -99,20 +99,21 @@ func (s *Server) listPullFiles(w http.ResponseWriter, r *http.Request, repo *Rep
 // hunkRange is a hunk header's new side: "+start,count".
 var hunkRange = regexp.MustCompile(`(?m)^@@ -[0-9,]+ \+([0-9]+)(?:,([0-9]+))? @@`)
 
-// inDiff reports whether line of the new file is in one of the patch's
-// hunks: the lines GitHub takes a RIGHT-side review comment on.
-func inDiff(patch string, line int) bool {
-	for _, m := range hunkRange.FindAllStringSubmatch(patch, -1) {
+// hunkOf is the patch's hunk (counted from 1) whose new side holds line
+// of the new file, 0 for none: GitHub takes a RIGHT-side review comment
+// only there, and a multi-line one within one hunk.
+func hunkOf(patch string, line int) int {
+	for i, m := range hunkRange.FindAllStringSubmatch(patch, -1) {
 		start, _ := strconv.Atoi(m[1])
 		count := 1
 		if m[2] != "" {
 			count, _ = strconv.Atoi(m[2])
 		}
 		if line >= start && line < start+count {
-			return true
+			return i + 1
 		}
 	}
-	return false
+	return 0
 }
 
 // createReview submits a review as the App, as GitHub does: an event of
@@ -130,10 +131,11 @@ func (s *Server) createReview(w http.ResponseWriter, r *http.Request, repo *Repo
 		Body     string `json:"body"`
 		Event    string `json:"event"`
 		Comments []struct {
-			Path string `json:"path"`
-			Line int    `json:"line"`
-			Side string `json:"side"`
-			Body string `json:"body"`
+			Path      string `json:"path"`
+			Line      int    `json:"line"`
+			Side      string `json:"side"`
+			StartLine int    `json:"start_line"`
+			Body      string `json:"body"`
 		} `json:"comments"`
 	}
 	if err := decodeBody(r, &body); err != nil {
@@ -166,8 +168,11 @@ func (s *Server) createReview(w http.ResponseWriter, r *http.Request, repo *Repo
 		case !found:
 			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Unprocessable Entity", "errors": []string{"Path could not be resolved"}})
 			return
-		case c.Side == "LEFT" || !inDiff(patch, c.Line):
+		case c.Side == "LEFT" || hunkOf(patch, c.Line) == 0:
 			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Unprocessable Entity", "errors": []string{"Line could not be resolved"}})
+			return
+		case c.StartLine != 0 && (c.StartLine >= c.Line || hunkOf(patch, c.StartLine) != hunkOf(patch, c.Line)):
+			writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Unprocessable Entity", "errors": []string{"start_line must be before line, in the same hunk"}})
 			return
 		}
 	}

@@ -43,6 +43,8 @@ var RunKinds = []RunKind{
 	// A fix changes a pull request's branch, anyone's: started over when
 	// interrupted, since it pushes nothing before it completed.
 	{Mode: dispatch.ModeFix, Holds: Executing, HoldsPR: Revising, StartsOver: true},
+	// A fix of a fork's pull request: suggested changes, nothing pushed.
+	{Mode: dispatch.ModeSuggest, Holds: Executing, HoldsPR: Revising, StartsOver: true},
 }
 
 // KindOf is the declared kind of mode; a mode no kind declares (a receipt

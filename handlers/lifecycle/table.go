@@ -165,8 +165,9 @@ var runTable = map[dispatch.Mode]map[End]Rule{
 	dispatch.ModePreview: {Completed: do(EndPreview, ""), Broke: do(EndPreview, ""), Interrupted: do(EndPreview, ""), Stopped: do(EndPreview, "")},
 	// A review changes no code; on another's pull request it shows no
 	// state (resultPoster.report).
-	dispatch.ModeReview: ends(do(PostReview, PROpen), Revising),
-	dispatch.ModeFix:    ends(do(PostFixed, PROpen), Revising),
+	dispatch.ModeReview:  ends(do(PostReview, PROpen), Revising),
+	dispatch.ModeFix:     ends(do(PostFixed, PROpen), Revising),
+	dispatch.ModeSuggest: ends(do(PostFixed, PROpen), Revising),
 }
 
 // ends is a run table row: completed as given, the rest alike.
