@@ -29,6 +29,10 @@ func reviewRepo() (yml string, files map[string]string) {
 // writer's mention: the head GitHub keeps in refs/pull/N/head is checked
 // out, the test passes, the review has no inline comment, and the
 // instruction hidden in the author's description never reaches the model.
+// /fix in the first review's thread pushes one commit on the person's
+// branch that makes the test pass and answers in the thread; once the
+// branch moved, a /fix says so and runs nothing. /fix on the fork's pull
+// request posts a suggested change instead of pushing.
 func TestE2EReviewOfPeoplesPRs(t *testing.T) {
 	yml, files := reviewRepo()
 	l := startLoop(t, loopOptions{sandboxYML: yml, files: files, script: []modeltest.Turn{
@@ -37,6 +41,9 @@ func TestE2EReviewOfPeoplesPRs(t *testing.T) {
 		{ToolCalls: []modeltest.ToolCall{write("calc.sh", "#!/bin/sh\n# add adds two numbers.\necho $(( $1 + $2 ))\n")}, Usage: usage(1300, 40)},
 		{Text: "Dropped the `+ 1`: `calc.sh 2 2` prints 4 and the test passes.", Usage: usage(1400, 20)},
 		{Text: "The change only adds documentation, and the test passes. Nothing to change.", Usage: usage(1100, 20)},
+		// the /fix on the fork's pull request: suggested changes
+		{ToolCalls: []modeltest.ToolCall{write("README.md", "# demo\n\nHow to add: `sh calc.sh 2 2`; test it with `sh test.sh`.\n")}, Usage: usage(1200, 40)},
+		{Text: "Said how to run the test.", Usage: usage(1300, 10)},
 	}})
 	l.gh.SetPermission(e2eRepo, "bob", "write")
 	l.gh.CreateBranch(e2eRepo, "faster-add", "main")
@@ -111,6 +118,23 @@ func TestE2EReviewOfPeoplesPRs(t *testing.T) {
 				t.Fatalf("the instruction hidden in the outsider's description reached the model")
 			}
 		}
+	}
+
+	// /fix on the fork's pull request: the App cannot push to the fork; the
+	// change comes as a suggested change on the README's lines of the diff.
+	l.command(fork, "/fix say how to run the test too")
+	l.waitComment(fork, "suggested change", 5*time.Minute)
+	var suggestion *githubtest.ReviewComment
+	for _, c := range l.gh.Issue(e2eRepo, fork).PR.ReviewComments {
+		if c.User == githubtest.AppLogin && strings.Contains(c.Body, "```suggestion") {
+			suggestion = c
+		}
+	}
+	if suggestion == nil || suggestion.Path != "README.md" || !strings.Contains(suggestion.Body, "test it with `sh test.sh`") {
+		t.Errorf("want a suggested change on README.md; got %+v", suggestion)
+	}
+	if head := l.gh.Issue(e2eRepo, fork).PR.HeadSHA; gitOut(t, l, "rev-parse", fmt.Sprintf("refs/pull/%d/head", fork)) != head {
+		t.Errorf("the fork's head moved: nothing is pushed for a fork")
 	}
 }
 
