@@ -228,3 +228,24 @@ func TestFixOfAForksPRSuggests(t *testing.T) {
 		t.Errorf("want a second review with the suggestion on sum.go lines 3-5; got %d reviews, %+v", len(got.Reviews), suggestion)
 	}
 }
+
+// A review run on a person's pull request is a run like any other: /status
+// names it, /abort stops it and its end says it was aborted.
+func TestAbortAndStatusOfAReviewOnAPersonsPR(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, nil)
+	h.gh.CreateBranch(testRepo, "feature", "main")
+	h.gh.CommitFile(testRepo, "feature", "a.go", "package main\n", "A")
+	pr := h.gh.AddPullRequest(testRepo, "bob", "A", "feature", "main")
+	h.comment(pr, writer, "/review")
+	o := h.waitSubmitted(1)[0].Order
+	h.waitComment(pr, "the acknowledgement", func(c string) bool { return strings.Contains(c, "Reviewing this pull request") })
+	h.comment(pr, reader, "/status")
+	h.waitComment(pr, "the status", func(c string) bool { return strings.Contains(c, o.TaskID) && !strings.Contains(c, "Reviewing") })
+	h.comment(pr, writer, "/abort")
+	h.gh.WaitFor(30*time.Second, "the run cancelled", func() bool { return h.backend.Cancels(o.TaskID) > 0 })
+	h.backend.Finish(o.TaskID, &dispatch.Result{Mode: dispatch.ModeReview, Status: dispatch.StatusInterrupted})
+	h.waitComment(pr, "the aborted reply", func(c string) bool { return strings.Contains(c, "abort") && strings.Contains(c, o.TaskID) && strings.Contains(c, "sandbox-bot:{\"kind\":\"aborted\"") })
+	h.idle()
+	h.wantRuns(1, "an aborted review is not continued")
+}

@@ -297,7 +297,7 @@ var (
 		lifecycle.Rebase:       {"reply:wrong_place", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated"},
 		lifecycle.Push:         {"-", "update", "update", "update", "update", "update", "update", "update"},
 		lifecycle.ChecksFailed: {"-", "run:revise", "ciwait", "ciwait", "ciwait", "run:revise", "-", "run:revise"},
-		lifecycle.Abort:        {"reply:wrong_place", "reply:nothing_to_abort", "reply:queue_aborted", "cancel+reply:abort_requested", "cancel+reply:abort_requested", "reply:nothing_to_abort", "reply:nothing_to_abort", "reply:nothing_to_abort"},
+		lifecycle.Abort:        {"reply:nothing_to_abort", "reply:nothing_to_abort", "reply:queue_aborted", "cancel+reply:abort_requested", "cancel+reply:abort_requested", "reply:nothing_to_abort", "reply:nothing_to_abort", "reply:nothing_to_abort"},
 		lifecycle.Retry:        {"reply:wrong_place", "run:revise", "reply:busy", "reply:busy", "reply:busy", "run:revise", "run:revise", "run:revise"},
 		lifecycle.Continue:     {"reply:wrong_place", "run:continue", "reply:busy", "reply:busy", "reply:busy", "run:continue", "run:continue", "run:continue"},
 		lifecycle.Preview:      {"reply:wrong_place", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview"},

@@ -66,7 +66,7 @@ var Commands = []CommandSpec{
 		Help: "start the implementation of the posted plan"},
 	{Event: Revise, Where: InIssues | InPRs, Flags: []string{"budget", "model", "timeout"}, NeedsText: true,
 		Help: "re-plan (on an issue) or change the PR (on a PR) with your feedback"},
-	{Event: Abort, Where: InIssues | InPRs,
+	{Event: Abort, Where: InIssues | InPRs | InOthersPRs,
 		Help: "stop the active run; work pushed so far stays on its branch"},
 	{Event: Retry, Where: InIssues | InPRs, Flags: []string{"budget", "timeout", "model"},
 		Help: "run the last failed step again"},

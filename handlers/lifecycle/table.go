@@ -134,6 +134,8 @@ var prTable = wrongPlaces(map[Event]map[State]Rule{
 	ChecksFailed: with(with(each(ciFix, PROpen, Failed, OverBudget), each(ciWait, prHeld...)), map[State]Rule{NotOurs: nothing, Aborted: nothing}),
 	Abort: with(each(reply("nothing_to_abort"), prFree...), map[State]Rule{
 		Queued: do(Dequeue, Aborted), Revising: do(Cancel, ""), Rebasing: do(Cancel, ""),
+		// The review or fix run holding another's pull request, if any.
+		NotOurs: do(Cancel, ""),
 	}),
 	Retry:    with(each(do(RetryRun, ""), prFree...), each(busy, prHeld...)),
 	Continue: with(each(do(ContinueRun, Revising), prFree...), each(busy, prHeld...)),
