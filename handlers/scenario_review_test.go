@@ -245,7 +245,9 @@ func TestAbortAndStatusOfAReviewOnAPersonsPR(t *testing.T) {
 	h.comment(pr, writer, "/abort")
 	h.gh.WaitFor(30*time.Second, "the run cancelled", func() bool { return h.backend.Cancels(o.TaskID) > 0 })
 	h.backend.Finish(o.TaskID, &dispatch.Result{Mode: dispatch.ModeReview, Status: dispatch.StatusInterrupted})
-	h.waitComment(pr, "the aborted reply", func(c string) bool { return strings.Contains(c, "abort") && strings.Contains(c, o.TaskID) && strings.Contains(c, "sandbox-bot:{\"kind\":\"aborted\"") })
+	h.waitComment(pr, "the aborted reply", func(c string) bool {
+		return strings.Contains(c, "abort") && strings.Contains(c, o.TaskID) && strings.Contains(c, "sandbox-bot:{\"kind\":\"aborted\"")
+	})
 	h.idle()
 	h.wantRuns(1, "an aborted review is not continued")
 }
