@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -137,10 +138,9 @@ func (rp *resultPoster) postReview(ctx context.Context, rc *runContext, res *dis
 	if err != nil {
 		return err
 	}
-	head := rc.meta.HeadSHA
-	if res.HeadSHA != "" && head == "" {
-		head = res.HeadSHA
-	}
+	// The commit the runner checked out and validated: the head asked
+	// for, or the one the pull request moved on to before the clone.
+	head := cmp.Or(res.HeadSHA, rc.meta.HeadSHA)
 	inline, summary := splitReview(truncateUTF8(rp.c.Secrets.Redact(res.PRReview), maxReviewText), diffOf(files), maxInlineComments)
 	body, err := rp.c.Templates.Render("github/review", reviewData(marker, summary, len(inline), head, res, rp.c.Receipts.LiveURL(rc.meta.TaskID)))
 	if err != nil {
