@@ -152,6 +152,10 @@ func (s *Server) createReview(w http.ResponseWriter, r *http.Request, repo *Repo
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Validation Failed", "errors": []string{"body is too long (maximum is 65536 characters)"}})
 		return
 	}
+	if body.CommitID != "" && exec.Command(mustGit(), "--git-dir", repo.GitDir, "cat-file", "-e", body.CommitID+"^{commit}").Run() != nil {
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"message": "Unprocessable Entity", "errors": []string{"commit_id is not part of the pull request"}})
+		return
+	}
 	files, err := pullFiles(repo, iss)
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"message": err.Error()})

@@ -35,7 +35,7 @@ func reviewRepo() (yml string, files map[string]string) {
 // request posts a suggested change instead of pushing.
 func TestE2EReviewOfPeoplesPRs(t *testing.T) {
 	yml, files := reviewRepo()
-	l := startLoop(t, loopOptions{sandboxYML: yml, files: files, script: []modeltest.Turn{
+	l := startLoop(t, loopOptions{signIn: true, sandboxYML: yml, files: files, script: []modeltest.Turn{
 		{Text: "calc.sh:3: off by one: the sum adds 1 to every result; drop the `+ 1`.\n\nThe test fails because of it: `calc.sh 2 2` prints 5.", Usage: usage(1200, 50)},
 		// the /fix in that thread
 		{ToolCalls: []modeltest.ToolCall{write("calc.sh", "#!/bin/sh\n# add adds two numbers.\necho $(( $1 + $2 ))\n")}, Usage: usage(1300, 40)},
