@@ -131,9 +131,14 @@ func (r *run) checkoutStart(g *Git, target, targetSHA string) error {
 		if note != "" {
 			r.log.Warn().Str("branch", target).Msg(note)
 		}
+	case startPRHead:
+		return r.checkoutPRHead(g)
 	case startMust:
 		if targetSHA == "" {
 			return failed("branch %q does not exist on the remote; there is nothing to %s", target, r.order.Mode)
+		}
+		if pr := r.order.PR; r.spec.personsBranch && pr != nil && pr.HeadSHA != "" && targetSHA != pr.HeadSHA {
+			return failed("branch %q moved since the fix was asked for (it was at %s, it is at %s): nothing was changed", target, shortRev(pr.HeadSHA), shortRev(targetSHA))
 		}
 		branch, from, at = target, target, targetSHA
 	}

@@ -135,7 +135,9 @@ func (r *run) implement() error {
 	// No checkpoint may commit what the reviewer does in the checkout.
 	stopPush()
 	r.review()
-	r.captureMedia()
+	if !r.spec.personsBranch {
+		r.captureMedia()
+	}
 	head, err := r.git.Head(r.work)
 	if err != nil {
 		return err
@@ -147,6 +149,9 @@ func (r *run) implement() error {
 		if head == r.baseSHA {
 			return failed("the agent made no changes and the branch has none")
 		}
+	}
+	if r.spec.suggests {
+		return r.suggestPatch()
 	}
 	return nil
 }

@@ -80,7 +80,7 @@ func (r *run) pushLocked(ctx context.Context) error {
 // periodicPush saves work in progress every PushInterval while the agent
 // works, so a sandbox that dies without a SIGTERM loses minutes, not hours.
 func (r *run) periodicPush() func() {
-	if !r.pushes {
+	if !r.pushes || r.spec.personsBranch {
 		return func() {}
 	}
 	stop := make(chan struct{})
@@ -108,7 +108,7 @@ func (r *run) periodicPush() func() {
 
 // saveWork commits what the agent left and pushes, in the modes that push.
 func (r *run) saveWork(ctx context.Context, status dispatch.Status) error {
-	if !r.pushes {
+	if !r.pushes || r.spec.personsBranch && status != dispatch.StatusCompleted {
 		return nil
 	}
 	r.gitMu.Lock()
