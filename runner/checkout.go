@@ -155,9 +155,14 @@ func (c *checkout) checkoutStart(g *Git, target, targetSHA string) error {
 		if note != "" {
 			c.log.Warn().Str("branch", target).Msg(note)
 		}
+	case startPRHead:
+		return c.checkoutPRHead(g)
 	case startMust:
 		if targetSHA == "" {
 			return failed("branch %q does not exist on the remote; there is nothing to %s", target, c.order.Mode)
+		}
+		if pr := c.order.PR; c.spec.personsBranch && pr != nil && pr.HeadSHA != "" && targetSHA != pr.HeadSHA {
+			return failed("branch %q moved since the fix was asked for (it was at %s, it is at %s): nothing was changed", target, shortRev(pr.HeadSHA), shortRev(targetSHA))
 		}
 		branch, from, at = target, target, targetSHA
 	}

@@ -149,7 +149,9 @@ func (r *run) implement() error {
 	if r.cfg.Review.Enabled && r.ws.pushes && r.work.Err() == nil {
 		r.res.Review = r.reviewer().review(r.work, r.promptData())
 	}
-	r.media().capture(r.work)
+	if !r.spec.personsBranch {
+		r.media().capture(r.work)
+	}
 	head, err := r.ws.git.Head(r.work)
 	if err != nil {
 		return err
@@ -161,6 +163,11 @@ func (r *run) implement() error {
 		if head == r.ws.baseSHA {
 			return failed("the agent made no changes and the branch has none")
 		}
+	}
+	if r.spec.suggests {
+		patch, err := suggestPatch(r.work, r.ws.git, r.ws.startSHA)
+		r.res.PRPatch = patch
+		return err
 	}
 	return nil
 }
@@ -196,31 +203,33 @@ func (r *run) task() error {
 	}
 	out, aerr := r.ag.agent(agentSpec{Stage: "agent", Prompt: prompt, Images: r.images.forAgent()})
 	r.res.PRSummary = out.FinalText
-	r.collectArtifacts()
+	r.res.Artifacts = artifacts(r.ws.dir, r.order.OutputDir)
 	if aerr != nil {
 		return aerr
 	}
 	if err := r.validateAndRepair(out.OK()); err != nil {
 		return err
 	}
-	r.collectArtifacts()
+	r.res.Artifacts = artifacts(r.ws.dir, r.order.OutputDir)
 	if !out.OK() {
 		return failed("%s", out.Problem())
 	}
 	return nil
 }
 
-func (r *run) collectArtifacts() {
+// artifacts are the files a task left in dir, as paths relative to the
+// output directory they are in.
+func artifacts(dir, outputDir string) []string {
 	var arts []string
-	filepath.WalkDir(r.ws.dir, func(p string, d os.DirEntry, err error) error {
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return nil
 		}
-		if rel, err := filepath.Rel(r.order.OutputDir, p); err == nil {
+		if rel, err := filepath.Rel(outputDir, p); err == nil {
 			arts = append(arts, filepath.ToSlash(rel))
 		}
 		return nil
 	})
 	sort.Strings(arts)
-	r.res.Artifacts = arts
+	return arts
 }

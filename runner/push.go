@@ -118,7 +118,7 @@ func (b *branch) gateOnly(ctx context.Context) error {
 // (until ctx ends or the returned stop is called), so a sandbox that dies
 // without a SIGTERM loses minutes, not hours.
 func (b *branch) periodic(ctx context.Context, interval time.Duration) (stop func()) {
-	if b == nil || !b.spec.pushes {
+	if b == nil || !b.spec.pushes || b.spec.personsBranch {
 		return func() {}
 	}
 	stopc := make(chan struct{})
@@ -144,9 +144,10 @@ func (b *branch) periodic(ctx context.Context, interval time.Duration) (stop fun
 	return func() { once.Do(func() { close(stopc); <-done }) }
 }
 
-// save commits what the agent left and pushes, in the modes that push.
+// save commits what the agent left and pushes, in the modes that push (on
+// a person's branch, only a completed run's work).
 func (b *branch) save(ctx context.Context, status dispatch.Status) error {
-	if b == nil || !b.spec.pushes {
+	if b == nil || !b.spec.pushes || b.spec.personsBranch && status != dispatch.StatusCompleted {
 		return nil
 	}
 	b.mu.Lock()

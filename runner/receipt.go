@@ -52,6 +52,8 @@ func (r *run) finish(err error) {
 		res.Error.Message = r.red.String(res.Error.Message)
 	}
 	res.PRSummary = r.red.String(res.PRSummary)
+	res.PRReview = r.red.String(res.PRReview)
+	res.PRPatch = r.red.String(res.PRPatch)
 	res.Plan = r.red.String(res.Plan)
 	for _, name := range r.checkOrder {
 		res.Validation = append(res.Validation, *r.checks[name])

@@ -19,6 +19,9 @@ func (r *run) validateAndRepair(mainOK bool) error {
 		return r.ag.interruption(nil)
 	}
 	attempts := r.cfg.Repair.Attempts
+	if r.spec.personsBranch {
+		attempts = 0 // one commit on a person's branch
+	}
 	for i := 1; i <= attempts && mainOK && len(failing(runs)) > 0; i++ {
 		bad := failing(runs)
 		rep := dispatch.Repair{Attempt: i}

@@ -290,6 +290,8 @@ func (r *run) exec() error {
 		return r.task()
 	case pipePreview:
 		return r.preview()
+	case pipeReview:
+		return r.reviewPR()
 	}
 	return fmt.Errorf("mode %q has no pipeline", r.order.Mode)
 }
