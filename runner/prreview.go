@@ -39,22 +39,22 @@ func (g *Git) FetchPRHead(ctx context.Context, ref string) (string, error) {
 // checkoutPRHead checks out the commit the review is of: the order's
 // head, or, when the pull request moved on since it was asked for, its
 // head now (the receipt's head says which).
-func (r *run) checkoutPRHead(g *Git) error {
-	pr := r.order.PR
-	now, err := g.FetchPRHead(r.work, pr.HeadRef)
+func (c *checkout) checkoutPRHead(g *Git) error {
+	pr := c.order.PR
+	now, err := g.FetchPRHead(c.work, pr.HeadRef)
 	if err != nil {
 		return err
 	}
 	at := pr.HeadSHA
-	if _, err := g.RevParse(r.work, at); err != nil || now != at {
-		r.log.Warn().Str("asked", pr.HeadSHA).Str("now", now).Msg("the pull request's head moved since the review was asked for; reviewing its head now")
+	if _, err := g.RevParse(c.work, at); err != nil || now != at {
+		c.log.Warn().Str("asked", pr.HeadSHA).Str("now", now).Msg("the pull request's head moved since the review was asked for; reviewing its head now")
 		at = now
 	}
-	if err := g.Checkout(r.work, "sandbox-review", at); err != nil {
+	if err := g.Checkout(c.work, "sandbox-review", at); err != nil {
 		return err
 	}
 	g.knowHead(at)
-	r.res.HeadSHA = at
+	c.res.HeadSHA = at
 	return nil
 }
 
@@ -63,7 +63,7 @@ func (r *run) checkoutPRHead(g *Git) error {
 func (r *run) reviewPR() error {
 	r.validate()
 	if r.work.Err() != nil {
-		return r.interruption(nil)
+		return r.ag.interruption(nil)
 	}
 	data := r.promptData()
 	data.PR = r.order.PR
@@ -75,7 +75,7 @@ func (r *run) reviewPR() error {
 		return err
 	}
 	r.prog.emit(dispatch.Progress{Stage: "agent", Message: "reading the change and the validation's results"})
-	out, err := r.agent(agentSpec{Stage: "agent", Prompt: prompt, ReadOnly: true, Images: r.agentImages()})
+	out, err := r.ag.agent(agentSpec{Stage: "agent", Prompt: prompt, ReadOnly: true, Images: r.images.forAgent()})
 	if err != nil {
 		return err
 	}
@@ -100,21 +100,20 @@ func shortRev(sha string) string {
 // maxSuggestPatch bounds a suggest run's patch.
 const maxSuggestPatch = 60 << 10
 
-// suggestPatch hands back a suggest run's change as a patch from the pull
-// request's head, one line of context, which the bot posts as suggested
-// changes on those lines.
-func (r *run) suggestPatch() error {
-	head, err := r.git.Head(r.work)
+// suggestPatch is a suggest run's change as a patch from the pull
+// request's head (start), one line of context, which the bot posts as
+// suggested changes on those lines.
+func suggestPatch(ctx context.Context, g *Git, start string) (string, error) {
+	head, err := g.Head(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
-	patch, err := r.git.raw(r.work, "", "diff", "-U1", "--no-ext-diff", "--no-textconv", "--no-color", r.startSHA, head)
+	patch, err := g.raw(ctx, "", "diff", "-U1", "--no-ext-diff", "--no-textconv", "--no-color", start, head)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if len(patch) > maxSuggestPatch {
-		return failed("the change is %d bytes, more than suggestions on a pull request can carry (%d)", len(patch), maxSuggestPatch)
+		return "", failed("the change is %d bytes, more than suggestions on a pull request can carry (%d)", len(patch), maxSuggestPatch)
 	}
-	r.res.PRPatch = patch
-	return nil
+	return patch, nil
 }
