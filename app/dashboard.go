@@ -32,6 +32,8 @@ type dashboard struct {
 	store  receipts.Store
 	signIn *signIn // nil: OAuth not configured, admin listener only
 	log    zerolog.Logger
+	// budgets are what the usage page shows beside the spend.
+	budgets usageBudgets
 }
 
 // newDashboard opens the store (store.go) and, with OAuth configured, the
@@ -41,7 +43,7 @@ func newDashboard(cfg *Config, log zerolog.Logger) (*dashboard, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &dashboard{store: store, log: log}
+	d := &dashboard{store: store, log: log, budgets: usageBudgets{now: time.Now}}
 	id, secret := cfg.GitHub.OAuth.ClientID, cfg.GitHub.OAuth.ClientSecret
 	if (id == "") != (secret == "") {
 		store.Close()
@@ -80,6 +82,8 @@ func (d *dashboard) mountPublic(mux *http.ServeMux) {
 	mux.HandleFunc("POST /dashboard/logout", d.signIn.logout)
 	mux.HandleFunc("GET /dashboard/style.css", serveStyle)
 	mux.HandleFunc("GET /dashboard", d.signedIn(d.page, false))
+	mux.HandleFunc("GET /dashboard/usage", d.signedIn(d.usage, false))
+	mux.HandleFunc("GET /dashboard/usage.csv", d.signedIn(d.usageCSV, false))
 	mux.HandleFunc("GET /api/runs", d.signedIn(d.api, true))
 }
 
@@ -91,6 +95,8 @@ func (d *dashboard) mountAdmin(mux *http.ServeMux) {
 	}
 	mux.HandleFunc("GET /dashboard/style.css", serveStyle)
 	mux.HandleFunc("GET /dashboard", all(d.page))
+	mux.HandleFunc("GET /dashboard/usage", all(d.usage))
+	mux.HandleFunc("GET /dashboard/usage.csv", all(d.usageCSV))
 	mux.HandleFunc("GET /api/runs", all(d.api))
 }
 
