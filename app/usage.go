@@ -148,8 +148,8 @@ func (d *dashboard) loadUsage(ctx context.Context, q usageQuery, out *usageData)
 	}
 	by := map[string]map[string]*Sum{}
 	keys := []struct{ id, title, key string }{
-		{"by-repo", "By repository", "repo"}, {"by-requester", "By the person who asked", "requester"},
-		{"by-model", "By model", "model"}, {"by-kind", "By kind of run", "kind"},
+		{"by-repo", "By repository", "Repository"}, {"by-requester", "By the person who asked", "Person"},
+		{"by-model", "By model", "Model"}, {"by-kind", "By kind of run", "Kind"},
 	}
 	for _, r := range rows {
 		out.Total.add(r)
@@ -174,11 +174,11 @@ func (d *dashboard) loadUsage(ctx context.Context, q usageQuery, out *usageData)
 // usageKey is a row's name by key, as the page and the CSV show it.
 func usageKey(r receipts.UsageRow, key string) string {
 	switch key {
-	case "repo":
+	case "Repository":
 		return r.Repo
-	case "requester":
+	case "Person":
 		return nonEmpty(r.Requester, "(the bot)")
-	case "model":
+	case "Model":
 		return nonEmpty(r.Model, "(harness default)")
 	}
 	return r.Mode

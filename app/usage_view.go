@@ -61,8 +61,7 @@ func spendChart(id, title, unit string, groups []group, label func(i int) string
 		total += g.CostMicros
 		unknown += g.Unknown
 	}
-	// The y axis reaches a whole number of cents above the peak.
-	top := max((peak+9999)/10000*10000, 10000)
+	top := niceTop(peak)
 	for _, f := range []int64{0, 2, 4} {
 		v := top * f / 4
 		c.YTicks = append(c.YTicks, tick{X: c.X0 - 6, Y: c.Y0 - (c.Y0-usageTop)*float64(v)/float64(top), Label: centsUSD(v)})
@@ -80,6 +79,19 @@ func spendChart(id, title, unit string, groups []group, label func(i int) string
 	c.Desc = fmt.Sprintf("%d bars, one per %s, from %s to %s; %s spent in all, the highest %s%s.", len(groups), strings.ToLower(unit),
 		first(groups), last(groups), centsUSD(total), centsUSD(peak), unknownNote(unknown))
 	return c
+}
+
+// niceTop is the y axis's top: the least of 1, 2 or 5 times a power of
+// ten dollars (ten cents at least) that holds peak micro-dollars, so the
+// axis's middle tick is a round figure in whole cents too.
+func niceTop(peak int64) int64 {
+	for unit := int64(100000); ; unit *= 10 {
+		for _, m := range []int64{1, 2, 5} {
+			if unit*m >= peak {
+				return unit * m
+			}
+		}
+	}
 }
 
 func first(g []group) string {
@@ -166,7 +178,7 @@ var usagePage = template.Must(template.New("usage").Funcs(template.FuncMap{
 <div><b id="usage-unknown">{{.Total.Unknown}}</b> of unknown cost</div>
 <div><b id="usage-tokens">{{.Total.In}} / {{.Total.Out}}</b> tokens in / out</div>
 </section>
-{{if .Budgets}}<h2>Budgets this month</h2>
+{{if .Budgets}}<h2>Budgets, {{title .Query}}</h2>
 <table id="budgets"><tr><th>Budget of</th><th></th><th class="num">Budget</th><th class="num">Spent</th><th class="num">Reserved</th><th class="num">Left</th><th class="num">Runs of unknown cost</th></tr>
 {{range .Budgets}}<tr><td>{{.Scope}}</td><td class="repo">{{.Name}}{{with .Note}} <small>{{.}}</small>{{end}}</td><td class="num">{{.Budget}}</td><td class="num">{{.Spent}}</td><td class="num">{{.Reserved}}</td><td class="num left">{{.Left}}</td><td class="num">{{.Unknown}}</td></tr>
 {{end}}</table><p class="muted">A budget counts a run of unknown cost by its own budget, and a run in flight by what it reserved.</p>{{end}}
@@ -183,7 +195,7 @@ var usagePage = template.Must(template.New("usage").Funcs(template.FuncMap{
 {{range .Groups}}<tr><td>{{.Name}}</td><td class="num">{{.Runs}}</td><td class="num">{{.Spend}}</td><td class="num">{{.In}} / {{.Out}}</td></tr>
 {{end}}</table></details></figure>
 {{end}}
-<section class="tables">{{range .By}}<div><h2>{{.Title}}</h2>
+<section class="usage-tables">{{range .By}}<div><h2>{{.Title}}</h2>
 <table id="{{.ID}}"><tr><th>{{.Key}}</th><th class="num">Runs</th><th class="num">Spend</th><th class="num">Unknown cost</th><th class="num">Tokens in / out</th></tr>
 {{range .Groups}}<tr><td class="repo">{{.Name}}</td><td class="num">{{.Runs}}</td><td class="num">{{.Spend}}</td><td class="num">{{.Unknown}}</td><td class="num">{{.In}} / {{.Out}}</td></tr>
 {{else}}<tr><td colspan="5">No runs this month.</td></tr>{{end}}</table></div>
