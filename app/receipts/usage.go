@@ -89,14 +89,16 @@ func (s *sqlStore) Usage(ctx context.Context, f Filter, bounds []time.Time, deta
 	// (days and months in the budgets' time zone are not of one length).
 	var b strings.Builder
 	var args []any
-	b.WriteString("CASE")
 	for i, t := range bounds[1 : len(bounds)-1] {
 		b.WriteString(" WHEN ended_at < ? THEN " + strconv.Itoa(i))
 		args = append(args, t.UnixMilli())
 	}
-	b.WriteString(" ELSE " + strconv.Itoa(len(bounds)-2) + " END")
+	bucket := "0"
+	if b.Len() > 0 {
+		bucket = "CASE" + b.String() + " ELSE " + strconv.Itoa(len(bounds)-2) + " END"
+	}
 	keys := "b"
-	cols := b.String() + " AS b"
+	cols := bucket + " AS b"
 	if detail {
 		keys = "b, repo, installation_id, requester, model, mode"
 		cols += ", repo, installation_id, requester, model, mode"
