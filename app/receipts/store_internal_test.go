@@ -57,7 +57,7 @@ func TestStoreMigratesAnOldDatabase(t *testing.T) {
 	dir := t.TempDir()
 	s := openSQLite(t, dir)
 	// The schema as it was: no versions, no repo_id, no title.
-	if _, err := s.db.Exec(`DROP TABLE runs; DROP TABLE schema_migrations; DROP TABLE transcripts; DROP TABLE transcript_lines; DROP TABLE run_days; DROP TABLE budget_entries; DROP TABLE budget_limits;
+	if _, err := s.db.Exec(`DROP TABLE runs; DROP TABLE schema_migrations; DROP TABLE transcripts; DROP TABLE transcript_lines; DROP TABLE run_days; DROP TABLE budget_entries; DROP TABLE budget_limits; DROP TABLE usage_days;
 		CREATE TABLE runs (task_id TEXT PRIMARY KEY, repo TEXT NOT NULL, installation_id INTEGER NOT NULL,
 		number INTEGER NOT NULL, issue INTEGER NOT NULL, mode TEXT NOT NULL, status TEXT NOT NULL, attempt INTEGER NOT NULL, branch TEXT NOT NULL,
 		url TEXT NOT NULL, cost_usd REAL NOT NULL, duration_s REAL NOT NULL, tokens_in INTEGER NOT NULL, tokens_out INTEGER NOT NULL,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -84,17 +85,69 @@ func (s *sqlStore) Usage(ctx context.Context, f Filter, bounds []time.Time, deta
 		return nil, fmt.Errorf("receipts: a usage query takes 2 to %d bounds, not %d", maxBounds, len(bounds))
 	}
 	f.From, f.To = bounds[0], bounds[len(bounds)-1]
-	where, whereArgs := f.where()
-	// The bucket of a receipt, by its end: CASE over the inner bounds
-	// (days and months in the budgets' time zone are not of one length).
+	if detail || f.Mode != "" || f.Status != "" || f.TaskID != "" {
+		return s.usage(ctx, receiptSums, f, bounds, detail, "", nil)
+	}
+	// Whole UTC days from the day table; the days a bound cuts (a month
+	// that starts at another hour than midnight UTC) from the receipts.
+	var cut []string
+	var cutArgs []any
+	for _, b := range bounds {
+		ms := b.UnixMilli()
+		if d := ms - ms%day.Milliseconds(); d != ms && !slices.Contains(cutArgs, any(d)) {
+			cut = append(cut, "(ended_at >= ? AND ended_at < ?)")
+			cutArgs = append(cutArgs, d, d+day.Milliseconds())
+		}
+	}
+	notCut := ""
+	var days []any
+	for i := 0; i < len(cutArgs); i += 2 {
+		days = append(days, cutArgs[i])
+	}
+	if len(days) > 0 {
+		notCut = " AND day NOT IN (?" + strings.Repeat(",?", len(days)-1) + ")"
+	}
+	out, err := s.usage(ctx, daySums, f, bounds, false, notCut, days)
+	if err != nil || len(cut) == 0 {
+		return out, err
+	}
+	edges, err := s.usage(ctx, receiptSums, f, bounds, false, " AND ("+strings.Join(cut, " OR ")+")", cutArgs)
+	if err != nil {
+		return nil, err
+	}
+	return mergeBuckets(out, edges), nil
+}
+
+// usageSource is where a usage query reads: the receipts, or the day table.
+type usageSource struct {
+	table, at                          string
+	runs, unknown, cost, tokIn, tokOut string
+}
+
+var (
+	receiptSums = usageSource{table: "runs", at: "ended_at", runs: "COUNT(*)", unknown: "SUM(cost_unknown)",
+		cost: "SUM(CASE WHEN cost_unknown = 0 THEN ROUND(cost_usd * 1000000) ELSE 0 END)", tokIn: "SUM(tokens_in)", tokOut: "SUM(tokens_out)"}
+	daySums = usageSource{table: "usage_days", at: "day", runs: "SUM(runs)", unknown: "SUM(unknown_runs)", cost: "SUM(cost_micros)",
+		tokIn: "SUM(tokens_in)", tokOut: "SUM(tokens_out)"}
+)
+
+// usage runs one usage query on src, narrowed further by extra.
+func (s *sqlStore) usage(ctx context.Context, src usageSource, f Filter, bounds []time.Time, detail bool, extra string, extraArgs []any) ([]UsageRow, error) {
+	where, whereArgs := f.cond(src.at)
+	// The bucket of a row, by its time: CASE over the inner bounds (days
+	// and months in the budgets' time zone are not of one length).
 	var b strings.Builder
 	var args []any
 	for i, t := range bounds[1 : len(bounds)-1] {
-		b.WriteString(" WHEN ended_at < ? THEN " + strconv.Itoa(i))
+		b.WriteString(" WHEN " + src.at + " < ? THEN " + strconv.Itoa(i))
 		args = append(args, t.UnixMilli())
 	}
 	bucket := "0"
-	if b.Len() > 0 {
+	if w, ok := evenWidth(bounds); ok && len(bounds) > 2 {
+		// Buckets of one width (a month's days in UTC): arithmetic, not a
+		// comparison per bound.
+		bucket, args = "("+src.at+" - ?) / ?", []any{bounds[0].UnixMilli(), w}
+	} else if b.Len() > 0 {
 		bucket = "CASE" + b.String() + " ELSE " + strconv.Itoa(len(bounds)-2) + " END"
 	}
 	keys := "b"
@@ -103,11 +156,11 @@ func (s *sqlStore) Usage(ctx context.Context, f Filter, bounds []time.Time, deta
 		keys = "b, repo, installation_id, requester, model, mode"
 		cols += ", repo, installation_id, requester, model, mode"
 	}
-	query := "SELECT " + cols + `, COUNT(*), CAST(SUM(cost_unknown) AS BIGINT),
-	CAST(SUM(CASE WHEN cost_unknown = 0 THEN ROUND(cost_usd * 1000000) ELSE 0 END) AS BIGINT),
-	CAST(SUM(tokens_in) AS BIGINT), CAST(SUM(tokens_out) AS BIGINT)
-FROM runs WHERE ` + where + " GROUP BY " + keys + " ORDER BY " + keys
-	rows, err := s.db.QueryContext(ctx, s.q(query), append(args, whereArgs...)...)
+	n := func(e string) string { return "CAST(" + e + " AS BIGINT)" }
+	query := "SELECT " + cols + ", " + n(src.runs) + ", " + n(src.unknown) + ", " + n(src.cost) + ", " + n(src.tokIn) + ", " + n(src.tokOut) +
+		" FROM " + src.table + " WHERE " + where + extra + " GROUP BY " + keys + " ORDER BY " + keys
+	args = append(append(args, whereArgs...), extraArgs...)
+	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, fmt.Errorf("receipts: add up the usage in %s: %w", s.where, err)
 	}
@@ -125,6 +178,42 @@ FROM runs WHERE ` + where + " GROUP BY " + keys + " ORDER BY " + keys
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// evenWidth is the bounds' one width in milliseconds, if they have one.
+func evenWidth(bounds []time.Time) (int64, bool) {
+	w := bounds[1].Sub(bounds[0]).Milliseconds()
+	for i := 2; i < len(bounds); i++ {
+		if bounds[i].Sub(bounds[i-1]).Milliseconds() != w {
+			return 0, false
+		}
+	}
+	return w, w > 0
+}
+
+// mergeBuckets adds b's rows (by bucket only) into a's, in bucket order.
+func mergeBuckets(a, b []UsageRow) []UsageRow {
+	by := map[int]*UsageRow{}
+	for _, rs := range [][]UsageRow{a, b} {
+		for _, r := range rs {
+			m := by[r.Bucket]
+			if m == nil {
+				m = &UsageRow{Bucket: r.Bucket}
+				by[r.Bucket] = m
+			}
+			m.Runs += r.Runs
+			m.Unknown += r.Unknown
+			m.CostMicros += r.CostMicros
+			m.InputTokens += r.InputTokens
+			m.OutputTokens += r.OutputTokens
+		}
+	}
+	out := make([]UsageRow, 0, len(by))
+	for _, m := range by {
+		out = append(out, *m)
+	}
+	slices.SortFunc(out, func(x, y UsageRow) int { return x.Bucket - y.Bucket })
+	return out
 }
 
 func (s *sqlStore) KeepLimits(ctx context.Context, l Limits) error {

@@ -42,7 +42,7 @@ func TestUsageMigratesAVersion4Database(t *testing.T) {
 				{TaskID: "T-00000002", Repo: "o/a", Mode: "task", Status: "failed", EndedAt: day}}); err != nil {
 				t.Fatal(err)
 			}
-			for _, q := range []string{`DROP INDEX runs_usage`, `DROP TABLE budget_limits`, `ALTER TABLE runs DROP COLUMN cost_unknown`,
+			for _, q := range []string{`DROP INDEX runs_usage`, `DROP TABLE budget_limits`, `DROP TABLE usage_days`, `ALTER TABLE runs DROP COLUMN cost_unknown`,
 				`ALTER TABLE runs DROP COLUMN requester`, `ALTER TABLE runs DROP COLUMN model`, `DELETE FROM schema_migrations WHERE version = 5`} {
 				if _, err := s.db.ExecContext(ctx, q); err != nil {
 					t.Fatalf("%s: %v", q, err)

@@ -117,7 +117,45 @@ func usage(t *testing.T, s receipts.Store) {
 		year[1].Runs != 400 || year[1].Unknown != wantUnknown || year[2].Bucket != 12 || year[2].CostMicros != 7e6 {
 		t.Errorf("the year: %+v; want February $5, March %d micro-dollars in 400 runs, April $7", year, wantMicros)
 	}
-	// A reader of o/b alone sees o/b alone.
+	sameUsage(t, s, months)
+	// A receipt replaced (a result read again) moves its figures.
+	again := runs[10]
+	again.CostUSD, again.CostUnknown = 1.234567, false
+	if err := s.Put(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	var utc []time.Time
+	for i := -11; i <= 2; i++ {
+		utc = append(utc, time.Date(2026, 3+time.Month(i), 1, 0, 0, 0, 0, time.UTC))
+	}
+	sameUsage(t, s, months)
+	sameUsage(t, s, utc)
+	// March's UTC days (buckets of one width) add up to March.
+	var utcDays []time.Time
+	for d := utc[11]; !d.After(utc[12]); d = d.AddDate(0, 0, 1) {
+		utcDays = append(utcDays, d)
+	}
+	perDay, err := s.Usage(ctx, receipts.Filter{}, utcDays, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := s.Usage(ctx, receipts.Filter{}, []time.Time{utc[11], utc[12]}, false)
+	if err != nil || len(whole) != 1 {
+		t.Fatalf("March in UTC: %+v %v", whole, err)
+	}
+	var m int64
+	n := 0
+	for _, r := range perDay {
+		if r.Bucket < 0 || r.Bucket >= len(utcDays)-1 {
+			t.Errorf("row %+v is of no day of March", r)
+		}
+		m += r.CostMicros
+		n += r.Runs
+	}
+	if m != whole[0].CostMicros || n != whole[0].Runs {
+		t.Errorf("March's UTC days: %d runs, %d micro-dollars; March: %+v", n, m, whole[0])
+	}
+		// A reader of o/b alone sees o/b alone.
 	only, err := s.Usage(ctx, receipts.Filter{RepoIDs: []int64{102}}, days, true)
 	if err != nil {
 		t.Fatal(err)
@@ -155,5 +193,39 @@ func limits(t *testing.T, s receipts.Store) {
 	}
 	if none, err := s.Limits(ctx, nil); err != nil || len(none) != 0 {
 		t.Errorf("the budgets of no repository: %+v %v", none, err)
+	}
+}
+
+// sameUsage: a year's months read from the day table (and the receipts
+// of the days a bound cuts) are the receipts' own sums by month.
+func sameUsage(t *testing.T, s receipts.Store, months []time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	year, err := s.Usage(ctx, receipts.Filter{}, months, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact, err := s.Usage(ctx, receipts.Filter{}, months, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[int]receipts.UsageRow{}
+	for _, r := range exact {
+		m := by[r.Bucket]
+		m.Bucket = r.Bucket
+		m.Runs += r.Runs
+		m.Unknown += r.Unknown
+		m.CostMicros += r.CostMicros
+		m.InputTokens += r.InputTokens
+		m.OutputTokens += r.OutputTokens
+		by[r.Bucket] = m
+	}
+	if len(year) != len(by) {
+		t.Errorf("months from %s: %d from the day table, %d from the receipts", months[0], len(year), len(by))
+	}
+	for _, r := range year {
+		if by[r.Bucket] != r {
+			t.Errorf("month %d from %s: %+v from the day table, %+v from the receipts", r.Bucket, months[0], r, by[r.Bucket])
+		}
 	}
 }
