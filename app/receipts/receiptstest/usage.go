@@ -155,7 +155,7 @@ func usage(t *testing.T, s receipts.Store) {
 	if m != whole[0].CostMicros || n != whole[0].Runs {
 		t.Errorf("March's UTC days: %d runs, %d micro-dollars; March: %+v", n, m, whole[0])
 	}
-		// A reader of o/b alone sees o/b alone.
+	// A reader of o/b alone sees o/b alone.
 	only, err := s.Usage(ctx, receipts.Filter{RepoIDs: []int64{102}}, days, true)
 	if err != nil {
 		t.Fatal(err)
