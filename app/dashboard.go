@@ -231,10 +231,7 @@ func (d *dashboard) page(w http.ResponseWriter, r *http.Request, v viewer) {
 		http.Error(w, "read receipts: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "private, no-store")
-	// The page runs no script and loads nothing from elsewhere.
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'")
+	pageHeaders(w)
 	if err := renderHead(w, out); err != nil {
 		d.log.Warn().Err(err).Msg("dashboard: render")
 		return
@@ -251,6 +248,15 @@ func (d *dashboard) page(w http.ResponseWriter, r *http.Request, v viewer) {
 	if err := renderBody(w, out); err != nil {
 		d.log.Warn().Err(err).Msg("dashboard: render")
 	}
+}
+
+// pageHeaders are the headers of a dashboard page: private, never
+// cached, and a page that runs no script and loads nothing from
+// elsewhere.
+func pageHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "private, no-store")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'")
 }
 
 //go:embed dashboard.css

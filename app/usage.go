@@ -43,20 +43,10 @@ type usageQuery struct {
 	filter      receipts.Filter
 }
 
-// Sum is a set of runs' figures.
-type Sum struct {
-	Runs, Unknown int
-	CostMicros    int64
-	In, Out       int64
-}
+// Sum is a set of runs' figures: a usage row's, its keys unused.
+type Sum struct{ receipts.UsageRow }
 
-func (s *Sum) add(r receipts.UsageRow) {
-	s.Runs += r.Runs
-	s.Unknown += r.Unknown
-	s.CostMicros += r.CostMicros
-	s.In += r.InputTokens
-	s.Out += r.OutputTokens
-}
+func (s *Sum) add(r receipts.UsageRow) { s.Add(r) }
 
 // group is the figures of one name (a repository, a person, a model, a
 // kind of run, a day, a month).
@@ -227,9 +217,7 @@ func (d *dashboard) usage(w http.ResponseWriter, r *http.Request, v viewer) {
 		http.Error(w, "read receipts: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "private, no-store")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'")
+	pageHeaders(w)
 	if err := usagePage.ExecuteTemplate(w, "head", out); err != nil {
 		d.log.Warn().Err(err).Msg("usage: render")
 		return

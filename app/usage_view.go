@@ -176,7 +176,7 @@ var usagePage = template.Must(template.New("usage").Funcs(template.FuncMap{
 <div><b id="usage-total">{{usd .Total.CostMicros}}</b> spent in {{title .Query}}</div>
 <div><b id="usage-runs">{{.Total.Runs}}</b> runs</div>
 <div><b id="usage-unknown">{{.Total.Unknown}}</b> of unknown cost</div>
-<div><b id="usage-tokens">{{.Total.In}} / {{.Total.Out}}</b> tokens in / out</div>
+<div><b id="usage-tokens">{{.Total.InputTokens}} / {{.Total.OutputTokens}}</b> tokens in / out</div>
 </section>
 {{if .Budgets}}<h2>Budgets, {{title .Query}}</h2>
 <table id="budgets"><tr><th>Budget of</th><th></th><th class="num">Budget</th><th class="num">Spent</th><th class="num">Reserved</th><th class="num">Left</th><th class="num">Runs of unknown cost</th></tr>
@@ -192,12 +192,12 @@ var usagePage = template.Must(template.New("usage").Funcs(template.FuncMap{
 </svg>
 <figcaption>{{.Title}} <small>(bars: known spend; ? marks runs of unknown cost)</small></figcaption>
 <details><summary>The figures</summary><table class="chart-figures" id="{{.ID}}-figures"><tr><th>{{.Unit}}</th><th class="num">Runs</th><th class="num">Spend</th><th class="num">Tokens in / out</th></tr>
-{{range .Groups}}<tr><td>{{.Name}}</td><td class="num">{{.Runs}}</td><td class="num">{{.Spend}}</td><td class="num">{{.In}} / {{.Out}}</td></tr>
+{{range .Groups}}<tr><td>{{.Name}}</td><td class="num">{{.Runs}}</td><td class="num">{{.Spend}}</td><td class="num">{{.InputTokens}} / {{.OutputTokens}}</td></tr>
 {{end}}</table></details></figure>
 {{end}}
 <section class="usage-tables">{{range .By}}<div><h2>{{.Title}}</h2>
 <table id="{{.ID}}"><tr><th>{{.Key}}</th><th class="num">Runs</th><th class="num">Spend</th><th class="num">Unknown cost</th><th class="num">Tokens in / out</th></tr>
-{{range .Groups}}<tr><td class="repo">{{.Name}}</td><td class="num">{{.Runs}}</td><td class="num">{{.Spend}}</td><td class="num">{{.Unknown}}</td><td class="num">{{.In}} / {{.Out}}</td></tr>
+{{range .Groups}}<tr><td class="repo">{{.Name}}</td><td class="num">{{.Runs}}</td><td class="num">{{.Spend}}</td><td class="num">{{.Unknown}}</td><td class="num">{{.InputTokens}} / {{.OutputTokens}}</td></tr>
 {{else}}<tr><td colspan="5">No runs this month.</td></tr>{{end}}</table></div>
 {{end}}</section>
 </body></html>{{end}}`))

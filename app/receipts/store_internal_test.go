@@ -17,25 +17,32 @@ func openSQLite(t *testing.T, dir string) *sqlStore {
 	return s.(*sqlStore)
 }
 
+// queryPlan is SQLite's plan of query, one line a step.
+func queryPlan(t *testing.T, s *sqlStore, query string, args ...any) []string {
+	t.Helper()
+	rows, err := s.db.Query("EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	return plan
+}
+
 func TestStoreQueriesUseIndexes(t *testing.T) {
 	t.Parallel()
 	s := openSQLite(t, t.TempDir())
 	for _, f := range []Filter{{}, {Repo: "o/a"}, {Status: "failed"}, {Mode: "plan"}, {RepoIDs: []int64{101, 102}}} {
 		where, args := f.where()
-		rows, err := s.db.Query("EXPLAIN QUERY PLAN SELECT task_id FROM runs WHERE "+where+" ORDER BY ended_at DESC LIMIT 50", args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
+		plan := queryPlan(t, s, "SELECT task_id FROM runs WHERE "+where+" ORDER BY ended_at DESC LIMIT 50", args...)
 		indexed := false
 		for _, p := range plan {
 			if strings.Contains(p, "USING INDEX") || strings.Contains(p, "USING COVERING INDEX") {

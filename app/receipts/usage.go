@@ -66,6 +66,15 @@ type UsageRow struct {
 	InputTokens, OutputTokens int64
 }
 
+// Add adds o's figures to r's (not its keys).
+func (r *UsageRow) Add(o UsageRow) {
+	r.Runs += o.Runs
+	r.Unknown += o.Unknown
+	r.CostMicros += o.CostMicros
+	r.InputTokens += o.InputTokens
+	r.OutputTokens += o.OutputTokens
+}
+
 // Limits are the budgets (0: none) that applied to a repository's runs.
 type Limits struct {
 	InstallationID int64
@@ -201,11 +210,7 @@ func mergeBuckets(a, b []UsageRow) []UsageRow {
 				m = &UsageRow{Bucket: r.Bucket}
 				by[r.Bucket] = m
 			}
-			m.Runs += r.Runs
-			m.Unknown += r.Unknown
-			m.CostMicros += r.CostMicros
-			m.InputTokens += r.InputTokens
-			m.OutputTokens += r.OutputTokens
+			m.Add(r)
 		}
 	}
 	out := make([]UsageRow, 0, len(by))

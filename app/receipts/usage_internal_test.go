@@ -83,20 +83,7 @@ func TestUsageQueriesUseTheirIndex(t *testing.T) {
 	from := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	for _, f := range []Filter{{From: from, To: from.AddDate(0, 1, 0)}, {RepoIDs: []int64{101, 102}, From: from, To: from.AddDate(0, 1, 0)}} {
 		where, args := f.where()
-		rows, err := s.db.Query(`EXPLAIN QUERY PLAN SELECT repo, COUNT(*), SUM(cost_usd), SUM(tokens_in) FROM runs WHERE `+where+` GROUP BY repo, requester, model, mode`, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var plan []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, detail)
-		}
-		rows.Close()
+		plan := queryPlan(t, s, `SELECT repo, COUNT(*), SUM(cost_usd), SUM(tokens_in) FROM runs WHERE `+where+` GROUP BY repo, requester, model, mode`, args...)
 		if p := strings.Join(plan, "; "); !strings.Contains(p, "COVERING INDEX runs_usage (ended_at>? AND ended_at<?)") &&
 			(f.RepoIDs == nil || !strings.Contains(p, "INDEX runs_repo_id_ended (repo_id=? AND ended_at>? AND ended_at<?)")) {
 			t.Errorf("filter %+v: the usage query's plan %q does not read runs_usage alone", f, plan)

@@ -213,11 +213,7 @@ func sameUsage(t *testing.T, s receipts.Store, months []time.Time) {
 	for _, r := range exact {
 		m := by[r.Bucket]
 		m.Bucket = r.Bucket
-		m.Runs += r.Runs
-		m.Unknown += r.Unknown
-		m.CostMicros += r.CostMicros
-		m.InputTokens += r.InputTokens
-		m.OutputTokens += r.OutputTokens
+		m.Add(r)
 		by[r.Bucket] = m
 	}
 	if len(year) != len(by) {
