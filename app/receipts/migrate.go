@@ -168,7 +168,7 @@ func migrations(d string) []migration {
 			`ALTER TABLE runs ADD COLUMN requester TEXT NOT NULL DEFAULT ''`,
 			`ALTER TABLE runs ADD COLUMN model TEXT NOT NULL DEFAULT ''`,
 			`UPDATE runs SET cost_unknown = 1 WHERE cost_usd <= 0`,
-			usageIndex, limitsTable, usageDays, fillUsageDays)},
+			usageIndexes[0], usageIndexes[1], limitsTable, usageDays, fillUsageDays)},
 	}
 }
 

