@@ -123,7 +123,7 @@ var dashboardPage = template.Must(template.New("dashboard").Funcs(template.FuncM
 }).Parse(`{{define "head"}}<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>sandbox-bot dashboard</title><link rel="stylesheet" href="/dashboard/style.css"></head>
-<body><header><h1>sandbox-bot</h1>{{if .D.Viewer}}<form method="post" action="/dashboard/logout"><span id="viewer">{{.D.Viewer}}</span> <button>Sign out</button></form>{{end}}</header>
+<body><header><h1>sandbox-bot</h1><nav><a href="/dashboard/usage">usage</a></nav>{{if .D.Viewer}}<form method="post" action="/dashboard/logout"><span id="viewer">{{.D.Viewer}}</span> <button>Sign out</button></form>{{end}}</header>
 {{$q := .D.Query}}
 <form class="filters" method="get" action="/dashboard">
 <label>Repository <select name="repo"><option value="">all</option>{{range .D.Repos}}<option{{if eq . $q.Repo}} selected{{end}}>{{.}}</option>{{end}}</select></label>
