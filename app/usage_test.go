@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/app/receipts"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/budget"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // usageFixture is the dashboard fixture with budgets set (the memory
@@ -108,7 +109,17 @@ func csvMicros(t *testing.T, body string) (int64, int, [][]string) {
 
 func TestUsagePageShowsOnlyReadableRepositories(t *testing.T) {
 	t.Parallel()
-	f := usageFixture(t, "")
+	readable(t, usageFixture(t, ""))
+}
+
+// The same with the receipts and the budget ledger in PostgreSQL (the
+// replicas' shared store).
+func TestUsagePageShowsOnlyReadableRepositoriesPostgres(t *testing.T) {
+	t.Parallel()
+	readable(t, usageFixture(t, testenv.Postgres(t)))
+}
+
+func readable(t *testing.T, f *dashFixture) {
 	for _, c := range []struct {
 		login string
 		repos []string
