@@ -9,21 +9,34 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/sandbox-bot/sandbox-bot/app/receipts"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/budget"
 )
 
 // seenLedger is the ledger, remembering the installations whose runs
-// reserved through this replica: the budget gauges report those.
+// reserved through this replica (the budget gauges report those) and, in
+// the receipts store, the budgets each admission applied to its
+// repository (the usage page shows a repository's budget as its
+// configuration lowered it; only an admission reads that configuration).
 type seenLedger struct {
 	budget.Ledger
-	mu   sync.Mutex
-	seen map[int64]bool
+	limits receipts.Usage
+	now    func() time.Time
+	log    zerolog.Logger
+	mu     sync.Mutex
+	seen   map[int64]bool
 }
 
 func (l *seenLedger) Reserve(ctx context.Context, r budget.Request) (budget.Grant, error) {
 	l.mu.Lock()
 	l.seen[r.InstallationID] = true
 	l.mu.Unlock()
+	if l.limits != nil {
+		if err := l.limits.KeepLimits(ctx, receipts.Limits{InstallationID: r.InstallationID, Repo: r.Repo,
+			InstallationUSD: r.InstallationUSD, RepoUSD: r.RepoUSD, UpdatedAt: l.now()}); err != nil {
+			l.log.Warn().Err(err).Str("task_id", r.TaskID).Str("repo", r.Repo).Msg("keep the run's budgets for the usage page")
+		}
+	}
 	return l.Ledger.Reserve(ctx, r)
 }
 

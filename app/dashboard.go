@@ -32,6 +32,8 @@ type dashboard struct {
 	store  receipts.Store
 	signIn *signIn // nil: OAuth not configured, admin listener only
 	log    zerolog.Logger
+	// budgets are what the usage page shows beside the spend.
+	budgets usageBudgets
 }
 
 // newDashboard opens the store (store.go) and, with OAuth configured, the
@@ -41,7 +43,7 @@ func newDashboard(cfg *Config, log zerolog.Logger) (*dashboard, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &dashboard{store: store, log: log}
+	d := &dashboard{store: store, log: log, budgets: usageBudgets{now: time.Now}}
 	id, secret := cfg.GitHub.OAuth.ClientID, cfg.GitHub.OAuth.ClientSecret
 	if (id == "") != (secret == "") {
 		store.Close()
@@ -80,6 +82,8 @@ func (d *dashboard) mountPublic(mux *http.ServeMux) {
 	mux.HandleFunc("POST /dashboard/logout", d.signIn.logout)
 	mux.HandleFunc("GET /dashboard/style.css", serveStyle)
 	mux.HandleFunc("GET /dashboard", d.signedIn(d.page, false))
+	mux.HandleFunc("GET /dashboard/usage", d.signedIn(d.usage, false))
+	mux.HandleFunc("GET /dashboard/usage.csv", d.signedIn(d.usageCSV, false))
 	mux.HandleFunc("GET /api/runs", d.signedIn(d.api, true))
 }
 
@@ -91,6 +95,8 @@ func (d *dashboard) mountAdmin(mux *http.ServeMux) {
 	}
 	mux.HandleFunc("GET /dashboard/style.css", serveStyle)
 	mux.HandleFunc("GET /dashboard", all(d.page))
+	mux.HandleFunc("GET /dashboard/usage", all(d.usage))
+	mux.HandleFunc("GET /dashboard/usage.csv", all(d.usageCSV))
 	mux.HandleFunc("GET /api/runs", all(d.api))
 }
 
@@ -225,10 +231,7 @@ func (d *dashboard) page(w http.ResponseWriter, r *http.Request, v viewer) {
 		http.Error(w, "read receipts: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Cache-Control", "private, no-store")
-	// The page runs no script and loads nothing from elsewhere.
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'")
+	pageHeaders(w)
 	if err := renderHead(w, out); err != nil {
 		d.log.Warn().Err(err).Msg("dashboard: render")
 		return
@@ -245,6 +248,15 @@ func (d *dashboard) page(w http.ResponseWriter, r *http.Request, v viewer) {
 	if err := renderBody(w, out); err != nil {
 		d.log.Warn().Err(err).Msg("dashboard: render")
 	}
+}
+
+// pageHeaders are the headers of a dashboard page: private, never
+// cached, and a page that runs no script and loads nothing from
+// elsewhere.
+func pageHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "private, no-store")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'")
 }
 
 //go:embed dashboard.css

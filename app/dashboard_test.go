@@ -333,7 +333,7 @@ func TestDashboardOnlyOnAdminListenerWithoutOAuth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	for _, path := range []string{"/dashboard", "/api/runs", "/dashboard/login"} {
+	for _, path := range []string{"/dashboard", "/api/runs", "/dashboard/usage", "/dashboard/usage.csv", "/dashboard/login"} {
 		rec := httptest.NewRecorder()
 		srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 		if rec.Code != http.StatusNotFound && rec.Code != http.StatusMethodNotAllowed {

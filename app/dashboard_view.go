@@ -123,7 +123,7 @@ var dashboardPage = template.Must(template.New("dashboard").Funcs(template.FuncM
 }).Parse(`{{define "head"}}<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <title>sandbox-bot dashboard</title><link rel="stylesheet" href="/dashboard/style.css"></head>
-<body><header><h1>sandbox-bot</h1>{{if .D.Viewer}}<form method="post" action="/dashboard/logout"><span id="viewer">{{.D.Viewer}}</span> <button>Sign out</button></form>{{end}}</header>
+<body><header><h1>sandbox-bot</h1><nav><a href="/dashboard/usage">usage</a></nav>{{if .D.Viewer}}<form method="post" action="/dashboard/logout"><span id="viewer">{{.D.Viewer}}</span> <button>Sign out</button></form>{{end}}</header>
 {{$q := .D.Query}}
 <form class="filters" method="get" action="/dashboard">
 <label>Repository <select name="repo"><option value="">all</option>{{range .D.Repos}}<option{{if eq . $q.Repo}} selected{{end}}>{{.}}</option>{{end}}</select></label>
@@ -160,7 +160,7 @@ var dashboardPage = template.Must(template.New("dashboard").Funcs(template.FuncM
 </section>
 <h2>Runs <small>{{.D.Runs.Total}} in all{{if .D.Runs.Runs}}, {{add .D.Runs.Offset 1}}–{{add .D.Runs.Offset (len .D.Runs.Runs)}} shown{{end}}</small></h2>
 <table id="runs"><tr><th>Ended</th><th>Run</th><th>Repository</th><th>Mode</th><th>Status</th><th>Cost</th><th>Duration</th><th>Steps</th><th>Tokens in/out</th></tr>
-{{range .D.Runs.Runs}}<tr id="{{.TaskID}}" class="run {{.Status}}{{if eq .TaskID $q.Task}} selected{{end}}"><td>{{when .EndedAt}}</td><td><a href="/runs/{{.TaskID}}">{{.TaskID}}</a>{{with .Title}} <span class="title">{{.}}</span>{{end}}</td><td><a href="{{.URL}}">{{.Repo}}#{{.Number}}</a></td><td>{{.Mode}}</td><td>{{.Status}}{{if .Error}} <small>{{.Error}}</small>{{end}}</td><td>{{usd .CostUSD}}</td><td>{{secs .DurationSeconds}}</td><td>{{.Steps}}</td><td>{{.InputTokens}} / {{.OutputTokens}}</td></tr>
+{{range .D.Runs.Runs}}<tr id="{{.TaskID}}" class="run {{.Status}}{{if eq .TaskID $q.Task}} selected{{end}}"><td>{{when .EndedAt}}</td><td><a href="/runs/{{.TaskID}}">{{.TaskID}}</a>{{with .Title}} <span class="title">{{.}}</span>{{end}}</td><td><a href="{{.URL}}">{{.Repo}}#{{.Number}}</a></td><td>{{.Mode}}</td><td>{{.Status}}{{if .Error}} <small>{{.Error}}</small>{{end}}</td><td>{{if .CostUnknown}}unknown{{else}}{{usd .CostUSD}}{{end}}</td><td>{{secs .DurationSeconds}}</td><td>{{.Steps}}</td><td>{{.InputTokens}} / {{.OutputTokens}}</td></tr>
 {{else}}<tr><td colspan="9">{{if $q.Task}}No receipt for {{$q.Task}} yet: the run has not ended, or it is not in a repository you can read.{{else}}No runs match.{{end}}</td></tr>{{end}}</table>
 <nav class="pages">{{if .Prev}}<a rel="prev" href="{{pageURL $q .Prev}}">← newer</a>{{end}} page {{$q.Page}} of {{.Pages}} {{if .Next}}<a rel="next" href="{{pageURL $q .Next}}">older →</a>{{end}}</nav>
 </body></html>{{end}}`))

@@ -32,7 +32,7 @@ func (w withRepoIDs) Keep(ctx context.Context, e handlers.EndedRun) error {
 		TaskID: m.TaskID, Repo: m.Repo, RepoID: m.RepoID, InstallationID: m.InstallationID, Number: m.Number, Issue: e.Issue,
 		Title: e.Title, Mode: string(m.Mode), Status: e.Status, Attempt: m.Attempt, Branch: e.Branch, URL: e.URL,
 		CostUSD: e.Usage.TotalCostUSD, DurationSeconds: e.DurationSeconds, InputTokens: e.Usage.Input, OutputTokens: e.Usage.Output,
-		Steps: e.Usage.Steps, Error: e.Error, EndedAt: e.EndedAt,
+		Steps: e.Usage.Steps, Error: e.Error, EndedAt: e.EndedAt, CostUnknown: !e.CostKnown, Requester: m.Requester, Model: m.Model,
 	}
 	if r.RepoID == 0 {
 		r.RepoID = w.repoID(ctx, r)

@@ -89,11 +89,14 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	if err != nil {
 		return nil, err
 	}
+	// The handlers' clock, which a test may set after this.
+	now := func() time.Time { return base.Now() }
 	var seen *seenLedger
 	if ledger != nil {
-		seen = &seenLedger{Ledger: ledger, seen: map[int64]bool{}}
+		seen = &seenLedger{Ledger: ledger, limits: dash.store, now: now, log: logger, seen: map[int64]bool{}}
 		base.Budget = seen
 	}
+	dash.budgets = usageBudgets{policy: cfg.Settings.Budgets, ledger: ledger, now: now}
 
 	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prom, ready: &readiness{backend: backend}, dash: dash,
 		live: newLivePages(backend, dash.store, cfg.Retention, secrets, logger)}

@@ -55,6 +55,11 @@ type Meta struct {
 	DeliveryID string `json:"delivery_id,omitempty"`
 	// HeadSHA is the commit the progress Check Run hangs on, once known.
 	HeadSHA string `json:"head_sha,omitempty"`
+	// Requester is the GitHub login whose label, command or review asked
+	// for the run, and Model the model its configuration named: the
+	// receipt keeps both for the usage page.
+	Requester string `json:"requester,omitempty"`
+	Model     string `json:"model,omitempty"`
 }
 
 // RunSpec is everything a backend needs to start one run.

@@ -171,13 +171,24 @@ type BudgetLine struct {
 	Unknown                       int
 }
 
-// budgetLines are the month's figures of the server's budgets for repo,
-// nil when none is set or the ledger cannot be read (logged).
-func budgetLines(ctx context.Context, c *core, installation int64, repo string) []BudgetLine {
-	p := c.Budgets
-	if c.Budget == nil || !p.Any() {
+// budgetLines are the month's figures of the budgets that apply to the
+// repository's runs (the server's, lowered by its configuration on the
+// default branch; the server's alone when that cannot be read), nil when
+// none is set or the ledger cannot be read (logged).
+func budgetLines(ctx context.Context, c *core, installation int64, gh GitHub) []BudgetLine {
+	if c.Budget == nil {
 		return nil
 	}
+	p := c.Budgets
+	if cfg, err := c.loadConfig(ctx, installation, gh, "", sandboxcfg.Flags{}); err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("/status: read .sandbox.yml for its budgets; showing the server's")
+	} else {
+		p = policyFor(c, cfg)
+	}
+	if !p.Any() {
+		return nil
+	}
+	repo := gh.FullName()
 	it, rt, err := c.Budget.Totals(ctx, installation, repo, p.Month(c.Now()))
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("/status: read the month's budget figures")

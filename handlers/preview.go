@@ -155,7 +155,8 @@ func (p previewRun) build(ctx context.Context, gh GitHub, l launch) (built, erro
 	secs := int(p.c.PreviewDuration / time.Second)
 	req, cfg := l.req, l.cfg
 	meta := dispatch.Meta{TaskID: l.taskID, Mode: dispatch.ModePreview, Repo: req.Repo.GetFullName(), RepoID: req.Repo.GetID(),
-		Number: req.Number, InstallationID: req.InstallationID, Attempt: 1, DeliveryID: req.DeliveryID, HeadSHA: p.sha}
+		Number: req.Number, InstallationID: req.InstallationID, Attempt: 1, DeliveryID: req.DeliveryID, HeadSHA: p.sha,
+		Requester: req.Sender, Model: cfg.Model}
 	return built{spec: dispatch.RunSpec{Meta: meta, Source: src, Order: dispatch.WorkOrder{
 		SchemaVersion: dispatch.WorkOrderVersion, TaskID: l.taskID, Mode: dispatch.ModePreview, Attempt: 1,
 		Repo: meta.Repo, RepoID: meta.RepoID, Number: req.Number, Config: cfg, BudgetUSD: cfg.MaxBudgetUSD, Source: dispatch.SourcePath,

@@ -27,12 +27,15 @@ type EndedRun struct {
 	Issue int
 	// Title is the issue's or PR's title, redacted and without terminal
 	// escapes: untrusted text, escaped where it is shown.
-	Title           string
-	Status          string
-	Branch          string
-	URL             string
-	Error           string
-	Usage           dispatch.TokenUsage
+	Title  string
+	Status string
+	Branch string
+	URL    string
+	Error  string
+	Usage  dispatch.TokenUsage
+	// CostKnown: the run's result named what it cost (costOf, the rule
+	// the budgets settle by); an unknown cost is never shown as $0.
+	CostKnown       bool
 	DurationSeconds float64
 	EndedAt         time.Time
 }
@@ -151,6 +154,7 @@ func (rk *resultKeeper) keepReceipt(ctx context.Context, rc *runContext, res *di
 			run.Branch = res.Branch
 		}
 		run.Usage, run.DurationSeconds = res.TokenUsage, res.DurationSeconds
+		_, run.CostKnown = costOf(res)
 		if res.Error != nil {
 			run.Error = truncateUTF8(res.Error.Message, 500)
 		}

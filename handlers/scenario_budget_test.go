@@ -147,3 +147,23 @@ func TestBudgetInterruptedRunSettlesBeforeItsContinuation(t *testing.T) {
 	}
 	assertMonth(h, n, "$1.00 spent, $4.00 reserved by runs in flight, $5.00 left")
 }
+
+// /status shows the budgets as the repository's runs have them: the
+// server's $10 for the installation and $20 for the repository, lowered by
+// the repository's .sandbox.yml to $8 and $6.
+func TestStatusShowsTheBudgetsTheRepositoryLowered(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"SANDBOX_BUDGET_INSTALLATION_MONTHLY_USD": "10", "SANDBOX_BUDGET_REPO_MONTHLY_USD": "20", "SANDBOX_BUDGET_FLOOR_USD": "1"}
+	h := newHarness(t, map[string]string{".sandbox.yml": defaultSandboxYML + "budgets: { installation_monthly_usd: 8, repo_monthly_usd: 6 }\n"}, env)
+	n := newIssues(h, 1)[0]
+	h.label(n, writer, "d-budget-lowered")
+	h.waitSubmitted(1)
+	h.comment(n, reader, "/status")
+	status := h.waitComment(n, "/status", func(c string) bool { return strings.Contains(c, "This month") })
+	for _, want := range []string{"the installation's budget of $8.00: $0.00 spent, $4.00 reserved by runs in flight, $4.00 left",
+		"the repository's budget of $6.00: $0.00 spent, $4.00 reserved by runs in flight, $2.00 left"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("/status does not say %q:\n%s", want, status)
+		}
+	}
+}

@@ -118,6 +118,10 @@ func TestReviseRunReportsOnThePRHeadCheckRun(t *testing.T) {
 		r.DurationSeconds != 42 || r.Steps != 6 || r.Branch != branch || !strings.HasSuffix(r.URL, "/"+testRepo+"/issues/"+strconv.Itoa(pr)) {
 		t.Errorf("stored receipt %+v: want the revise run's figures, linked to PR #%d", r, pr)
 	}
+	// The usage page's: who asked, the model, a cost that was reported.
+	if r.Requester != writer || r.Model != "scripted/model" || r.CostUnknown {
+		t.Errorf("stored receipt asked by %q on %q, cost unknown %v; want %s on scripted/model, known", r.Requester, r.Model, r.CostUnknown, writer)
+	}
 }
 
 // A sandbox rebase of a conflicted PR reports on the PR's head too.
@@ -219,4 +223,18 @@ func TestAcknowledgementAndStatusLinkTheLivePage(t *testing.T) {
 	h.waitComment(n, "the acknowledgement's link", func(c string) bool { return strings.Contains(c, "[watch it live]("+livePage+id+")") })
 	h.comment(n, reader, "/status")
 	h.waitComment(n, "the status's link", func(c string) bool { return strings.Contains(c, "Live page: "+livePage+id) })
+}
+
+// A run whose result names no cost (a command harness, a model without a
+// price) is kept as of unknown cost, not as $0, with who asked for it.
+func TestReceiptOfAnUnpricedRunIsOfUnknownCost(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, nil)
+	n := newIssues(h, 1)[0]
+	h.label(n, writer, "d-unpriced")
+	spec := h.waitSubmitted(1)[0]
+	h.backend.Finish(spec.Order.TaskID, planDone(spec.Order.TaskID))
+	if r := h.receipt(spec.Order.TaskID); !r.CostUnknown || r.CostUSD != 0 || r.Requester != writer || r.Model != "scripted/model" || r.Mode != "plan" {
+		t.Errorf("the unpriced plan's receipt %+v: want of unknown cost, asked by %s on scripted/model", r, writer)
+	}
 }

@@ -201,7 +201,7 @@ func (a agentRun) build(ctx context.Context, gh GitHub, l launch) (built, error)
 	spec := dispatch.RunSpec{
 		Meta: dispatch.Meta{
 			TaskID: l.taskID, Mode: l.mode, Repo: full, RepoID: req.Repo.GetID(), Number: req.Number, InstallationID: req.InstallationID,
-			Attempt: attempt, DeliveryID: req.DeliveryID,
+			Attempt: attempt, DeliveryID: req.DeliveryID, Requester: req.Sender, Model: l.cfg.Model,
 		},
 		Order: dispatch.WorkOrder{
 			SchemaVersion: dispatch.WorkOrderVersion, TaskID: l.taskID, Mode: l.mode, Attempt: attempt,

@@ -46,7 +46,9 @@ type StatusData struct {
 	// ResultURL is the comment that reported the end of the run.
 	ResultURL string
 	// Budgets are this month's figures of the installation's and the
-	// repository's budgets, those the server sets (budget.go).
+	// repository's budgets, as the repository's runs have them: the
+	// server's, lowered by the organisation's and the repository's
+	// .sandbox.yml (budget.go).
 	Budgets []BudgetLine
 }
 
@@ -71,7 +73,7 @@ func (sr *stateReplies) status(ctx context.Context, t thread, sc *scene) error {
 		return nil
 	}
 	data.User = t.sender
-	data.Budgets = budgetLines(ctx, sr.c, t.installation, t.gh.FullName())
+	data.Budgets = budgetLines(ctx, sr.c, t.installation, t.gh)
 	return sr.c.reply(ctx, t.gh, t.number, "github/status", data)
 }
 

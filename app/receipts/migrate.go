@@ -161,6 +161,14 @@ func migrations(d string) []migration {
 )`, `CREATE INDEX transcripts_started ON transcripts(started_at)`, lines)},
 		{3, "figures by day", execAll(dayTable, fillDays)},
 		{4, "budget ledger", execAll(ledgerTable, `CREATE INDEX budget_entries_month ON budget_entries(installation_id, month)`)},
+		// The usage page's columns: receipts kept before them are of
+		// unknown cost when they named none (as the budgets count them),
+		// and of no requester or model.
+		{5, "usage", execAll(`ALTER TABLE runs ADD COLUMN cost_unknown INTEGER NOT NULL DEFAULT 0`,
+			`ALTER TABLE runs ADD COLUMN requester TEXT NOT NULL DEFAULT ''`,
+			`ALTER TABLE runs ADD COLUMN model TEXT NOT NULL DEFAULT ''`,
+			`UPDATE runs SET cost_unknown = 1 WHERE cost_usd <= 0`,
+			usageIndexes[0], usageIndexes[1], limitsTable, usageDays, fillUsageDays)},
 	}
 }
 

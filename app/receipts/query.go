@@ -13,11 +13,13 @@ func scanRuns(rows *sql.Rows) ([]Run, error) {
 	for rows.Next() {
 		var r Run
 		var ended int64
+		var unknown int
 		if err := rows.Scan(&r.TaskID, &r.Repo, &r.RepoID, &r.InstallationID, &r.Number, &r.Issue, &r.Mode, &r.Status, &r.Attempt, &r.Branch, &r.URL,
-			&r.CostUSD, &r.DurationSeconds, &r.InputTokens, &r.OutputTokens, &r.Steps, &r.Error, &ended, &r.Title); err != nil {
+			&r.CostUSD, &r.DurationSeconds, &r.InputTokens, &r.OutputTokens, &r.Steps, &r.Error, &ended, &r.Title,
+			&unknown, &r.Requester, &r.Model); err != nil {
 			return nil, fmt.Errorf("receipts: read a run: %w", err)
 		}
-		r.EndedAt = time.UnixMilli(ended).UTC()
+		r.EndedAt, r.CostUnknown = time.UnixMilli(ended).UTC(), unknown == 1
 		runs = append(runs, r)
 	}
 	return runs, rows.Err()

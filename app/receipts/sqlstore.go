@@ -192,16 +192,17 @@ func (s *sqlStore) Where() string { return s.where }
 
 func (s *sqlStore) Close() error { return s.db.Close() }
 
-const runColumns = `task_id, repo, repo_id, installation_id, number, issue, mode, status, attempt, branch, url, cost_usd, duration_s, tokens_in, tokens_out, steps, error, ended_at, title`
+const runColumns = `task_id, repo, repo_id, installation_id, number, issue, mode, status, attempt, branch, url, cost_usd, duration_s, tokens_in, tokens_out, steps, error, ended_at, title, cost_unknown, requester, model`
 
-const insertRun = `INSERT INTO runs (` + runColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+const insertRun = `INSERT INTO runs (` + runColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
 // replaceRun is insertRun that replaces the receipt of the same task.
 const replaceRun = insertRun + ` ON CONFLICT (task_id) DO UPDATE SET repo = excluded.repo, repo_id = excluded.repo_id,
 	installation_id = excluded.installation_id, number = excluded.number, issue = excluded.issue, mode = excluded.mode,
 	status = excluded.status, attempt = excluded.attempt, branch = excluded.branch, url = excluded.url, cost_usd = excluded.cost_usd,
 	duration_s = excluded.duration_s, tokens_in = excluded.tokens_in, tokens_out = excluded.tokens_out, steps = excluded.steps,
-	error = excluded.error, ended_at = excluded.ended_at, title = excluded.title`
+	error = excluded.error, ended_at = excluded.ended_at, title = excluded.title, cost_unknown = excluded.cost_unknown,
+	requester = excluded.requester, model = excluded.model`
 
 func (s *sqlStore) Put(ctx context.Context, r Run) error { return s.PutMany(ctx, []Run{r}) }
 
@@ -257,7 +258,8 @@ func (s *sqlStore) writeRun(ctx context.Context, tx *sql.Tx, stmt *sql.Stmt, r R
 		return 0, err
 	}
 	res, err := stmt.ExecContext(ctx, r.TaskID, r.Repo, r.RepoID, r.InstallationID, r.Number, r.Issue, r.Mode, r.Status, r.Attempt, r.Branch, r.URL,
-		r.CostUSD, r.DurationSeconds, r.InputTokens, r.OutputTokens, r.Steps, r.Error, r.EndedAt.UnixMilli(), r.Title)
+		r.CostUSD, r.DurationSeconds, r.InputTokens, r.OutputTokens, r.Steps, r.Error, r.EndedAt.UnixMilli(), r.Title,
+		boolInt(r.CostUnknown), r.Requester, r.Model)
 	if err != nil {
 		return 0, fmt.Errorf("receipts: store %s of %s in %s: %w", r.TaskID, r.Repo, s.where, err)
 	}

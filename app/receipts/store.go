@@ -56,6 +56,17 @@ type Run struct {
 	Steps           int       `json:"steps"`
 	Error           string    `json:"error,omitempty"`
 	EndedAt         time.Time `json:"ended_at"`
+	// CostUnknown: nobody reported what the run cost (a command harness,
+	// a model without a price, a run that left no result), so CostUSD is
+	// 0 and means nothing. The usage page shows such runs as unknown and
+	// counts them apart, never as $0.
+	CostUnknown bool `json:"cost_unknown,omitempty"`
+	// Requester is the GitHub login of the person whose label, command or
+	// review asked for the run ("" when the bot started it on its own).
+	Requester string `json:"requester,omitempty"`
+	// Model is the model the run's configuration named ("" for the
+	// harness's default).
+	Model string `json:"model,omitempty"`
 }
 
 // Succeeded reports whether the run completed.
@@ -70,6 +81,7 @@ const StatusCompleted = "completed"
 type Store interface {
 	Receipts
 	Transcripts
+	Usage
 	// Where names the database for errors and logs: a file, or host,
 	// port and database name (never a password).
 	Where() string

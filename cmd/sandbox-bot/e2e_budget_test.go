@@ -1,7 +1,13 @@
 package main
 
 import (
+	"context"
+	"encoding/csv"
 	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/http/cookiejar"
 	"regexp"
 	"strconv"
 	"strings"
@@ -9,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sandbox-bot/sandbox-bot/app/receipts"
 	"github.com/sandbox-bot/sandbox-bot/runner/modeltest"
 	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
@@ -30,16 +37,19 @@ func (l *loop) labelOn(b *botProcess, n int) {
 // agent:over-budget. Once the plans are posted, their real costs settle
 // and leave room: a sixth label starts a run. The replica that started it
 // is killed mid-run; a replica started after reads its result and settles
-// it, once.
+// it, once. The usage page of that replica then shows the three runs'
+// spend equal to their receipts' sum to the cent, and its CSV to the
+// micro-dollar.
 func TestE2EBudgetAcrossReplicas(t *testing.T) {
 	gate, release := liveGate(t)
 	gate6, release6 := liveGate(t)
+	dbURL := testenv.Postgres(t)
 	plan := "1. Change the greeting. 2. Nothing else."
 	l := startLoop(t, loopOptions{script: []modeltest.Turn{
 		{Text: plan, Usage: usage(900, 60), Gate: gate},
 		{Text: plan, Usage: usage(900, 60), Gate: gate},
 		{Text: plan, Usage: usage(900, 60), Gate: gate6},
-	}, env: []string{"SANDBOX_DATABASE_URL=" + testenv.Postgres(t), "SANDBOX_BUDGET_INSTALLATION_MONTHLY_USD=4", "SANDBOX_BUDGET_FLOOR_USD=2"}})
+	}, signIn: true, env: []string{"SANDBOX_DATABASE_URL=" + dbURL, "SANDBOX_BUDGET_INSTALLATION_MONTHLY_USD=4", "SANDBOX_BUDGET_FLOOR_USD=2"}})
 	second := l.startReplica()
 	var issues []int
 	for i := range 6 {
@@ -140,6 +150,80 @@ func TestE2EBudgetAcrossReplicas(t *testing.T) {
 	if after, _ := strconv.ParseFloat(m3[1], 64); after < spent || after > spent+0.02 {
 		t.Errorf("after the restart $%s spent, want the sixth run's real cost on top of $%.2f", m3[1], spent)
 	}
+	l.usageMatchesReceipts(third, dbURL, 3)
+}
+
+// usageMatchesReceipts: this month's receipts in the shared database are
+// the runs runs, each of known cost, asked for by the writer, on the
+// repository's model; the usage page of the replica b, signed in as the
+// writer, shows their spend equal to their sum to the cent, and its CSV
+// to the micro-dollar.
+func (l *loop) usageMatchesReceipts(b *botProcess, dbURL string, runs int) {
+	t := l.t
+	t.Helper()
+	ctx := context.Background()
+	store, err := receipts.OpenPostgres(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	now := time.Now().UTC()
+	kept, err := store.List(ctx, receipts.Filter{From: time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)}, 0, receipts.MaxPageSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var micros int64
+	for _, r := range kept.Runs {
+		if r.CostUnknown || r.CostUSD <= 0 || r.Requester != e2eWriter || r.Model != l.model.OpenCodeModel() {
+			t.Errorf("receipt %s: cost $%v (unknown %v), asked by %q on %q; want a known cost, %s, %s", r.TaskID, r.CostUSD, r.CostUnknown, r.Requester, r.Model, e2eWriter, l.model.OpenCodeModel())
+		}
+		micros += int64(math.Round(r.CostUSD * 1e6))
+	}
+	if kept.Total != runs {
+		t.Errorf("%d receipts this month, want %d: %+v", kept.Total, runs, kept.Runs)
+	}
+	jar, _ := cookiejar.New(nil)
+	client := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	l.gh.SignInAs(e2eWriter)
+	get := func(path string) string {
+		t.Helper()
+		resp, err := client.Get("http://" + b.addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s on the replica: %d\n%s", path, resp.StatusCode, body)
+		}
+		return string(body)
+	}
+	// Signing in ends on the public address; the session cookie is the
+	// host's, which every replica takes.
+	get("/dashboard/usage")
+	page := get("/dashboard/usage")
+	c := (micros + 5000) / 10000
+	for _, want := range []string{fmt.Sprintf(`id="usage-total">$%d.%02d<`, c/100, c%100), fmt.Sprintf(`id="usage-runs">%d<`, runs),
+		`id="usage-unknown">0<`, `<td class="repo">` + e2eWriter + `</td><td class="num">` + strconv.Itoa(runs) + `</td>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the usage page does not show %s (the receipts: %d micro-dollars in %d runs):\n%s", want, micros, runs, page)
+		}
+	}
+	lines, err := csv.NewReader(strings.NewReader(get("/dashboard/usage.csv"))).ReadAll()
+	if err != nil || len(lines) < 2 {
+		t.Fatalf("the usage CSV: %v %v", lines, err)
+	}
+	var got int64
+	for _, line := range lines[1:] {
+		whole, frac, _ := strings.Cut(line[7], ".")
+		w, _ := strconv.ParseInt(whole, 10, 64)
+		f, _ := strconv.ParseInt(frac, 10, 64)
+		got += w*1e6 + f
+	}
+	if got != micros {
+		t.Errorf("the usage CSV adds up to %d micro-dollars, the receipts to %d:\n%v", got, micros, lines)
+	}
+	t.Logf("usage page: %d runs, %d micro-dollars, as their receipts", runs, micros)
 }
 
 // commandOn comments body on #n and delivers it to one replica.

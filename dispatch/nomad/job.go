@@ -27,6 +27,8 @@ const (
 	MetaHeadSHA        = "sandbox_head_sha"
 	MetaRepoID         = "sandbox_repo_id"
 	MetaIsolation      = "sandbox_isolation"
+	MetaRequester      = "sandbox_requester"
+	MetaModel          = "sandbox_model"
 )
 
 // RuntimesAttr is the node attribute that lists the runtimes of a
@@ -332,6 +334,8 @@ func jobMeta(m dispatch.Meta, order dispatch.WorkOrder, isolation dispatch.Isola
 	}
 	set(MetaDeliveryID, m.DeliveryID)
 	set(MetaHeadSHA, m.HeadSHA)
+	set(MetaRequester, m.Requester)
+	set(MetaModel, m.Model)
 	if id := max(m.RepoID, order.RepoID); id > 0 {
 		meta[MetaRepoID] = strconv.FormatInt(id, 10)
 	}
@@ -353,6 +357,8 @@ func metaFromJob(meta map[string]string) dispatch.Meta {
 		Attempt:        atoi(meta[MetaAttempt]),
 		DeliveryID:     meta[MetaDeliveryID],
 		HeadSHA:        meta[MetaHeadSHA],
+		Requester:      meta[MetaRequester],
+		Model:          meta[MetaModel],
 	}
 }
 

@@ -39,6 +39,7 @@ func Run(t *testing.T, fresh func(t *testing.T) Opener) {
 	t.Run("TranscriptHead", func(t *testing.T) { t.Parallel(); transcriptHead(t, open(t)) })
 	t.Run("PruneKeepsReceipts", func(t *testing.T) { t.Parallel(); pruneKeepsReceipts(t, open(t)) })
 	t.Run("CopyTwiceCopiesOnce", func(t *testing.T) { t.Parallel(); copyTwice(t, open(t), open(t)) })
+	t.Run("Usage", func(t *testing.T) { t.Parallel(); usage(t, open(t)) })
 	t.Run("ReplicasStartAtOnce", func(t *testing.T) { t.Parallel(); replicasAtOnce(t, fresh(t)) })
 }
 
