@@ -25,7 +25,8 @@ import (
 //
 //	SANDBOX_STARTLOAD=1 go test -count=1 -timeout 60m -run 'TestStartFast/second-run-setup' -v ./cmd/sandbox-bot/
 //	SANDBOX_STARTLOAD=1 go test -count=1 -timeout 60m -run 'TestStartFast/second-run-bare' -v ./cmd/sandbox-bot/
-//	SANDBOX_STARTLOAD=1 go test -count=1 -timeout 60m -run 'TestStartFast/burst' -v ./cmd/sandbox-bot/
+//	SANDBOX_STARTLOAD=1 go test -count=1 -timeout 60m -run 'TestStartFast/burst$' -v ./cmd/sandbox-bot/
+//	SANDBOX_STARTLOAD=1 SANDBOX_BURST_N=24 go test -count=1 -timeout 180m -run 'TestStartFast/burst$' -v ./cmd/sandbox-bot/
 //	SANDBOX_STARTLOAD=1 go test -count=1 -timeout 60m -run 'TestStartFast/second-run-gvisor' -v ./cmd/sandbox-bot/
 //
 // Each later run's plan comment also gives the runner's own "agent start"
@@ -40,7 +41,10 @@ import (
 // the repository, a warm HOME) plus a bare `docker run --rm IMAGE true`,
 // measured between the runs, means.
 // second-run-bare: the same for a repository without setup or services.
-// burst: 8 issues labeled at once, label → the last plan comment, beside 8
+// burst: 8 issues (SANDBOX_BURST_N) labeled at once, label → the last
+// plan comment, and for each plan where its time went (label → the bot saw
+// its run end, → its plan posted: the second part is the bot's writes to
+// GitHub, paced), beside 8
 // plain `opencode run`s of the same one-turn plan (the prompt the
 // sandboxes' agents got) started at once on the host, each in a fresh
 // HOME as a sandbox has, to their last exit; alternately, 3 rounds
@@ -55,7 +59,7 @@ func TestStartFast(t *testing.T) {
 	}
 	t.Run("second-run-setup", func(t *testing.T) { secondRun(t, true) })
 	t.Run("second-run-bare", func(t *testing.T) { secondRun(t, false) })
-	t.Run("burst", func(t *testing.T) { burst(t, 8) })
+	t.Run("burst", func(t *testing.T) { burst(t, envInt("SANDBOX_BURST_N", 8)) })
 	t.Run("burst-24", func(t *testing.T) { burst(t, 24) })
 	t.Run("second-run-gvisor", secondRunGVisor)
 }
