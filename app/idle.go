@@ -21,12 +21,13 @@ func (s *Server) Idle(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("bot not idle: %w", err)
 		}
-		if queued == 0 && len(busy) == 0 && s.sched.inflight.Load() == 0 {
+		if queued == 0 && len(busy) == 0 && s.sched.inflight.Load() == 0 && s.pacer.owned.held() == 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("bot not idle: %w (%d deliveries queued or being handled, followers still finishing %v)", ctx.Err(), s.sched.inflight.Load(), busy)
+			return fmt.Errorf("bot not idle: %w (%d deliveries queued or being handled, followers still finishing %v, %d progress updates waiting for GitHub's pace)",
+				ctx.Err(), s.sched.inflight.Load(), busy, s.pacer.owned.held())
 		case <-t.C:
 		}
 	}
