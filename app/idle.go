@@ -7,8 +7,9 @@ import (
 )
 
 // Idle waits until the bot has nothing left to do of its own: no webhook
-// delivery queued or being handled, and no follower with a result to post
-// (runs still going in their sandboxes do not count). It is how tests
+// delivery queued or being handled, no follower with a result to post
+// (runs still going in their sandboxes do not count), and no progress
+// update the pacer keeps to send later. It is how tests
 // assert that nothing more happens, instead of sleeping.
 func (s *Server) Idle(ctx context.Context) error {
 	t := time.NewTicker(10 * time.Millisecond)
