@@ -190,10 +190,7 @@ func TestPacerSendsResultsFirst(t *testing.T) {
 	srv := newRecorder(t)
 	p, clock, client := pacedClient(t, srv.URL)
 	ip := p.installation(42)
-	for i := range writeBurst(60) {
-		srv.comment(client, i, handlers.WriteNormal)
-	}
-	srv.reset()
+	srv.spend(client)
 	if err := srv.edit(client, 7, "progress", handlers.WriteProgress); !errors.Is(err, handlers.ErrWriteQueued) {
 		t.Fatalf("a progress edit on an empty bucket: %v, want ErrWriteQueued", err)
 	}
@@ -236,10 +233,7 @@ func TestPacerDropsSupersededProgress(t *testing.T) {
 	t.Parallel()
 	srv := newRecorder(t)
 	p, clock, client := pacedClient(t, srv.URL)
-	for i := range writeBurst(60) {
-		srv.comment(client, i, handlers.WriteNormal)
-	}
-	srv.reset()
+	srv.spend(client)
 	for _, e := range []struct {
 		id   int64
 		body string
@@ -292,9 +286,7 @@ func TestPacerInstallationsAreIndependent(t *testing.T) {
 	srv := newRecorder(t)
 	_, clock, one := pacedClient(t, srv.URL)
 	two := srv.client(t, one, 2)
-	for i := range writeBurst(60) {
-		srv.comment(one, i, handlers.WriteNormal)
-	}
+	srv.spend(one)
 	if err := srv.edit(one, 7, "step", handlers.WriteProgress); !errors.Is(err, handlers.ErrWriteQueued) {
 		t.Fatalf("installation 1's edit: %v, want ErrWriteQueued", err)
 	}
@@ -318,10 +310,7 @@ func TestPacerLosesNothingAtShutdown(t *testing.T) {
 	t.Parallel()
 	srv := newRecorder(t)
 	p, clock, client := pacedClient(t, srv.URL)
-	for i := range writeBurst(60) {
-		srv.comment(client, i, handlers.WriteNormal)
-	}
-	srv.reset()
+	srv.spend(client)
 	for id := int64(1); id <= 3; id++ {
 		srv.edit(client, id, "step", handlers.WriteProgress)
 	}
@@ -336,10 +325,7 @@ func TestPacerLosesNothingAtShutdown(t *testing.T) {
 	}
 
 	q, qclock, qclient := pacedClient(t, srv.URL)
-	for i := range writeBurst(60) {
-		srv.comment(qclient, i, handlers.WriteNormal)
-	}
-	srv.reset()
+	srv.spend(qclient)
 	srv.edit(qclient, 1, "step", handlers.WriteProgress)
 	srv.edit(qclient, 2, "step", handlers.WriteProgress)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -547,6 +533,14 @@ func (r *recorder) client(t *testing.T, like *github.Client, installation int64)
 	c := github.NewClient(&http.Client{Transport: &pacedTransport{next: http.DefaultTransport, p: p, ip: p.installation(installation)}})
 	c.BaseURL = mustURL(t, r.URL+"/")
 	return c
+}
+
+// spend empties c's bucket with writes, and forgets them.
+func (r *recorder) spend(c *github.Client) {
+	for i := range writeBurst(60) {
+		r.comment(c, i, handlers.WriteNormal)
+	}
+	r.reset()
 }
 
 func (r *recorder) count() int {
