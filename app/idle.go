@@ -7,8 +7,9 @@ import (
 )
 
 // Idle waits until the bot has nothing left to do of its own: no webhook
-// delivery queued or being handled, and no follower with a result to post
-// (runs still going in their sandboxes do not count). It is how tests
+// delivery queued or being handled, no follower with a result to post
+// (runs still going in their sandboxes do not count), and no progress
+// update the pacer keeps to send later. It is how tests
 // assert that nothing more happens, instead of sleeping.
 func (s *Server) Idle(ctx context.Context) error {
 	t := time.NewTicker(10 * time.Millisecond)
@@ -21,12 +22,13 @@ func (s *Server) Idle(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("bot not idle: %w", err)
 		}
-		if queued == 0 && len(busy) == 0 && s.sched.inflight.Load() == 0 {
+		if queued == 0 && len(busy) == 0 && s.sched.inflight.Load() == 0 && s.pacer.owned.held() == 0 {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("bot not idle: %w (%d deliveries queued or being handled, followers still finishing %v)", ctx.Err(), s.sched.inflight.Load(), busy)
+			return fmt.Errorf("bot not idle: %w (%d deliveries queued or being handled, followers still finishing %v, %d progress updates waiting for GitHub's pace)",
+				ctx.Err(), s.sched.inflight.Load(), busy, s.pacer.owned.held())
 		case <-t.C:
 		}
 	}

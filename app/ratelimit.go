@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,7 +15,7 @@ import (
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/time/rate"
+	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/handlers"
 )
@@ -42,31 +43,37 @@ const (
 // of that installation wait until Retry-After or the reset, then the
 // request is sent again. go-github alone would refuse every request
 // client-side until then and the bot would drop what failed.
+//
+// Writes waiting for the pace go by class (handlers.WriteClass), not in
+// the order they came: a run's result before everything else, the
+// bookkeeping of a posted result (labels, the progress's last state)
+// after the other writes, progress updates last and only while the bucket
+// is more than half full. A progress update that cannot go at once is
+// kept and sent later, and a newer write of the same comment or check run
+// replaces it: a burst of runs ending together posts its results first,
+// at the same pace.
 type githubPacer struct {
 	perMinute float64
+	clock     paceClock
+	logger    zerolog.Logger
+	owned     ownedCount
 
-	mu    sync.Mutex
-	inst  map[int64]*installationPace
-	sleep func(ctx context.Context, d time.Duration) error
+	mu   sync.Mutex
+	inst map[int64]*installationPace
 
 	delayed *prometheus.CounterVec
 	waited  *prometheus.HistogramVec
 }
 
-type installationPace struct {
-	writes *rate.Limiter
-	mu     sync.Mutex
-	until  time.Time // no request before this (a rate limit answer)
-}
-
-func newGitHubPacer(perMinute float64, reg prometheus.Registerer) *githubPacer {
+func newGitHubPacer(perMinute float64, reg prometheus.Registerer, clock paceClock, logger zerolog.Logger) *githubPacer {
 	p := &githubPacer{
 		perMinute: perMinute,
+		clock:     clock,
+		logger:    logger,
 		inst:      map[int64]*installationPace{},
-		sleep:     sleepCtx,
 		delayed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sandbox_bot_github_requests_delayed_total",
-			Help: "GitHub requests the bot held back, by reason (pace: writes paced below the secondary limit; deferred: progress updates not sent while the pace had little room; secondary, primary: waiting out a rate-limit answer).",
+			Help: "GitHub requests the bot held back, by reason (pace: a write waited for its turn; deferred: a progress update kept to be sent later; superseded: a kept progress update a newer write of its comment or check run replaced; withdrawn: one still kept when the bot stopped; secondary, primary: waiting out a rate-limit answer).",
 		}, []string{"reason"}),
 		waited: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "sandbox_bot_github_wait_seconds",
@@ -74,22 +81,28 @@ func newGitHubPacer(perMinute float64, reg prometheus.Registerer) *githubPacer {
 			Buckets: []float64{0.1, 0.5, 1, 5, 15, 60, 300, 900},
 		}, []string{"reason"}),
 	}
-	for _, r := range []string{"pace", "deferred", "secondary", "primary"} {
+	for _, r := range []string{"pace", "deferred", "superseded", "withdrawn", "secondary", "primary"} {
 		p.delayed.WithLabelValues(r)
 	}
 	reg.MustRegister(p.delayed, p.waited)
 	return p
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// log is the request's logger (the run's, with its task id), else the
+// pacer's.
+func (p *githubPacer) log(ctx context.Context) *zerolog.Logger {
+	if l := zerolog.Ctx(ctx); l.GetLevel() != zerolog.Disabled {
+		return l
 	}
+	return &p.logger
+}
+
+var errNoBody = errors.New("the request body cannot be read a second time")
+
+// drain reads what is left of a response and closes it.
+func drain(resp *http.Response) {
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
 }
 
 func (p *githubPacer) installation(id int64) *installationPace {
@@ -97,10 +110,36 @@ func (p *githubPacer) installation(id int64) *installationPace {
 	defer p.mu.Unlock()
 	ip := p.inst[id]
 	if ip == nil {
-		ip = &installationPace{writes: rate.NewLimiter(rate.Limit(p.perMinute/60), writeBurst(p.perMinute))}
+		ip = newInstallationPace(p)
 		p.inst[id] = ip
 	}
 	return ip
+}
+
+// close waits until the progress updates the pacer kept are sent, or ctx
+// ends; those still waiting then are dropped and counted in the error.
+// Results and labels are not the pacer's: their callers wait for them and
+// keep what was not sent.
+func (p *githubPacer) close(ctx context.Context) error {
+	select {
+	case <-p.owned.close():
+		return nil
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	insts := make([]*installationPace, 0, len(p.inst))
+	for _, ip := range p.inst {
+		insts = append(insts, ip)
+	}
+	p.mu.Unlock()
+	n := 0
+	for _, ip := range insts {
+		n += ip.withdrawOwned()
+	}
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("stopping: %d progress updates still waiting for GitHub's pace were not sent (the runs' results are not among them)", n)
 }
 
 // writeBurst is the bucket's size at a pace of perMinute writes: GitHub's
@@ -151,78 +190,66 @@ func isWrite(method string) bool {
 func (t *pacedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
 	for attempt := 0; ; attempt++ {
-		if err := t.waitTurn(ctx, req.Method); err != nil {
+		queued, err := t.waitTurn(ctx, req)
+		if queued {
+			return nil, handlers.ErrWriteQueued
+		}
+		if err != nil {
 			return nil, err
 		}
 		if attempt > 0 && req.Body != nil {
 			if req.GetBody == nil {
-				return nil, fmt.Errorf("retry %s %s after a rate limit: the request body cannot be sent again", req.Method, req.URL.Path)
+				t.ended(req)
+				return nil, fmt.Errorf("retry %s %s after a rate limit: %w", req.Method, req.URL.Path, errNoBody)
 			}
 			body, err := req.GetBody()
 			if err != nil {
+				t.ended(req)
 				return nil, err
 			}
 			req = req.Clone(ctx)
 			req.Body = body
 		}
 		resp, err := t.next.RoundTrip(req)
+		t.ended(req)
 		if err != nil {
 			return resp, err
 		}
-		reason, wait := rateLimited(resp, time.Now())
+		now := t.p.clock.Now()
+		reason, wait := rateLimited(resp, now)
 		if reason == "" || wait > maxRateLimitWait || attempt >= 5 {
 			return resp, nil
 		}
-		if dl, ok := ctx.Deadline(); ok && time.Now().Add(wait).After(dl) {
+		if dl, ok := ctx.Deadline(); ok && now.Add(wait).After(dl) {
 			return resp, nil // the caller cannot wait that long: let it fail and retry later
 		}
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		resp.Body.Close()
-		t.ip.mu.Lock()
-		if u := time.Now().Add(wait); u.After(t.ip.until) {
-			t.ip.until = u
-		}
-		t.ip.mu.Unlock()
+		drain(resp)
+		t.ip.hold(now.Add(wait))
 		t.p.delayed.WithLabelValues(reason).Inc()
 	}
 }
 
-// waitTurn waits out the installation's rate-limit answer, then, for a
-// write, its place in the pace.
-func (t *pacedTransport) waitTurn(ctx context.Context, method string) error {
-	t.ip.mu.Lock()
-	until := t.ip.until
-	t.ip.mu.Unlock()
-	if d := time.Until(until); d > 0 {
-		start := time.Now()
-		if err := t.p.sleep(ctx, d); err != nil {
-			return err
+// ended frees a write's key once GitHub answered it.
+func (t *pacedTransport) ended(req *http.Request) {
+	if isWrite(req.Method) {
+		t.ip.sent(req.Method + " " + req.URL.Path)
+	}
+}
+
+// waitTurn waits out the installation's rate-limit answer (a read), or
+// for the write's turn in the pace; a progress update that cannot go at
+// once is kept by the pacer (queued).
+func (t *pacedTransport) waitTurn(ctx context.Context, req *http.Request) (queued bool, err error) {
+	if isWrite(req.Method) {
+		return t.ip.turn(ctx, req, t.next)
+	}
+	if d := t.ip.held(); d > 0 {
+		if err := sleepOn(ctx, t.p.clock, d); err != nil {
+			return false, err
 		}
-		t.p.waited.WithLabelValues("limit").Observe(time.Since(start).Seconds())
+		t.p.waited.WithLabelValues("limit").Observe(d.Seconds())
 	}
-	if !isWrite(method) {
-		return nil
-	}
-	// A progress update (handlers.Deferrable) waits for no turn: it goes
-	// only while the bucket is more than half full, and the room below is
-	// kept for results, labels and replies.
-	if handlers.IsDeferrable(ctx) {
-		if t.ip.writes.Tokens() < float64(t.ip.writes.Burst())/2+1 || !t.ip.writes.Allow() {
-			t.p.delayed.WithLabelValues("deferred").Inc()
-			return handlers.ErrWriteDeferred
-		}
-		return nil
-	}
-	r := t.ip.writes.Reserve()
-	if d := r.Delay(); d > 0 {
-		t.p.delayed.WithLabelValues("pace").Inc()
-		if err := t.p.sleep(ctx, d); err != nil {
-			r.Cancel()
-			return err
-		}
-		t.p.waited.WithLabelValues("pace").Observe(d.Seconds())
-	}
-	return nil
+	return false, nil
 }
 
 // rateLimited reads a response as GitHub documents its limits and says

@@ -45,6 +45,7 @@ type Server struct {
 	ready    *readiness
 	dash     *dashboard // dashboard.go
 	live     *livePages // live.go
+	pacer    *githubPacer
 	// stopPruning ends the transcripts' pruning (store.go).
 	stopPruning context.CancelFunc
 }
@@ -73,7 +74,7 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 		logger.Info().Strs("templates", o).Str("dir", cfg.TemplatesDir).Msg("using template overrides")
 	}
 	prom := prometheus.NewRegistry()
-	pacer := newGitHubPacer(cfg.Ops.GitHubWritesPerMinute, prom)
+	pacer := newGitHubPacer(cfg.Ops.GitHubWritesPerMinute, prom, realClock{}, logger)
 	base, err := handlers.NewBase(pacer.creator(cc), cfg.Settings, backend, tmpl)
 	if err != nil {
 		return nil, err
@@ -98,7 +99,7 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	}
 	dash.budgets = usageBudgets{policy: cfg.Settings.Budgets, ledger: ledger, now: now}
 
-	s := &Server{cfg: cfg, logger: logger, base: base, registry: registry, prom: prom, ready: &readiness{backend: backend}, dash: dash,
+	s := &Server{cfg: cfg, logger: logger, base: base, pacer: pacer, registry: registry, prom: prom, ready: &readiness{backend: backend}, dash: dash,
 		live: newLivePages(backend, dash.store, cfg.Retention, secrets, logger)}
 	if cfg.Retention > 0 {
 		base.Receipts.Transcripts = &transcriptKeeper{store: dash.store, event: s.live.event, log: logger, maxLines: maxRunLines, closeWait: 10 * time.Second}
@@ -346,10 +347,20 @@ func (s *Server) Drain(ctx context.Context) error {
 	}
 }
 
+// pacerDrain bounds how long a stopping bot sends the progress updates
+// its pacer kept.
+const pacerDrain = 10 * time.Second
+
 // Stop stops following runs; they go on in the backend and a restarted bot
 // reconciles them.
 func (s *Server) Stop() {
 	s.base.Runs.Stop()
+	// The progress updates the pacer kept go out at the pace, for a while.
+	ctx, cancel := context.WithTimeout(context.Background(), pacerDrain)
+	defer cancel()
+	if err := s.pacer.close(ctx); err != nil {
+		s.logger.Warn().Err(err).Msg("GitHub writes")
+	}
 	if s.stopPruning != nil {
 		s.stopPruning()
 	}

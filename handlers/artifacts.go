@@ -331,9 +331,8 @@ func (rp *resultPoster) postTaskResult(ctx context.Context, rc *runContext, res 
 	if err != nil {
 		return err
 	}
-	prog.complete(ctx, "success", "Done", res.PRSummary, res)
 	rcpt := rc.receipt(res)
-	return rp.show(ctx, rc, state, func() error {
+	return rp.show(ctx, rc, res, prog, state, closing{"success", "Done", res.PRSummary}, func(ctx context.Context) error {
 		return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/task_done", TaskDoneData{Receipt: rcpt, Marker: rcpt.marker(KindResult), Artifacts: arts})
 	})
 }

@@ -156,7 +156,7 @@ func fixFeedback(root *github.PullRequestComment, text string) string {
 
 // postFixed answers a completed fix run: the commit it pushed, in the
 // thread it was asked in (or on the pull request).
-func (rp *resultPoster) postFixed(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress) error {
+func (rp *resultPoster) postFixed(ctx context.Context, rc *runContext, res *dispatch.Result) error {
 	ack, _ := lastMarked(rc.marked, KindAck, rc.meta.TaskID)
 	var thread int64
 	if len(ack.Marker.Inline) > 0 {
@@ -173,7 +173,6 @@ func (rp *resultPoster) postFixed(ctx context.Context, rc *runContext, res *disp
 			return err
 		}
 	}
-	prog.complete(ctx, "success", "Fixed", d.Summary, res)
 	body, err := rp.c.Templates.Render("github/fixed", d)
 	if err != nil {
 		return err

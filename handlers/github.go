@@ -15,25 +15,62 @@ import (
 // (github_client.go); the table's tests use an in-memory GitHub, so every
 // decision is tested without HTTP, and the scenario tests keep the wire.
 
-// Deferrable marks ctx's GitHub writes as ones that may wait for a later
-// turn: progress updates, which the next update or the run's end
-// replaces. Where the installation's writes are paced, such a write is
-// not sent while the pace has little room left, so a burst of runs ending
-// together posts its results instead of waiting behind progress edits; it
-// fails with ErrWriteDeferred and nothing reaches GitHub.
+// WriteClass orders a GitHub write among its installation's writes that
+// wait for the pace (app's pacer): a run's result goes first, then every
+// write not marked, then what follows a posted result, then progress
+// updates; within a class, writes go in the order they came.
+type WriteClass int
+
+const (
+	// WriteNormal is every write not marked otherwise: replies,
+	// acknowledgements, reactions, a start's state label.
+	WriteNormal WriteClass = iota
+	// WriteResult is a run's result: its plan comment, its pull request,
+	// its final comment.
+	WriteResult
+	// WriteAfterResult is the bookkeeping of a result already posted: the
+	// state label, the PR's labels and reviewers, the progress comment's
+	// and the check run's last state.
+	WriteAfterResult
+	// WriteProgress is a progress update (Deferrable).
+	WriteProgress
+)
+
+// WithWriteClass marks ctx's GitHub writes as of class c.
+func WithWriteClass(ctx context.Context, c WriteClass) context.Context {
+	return context.WithValue(ctx, writeClassKey{}, c)
+}
+
+// WriteClassOf is the class ctx's writes were marked with (WriteNormal if
+// none).
+func WriteClassOf(ctx context.Context) WriteClass {
+	c, _ := ctx.Value(writeClassKey{}).(WriteClass)
+	return c
+}
+
+type writeClassKey struct{}
+
+// Deferrable marks ctx's GitHub writes as progress updates, which the next
+// update or the run's end replaces. Where the installation's writes are
+// paced, such a write goes at once only while the pace has room to spare;
+// otherwise the pacer keeps it, behind every other write, and sends it
+// when its turn comes unless a newer write of the same comment or check
+// run replaces it first (ErrWriteQueued).
 func Deferrable(ctx context.Context) context.Context {
-	return context.WithValue(ctx, deferrableKey{}, true)
+	return WithWriteClass(ctx, WriteProgress)
 }
 
 // IsDeferrable says whether ctx's writes were marked with Deferrable.
 func IsDeferrable(ctx context.Context) bool {
-	v, _ := ctx.Value(deferrableKey{}).(bool)
-	return v
+	return WriteClassOf(ctx) == WriteProgress
 }
 
-type deferrableKey struct{}
+// ErrWriteQueued is a Deferrable write the pacer kept to send later: for
+// its caller it is as good as sent.
+var ErrWriteQueued = errors.New("github write queued: the installation's writes are paced, and this progress update goes when its turn comes unless a newer one replaces it")
 
-// ErrWriteDeferred is a Deferrable write that was not sent.
+// ErrWriteDeferred is a Deferrable write that was not sent and is not
+// kept (the pacer is closing).
 var ErrWriteDeferred = errors.New("github write deferred: the installation's writes are paced, and a progress update waits for the next one")
 
 // Hub opens the seam: one repository through an installation, and the

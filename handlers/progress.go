@@ -102,11 +102,16 @@ func (p *progress) send(ctx context.Context) {
 	defer p.sending.Unlock()
 	log := zerolog.Ctx(ctx)
 	p.closeSuperseded(ctx)
-	// An edit of the progress gives way to results when writes are paced
-	// (one that did not go is due again at the next progress line); its
-	// creation does not, so a run shows from its start.
+	// An edit of the progress gives way to every other write when writes
+	// are paced (the pacer keeps it, and a newer edit replaces it; one it
+	// could not keep is due again at the next progress line); its creation
+	// does not, so a run shows from its start.
 	edit := Deferrable(ctx)
 	warn := func(err error, what string) {
+		if errors.Is(err, ErrWriteQueued) {
+			log.Debug().Msg(what + ": queued, writes are paced")
+			return
+		}
 		if errors.Is(err, ErrWriteDeferred) {
 			p.deferred()
 			log.Debug().Msg(what + ": deferred, writes are paced")
@@ -193,6 +198,13 @@ func (p *progress) deferred() {
 // externalID ties a check run back to its task, for check_run rerequested.
 func (p *progress) externalID() string {
 	return fmt.Sprintf("%s:%s#%d:%s", p.meta.TaskID, p.meta.Repo, p.meta.Number, p.meta.Mode)
+}
+
+// isEnded says whether the run's last state was written (complete).
+func (p *progress) isEnded() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ended
 }
 
 // complete finishes the check run (creating it if the run never reported a

@@ -129,7 +129,7 @@ func (a agentRun) reviewThreads(ctx context.Context, gh GitHub, number int) (str
 // that fall in the diff as inline comments and the rest, the validation
 // table, cost, duration and the run's page as its body. A review of this
 // run posted already (a retry after a restart) is not posted again.
-func (rp *resultPoster) postReview(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress) error {
+func (rp *resultPoster) postReview(ctx context.Context, rc *runContext, res *dispatch.Result) error {
 	marker := Marker{Kind: KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue}.String()
 	if posted, err := reviewPosted(ctx, rc.gh, rc.meta.Number, marker); err != nil || posted {
 		return err
@@ -151,7 +151,6 @@ func (rp *resultPoster) postReview(ctx context.Context, rc *runContext, res *dis
 		drafts = append(drafts, &github.DraftReviewComment{Path: github.String(c.Path), Line: github.Int(c.Line), Side: github.String("RIGHT"),
 			Body: github.String(strings.TrimSpace(sanitizeMarkdown(c.Body, maxInlineBytes)))})
 	}
-	prog.complete(ctx, "success", "Review posted", "", res)
 	id, err := rc.gh.CreateReview(ctx, rc.meta.Number, head, strings.TrimSpace(truncateUTF8(body, maxReviewBody)), drafts)
 	if err != nil {
 		return err

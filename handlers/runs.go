@@ -259,7 +259,13 @@ func (r *Runs) finish(ctx context.Context, gh GitHub, meta dispatch.Meta, res *d
 	for _, m := range marked {
 		if state, ok := endState(m.Marker, meta); ok {
 			log.Info().Str("kind", m.Marker.Kind).Msg("result already posted")
-			return r.c.setState(ctx, gh, meta.Number, state)
+			after := WithWriteClass(ctx, WriteAfterResult)
+			err := r.c.setState(after, gh, meta.Number, state)
+			if !prog.isEnded() { // the bot stopped between the result and its bookkeeping
+				last := closingOf(m.Marker.Kind)
+				prog.complete(after, last.conclusion, last.title, last.summary, res)
+			}
+			return err
 		}
 	}
 	ack, _ := lastMarked(marked, KindAck, meta.TaskID)
@@ -306,31 +312,34 @@ func endState(m Marker, meta dispatch.Meta) (lifecycle.State, bool) {
 	return "", false
 }
 
-// report completes the run's check run, shows its state and posts its
-// result: the label and the result's marker are written together, under
-// the lock the run still holds.
+// report posts the run's result, then shows its state and completes its
+// check run and progress comment: the result is written first, ahead of
+// the installation's other writes (WriteResult), and the label follows it
+// (WriteAfterResult), so a label never says what the issue does not show
+// yet. All of it is written under the lock the run still holds.
 func (rp *resultPoster) report(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, c lifecycle.Case, by string) error {
 	if rc.meta.Mode == dispatch.ModeReview || rc.meta.Mode == dispatch.ModeFix || rc.meta.Mode == dispatch.ModeSuggest {
 		c.Next = rp.reviewState(ctx, rc, c.Next)
 	}
-	var post func() error
+	var post func(context.Context) error
+	var last closing
 	switch c.Do {
 	case lifecycle.PostAborted:
-		prog.complete(ctx, "cancelled", "Aborted", "The run was aborted.", res)
-		post = func() error {
+		last = closing{"cancelled", "Aborted", "The run was aborted."}
+		post = func(ctx context.Context) error {
 			return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/aborted", AbortedData{
 				Receipt: rc.receipt(res), By: by,
 				Marker: Marker{Kind: KindAborted, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Branch: rc.branch}.String(),
 			})
 		}
 	case lifecycle.PostFailure:
-		post = rp.fail(ctx, rc, res, prog)
+		post, last = rp.fail(rc, res, prog)
 	case lifecycle.PostPlan:
-		post = rp.postPlan(ctx, rc, res, prog)
+		post, last = rp.postPlan(rc, res)
 	case lifecycle.NoChanges:
-		prog.complete(ctx, "neutral", "No changes", "The agent finished without changing anything.", res)
+		last = closing{"neutral", "No changes", "The agent finished without changing anything."}
 		rcpt := rc.receipt(res)
-		post = func() error {
+		post = func(ctx context.Context) error {
 			return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/no_changes", NoChangesData{Receipt: rcpt, Marker: rcpt.marker(KindResult)})
 		}
 	case lifecycle.OpenPR:
@@ -338,29 +347,54 @@ func (rp *resultPoster) report(ctx context.Context, rc *runContext, res *dispatc
 	case lifecycle.PostTask:
 		return rp.postTaskResult(ctx, rc, res, prog, c.Next)
 	case lifecycle.PostReview:
-		return rp.show(ctx, rc, c.Next, func() error { return rp.postReview(ctx, rc, res, prog) })
+		last = closing{"success", "Review posted", ""}
+		post = func(ctx context.Context) error { return rp.postReview(ctx, rc, res) }
 	case lifecycle.PostFixed:
-		return rp.show(ctx, rc, c.Next, func() error { return rp.postFixed(ctx, rc, res, prog) })
+		last = closing{"success", "Fixed", strings.TrimSpace(res.PRSummary)}
+		post = func(ctx context.Context) error { return rp.postFixed(ctx, rc, res) }
 	default: // PostDone: a receipt comment where the run was asked for
-		prog.complete(ctx, "success", "Done", res.PRSummary, res)
+		last = closing{"success", "Done", res.PRSummary}
 		rcpt := rc.receipt(res)
-		post = func() error {
+		post = func(ctx context.Context) error {
 			return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/done", DoneData{Receipt: rcpt, Marker: rcpt.marker(KindResult)})
 		}
 	}
-	return rp.show(ctx, rc, c.Next, post)
+	return rp.show(ctx, rc, res, prog, c.Next, last, post)
 }
 
-// show writes the state's label, then posts the result. A label GitHub
-// would not take (after setState's tries) does not hold the result back:
-// when GitHub may take it later, it is returned and the result's retry
-// (which finds the result posted) shows the state again; otherwise it
-// stays reported in the log, and a restart shows it again.
-func (rp *resultPoster) show(ctx context.Context, rc *runContext, state lifecycle.State, post func() error) error {
-	labelErr := rp.c.setState(ctx, rc.gh, rc.meta.Number, state)
-	if err := post(); err != nil {
+// closing is the last state of a run's check run and progress comment.
+type closing struct{ conclusion, title, summary string }
+
+// closingOf is the last state that a result marker of kind stands for: a
+// result found posted (before a restart) whose progress was not closed.
+func closingOf(kind string) closing {
+	switch kind {
+	case KindPlan:
+		return closing{"success", "Plan ready", "The plan is posted on the issue."}
+	case KindFailure:
+		return closing{"failure", "Run failed", ""}
+	case KindAborted:
+		return closing{"cancelled", "Aborted", "The run was aborted."}
+	}
+	return closing{"success", "Done", ""}
+}
+
+// show posts the result, then writes the state's label, what else follows
+// the result (also), and the progress's last state. A label GitHub would
+// not take (after setState's tries) does not undo the result: when GitHub
+// may take it later, it is returned and the result's retry (which finds
+// the result posted) shows the state again; otherwise it stays reported in
+// the log, and a restart shows it again.
+func (rp *resultPoster) show(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, state lifecycle.State, last closing, post func(context.Context) error, also ...func(context.Context)) error {
+	if err := post(WithWriteClass(ctx, WriteResult)); err != nil {
 		return err
 	}
+	after := WithWriteClass(ctx, WriteAfterResult)
+	labelErr := rp.c.setState(after, rc.gh, rc.meta.Number, state)
+	for _, f := range also {
+		f(after)
+	}
+	prog.complete(after, last.conclusion, last.title, last.summary, res)
 	if transientGitHubError(labelErr) {
 		return labelErr
 	}
@@ -404,7 +438,7 @@ func (rp *resultPoster) mediaBase(rc *runContext, res *dispatch.Result) string {
 	return fmt.Sprintf("%s/%s/raw/%s/", strings.TrimSuffix(rp.c.WebURL, "/"), rc.meta.Repo, res.MediaCommit)
 }
 
-func (rp *resultPoster) postPlan(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress) func() error {
+func (rp *resultPoster) postPlan(rc *runContext, res *dispatch.Result) (func(context.Context) error, closing) {
 	data := PlanCommentData{
 		Receipt: rc.receipt(res), MaxRounds: rp.c.MaxPlanRounds, CostSoFar: rp.costSoFar(rc, res), PlanStart: planStart, PlanEnd: planEnd,
 	}
@@ -416,8 +450,9 @@ func (rp *resultPoster) postPlan(ctx context.Context, rc *runContext, res *dispa
 		data.ImagesNote = res.Images.Note
 	}
 	data.Marker = Marker{Kind: KindPlan, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Round: data.Round, Cost: roundCost(res), PlanSHA: rc.planDigest, Files: res.PlanFiles}.String()
-	prog.complete(ctx, "success", "Plan ready", "The plan is posted on the issue.", res)
-	return func() error { return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/plan_comment", data) }
+	return func(ctx context.Context) error {
+		return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/plan_comment", data)
+	}, closingOf(KindPlan)
 }
 
 // costSoFar adds up the costs of this issue's earlier plan rounds.
@@ -443,9 +478,9 @@ func roundCost(res *dispatch.Result) float64 {
 	return res.TokenUsage.TotalCostUSD
 }
 
-// fail completes the run's check run as failed (timed out) and returns
-// the post of its failure comment.
-func (rp *resultPoster) fail(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress) func() error {
+// fail is the post of a run's failure comment, and its check run's last
+// state: failed (timed out).
+func (rp *resultPoster) fail(rc *runContext, res *dispatch.Result, prog *progress) (func(context.Context) error, closing) {
 	rcpt := rc.receipt(res)
 	data := FailureData{Receipt: rcpt, Marker: rcpt.marker(KindFailure), Retry: "/retry"}
 	prog.attach(headOf(res))
@@ -453,8 +488,8 @@ func (rp *resultPoster) fail(ctx context.Context, rc *runContext, res *dispatch.
 	if res != nil && res.Status == dispatch.StatusTimeout {
 		conclusion = "timed_out"
 	}
-	prog.complete(ctx, conclusion, "Run "+string(statusOf(res)), errorMessage(res), res)
-	return func() error { return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/failure", data) }
+	return func(ctx context.Context) error { return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/failure", data) },
+		closing{conclusion, "Run " + string(statusOf(res)), errorMessage(res)}
 }
 
 // continueRun resumes an interrupted run (the table checked it may): the

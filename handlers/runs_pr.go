@@ -13,10 +13,9 @@ import (
 )
 
 // openPR reports a completed execute or continue run that pushed commits:
-// the pull request it opens (or updates) with the repository's labels and
-// reviewers, then the issue's state and the comment that links it.
+// the pull request it opens (or updates) and the comment that links it
+// (the result), then the issue's state and the PR's labels and reviewers.
 func (rp *resultPoster) openPR(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, state lifecycle.State) error {
-	log := zerolog.Ctx(ctx)
 	cfg := rp.configOf(ctx, rc)
 	rcpt := rc.receipt(res)
 	data := PRBodyData{Receipt: rcpt, Marker: rcpt.marker(KindPR), MediaBase: rp.mediaBase(rc, res), History: rp.prHistory(ctx, rc, res)}
@@ -36,12 +35,28 @@ func (rp *resultPoster) openPR(ctx context.Context, rc *runContext, res *dispatc
 	if err != nil {
 		return err
 	}
-	pr, err := rp.findOrCreatePR(ctx, rc, res.Branch, cfg.base, issue.GetTitle(), body, cfg.draft)
+	pr, err := rp.findOrCreatePR(WithWriteClass(ctx, WriteResult), rc, res.Branch, cfg.base, issue.GetTitle(), body, cfg.draft)
 	if err != nil {
 		return err
 	}
+	prog.attach(res.HeadSHA)
+	post := func(ctx context.Context) error {
+		return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/pr_opened", PROpenedData{
+			Receipt: rcpt, PRURL: pr.GetHTMLURL(), PRNumber: pr.GetNumber(),
+			Marker: Marker{Kind: KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Branch: res.Branch}.String(),
+		})
+	}
+	return rp.show(ctx, rc, res, prog, state, closing{"success", "Pull request opened", res.PRSummary}, post, func(ctx context.Context) {
+		rp.labelAndAsk(ctx, rc, pr.GetNumber(), cfg)
+	})
+}
+
+// labelAndAsk puts the repository's labels on the agent's pull request and
+// asks its reviewers; a failure costs only that.
+func (rp *resultPoster) labelAndAsk(ctx context.Context, rc *runContext, number int, cfg prSettings) {
+	log := zerolog.Ctx(ctx)
 	if len(cfg.labels) > 0 {
-		if err := rc.gh.AddLabels(ctx, pr.GetNumber(), cfg.labels...); err != nil {
+		if err := rc.gh.AddLabels(ctx, number, cfg.labels...); err != nil {
 			log.Warn().Err(err).Msg("label PR")
 		}
 	}
@@ -54,18 +69,10 @@ func (rp *resultPoster) openPR(ctx context.Context, rc *runContext, res *dispatc
 				users = append(users, rv)
 			}
 		}
-		if err := rc.gh.RequestReviewers(ctx, pr.GetNumber(), users, teams); err != nil {
+		if err := rc.gh.RequestReviewers(ctx, number, users, teams); err != nil {
 			log.Warn().Err(err).Msg("request reviewers")
 		}
 	}
-	prog.attach(res.HeadSHA)
-	prog.complete(ctx, "success", "Pull request opened", res.PRSummary, res)
-	return rp.show(ctx, rc, state, func() error {
-		return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/pr_opened", PROpenedData{
-			Receipt: rcpt, PRURL: pr.GetHTMLURL(), PRNumber: pr.GetNumber(),
-			Marker: Marker{Kind: KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Branch: res.Branch}.String(),
-		})
-	})
 }
 
 // findOrCreatePR opens the PR, or updates the one a previous attempt (a

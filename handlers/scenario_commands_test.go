@@ -121,9 +121,8 @@ func TestInterruptedRunContinuesThenGivesUp(t *testing.T) {
 	if got := len(h.backend.Specs()); got != 3 {
 		t.Errorf("continue runs must be bounded; runs: %d", got)
 	}
-	if !hasLabel(h.gh.Issue(testRepo, n).Labels, "agent:failed") {
-		t.Errorf("labels %v, want agent:failed", h.gh.Issue(testRepo, n).Labels)
-	}
+	// The label follows the result (its bookkeeping comes after it).
+	h.gh.WaitFor(5*time.Second, "agent:failed", func() bool { return hasLabel(h.gh.Issue(testRepo, n).Labels, "agent:failed") })
 }
 
 func TestHungRunFailureCommentHasDiagnostic(t *testing.T) {

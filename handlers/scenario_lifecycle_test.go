@@ -114,6 +114,7 @@ func TestProgressIsThrottled(t *testing.T) {
 	h.waitComment(n, "progress comment", func(c string) bool { return strings.Contains(c, `"kind":"progress"`) })
 	h.backend.Finish(spec.Order.TaskID, &dispatch.Result{Mode: dispatch.ModePlan, Status: dispatch.StatusCompleted, Plan: "p"})
 	h.waitComment(n, "plan", func(c string) bool { return strings.Contains(c, "## 📋 Plan") })
+	h.idle() // the progress comment's last edit follows the plan
 	var edits, creates int
 	for _, r := range h.gh.Requests() {
 		if r.Method == "PATCH" && strings.Contains(r.Path, "/issues/comments/") {

@@ -150,3 +150,64 @@ func TestResultPostedAfterGitHubRefusedIt(t *testing.T) {
 		t.Errorf("%d bot comments after the restart, want the acknowledgement and one plan", got)
 	}
 }
+
+// Runs ending together while the installation's pace is spent post their
+// plans first: the plans go before the state labels of the runs that ended
+// (each a write that waited behind its own run's result), at the same
+// pace. Before the results went first, every run's two label writes and
+// the progress comment's last edit went before its plan, and the last
+// plan waited behind all of them.
+func TestBurstPostsThePlansBeforeTheirLabels(t *testing.T) {
+	testenv.Long(t, "12 plans at 5 writes a second take about 15 s")
+	t.Parallel()
+	const issues = 12
+	h := newHarness(t, nil, map[string]string{"SANDBOX_GITHUB_WRITES_PER_MINUTE": "300"})
+	var numbers []int
+	for i := range issues {
+		numbers = append(numbers, h.gh.AddIssue(testRepo, writer, fmt.Sprintf("Task %d", i), "Do it."))
+	}
+	for _, n := range numbers {
+		go h.label(n, writer, fmt.Sprintf("d-together-%d", n))
+	}
+	specs := h.waitSubmitted(issues)
+	h.gh.WaitFor(time.Minute, "every acknowledgement", func() bool {
+		for _, n := range numbers {
+			if len(h.botComments(n)) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, s := range specs {
+		h.backend.Finish(s.Order.TaskID, &dispatch.Result{Mode: dispatch.ModePlan, Status: dispatch.StatusCompleted, Plan: "1. Do " + s.Order.Task.Title})
+	}
+	h.gh.WaitFor(time.Minute, "every plan and its label", func() bool {
+		for _, n := range numbers {
+			if !hasLabel(h.gh.Issue(testRepo, n).Labels, "agent:awaiting-approval") {
+				return false
+			}
+		}
+		return true
+	})
+	h.idle()
+	var order []string
+	lastPlan, labelsBefore := -1, 0
+	for _, r := range h.gh.Requests() {
+		switch {
+		case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/comments") && strings.Contains(string(r.Body), "📋 Plan"):
+			lastPlan = len(order)
+			order = append(order, "plan "+r.Path)
+		case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/labels") && strings.Contains(string(r.Body), "agent:awaiting-approval"):
+			order = append(order, "label "+r.Path)
+		}
+	}
+	for _, o := range order[:lastPlan+1] {
+		if strings.HasPrefix(o, "label ") {
+			labelsBefore++
+		}
+	}
+	if lastPlan < 0 || labelsBefore >= issues/4 {
+		t.Fatalf("%d of %d state labels went before the last plan, want (almost) none:\n%s", labelsBefore, issues, strings.Join(order, "\n"))
+	}
+	t.Logf("%d of %d state labels went before the last plan", labelsBefore, issues)
+}

@@ -119,9 +119,11 @@ func TestLabelPlanApprovePR(t *testing.T) {
 	if pr.PR.Head != exec.Order.TargetBranch || pr.PR.Base != "main" || !strings.Contains(pr.Body, "Closes #1") {
 		t.Errorf("PR head %q base %q body:\n%s", pr.PR.Head, pr.PR.Base, pr.Body)
 	}
-	if !hasLabel(pr.Labels, "agent-pr") || len(pr.PR.Reviewers) != 1 || pr.PR.Reviewers[0] != "alice" {
-		t.Errorf("PR labels %v reviewers %v: want .sandbox.yml's pr settings", pr.Labels, pr.PR.Reviewers)
-	}
+	// The PR's labels and reviewers follow the result comment.
+	h.gh.WaitFor(5*time.Second, "the PR's labels and reviewers", func() bool {
+		pr := h.gh.PullRequests(testRepo)[0]
+		return hasLabel(pr.Labels, "agent-pr") && len(pr.PR.Reviewers) == 1 && pr.PR.Reviewers[0] == "alice"
+	})
 	golden(t, "pr_body.md", pr.Body)
 	golden(t, "pr_linked.md", linked)
 	h.gh.WaitFor(5*time.Second, "completed check run", func() bool {

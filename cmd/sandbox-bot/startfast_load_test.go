@@ -25,8 +25,10 @@ import (
 //
 //	SANDBOX_STARTLOAD=1 go test -count=1 -timeout 60m -run 'TestStartFast/second-run-setup' -v ./cmd/sandbox-bot/
 //	SANDBOX_STARTLOAD=1 go test -count=1 -timeout 60m -run 'TestStartFast/second-run-bare' -v ./cmd/sandbox-bot/
-//	SANDBOX_STARTLOAD=1 go test -count=1 -timeout 60m -run 'TestStartFast/burst' -v ./cmd/sandbox-bot/
+//	SANDBOX_STARTLOAD=1 go test -count=1 -timeout 60m -run 'TestStartFast/burst$' -v ./cmd/sandbox-bot/
+//	SANDBOX_STARTLOAD=1 SANDBOX_BURST_N=24 go test -count=1 -timeout 180m -run 'TestStartFast/burst$' -v ./cmd/sandbox-bot/
 //	SANDBOX_STARTLOAD=1 go test -count=1 -timeout 60m -run 'TestStartFast/second-run-gvisor' -v ./cmd/sandbox-bot/
+//	SANDBOX_STARTLOAD=1 go test -count=1 -timeout 60m -run 'TestStartFast/second-run-claude-code' -v ./cmd/sandbox-bot/
 //
 // Each later run's plan comment also gives the runner's own "agent start"
 // stage (exec → the agent's first model request as the model gateway saw
@@ -40,7 +42,10 @@ import (
 // the repository, a warm HOME) plus a bare `docker run --rm IMAGE true`,
 // measured between the runs, means.
 // second-run-bare: the same for a repository without setup or services.
-// burst: 8 issues labeled at once, label → the last plan comment, beside 8
+// burst: 8 issues (SANDBOX_BURST_N) labeled at once, label → the last
+// plan comment, and for each plan where its time went (label → the bot saw
+// its run end, → its plan posted: the second part is the bot's writes to
+// GitHub, paced), beside 8
 // plain `opencode run`s of the same one-turn plan (the prompt the
 // sandboxes' agents got) started at once on the host, each in a fresh
 // HOME as a sandbox has, to their last exit; alternately, 3 rounds
@@ -49,15 +54,18 @@ import (
 // same with 24 issues.
 // second-run-gvisor: second-run-setup's figure behind gVisor beside caps,
 // as a ratio (gvisor_load_test.go).
+// second-run-claude-code: second-run-bare's figure with Claude Code on the
+// scripted Anthropic model (startfast_claude_load_test.go).
 func TestStartFast(t *testing.T) {
 	if os.Getenv("SANDBOX_STARTLOAD") == "" {
 		t.Skip("hand-run load test: set SANDBOX_STARTLOAD=1")
 	}
 	t.Run("second-run-setup", func(t *testing.T) { secondRun(t, true) })
 	t.Run("second-run-bare", func(t *testing.T) { secondRun(t, false) })
-	t.Run("burst", func(t *testing.T) { burst(t, 8) })
+	t.Run("burst", func(t *testing.T) { burst(t, envInt("SANDBOX_BURST_N", 8)) })
 	t.Run("burst-24", func(t *testing.T) { burst(t, 24) })
 	t.Run("second-run-gvisor", secondRunGVisor)
+	t.Run("second-run-claude-code", secondRunClaudeCode)
 }
 
 const planText = "1. Pad the output with left-pad."
@@ -103,7 +111,14 @@ type floor struct {
 func (f *floor) measure(t *testing.T, l *loop, img string) {
 	t.Helper()
 	l.model.Append(planTurns(1)...)
-	f.cli = append(f.cli, hostOpenCodeFirstRequest(t, l))
+	f.measureWith(t, img, func() time.Duration { return hostOpenCodeFirstRequest(t, l) })
+}
+
+// measureWith adds one start of an agent on the host (first: exec → its
+// first model request) and one bare docker run of img.
+func (f *floor) measureWith(t *testing.T, img string, first func() time.Duration) {
+	t.Helper()
+	f.cli = append(f.cli, first())
 	start := time.Now()
 	if out, err := exec.Command("docker", "run", "--rm", "--entrypoint", "true", img).CombinedOutput(); err != nil {
 		t.Fatalf("bare docker run: %v: %s", err, out)
