@@ -634,6 +634,7 @@ func (s *Server) routes() http.Handler {
 	h("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.listCheckRuns)
 	s.userRoutes(h)
 	s.reviewRoutes(h)
+	s.issueRoutes(h)
 	s.renderedRoutes(h)
 	s.ciRoutes(h)
 	s.gitDataRoutes(h)
