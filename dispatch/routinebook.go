@@ -46,6 +46,10 @@ type RoutineState struct {
 	Result string `json:"result,omitempty"`
 	// SkipNoted is the issue a skip was said on, so it is said once.
 	SkipNoted int `json:"skip_noted,omitempty"`
+	// Busy is when the last tick's claim began to be acted on (Unix
+	// milliseconds), until its result is recorded: a tick due meanwhile
+	// is skipped, so two ticks never both decide on the last issue.
+	Busy int64 `json:"busy,omitempty"`
 	// Triggers are the last one-off claims (a /run comment, a failing
 	// head of the default branch), newest last, at most maxTriggers.
 	Triggers []string `json:"triggers,omitempty"`
@@ -114,16 +118,50 @@ func ReadRoutines(ctx context.Context, books RoutineBooks, repo string) (Routine
 	return book, nil
 }
 
+// BusyFor is how long a claim being acted on keeps the next ticks off;
+// past it the replica acting on it is taken to have died.
+const BusyFor = 10 * time.Minute
+
+// ErrBusy is a tick claimed while the last one is still being acted on:
+// it is recorded as skipped, and nothing is to be done.
+var ErrBusy = errors.New("the last tick is still being acted on")
+
 // ClaimTick takes tick for holder unless the routine's last claimed tick
 // is at or after it (ErrClaimed). Ticks compare as their wall-clock text.
+// A tick claimed while the last one is still being acted on is taken and
+// recorded as skipped (ErrBusy); otherwise the claim is marked busy until
+// its result is recorded (Done).
 func ClaimTick(ctx context.Context, books RoutineBooks, repo, name, tick, holder string, now time.Time) (RoutineState, error) {
-	return ChangeRoutine(ctx, books, repo, name, func(st *RoutineState) error {
+	busy := false
+	st, err := ChangeRoutine(ctx, books, repo, name, func(st *RoutineState) error {
 		if st.Tick >= tick {
 			return ErrClaimed
 		}
 		st.Tick, st.At, st.Holder = tick, now.UnixMilli(), holder
+		busy = st.Busy != 0 && now.Sub(time.UnixMilli(st.Busy)) < BusyFor
+		if busy {
+			st.Result = "skipped: the last tick was still being acted on"
+		} else {
+			st.Busy = now.UnixMilli()
+		}
 		return nil
 	})
+	if err == nil && busy {
+		err = ErrBusy
+	}
+	return st, err
+}
+
+// Done records what a claim came to and ends its busy mark.
+func Done(ctx context.Context, books RoutineBooks, repo, name, result string, also func(*RoutineState)) error {
+	_, err := ChangeRoutine(ctx, books, repo, name, func(st *RoutineState) error {
+		st.Result, st.Busy = result, 0
+		if also != nil {
+			also(st)
+		}
+		return nil
+	})
+	return err
 }
 
 // ClaimTrigger takes a one-off trigger (a /run comment's id, a failing

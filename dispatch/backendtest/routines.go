@@ -90,7 +90,7 @@ func testRoutineTickOnce(t *testing.T, ctx context.Context, a, b dispatch.Routin
 				tick := fmt.Sprintf("2026-11-01T01:%02d", n)
 				_, err := dispatch.ClaimTick(ctx, books, repo, "nightly", tick, fmt.Sprintf("replica-%d", i), time.Now())
 				switch {
-				case err == nil:
+				case err == nil, errors.Is(err, dispatch.ErrBusy): // taken, while the first one is acted on
 					mu.Lock()
 					won[tick]++
 					mu.Unlock()
@@ -113,8 +113,15 @@ func testRoutineTickOnce(t *testing.T, ctx context.Context, a, b dispatch.Routin
 		t.Errorf("an older tick after a newer one: %v, want ErrClaimed", err)
 	}
 	book, err := dispatch.ReadRoutines(ctx, b, repo)
-	if err != nil || book["nightly"].Tick != fmt.Sprintf("2026-11-01T01:%02d", ticks-1) {
-		t.Errorf("book = %+v, %v; want the last tick", book, err)
+	if err != nil || book["nightly"].Tick != fmt.Sprintf("2026-11-01T01:%02d", ticks-1) || book["nightly"].Busy == 0 {
+		t.Errorf("book = %+v, %v; want the last tick, busy", book, err)
+	}
+	// Once the first claim's result is recorded, the next tick is acted on.
+	if err := dispatch.Done(ctx, a, repo, "nightly", "opened #1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := dispatch.ClaimTick(ctx, b, repo, "nightly", "2026-11-01T02:00", "r", time.Now()); err != nil || st.Busy == 0 || st.Result != "opened #1" {
+		t.Errorf("the tick after a recorded result: %+v, %v; want it taken and busy", st, err)
 	}
 }
 

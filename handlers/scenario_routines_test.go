@@ -1,0 +1,168 @@
+package handlers_test
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// routineClock is the file both replicas read as now (SANDBOX_CLOCK_FILE).
+type routineClock struct {
+	t    *testing.T
+	path string
+	now  time.Time
+}
+
+func newRoutineClock(t *testing.T, start time.Time) *routineClock {
+	c := &routineClock{t: t, path: filepath.Join(t.TempDir(), "now")}
+	c.set(start)
+	return c
+}
+
+func (c *routineClock) set(now time.Time) {
+	c.t.Helper()
+	c.now = now
+	tmp := c.path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(now.Format(time.RFC3339Nano)), 0o600); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, c.path); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *routineClock) advance(d time.Duration) { c.set(c.now.Add(d)) }
+
+const routinesYML = `routines:
+  - name: sweep
+    schedule: "* * * * *"
+    task: |
+      Sweep the TODO comments.
+      Turn each into an issue or a fix.
+  - name: broken
+    schedule: "61 * * * *"
+    task: never runs
+`
+
+// routineHarness is two replicas on one fake GitHub, one backend and one
+// clock, both knowing the repository's routines.
+func routineHarness(t *testing.T, start time.Time) (*harness, *harness, *routineClock) {
+	t.Helper()
+	clock := newRoutineClock(t, start)
+	env := map[string]string{"SANDBOX_CLOCK_FILE": clock.path}
+	h := newHarness(t, map[string]string{".sandbox.yml": defaultSandboxYML + routinesYML, "main.go": "package main\n"}, env)
+	other := &harness{t: t, gh: h.gh, backend: h.backend, logs: &bytes.Buffer{}, data: t.TempDir()}
+	other.start(env)
+	for _, r := range []*harness{h, other} {
+		h.gh.WaitFor(10*time.Second, "a replica knows the routine sweep", func() bool { return hasRoutine(r, "sweep") })
+	}
+	return h, other, clock
+}
+
+func hasRoutine(h *harness, name string) bool {
+	for _, v := range h.srv.Routines(h.t.Context(), testRepo) {
+		if v.Name == name && v.LastTick != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// routineIssues are the issues the routine opened.
+func routineIssues(h *harness, name string) []githubtest.Issue {
+	return h.gh.IssuesLabeled(testRepo, "routine:"+name)
+}
+
+// waitTick waits until the routine's book shows tick claimed and its
+// result recorded (no longer busy).
+func waitTick(h *harness, name, tick, result string) dispatch.RoutineState {
+	h.t.Helper()
+	var st dispatch.RoutineState
+	h.gh.WaitFor(10*time.Second, "routine "+name+" at tick "+tick+": "+result, func() bool {
+		book, err := dispatch.ReadRoutines(h.t.Context(), h.backend, testRepo)
+		st = book[name]
+		return err == nil && st.Tick == tick && st.Busy == 0 && strings.HasPrefix(st.Result, result)
+	})
+	return st
+}
+
+// A routine every minute, two replicas on one backend and one clock: each
+// tick opens one issue in all, by the App, labeled agent and
+// routine:sweep, whose plan starts once; while it is open the next ticks
+// open none and say so on it once; closing it lets the next tick open
+// one. The bad routine beside it is reported on its commit, file, line and
+// column, and stops nothing.
+func TestRoutineTickOpensOneIssueAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 11, 29, 9, 0, 30, 0, time.UTC)
+	h, _, clock := routineHarness(t, start)
+
+	head := h.gh.BranchSHA(testRepo, "main")
+	h.gh.WaitFor(10*time.Second, "the failing check run of the bad routine", func() bool {
+		return slices.ContainsFunc(h.gh.CheckRuns(testRepo), func(c githubtest.CheckRun) bool { return c.Name == "sandbox-agent routines" })
+	})
+	var checks []githubtest.CheckRun
+	for _, c := range h.gh.CheckRuns(testRepo) {
+		if c.Name == "sandbox-agent routines" {
+			checks = append(checks, c)
+		}
+	}
+	if len(checks) != 1 || checks[0].HeadSHA != head || checks[0].Conclusion != "failure" {
+		t.Fatalf("check runs of the bad routine: %+v; want one failing on %s", checks, head)
+	}
+	line := strings.Count(defaultSandboxYML, "\n") + 8
+	if a := checks[0].Annotations; len(a) != 1 || a[0].Path != ".sandbox.yml" || a[0].Line != line || a[0].Column != 15 ||
+		!strings.Contains(a[0].Message, "routines[1].schedule") || !strings.Contains(checks[0].Summary, ".sandbox.yml:"+strconv.Itoa(line)+":15") {
+		t.Errorf("the check run's annotations %+v and summary %q; want .sandbox.yml line %d column 15", a, checks[0].Summary, line)
+	}
+
+	clock.advance(35 * time.Second) // 9:01:05
+	st := waitTick(h, "sweep", "2026-11-29T09:01", "opened #")
+	issues := routineIssues(h, "sweep")
+	if len(issues) != 1 || issues[0].Number != st.Issue {
+		t.Fatalf("after the first tick: issues %+v, book %+v; want one", issues, st)
+	}
+	iss := issues[0]
+	if iss.User != githubtest.AppLogin || !slices.Contains(iss.Labels, "agent") || iss.Title != "sweep: Sweep the TODO comments." ||
+		!strings.HasPrefix(iss.Body, "Sweep the TODO comments.\nTurn each into an issue or a fix.") || !strings.Contains(iss.Body, "tick 2026-11-29T09:01") {
+		t.Errorf("the routine's issue: %+v", iss)
+	}
+	specs := h.waitSubmitted(1)
+	if o := specs[0].Order; o.Mode != dispatch.ModePlan || !strings.Contains(o.Task.Body, "Sweep the TODO comments.") || o.Task.Title != iss.Title {
+		t.Errorf("the plan run: mode %s, task %+v; want a plan of the routine's task as the App wrote it", o.Mode, o.Task)
+	}
+
+	for _, tick := range []string{"2026-11-29T09:02", "2026-11-29T09:03"} {
+		clock.advance(time.Minute)
+		waitTick(h, "sweep", tick, "skipped: #")
+	}
+	h.idle()
+	if n := len(routineIssues(h, "sweep")); n != 1 || len(h.backend.Specs()) != 1 {
+		t.Fatalf("while the issue is open: %d issues, %d runs; want 1 and 1", n, len(h.backend.Specs()))
+	}
+	var notes int
+	for _, c := range h.botComments(iss.Number) {
+		if strings.Contains(c, "still open") {
+			notes++
+		}
+	}
+	if notes != 1 {
+		t.Errorf("%d notes of skipped ticks on #%d; want one", notes, iss.Number)
+	}
+
+	h.gh.CloseIssue(testRepo, iss.Number)
+	clock.advance(time.Minute)
+	st = waitTick(h, "sweep", "2026-11-29T09:04", "opened #")
+	if issues := routineIssues(h, "sweep"); len(issues) != 2 || issues[1].Number != st.Issue {
+		t.Errorf("after closing the first: issues %+v; want a second", issues)
+	}
+	h.waitSubmitted(2)
+}
