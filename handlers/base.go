@@ -202,6 +202,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 	c.batches = newBatches(c, b.Runs, b.starts, b.ci)
 	b.Routines = newRoutines(c)
 	b.Routines.plan = routinePlan(b)
+	b.replies.routines = b.Routines
 	b.installs.routines = b.Routines
 	return b, nil
 }

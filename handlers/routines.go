@@ -187,7 +187,7 @@ func (rs *Routines) fire(ctx context.Context, t routineTarget, trigger string, s
 	go func() {
 		defer rs.fires.Done()
 		o := routineOpener{rs: rs, t: t, log: rs.log.With().Str("repo", t.repo.GetFullName()).Str("routine", t.r.Name).Str("trigger", trigger).Logger()}
-		o.run(ctx, trigger, st, always, "")
+		_, _ = o.run(ctx, trigger, st, always, "")
 	}()
 }
 

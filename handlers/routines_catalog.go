@@ -271,6 +271,16 @@ func (cat *routineCatalog) setNext(t routineTarget, next time.Time) {
 	}
 }
 
+// find is repo's routine name.
+func (cat *routineCatalog) find(repo, name string) (routineTarget, bool) {
+	cat.mu.Lock()
+	defer cat.mu.Unlock()
+	if t := cat.repos[repoKey(repo)].find(name); t != nil {
+		return *t, true
+	}
+	return routineTarget{}, false
+}
+
 // list is a copy of repo's routines, or of every repository's.
 func (cat *routineCatalog) list(repo string) []routineTarget {
 	cat.mu.Lock()

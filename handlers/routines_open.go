@@ -35,31 +35,32 @@ type routineOpener struct {
 
 // run opens the routine's issue and starts its plan, unless its last
 // issue is still open and always is false (then it says so on that issue,
-// once). extra is added to the issue's body (a failing head's checks).
-func (o routineOpener) run(ctx context.Context, trigger string, st dispatch.RoutineState, always bool, extra string) {
+// once). extra is added to the issue's body (a failing head's checks). It
+// returns the issue it opened (0: none) and why it could not.
+func (o routineOpener) run(ctx context.Context, trigger string, st dispatch.RoutineState, always bool, extra string) (int, error) {
 	full := o.t.repo.GetFullName()
 	gh, err := o.rs.c.hub.Repo(o.t.installation, full)
 	if err != nil {
 		o.record(ctx, "failed: "+err.Error(), nil)
-		return
+		return 0, err
 	}
 	if st.Issue != 0 && !always {
 		iss, err := gh.Issue(ctx, st.Issue)
 		if err != nil && !errors.Is(err, ErrNotFound) {
 			o.log.Error().Err(err).Int("issue", st.Issue).Msg("routines: read the routine's last issue")
 			o.record(ctx, "failed: "+err.Error(), nil)
-			return
+			return 0, err
 		}
 		if err == nil && iss.GetState() == "open" {
 			o.skip(ctx, gh, st)
-			return
+			return 0, nil
 		}
 	}
 	iss, err := o.open(ctx, gh, trigger, extra)
 	if err != nil {
 		o.log.Error().Err(err).Msg("routines: open the routine's issue")
 		o.record(ctx, "failed: "+err.Error(), nil)
-		return
+		return 0, err
 	}
 	o.log.Info().Int("issue", iss.GetNumber()).Msg("routine opened its issue")
 	o.record(ctx, fmt.Sprintf("opened #%d", iss.GetNumber()), func(st *dispatch.RoutineState) {
@@ -68,6 +69,7 @@ func (o routineOpener) run(ctx context.Context, trigger string, st dispatch.Rout
 	if err := o.rs.plan(ctx, o.t.installation, o.t.repo, iss, trigger); err != nil {
 		o.log.Error().Err(err).Int("issue", iss.GetNumber()).Msg("routines: start the plan of the routine's issue")
 	}
+	return iss.GetNumber(), nil
 }
 
 // open creates the routine's issue, labeled with the trigger label and

@@ -166,3 +166,83 @@ func TestRoutineTickOpensOneIssueAcrossReplicas(t *testing.T) {
 	}
 	h.waitSubmitted(2)
 }
+
+// /run weekly-deps by a writer, delivered to both replicas (and again to
+// the first): one new issue, even while the routine's last is open, and
+// one answer; a name no routine has gets the list of those there are.
+func TestRunStartsARoutineOnceAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{".sandbox.yml": defaultSandboxYML + `routines:
+  - name: weekly-deps
+    schedule: "0 6 * * 1"
+    timezone: Europe/Berlin
+    task: Update the dependencies.
+`, "main.go": "package main\n"}
+	clock := newRoutineClock(t, time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
+	env := map[string]string{"SANDBOX_CLOCK_FILE": clock.path}
+	h := newHarness(t, files, env)
+	other := &harness{t: t, gh: h.gh, backend: h.backend, logs: &bytes.Buffer{}, data: t.TempDir()}
+	other.start(env)
+	n := h.gh.AddIssue(testRepo, writer, "Chores", "")
+	for round := 1; round <= 2; round++ {
+		id, payload := h.commentEvent(n, writer, "/run weekly-deps")
+		for _, r := range []*harness{h, other, h} {
+			r.deliver("issue_comment", "run-"+strconv.FormatInt(id, 10), payload)
+		}
+		h.idle()
+		other.idle()
+		if issues := routineIssues(h, "weekly-deps"); len(issues) != round {
+			t.Fatalf("after /run number %d: %d issues; want %d", round, len(issues), round)
+		}
+		h.waitSubmitted(round)
+	}
+	var started int
+	for _, c := range h.botComments(n) {
+		if strings.Contains(c, "The routine `weekly-deps` started") {
+			started++
+		}
+	}
+	if started != 2 {
+		t.Errorf("%d answers to two /run; want 2:\n%v", started, h.botComments(n))
+	}
+	h.comment(n, writer, "/run nightly")
+	h.waitComment(n, "the answer to an unknown routine", func(c string) bool {
+		return strings.Contains(c, "There is no routine `nightly`") && strings.Contains(c, "`weekly-deps`")
+	})
+	h.comment(n, writer, "/status")
+	h.idle()
+	// /status says nothing where the bot never ran; on the routine's
+	// issue it names the routines.
+	first := routineIssues(h, "weekly-deps")[0].Number
+	h.comment(first, writer, "/status")
+	h.waitComment(first, "/status naming the routines", func(c string) bool {
+		return strings.Contains(c, "Routines here: `weekly-deps` (0 6 * * 1 Europe/Berlin, next 2026-11-30 05:00 UTC)")
+	})
+	// A reader cannot start a routine.
+	h.comment(n, reader, "/run weekly-deps")
+	h.idle()
+	if issues := routineIssues(h, "weekly-deps"); len(issues) != 2 {
+		t.Errorf("a reader's /run opened an issue: %d", len(issues))
+	}
+}
+
+// The bot stopped across two ticks of a routine every minute: at its start
+// one catch-up issue opens, not one per missed tick.
+func TestRoutineMissedTicksRunOnceAtStart(t *testing.T) {
+	t.Parallel()
+	h, other, clock := routineHarness(t, time.Date(2026, 11, 29, 9, 0, 30, 0, time.UTC))
+	clock.advance(35 * time.Second)
+	st := waitTick(h, "sweep", "2026-11-29T09:01", "opened #")
+	h.gh.CloseIssue(testRepo, st.Issue)
+	h.idle()
+	other.idle()
+	h.stop()
+	other.stop()
+	clock.advance(2 * time.Minute) // 9:03:05: 9:02 and 9:03 missed
+	h.start(map[string]string{"SANDBOX_CLOCK_FILE": clock.path})
+	waitTick(h, "sweep", "2026-11-29T09:03", "opened #")
+	h.idle()
+	if issues := routineIssues(h, "sweep"); len(issues) != 2 || !strings.Contains(issues[1].Body, "tick 2026-11-29T09:03") {
+		t.Errorf("after the stop: %d issues; want the first and one catch-up for 9:03", len(issues))
+	}
+}

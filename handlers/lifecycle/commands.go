@@ -19,6 +19,9 @@ const (
 	// for a while, in a preview sandbox beside whatever runs on the PR.
 	Preview Event = "/preview"
 	Status  Event = "/status"
+	// Run: a writer starts a routine of .sandbox.yml now, on any issue
+	// or pull request; it opens a new issue of its own.
+	Run Event = "/run"
 )
 
 // Where is the set of places a comment command is allowed.
@@ -72,6 +75,8 @@ var Commands = []CommandSpec{
 		Help: "serve the PR's head with its dev server for a while, at a link on the PR"},
 	{Event: Status, Where: InIssues | InPRs | InOthersPRs,
 		Help: "show the run in progress here, or the last one (anyone can ask)"},
+	{Event: Run, Where: InIssues | InPRs | InOthersPRs, NeedsText: true,
+		Help: "start the routine of .sandbox.yml named after it now: it opens a new issue, whose plan waits for /approve"},
 }
 
 // Name is the command's name, as typed after the slash.

@@ -105,6 +105,7 @@ var issueTable = wrongPlaces(map[Event]map[State]Rule{
 	Retry:    with(each(retry, issueFree...), each(retryBusy, issueHeld...)),
 	Continue: with(each(cont, issueFree...), each(contBusy, issueHeld...)),
 	Status:   each(status, IssueStates...),
+	Run:      each(do(StartRoutine, ""), IssueStates...),
 	Typo:     each(help, IssueStates...),
 	SlotFree: with(each(nothing, IssueStates...), map[State]Rule{Queued: do(StartQueued, "")}),
 	Restart: with(each(nothing, IssueStates...), map[State]Rule{
@@ -132,6 +133,7 @@ var prTable = wrongPlaces(map[Event]map[State]Rule{
 	Continue: with(each(do(ContinueRun, Revising), prFree...), each(busy, prHeld...)),
 	Preview:  each(do(StartPreview, ""), prOurs...),
 	Status:   each(status, PRStates...),
+	Run:      each(do(StartRoutine, ""), PRStates...),
 	Typo:     each(help, PRStates...),
 	SlotFree: with(each(nothing, PRStates...), map[State]Rule{Queued: do(StartQueued, "")}),
 	Restart: with(each(nothing, PRStates...), map[State]Rule{
