@@ -138,11 +138,22 @@ func (o routineOpener) record(ctx context.Context, result string, also func(*dis
 	}
 }
 
+// configBook is the routine book's entry of the file itself: its
+// triggers are the commits whose bad routines were reported (no routine
+// can have the name: routine names start with a letter or digit).
+const configBook = "-file"
+
 // reportRoutineErrors puts a failing check run on sha naming each bad
-// routine's file, line and column, once per commit.
+// routine's file, line and column, once per commit across replicas.
 func (c *core) reportRoutineErrors(ctx context.Context, gh GitHub, sha string, errs sandboxcfg.Errors) error {
 	name := c.CheckName + " routines"
 	if runs, err := gh.CheckRuns(ctx, sha, name); err != nil || len(runs) > 0 {
+		return err
+	}
+	if _, err := dispatch.ClaimTrigger(ctx, c.Backend, gh.FullName(), configBook, "invalid-"+sha, "", c.Now()); err != nil {
+		if errors.Is(err, dispatch.ErrClaimed) {
+			return nil // another replica reports it
+		}
 		return err
 	}
 	clean := func(s string, n int) string { return truncateUTF8(c.Secrets.Redact(cleanText(s)), n) }

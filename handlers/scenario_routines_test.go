@@ -246,3 +246,61 @@ func TestRoutineMissedTicksRunOnceAtStart(t *testing.T) {
 		t.Errorf("after the stop: %d issues; want the first and one catch-up for 9:03", len(issues))
 	}
 }
+
+// on: main_ci_failed: the default branch's head fails a check: one issue
+// with the failing check, its annotation and the failing line of its log,
+// and its plan; the same failure redelivered, to the other replica, and on
+// a later head: still one; a green head opens nothing.
+func TestRedDefaultBranchGetsOneIssue(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{".sandbox.yml": defaultSandboxYML + `routines:
+  - name: red-main
+    on: main_ci_failed
+    task: The default branch's checks fail. Find why and fix it.
+`, "main.go": "package main\n"}
+	h := newHarness(t, files, nil)
+	other := h.replica()
+	h.gh.WaitFor(10*time.Second, "both replicas know red-main", func() bool {
+		return len(h.srv.Routines(t.Context(), testRepo)) == 1 && len(other.srv.Routines(t.Context(), testRepo)) == 1
+	})
+	head := h.gh.BranchSHA(testRepo, "main")
+	suite := h.failingJob(head, "main", "test")
+	for i, r := range []*harness{h, other, h} {
+		r.deliver("check_suite", "d-red-"+strconv.Itoa(i%2), suite)
+	}
+	h.idle()
+	other.idle()
+	issues := routineIssues(h, "red-main")
+	if len(issues) != 1 {
+		t.Fatalf("%d issues for one failing head; want 1\n%s", len(issues), h.logs.String())
+	}
+	body := issues[0].Body
+	for _, want := range []string{"The default branch's checks fail.", "#### `test` (failure): workflow CI, step Run ./check.sh",
+		"- `greet.txt:1` want hello", "greeting: want hello, got hullo", "the default branch's checks failed"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the issue's body lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "\x1b") {
+		t.Error("the issue's body holds a terminal escape")
+	}
+	spec := h.waitSubmitted(1)[0]
+	if !strings.Contains(spec.Order.Task.Body, "greeting: want hello, got hullo") {
+		t.Errorf("the plan run's task lacks the failing line: %q", spec.Order.Task.Body)
+	}
+	// A later head fails the same check while the issue is open.
+	later := h.gh.CommitFile(testRepo, "main", "notes.txt", "more\n", "More notes")
+	h.deliver("check_suite", "d-red-later", h.failingJob(later, "main", "test"))
+	h.idle()
+	if n := len(routineIssues(h, "red-main")); n != 1 || len(h.backend.Specs()) != 1 {
+		t.Errorf("the same failure on a later head: %d issues, %d runs; want 1 and 1", n, len(h.backend.Specs()))
+	}
+	// Closed, a new failure on a newer head opens the next one.
+	h.gh.CloseIssue(testRepo, issues[0].Number)
+	newest := h.gh.CommitFile(testRepo, "main", "notes.txt", "even more\n", "Even more notes")
+	h.deliver("check_suite", "d-red-newest", h.failingJob(newest, "main", "lint"))
+	h.idle()
+	if n := len(routineIssues(h, "red-main")); n != 2 {
+		t.Errorf("a failure after the issue was closed: %d issues; want 2", n)
+	}
+}
