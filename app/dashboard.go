@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +33,8 @@ type dashboard struct {
 	store  receipts.Store
 	signIn *signIn // nil: OAuth not configured, admin listener only
 	log    zerolog.Logger
+	// routines lists every repository's routines (the server sets it).
+	routines func(ctx context.Context) []handlers.RoutineView
 }
 
 // newDashboard opens the store (store.go) and, with OAuth configured, the
@@ -168,15 +171,18 @@ func parseQuery(r *http.Request, v viewer) (query, error) {
 
 // data is everything one dashboard view shows.
 type data struct {
-	Viewer string         `json:"viewer,omitempty"`
-	Runs   receipts.Page  `json:"page"`
-	Stats  receipts.Stats `json:"stats"`
-	Repos  []string       `json:"repositories"`
-	Query  query          `json:"-"`
+	Viewer string `json:"viewer,omitempty"`
+	// Routines are the routines of the repositories the viewer reads,
+	// with their next tick, last run and result (handlers/routines.go).
+	Routines []handlers.RoutineView `json:"routines"`
+	Runs     receipts.Page          `json:"page"`
+	Stats    receipts.Stats         `json:"stats"`
+	Repos    []string               `json:"repositories"`
+	Query    query                  `json:"-"`
 }
 
 func (d *dashboard) load(ctx context.Context, q query, v viewer) (data, error) {
-	out := data{Viewer: v.Login, Query: q}
+	out := data{Viewer: v.Login, Query: q, Routines: d.routinesOf(ctx, v)}
 	var err error
 	if out.Repos, err = d.store.Repos(ctx, q.Filter); err != nil {
 		return out, err
@@ -219,7 +225,7 @@ func (d *dashboard) page(w http.ResponseWriter, r *http.Request, v viewer) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	out := data{Viewer: v.Login, Query: q}
+	out := data{Viewer: v.Login, Query: q, Routines: d.routinesOf(r.Context(), v)}
 	if out.Repos, err = d.store.Repos(r.Context(), q.Filter); err != nil {
 		d.log.Error().Err(err).Msg("dashboard: read receipts")
 		http.Error(w, "read receipts: "+err.Error(), http.StatusInternalServerError)
@@ -245,6 +251,21 @@ func (d *dashboard) page(w http.ResponseWriter, r *http.Request, v viewer) {
 	if err := renderBody(w, out); err != nil {
 		d.log.Warn().Err(err).Msg("dashboard: render")
 	}
+}
+
+// routinesOf are the routines of the repositories v reads (every one for
+// the operator).
+func (d *dashboard) routinesOf(ctx context.Context, v viewer) []handlers.RoutineView {
+	if d.routines == nil {
+		return nil
+	}
+	var out []handlers.RoutineView
+	for _, r := range d.routines(ctx) {
+		if v.RepoIDs == nil || slices.Contains(v.RepoIDs, r.RepoID) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 //go:embed dashboard.css

@@ -87,6 +87,7 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 		return nil, err
 	}
 	base.Receipts = dash.receiptsFor(cfg, func() githubapp.ClientCreator { return base.ClientCreator })
+	dash.routines = func(ctx context.Context) []handlers.RoutineView { return base.Routines.List(ctx, "") }
 	ledger, err := budgetLedger(cfg, backend, dash.store)
 	if err != nil {
 		return nil, err

@@ -194,6 +194,8 @@ func (rs *Routines) fire(ctx context.Context, t routineTarget, trigger string, s
 // RoutineView is what the dashboard and /status show of a routine.
 type RoutineView struct {
 	Repo, Name, Schedule, Timezone, On string
+	// RepoID is the repository's id (who may see it on the dashboard).
+	RepoID int64
 	Next                               time.Time
 	// LastTick, LastAt, Issue and Result are from the routine's book.
 	LastTick string
@@ -216,7 +218,7 @@ func (rs *Routines) List(ctx context.Context, repo string) []RoutineView {
 			books[full] = book
 		}
 		st := book[t.r.Name]
-		v := RoutineView{Repo: full, Name: t.r.Name, Schedule: t.r.Schedule, Timezone: t.r.Timezone, On: t.r.On, Next: t.next,
+		v := RoutineView{Repo: full, RepoID: t.repo.GetID(), Name: t.r.Name, Schedule: t.r.Schedule, Timezone: t.r.Timezone, On: t.r.On, Next: t.next,
 			LastTick: st.Tick, Issue: st.Issue, Result: st.Result}
 		if st.At > 0 {
 			v.LastAt = time.UnixMilli(st.At)

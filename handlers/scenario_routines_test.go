@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"bytes"
 	"os"
+	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -156,6 +157,17 @@ func TestRoutineTickOpensOneIssueAcrossReplicas(t *testing.T) {
 	}
 	if notes != 1 {
 		t.Errorf("%d notes of skipped ticks on #%d; want one", notes, iss.Number)
+	}
+
+	// The operator's dashboard lists the routine: its next tick, its last
+	// run and what came of it.
+	rec := httptest.NewRecorder()
+	h.srv.AdminHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/dashboard", nil))
+	page := rec.Body.String()
+	for _, want := range []string{`<table id="routines">`, "<td>sweep</td><td><code>* * * * *</code> UTC</td><td>2026-11-29 09:04</td><td>2026-11-29 09:03</td><td>skipped: #" + strconv.Itoa(iss.Number) + " is still open</td>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the dashboard lacks %q", want)
+		}
 	}
 
 	h.gh.CloseIssue(testRepo, iss.Number)
