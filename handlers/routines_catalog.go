@@ -75,15 +75,20 @@ func (cat *routineCatalog) loadAll(ctx context.Context) error {
 			}
 		}
 	}
+	cat.mu.Lock()
 	if firstErr == nil {
-		cat.mu.Lock()
 		for k := range cat.repos {
 			if !seen[k] {
 				delete(cat.repos, k)
 			}
 		}
-		cat.mu.Unlock()
 	}
+	n := 0
+	for _, rr := range cat.repos {
+		n += len(rr.targets)
+	}
+	cat.mu.Unlock()
+	cat.rs.log.Info().Int("repositories", len(seen)).Int("routines", n).Msg("routines read")
 	return firstErr
 }
 
