@@ -196,7 +196,7 @@ type RoutineView struct {
 	Repo, Name, Schedule, Timezone, On string
 	// RepoID is the repository's id (who may see it on the dashboard).
 	RepoID int64
-	Next                               time.Time
+	Next   time.Time
 	// LastTick, LastAt, Issue and Result are from the routine's book.
 	LastTick string
 	LastAt   time.Time

@@ -2,8 +2,8 @@ package handlers_test
 
 import (
 	"bytes"
-	"os"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
