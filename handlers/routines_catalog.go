@@ -45,7 +45,13 @@ type routineRepo struct {
 type orgFile struct {
 	head string
 	list sandboxcfg.Routines
+	// at is when head was read: within orgFresh it is taken as it is, so
+	// reading an organisation's thousand repositories reads its .github
+	// once (a push to .github reads it again at once).
+	at time.Time
 }
+
+const orgFresh = 10 * time.Minute
 
 func repoKey(full string) string { return strings.ToLower(full) }
 
@@ -165,12 +171,20 @@ func (cat *routineCatalog) orgRoutines(ctx context.Context, installation int64, 
 	if self {
 		return orgFile{}, nil
 	}
+	now := cat.rs.now()
+	cat.mu.Lock()
+	cur, ok := cat.orgs[strings.ToLower(owner)]
+	cat.mu.Unlock()
+	if ok && now.Sub(cur.at) < orgFresh {
+		return *cur, nil
+	}
 	gh, err := cat.c.hub.Repo(installation, owner+"/"+orgConfigRepo)
 	if err != nil {
 		return orgFile{}, err
 	}
 	repo, err := gh.Repository(ctx)
 	if errors.Is(err, ErrNotFound) {
+		cat.keepOrg(owner, orgFile{at: now})
 		return orgFile{}, nil
 	}
 	if err != nil {
@@ -180,24 +194,26 @@ func (cat *routineCatalog) orgRoutines(ctx context.Context, installation int64, 
 	if err != nil || head == "" {
 		return orgFile{}, err
 	}
-	cat.mu.Lock()
-	cur, ok := cat.orgs[strings.ToLower(owner)]
-	cat.mu.Unlock()
 	if ok && cur.head == head {
+		cat.keepOrg(owner, orgFile{head: head, list: cur.list, at: now})
 		return *cur, nil
 	}
 	f, err := gh.ConfigFile(ctx, head)
 	if err != nil {
 		return orgFile{}, err
 	}
-	out := orgFile{head: head}
+	out := orgFile{head: head, at: now}
 	if f.Found {
 		out.list, _ = sandboxcfg.ParseRoutines(f.Path, f.Content) // its bad entries are reported on its own commits
 	}
-	cat.mu.Lock()
-	cat.orgs[strings.ToLower(owner)] = &out
-	cat.mu.Unlock()
+	cat.keepOrg(owner, out)
 	return out, nil
+}
+
+func (cat *routineCatalog) keepOrg(owner string, f orgFile) {
+	cat.mu.Lock()
+	cat.orgs[strings.ToLower(owner)] = &f
+	cat.mu.Unlock()
 }
 
 // set replaces a repository's routines. A routine whose schedule did not
@@ -307,6 +323,11 @@ func (cat *routineCatalog) list(repo string) []routineTarget {
 // repository of the owner again.
 func (cat *routineCatalog) pushed(ctx context.Context, installation int64, repo *github.Repository, head string) error {
 	owner, name, _ := strings.Cut(repo.GetFullName(), "/")
+	if name == orgConfigRepo {
+		cat.mu.Lock()
+		delete(cat.orgs, strings.ToLower(owner)) // read it at its new head
+		cat.mu.Unlock()
+	}
 	if err := cat.load(ctx, installation, repo, head); err != nil || name != orgConfigRepo {
 		return err
 	}

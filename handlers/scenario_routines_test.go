@@ -316,3 +316,37 @@ func TestRedDefaultBranchGetsOneIssue(t *testing.T) {
 		t.Errorf("a failure after the issue was closed: %d issues; want 2", n)
 	}
 }
+
+// The organisation's .github/.sandbox.yml declares routines for every
+// repository, or the ones it lists; a repository's own routine of the same
+// name wins; a push to .github reads them again for every repository.
+func TestOrgRoutinesApplyToItsRepositories(t *testing.T) {
+	t.Parallel()
+	gh := githubtest.New(t, githubtest.Options{})
+	gh.AddRepo("octo-org/.github", testInstallation, map[string]string{".sandbox.yml": `routines:
+  - name: docs
+    schedule: "@weekly"
+    task: Check the docs.
+  - name: deps
+    schedule: "@daily"
+    task: Org deps.
+  - name: only-api
+    schedule: "@daily"
+    task: x
+    repositories: [api]
+`})
+	h := newHarnessOn(t, gh, map[string]string{".sandbox.yml": defaultSandboxYML + "routines:\n  - {name: deps, schedule: '0 5 * * *', task: Own deps.}\n"}, nil)
+	names := func() string {
+		var out []string
+		for _, v := range h.srv.Routines(t.Context(), testRepo) {
+			out = append(out, v.Name+"="+v.Schedule)
+		}
+		return strings.Join(out, " ")
+	}
+	h.gh.WaitFor(10*time.Second, "the org's routines", func() bool { return names() == "deps=0 5 * * * docs=@weekly" })
+	sha := h.gh.CommitFile("octo-org/.github", "main", ".sandbox.yml", "routines:\n  - {name: lint, schedule: '@hourly', task: Lint.}\n", "One routine")
+	h.deliver("push", "d-org-push", h.gh.Payload("push", "octo-org/.github", writer, func(m map[string]any) {
+		m["ref"], m["after"] = "refs/heads/main", sha
+	}))
+	h.gh.WaitFor(10*time.Second, "the org's routines at its new head", func() bool { return names() == "deps=0 5 * * * lint=@hourly" })
+}
