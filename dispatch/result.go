@@ -45,6 +45,13 @@ type Result struct {
 
 	Plan      string `json:"plan,omitempty"`
 	PRSummary string `json:"pr_summary,omitempty"`
+	// PRReview is a review run's review: the agent's final message, whose
+	// "path:line: text" lines the bot posts on those lines of the diff.
+	PRReview string `json:"pr_review,omitempty"`
+	// PRPatch is a suggest run's change, as a unified diff (one line of
+	// context) from the pull request's head, which the bot posts as
+	// suggested changes.
+	PRPatch string `json:"pr_patch,omitempty"`
 
 	Validation []CheckResult `json:"validation"`
 	Repairs    []Repair      `json:"repairs"`
@@ -172,7 +179,7 @@ type Diagnostic struct {
 // hostile sandbox writes what it likes), so no escape reaches GitHub, a
 // receipt or the dashboard.
 func (r *Result) CleanText() {
-	for _, p := range []*string{&r.Plan, &r.PRSummary, &r.MediaError} {
+	for _, p := range []*string{&r.Plan, &r.PRSummary, &r.PRReview, &r.PRPatch, &r.MediaError} {
 		*p = termtext.Clean(*p)
 	}
 	for i := range r.Commits {

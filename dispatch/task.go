@@ -31,10 +31,22 @@ const (
 	// bounded time: a task-mode sandbox (no token, no inner daemon, one
 	// user) given the code as an archive the bot fetched.
 	ModePreview Mode = "preview"
+	// ModeReview reviews a pull request (anyone's, a fork's too) having
+	// run its validation: read-only, a contents:read token, the PR's head
+	// checked out; the agent's final message is the review the bot posts.
+	ModeReview Mode = "review"
+	// ModeFix changes a pull request's branch as a writer asked (/fix):
+	// one commit, pushed only when the run completed and only if the
+	// branch is still where it was (a fast-forward, never forced).
+	ModeFix Mode = "fix"
+	// ModeSuggest is a fix of a fork's pull request, whose branch the App
+	// cannot push to: read-only, its change comes back as a patch the bot
+	// posts as suggested changes on the lines of the diff.
+	ModeSuggest Mode = "suggest"
 )
 
 // Modes lists every mode, for validation and help texts.
-var Modes = []Mode{ModePlan, ModeExecute, ModeRevise, ModeContinue, ModeRebase, ModeTask, ModePreview}
+var Modes = []Mode{ModePlan, ModeExecute, ModeRevise, ModeContinue, ModeRebase, ModeTask, ModePreview, ModeReview, ModeFix, ModeSuggest}
 
 // Valid reports whether m is a known mode.
 func (m Mode) Valid() bool {
@@ -47,7 +59,9 @@ func (m Mode) Valid() bool {
 }
 
 // WritesCode reports whether the run may change the repository.
-func (m Mode) WritesCode() bool { return m != ModePlan && m != ModeTask && m != ModePreview }
+func (m Mode) WritesCode() bool {
+	return m != ModePlan && m != ModeTask && m != ModePreview && m != ModeReview && m != ModeSuggest
+}
 
 // Clones reports whether the mode's runner clones the repository: task
 // mode has no repository, and a preview gets its code as an archive.
@@ -188,6 +202,27 @@ type WorkOrder struct {
 	// Images are the pictures of the issue and of the feedback, which the
 	// runner hands to the agent with the prompt.
 	Images []Image `json:"images,omitempty"`
+	// PR is the pull request a review run reviews (ModeReview), or whose
+	// branch a fix run changes (ModeFix: HeadSHA is where the branch must
+	// still be).
+	PR *PRReview `json:"pr,omitempty"`
+}
+
+// PRReview is what a review run is given of the pull request: where its
+// head is, its diff as GitHub shows it, the review threads so far and
+// what the writer asked to look at.
+type PRReview struct {
+	// HeadRef is the ref the head is fetched from (refs/pull/N/head, which
+	// a fork's pull request has in the base repository too), HeadSHA the
+	// commit the review is of.
+	HeadRef string `json:"head_ref"`
+	HeadSHA string `json:"head_sha"`
+	// Diff is the pull request's diff (files and hunks), clipped.
+	Diff string `json:"diff"`
+	// Threads are the review threads so far, as the bot quoted them.
+	Threads string `json:"threads,omitempty"`
+	// Focus is the writer's text after /review.
+	Focus string `json:"focus,omitempty"`
 }
 
 // Validate checks the fields every mode needs.
@@ -216,6 +251,9 @@ func (w *WorkOrder) Validate() error {
 	}
 	if w.OutputDir == "" {
 		problems = append(problems, "output_dir is required")
+	}
+	if (w.Mode == ModeReview || w.Mode == ModeSuggest) && (w.PR == nil || w.PR.HeadRef == "" || w.PR.HeadSHA == "") {
+		problems = append(problems, "a "+string(w.Mode)+" run needs pr.head_ref and pr.head_sha")
 	}
 	if w.CI != nil && w.Mode != ModeRevise {
 		problems = append(problems, "ci is for revise mode only")

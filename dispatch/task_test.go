@@ -102,7 +102,7 @@ func TestModes(t *testing.T) {
 	t.Parallel()
 	writes := map[dispatch.Mode]bool{
 		dispatch.ModePlan: false, dispatch.ModeExecute: true, dispatch.ModeRevise: true,
-		dispatch.ModeContinue: true, dispatch.ModeRebase: true, dispatch.ModeTask: false, dispatch.ModePreview: false,
+		dispatch.ModeContinue: true, dispatch.ModeRebase: true, dispatch.ModeTask: false, dispatch.ModePreview: false, dispatch.ModeReview: false, dispatch.ModeFix: true, dispatch.ModeSuggest: false,
 	}
 	if len(dispatch.Modes) != len(writes) {
 		t.Fatalf("Modes = %v; this test knows %d", dispatch.Modes, len(writes))

@@ -35,6 +35,9 @@ func order(mode dispatch.Mode) dispatch.WorkOrder {
 	if mode == dispatch.ModePreview {
 		o.Source, o.Config.Dev.Command, o.Config.Dev.Port = dispatch.SourcePath, "npm run dev", 3000
 	}
+	if mode == dispatch.ModeReview || mode == dispatch.ModeSuggest {
+		o.PR = &dispatch.PRReview{HeadRef: "refs/pull/42/head", HeadSHA: "0123456789012345678901234567890123456789"}
+	}
 	return o
 }
 

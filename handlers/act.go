@@ -29,6 +29,9 @@ type event struct {
 	tried string
 	// ci is what failing checks carry (ChecksFailed, ci.go).
 	ci *ciEvent
+	// thread is the review thread a command in an inline comment was
+	// written in (its first comment's id), 0 elsewhere.
+	thread int64
 }
 
 // on is the one way from an event to what the bot does: it checks that
@@ -44,6 +47,7 @@ func (b *Base) on(ctx context.Context, t thread, ev event) (lifecycle.Case, erro
 		return lifecycle.Case{}, err
 	}
 	sc.facts.NoText = ev.text == ""
+	sc.facts.AsksReview = ev.kind == lifecycle.Mention && asksReview(ev.text)
 	if ev.ci != nil {
 		b.ci.facts(ctx, t, &sc, ev.ci)
 	}
@@ -164,6 +168,12 @@ func (b *Base) runFor(ctx context.Context, t thread, ev event, sc *scene, do lif
 			return req, false
 		}
 		req.Mode = mode
+		switch mode {
+		case dispatch.ModeReview:
+			return req, reviewRequest(ctx, t, ev, &req)
+		case dispatch.ModeFix:
+			return req, fixRequest(ctx, b.c, t, ev, &req)
+		}
 		plan()
 	}
 	return req, true

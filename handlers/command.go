@@ -216,13 +216,24 @@ func isWord(s string) bool {
 	return true
 }
 
-// closest returns the valid name within edit distance 2 of s, or "".
+// closest returns the valid name within edit distance 2 of s, or "". Of
+// two as near, the one with s's letters wins: two letters swapped
+// ("/revsie") is nearer /revise than /review.
 func closest(s string, valid []string) string {
 	best, bestDist := "", 3
 	for _, v := range valid {
-		if d := sandboxcfg.Levenshtein(s, v); d < bestDist {
+		d := sandboxcfg.Levenshtein(s, v)
+		if d < bestDist || d == bestDist && best != "" && sameLetters(s, v) && !sameLetters(s, best) {
 			best, bestDist = v, d
 		}
 	}
 	return best
+}
+
+// sameLetters reports whether a and b are made of the same letters.
+func sameLetters(a, b string) bool {
+	x, y := []byte(a), []byte(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return string(x) == string(y)
 }

@@ -128,6 +128,12 @@ type PullRequests interface {
 	// ReviewComments are a PR's inline comments, oldest first.
 	ReviewComments(ctx context.Context, number int) ([]*github.PullRequestComment, error)
 	ReplyToReviewComment(ctx context.Context, number int, to int64, body string) error
+	// PullFiles are a PR's changed files with their patches (GitHub's
+	// diff of the PR, which inline comments must fall in).
+	PullFiles(ctx context.Context, number int) ([]*github.CommitFile, error)
+	// CreateReview submits one review of the PR's commit sha: event
+	// COMMENT, the body and the inline comments; it returns its id.
+	CreateReview(ctx context.Context, number int, sha, body string, comments []*github.DraftReviewComment) (int64, error)
 }
 
 // Checks are the check runs the bot shows a run's progress on.

@@ -86,3 +86,19 @@ func (r *goPullRequests) ReplyToReviewComment(ctx context.Context, number int, t
 	}
 	return nil
 }
+
+func (r *goPullRequests) PullFiles(ctx context.Context, number int) ([]*github.CommitFile, error) {
+	return listAll("files of "+r.at(number), func(opt github.ListOptions) ([]*github.CommitFile, *github.Response, error) {
+		return r.c.PullRequests.ListFiles(ctx, r.owner, r.name, number, &opt)
+	})
+}
+
+func (r *goPullRequests) CreateReview(ctx context.Context, number int, sha, body string, comments []*github.DraftReviewComment) (int64, error) {
+	rv, _, err := r.c.PullRequests.CreateReview(ctx, r.owner, r.name, number, &github.PullRequestReviewRequest{
+		CommitID: &sha, Body: &body, Event: github.String("COMMENT"), Comments: comments,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("post a review on %s: %w", r.at(number), err)
+	}
+	return rv.GetID(), nil
+}

@@ -425,6 +425,19 @@ func (r *memRepo) ReplyToReviewComment(_ context.Context, n int, to int64, body 
 	return nil
 }
 
+func (r *memRepo) PullFiles(context.Context, int) ([]*github.CommitFile, error) { return nil, nil }
+
+func (r *memRepo) CreateReview(_ context.Context, n int, _, body string, _ []*github.DraftReviewComment) (int64, error) {
+	defer r.lock()()
+	is, err := r.issue(n)
+	if err != nil {
+		return 0, err
+	}
+	id := r.h.id()
+	is.reviews = append(is.reviews, &github.PullRequestReview{ID: &id, Body: &body, State: github.String("COMMENTED"), User: &github.User{Login: github.String(r.h.login())}})
+	return id, nil
+}
+
 func (r *memRepo) CheckRuns(_ context.Context, sha, name string) ([]*github.CheckRun, error) {
 	defer r.lock()()
 	var out []*github.CheckRun

@@ -80,11 +80,11 @@ func (b *Base) observe(ctx context.Context, t thread) (scene, error) {
 			}
 		}
 		issue, ours := isAgentPR(pr, login)
-		if !ours {
+		if ours {
+			sc.pr, sc.issue = pr, issue
+		} else {
 			sc.state = lifecycle.NotOurs
-			return sc, nil
 		}
-		sc.pr, sc.issue = pr, issue
 	}
 	comments, err := t.gh.Comments(ctx, t.number)
 	if err != nil {
@@ -93,6 +93,12 @@ func (b *Base) observe(ctx context.Context, t thread) (scene, error) {
 	sc.marked = markedComments(comments, login)
 	if sc.holder, err = b.Backend.Holder(ctx, dispatch.LockKey(t.gh.FullName(), t.number)); err != nil {
 		return sc, fmt.Errorf("read the lock of %s#%d: %w", t.gh.FullName(), t.number, err)
+	}
+	if sc.state == lifecycle.NotOurs {
+		// Review and fix runs hold another's pull request too: /abort and
+		// /status find them; its state stays the same.
+		sc.last, sc.hasLast = lastOutcome(sc.marked)
+		return sc, nil
 	}
 	sc.plan, sc.hasPlan = lastMarked(sc.marked, KindPlan, "")
 	sc.last, sc.hasLast = lastOutcome(sc.marked)

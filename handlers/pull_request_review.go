@@ -46,13 +46,15 @@ func (h *PullRequestReview) Handle(ctx context.Context, eventType, deliveryID st
 		return nil
 	}
 	return h.b.feedbackOnPR(ctx, githubapp.GetInstallationIDFromEvent(&e), repo, pr.GetNumber(), e.GetSender().GetLogin(), deliveryID,
-		review.GetBody(), "review-"+strconv.FormatInt(review.GetID(), 10))
+		review.GetBody(), "review-"+strconv.FormatInt(review.GetID(), 10), 0)
 }
 
 // feedbackOnPR hands the table what a person wrote on a pull request in a
 // review (its body, an inline comment): a command other than /revise is
 // that command, and the rest is feedback for the review batch (batch.go).
-func (b *Base) feedbackOnPR(ctx context.Context, installation int64, repo *github.Repository, number int, sender, deliveryID, body, trigger string) error {
+// thread is the review thread an inline comment is in (its first
+// comment's id; 0 for a review's body).
+func (b *Base) feedbackOnPR(ctx context.Context, installation int64, repo *github.Repository, number int, sender, deliveryID, body, trigger string, thread int64) error {
 	ctx, _ = githubapp.PreparePRContext(ctx, installation, repo, number)
 	t, err := b.thread(installation, repo, number, true)
 	if err != nil {
@@ -63,6 +65,7 @@ func (b *Base) feedbackOnPR(ctx context.Context, installation int64, repo *githu
 	if cmd, perr := ParseCommand(body); perr != nil || cmd != nil {
 		ev = commandEvent(cmd, perr, trigger)
 	}
+	ev.thread = thread
 	_, err = b.on(ctx, t, ev)
 	return err
 }

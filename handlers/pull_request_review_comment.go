@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -42,5 +43,5 @@ func (h *PullRequestReviewComment) Handle(ctx context.Context, eventType, delive
 		return nil
 	}
 	return h.b.feedbackOnPR(ctx, githubapp.GetInstallationIDFromEvent(&e), repo, pr.GetNumber(), e.GetSender().GetLogin(), deliveryID,
-		comment.GetBody(), "inline-"+strconv.FormatInt(comment.GetID(), 10))
+		comment.GetBody(), "inline-"+strconv.FormatInt(comment.GetID(), 10), cmp.Or(comment.GetInReplyTo(), comment.GetID()))
 }

@@ -310,6 +310,9 @@ func endState(m Marker, meta dispatch.Meta) (lifecycle.State, bool) {
 // result: the label and the result's marker are written together, under
 // the lock the run still holds.
 func (rp *resultPoster) report(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, c lifecycle.Case, by string) error {
+	if rc.meta.Mode == dispatch.ModeReview || rc.meta.Mode == dispatch.ModeFix || rc.meta.Mode == dispatch.ModeSuggest {
+		c.Next = rp.reviewState(ctx, rc, c.Next)
+	}
 	var post func() error
 	switch c.Do {
 	case lifecycle.PostAborted:
@@ -334,6 +337,10 @@ func (rp *resultPoster) report(ctx context.Context, rc *runContext, res *dispatc
 		return rp.openPR(ctx, rc, res, prog, c.Next)
 	case lifecycle.PostTask:
 		return rp.postTaskResult(ctx, rc, res, prog, c.Next)
+	case lifecycle.PostReview:
+		return rp.show(ctx, rc, c.Next, func() error { return rp.postReview(ctx, rc, res, prog) })
+	case lifecycle.PostFixed:
+		return rp.show(ctx, rc, c.Next, func() error { return rp.postFixed(ctx, rc, res, prog) })
 	default: // PostDone: a receipt comment where the run was asked for
 		prog.complete(ctx, "success", "Done", res.PRSummary, res)
 		rcpt := rc.receipt(res)
@@ -471,6 +478,12 @@ func (rp *resultPoster) continueRun(ctx context.Context, rc *runContext, res *di
 		InstallationID: rc.meta.InstallationID, Repo: repo, Number: rc.meta.Number, Issue: rc.issue,
 		IsPR: rc.meta.Number != rc.issue, Mode: mode, Trigger: fmt.Sprintf("%s-continue-%d", rc.meta.TaskID, rc.meta.Attempt),
 		DeliveryID: rc.meta.DeliveryID, Attempt: rc.meta.Attempt + 1, Branch: branch, Round: rc.round,
+		// A fix starts again from the commit it was asked on, and answers
+		// in the same thread.
+		Head: rc.meta.HeadSHA,
+	}
+	if ack, ok := lastMarked(rc.marked, KindAck, rc.meta.TaskID); ok && (mode == dispatch.ModeFix || mode == dispatch.ModeSuggest) {
+		req.Inline = ack.Marker.Inline
 	}
 	if plan, ok := lastMarked(rc.marked, KindPlan, ""); ok {
 		req.Plan = extractPlan(plan.Comment.GetBody())

@@ -29,7 +29,7 @@ func ReplySamples() map[string][]any {
 	issueCmds, prCmds := commandsFor(false), commandsFor(true)
 
 	acks := make([]any, 0, 8)
-	for _, m := range []dispatch.Mode{dispatch.ModePlan, dispatch.ModeExecute, dispatch.ModeContinue, dispatch.ModeRevise, dispatch.ModeRebase, dispatch.ModeTask} {
+	for _, m := range []dispatch.Mode{dispatch.ModePlan, dispatch.ModeExecute, dispatch.ModeContinue, dispatch.ModeRevise, dispatch.ModeRebase, dispatch.ModeTask, dispatch.ModeReview, dispatch.ModeFix} {
 		acks = append(acks, AckData{TaskID: task, Mode: m, Branch: "agent/7-add-login", Budget: 3, Harness: "opencode", Issue: 7, Round: 2, Attempt: 2, HasPlan: true, Marker: marker})
 	}
 	acks = append(acks,
@@ -150,6 +150,13 @@ func previewSamples(task string) map[string][]any {
 			PreviewData{Marker: marker, LiveURL: live, SHA: "0a1b2c3d4e5f", Ended: true, Outcome: "ended after 30m0s"},
 		},
 		"github/preview_refused": {PreviewRefusedData{Reason: "this pull request comes from a fork"}},
+		"github/fixed": {FixData{Marker: marker, SHA: "0123abc", Branch: "faster-add", Summary: "Dropped the `+ 1`.", Cost: 0.2, LiveURL: "https://bot.example.com/runs/" + task},
+			FixData{Marker: marker, Branch: "faster-add"}, FixData{Marker: marker, Suggest: true, Suggested: 2, Outside: 1, Summary: "Dropped the `+ 1`."}},
+		"github/fix_refused": {FixRefusedData{Reason: "the branch moved since the review"}},
+		"github/review": {
+			ReviewData{Marker: marker, Summary: "The sum is off by one.", Inline: 1, Head: "0123abc", Cost: 0.42, Seconds: 95, LiveURL: "https://bot.example.com/runs/" + task,
+				Checks: []ReviewCheck{{Name: "test", Command: "sh test.sh", Seconds: "2s", Failing: []string{"calc.sh:2: want 4, got 5"}}, {Name: "lint", Command: "shellcheck *.sh", Passed: true, Seconds: "1s"}}},
+			ReviewData{Marker: marker, Head: "0123abc"}},
 	}
 }
 

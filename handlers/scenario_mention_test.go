@@ -107,7 +107,7 @@ func TestMentionOnHumanPRReplies(t *testing.T) {
 	h := newHarness(t, nil, nil)
 	h.gh.CreateBranch(testRepo, "feature", "main")
 	pr := h.gh.AddPullRequest(testRepo, writer, "My change", "feature", "main")
-	h.comment(pr, writer, "@sandbox-bot can you review this?")
+	h.comment(pr, writer, "@sandbox-bot can you take this over?")
 	c := h.waitComment(pr, "reply on a human PR", func(string) bool { return true })
 	golden(t, "mention_other_pr.md", c)
 	h.idle()

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -68,6 +69,9 @@ type startRequest struct {
 	FeedbackImages []imageSource `json:"feedback_images,omitempty"`
 	// CI is what a CI fix run fixes (ci.go).
 	CI *dispatch.CIReport `json:"ci,omitempty"`
+	// Head is where a fix run's pull request branch must still be: the
+	// commit the review was of (fix.go).
+	Head string `json:"head,omitempty"`
 	// Vouch is, for a run a writer's label or mention started on an
 	// issue, what they vouched for (vouch.go); other runs read the newest
 	// vouch from the issue's acknowledgements.
@@ -211,6 +215,20 @@ func (a agentRun) build(ctx context.Context, gh GitHub, l launch) (built, error)
 	}
 	if l.mode == dispatch.ModeTask {
 		spec.Order.CloneURL, spec.Order.TargetBranch = "", ""
+	}
+	if l.mode == dispatch.ModeReview {
+		if spec.Order.PR, err = a.reviewOrder(ctx, gh, req); err != nil {
+			return built{}, err
+		}
+		spec.Meta.HeadSHA = spec.Order.PR.HeadSHA
+	}
+	switch l.mode {
+	case dispatch.ModeFix:
+		spec.Order.PR = &dispatch.PRReview{HeadSHA: req.Head}
+		spec.Meta.HeadSHA = req.Head
+	case dispatch.ModeSuggest:
+		spec.Order.PR = &dispatch.PRReview{HeadRef: fmt.Sprintf("refs/pull/%d/head", req.Number), HeadSHA: req.Head}
+		spec.Meta.HeadSHA = req.Head
 	}
 	if l.mode == dispatch.ModeExecute {
 		spec.Order.Session = a.sessionHandoff(ctx, req.PlanTask)

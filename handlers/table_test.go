@@ -100,6 +100,9 @@ func (w *world) hold(n int, taskID string, mode dispatch.Mode, branch string) {
 	if mode == dispatch.ModePreview {
 		order.Source, order.Config.Dev.Command, order.Config.Dev.Port = dispatch.SourcePath, "npm run dev", 3000
 	}
+	if mode == dispatch.ModeReview || mode == dispatch.ModeSuggest {
+		order.PR = &dispatch.PRReview{HeadRef: "refs/pull/2/head", HeadSHA: strings.Repeat("a", 40)}
+	}
 	if _, err := w.backend.Submit(w.ctx, dispatch.RunSpec{Meta: dispatch.Meta{TaskID: taskID, Mode: mode, Repo: tRepo, Number: n, InstallationID: tInst, Attempt: 1}, Order: order}); err != nil {
 		w.t.Fatal(err)
 	}
@@ -294,7 +297,7 @@ var (
 		lifecycle.Rebase:       {"reply:wrong_place", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated", "update+reply:branch_updated"},
 		lifecycle.Push:         {"-", "update", "update", "update", "update", "update", "update", "update"},
 		lifecycle.ChecksFailed: {"-", "run:revise", "ciwait", "ciwait", "ciwait", "run:revise", "-", "run:revise"},
-		lifecycle.Abort:        {"reply:wrong_place", "reply:nothing_to_abort", "reply:queue_aborted", "cancel+reply:abort_requested", "cancel+reply:abort_requested", "reply:nothing_to_abort", "reply:nothing_to_abort", "reply:nothing_to_abort"},
+		lifecycle.Abort:        {"reply:nothing_to_abort", "reply:nothing_to_abort", "reply:queue_aborted", "cancel+reply:abort_requested", "cancel+reply:abort_requested", "reply:nothing_to_abort", "reply:nothing_to_abort", "reply:nothing_to_abort"},
 		lifecycle.Retry:        {"reply:wrong_place", "run:revise", "reply:busy", "reply:busy", "reply:busy", "run:revise", "run:revise", "run:revise"},
 		lifecycle.Continue:     {"reply:wrong_place", "run:continue", "reply:busy", "reply:busy", "reply:busy", "run:continue", "run:continue", "run:continue"},
 		lifecycle.Preview:      {"reply:wrong_place", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview", "run:preview+reply:preview"},
@@ -401,6 +404,15 @@ func (w *world) ran(mode dispatch.Mode) int {
 	case dispatch.ModeRevise, dispatch.ModeRebase:
 		w.inPR(lifecycle.PROpen)
 		n, branch = 2, tBranch
+	case dispatch.ModeReview:
+		w.inPR(lifecycle.PROpen)
+		n = 2
+	case dispatch.ModeFix:
+		w.inPR(lifecycle.PROpen)
+		n, branch = 2, tBranch
+	case dispatch.ModeSuggest:
+		w.inPR(lifecycle.PROpen)
+		n = 2
 	case dispatch.ModeExecute, dispatch.ModeContinue:
 		w.planPosted()
 		branch = tBranch
@@ -437,6 +449,9 @@ var (
 		dispatch.ModeTask:     {"reply:task_done", "reply:task_done", "reply:failure", "run:task", "reply:failure", "reply:aborted"},
 		dispatch.ModeRevise:   {"reply:done", "reply:done", "reply:failure", "run:revise", "reply:failure", "reply:aborted"},
 		dispatch.ModeRebase:   {"reply:done", "reply:done", "reply:failure", "run:rebase", "reply:failure", "reply:aborted"},
+		dispatch.ModeSuggest:  {"reply:fixed", "reply:fixed", "reply:failure", "run:suggest", "reply:failure", "reply:aborted"},
+		dispatch.ModeFix:      {"reply:fixed", "reply:fixed", "reply:failure", "run:fix", "reply:failure", "reply:aborted"},
+		dispatch.ModeReview:   {"reply:review", "reply:review", "reply:failure", "run:review", "reply:failure", "reply:aborted"},
 	}
 )
 
@@ -467,6 +482,9 @@ func TestRunTableModeByEnd(t *testing.T) {
 					w.b.Runs.MarkAborted(tRun, tWriter)
 				}
 				meta := dispatch.Meta{TaskID: tRun, Mode: mode, Repo: tRepo, Number: n, InstallationID: tInst, Attempt: e.attempt}
+				if mode == dispatch.ModeSuggest || mode == dispatch.ModeReview {
+					meta.HeadSHA = strings.Repeat("a", 40) // the pull request's head it was started on
+				}
 				gh, _ := w.hub.Repo(tInst, tRepo)
 				if err := w.b.Runs.finish(w.ctx, gh, meta, res, newProgress(w.ctx, w.b.c, gh, meta)); err != nil {
 					t.Fatalf("%v\n%s", err, w.logs.String())

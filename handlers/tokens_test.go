@@ -10,7 +10,7 @@ import (
 func TestTokenPermissionByMode(t *testing.T) {
 	t.Parallel()
 	want := map[dispatch.Mode]string{
-		dispatch.ModePlan: "read", dispatch.ModeTask: "read", dispatch.ModePreview: "",
+		dispatch.ModePlan: "read", dispatch.ModeTask: "read", dispatch.ModePreview: "", dispatch.ModeReview: "read", dispatch.ModeFix: "write", dispatch.ModeSuggest: "read",
 		dispatch.ModeExecute: "write", dispatch.ModeRevise: "write", dispatch.ModeRebase: "write", dispatch.ModeContinue: "write",
 	}
 	for _, m := range dispatch.Modes {

@@ -25,18 +25,18 @@ var runnerOnlyEnv = []string{
 // and the dev server may see it: without the runner's own variables,
 // without any variable that holds the token or names its file, and, when
 // the agent is another user, with that user's identity.
-func (r *run) agentBase() []string {
-	env := dotenv.Without(r.opts.Environ, runnerOnlyEnv...)
+func agentBase(environ []string, tokenFile string, agent *AgentUser) []string {
+	env := dotenv.Without(environ, runnerOnlyEnv...)
 	token := ""
-	if r.order.TokenFile != "" {
-		if b, err := os.ReadFile(r.order.TokenFile); err == nil {
+	if tokenFile != "" {
+		if b, err := os.ReadFile(tokenFile); err == nil {
 			token = strings.TrimSpace(string(b))
 		}
 	}
 	out := env[:0:0]
 	for _, kv := range env {
 		_, v, _ := strings.Cut(kv, "=")
-		if r.order.TokenFile != "" && strings.Contains(v, r.order.TokenFile) {
+		if tokenFile != "" && strings.Contains(v, tokenFile) {
 			continue
 		}
 		if token != "" && strings.Contains(v, token) {
@@ -44,7 +44,7 @@ func (r *run) agentBase() []string {
 		}
 		out = append(out, kv)
 	}
-	if a := r.opts.Agent; a != nil {
+	if a := agent; a != nil {
 		out = append(dotenv.Without(out, "HOME", "USER", "LOGNAME"), "HOME="+a.Home, "USER="+a.Name, "LOGNAME="+a.Name)
 	}
 	return out
@@ -56,20 +56,20 @@ func (r *run) agentBase() []string {
 // secrets given to the run, --env-file), then the OpenCode configuration.
 // A component that must keep something out of the agent's reach, or route
 // the agent through something (a model gateway), does it here.
-func (r *run) agentEnv(vars map[string]string) ([]string, error) {
-	base := r.agentBase()
-	if r.git != nil {
-		base = r.git.Env()
+func (c *checkout) agentEnv(vars map[string]string) ([]string, error) {
+	base := agentBase(c.opts.Environ, c.order.TokenFile, c.opts.Agent)
+	if c.ws.git != nil {
+		base = c.ws.git.Env()
 	}
-	if r.browser != nil {
+	if c.ws.browser != nil {
 		// Where the agent's screencasts go to reach the PR (prompts/browser).
-		base = append(dotenv.Without(base, EnvRecordingsDir), EnvRecordingsDir+"="+r.browser.recordings)
+		base = append(dotenv.Without(base, EnvRecordingsDir), EnvRecordingsDir+"="+c.ws.browser.recordings)
 	}
-	env, err := openCodeConfigEnv(mergeEnv(base, vars), r.stateDir, r.opts.Agent)
+	env, err := openCodeConfigEnv(mergeEnv(base, vars), c.ws.stateDir, c.opts.Agent)
 	if err != nil {
 		return nil, err
 	}
-	db, err := r.openCodeDB()
+	db, err := openCodeDB(c.ws.stateDir, c.opts.Agent)
 	if err != nil {
 		return nil, err
 	}
@@ -82,12 +82,12 @@ func (r *run) agentEnv(vars map[string]string) ([]string, error) {
 // (runner/harness/ocdb), and plan revisions of the CLI, which share a state
 // dir, continue in it. On the host OpenCode's default database is the
 // person's own, with every session they ever had.
-func (r *run) openCodeDB() (string, error) {
-	dir := filepath.Join(r.stateDir, "opencode")
+func openCodeDB(stateDir string, agent *AgentUser) (string, error) {
+	dir := filepath.Join(stateDir, "opencode")
 	if err := os.Mkdir(dir, 0o700); err != nil && !os.IsExist(err) {
 		return "", fmt.Errorf("create the agent's OpenCode data directory: %w", err)
 	}
-	if err := r.opts.Agent.give(dir); err != nil {
+	if err := agent.give(dir); err != nil {
 		return "", err
 	}
 	return filepath.Join(dir, "opencode.db"), nil

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,9 +9,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/runner/media"
+	"github.com/sandbox-bot/sandbox-bot/templates"
 )
 
 // EnvBrowserMCPBin overrides where the browser MCP server
@@ -36,6 +40,8 @@ type browser struct {
 	// down says why the dev server is not up for this pass; empty when
 	// it is.
 	down string
+	// devLog is the dev server's log, in the output directory.
+	devLog string
 }
 
 // browserCommand is the MCP server's command line: Debian's Chromium
@@ -64,82 +70,83 @@ func browserCommand(mcpBin, chromium, recordings string) []string {
 // does, adds the MCP server to the configuration the harness is built
 // from. It runs before the harness is made; the dev server starts later,
 // around each agent pass (startDev).
-func (r *run) setupBrowser() error {
-	dev := r.cfg.Dev
-	if dev.Command == "" || dev.Port == 0 || r.spec.pipeline == pipeRebase {
+func (c *checkout) setupBrowser() error {
+	dev := c.cfg.Dev
+	if dev.Command == "" || dev.Port == 0 || c.spec.pipeline == pipeRebase {
 		return nil
 	}
-	if _, taken := r.cfg.MCP[dispatch.BrowserServer]; taken {
-		r.log.Warn().Str("mcp", dispatch.BrowserServer).Msg(".sandbox.yml defines its own MCP server with the browser's name: the agent gets that one, and no browser from the sandbox")
+	if _, taken := c.cfg.MCP[dispatch.BrowserServer]; taken {
+		c.log.Warn().Str("mcp", dispatch.BrowserServer).Msg(".sandbox.yml defines its own MCP server with the browser's name: the agent gets that one, and no browser from the sandbox")
 		return nil
 	}
-	chromium := r.opts.Chromium
+	chromium := c.opts.Chromium
 	if chromium == "" {
 		chromium, _ = media.Lookup()
 	}
-	mcpBin := lookupEnvOr(r.opts.Environ, EnvBrowserMCPBin, "chrome-devtools-mcp")
+	mcpBin := lookupEnvOr(c.opts.Environ, EnvBrowserMCPBin, "chrome-devtools-mcp")
 	if chromium == "" || mcpBin == "" {
-		r.log.Warn().Str("chromium", chromium).Str("mcp", mcpBin).Msg("dev is set but Chromium or chrome-devtools-mcp is missing: the agent gets no browser")
-		r.prog.emit(dispatch.Progress{Stage: "browser", Message: "skipped: no Chromium or chrome-devtools-mcp"})
+		c.log.Warn().Str("chromium", chromium).Str("mcp", mcpBin).Msg("dev is set but Chromium or chrome-devtools-mcp is missing: the agent gets no browser")
+		c.prog.emit(dispatch.Progress{Stage: "browser", Message: "skipped: no Chromium or chrome-devtools-mcp"})
 		return nil
 	}
-	rec := filepath.Join(r.workDir, "recordings")
+	rec := filepath.Join(c.ws.workDir, "recordings")
 	if err := os.MkdirAll(rec, 0o755); err != nil {
 		return fmt.Errorf("browser: recordings directory: %w", err)
 	}
-	if err := r.opts.Agent.give(rec); err != nil {
+	if err := c.opts.Agent.give(rec); err != nil {
 		return fmt.Errorf("browser: %w", err)
 	}
-	mcp := make(map[string]sandboxcfg.MCPServer, len(r.cfg.MCP)+1)
-	for k, v := range r.cfg.MCP {
+	mcp := make(map[string]sandboxcfg.MCPServer, len(c.cfg.MCP)+1)
+	for k, v := range c.cfg.MCP {
 		mcp[k] = v
 	}
 	mcp[dispatch.BrowserServer] = sandboxcfg.MCPServer{
 		Command: browserCommand(mcpBin, chromium, rec),
 		Env:     map[string]string{"CHROME_DEVTOOLS_MCP_NO_USAGE_STATISTICS": "1", "CHROME_DEVTOOLS_MCP_NO_UPDATE_CHECKS": "1"},
 	}
-	r.cfg.MCP = mcp
-	r.browser = &browser{
+	c.cfg.MCP = mcp
+	c.ws.browser = &browser{
 		dev:        media.DevServer{Command: dev.Command, Port: dev.Port, StartTimeout: 90 * time.Second},
 		recordings: rec,
+		devLog:     filepath.Join(c.order.OutputDir, "dev-server.log"),
 	}
-	r.cast = r.startScreencast()
+	c.ws.cast = startScreencast(c.parent, c.log)
 	return nil
 }
 
-// startDev starts the dev server for an agent pass and returns what stops
+// start starts the dev server for an agent pass and returns what stops
 // it. Without a browser it does nothing. A dev server that does not come
 // up is not the end of the run: the agent is told (the prompt) and the
 // failure is in the progress and the log.
-func (r *run) startDev() (stop func()) {
-	if r.browser == nil {
+func (b *browser) start(ctx context.Context, dir string, env []string, as *AgentUser, prog *reporter, log zerolog.Logger) (stop func()) {
+	if b == nil {
 		return func() {}
 	}
-	d := r.browser.dev
-	d.Dir, d.Env, d.Credential = r.dir, r.env, r.opts.Agent.credential()
-	d.Log = filepath.Join(r.order.OutputDir, "dev-server.log")
-	stop, err := media.StartDevServer(r.work, d, r.log.With().Str("stage", "dev").Logger())
+	d := b.dev
+	d.Dir, d.Env, d.Credential = dir, env, as.credential()
+	d.Log = b.devLog
+	stop, err := media.StartDevServer(ctx, d, log.With().Str("stage", "dev").Logger())
 	if err != nil {
-		r.log.Warn().Err(err).Msg("the dev server did not start for the agent")
-		r.prog.emit(dispatch.Progress{Stage: "browser", Message: "dev server failed: " + clipString(err.Error(), 200)})
-		r.browser.down = err.Error()
+		log.Warn().Err(err).Msg("the dev server did not start for the agent")
+		prog.emit(dispatch.Progress{Stage: "browser", Message: "dev server failed: " + clipString(err.Error(), 200)})
+		b.down = err.Error()
 		return func() {}
 	}
-	r.browser.down = ""
-	r.prog.emit(dispatch.Progress{Stage: "browser", Message: "dev server up at " + d.URL()})
+	b.down = ""
+	prog.emit(dispatch.Progress{Stage: "browser", Message: "dev server up at " + d.URL()})
 	return stop
 }
 
-// browserPrompt is the text appended to a prompt when the agent has a
+// prompt is the text appended to a prompt when the agent has a
 // browser; empty otherwise.
-func (r *run) browserPrompt(data PromptData) (string, error) {
-	if r.browser == nil {
+func (b *browser) prompt(t *templates.Set, data PromptData) (string, error) {
+	if b == nil {
 		return "", nil
 	}
-	data.DevURL = r.browser.dev.URL()
-	data.Recordings = r.browser.recordings
-	data.DevDown = r.browser.down
-	return render(r.opts.Templates, PromptBrowser, data)
+	data.DevURL = b.dev.URL()
+	data.Recordings = b.recordings
+	data.DevDown = b.down
+	return render(t, PromptBrowser, data)
 }
 
 // lookupEnvOr finds a program: the path in env's name when set, else name

@@ -1,117 +1,141 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
-func (r *run) dirs() error {
-	r.workDir = r.opts.WorkDir
-	if r.workDir == "" {
-		d, err := os.MkdirTemp("", "sandbox-run-"+r.order.TaskID+"-")
+// checkout is the stage that makes the run's workspace, a value of its own
+// built from the work order and what the run was given: the directories,
+// the browser, the clone and the branch the mode starts from, the agent's
+// environment, and setup (or its cache). It writes the workspace and the
+// receipt's parts of it (the branch, the setup report), nothing else.
+type checkout struct {
+	ws    *workspace
+	order dispatch.WorkOrder
+	spec  modeSpec
+	// cfg is the run's; the browser adds its MCP server to it before the
+	// harness is made.
+	cfg          *sandboxcfg.Resolved
+	opts         Options
+	work, parent context.Context
+	res          *dispatch.Result
+	tl           *timeline
+	red          *Redactor
+	log          zerolog.Logger
+	prog         *reporter
+}
+
+func (c *checkout) dirs() error {
+	c.ws.workDir = c.opts.WorkDir
+	if c.ws.workDir == "" {
+		d, err := os.MkdirTemp("", "sandbox-run-"+c.order.TaskID+"-")
 		if err != nil {
 			return fmt.Errorf("create work dir: %w", err)
 		}
-		r.workDir, r.tempWork = d, true
+		c.ws.workDir, c.ws.tempWork = d, true
 	}
-	r.stateDir = r.opts.StateDir
-	if r.stateDir == "" {
-		r.stateDir = filepath.Join(r.workDir, "state")
+	c.ws.stateDir = c.opts.StateDir
+	if c.ws.stateDir == "" {
+		c.ws.stateDir = filepath.Join(c.ws.workDir, "state")
 	}
-	for _, d := range []string{r.workDir, r.stateDir, r.order.OutputDir} {
+	for _, d := range []string{c.ws.workDir, c.ws.stateDir, c.order.OutputDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	if r.opts.Agent != nil {
+	if c.opts.Agent != nil {
 		// The agent reaches its checkout through the work dir and reads
 		// the git identity and the mirror in the state dir; MkdirTemp
 		// made the first 0700.
-		for _, d := range []string{r.workDir, r.stateDir} {
+		for _, d := range []string{c.ws.workDir, c.ws.stateDir} {
 			if err := os.Chmod(d, 0o755); err != nil {
 				return fmt.Errorf("open %s to the agent: %w", d, err)
 			}
 		}
 	}
 	// What is the runner's alone: the credential helper.
-	r.privDir = filepath.Join(r.stateDir, "private")
-	if err := os.MkdirAll(r.privDir, 0o700); err != nil {
-		return fmt.Errorf("create %s: %w", r.privDir, err)
+	c.ws.privDir = filepath.Join(c.ws.stateDir, "private")
+	if err := os.MkdirAll(c.ws.privDir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", c.ws.privDir, err)
 	}
-	return os.Chmod(r.privDir, 0o700)
+	return os.Chmod(c.ws.privDir, 0o700)
 }
 
 // prepare clones and checks out the branch the mode works on, or makes the
 // artifacts directory in task mode.
-func (r *run) prepare() error {
-	if r.spec.start == startSource {
-		return r.unpackSource()
+func (c *checkout) prepare() error {
+	if c.spec.start == startSource {
+		return c.unpackSource()
 	}
-	if r.spec.start == startNone {
-		r.dir = filepath.Join(r.order.OutputDir, dispatch.ArtifactsDir)
-		if err := os.MkdirAll(r.dir, 0o755); err != nil {
+	if c.spec.start == startNone {
+		c.ws.dir = filepath.Join(c.order.OutputDir, dispatch.ArtifactsDir)
+		if err := os.MkdirAll(c.ws.dir, 0o755); err != nil {
 			return err
 		}
-		return r.opts.Agent.give(r.dir)
+		return c.opts.Agent.give(c.ws.dir)
 	}
-	r.dir = filepath.Join(r.workDir, "repo")
-	if err := os.RemoveAll(r.dir); err != nil {
+	c.ws.dir = filepath.Join(c.ws.workDir, "repo")
+	if err := os.RemoveAll(c.ws.dir); err != nil {
 		return err
 	}
 	// The checkout is the agent's: it edits it, and the git commands that
 	// touch it run as the agent (see Git).
-	if err := os.Mkdir(r.dir, 0o755); err != nil {
+	if err := os.Mkdir(c.ws.dir, 0o755); err != nil {
 		return fmt.Errorf("create the checkout directory: %w", err)
 	}
-	if err := r.opts.Agent.give(r.dir); err != nil {
+	if err := c.opts.Agent.give(c.ws.dir); err != nil {
 		return err
 	}
-	g, err := gitSetup(gitPaths{State: r.stateDir, Private: r.privDir, Dir: r.dir}, r.opts.Environ, r.agentBase(), r.order.TokenFile, r.opts.GitName, r.opts.GitEmail, r.opts.Agent, r.red)
+	g, err := gitSetup(gitPaths{State: c.ws.stateDir, Private: c.ws.privDir, Dir: c.ws.dir}, c.opts.Environ, agentBase(c.opts.Environ, c.order.TokenFile, c.opts.Agent), c.order.TokenFile, c.opts.GitName, c.opts.GitEmail, c.opts.Agent, c.red)
 	if err != nil {
 		return err
 	}
-	r.git = g
-	r.prog.emit(dispatch.Progress{Stage: "clone", Message: "cloning " + redactURL(r.order.CloneURL)})
-	if err := g.Clone(r.work, r.order.CloneURL); err != nil {
+	c.ws.git = g
+	c.prog.emit(dispatch.Progress{Stage: "clone", Message: "cloning " + redactURL(c.order.CloneURL)})
+	if err := g.Clone(c.work, c.order.CloneURL); err != nil {
 		return err
 	}
-	r.baseBranch = firstNonEmpty(r.order.BaseBranch, r.cfg.Branch)
-	if r.baseBranch == "" {
-		if r.baseBranch, err = g.RemoteDefault(r.work); err != nil {
+	c.ws.baseBranch = firstNonEmpty(c.order.BaseBranch, c.cfg.Branch)
+	if c.ws.baseBranch == "" {
+		if c.ws.baseBranch, err = g.RemoteDefault(c.work); err != nil {
 			return err
 		}
 	}
-	r.baseSHA, err = g.RemoteBranch(r.work, r.baseBranch)
+	c.ws.baseSHA, err = g.RemoteBranch(c.work, c.ws.baseBranch)
 	if err != nil {
-		return failed("base branch %q does not exist on the remote", r.baseBranch)
+		return failed("base branch %q does not exist on the remote", c.ws.baseBranch)
 	}
-	target := r.order.TargetBranch
+	target := c.order.TargetBranch
 	targetSHA := ""
 	if target != "" {
-		targetSHA, _ = g.RemoteBranch(r.work, target)
+		targetSHA, _ = g.RemoteBranch(c.work, target)
 	}
 	targetExists := targetSHA != ""
-	if err := r.checkoutStart(g, target, targetSHA); err != nil {
+	if err := c.checkoutStart(g, target, targetSHA); err != nil {
 		return err
 	}
-	if r.startSHA, err = g.Head(r.work); err != nil {
+	if c.ws.startSHA, err = g.Head(c.work); err != nil {
 		return err
 	}
 	if targetExists {
-		r.pushedSHA = r.startSHA
-		r.lease = r.startSHA
+		c.ws.pushedAtStart = c.ws.startSHA
 	}
 	// The sandbox writes resolved .env files into the checkout; they hold
 	// secrets and must never be committed.
 	if err := g.Exclude(".env", ".env.local"); err != nil {
 		return err
 	}
-	r.res.Branch = target
-	r.log.Info().Str("base", r.baseBranch).Str("branch", target).Str("head", r.startSHA).Msg("checked out")
+	c.res.Branch = target
+	c.log.Info().Str("base", c.ws.baseBranch).Str("branch", target).Str("head", c.ws.startSHA).Msg("checked out")
 	return nil
 }
 
@@ -119,26 +143,31 @@ func (r *run) prepare() error {
 // target branch (made from the base when it does not exist yet), or a
 // target branch that must exist. targetSHA is where the remote's target
 // branch is ("" when it has none).
-func (r *run) checkoutStart(g *Git, target, targetSHA string) error {
-	branch, from, at := r.baseBranch, r.baseBranch, r.baseSHA
-	switch r.spec.start {
+func (c *checkout) checkoutStart(g *Git, target, targetSHA string) error {
+	branch, from, at := c.ws.baseBranch, c.ws.baseBranch, c.ws.baseSHA
+	switch c.spec.start {
 	case startTarget:
 		branch = target
-		note := r.spec.onMissing
+		note := c.spec.onMissing
 		if targetSHA != "" {
-			from, at, note = target, targetSHA, r.spec.onExisting
+			from, at, note = target, targetSHA, c.spec.onExisting
 		}
 		if note != "" {
-			r.log.Warn().Str("branch", target).Msg(note)
+			c.log.Warn().Str("branch", target).Msg(note)
 		}
+	case startPRHead:
+		return c.checkoutPRHead(g)
 	case startMust:
 		if targetSHA == "" {
-			return failed("branch %q does not exist on the remote; there is nothing to %s", target, r.order.Mode)
+			return failed("branch %q does not exist on the remote; there is nothing to %s", target, c.order.Mode)
+		}
+		if pr := c.order.PR; c.spec.personsBranch && pr != nil && pr.HeadSHA != "" && targetSHA != pr.HeadSHA {
+			return failed("branch %q moved since the fix was asked for (it was at %s, it is at %s): nothing was changed", target, shortRev(pr.HeadSHA), shortRev(targetSHA))
 		}
 		branch, from, at = target, target, targetSHA
 	}
-	r.pushes = r.spec.pushes
-	if err := g.Checkout(r.work, branch, "origin/"+from); err != nil {
+	c.ws.pushes = c.spec.pushes
+	if err := g.Checkout(c.work, branch, "origin/"+from); err != nil {
 		return err
 	}
 	// checkout -B left HEAD at the commit it started from: the runner
@@ -147,76 +176,76 @@ func (r *run) checkoutStart(g *Git, target, targetSHA string) error {
 	return nil
 }
 
-func (r *run) resolveEnv() error {
+func (c *checkout) resolveEnv() error {
 	secrets := map[string]string{}
-	for _, n := range r.order.SecretEnv {
-		if v, ok := lookupEnv(r.opts.Environ, n); ok {
+	for _, n := range c.order.SecretEnv {
+		if v, ok := lookupEnv(c.opts.Environ, n); ok {
 			secrets[n] = v
 		}
 	}
 	repoDir := ""
-	if r.git != nil {
-		repoDir = r.dir
+	if c.ws.git != nil {
+		repoDir = c.ws.dir
 	}
-	res, err := ResolveEnv(EnvSources{YAML: r.cfg.Env, RepoDir: repoDir, Secrets: secrets, EnvFile: r.opts.EnvFile, Services: r.services})
+	res, err := ResolveEnv(EnvSources{YAML: c.cfg.Env, RepoDir: repoDir, Secrets: secrets, EnvFile: c.opts.EnvFile, Services: c.ws.services})
 	if err != nil {
 		return err
 	}
 	for _, u := range res.Unresolved {
-		r.log.Warn().Msg("env " + u)
+		c.log.Warn().Msg("env " + u)
 	}
-	r.env, err = r.agentEnv(res.Vars)
+	c.ws.env, err = c.agentEnv(res.Vars)
 	return err
 }
 
 // setup runs lifecycle.setup, or restores what it produced from the setup
 // cache (setupcache.go), and records which in the receipt.
-func (r *run) setup() error {
-	if len(r.cfg.Lifecycle.Setup) == 0 {
+func (c *checkout) setup() error {
+	if len(c.cfg.Lifecycle.Setup) == 0 {
 		return nil
 	}
 	start := time.Now()
 	rep := &dispatch.SetupReport{Status: dispatch.SetupRan}
-	r.res.Setup = rep
+	c.res.Setup = rep
 	defer func() {
 		rep.Seconds = time.Since(start).Seconds()
 		note := rep.Status
 		if rep.Status == dispatch.SetupRan && rep.Key != "" {
 			note = "ran, cache missed"
 		}
-		r.tl.add("setup", start, note)
+		c.tl.add("setup", start, note)
 	}()
-	cache, err := r.newSetupCache(rep)
+	cache, err := c.newSetupCache(rep)
 	if err != nil {
 		return err
 	}
 	if cache != nil && cache.restore(rep) {
 		rep.Status = dispatch.SetupCached
-		r.prog.emit(dispatch.Progress{Stage: "setup", Message: rep.String()})
+		c.prog.emit(dispatch.Progress{Stage: "setup", Message: rep.String()})
 		return nil
 	}
-	if err := r.runSetup(); err != nil {
+	if err := c.runSetup(); err != nil {
 		rep.Status = dispatch.SetupFailed
 		return err
 	}
 	if cache != nil {
 		saved := time.Now()
 		cache.save(rep)
-		r.tl.add("setup-cache-save", saved, "")
+		c.tl.add("setup-cache-save", saved, "")
 	}
-	r.prog.emit(dispatch.Progress{Stage: "setup", Message: rep.String()})
+	c.prog.emit(dispatch.Progress{Stage: "setup", Message: rep.String()})
 	return nil
 }
 
-func (r *run) runSetup() error {
-	for i, c := range r.cfg.Lifecycle.Setup {
-		r.prog.emit(dispatch.Progress{Stage: "setup", Message: fmt.Sprintf("setup %d/%d: %s", i+1, len(r.cfg.Lifecycle.Setup), c)})
-		out, _, err := shellRun(r.work, r.dir, r.env, r.opts.Agent, c, 0, r.red)
-		if r.work.Err() != nil {
-			return r.work.Err()
+func (c *checkout) runSetup() error {
+	for i, cmd := range c.cfg.Lifecycle.Setup {
+		c.prog.emit(dispatch.Progress{Stage: "setup", Message: fmt.Sprintf("setup %d/%d: %s", i+1, len(c.cfg.Lifecycle.Setup), cmd)})
+		out, _, err := shellRun(c.work, c.ws.dir, c.ws.env, c.opts.Agent, cmd, 0, c.red)
+		if c.work.Err() != nil {
+			return c.work.Err()
 		}
 		if err != nil {
-			return failed("lifecycle.setup[%d] `%s` failed: %v\n%s", i, c, err, out)
+			return failed("lifecycle.setup[%d] `%s` failed: %v\n%s", i, cmd, err, out)
 		}
 	}
 	return nil

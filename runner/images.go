@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/runner/harness"
 )
@@ -19,46 +21,60 @@ import (
 // nothing the agent could not read anyway). A resumed session has them
 // already.
 
-// agentImages are the images for the agent, written once per run; the
+// imageSet is the work order's images on their way to the agent, a value
+// of its own: what the order holds, the harness that takes them, and the
+// receipt's report of them.
+type imageSet struct {
+	order []dispatch.Image
+	h     harness.Harness
+	res   *dispatch.Result
+	red   *Redactor
+	log   zerolog.Logger
+	// given are the images as written (nil until then); dir where.
+	given []harness.Image
+	dir   string
+}
+
+// forAgent are the images for the agent, written once per run; the
 // receipt says how many it was given, or why none.
-func (r *run) agentImages() []harness.Image {
-	if len(r.order.Images) == 0 {
+func (s *imageSet) forAgent() []harness.Image {
+	if len(s.order) == 0 {
 		return nil
 	}
-	if r.images != nil {
-		return r.images
+	if s.given != nil {
+		return s.given
 	}
 	report := &dispatch.ImagesReport{}
-	r.res.Images = report
-	if t, ok := r.h.(harness.ImageTaker); !ok || !t.TakesImages() {
-		report.Note = fmt.Sprintf("the %s harness takes no images", r.h.Name())
-		r.images = []harness.Image{}
+	s.res.Images = report
+	if t, ok := s.h.(harness.ImageTaker); !ok || !t.TakesImages() {
+		report.Note = fmt.Sprintf("the %s harness takes no images", s.h.Name())
+		s.given = []harness.Image{}
 		return nil
 	}
-	imgs, err := r.writeImages()
+	imgs, err := s.write()
 	if err != nil {
-		report.Note = "the images could not be handed over: " + r.red.String(err.Error())
-		r.log.Warn().Err(err).Msg("images not handed to the agent")
-		r.images = []harness.Image{}
+		report.Note = "the images could not be handed over: " + s.red.String(err.Error())
+		s.log.Warn().Err(err).Msg("images not handed to the agent")
+		s.given = []harness.Image{}
 		return nil
 	}
-	report.Given, r.images = len(imgs), imgs
+	report.Given, s.given = len(imgs), imgs
 	return imgs
 }
 
-// writeImages checks each image's bytes again and writes it to a fresh
+// write checks each image's bytes again and writes it to a fresh
 // directory the runner owns (0755, files 0644, created exclusively).
-func (r *run) writeImages() ([]harness.Image, error) {
+func (s *imageSet) write() ([]harness.Image, error) {
 	dir, err := os.MkdirTemp("", "sandbox-images-")
 	if err != nil {
 		return nil, err
 	}
-	r.imageDir = dir
+	s.dir = dir
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
 	var out []harness.Image
-	for i, img := range r.order.Images {
+	for i, img := range s.order {
 		typ := http.DetectContentType(img.Data)
 		if typ != img.MediaType || !slices.Contains(dispatch.ImageMediaTypes, typ) {
 			return nil, fmt.Errorf("image %d's bytes are %s, not the %s the work order says", i+1, typ, img.MediaType)
@@ -77,13 +93,13 @@ func (r *run) writeImages() ([]harness.Image, error) {
 		}
 		out = append(out, harness.Image{Path: p, MediaType: typ, Data: img.Data})
 	}
-	r.log.Info().Int("images", len(out)).Msg("images for the agent")
+	s.log.Info().Int("images", len(out)).Msg("images for the agent")
 	return out, nil
 }
 
-// removeImages removes the images' directory once the run is over.
-func (r *run) removeImages() {
-	if r.imageDir != "" {
-		os.RemoveAll(r.imageDir)
+// remove removes the images' directory once the run is over.
+func (s *imageSet) remove() {
+	if s != nil && s.dir != "" {
+		os.RemoveAll(s.dir)
 	}
 }

@@ -6,20 +6,61 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/runner/harness"
+	"github.com/sandbox-bot/sandbox-bot/templates"
 )
+
+// agentDriver runs the agent's passes of a run, a value of its own built
+// once the checkout, its environment and the harness are there: it holds
+// the run's budgets and what was spent of them, the session the passes
+// continue, and where each pass is accounted (the receipt, the timeline,
+// the progress lines).
+type agentDriver struct {
+	h   harness.Harness
+	dir string
+	env []string
+	cfg sandboxcfg.Resolved
+	// startupGrace and killGrace are the runner's options'; as is the
+	// agent's user.
+	startupGrace, killGrace time.Duration
+	as                      *AgentUser
+	templates               *templates.Set
+	// budget is the run's, repairBudget the repairs' share of it;
+	// mainCost and repairCost what was spent of each.
+	budget, repairBudget float64
+	mainCost, repairCost float64
+	// session is the agent's session the next pass continues.
+	session string
+	// work ends with the run's time; parent only on SIGTERM.
+	work, parent context.Context
+	browser      *browser    // nil: the agent has no browser
+	cast         *screencast // nil: its browser is not cast
+	// promptData is the run's prompt data as it stands.
+	promptData func() PromptData
+	// reasons collect the agent's reasons for files outside the plan.
+	reasons  map[string]string
+	sessions *sessions
+	res      *dispatch.Result
+	tl       *timeline
+	prog     *reporter
+	red      *Redactor
+	log      zerolog.Logger
+}
 
 // agent runs one agent pass and, if the agent CLI rejected an operation
 // nobody could approve, one more pass in the same session that tells the
 // agent what was rejected and why.
-func (r *run) agent(spec agentSpec) (*agentOutcome, error) {
-	stopDev := r.startDev()
+func (r *agentDriver) agent(spec agentSpec) (*agentOutcome, error) {
+	stopDev := r.browser.start(r.work, r.dir, r.env, r.as, r.prog, r.log)
 	defer stopDev()
 	watching, stopWatching := context.WithCancel(r.work)
 	defer stopWatching()
 	go r.cast.watch(watching)
-	extra, err := r.browserPrompt(r.promptData())
+	extra, err := r.browser.prompt(r.templates, r.promptData())
 	if err != nil {
 		return &agentOutcome{}, err
 	}
@@ -32,7 +73,7 @@ func (r *run) agent(spec agentSpec) (*agentOutcome, error) {
 		r.prog.emit(dispatch.Progress{Stage: spec.Stage, Message: "rejected: " + strings.Join(out.Stalls, "; ")})
 		data := r.promptData()
 		data.Rejected = out.Stalls
-		prompt, err := render(r.opts.Templates, PromptStall, data)
+		prompt, err := render(r.templates, PromptStall, data)
 		if err != nil {
 			return out, err
 		}
@@ -50,7 +91,7 @@ func (r *run) agent(spec agentSpec) (*agentOutcome, error) {
 }
 
 // invoke runs the agent once and accounts for it.
-func (r *run) invoke(spec agentSpec) *agentOutcome {
+func (r *agentDriver) invoke(spec agentSpec) *agentOutcome {
 	repair, review := spec.Stage == "repair", spec.Stage == stageReview
 	costCap := r.budget - r.mainCost
 	switch {
@@ -73,11 +114,11 @@ func (r *run) invoke(spec agentSpec) *agentOutcome {
 			BudgetUSD: max(costCap, 0.01),
 		},
 		inactivity:   inactivity,
-		startupGrace: r.opts.StartupGrace,
-		killGrace:    r.opts.KillGrace,
+		startupGrace: r.startupGrace,
+		killGrace:    r.killGrace,
 		log:          r.log.With().Str("stage", spec.Stage).Logger(),
 		red:          r.red,
-		as:           r.opts.Agent,
+		as:           r.as,
 		costSoFar:    r.res.TokenUsage.TotalCostUSD,
 		costCap:      max(costCap, 1e-9),
 	}
@@ -105,7 +146,7 @@ func (r *run) invoke(spec agentSpec) *agentOutcome {
 	}
 	if out.SessionID != "" {
 		r.session = out.SessionID
-		r.saveSession()
+		r.sessions.save(r.session)
 	}
 	outsideReasons(out.FinalText, r.reasons)
 	if out.ParseErrors > 0 {
@@ -116,7 +157,7 @@ func (r *run) invoke(spec agentSpec) *agentOutcome {
 
 // firstTurn reports the invocation's first model request as a progress
 // line and the receipt's "agent start" stage.
-func (r *run) firstTurn(stage string) *firstTurn {
+func (r *agentDriver) firstTurn(stage string) *firstTurn {
 	return &firstTurn{stage: stage, report: func(pr dispatch.Progress, d time.Duration, sign string) {
 		note := "to its first model request, at the gateway"
 		if sign != signGateway {
@@ -130,7 +171,7 @@ func (r *run) firstTurn(stage string) *firstTurn {
 // agentEvents turns the agent's events into progress lines: its steps,
 // tool calls and text; first sees each event for the first model request.
 // base is the run's usage before this invocation.
-func (r *run) agentEvents(stage string, base dispatch.TokenUsage, first *firstTurn) func(harness.Event, agentStats) {
+func (r *agentDriver) agentEvents(stage string, base dispatch.TokenUsage, first *firstTurn) func(harness.Event, agentStats) {
 	return func(ev harness.Event, st agentStats) {
 		r.tl.event(time.Now())
 		first.see(ev)
@@ -158,7 +199,7 @@ func (r *run) agentEvents(stage string, base dispatch.TokenUsage, first *firstTu
 }
 
 // stopError maps a stopped agent to the run's status.
-func (r *run) stopError(out *agentOutcome, repair bool) error {
+func (r *agentDriver) stopError(out *agentOutcome, repair bool) error {
 	switch out.Stop {
 	case StopHung:
 		return &statusError{status: dispatch.StatusHung, diag: out.Diagnostic,
@@ -176,7 +217,7 @@ func (r *run) stopError(out *agentOutcome, repair bool) error {
 	return nil
 }
 
-func (r *run) interruption(diag *dispatch.Diagnostic) error {
+func (r *agentDriver) interruption(diag *dispatch.Diagnostic) error {
 	if r.parent.Err() != nil {
 		return &statusError{status: dispatch.StatusInterrupted, diag: diag, msg: "the run was stopped (SIGTERM) before it finished; the work so far is pushed"}
 	}

@@ -25,7 +25,7 @@ func TestCapMedia(t *testing.T) {
 	if err := os.Symlink("/etc/passwd", link); err != nil {
 		t.Fatal(err)
 	}
-	r := &run{res: &dispatch.Result{}, opts: Options{MediaFileCap: 130, MediaRunCap: 250}}
+	r := &mediaCapture{res: &dispatch.Result{}, fileCap: 130, runCap: 250}
 	kept := r.capMedia([]mediaFile{
 		file("a.png", 50), file("huge.png", 150), file("b.png", 90), {src: link}, file("c.webp", 120), file("d.webp", 60),
 	})

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,7 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/termtext"
 	"github.com/sandbox-bot/sandbox-bot/runner/media"
 )
@@ -24,6 +28,30 @@ const (
 	defaultMediaRunCap  = 20 << 20
 )
 
+// mediaCapture is the media stage of an implementing run, a value of its
+// own built from what it reads (the dev server's settings, the agent's
+// recordings), where it writes (the checkout through the run's branch, the
+// receipt) and as whom (the agent).
+type mediaCapture struct {
+	dev              sandboxcfg.Dev
+	chromium, ffmpeg string
+	// fileCap and runCap bound one file and all of the run's media.
+	fileCap, runCap int64
+	// dir is the checkout, workDir the runner's, outputDir the sandbox's
+	// output directory.
+	dir, workDir, outputDir, taskID string
+	env                             []string
+	agent                           *AgentUser
+	// recordings is where the agent's browser saved its screencasts; ""
+	// when it had no browser.
+	recordings string
+	br         *branch
+	res        *dispatch.Result
+	red        *Redactor
+	log        zerolog.Logger
+	prog       *reporter
+}
+
 // mediaFile is one file for the media commit.
 type mediaFile struct {
 	src       string // where it is now
@@ -37,14 +65,14 @@ type mediaFile struct {
 // commit: the PR body shows the images from the media commit while the
 // branch's tree stays clean. Media is a nicety: a failure is logged and
 // reported, never fails the run.
-func (r *run) captureMedia() {
-	files := append(r.captureRoutes(), r.agentRecordings()...)
-	files = r.capMedia(files)
+func (m *mediaCapture) capture(ctx context.Context) {
+	files := append(m.captureRoutes(ctx), m.agentRecordings(ctx)...)
+	files = m.capMedia(files)
 	if len(files) == 0 {
 		return
 	}
-	rel := mediaDir(r.order.TaskID)
-	dst := filepath.Join(r.dir, filepath.FromSlash(rel))
+	rel := mediaDir(m.taskID)
+	dst := filepath.Join(m.dir, filepath.FromSlash(rel))
 	var srcs, shots, recs []string
 	for _, f := range files {
 		srcs = append(srcs, f.src)
@@ -54,54 +82,54 @@ func (r *run) captureMedia() {
 			shots = append(shots, rel+"/"+filepath.Base(f.src))
 		}
 	}
-	if err := r.copyIntoCheckout(dst, srcs); err != nil {
-		r.mediaFailed("copy into the checkout", err)
+	if err := m.copyIntoCheckout(dst, srcs); err != nil {
+		m.mediaFailed("copy into the checkout", err)
 		return
 	}
-	r.gitMu.Lock()
-	defer r.gitMu.Unlock()
-	sha, err := r.git.CommitPaths(r.work, fmt.Sprintf("Add screenshots and recordings for review\n\nCaptured by sandbox-bot; the next commit removes them, the PR shows them\nfrom this one.\n\nTask: %s", r.order.TaskID), rel)
+	m.br.mu.Lock()
+	defer m.br.mu.Unlock()
+	sha, err := m.br.git.CommitPaths(ctx, fmt.Sprintf("Add screenshots and recordings for review\n\nCaptured by sandbox-bot; the next commit removes them, the PR shows them\nfrom this one.\n\nTask: %s", m.taskID), rel)
 	if err == nil && sha == "" {
 		err = errors.New("nothing to commit")
 	}
 	if err != nil {
-		r.mediaFailed("commit", err)
+		m.mediaFailed("commit", err)
 		return
 	}
-	if err := r.removeFromCheckout(dst); err != nil {
-		r.mediaFailed("remove from the checkout", err)
+	if err := m.removeFromCheckout(dst); err != nil {
+		m.mediaFailed("remove from the checkout", err)
 		return
 	}
-	if _, err := r.git.CommitPaths(r.work, fmt.Sprintf("Remove the review media from the branch tip\n\nThey stay in %s, where the PR links them.\n\nTask: %s", sha, r.order.TaskID), rel); err != nil {
-		r.mediaFailed("removal commit", err)
+	if _, err := m.br.git.CommitPaths(ctx, fmt.Sprintf("Remove the review media from the branch tip\n\nThey stay in %s, where the PR links them.\n\nTask: %s", sha, m.taskID), rel); err != nil {
+		m.mediaFailed("removal commit", err)
 		return
 	}
-	r.res.MediaCommit, r.res.ScreenshotPaths, r.res.RecordingPaths = sha, shots, recs
+	m.res.MediaCommit, m.res.ScreenshotPaths, m.res.RecordingPaths = sha, shots, recs
 	if len(shots) > 0 {
-		r.res.MediaError = ""
+		m.res.MediaError = ""
 	}
-	r.prog.emit(dispatch.Progress{Stage: "media", Message: fmt.Sprintf("media commit %s: %d screenshot(s), %d recording(s)", sha[:12], len(shots), len(recs))})
+	m.prog.emit(dispatch.Progress{Stage: "media", Message: fmt.Sprintf("media commit %s: %d screenshot(s), %d recording(s)", sha[:12], len(shots), len(recs))})
 }
 
 // captureRoutes screenshots and records dev.routes.
-func (r *run) captureRoutes() []mediaFile {
-	dev := r.cfg.Dev
+func (m *mediaCapture) captureRoutes(ctx context.Context) []mediaFile {
+	dev := m.dev
 	if dev.Command == "" || dev.Port == 0 || len(dev.Routes) == 0 {
 		return nil
 	}
-	chromium, ffmpeg := r.tools()
+	chromium, ffmpeg := m.chromium, m.ffmpeg
 	if chromium == "" {
-		r.mediaFailed("", errors.New("no Chromium is installed in the sandbox"))
+		m.mediaFailed("", errors.New("no Chromium is installed in the sandbox"))
 		return nil
 	}
-	r.prog.emit(dispatch.Progress{Stage: "media", Message: fmt.Sprintf("capturing %d route(s)", len(dev.Routes))})
-	res, err := media.Capture(r.work, media.Options{
-		Chromium: chromium, FFmpeg: ffmpeg, Dir: r.dir, Env: r.env,
-		Command: dev.Command, Port: dev.Port, Routes: dev.Routes, OutDir: filepath.Join(r.order.OutputDir, "media"),
-		Credential: r.opts.Agent.credential(), Log: r.log.With().Str("stage", "media").Logger(),
+	m.prog.emit(dispatch.Progress{Stage: "media", Message: fmt.Sprintf("capturing %d route(s)", len(dev.Routes))})
+	res, err := media.Capture(ctx, media.Options{
+		Chromium: chromium, FFmpeg: ffmpeg, Dir: m.dir, Env: m.env,
+		Command: dev.Command, Port: dev.Port, Routes: dev.Routes, OutDir: filepath.Join(m.outputDir, "media"),
+		Credential: m.agent.credential(), Log: m.log.With().Str("stage", "media").Logger(),
 	})
 	if err != nil {
-		r.mediaFailed("", err)
+		m.mediaFailed("", err)
 		if res == nil {
 			return nil
 		}
@@ -124,45 +152,45 @@ func (r *run) captureRoutes() []mediaFile {
 // the PR: in the log, the progress and the receipt (media_error), which
 // the PR body shows as "Screenshots: not taken: <reason>". A reason from a
 // step is prefixed with it.
-func (r *run) mediaFailed(step string, err error) {
+func (m *mediaCapture) mediaFailed(step string, err error) {
 	reason := err.Error()
 	if step != "" {
 		reason = step + ": " + reason
 	}
-	reason = r.red.String(termtext.Clean(strings.TrimPrefix(reason, "media: ")))
-	r.log.Warn().Str("reason", reason).Msg("media: no screenshots")
-	r.prog.emit(dispatch.Progress{Stage: "media", Message: "failed: " + clipString(reason, 200)})
-	if r.res.MediaError == "" {
-		r.res.MediaError = clipString(reason, 500)
+	reason = m.red.String(termtext.Clean(strings.TrimPrefix(reason, "media: ")))
+	m.log.Warn().Str("reason", reason).Msg("media: no screenshots")
+	m.prog.emit(dispatch.Progress{Stage: "media", Message: "failed: " + clipString(reason, 200)})
+	if m.res.MediaError == "" {
+		m.res.MediaError = clipString(reason, 500)
 	}
 }
 
 // agentRecordings converts what the agent recorded with its browser.
-func (r *run) agentRecordings() []mediaFile {
-	if r.browser == nil {
+func (m *mediaCapture) agentRecordings(ctx context.Context) []mediaFile {
+	if m.recordings == "" {
 		return nil
 	}
-	_, ffmpeg := r.tools()
+	ffmpeg := m.ffmpeg
 	if ffmpeg == "" {
-		r.log.Warn().Msg("no ffmpeg: the agent's recordings are left out")
+		m.log.Warn().Msg("no ffmpeg: the agent's recordings are left out")
 		return nil
 	}
 	// ffmpeg runs as the agent and writes where the agent may.
-	out := filepath.Join(r.workDir, "recordings-webp")
+	out := filepath.Join(m.workDir, "recordings-webp")
 	if err := os.MkdirAll(out, 0o755); err != nil {
-		r.log.Warn().Err(err).Msg("media: recordings output")
+		m.log.Warn().Err(err).Msg("media: recordings output")
 		return nil
 	}
-	if err := r.opts.Agent.give(out); err != nil {
-		r.log.Warn().Err(err).Msg("media: recordings output")
+	if err := m.agent.give(out); err != nil {
+		m.log.Warn().Err(err).Msg("media: recordings output")
 		return nil
 	}
-	done, skipped, err := media.ConvertRecordings(r.work, ffmpeg, r.browser.recordings, out, r.opts.Agent.credential())
+	done, skipped, err := media.ConvertRecordings(ctx, ffmpeg, m.recordings, out, m.agent.credential())
 	if err != nil {
-		r.log.Warn().Err(err).Msg("media: the agent's recordings")
+		m.log.Warn().Err(err).Msg("media: the agent's recordings")
 	}
 	for _, s := range skipped {
-		r.res.MediaOmitted = append(r.res.MediaOmitted, "recording "+s)
+		m.res.MediaOmitted = append(m.res.MediaOmitted, "recording "+s)
 	}
 	var files []mediaFile
 	for _, c := range done {
@@ -174,8 +202,8 @@ func (r *run) agentRecordings() []mediaFile {
 // capMedia keeps the files that fit the per-file and per-run caps, in
 // order (screenshots before recordings), and notes in the receipt what it
 // left out.
-func (r *run) capMedia(files []mediaFile) []mediaFile {
-	fileCap, runCap := r.opts.MediaFileCap, r.opts.MediaRunCap
+func (m *mediaCapture) capMedia(files []mediaFile) []mediaFile {
+	fileCap, runCap := m.fileCap, m.runCap
 	if fileCap <= 0 {
 		fileCap = defaultMediaFileCap
 	}
@@ -189,11 +217,11 @@ func (r *run) capMedia(files []mediaFile) []mediaFile {
 		name := filepath.Base(f.src)
 		switch {
 		case err != nil || !fi.Mode().IsRegular():
-			r.res.MediaOmitted = append(r.res.MediaOmitted, name+": not a regular file")
+			m.res.MediaOmitted = append(m.res.MediaOmitted, name+": not a regular file")
 		case fi.Size() > fileCap:
-			r.res.MediaOmitted = append(r.res.MediaOmitted, fmt.Sprintf("%s: %s is over the per-file cap of %s", name, mib(fi.Size()), mib(fileCap)))
+			m.res.MediaOmitted = append(m.res.MediaOmitted, fmt.Sprintf("%s: %s is over the per-file cap of %s", name, mib(fi.Size()), mib(fileCap)))
 		case total+fi.Size() > runCap:
-			r.res.MediaOmitted = append(r.res.MediaOmitted, fmt.Sprintf("%s: %s would pass the per-run cap of %s", name, mib(fi.Size()), mib(runCap)))
+			m.res.MediaOmitted = append(m.res.MediaOmitted, fmt.Sprintf("%s: %s would pass the per-run cap of %s", name, mib(fi.Size()), mib(runCap)))
 		default:
 			total += fi.Size()
 			kept = append(kept, f)
@@ -213,9 +241,9 @@ func mib(n int64) string {
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
-// tools are Chromium and ffmpeg: the options', else found on PATH.
-func (r *run) tools() (chromium, ffmpeg string) {
-	chromium, ffmpeg = r.opts.Chromium, r.opts.FFmpeg
+// mediaTools are Chromium and ffmpeg: the options', else found on PATH.
+func mediaTools(opts Options) (chromium, ffmpeg string) {
+	chromium, ffmpeg = opts.Chromium, opts.FFmpeg
 	if chromium == "" || ffmpeg == "" {
 		c, f := media.Lookup()
 		chromium, ffmpeg = firstNonEmpty(chromium, c), firstNonEmpty(ffmpeg, f)
@@ -225,9 +253,9 @@ func (r *run) tools() (chromium, ffmpeg string) {
 
 // copyIntoCheckout copies files into dir of the checkout, which is the
 // agent's: as the agent when that is another user.
-func (r *run) copyIntoCheckout(dir string, srcs []string) error {
-	if a := r.opts.Agent; a != nil {
-		return r.asAgent(`d="$0"; mkdir -p "$d" && cp -- "$@" "$d"/`, append([]string{dir}, srcs...)...)
+func (m *mediaCapture) copyIntoCheckout(dir string, srcs []string) error {
+	if a := m.agent; a != nil {
+		return m.asAgent(`d="$0"; mkdir -p "$d" && cp -- "$@" "$d"/`, append([]string{dir}, srcs...)...)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -246,17 +274,17 @@ func (r *run) copyIntoCheckout(dir string, srcs []string) error {
 
 // removeFromCheckout removes dir of the checkout, as the agent when that
 // is another user.
-func (r *run) removeFromCheckout(dir string) error {
-	if r.opts.Agent != nil {
-		return r.asAgent(`rm -rf -- "$0"`, dir)
+func (m *mediaCapture) removeFromCheckout(dir string) error {
+	if m.agent != nil {
+		return m.asAgent(`rm -rf -- "$0"`, dir)
 	}
 	return os.RemoveAll(dir)
 }
 
-func (r *run) asAgent(script string, args ...string) error {
-	a := r.opts.Agent
+func (m *mediaCapture) asAgent(script string, args ...string) error {
+	a := m.agent
 	cmd := exec.Command("sh", append([]string{"-c", script}, args...)...)
-	cmd.Env = r.env
+	cmd.Env = m.env
 	a.apply(cmd)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("as %s: %w: %s", a.Name, err, strings.TrimSpace(string(out)))

@@ -11,6 +11,7 @@ const (
 	pipeRebase                        // rebase onto the base, agent on conflicts
 	pipeTask                          // agent in the artifacts directory, no repository
 	pipePreview                       // the dev server on the code of the order's archive, for a while
+	pipeReview                        // validation of a pull request's head, then a read-only agent pass
 )
 
 // startFrom says which remote branch a mode's checkout starts from.
@@ -22,6 +23,7 @@ const (
 	startTarget                  // the target branch if it exists, else the base
 	startMust                    // the target branch, which must exist
 	startSource                  // the archive the bot fetched (preview mode)
+	startPRHead                  // a pull request's head, fetched from its refs/pull/N/head
 )
 
 // modeSpec is everything that differs between modes: the pipeline reads
@@ -59,6 +61,14 @@ type modeSpec struct {
 	// resumesPlan: the agent resumes the plan run's session when the work
 	// order hands it over (sessioncarry.go).
 	resumesPlan bool
+	// personsBranch: the branch is a person's pull request's (a fix): it
+	// starts where the order says it still is, gets one commit (no
+	// checkpoints, no repairs, no media), and is pushed only when the run
+	// completed.
+	personsBranch bool
+	// suggests: the change is not pushed but handed back as a patch
+	// (Result.PRPatch) from where the run started.
+	suggests bool
 }
 
 // modes is the one table of mode behaviour.
@@ -93,5 +103,16 @@ var modes = map[dispatch.Mode]modeSpec{
 	},
 	dispatch.ModePreview: {
 		pipeline: pipePreview, start: startSource,
+	},
+	dispatch.ModeReview: {
+		pipeline: pipeReview, prompt: PromptReviewPR, readOnly: true, start: startPRHead,
+	},
+	dispatch.ModeFix: {
+		pipeline: pipeImplement, prompt: PromptFix, start: startMust,
+		pushes: true, mustChange: true, subject: "Fix: ", personsBranch: true,
+	},
+	dispatch.ModeSuggest: {
+		pipeline: pipeImplement, prompt: PromptFix, start: startPRHead,
+		mustChange: true, subject: "Suggest: ", personsBranch: true, suggests: true,
 	},
 }

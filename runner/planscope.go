@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/bmatcuk/doublestar/v4"
+	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
@@ -136,68 +137,77 @@ func planScope(entries []dispatch.PlanFile, changed []string, reasons map[string
 	return ps
 }
 
-// changedFiles are the paths head changes against the base, read on the
-// runner's side.
-func (r *run) changedFiles(ctx context.Context, head string) ([]string, error) {
-	out, err := r.git.Inspect(ctx, "diff", "--name-only", "-z", "--no-renames", "--no-relative", r.baseSHA, head)
+// change is what a run's branch changes against its base, read on the
+// runner's side (the mirror, never the agent's checkout). The run's media
+// directory is left out: the bot's own commit, not the agent's change.
+type change struct {
+	git     *Git
+	baseSHA string
+	media   string // the run's media directory (mediaDir)
+}
+
+// files are the paths head changes against the base.
+func (c change) files(ctx context.Context, head string) ([]string, error) {
+	out, err := c.git.Inspect(ctx, "diff", "--name-only", "-z", "--no-renames", "--no-relative", c.baseSHA, head)
 	if err != nil {
 		return nil, err
 	}
 	var files []string
 	for _, f := range strings.Split(out, "\x00") {
-		if f != "" && !strings.HasPrefix(f, mediaDir(r.order.TaskID)+"/") {
+		if f != "" && !strings.HasPrefix(f, c.media+"/") {
 			files = append(files, f)
 		}
 	}
 	return files, nil
 }
 
-// headRev is the commit the receipt describes: the checkout's HEAD, or
-// the last push when the secret scan holds the rest back (the base when
-// nothing was pushed).
-func (r *run) headRev(ctx context.Context) string {
-	if r.sec.held != nil {
-		return firstNonEmpty(r.pushedSHA, r.baseSHA)
-	}
-	if sha, err := r.git.Head(ctx); err == nil {
-		return sha
-	}
-	return r.baseSHA
+// scopeCheck compares an implementing run's change with the approved
+// plan's files, and with plan.strict fails the change outside them; a
+// value of its own, built once the checkout knows its base. The nil
+// *scopeCheck is a run without a plan to compare with.
+type scopeCheck struct {
+	change change
+	files  []dispatch.PlanFile
+	strict bool
+	// reasons are the agent's reasons for files outside the plan, filled
+	// as its passes end (outsideReasons).
+	reasons map[string]string
+	// masked shows a file's name as the receipt may (the secret scan's
+	// masking).
+	masked func(string) string
+	log    zerolog.Logger
 }
 
-// comparePlan compares head with the approved plan's files; nil when the
-// order has none.
-func (r *run) comparePlan(ctx context.Context, head string) *dispatch.PlanScope {
-	if len(r.order.PlanFiles) == 0 || r.git == nil || !r.pushes || r.spec.pipeline != pipeImplement {
+// compare compares head with the approved plan's files.
+func (p *scopeCheck) compare(ctx context.Context, head string) *dispatch.PlanScope {
+	if p == nil {
 		return nil
 	}
-	changed, err := r.changedFiles(ctx, head)
+	changed, err := p.change.files(ctx, head)
 	if err != nil {
-		r.log.Warn().Err(err).Msg("plan scope: could not list the changed files")
+		p.log.Warn().Err(err).Msg("plan scope: could not list the changed files")
 		return nil
 	}
-	if s := r.sec.scanner; s != nil {
-		// A secret the scan found in a file's name stays out of every
-		// list of the change's files.
-		for i, f := range changed {
-			changed[i] = s.MaskPath(f)
-		}
+	// A secret the scan found in a file's name stays out of every list of
+	// the change's files.
+	for i, f := range changed {
+		changed[i] = p.masked(f)
 	}
-	return planScope(r.order.PlanFiles, changed, r.reasons, r.cfg.Plan.Strict)
+	return planScope(p.files, changed, p.reasons, p.strict)
 }
 
-// planScopeCheck is the built-in check of plan.strict: no change outside
-// the plan's files.
-func (r *run) planScopeCheck() (checkRun, bool) {
-	if !r.cfg.Plan.Strict || len(r.order.PlanFiles) == 0 || r.spec.pipeline != pipeImplement {
+// check is the built-in check of plan.strict: no change outside the plan's
+// files.
+func (p *scopeCheck) check(ctx context.Context) (checkRun, bool) {
+	if p == nil || !p.strict {
 		return checkRun{}, false
 	}
 	c := checkRun{Check: builtinCheck(dispatch.CheckPlanScope, "plan.strict: only the files the approved plan names"), Passed: true}
-	head, err := r.git.Head(r.work)
+	head, err := p.change.git.Head(ctx)
 	if err != nil {
 		return c, false
 	}
-	ps := r.comparePlan(r.work, head)
+	ps := p.compare(ctx, head)
 	if ps == nil || len(ps.Outside) == 0 {
 		return c, true
 	}
@@ -207,9 +217,10 @@ func (r *run) planScopeCheck() (checkRun, bool) {
 	for _, o := range ps.Outside {
 		fmt.Fprintf(&b, "- %s\n", o.File)
 	}
-	fmt.Fprintf(&b, "Undo your changes to them (`git checkout %s -- FILE`, or delete a file you added), and do the work within the plan's files: ", r.baseSHA[:min(12, len(r.baseSHA))])
+	base := p.change.baseSHA
+	fmt.Fprintf(&b, "Undo your changes to them (`git checkout %s -- FILE`, or delete a file you added), and do the work within the plan's files: ", base[:min(12, len(base))])
 	var names []string
-	for _, e := range r.order.PlanFiles {
+	for _, e := range p.files {
 		names = append(names, e.Path)
 	}
 	b.WriteString(strings.Join(clipList(names, 30), ", "))

@@ -18,23 +18,29 @@ func builtinCheck(name, what string) sandboxcfg.Check {
 	return sandboxcfg.Check{Name: name, Command: "built in: " + what}
 }
 
-// hasBuiltinChecks reports whether the run makes any: only runs that push
-// (the others publish nothing to check).
-func (r *run) hasBuiltinChecks() bool { return r.git != nil && r.pushes }
-
 // builtinChecks runs them; the secret scan last, because it pushes.
 func (r *run) builtinChecks(report func(checkRun)) []checkRun {
-	if !r.hasBuiltinChecks() {
+	if r.deps == nil {
+		// Only runs that push make them (the others publish nothing to
+		// check); deps is made for every one of them.
 		return nil
 	}
 	var runs []checkRun
-	if c, ok := r.planScopeCheck(); ok {
+	if c, ok := r.scope.check(r.work); ok {
 		runs = append(runs, c)
 	}
-	if c, ok := r.advisoriesCheck(); ok {
+	if c, ok := r.deps.check(r.work); ok {
 		runs = append(runs, c)
 	}
-	runs = append(runs, r.secretsCheck())
+	var pushed error
+	if r.spec.pushAtMilestones {
+		pushed = r.br.push(r.work)
+	} else {
+		// A mode that pushes once, at its end (rebase), is scanned now
+		// and pushed then.
+		pushed = r.br.gateOnly(r.work)
+	}
+	runs = append(runs, secretsCheck(pushed, r.red))
 	for _, c := range runs {
 		if _, listed := r.checks[c.Check.Name]; listed || !c.Passed {
 			report(c)

@@ -5,28 +5,39 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/runner/depscan"
 )
 
-// depState keeps the last dependency report, per head.
-type depState struct {
+// depCheck reads the dependency changes of a run that pushes, and checks
+// their versions against the operator's OSV database; a value of its own,
+// built once the checkout knows its base. The nil *depCheck is a run that
+// pushes nothing: no report, no check.
+type depCheck struct {
+	change change
+	// osvDir is the operator's offline OSV database; empty, changes are
+	// listed without advisories.
+	osvDir string
+	log    zerolog.Logger
+	// head and deps are the last report, per head.
 	head string
 	deps *dispatch.Dependencies
 }
 
 // dependencies compares the manifests the change touches between the base
 // and head, read on the runner's side; nil when the change touches none.
-func (r *run) dependencies(ctx context.Context, head string) *dispatch.Dependencies {
-	if r.git == nil || !r.pushes {
+func (d *depCheck) dependencies(ctx context.Context, head string) *dispatch.Dependencies {
+	if d == nil {
 		return nil
 	}
-	if r.deps.head == head {
-		return r.deps.deps
+	if d.head == head {
+		return d.deps
 	}
-	changed, err := r.changedFiles(ctx, head)
+	changed, err := d.change.files(ctx, head)
 	if err != nil {
-		r.log.Warn().Err(err).Msg("dependencies: could not list the changed files")
+		d.log.Warn().Err(err).Msg("dependencies: could not list the changed files")
 		return nil
 	}
 	var deps dispatch.Dependencies
@@ -36,7 +47,7 @@ func (r *run) dependencies(ctx context.Context, head string) *dispatch.Dependenc
 		if eco == "" {
 			continue
 		}
-		texts, err := r.git.Blobs(ctx, r.baseSHA+":"+f, head+":"+f)
+		texts, err := d.change.git.Blobs(ctx, d.change.baseSHA+":"+f, head+":"+f)
 		if err != nil {
 			deps.Errors = append(deps.Errors, clipString(fmt.Sprintf("%s: %v", f, err), 300))
 			continue
@@ -55,18 +66,18 @@ func (r *run) dependencies(ctx context.Context, head string) *dispatch.Dependenc
 			want[eco][name] = append(want[eco][name], vs...)
 		}
 	}
+	d.head, d.deps = head, nil
 	if len(deps.Changes) == 0 && len(deps.Errors) == 0 {
-		r.deps = depState{head: head}
 		return nil
 	}
-	r.advisories(&deps, want)
-	r.deps = depState{head: head, deps: &deps}
+	d.advisories(&deps, want)
+	d.deps = &deps
 	return &deps
 }
 
 // advisories looks the new versions up in the operator's OSV database.
-func (r *run) advisories(deps *dispatch.Dependencies, want depscan.Want) {
-	if r.opts.OSVDir == "" {
+func (d *depCheck) advisories(deps *dispatch.Dependencies, want depscan.Want) {
+	if d.osvDir == "" {
 		deps.AdvisoryDB = "none configured"
 		return
 	}
@@ -74,10 +85,10 @@ func (r *run) advisories(deps *dispatch.Dependencies, want depscan.Want) {
 		deps.AdvisoryDB = "no new pinned versions to look up"
 		return
 	}
-	db, err := depscan.Load(r.opts.OSVDir, want)
+	db, err := depscan.Load(d.osvDir, want)
 	if err != nil {
 		deps.AdvisoryDB = "unreadable: " + clipString(err.Error(), 200)
-		r.log.Warn().Err(err).Msg("dependencies: the OSV database could not be read")
+		d.log.Warn().Err(err).Msg("dependencies: the OSV database could not be read")
 		return
 	}
 	deps.AdvisoryDB = fmt.Sprintf("OSV, %d advisories", db.Entries)
@@ -92,16 +103,16 @@ func (r *run) advisories(deps *dispatch.Dependencies, want depscan.Want) {
 
 // advisoriesCheck is the built-in check of known advisories; it runs only
 // with an OSV database.
-func (r *run) advisoriesCheck() (checkRun, bool) {
-	if r.opts.OSVDir == "" {
+func (d *depCheck) check(ctx context.Context) (checkRun, bool) {
+	if d == nil || d.osvDir == "" {
 		return checkRun{}, false
 	}
 	c := checkRun{Check: builtinCheck(dispatch.CheckAdvisories, "known advisories (OSV) of the dependency versions the change adds"), Passed: true}
-	head, err := r.git.Head(r.work)
+	head, err := d.change.git.Head(ctx)
 	if err != nil {
 		return c, false
 	}
-	deps := r.dependencies(r.work, head)
+	deps := d.dependencies(ctx, head)
 	if deps == nil || len(deps.Advisories) == 0 {
 		return c, true
 	}

@@ -15,17 +15,17 @@ import (
 // unpackSource lays a preview's code out from the archive the bot fetched
 // (GitHub's tarball of the pull request's head: one top directory). tar
 // refuses absolute names and ".." by default, and runs as the agent.
-func (r *run) unpackSource() error {
-	r.dir = filepath.Join(r.workDir, "repo")
-	if err := os.MkdirAll(r.dir, 0o755); err != nil {
+func (c *checkout) unpackSource() error {
+	c.ws.dir = filepath.Join(c.ws.workDir, "repo")
+	if err := os.MkdirAll(c.ws.dir, 0o755); err != nil {
 		return fmt.Errorf("create the preview's directory: %w", err)
 	}
-	if err := r.opts.Agent.give(r.dir); err != nil {
+	if err := c.opts.Agent.give(c.ws.dir); err != nil {
 		return err
 	}
-	r.prog.emit(dispatch.Progress{Stage: "clone", Message: "unpacking the pull request's code"})
-	cmd := exec.CommandContext(r.work, "tar", "-xzf", r.order.Source, "--strip-components=1", "--no-same-owner", "--no-same-permissions", "-C", r.dir)
-	r.opts.Agent.apply(cmd)
+	c.prog.emit(dispatch.Progress{Stage: "clone", Message: "unpacking the pull request's code"})
+	cmd := exec.CommandContext(c.work, "tar", "-xzf", c.order.Source, "--strip-components=1", "--no-same-owner", "--no-same-permissions", "-C", c.ws.dir)
+	c.opts.Agent.apply(cmd)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return failed("unpack the pull request's code: %v: %s", err, clipString(string(out), 500))
 	}
@@ -35,7 +35,7 @@ func (r *run) unpackSource() error {
 // preview serves the dev server for the order's time, then ends as
 // completed; a stop before then (SIGTERM) is an interruption.
 func (r *run) preview() error {
-	dev := media.DevServer{Command: r.cfg.Dev.Command, Port: r.cfg.Dev.Port, Dir: r.dir, Env: r.env,
+	dev := media.DevServer{Command: r.cfg.Dev.Command, Port: r.cfg.Dev.Port, Dir: r.ws.dir, Env: r.ws.env,
 		Credential: r.opts.Agent.credential(), Log: filepath.Join(r.order.OutputDir, "dev-server.log"), StartTimeout: 90 * time.Second}
 	ctx, cancel := context.WithCancel(r.work)
 	defer cancel()

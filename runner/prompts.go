@@ -45,6 +45,10 @@ type PromptData struct {
 	Rejected []string
 	// Diff is the change under review (review), cut to maxReviewDiff.
 	Diff string
+	// PR is the pull request a review run reviews, Validation what its
+	// checks said on its head (prompts/review_pr).
+	PR         *dispatch.PRReview
+	Validation []dispatch.CheckResult
 	// CI is what a CI fix run fixes: the failing checks (prompts/cifix).
 	CI *dispatch.CIReport
 	// DevURL is the dev server the agent's browser can open; Recordings
@@ -73,6 +77,12 @@ const (
 	PromptStall    = "prompts/stall"
 	PromptReview   = "prompts/review"
 	PromptCIFix    = "prompts/cifix"
+	// PromptReviewPR is a review run's (ModeReview): the pull request,
+	// its diff, the validation and the threads so far.
+	PromptReviewPR = "prompts/review_pr"
+	// PromptFix is a fix run's (ModeFix): the change a writer asked for
+	// on a pull request's branch.
+	PromptFix = "prompts/fix"
 	// PromptReport renders an outsider's vouched report (Task.Report) as
 	// the task's body the other prompts show.
 	PromptReport = "prompts/report"

@@ -7,7 +7,10 @@ import (
 	"io"
 	"strings"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/runner/secretscan"
 )
 
@@ -19,8 +22,21 @@ import (
 // not published in the history either. Runs that push nothing (plan, task)
 // never make a scanner.
 
-// secretState is the scan's part of a run.
-type secretState struct {
+// secretGate is the scan, a value of its own: built once the checkout
+// knows its base, from what it needs (the runner's mirror, the base commit
+// whose allowlists it reads, the run's secrets through the redactor), and
+// asked at each push what may go.
+type secretGate struct {
+	git     *Git
+	baseSHA string
+	// allow are .sandbox.yml's secrets.allow entries.
+	allow []sandboxcfg.SecretAllow
+	red   *Redactor
+	log   zerolog.Logger
+	prog  *reporter
+	// subject and taskID make the message of a squashed commit.
+	subject, taskID string
+
 	scanner *secretscan.Scanner
 	// scanned are the commits scanned over the run (a held commit is
 	// scanned again at each push it holds back, and counted once).
@@ -36,6 +52,10 @@ type secretState struct {
 	cut map[string]bool
 }
 
+func newSecretGate(git *Git, baseSHA string, allow []sandboxcfg.SecretAllow, red *Redactor, log zerolog.Logger, prog *reporter, subject, taskID string) *secretGate {
+	return &secretGate{git: git, baseSHA: baseSHA, allow: allow, red: red, log: log, prog: prog, subject: subject, taskID: taskID}
+}
+
 // errHeld is a push the secret scan held back.
 type errHeld struct{ findings []secretscan.Finding }
 
@@ -44,92 +64,93 @@ func (e *errHeld) Error() string {
 		len(e.findings), secretscan.Places(e.findings, 10))
 }
 
-// gatePush scans what pushing head would publish and returns the commit to
-// push: head, or the one commit the clean net change was squashed into. A
-// finding still in the net change is an *errHeld.
-func (r *run) gatePush(ctx context.Context, head string) (string, error) {
-	s, err := r.secretScanner(ctx)
+// gatePush scans what pushing head would publish, beyond the last push
+// (pushed, "" for none), and returns the commit to push: head, or the one
+// commit the clean net change was squashed into. A finding still in the
+// net change is an *errHeld.
+func (g *secretGate) gatePush(ctx context.Context, head, pushed string) (string, error) {
+	s, err := g.secretScanner(ctx)
 	if err != nil {
 		return "", err
 	}
-	res, err := r.scanCommits(ctx, s, head)
+	res, err := g.scanCommits(ctx, s, head, pushed)
 	if err != nil {
 		return "", err
 	}
 	for _, sha := range res.SHAs {
-		r.sec.scanned[sha] = true
+		g.scanned[sha] = true
 	}
-	r.noteCut(s, res)
-	r.noteAllowed(res.Allowed)
+	g.noteCut(s, res)
+	g.noteAllowed(res.Allowed)
 	if len(res.Findings) == 0 {
-		r.sec.held = nil
+		g.held = nil
 		return head, nil
 	}
-	from := r.squashBase(ctx, head)
-	net, err := r.scanNet(ctx, s, from, head)
+	from := g.squashBase(ctx, head, pushed)
+	net, err := g.scanNet(ctx, s, from, head)
 	if err != nil {
 		return "", err
 	}
-	r.noteCut(s, net)
+	g.noteCut(s, net)
 	if len(net.Findings) > 0 {
-		r.sec.held = net.Findings
-		r.log.Warn().Str("findings", secretscan.Places(net.Findings, 10)).Msg("secret scan: push held")
-		r.prog.emit(dispatch.Progress{Stage: "push", Message: fmt.Sprintf("push held: %d secret finding(s)", len(net.Findings))})
+		g.held = net.Findings
+		g.log.Warn().Str("findings", secretscan.Places(net.Findings, 10)).Msg("secret scan: push held")
+		g.prog.emit(dispatch.Progress{Stage: "push", Message: fmt.Sprintf("push held: %d secret finding(s)", len(net.Findings))})
 		return "", &errHeld{findings: net.Findings}
 	}
-	squashed, err := r.squash(ctx, from, head)
+	squashed, err := g.squash(ctx, from, head)
 	if err != nil {
 		return "", err
 	}
 	for _, f := range res.Findings {
-		r.sec.repaired[f.Rule+" "+f.Place()] = true
+		g.repaired[f.Rule+" "+f.Place()] = true
 	}
-	r.sec.held = nil
+	g.held = nil
 	return squashed, nil
 }
 
 // secretScanner makes the run's scanner on first use, with the
 // repository's allowlists read from the base commit in the runner's
 // mirror (the agent's change cannot add one).
-func (r *run) secretScanner(ctx context.Context) (*secretscan.Scanner, error) {
-	if r.sec.scanner != nil {
-		return r.sec.scanner, nil
+func (g *secretGate) secretScanner(ctx context.Context) (*secretscan.Scanner, error) {
+	if g.scanner != nil {
+		return g.scanner, nil
 	}
-	files, err := r.git.Blobs(ctx, r.baseSHA+":"+secretscan.IgnoreFile, r.baseSHA+":"+secretscan.ConfigFile)
+	files, err := g.git.Blobs(ctx, g.baseSHA+":"+secretscan.IgnoreFile, g.baseSHA+":"+secretscan.ConfigFile)
 	if err != nil {
 		// Scanned without the repository's allowlists: stricter, not blind.
-		r.log.Warn().Err(err).Msg("secret scan: could not read the base's allowlists")
+		g.log.Warn().Err(err).Msg("secret scan: could not read the base's allowlists")
 		files = make([][]byte, 2)
 	}
-	allow, err := secretscan.LoadAllowlist(files[0], files[1], r.cfg.Secrets.Allow)
+	allow, err := secretscan.LoadAllowlist(files[0], files[1], g.allow)
 	if err != nil {
-		r.log.Warn().Err(err).Msg("secret scan: the repository's gitleaks configuration is not used")
+		g.log.Warn().Err(err).Msg("secret scan: the repository's gitleaks configuration is not used")
 	}
-	s, err := secretscan.New(r.red.Values(), allow)
+	s, err := secretscan.New(g.red.Values(), allow)
 	if err != nil {
 		return nil, err
 	}
-	r.sec.scanner = s
-	r.sec.allowed = map[string]secretscan.Finding{}
-	r.sec.scanned = map[string]bool{}
-	r.sec.repaired = map[string]bool{}
-	r.sec.cut = map[string]bool{}
+	g.scanner = s
+	g.allowed = map[string]secretscan.Finding{}
+	g.scanned = map[string]bool{}
+	g.repaired = map[string]bool{}
+	g.cut = map[string]bool{}
 	return s, nil
 }
 
 // scanCommits scans every commit reachable from head that the remote
 // branch and the base do not have: each commit's added lines and file
 // names, then each commit object (headers and message).
-func (r *run) scanCommits(ctx context.Context, s *secretscan.Scanner, head string) (*secretscan.Result, error) {
-	rng := []string{head, "--not", r.baseSHA}
-	if r.pushedSHA != "" {
-		rng = append(rng, r.pushedSHA)
+func (g *secretGate) scanCommits(ctx context.Context, s *secretscan.Scanner, head, pushed string) (*secretscan.Result, error) {
+	rng := []string{head, "--not", g.baseSHA}
+	if pushed != "" {
+		rng = append(rng, pushed)
 	}
-	res, err := r.scanPatch(ctx, s, append(append([]string{"log"}, patchArgs...), rng...), "")
+	res, err := g.scanPatch(ctx, s, append(append([]string{"log"}, patchArgs...), rng...), "")
 	if err != nil {
 		return nil, err
 	}
-	shas, err := r.git.Inspect(ctx, append([]string{"rev-list"}, rng...)...)
+	shas, err := g.git.Inspect(ctx, append([]string{"rev-list"}, rng...)...)
 	if err != nil {
 		return nil, fmt.Errorf("secret scan: list the commits: %w", err)
 	}
@@ -137,7 +158,7 @@ func (r *run) scanCommits(ctx context.Context, s *secretscan.Scanner, head strin
 		return res, nil
 	}
 	var commits *secretscan.Result
-	err = r.git.InspectStreamIn(ctx, strings.NewReader(shas), func(out io.Reader) error {
+	err = g.git.InspectStreamIn(ctx, strings.NewReader(shas), func(out io.Reader) error {
 		commits, err = s.ScanCommits(ctx, out)
 		return err
 	}, "cat-file", "--batch")
@@ -149,8 +170,8 @@ func (r *run) scanCommits(ctx context.Context, s *secretscan.Scanner, head strin
 }
 
 // scanNet scans the net change from..head as one diff.
-func (r *run) scanNet(ctx context.Context, s *secretscan.Scanner, from, head string) (*secretscan.Result, error) {
-	return r.scanPatch(ctx, s, append(append([]string{"diff"}, patchArgs[:len(patchArgs)-1]...), from, head), from)
+func (g *secretGate) scanNet(ctx context.Context, s *secretscan.Scanner, from, head string) (*secretscan.Result, error) {
+	return g.scanPatch(ctx, s, append(append([]string{"diff"}, patchArgs[:len(patchArgs)-1]...), from, head), from)
 }
 
 // patchArgs make a patch the scanner reads, whatever the configuration:
@@ -164,10 +185,10 @@ var patchArgs = []string{"-p", "-U0", "--no-ext-diff", "--no-textconv", "--no-co
 // binary too (core.bigFileThreshold), so no fragment of the patch is
 // larger, and it is streamed from its blob like the others. from is the
 // old side of a plain diff (empty for a log, whose commits have parents).
-func (r *run) scanPatch(ctx context.Context, s *secretscan.Scanner, args []string, from string) (*secretscan.Result, error) {
+func (g *secretGate) scanPatch(ctx context.Context, s *secretscan.Scanner, args []string, from string) (*secretscan.Result, error) {
 	var res *secretscan.Result
 	big := fmt.Sprintf("core.bigFileThreshold=%d", secretscan.TextBlobBytes)
-	err := r.git.InspectStream(ctx, func(out io.Reader) error {
+	err := g.git.InspectStream(ctx, func(out io.Reader) error {
 		var err error
 		res, err = s.ScanPatch(ctx, out)
 		return err
@@ -179,7 +200,7 @@ func (r *run) scanPatch(ctx context.Context, s *secretscan.Scanner, args []strin
 	if from == "" {
 		head = ""
 	}
-	r.scanBinaries(ctx, s, res, from, head)
+	g.scanBinaries(ctx, s, res, from, head)
 	return res, nil
 }
 
@@ -187,7 +208,7 @@ func (r *run) scanPatch(ctx context.Context, s *secretscan.Scanner, args []strin
 // scanner (their text; the printable runs of a binary-looking one), less
 // what the file held before: in its commit's parent, or at from for a
 // plain diff from..head.
-func (r *run) scanBinaries(ctx context.Context, s *secretscan.Scanner, res *secretscan.Result, from, head string) {
+func (g *secretGate) scanBinaries(ctx context.Context, s *secretscan.Scanner, res *secretscan.Result, from, head string) {
 	var found []secretscan.Finding
 	for _, b := range res.Binary {
 		rev, old := head, from
@@ -196,13 +217,13 @@ func (r *run) scanBinaries(ctx context.Context, s *secretscan.Scanner, res *secr
 		}
 		var got []secretscan.Finding
 		var st secretscan.BlobScan
-		err := r.git.InspectStream(ctx, func(out io.Reader) error {
+		err := g.git.InspectStream(ctx, func(out io.Reader) error {
 			var err error
 			got, st, err = s.ScanBlob(ctx, b.Commit, b.Path, out)
 			return err
 		}, "cat-file", "blob", rev+":"+b.Path)
 		if err != nil {
-			r.log.Warn().Err(err).Str("file", s.MaskPath(b.Path)).Msg("secret scan: could not read a binary file")
+			g.log.Warn().Err(err).Str("file", s.MaskPath(b.Path)).Msg("secret scan: could not read a binary file")
 			continue
 		}
 		if st.Cut {
@@ -211,7 +232,7 @@ func (r *run) scanBinaries(ctx context.Context, s *secretscan.Scanner, res *secr
 		if len(got) > 0 && old != "" {
 			// A file new in this change has no old side: cat-file fails
 			// and every finding stays.
-			_ = r.git.InspectStream(ctx, func(out io.Reader) error {
+			_ = g.git.InspectStream(ctx, func(out io.Reader) error {
 				kept, err := secretscan.WithoutIn(got, out)
 				got = kept
 				return err
@@ -229,80 +250,61 @@ func (r *run) scanBinaries(ctx context.Context, s *secretscan.Scanner, res *secr
 
 // squashBase is the commit the unpushed work sits on: the last push when
 // head descends from it, else the base.
-func (r *run) squashBase(ctx context.Context, head string) string {
-	if r.pushedSHA != "" {
-		if ok, _ := r.git.IsAncestor(ctx, r.pushedSHA, head); ok {
-			return r.pushedSHA
+func (g *secretGate) squashBase(ctx context.Context, head, pushed string) string {
+	if pushed != "" {
+		if ok, _ := g.git.IsAncestor(ctx, pushed, head); ok {
+			return pushed
 		}
 	}
-	return r.baseSHA
+	return g.baseSHA
 }
 
 // squash rewrites from..head into one commit of head's tree. Its message
 // is the runner's own: the agent's messages may hold what was found.
-func (r *run) squash(ctx context.Context, from, head string) (string, error) {
-	n, err := r.git.run(ctx, "", "rev-list", "--count", from+".."+head)
+func (g *secretGate) squash(ctx context.Context, from, head string) (string, error) {
+	n, err := g.git.run(ctx, "", "rev-list", "--count", from+".."+head)
 	if err != nil {
 		return "", err
 	}
 	msg := fmt.Sprintf("%s\n\nThe sandbox's secret scan held back %s commit(s) until a repair removed what it found; they are\nrewritten into this one so that nothing of them is published.\n\nTask: %s",
-		r.commitSubject(), n, r.order.TaskID)
-	if _, err := r.git.run(ctx, "", "reset", "--soft", from); err != nil {
+		g.subject, n, g.taskID)
+	if _, err := g.git.run(ctx, "", "reset", "--soft", from); err != nil {
 		return "", err
 	}
-	if _, err := r.git.run(ctx, "", "commit", "--quiet", "--no-verify", "--allow-empty", "-m", r.red.String(msg)); err != nil {
+	if _, err := g.git.run(ctx, "", "commit", "--quiet", "--no-verify", "--allow-empty", "-m", g.red.String(msg)); err != nil {
 		return "", err
 	}
-	sha, err := r.git.Head(ctx)
+	sha, err := g.git.Head(ctx)
 	if err != nil {
 		return "", err
 	}
-	r.sec.squashed++
-	r.log.Info().Str("from", from).Str("sha", sha).Str("commits", n).Msg("secret scan: unpushed commits squashed after the repair")
+	g.squashed++
+	g.log.Info().Str("from", from).Str("sha", sha).Str("commits", n).Msg("secret scan: unpushed commits squashed after the repair")
 	return sha, nil
-}
-
-// gateOnly scans what a push would publish now, without pushing.
-func (r *run) gateOnly(ctx context.Context) error {
-	r.gitMu.Lock()
-	defer r.gitMu.Unlock()
-	head, err := r.git.Head(ctx)
-	if err != nil || head == r.pushedSHA || head == r.baseSHA {
-		return err
-	}
-	_, err = r.gatePush(ctx, head)
-	return err
 }
 
 // noteCut remembers what was too large to scan whole, and says so in the
 // log (masked: a file's name may hold what the scan found).
-func (r *run) noteCut(s *secretscan.Scanner, res *secretscan.Result) {
+func (g *secretGate) noteCut(s *secretscan.Scanner, res *secretscan.Result) {
 	for _, c := range res.Cut {
 		c = s.MaskPath(c)
-		if !r.sec.cut[c] {
-			r.sec.cut[c] = true
-			r.log.Warn().Str("file", c).Int("scanned_bytes", secretscan.MaxBlobBytes).Msg("secret scan: larger than its bound; only its first part was scanned")
+		if !g.cut[c] {
+			g.cut[c] = true
+			g.log.Warn().Str("file", c).Int("scanned_bytes", secretscan.MaxBlobBytes).Msg("secret scan: larger than its bound; only its first part was scanned")
 		}
 	}
 }
 
-func (r *run) noteAllowed(fs []secretscan.Finding) {
+func (g *secretGate) noteAllowed(fs []secretscan.Finding) {
 	for _, f := range fs {
-		r.sec.allowed[f.Rule+" "+f.Place()] = f
+		g.allowed[f.Rule+" "+f.Place()] = f
 	}
 }
 
-// secretsCheck is the built-in check: the push the run would make now.
-func (r *run) secretsCheck() checkRun {
+// secretsCheck is the built-in check, from the push the run made (or the
+// scan it made instead) just now: err is what that returned.
+func secretsCheck(err error, red *Redactor) checkRun {
 	c := checkRun{Check: builtinCheck(dispatch.CheckSecrets, "the secret scan of the commits to push ("+secretscan.Version+")"), Passed: true}
-	var err error
-	if r.spec.pushAtMilestones {
-		err = r.push(r.work)
-	} else {
-		// A mode that pushes once, at its end (rebase), is scanned now
-		// and pushed then.
-		err = r.gateOnly(r.work)
-	}
 	var held *errHeld
 	switch {
 	case errors.As(err, &held):
@@ -316,32 +318,45 @@ func (r *run) secretsCheck() checkRun {
 		c.Tail = b.String()
 	case err != nil:
 		c.Passed = false
-		c.Tail = r.red.String("The push failed: " + err.Error())
+		c.Tail = red.String("The push failed: " + err.Error())
 	}
 	return c
 }
 
 // secretReport is the receipt's account of the scan, nil when nothing was
 // scanned (a run that pushed nothing).
-func (r *run) secretReport() *dispatch.SecretScan {
-	if r.sec.scanner == nil {
+func (g *secretGate) report() *dispatch.SecretScan {
+	if g == nil || g.scanner == nil {
 		return nil
 	}
 	scanner := secretscan.Version + " (default rules with their entropy thresholds) and the run's own secrets"
-	if n := len(r.sec.cut); n > 0 {
+	if n := len(g.cut); n > 0 {
 		scanner += fmt.Sprintf("; %d file(s) or commit(s) larger than %d MiB scanned in their first %d MiB only", n, secretscan.MaxBlobBytes>>20, secretscan.MaxBlobBytes>>20)
 	}
-	rep := &dispatch.SecretScan{Scanner: scanner, Commits: len(r.sec.scanned), Squashed: r.sec.squashed}
-	for _, f := range r.sec.held {
+	rep := &dispatch.SecretScan{Scanner: scanner, Commits: len(g.scanned), Squashed: g.squashed}
+	for _, f := range g.held {
 		rep.Findings = append(rep.Findings, secretFinding(f))
-		delete(r.sec.repaired, f.Rule+" "+f.Place())
+		delete(g.repaired, f.Rule+" "+f.Place())
 	}
-	rep.Repaired = len(r.sec.repaired)
-	for _, f := range r.sec.allowed {
+	rep.Repaired = len(g.repaired)
+	for _, f := range g.allowed {
 		rep.Allowed = append(rep.Allowed, secretFinding(f))
 	}
 	sortSecretFindings(rep.Allowed)
 	return rep
+}
+
+// heldBack reports whether the last scan held a push back; false before
+// any checkout.
+func (g *secretGate) heldBack() bool { return g != nil && g.held != nil }
+
+// masked is path as every list of the change's files shows it: with what
+// the scan found in a file's name masked.
+func (g *secretGate) masked(path string) string {
+	if g == nil || g.scanner == nil {
+		return path
+	}
+	return g.scanner.MaskPath(path)
 }
 
 func secretFinding(f secretscan.Finding) dispatch.SecretFinding {

@@ -40,7 +40,7 @@ func (r *run) finish(err error) {
 		res.Error = &dispatch.RunError{Message: err.Error()}
 	}
 
-	if r.git != nil {
+	if r.ws.git != nil {
 		r.finalPush(res)
 	}
 	if r.spec.planFromOrder && res.Plan == "" {
@@ -52,6 +52,8 @@ func (r *run) finish(err error) {
 		res.Error.Message = r.red.String(res.Error.Message)
 	}
 	res.PRSummary = r.red.String(res.PRSummary)
+	res.PRReview = r.red.String(res.PRReview)
+	res.PRPatch = r.red.String(res.PRPatch)
 	res.Plan = r.red.String(res.Plan)
 	for _, name := range r.checkOrder {
 		res.Validation = append(res.Validation, *r.checks[name])
@@ -74,8 +76,8 @@ func (r *run) finish(err error) {
 	}
 	ev.Str("status", string(res.Status)).Float64("cost_usd", res.TokenUsage.TotalCostUSD).Int("steps", res.TokenUsage.Steps).
 		Float64("duration_s", res.DurationSeconds).Msg("run ended")
-	if r.tempWork {
-		os.RemoveAll(r.workDir)
+	if r.ws.tempWork {
+		os.RemoveAll(r.ws.workDir)
 	}
 }
 
@@ -85,7 +87,7 @@ func (r *run) finalPush(res *dispatch.Result) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.opts.FinalPushTimeout)
 	defer cancel()
 	var held *errHeld
-	if perr := r.saveWork(ctx, res.Status); errors.As(perr, &held) {
+	if perr := r.br.save(ctx, res.Status); errors.As(perr, &held) {
 		r.log.Error().Str("findings", perr.Error()).Msg("nothing pushed: the secret scan held the push")
 		msg := "Nothing was pushed: " + perr.Error()
 		if res.Status == dispatch.StatusCompleted {
@@ -104,37 +106,36 @@ func (r *run) finalPush(res *dispatch.Result) {
 		}
 	}
 	r.describe(ctx)
-	r.res.SecretScan = r.secretReport()
-	head := r.headRev(ctx)
-	r.res.Dependencies = r.dependencies(ctx, head)
-	r.res.PlanScope = r.comparePlan(ctx, head)
+	r.res.SecretScan = r.sec.report()
+	if r.br == nil {
+		return
+	}
+	head, _ := r.br.published(ctx)
+	r.res.Dependencies = r.deps.dependencies(ctx, head)
+	r.res.PlanScope = r.scope.compare(ctx, head)
 }
 
 // describe fills the receipt's git facts.
 func (r *run) describe(ctx context.Context) {
-	if r.baseSHA == "" {
+	if r.br == nil {
 		return
 	}
-	head, err := r.git.Head(ctx)
-	if err != nil {
+	// The receipt describes what the branch holds: the last push, when
+	// the secret scan holds the rest back.
+	head, ok := r.br.published(ctx)
+	if !ok {
 		return
 	}
-	if r.sec.held != nil {
-		// The receipt describes what the branch holds: the last push.
-		if head = r.pushedSHA; head == "" {
-			return
-		}
-	}
-	if r.pushes {
+	if r.ws.pushes {
 		r.res.HeadSHA = head
-		from := r.startSHA
+		from := r.ws.startSHA
 		if r.spec.commitsFromBase {
-			from = "origin/" + r.baseBranch
+			from = "origin/" + r.ws.baseBranch
 		}
-		if commits, err := r.git.Log(ctx, from, head); err == nil {
+		if commits, err := r.ws.git.Log(ctx, from, head); err == nil {
 			r.res.Commits = commits
 		}
-		if ds, err := r.git.DiffStats(ctx, "origin/"+r.baseBranch, head); err == nil {
+		if ds, err := r.ws.git.DiffStats(ctx, "origin/"+r.ws.baseBranch, head); err == nil {
 			r.res.DiffStats = ds
 		}
 	}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -145,12 +144,43 @@ type run struct {
 	parent context.Context // ends on SIGTERM
 	work   context.Context // parent plus timeout_minutes
 
+	// ws is where the run works, as the checkout stage made it
+	// (checkout.go).
+	ws *workspace
+	h  harness.Harness
+
+	// ag runs the agent's passes, once the checkout is set up (invoke.go).
+	ag *agentDriver
+
+	// br is the run's branch on the remote, once checked out (push.go).
+	br *branch
+
+	checks     map[string]*dispatch.CheckResult
+	checkOrder []string
+
+	// The checks before the PR, each built once the checkout knows its
+	// base; nil where the run makes none (prchecks.go).
+	sec   *secretGate // the secret scan before pushes (prsecrets.go)
+	deps  *depCheck   // the dependency report and advisories (prdeps.go)
+	scope *scopeCheck // the change against the approved plan (planscope.go)
+	// reasons are the agent's reasons for files outside the approved
+	// plan, from its "Outside the approved plan" sections.
+	reasons map[string]string
+	// images are the work order's images on their way to the agent,
+	// once the harness is chosen (images.go).
+	images *imageSet
+}
+
+// workspace is where a run works, made by the checkout stage
+// (checkout.go): its directories, the checkout and the commits it started
+// from, the environment the agent and everything it starts get, the
+// services, the agent's browser. Set before the agent starts, read after.
+type workspace struct {
 	workDir, stateDir string
 	privDir           string // the runner's alone (0700): credential helper
 	dir               string // the agent's working directory
 	tempWork          bool
-	git               *Git
-	h                 harness.Harness
+	git               *Git // nil: no repository (task, preview)
 	env               []string
 	services          dispatch.Services
 	browser           *browser    // nil: the agent has no browser
@@ -159,30 +189,10 @@ type run struct {
 	baseBranch string
 	baseSHA    string // origin/<base> at clone time
 	startSHA   string // HEAD when the agent started
-	lease      string // rebase: the remote branch before the force push
 	pushes     bool   // spec.pushes, once the checkout is there
-
-	session      string
-	budget       float64
-	repairBudget float64
-	mainCost     float64
-	repairCost   float64
-
-	gitMu     sync.Mutex
-	pushedSHA string
-
-	checks     map[string]*dispatch.CheckResult
-	checkOrder []string
-
-	sec  secretState // the secret scan before pushes (prsecrets.go)
-	deps depState    // the dependency report (prdeps.go)
-	// reasons are the agent's reasons for files outside the approved
-	// plan, from its "Outside the approved plan" sections.
-	reasons map[string]string
-	// images are the work order's images as the agent gets them, and
-	// imageDir where they were written (images.go).
-	images   []harness.Image
-	imageDir string
+	// pushedAtStart is the target branch's commit on the remote when the
+	// run started, "" when the branch is new.
+	pushedAtStart string
 }
 
 // Run executes order and returns its receipt, which it has also written to
@@ -202,6 +212,7 @@ func Run(ctx context.Context, order dispatch.WorkOrder, opts Options) *dispatch.
 			Branch: order.TargetBranch,
 		},
 		parent:  ctx,
+		ws:      &workspace{},
 		checks:  map[string]*dispatch.CheckResult{},
 		reasons: map[string]string{},
 	}
@@ -245,15 +256,14 @@ func (r *run) exec() error {
 	}
 	r.spec = spec
 	r.cfg = r.order.Config
-	defer r.removeImages()
+	defer func() { r.images.remove() }()
 	if err := r.cfg.Check(); err != nil {
 		return fmt.Errorf("work order config: %w", err)
 	}
-	r.budget = r.order.BudgetUSD
-	if r.budget <= 0 {
-		r.budget = r.cfg.MaxBudgetUSD
+	budget := r.order.BudgetUSD
+	if budget <= 0 {
+		budget = r.cfg.MaxBudgetUSD
 	}
-	r.repairBudget = r.cfg.RepairBudget(r.budget)
 	timeout := time.Duration(r.order.TimeoutMinutes) * time.Minute
 	if timeout <= 0 {
 		timeout = time.Duration(r.cfg.TimeoutMinutes) * time.Minute
@@ -264,39 +274,11 @@ func (r *run) exec() error {
 	var cancel context.CancelFunc
 	r.work, cancel = context.WithTimeout(r.parent, timeout)
 	defer cancel()
-	r.log.Info().Float64("budget_usd", r.budget).Float64("repair_budget_usd", r.repairBudget).Dur("timeout", timeout).Str("harness", r.cfg.Harness).Msg("run started")
-
-	if err := r.dirs(); err != nil {
+	r.log.Info().Float64("budget_usd", budget).Float64("repair_budget_usd", r.cfg.RepairBudget(budget)).Dur("timeout", timeout).Str("harness", r.cfg.Harness).Msg("run started")
+	if err := r.ready(); err != nil {
 		return err
 	}
-	if err := r.setupBrowser(); err != nil {
-		return err
-	}
-	if r.opts.Harness != nil {
-		r.h = r.opts.Harness
-	} else {
-		h, err := harness.ByName(r.cfg, r.opts.Bins)
-		if err != nil {
-			return err
-		}
-		r.h = h
-	}
-	if r.opts.ServicesFile != "" {
-		s, err := ReadServices(r.opts.ServicesFile)
-		if err != nil {
-			return err
-		}
-		r.services = s
-	}
-	if err := r.timed("clone", r.prepare); err != nil {
-		return err
-	}
-	if err := r.resolveEnv(); err != nil {
-		return err
-	}
-	if err := r.setup(); err != nil {
-		return err
-	}
+	r.ag = r.agentDriver(budget)
 	switch r.spec.pipeline {
 	case pipePlan:
 		return r.plan()
@@ -308,6 +290,50 @@ func (r *run) exec() error {
 		return r.task()
 	case pipePreview:
 		return r.preview()
+	case pipeReview:
+		return r.reviewPR()
 	}
 	return fmt.Errorf("mode %q has no pipeline", r.order.Mode)
+}
+
+// ready makes everything the agent's first pass needs, in order: the
+// directories, the browser (whose MCP server the harness is built with),
+// the harness, the services, the checkout, the environment, setup, and the
+// branch with its checks before the PR.
+func (r *run) ready() error {
+	co := &checkout{ws: r.ws, order: r.order, spec: r.spec, cfg: &r.cfg, opts: r.opts, work: r.work, parent: r.parent,
+		res: r.res, tl: &r.tl, red: r.red, log: r.log, prog: r.prog}
+	if err := co.dirs(); err != nil {
+		return err
+	}
+	if err := co.setupBrowser(); err != nil {
+		return err
+	}
+	if r.opts.Harness != nil {
+		r.h = r.opts.Harness
+	} else {
+		h, err := harness.ByName(r.cfg, r.opts.Bins)
+		if err != nil {
+			return err
+		}
+		r.h = h
+	}
+	r.images = &imageSet{order: r.order.Images, h: r.h, res: r.res, red: r.red, log: r.log}
+	if r.opts.ServicesFile != "" {
+		s, err := ReadServices(r.opts.ServicesFile)
+		if err != nil {
+			return err
+		}
+		r.ws.services = s
+	}
+	if err := r.tl.timed("clone", co.prepare); err != nil {
+		return err
+	}
+	if r.ws.git != nil {
+		r.buildChecks(r.ws.git, r.ws.pushedAtStart)
+	}
+	if err := co.resolveEnv(); err != nil {
+		return err
+	}
+	return co.setup()
 }

@@ -43,7 +43,7 @@ type screencast struct {
 // startScreencast listens on the runner's socket for the run's life; it
 // returns nil when the sandbox offers no place for it (another backend,
 // the process backend, task mode).
-func (r *run) startScreencast() *screencast {
+func startScreencast(parent context.Context, log zerolog.Logger) *screencast {
 	dir := filepath.Join(dispatch.PreviewDir, dispatch.ScreencastDir)
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 		return nil
@@ -52,13 +52,13 @@ func (r *run) startScreencast() *screencast {
 	_ = os.Remove(path)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
-		r.log.Warn().Err(err).Msg("screencast: no socket; the live page shows no browser")
+		log.Warn().Err(err).Msg("screencast: no socket; the live page shows no browser")
 		return nil
 	}
 	_ = os.Chmod(path, 0o666) // the directory (the runner's, 0700) is the gate
-	sc := &screencast{log: r.log.With().Str("part", "screencast").Logger(), subs: map[chan []byte]struct{}{}}
+	sc := &screencast{log: log.With().Str("part", "screencast").Logger(), subs: map[chan []byte]struct{}{}}
 	go func() {
-		<-r.parent.Done()
+		<-parent.Done()
 		ln.Close()
 	}()
 	go sc.serve(ln)

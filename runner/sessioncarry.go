@@ -30,69 +30,61 @@ import (
 // sessionCmdTimeout bounds one copy of a session, out or in.
 const sessionCmdTimeout = 2 * time.Minute
 
-// savePlanSession (plan mode, after a plan was written) leaves the agent's
-// session in the output dir for the execute run. It never fails the run.
-func (r *run) savePlanSession() {
-	p, ok := r.h.(harness.SessionPorter)
-	if !ok || r.session == "" || r.order.OutputDir == "" {
-		return
+// savePlan (plan mode, after a plan was written) leaves the agent's
+// session id in outputDir for the execute run, bound by m (its repository,
+// model, base and the plan) and returns the receipt's report of it; nil
+// when there is nothing to save. It never fails the run.
+func (s *sessions) savePlan(ctx context.Context, id, outputDir string, m agentsession.Manifest) *dispatch.SessionReport {
+	p, ok := s.h.(harness.SessionPorter)
+	if !ok || id == "" || outputDir == "" {
+		return nil
 	}
-	rep := &dispatch.SessionReport{Harness: r.h.Name(), ID: r.session}
-	r.res.Session = rep
-	notSaved := func(format string, args ...any) {
-		rep.Note = "not saved: " + r.red.String(fmt.Sprintf(format, args...))
-		r.log.Warn().Str("session", r.session).Msg("agent session " + rep.Note)
+	rep := &dispatch.SessionReport{Harness: s.h.Name(), ID: id}
+	notSaved := func(format string, args ...any) *dispatch.SessionReport {
+		rep.Note = "not saved: " + s.red.String(fmt.Sprintf(format, args...))
+		s.log.Warn().Str("session", id).Msg("agent session " + rep.Note)
+		return rep
 	}
-	cmd, err := p.ExportSession(r.env, r.dir, r.session)
+	cmd, err := p.ExportSession(s.env, s.dir, id)
 	if err != nil {
-		notSaved("%v", err)
-		return
+		return notSaved("%v", err)
 	}
 	// The database copy and its text: twice the data's cap.
-	out, err := r.sessionCmd(cmd, 2*agentsession.MaxDataBytes+64<<10)
+	out, err := s.cmd(ctx, cmd, 2*agentsession.MaxDataBytes+64<<10)
 	if err != nil {
-		notSaved("copy: %v", err)
-		return
+		return notSaved("copy: %v", err)
 	}
 	data, text, err := p.SessionData(out)
 	if err != nil {
-		notSaved("%v", err)
-		return
+		return notSaved("%v", err)
 	}
-	if name, found := r.secretIn(text); found {
-		notSaved("it holds the value of %s, a secret of the run", name)
-		return
+	if name, found := s.secretIn(text); found {
+		return notSaved("it holds the value of %s, a secret of the run", name)
 	}
-	// Bound to this repository and to the plan as the receipt will carry
-	// it (redacted), which is what the bot's plan comment records.
-	archive, err := agentsession.Encode(agentsession.Manifest{
-		TaskID: r.order.TaskID, Harness: r.h.Name(), ID: r.session, Model: r.cfg.Model, Dir: r.dir, BaseSHA: r.baseSHA,
-		RepoID: r.order.RepoID, PlanSHA256: agentsession.PlanDigest(r.red.String(r.res.Plan)),
-	}, data)
+	m.TaskID, m.Harness, m.ID, m.Dir = s.taskID, s.h.Name(), id, s.dir
+	archive, err := agentsession.Encode(m, data)
 	if err != nil {
-		notSaved("%v", err)
-		return
+		return notSaved("%v", err)
 	}
-	path := filepath.Join(r.order.OutputDir, dispatch.SessionArchiveFile)
+	path := filepath.Join(outputDir, dispatch.SessionArchiveFile)
 	if err := os.WriteFile(path, archive, 0o644); err != nil {
-		notSaved("%v", err)
-		return
+		return notSaved("%v", err)
 	}
 	rep.Archive, rep.ArchiveBytes, rep.Note = dispatch.SessionArchiveFile, int64(len(archive)), "saved for the execute run"
-	r.log.Info().Str("session", r.session).Int("bytes", len(archive)).Msg("agent session saved for the execute run")
+	s.log.Info().Str("session", id).Int("bytes", len(archive)).Msg("agent session saved for the execute run")
+	return rep
 }
 
-// resumePlanSession (execute mode) restores the session the work order
-// hands over and returns its id, or "" when the agent starts fresh; the
-// receipt says which and why.
-func (r *run) resumePlanSession() string {
-	h := r.order.Session
+// resumePlan (execute mode) restores the session h hands over and
+// returns its id, or "" when the agent starts fresh, and the receipt's
+// report, which says which and why. want is what the session must have
+// been made with: this run's model, base commit and base branch.
+func (s *sessions) resumePlan(ctx context.Context, h *dispatch.SessionHandoff, want agentsession.Manifest, baseBranch string) (string, *dispatch.SessionReport) {
 	rep := &dispatch.SessionReport{}
-	r.res.Session = rep
-	fresh := func(format string, args ...any) string {
-		rep.Note = "fresh: " + r.red.String(fmt.Sprintf(format, args...))
-		r.log.Info().Str("from", rep.From).Msg("agent session " + rep.Note)
-		return ""
+	fresh := func(format string, args ...any) (string, *dispatch.SessionReport) {
+		rep.Note = "fresh: " + s.red.String(fmt.Sprintf(format, args...))
+		s.log.Info().Str("from", rep.From).Msg("agent session " + rep.Note)
+		return "", rep
 	}
 	if h == nil {
 		return fresh("no plan session was handed over")
@@ -112,27 +104,27 @@ func (r *run) resumePlanSession() string {
 	if why := bindingMismatch(m, h); why != "" {
 		return fresh("%s", why)
 	}
-	p, ok := r.h.(harness.SessionPorter)
+	p, ok := s.h.(harness.SessionPorter)
 	switch {
-	case m.Harness != r.h.Name():
-		return fresh("the plan ran with %s, this run uses %s", m.Harness, r.h.Name())
+	case m.Harness != s.h.Name():
+		return fresh("the plan ran with %s, this run uses %s", m.Harness, s.h.Name())
 	case !ok:
-		return fresh("the %s harness cannot resume a session", r.h.Name())
-	case m.Model != r.cfg.Model:
-		return fresh("the plan ran with model %q, this run uses %q", m.Model, r.cfg.Model)
-	case m.BaseSHA != "" && m.BaseSHA != r.baseSHA:
-		return fresh("%s moved since the plan (%.12s, now %.12s)", r.baseBranch, m.BaseSHA, r.baseSHA)
+		return fresh("the %s harness cannot resume a session", s.h.Name())
+	case m.Model != want.Model:
+		return fresh("the plan ran with model %q, this run uses %q", m.Model, want.Model)
+	case m.BaseSHA != "" && m.BaseSHA != want.BaseSHA:
+		return fresh("%s moved since the plan (%.12s, now %.12s)", baseBranch, m.BaseSHA, want.BaseSHA)
 	}
-	cmd, err := p.ImportSession(r.env, m.ID, m.Dir, r.dir, data)
+	cmd, err := p.ImportSession(s.env, m.ID, m.Dir, s.dir, data)
 	if err != nil {
 		return fresh("the session does not fit this checkout: %v", err)
 	}
-	if _, err := r.sessionCmd(cmd, 1<<20); err != nil {
+	if _, err := s.cmd(ctx, cmd, 1<<20); err != nil {
 		return fresh("restoring the session failed: %v", err)
 	}
 	rep.Resumed, rep.Note = true, "resumed from plan "+h.FromTask
-	r.log.Info().Str("from", h.FromTask).Str("session", m.ID).Msg("agent session resumed from the plan run")
-	return m.ID
+	s.log.Info().Str("from", h.FromTask).Str("session", m.ID).Msg("agent session resumed from the plan run")
+	return m.ID, rep
 }
 
 // bindingMismatch says why an archive is not this run's to resume: it
@@ -150,13 +142,13 @@ func bindingMismatch(m agentsession.Manifest, h *dispatch.SessionHandoff) string
 	return ""
 }
 
-// sessionCmd runs cmd as the agent, in its own process group, and returns
-// its stdout, which may not pass limit bytes.
-func (r *run) sessionCmd(cmd *exec.Cmd, limit int) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(r.work, sessionCmdTimeout)
+// cmd runs cmd as the agent, in its own process group, and returns its
+// stdout, which may not pass limit bytes.
+func (s *sessions) cmd(ctx context.Context, cmd *exec.Cmd, limit int) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, sessionCmdTimeout)
 	defer cancel()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	r.opts.Agent.apply(cmd)
+	s.agent.apply(cmd)
 	out := &cappedBuffer{limit: limit}
 	var stderr tailBuffer
 	cmd.Stdout, cmd.Stderr = out, &stderr
@@ -191,12 +183,12 @@ func (r *run) sessionCmd(cmd *exec.Cmd, limit int) ([]byte, error) {
 // the secrets given to the run, and any provider key or other credential
 // in the runner's environment (the process backend and the CLI have them
 // there), so a session that echoed one never leaves the sandbox.
-func (r *run) secretIn(data []byte) (string, bool) {
-	r.red.Refresh()
-	if r.red.Contains(data) {
+func (s *sessions) secretIn(data []byte) (string, bool) {
+	s.red.Refresh()
+	if s.red.Contains(data) {
 		return "the token or a secret given to the run", true
 	}
-	for _, kv := range r.opts.Environ {
+	for _, kv := range s.environ {
 		k, v, _ := strings.Cut(kv, "=")
 		if len(v) < 8 || v == dispatch.GatewayDummyKey || !credentialName(k) {
 			continue
@@ -239,9 +231,9 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 // the plan's session, which holds the task already) and runs the agent.
 // A resumed session the CLI cannot continue (it fails before its first
 // step) gets one fresh pass with the whole prompt.
-func (r *run) agentResuming(spec agentSpec, data PromptData) (*agentOutcome, error) {
+func (r *agentDriver) agentResuming(spec agentSpec, tmpl string, data PromptData, images *imageSet) (*agentOutcome, error) {
 	data.Continuing = spec.SessionID != ""
-	prompt, err := render(r.opts.Templates, r.spec.prompt, data)
+	prompt, err := render(r.templates, tmpl, data)
 	if err != nil {
 		return &agentOutcome{}, err
 	}
@@ -253,8 +245,8 @@ func (r *run) agentResuming(spec agentSpec, data PromptData) (*agentOutcome, err
 	rep := r.res.Session
 	rep.Resumed, rep.Note = false, "fresh: resuming failed: "+r.red.String(clipString(out.Problem(), 200))
 	r.log.Warn().Str("problem", out.Problem()).Msg("the resumed agent session failed at once; starting a fresh one")
-	data.Continuing, spec.SessionID, spec.Images = false, "", r.agentImages()
-	if spec.Prompt, err = render(r.opts.Templates, r.spec.prompt, data); err != nil {
+	data.Continuing, spec.SessionID, spec.Images = false, "", images.forAgent()
+	if spec.Prompt, err = render(r.templates, tmpl, data); err != nil {
 		return out, err
 	}
 	return r.agent(spec)

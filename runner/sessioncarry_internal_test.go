@@ -30,7 +30,7 @@ func TestSessionRestoredWithTheAgentsOwnership(t *testing.T) {
 	}
 	os.Chmod(filepath.Dir(home), 0o755)
 	agent := &AgentUser{Name: "agent", UID: uid, GID: gid, Home: home}
-	r := &run{opts: Options{Agent: agent}, work: context.Background(), red: NewRedactor(""), log: zerolog.Nop()}
+	r := &sessions{agent: agent, red: NewRedactor(""), log: zerolog.Nop()}
 
 	c := harness.NewClaudeCode("claude")
 	const id = "0b72ff7e-fe7c-4917-be58-b670cf474c21"
@@ -40,7 +40,7 @@ func TestSessionRestoredWithTheAgentsOwnership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.sessionCmd(cmd, 1<<20); err != nil {
+	if _, err := r.cmd(context.Background(), cmd, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	proj := filepath.Join(home, ".claude", "projects", strings.NewReplacer("/", "-", ".", "-", "_", "-").Replace(newDir))
@@ -67,7 +67,7 @@ func TestSessionRestoredWithTheAgentsOwnership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.sessionCmd(cmd, 100); err == nil || !strings.Contains(err.Error(), "more than 100 bytes") {
+	if _, err := r.cmd(context.Background(), cmd, 100); err == nil || !strings.Contains(err.Error(), "more than 100 bytes") {
 		t.Fatalf("export over the limit: err = %v", err)
 	}
 }
@@ -79,12 +79,12 @@ func claudeExport(t *testing.T, id, checkout string) []byte {
 	proj := filepath.Join(cfg, "projects", strings.NewReplacer("/", "-", ".", "-", "_", "-").Replace(checkout))
 	os.MkdirAll(proj, 0o700)
 	os.WriteFile(filepath.Join(proj, id+".jsonl"), []byte(`{"cwd":"`+checkout+`"}`+"\n"), 0o600)
-	r := &run{opts: Options{}, work: context.Background(), red: NewRedactor(""), log: zerolog.Nop()}
+	r := &sessions{red: NewRedactor(""), log: zerolog.Nop()}
 	c, err := harness.NewClaudeCode("claude").ExportSession([]string{"CLAUDE_CONFIG_DIR=" + cfg, "PATH=" + os.Getenv("PATH")}, checkout, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := r.sessionCmd(c, 1<<20)
+	out, err := r.cmd(context.Background(), c, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,8 +115,8 @@ func TestOpenCodeSessionRestoredWithTheAgentsOwnership(t *testing.T) {
 		os.Chmod(d, 0o755)
 	}
 	agent := &AgentUser{Name: "agent", UID: uid, GID: gid, Home: state}
-	r := &run{opts: Options{Agent: agent}, stateDir: state, work: context.Background(), red: NewRedactor(""), log: zerolog.Nop()}
-	db, err := r.openCodeDB()
+	r := &sessions{agent: agent, stateDir: state, red: NewRedactor(""), log: zerolog.Nop()}
+	db, err := openCodeDB(state, agent)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestOpenCodeSessionRestoredWithTheAgentsOwnership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.sessionCmd(cmd, 1<<20); err != nil {
+	if _, err := r.cmd(context.Background(), cmd, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{filepath.Dir(db), db} {
@@ -144,7 +144,7 @@ func TestOpenCodeSessionRestoredWithTheAgentsOwnership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := r.sessionCmd(cmd, 1<<20)
+	out, err := r.cmd(context.Background(), cmd, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

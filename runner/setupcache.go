@@ -28,7 +28,7 @@ import (
 
 // setupCache is the cache for this run's setup.
 type setupCache struct {
-	r     *run
+	r     *checkout
 	store *setupcache.Store
 	key   string
 	paths []string
@@ -37,33 +37,33 @@ type setupCache struct {
 // newSetupCache returns nil, with the reason in rep, when the run has no
 // cache: no directory (the process backend, the CLI), task mode, turned
 // off, or nothing to keep.
-func (r *run) newSetupCache(rep *dispatch.SetupReport) (*setupCache, error) {
-	dir := r.opts.SetupCacheDir
+func (c *checkout) newSetupCache(rep *dispatch.SetupReport) (*setupCache, error) {
+	dir := c.opts.SetupCacheDir
 	switch {
-	case dir == "" || r.git == nil:
+	case dir == "" || c.ws.git == nil:
 		return nil, nil
-	case !r.cfg.Cache.On():
+	case !c.cfg.Cache.On():
 		rep.Cache = "off (cache.enabled: false)"
 		return nil, nil
 	}
-	keyFiles, paths := setupcache.Defaults(r.dir)
-	if len(r.cfg.Cache.Paths) > 0 {
-		paths = r.cfg.Cache.Paths
+	keyFiles, paths := setupcache.Defaults(c.ws.dir)
+	if len(c.cfg.Cache.Paths) > 0 {
+		paths = c.cfg.Cache.Paths
 	}
 	if len(paths) == 0 {
 		rep.Cache = "not used: no cache.paths, and no lock file that implies them"
 		return nil, nil
 	}
-	keyFiles = append(keyFiles, r.cfg.Cache.KeyFiles...)
+	keyFiles = append(keyFiles, c.cfg.Cache.KeyFiles...)
 	slices.Sort(keyFiles)
-	files, err := setupcache.HashFiles(r.dir, slices.Compact(keyFiles))
+	files, err := setupcache.HashFiles(c.ws.dir, slices.Compact(keyFiles))
 	if err != nil {
 		return nil, err
 	}
-	path, _ := lookupEnv(r.env, "PATH")
-	key := setupcache.Key(setupcache.Inputs{Repo: r.order.Repo, Setup: r.cfg.Lifecycle.Setup, Paths: paths, Files: files, Tools: setupcache.ToolStamp(path)})
+	path, _ := lookupEnv(c.ws.env, "PATH")
+	key := setupcache.Key(setupcache.Inputs{Repo: c.order.Repo, Setup: c.cfg.Lifecycle.Setup, Paths: paths, Files: files, Tools: setupcache.ToolStamp(path)})
 	rep.Key = key
-	return &setupCache{r: r, key: key, paths: paths, store: &setupcache.Store{Dir: dir, MaxBytes: r.opts.SetupCacheMaxBytes}}, nil
+	return &setupCache{r: c, key: key, paths: paths, store: &setupcache.Store{Dir: dir, MaxBytes: c.opts.SetupCacheMaxBytes}}, nil
 }
 
 // restore extracts the entry of the key into the checkout and reports
@@ -102,13 +102,13 @@ func (c *setupCache) restore(rep *dispatch.SetupReport) bool {
 // setup could plant code for the next run.
 func (c *setupCache) save(rep *dispatch.SetupReport) {
 	r := c.r
-	if r.startSHA == "" || r.startSHA != r.baseSHA {
+	if r.ws.startSHA == "" || r.ws.startSHA != r.ws.baseSHA {
 		note(rep, "not saved: the checkout is not the base branch's own commit")
 		return
 	}
 	var present []string
 	for _, p := range c.paths {
-		if exists(filepath.Join(r.dir, filepath.FromSlash(p))) {
+		if exists(filepath.Join(r.ws.dir, filepath.FromSlash(p))) {
 			present = append(present, p)
 		}
 	}
@@ -120,7 +120,7 @@ func (c *setupCache) save(rep *dispatch.SetupReport) {
 	args := append([]string{"-c", "-f", "-", "--"}, present...)
 	err := c.tar(r.work, args, nil, func(stdout io.Reader) error {
 		var err error
-		m, err = c.store.Save(setupcache.Manifest{Key: c.key, Repo: r.order.Repo, Commit: r.baseSHA, Paths: present, Setup: r.cfg.Lifecycle.Setup}, stdout)
+		m, err = c.store.Save(setupcache.Manifest{Key: c.key, Repo: r.order.Repo, Commit: r.ws.baseSHA, Paths: present, Setup: r.cfg.Lifecycle.Setup}, stdout)
 		return err
 	})
 	if err != nil {
@@ -153,10 +153,10 @@ func (c *setupCache) tar(ctx context.Context, args []string, feed func(io.Writer
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "tar", args...)
 	cmd.WaitDelay = 5 * time.Second
-	cmd.Dir = r.dir
+	cmd.Dir = r.ws.dir
 	// Not the project's environment: TAR_OPTIONS from a repository's .env
 	// must not change what is archived or how it is extracted.
-	path, _ := lookupEnv(r.env, "PATH")
+	path, _ := lookupEnv(r.ws.env, "PATH")
 	cmd.Env = []string{"PATH=" + path, "LC_ALL=C"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	r.opts.Agent.apply(cmd)
@@ -208,7 +208,7 @@ func (c *setupCache) removePaths() {
 	r := c.r
 	args := append([]string{"-rf", "--"}, c.paths...)
 	cmd := exec.CommandContext(r.work, "rm", args...)
-	cmd.Dir = r.dir
+	cmd.Dir = r.ws.dir
 	r.opts.Agent.apply(cmd)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		r.log.Warn().Err(err).Str("output", string(out)).Msg("setup cache: could not clear a partial restore")

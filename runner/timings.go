@@ -87,13 +87,13 @@ func (t *timeline) result(requested time.Time, startFile string) *dispatch.Timin
 }
 
 // timed runs f as the stage name.
-func (r *run) timed(stage string, f func() error) error {
+func (t *timeline) timed(stage string, f func() error) error {
 	start := time.Now()
 	err := f()
 	note := ""
 	if err != nil {
 		note = "failed"
 	}
-	r.tl.add(stage, start, note)
+	t.add(stage, start, note)
 	return err
 }

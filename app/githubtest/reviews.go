@@ -12,11 +12,15 @@ type Review struct {
 	State       string // APPROVED, CHANGES_REQUESTED, COMMENTED
 	Body        string
 	SubmittedAt time.Time
+	// CommitID is the commit a review posted through the API is of.
+	CommitID string
 }
 
 func (s *Server) reviewRoutes(h func(string, func(http.ResponseWriter, *http.Request, *Repo))) {
 	h("GET /repos/{owner}/{repo}/pulls/{number}/reviews", s.listReviews)
 	h("POST /repos/{owner}/{repo}/pulls/{number}/comments", s.createReviewComment)
+	h("POST /repos/{owner}/{repo}/pulls/{number}/reviews", s.createReview)
+	h("GET /repos/{owner}/{repo}/pulls/{number}/files", s.listPullFiles)
 }
 
 // AddReview records a submitted review on a PR and returns its id (for
@@ -82,7 +86,7 @@ func (s *Server) createReviewComment(w http.ResponseWriter, r *http.Request, rep
 	}
 	s.nextID++
 	c := &ReviewComment{Comment: Comment{ID: s.nextID, User: AppLogin, Body: body.Body, CreatedAt: time.Now()},
-		ReviewID: parent.ReviewID, Path: parent.Path, Line: parent.Line, InReplyTo: root}
+		ReviewID: parent.ReviewID, Path: parent.Path, Line: parent.Line, InReplyTo: root, CommitID: parent.CommitID}
 	iss.PR.ReviewComments = append(iss.PR.ReviewComments, c)
 	writeJSON(w, http.StatusCreated, map[string]any{"id": c.ID, "body": c.Body, "user": s.user(c.User), "path": c.Path,
 		"line": c.Line, "in_reply_to_id": root, "created_at": c.CreatedAt.UTC().Format(time.RFC3339)})
@@ -104,5 +108,5 @@ func (s *Server) ReplyToReviewComment(fullName string, number int, id int64, bod
 
 func (s *Server) reviewJSON(rv *Review) map[string]any {
 	return map[string]any{"id": rv.ID, "user": s.user(rv.User), "state": rv.State, "body": rv.Body,
-		"submitted_at": rv.SubmittedAt.UTC().Format(time.RFC3339)}
+		"submitted_at": rv.SubmittedAt.UTC().Format(time.RFC3339), "commit_id": rv.CommitID}
 }

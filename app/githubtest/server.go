@@ -1238,7 +1238,7 @@ func (s *Server) AddReviewComment(fullName string, number int, reviewID int64, u
 func (s *Server) reviewCommentJSON(c *ReviewComment) map[string]any {
 	return map[string]any{"id": c.ID, "body": c.Body, "user": s.user(c.User), "path": c.Path, "line": c.Line,
 		"pull_request_review_id": c.ReviewID, "diff_hunk": "@@ -1 +1 @@", "created_at": c.CreatedAt.UTC().Format(time.RFC3339),
-		"in_reply_to_id": c.InReplyTo}
+		"in_reply_to_id": c.InReplyTo, "commit_id": c.CommitID}
 }
 
 // ReviewComment is an inline comment of a review.
@@ -1249,6 +1249,8 @@ type ReviewComment struct {
 	Line     int
 	// InReplyTo is the thread's first comment when this one is a reply.
 	InReplyTo int64
+	// CommitID is the commit the comment's review was of.
+	CommitID string
 }
 
 func (s *Server) createCheckRun(w http.ResponseWriter, r *http.Request, repo *Repo) {
@@ -1379,6 +1381,9 @@ func (s *Server) serveGit(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	if !allowed {
 		return
+	}
+	if !push {
+		s.syncPullRefs(repo)
 	}
 	r2 := r.Clone(r.Context())
 	r2.URL.Path = "/" + parts[0] + "/" + parts[1] + "/" + parts[2]

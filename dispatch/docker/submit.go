@@ -175,40 +175,52 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 	if b.o.OSVDir != "" && !task && m.Mode != dispatch.ModePreview {
 		args = append(args, "--mount", bind(b.o.OSVDir, dispatch.OSVMount, true))
 	}
-	if task {
-		// No inner daemon. The init starts as root with the capabilities
-		// its fence needs alone, installs it, and runs the runner and the
-		// agent as the sandbox user with none (the bounding set emptied),
-		// so nothing the agent starts can change the rules.
-		args = append(args, "--user", "0:0", "--cap-drop", "ALL")
-		for _, c := range dispatch.TaskFenceCaps() {
-			args = append(args, "--cap-add", c)
-		}
-		args = append(args,
-			"--security-opt", "no-new-privileges",
-			"--env", fmt.Sprintf("%s=%d:%d", dispatch.EnvTaskFence, b.o.SandboxUID, b.o.SandboxGID),
-		)
-		if rec.Isolation == dispatch.IsolationGVisor {
-			args = append(args, "--runtime", dispatch.GVisorRuntime)
-		}
-	} else {
-		args = append(args, "--mount", bind(filepath.Join(dir, "docker"), "/var/lib/docker", false))
-		args = append(args, IsolationArgs(rec.Isolation)...)
-	}
+	args = append(args, b.isolationArgs(rec, dir, task)...)
 	for _, h := range b.o.ExtraHosts {
 		args = append(args, "--add-host", h)
 	}
 	args = append(args, b.networkArgs()...)
-	// The configured bound is the default and the ceiling: the bot checks
-	// a repository's ask against it already; the local CLI's repository
-	// file is held here.
-	mem, cpu := order.Config.Resources.MemoryMB, order.Config.Resources.CPU
+	args = append(args, b.limitArgs(order.Config.Resources.MemoryMB, order.Config.Resources.CPU)...)
+	return append(args, b.o.Image), nil
+}
+
+// isolationArgs run a task sandbox behind its fence without an inner
+// daemon, and any other with its Docker data directory and the isolation
+// profile's runtime.
+func (b *Backend) isolationArgs(rec record, dir string, task bool) []string {
+	if !task {
+		return append([]string{"--mount", bind(filepath.Join(dir, "docker"), "/var/lib/docker", false)}, IsolationArgs(rec.Isolation)...)
+	}
+	// No inner daemon. The init starts as root with the capabilities its
+	// fence needs alone, installs it, and runs the runner and the agent as
+	// the sandbox user with none (the bounding set emptied), so nothing the
+	// agent starts can change the rules.
+	args := []string{"--user", "0:0", "--cap-drop", "ALL"}
+	for _, c := range dispatch.TaskFenceCaps() {
+		args = append(args, "--cap-add", c)
+	}
+	args = append(args,
+		"--security-opt", "no-new-privileges",
+		"--env", fmt.Sprintf("%s=%d:%d", dispatch.EnvTaskFence, b.o.SandboxUID, b.o.SandboxGID),
+	)
+	if rec.Isolation == dispatch.IsolationGVisor {
+		args = append(args, "--runtime", dispatch.GVisorRuntime)
+	}
+	return args
+}
+
+// limitArgs bound the sandbox's memory (MiB), CPU (millicores) and
+// processes. The configured bound is the default and the ceiling: the bot
+// checks a repository's ask against it already; the local CLI's
+// repository file is held here.
+func (b *Backend) limitArgs(mem, cpu int) []string {
 	if mem <= 0 || (b.o.MemoryMB > 0 && mem > b.o.MemoryMB) {
 		mem = b.o.MemoryMB
 	}
 	if cpu <= 0 || (b.o.CPU > 0 && cpu > b.o.CPU) {
 		cpu = b.o.CPU
 	}
+	var args []string
 	if mem > 0 {
 		args = append(args, "--memory", strconv.Itoa(mem)+"m")
 	}
@@ -218,7 +230,7 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 	if b.o.PidsLimit > 0 {
 		args = append(args, "--pids-limit", strconv.Itoa(b.o.PidsLimit))
 	}
-	return append(args, b.o.Image), nil
+	return args
 }
 
 // bind is a --mount value; unlike -v it refuses a missing source instead of

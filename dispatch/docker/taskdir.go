@@ -77,25 +77,28 @@ func (b *Backend) writeTaskDir(dir string, order dispatch.WorkOrder, token strin
 		}
 	}
 	if b.o.Env != nil {
-		env := sandboxEnv(b.o.Env, order)
-		var sb strings.Builder
-		keys := make([]string, 0, len(env))
-		for k := range env {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			v := env[k]
-			if strings.ContainsAny(k, "=\n") || strings.Contains(v, "\n") {
-				return fmt.Errorf("env %s: names cannot hold = or newlines, values cannot hold newlines", k)
-			}
-			fmt.Fprintf(&sb, "%s=%s\n", k, v)
-		}
-		if err := writeFile(filepath.Join(dir, "env"), []byte(sb.String()), 0o600); err != nil {
-			return err
-		}
+		return writeEnvFile(filepath.Join(dir, "env"), sandboxEnv(b.o.Env, order))
 	}
 	return nil
+}
+
+// writeEnvFile writes env as docker's --env-file reads it, one NAME=value
+// a line, sorted, private to the bot.
+func writeEnvFile(path string, env map[string]string) error {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var sb strings.Builder
+	for _, k := range keys {
+		v := env[k]
+		if strings.ContainsAny(k, "=\n") || strings.Contains(v, "\n") {
+			return fmt.Errorf("env %s: names cannot hold = or newlines, values cannot hold newlines", k)
+		}
+		fmt.Fprintf(&sb, "%s=%s\n", k, v)
+	}
+	return writeFile(path, []byte(sb.String()), 0o600)
 }
 
 // sandboxEnv is what of the backend's environment a run's sandbox gets:

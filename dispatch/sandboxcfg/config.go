@@ -129,6 +129,7 @@ type Review struct {
 	Enabled     *bool   `yaml:"enabled,omitempty" json:"enabled,omitempty" desc:"Run the reviewer's pass after validation. Default false."`
 	Model       string  `yaml:"model,omitempty" json:"model,omitempty" desc:"Model of the reviewer's session (the harness's model name). Default: the run's model."`
 	BudgetShare float64 `yaml:"budget_share,omitempty" json:"budget_share,omitempty" desc:"Share of max_budget_usd the reviewer may spend. Default 0.1." min:"0" max:"1"`
+	Auto        *bool   `yaml:"auto,omitempty" json:"auto,omitempty" desc:"Review every pull request a person with write access opens or marks ready for review (not drafts, not the App's own), once per head, as /review does. Never a pull request by someone without write access. Read from the base branch. Default false."`
 }
 
 // Secrets configures the secret scan.

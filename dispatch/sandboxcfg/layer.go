@@ -315,6 +315,9 @@ func mergeSections(c, over *Config) {
 	if over.Review.BudgetShare != 0 {
 		c.Review.BudgetShare = over.Review.BudgetShare
 	}
+	if over.Review.Auto != nil {
+		c.Review.Auto = over.Review.Auto
+	}
 	if len(over.Secrets.Allow) > 0 {
 		c.Secrets.Allow = append([]SecretAllow(nil), over.Secrets.Allow...)
 	}
@@ -369,7 +372,7 @@ func setKeys(c *Config) []string {
 	add(len(c.MCP) > 0, "mcp")
 	add(len(c.Skills) > 0, "skills")
 	add(c.Plan.Required != nil || c.Plan.Strict != nil, "plan")
-	add(c.Review.Enabled != nil || c.Review.Model != "" || c.Review.BudgetShare != 0, "review")
+	add(c.Review.Enabled != nil || c.Review.Model != "" || c.Review.BudgetShare != 0 || c.Review.Auto != nil, "review")
 	add(len(c.Secrets.Allow) > 0, "secrets")
 	add(c.Repair != (Repair{}), "repair")
 	add(len(c.Network.Allow) > 0, "network")

@@ -73,7 +73,7 @@ func fullConfig() *sandboxcfg.Config {
 		Skills:    []string{"docs/skills/testing.md"},
 		Plan:      sandboxcfg.Plan{Required: ptr(false), Strict: ptr(true)},
 		Repair:    sandboxcfg.Repair{Attempts: ptr(3), BudgetShare: 0.25, MinBudgetUSD: 2},
-		Review:    sandboxcfg.Review{Enabled: ptr(true), Model: "anthropic/claude-haiku-4-5", BudgetShare: 0.15},
+		Review:    sandboxcfg.Review{Enabled: ptr(true), Model: "anthropic/claude-haiku-4-5", BudgetShare: 0.15, Auto: ptr(true)},
 		Secrets:   sandboxcfg.Secrets{Allow: []sandboxcfg.SecretAllow{{Path: "testdata/fixtures/**", Rule: "aws-access-token"}}},
 		Network:   sandboxcfg.Network{Allow: []string{"registry.npmjs.org", "*.github.com"}},
 		Resources: sandboxcfg.Resources{CPU: 4000, MemoryMB: 8192},

@@ -62,6 +62,8 @@ type ResolvedReview struct {
 	Enabled     bool    `json:"enabled"`
 	Model       string  `json:"model,omitempty"`
 	BudgetShare float64 `json:"budget_share"`
+	// Auto: every writer's non-draft pull request is reviewed (review.auto).
+	Auto bool `json:"auto,omitempty"`
 }
 
 // ResolvedService is a service with its healthcheck decided: the one it
@@ -122,7 +124,7 @@ func resolve(c *Config) Resolved {
 		Plan:  ResolvedPlan{Required: c.Plan.Required == nil || *c.Plan.Required, Strict: c.Plan.Strict != nil && *c.Plan.Strict},
 		Cache: c.Cache.resolve(),
 		Review: ResolvedReview{Enabled: c.Review.Enabled != nil && *c.Review.Enabled, Model: c.Review.Model,
-			BudgetShare: cmp.Or(c.Review.BudgetShare, DefaultReviewShare)},
+			BudgetShare: cmp.Or(c.Review.BudgetShare, DefaultReviewShare), Auto: c.Review.Auto != nil && *c.Review.Auto},
 		Secrets: Secrets{Allow: c.Secrets.Allow},
 		CI:      c.CI.resolve(), Reports: c.Reports.resolve(), Budgets: c.Budgets,
 		Repair: ResolvedRepair{
@@ -157,7 +159,7 @@ func resolve(c *Config) Resolved {
 // layer is r as a layer that sets everything, for checking it again
 // (Check) and for showing it.
 func (r *Resolved) layer() Config {
-	required, attempts, strict, review := r.Plan.Required, r.Repair.Attempts, r.Plan.Strict, r.Review.Enabled
+	required, attempts, strict, review, auto := r.Plan.Required, r.Repair.Attempts, r.Plan.Strict, r.Review.Enabled, r.Review.Auto
 	c := Config{
 		Name: r.Name, Mode: r.Mode, Branch: r.Branch, Harness: r.Harness, Model: r.Model, Command: r.Command,
 		MaxBudgetUSD: r.MaxBudgetUSD, TimeoutMinutes: r.TimeoutMinutes, InactivitySeconds: r.InactivitySeconds,
@@ -165,7 +167,7 @@ func (r *Resolved) layer() Config {
 		MCP: r.MCP, Skills: r.Skills, Network: r.Network, Resources: r.Resources,
 		Cache:   r.Cache.layer(),
 		Plan:    Plan{Required: &required, Strict: &strict},
-		Review:  Review{Enabled: &review, Model: r.Review.Model, BudgetShare: r.Review.BudgetShare},
+		Review:  Review{Enabled: &review, Model: r.Review.Model, BudgetShare: r.Review.BudgetShare, Auto: &auto},
 		Secrets: r.Secrets,
 		CI:      r.CI.layer(), Reports: r.Reports.layer(), Budgets: r.Budgets,
 		Repair: Repair{Attempts: &attempts, BudgetShare: r.Repair.BudgetShare, MinBudgetUSD: r.Repair.MinBudgetUSD},

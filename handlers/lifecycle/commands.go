@@ -19,6 +19,12 @@ const (
 	// for a while, in a preview sandbox beside whatever runs on the PR.
 	Preview Event = "/preview"
 	Status  Event = "/status"
+	// AskReview: a writer asks for a review of a pull request, anyone's,
+	// having run its validation (the text after it is what to look at).
+	AskReview Event = "/review"
+	// Fix: a writer asks for a change on a pull request's branch (in a
+	// review thread, or with what to change after it).
+	Fix Event = "/fix"
 	// Run: a writer starts a routine of .sandbox.yml now, on any issue
 	// or pull request; it opens a new issue of its own.
 	Run Event = "/run"
@@ -63,7 +69,7 @@ var Commands = []CommandSpec{
 		Help: "start the implementation of the posted plan"},
 	{Event: Revise, Where: InIssues | InPRs, Flags: []string{"budget", "model", "timeout"}, NeedsText: true,
 		Help: "re-plan (on an issue) or change the PR (on a PR) with your feedback"},
-	{Event: Abort, Where: InIssues | InPRs,
+	{Event: Abort, Where: InIssues | InPRs | InOthersPRs,
 		Help: "stop the active run; work pushed so far stays on its branch"},
 	{Event: Retry, Where: InIssues | InPRs, Flags: []string{"budget", "timeout", "model"},
 		Help: "run the last failed step again"},
@@ -73,6 +79,10 @@ var Commands = []CommandSpec{
 		Help: "bring the PR branch up to date with its base"},
 	{Event: Preview, Where: InPRs,
 		Help: "serve the PR's head with its dev server for a while, at a link on the PR"},
+	{Event: AskReview, Where: InPRs | InOthersPRs,
+		Help: "review the pull request having run its validation: one review, inline comments on the diff (`/review [what to look at]`)"},
+	{Event: Fix, Where: InPRs | InOthersPRs,
+		Help: "in a review thread, or with what to change: one commit on the pull request's branch (a fork's gets suggested changes)"},
 	{Event: Status, Where: InIssues | InPRs | InOthersPRs,
 		Help: "show the run in progress here, or the last one (anyone can ask)"},
 	{Event: Run, Where: InIssues | InPRs | InOthersPRs, NeedsText: true,

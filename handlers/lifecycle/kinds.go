@@ -37,6 +37,14 @@ var RunKinds = []RunKind{
 	{Mode: dispatch.ModeRevise, Holds: Revising, HoldsPR: Revising, OnPR: true, StartsOver: true},
 	{Mode: dispatch.ModeRebase, Holds: Rebasing, HoldsPR: Rebasing, OnPR: true, StartsOver: true},
 	{Mode: dispatch.ModePreview, Holds: Executing, HoldsPR: Revising, StartsOver: true, Aside: true},
+	// A review holds the pull request's lock (one run on a PR at a time,
+	// queued under the caps like any) and changes nothing on it.
+	{Mode: dispatch.ModeReview, Holds: Executing, HoldsPR: Revising, StartsOver: true},
+	// A fix changes a pull request's branch, anyone's: started over when
+	// interrupted, since it pushes nothing before it completed.
+	{Mode: dispatch.ModeFix, Holds: Executing, HoldsPR: Revising, StartsOver: true},
+	// A fix of a fork's pull request: suggested changes, nothing pushed.
+	{Mode: dispatch.ModeSuggest, Holds: Executing, HoldsPR: Revising, StartsOver: true},
 }
 
 // KindOf is the declared kind of mode; a mode no kind declares (a receipt

@@ -211,6 +211,8 @@ type Facts struct {
 	// failing check fails on the base branch's head too; FixesUsedUp, the
 	// PR had ci.fix_attempts fix runs already.
 	CIFixOff, PersonPushed, BaseFails, FixesUsedUp bool
+	// AsksReview: a mention's words ask for a review.
+	AsksReview bool
 }
 
 // Guard is a condition on Facts that picks one case of a rule.
@@ -243,6 +245,8 @@ const (
 	BaseFails Guard = "fails on the base too"
 	// FixesUsedUp: the PR had its ci.fix_attempts fix runs.
 	FixesUsedUp Guard = "fix runs used up"
+	// AsksReview: the mention asks for a review ("review" in its words).
+	AsksReview Guard = "asks for a review"
 )
 
 // Holds reports whether g holds on f.
@@ -274,6 +278,8 @@ func (g Guard) Holds(f Facts) bool {
 		return f.BaseFails
 	case FixesUsedUp:
 		return f.FixesUsedUp
+	case AsksReview:
+		return f.AsksReview
 	}
 	panic(fmt.Sprintf("lifecycle: unknown guard %q", g))
 }
@@ -356,6 +362,12 @@ const (
 	PostFailure Action = "`failure`"
 	PostAborted Action = "`aborted`"
 	Resume      Action = "resume"
+	// PostReview posts the review run's review on the pull request: one
+	// review, event COMMENT, inline comments on the lines of its diff.
+	PostReview Action = "post the review"
+	// PostFixed answers the /fix (in its thread) with the commit pushed,
+	// or the suggested changes on a fork's pull request.
+	PostFixed Action = "answer with the commit"
 	// EndPreview edits the preview's comment: it has ended.
 	EndPreview Action = "edit `preview`: ended"
 )

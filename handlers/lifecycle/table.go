@@ -68,6 +68,13 @@ var (
 	// ciWait: a run holds the PR; the head is looked at again once it
 	// ended.
 	ciWait = Rule{{If: CIFixOff, Do: Nothing}, {Do: WaitForRun}}
+	// review starts a review run of the pull request's head.
+	review = do(StartRun(dispatch.ModeReview), "")
+	fix    = do(StartRun(dispatch.ModeFix), "")
+	// mentionOther: a mention on a pull request the App did not open asks
+	// for a review when it says so; otherwise it is answered with what
+	// works there.
+	mentionOther = Rule{{If: AsksReview, Do: StartRun(dispatch.ModeReview)}, {Do: Reply("mention_other_pr")}}
 )
 
 // The issue's states by whether a run holds it.
@@ -117,7 +124,7 @@ var issueTable = wrongPlaces(map[Event]map[State]Rule{
 // allowed (on an issue, on a PR the App did not open) its cell is
 // wrong_place, from its declaration (Commands).
 var prTable = wrongPlaces(map[Event]map[State]Rule{
-	Mention: with(each(feedback, prOurs...), map[State]Rule{NotOurs: reply("mention_other_pr")}),
+	Mention: with(each(feedback, prOurs...), map[State]Rule{NotOurs: mentionOther}),
 	// A review on another PR is none of the bot's business.
 	Review: with(each(do(Collect, ""), prOurs...), map[State]Rule{NotOurs: nothing}),
 	Revise: each(do(Collect, ""), prOurs...),
@@ -128,14 +135,20 @@ var prTable = wrongPlaces(map[Event]map[State]Rule{
 	ChecksFailed: with(with(each(ciFix, PROpen, Failed, OverBudget), each(ciWait, prHeld...)), map[State]Rule{NotOurs: nothing, Aborted: nothing}),
 	Abort: with(each(reply("nothing_to_abort"), prFree...), map[State]Rule{
 		Queued: do(Dequeue, Aborted), Revising: do(Cancel, ""), Rebasing: do(Cancel, ""),
+		// The review or fix run holding another's pull request, if any.
+		NotOurs: do(Cancel, ""),
 	}),
 	Retry:    with(each(do(RetryRun, ""), prFree...), each(busy, prHeld...)),
 	Continue: with(each(do(ContinueRun, Revising), prFree...), each(busy, prHeld...)),
 	Preview:  each(do(StartPreview, ""), prOurs...),
-	Status:   each(status, PRStates...),
-	Run:      each(do(StartRoutine, ""), PRStates...),
-	Typo:     each(help, PRStates...),
-	SlotFree: with(each(nothing, PRStates...), map[State]Rule{Queued: do(StartQueued, "")}),
+	// A review on the App's own PR waits for nothing: a run that holds
+	// the PR is answered busy.
+	AskReview: with(each(review, NotOurs, PROpen, Failed, Aborted, OverBudget), each(busy, prHeld...)),
+	Fix:       with(each(fix, NotOurs, PROpen, Failed, Aborted, OverBudget), each(busy, prHeld...)),
+	Status:    each(status, PRStates...),
+	Run:       each(do(StartRoutine, ""), PRStates...),
+	Typo:      each(help, PRStates...),
+	SlotFree:  with(each(nothing, PRStates...), map[State]Rule{Queued: do(StartQueued, "")}),
 	Restart: with(each(nothing, PRStates...), map[State]Rule{
 		Queued: do(Admit, ""), Revising: do(Follow, ""), Rebasing: do(Follow, ""),
 	}),
@@ -154,6 +167,11 @@ var runTable = map[dispatch.Mode]map[End]Rule{
 	dispatch.ModeRebase:   ends(do(PostDone, PROpen), Rebasing),
 	// A preview ends however it ends; the PR's state is not its to change.
 	dispatch.ModePreview: {Completed: do(EndPreview, ""), Broke: do(EndPreview, ""), Interrupted: do(EndPreview, ""), Stopped: do(EndPreview, "")},
+	// A review changes no code; on another's pull request it shows no
+	// state (resultPoster.report).
+	dispatch.ModeReview:  ends(do(PostReview, PROpen), Revising),
+	dispatch.ModeFix:     ends(do(PostFixed, PROpen), Revising),
+	dispatch.ModeSuggest: ends(do(PostFixed, PROpen), Revising),
 }
 
 // ends is a run table row: completed as given, the rest alike.

@@ -86,27 +86,7 @@ func (c *ClaudeCode) Command(req Request) (*exec.Cmd, error) {
 	if req.SessionID != "" {
 		args = append(args, "--resume="+req.SessionID)
 	}
-	// In print mode nobody answers a permission prompt: whatever would ask
-	// is denied at once (--permission-prompts none), and the denial shows
-	// up as a stall event instead of a hang.
-	if req.ReadOnly {
-		// Not --permission-mode plan: its system prompt steers the model to
-		// write a plan file and call ExitPlanMode, interactive steps that
-		// fail in print mode. Default mode with the edit tools removed lets
-		// the model read and run read-only commands; anything that would
-		// change the tree needs approval, which is denied.
-		args = append(args, "--permission-mode=default",
-			"--disallowed-tools=Write,Edit,MultiEdit,NotebookEdit")
-		if len(mcpTools) > 0 {
-			args = append(args, "--allowed-tools="+strings.Join(mcpTools, ","))
-		}
-	} else {
-		// acceptEdits covers the file tools only; the agent must also run
-		// builds and tests, and the sandbox is disposable, so Bash is
-		// allowed as a whole.
-		args = append(args, "--permission-mode=acceptEdits",
-			"--allowed-tools="+strings.Join(append([]string{"Bash"}, mcpTools...), ","))
-	}
+	args = append(args, claudePermissions(req.ReadOnly, mcpTools)...)
 	args = append(args, "--permission-prompts=none")
 	if c.MaxTurns > 0 {
 		args = append(args, "--max-turns="+strconv.Itoa(c.MaxTurns))
@@ -143,6 +123,29 @@ func (c *ClaudeCode) Command(req Request) (*exec.Cmd, error) {
 		cmd.Stdin = bytes.NewReader(line)
 	}
 	return cmd, nil
+}
+
+// claudePermissions are the flags of what the agent may do without asking.
+// In print mode nobody answers a permission prompt: whatever would ask is
+// denied at once (--permission-prompts none), and the denial shows up as
+// a stall event instead of a hang.
+func claudePermissions(readOnly bool, mcpTools []string) []string {
+	if readOnly {
+		// Not --permission-mode plan: its system prompt steers the model to
+		// write a plan file and call ExitPlanMode, interactive steps that
+		// fail in print mode. Default mode with the edit tools removed lets
+		// the model read and run read-only commands; anything that would
+		// change the tree needs approval, which is denied.
+		args := []string{"--permission-mode=default", "--disallowed-tools=Write,Edit,MultiEdit,NotebookEdit"}
+		if len(mcpTools) > 0 {
+			args = append(args, "--allowed-tools="+strings.Join(mcpTools, ","))
+		}
+		return args
+	}
+	// acceptEdits covers the file tools only; the agent must also run
+	// builds and tests, and the sandbox is disposable, so Bash is allowed
+	// as a whole.
+	return []string{"--permission-mode=acceptEdits", "--allowed-tools=" + strings.Join(append([]string{"Bash"}, mcpTools...), ",")}
 }
 
 // TakesImages implements ImageTaker.
