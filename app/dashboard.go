@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +35,8 @@ type dashboard struct {
 	log    zerolog.Logger
 	// budgets are what the usage page shows beside the spend.
 	budgets usageBudgets
+	// routines lists every repository's routines (the server sets it).
+	routines func(ctx context.Context) []handlers.RoutineView
 }
 
 // newDashboard opens the store (store.go) and, with OAuth configured, the
@@ -174,15 +177,18 @@ func parseQuery(r *http.Request, v viewer) (query, error) {
 
 // data is everything one dashboard view shows.
 type data struct {
-	Viewer string         `json:"viewer,omitempty"`
-	Runs   receipts.Page  `json:"page"`
-	Stats  receipts.Stats `json:"stats"`
-	Repos  []string       `json:"repositories"`
-	Query  query          `json:"-"`
+	Viewer string `json:"viewer,omitempty"`
+	// Routines are the routines of the repositories the viewer reads,
+	// with their next tick, last run and result (handlers/routines.go).
+	Routines []handlers.RoutineView `json:"routines"`
+	Runs     receipts.Page          `json:"page"`
+	Stats    receipts.Stats         `json:"stats"`
+	Repos    []string               `json:"repositories"`
+	Query    query                  `json:"-"`
 }
 
 func (d *dashboard) load(ctx context.Context, q query, v viewer) (data, error) {
-	out := data{Viewer: v.Login, Query: q}
+	out := data{Viewer: v.Login, Query: q, Routines: d.routinesOf(ctx, v)}
 	var err error
 	if out.Repos, err = d.store.Repos(ctx, q.Filter); err != nil {
 		return out, err
@@ -225,7 +231,7 @@ func (d *dashboard) page(w http.ResponseWriter, r *http.Request, v viewer) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	out := data{Viewer: v.Login, Query: q}
+	out := data{Viewer: v.Login, Query: q, Routines: d.routinesOf(r.Context(), v)}
 	if out.Repos, err = d.store.Repos(r.Context(), q.Filter); err != nil {
 		d.log.Error().Err(err).Msg("dashboard: read receipts")
 		http.Error(w, "read receipts: "+err.Error(), http.StatusInternalServerError)
@@ -257,6 +263,21 @@ func pageHeaders(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "private, no-store")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'")
+}
+
+// routinesOf are the routines of the repositories v reads (every one for
+// the operator).
+func (d *dashboard) routinesOf(ctx context.Context, v viewer) []handlers.RoutineView {
+	if d.routines == nil {
+		return nil
+	}
+	var out []handlers.RoutineView
+	for _, r := range d.routines(ctx) {
+		if v.RepoIDs == nil || slices.Contains(v.RepoIDs, r.RepoID) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 //go:embed dashboard.css

@@ -158,6 +158,10 @@ var dashboardPage = template.Must(template.New("dashboard").Funcs(template.FuncM
 <table id="expensive"><tr><th>Run</th><th>Repository</th><th>Mode</th><th>Cost</th></tr>
 {{range .D.Stats.Expensive}}<tr><td><a href="{{.URL}}">{{.TaskID}}</a></td><td>{{.Repo}}#{{.Number}}</td><td>{{.Mode}}</td><td>{{usd .CostUSD}}</td></tr>{{else}}<tr><td colspan="4">No runs.</td></tr>{{end}}</table></div>
 </section>
+<h2>Routines</h2>
+<table id="routines"><tr><th>Repository</th><th>Routine</th><th>When</th><th>Next tick</th><th>Last run</th><th>Result</th></tr>
+{{range .D.Routines}}<tr class="routine"><td class="repo">{{.Repo}}</td><td>{{.Name}}</td><td>{{if .Schedule}}<code>{{.Schedule}}</code> {{or .Timezone "UTC"}}{{else}}on {{.On}}{{end}}</td><td>{{if .Next.IsZero}}–{{else}}{{when .Next}}{{end}}</td><td>{{if .LastAt.IsZero}}–{{else}}{{when .LastAt}}{{end}}</td><td>{{or .Result "–"}}</td></tr>
+{{else}}<tr><td colspan="6">No routines.</td></tr>{{end}}</table>
 <h2>Runs <small>{{.D.Runs.Total}} in all{{if .D.Runs.Runs}}, {{add .D.Runs.Offset 1}}–{{add .D.Runs.Offset (len .D.Runs.Runs)}} shown{{end}}</small></h2>
 <table id="runs"><tr><th>Ended</th><th>Run</th><th>Repository</th><th>Mode</th><th>Status</th><th>Cost</th><th>Duration</th><th>Steps</th><th>Tokens in/out</th></tr>
 {{range .D.Runs.Runs}}<tr id="{{.TaskID}}" class="run {{.Status}}{{if eq .TaskID $q.Task}} selected{{end}}"><td>{{when .EndedAt}}</td><td><a href="/runs/{{.TaskID}}">{{.TaskID}}</a>{{with .Title}} <span class="title">{{.}}</span>{{end}}</td><td><a href="{{.URL}}">{{.Repo}}#{{.Number}}</a></td><td>{{.Mode}}</td><td>{{.Status}}{{if .Error}} <small>{{.Error}}</small>{{end}}</td><td>{{if .CostUnknown}}unknown{{else}}{{usd .CostUSD}}{{end}}</td><td>{{secs .DurationSeconds}}</td><td>{{.Steps}}</td><td>{{.InputTokens}} / {{.OutputTokens}}</td></tr>

@@ -28,6 +28,11 @@ type OpsConfig struct {
 	HTTPReadTimeout  time.Duration `yaml:"http_read_timeout"`
 	HTTPWriteTimeout time.Duration `yaml:"http_write_timeout"`
 	HTTPIdleTimeout  time.Duration `yaml:"http_idle_timeout"`
+	// ClockFile, when set, is a file holding an RFC 3339 time that the
+	// routines' scheduler takes as now instead of the system clock, so a
+	// test of the assembled bot can advance it (clockfile.go). For tests
+	// only.
+	ClockFile string `yaml:"clock_file"`
 	// The handlers' waits are read and defaulted with these (the
 	// durations in handlers.Settings, which Config embeds):
 	// dispatch_deadline bounds the retries of a submission that failed
@@ -64,6 +69,9 @@ const (
 func (o *OpsConfig) applyEnv(getenv Getenv, runs *handlers.Settings) error {
 	if v, ok := getenv("SANDBOX_ADMIN_LISTEN"); ok {
 		o.AdminListen = strings.TrimSpace(v)
+	}
+	if v, ok := getenv("SANDBOX_CLOCK_FILE"); ok {
+		o.ClockFile = strings.TrimSpace(v)
 	}
 	if v, ok := getenv("SANDBOX_MAX_BODY_READERS"); ok {
 		n, err := strconv.Atoi(strings.TrimSpace(v))

@@ -48,6 +48,8 @@ type Server struct {
 	pacer    *githubPacer
 	// stopPruning ends the transcripts' pruning (store.go).
 	stopPruning context.CancelFunc
+	// stopRoutines stops the routines' scheduler (startRoutines).
+	stopRoutines func()
 }
 
 // NewServer wires the bot around a backend.
@@ -86,6 +88,7 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 		return nil, err
 	}
 	base.Receipts = dash.receiptsFor(cfg, func() githubapp.ClientCreator { return base.ClientCreator })
+	dash.routines = func(ctx context.Context) []handlers.RoutineView { return base.Routines.List(ctx, "") }
 	ledger, err := budgetLedger(cfg, backend, dash.store)
 	if err != nil {
 		return nil, err
@@ -327,7 +330,39 @@ func (s *Server) Start(ctx context.Context) error {
 		prune, s.stopPruning = context.WithCancel(context.Background())
 		go pruneTranscripts(prune, s.dash.store, s.cfg.Retention, s.logger)
 	}
+	s.startRoutines(ctx)
 	return s.base.Runs.Reconcile(ctx)
+}
+
+// Routines lists the routines this replica knows, of repo ("" for every
+// repository), with their next tick, last run and its result.
+func (s *Server) Routines(ctx context.Context, repo string) []handlers.RoutineView {
+	return s.base.Routines.List(ctx, repo)
+}
+
+// startRoutines reads every installed repository's routines and starts
+// their scheduler, in the background: a thousand repositories' files are
+// not read before the bot answers webhooks.
+func (s *Server) startRoutines(ctx context.Context) {
+	if s.stopRoutines != nil {
+		return
+	}
+	if s.cfg.Ops.ClockFile != "" {
+		clock := newFileClock(s.cfg.Ops.ClockFile, s.logger)
+		s.base.Routines.SetClock(clock.Now, clock.AfterFunc)
+	}
+	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	rctx = s.logger.With().Str("part", "routines").Logger().WithContext(rctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.base.Routines.Start(rctx)
+	}()
+	s.stopRoutines = func() {
+		cancel()
+		<-done
+		s.base.Routines.Stop()
+	}
 }
 
 // Drain waits until the webhook queue is empty and no worker is busy, or
@@ -354,6 +389,9 @@ const pacerDrain = 10 * time.Second
 // Stop stops following runs; they go on in the backend and a restarted bot
 // reconciles them.
 func (s *Server) Stop() {
+	if s.stopRoutines != nil {
+		s.stopRoutines()
+	}
 	s.base.Runs.Stop()
 	// The progress updates the pacer kept go out at the pace, for a while.
 	ctx, cancel := context.WithTimeout(context.Background(), pacerDrain)

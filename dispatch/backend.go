@@ -138,6 +138,8 @@ type Backend interface {
 	// Queue holds runs waiting for a slot under the server's caps, shared
 	// like the lock.
 	Queue
+	// RoutineBooks hold what routines claimed, shared like the lock.
+	RoutineBooks
 }
 
 // Locker is the per-issue lock that makes one task run per issue or PR at

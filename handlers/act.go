@@ -77,6 +77,8 @@ func (b *Base) perform(ctx context.Context, t thread, ev event, sc *scene, c lif
 		})
 	case lifecycle.ShowStatus:
 		return b.replies.status(ctx, t, sc)
+	case lifecycle.StartRoutine:
+		return b.Routines.runNow(ctx, t, ev.cmd.Text)
 	case lifecycle.Cancel, lifecycle.Dequeue:
 		return b.aborts.abort(ctx, t, sc.holder)
 	case lifecycle.Collect:

@@ -168,6 +168,9 @@ type Base struct {
 	// removed (installation.go).
 	installs *installer
 	starts   *starter
+	// Routines start work on a schedule or when a default branch goes red
+	// (routines.go); the server starts and stops them.
+	Routines *Routines
 	Runs     *Runs
 }
 
@@ -197,6 +200,10 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 	b.installs = &installer{c: c, runs: b.Runs}
 	b.ci = &ciFixer{c: c, starts: b.starts, on: b.on}
 	c.batches = newBatches(c, b.Runs, b.starts, b.ci)
+	b.Routines = newRoutines(c)
+	b.Routines.plan = routinePlan(b)
+	b.replies.routines = b.Routines
+	b.installs.routines = b.Routines
 	return b, nil
 }
 

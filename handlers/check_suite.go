@@ -46,6 +46,12 @@ func (h *CheckSuite) Handle(ctx context.Context, eventType, deliveryID string, p
 		return fmt.Errorf("parse check_suite event: %w", err)
 	}
 	suite := e.GetCheckSuite()
+	if e.GetAction() == "completed" && suite.GetHeadBranch() != "" && suite.GetHeadBranch() == e.GetRepo().GetDefaultBranch() && !h.b.ci.ownApp(suite.GetApp()) {
+		// The default branch's checks: its on: main_ci_failed routines.
+		installation := githubapp.GetInstallationIDFromEvent(&e)
+		rctx, _ := githubapp.PrepareRepoContext(ctx, installation, e.GetRepo())
+		return h.b.Routines.mainChecks(rctx, installation, e.GetRepo(), suite.GetHeadSHA())
+	}
 	if e.GetAction() != "completed" || !strings.HasPrefix(suite.GetHeadBranch(), dispatch.BranchPrefix) || h.b.ci.ownApp(suite.GetApp()) {
 		return nil
 	}
@@ -81,6 +87,13 @@ func (h *Status) Handle(ctx context.Context, eventType, deliveryID string, paylo
 		return nil
 	}
 	for _, br := range e.Branches {
+		if br.GetName() == e.GetRepo().GetDefaultBranch() {
+			installation := githubapp.GetInstallationIDFromEvent(&e)
+			rctx, _ := githubapp.PrepareRepoContext(ctx, installation, e.GetRepo())
+			if err := h.b.Routines.mainChecks(rctx, installation, e.GetRepo(), e.GetSHA()); err != nil {
+				return err
+			}
+		}
 		if strings.HasPrefix(br.GetName(), dispatch.BranchPrefix) {
 			if err := h.b.ci.headChanged(ctx, githubapp.GetInstallationIDFromEvent(&e), e.GetRepo(), e.GetSHA(), br.GetName(), nil, deliveryID); err != nil {
 				return err

@@ -63,8 +63,8 @@ func (c *core) readChecks(ctx context.Context, gh GitHub, sha string) (ciState, 
 	slug := c.slug()
 	own := map[int64]bool{} // check suite id -> ran on this repository's head
 	for _, r := range runs {
-		if r.GetName() == c.CheckName && (r.GetApp() == nil || r.GetApp().GetSlug() == slug) {
-			continue // the bot's own progress check
+		if strings.HasPrefix(r.GetName(), c.CheckName) && (r.GetApp() == nil || r.GetApp().GetSlug() == slug) {
+			continue // the bot's own progress check, and its routines' (routines_open.go)
 		}
 		if r.GetApp().GetSlug() == actionsApp && !actionsOwnHead(ctx, gh, r, own) {
 			c.ciForks.Add(1)

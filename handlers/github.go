@@ -111,6 +111,8 @@ type Conversation interface {
 	// installation cannot read the repository).
 	ConfigFile(ctx context.Context, ref string) (ConfigFile, error)
 	Issue(ctx context.Context, number int) (*github.Issue, error)
+	// CreateIssue opens an issue as the App (a routine's).
+	CreateIssue(ctx context.Context, title, body string, labels []string) (*github.Issue, error)
 	// Comments are every comment on an issue or PR, oldest first.
 	Comments(ctx context.Context, number int) ([]*github.IssueComment, error)
 	Comment(ctx context.Context, number int, body string) (*github.IssueComment, error)

@@ -42,8 +42,9 @@ func (h *Installation) Handle(ctx context.Context, eventType, deliveryID string,
 // installer owns a repository's life with the App: its labels when the
 // App is installed, the end of its runs when the App is removed.
 type installer struct {
-	c    *core
-	runs *Runs
+	c        *core
+	runs     *Runs
+	routines *Routines
 }
 
 // setUpRepos creates the labels in each repository; existing ones are kept.
@@ -64,6 +65,7 @@ func (ins *installer) setUpRepos(ctx context.Context, installation int64, repos 
 			}
 		}
 		log.Info().Str("repo", r.GetFullName()).Msg("repository set up")
+		ins.routines.added(ctx, installation, r)
 	}
 	return firstErr
 }

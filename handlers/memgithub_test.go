@@ -153,6 +153,15 @@ func (r *memRepo) addIssue(author, title, body string, pr *github.PullRequest) *
 	return is
 }
 
+// CreateIssue opens an issue as the App, labeled.
+func (r *memRepo) CreateIssue(ctx context.Context, title, body string, labels []string) (*github.Issue, error) {
+	is := r.addIssue(r.h.login(), title, body, nil)
+	r.h.mu.Lock()
+	is.labels = append(is.labels, labels...)
+	r.h.mu.Unlock()
+	return r.Issue(ctx, is.number)
+}
+
 // addComment adds a comment by login and returns its id.
 func (r *memRepo) addComment(n int, login, body string) int64 {
 	defer r.lock()()

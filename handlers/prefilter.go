@@ -45,14 +45,18 @@ func (b *Base) MayAct(eventType string, v *fastjson.Value) bool {
 		return action == "rerequested" && string(v.GetStringBytes("check_run", "name")) == b.CheckName && !b.gate.senderIgnored(v)
 	case "check_suite":
 		slug := b.c.slug()
-		return action == "completed" && strings.HasPrefix(string(v.GetStringBytes("check_suite", "head_branch")), dispatch.BranchPrefix) &&
+		// The default branch's suites reach its on: main_ci_failed
+		// routines (routines_ci.go), which look them up in memory first.
+		branch := string(v.GetStringBytes("check_suite", "head_branch"))
+		return action == "completed" && (strings.HasPrefix(branch, dispatch.BranchPrefix) || branch != "" && branch == string(v.GetStringBytes("repository", "default_branch"))) &&
 			(slug == "" || !strings.EqualFold(string(v.GetStringBytes("check_suite", "app", "slug")), slug))
 	case "status":
 		if string(v.GetStringBytes("state")) == "pending" {
 			return false
 		}
+		def := string(v.GetStringBytes("repository", "default_branch"))
 		for _, br := range v.GetArray("branches") {
-			if strings.HasPrefix(string(br.GetStringBytes("name")), dispatch.BranchPrefix) {
+			if name := string(br.GetStringBytes("name")); strings.HasPrefix(name, dispatch.BranchPrefix) || def != "" && name == def {
 				return true
 			}
 		}

@@ -38,6 +38,12 @@ func (h *Push) Handle(ctx context.Context, eventType, deliveryID string, payload
 	repo := pushRepo(e.GetRepo())
 	installation := githubapp.GetInstallationIDFromEvent(&e)
 	ctx, log := githubapp.PrepareRepoContext(ctx, installation, repo)
+	if branch == repo.GetDefaultBranch() {
+		// The default branch's .sandbox.yml declares the routines.
+		if err := h.b.Routines.cat.pushed(ctx, installation, repo, e.GetAfter()); err != nil {
+			log.Warn().Err(err).Msg("routines: read the routines at the new head")
+		}
+	}
 	gh, err := h.b.c.hub.Repo(installation, repo.GetFullName())
 	if err != nil {
 		return err

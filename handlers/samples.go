@@ -95,6 +95,10 @@ func ReplySamples() map[string][]any {
 		"github/no_changes": {NoChangesData{Receipt: done, Marker: marker}, NoChangesData{Receipt: lost, Marker: marker}},
 		"github/failure":    {FailureData{Receipt: failed, Marker: marker, Retry: "/retry"}, FailureData{Receipt: lost, Marker: marker, Retry: "/retry"}},
 		"github/aborted":    {AbortedData{Receipt: done, Marker: marker, By: "alice"}, AbortedData{Receipt: lost, Marker: marker}},
+		"github/routine_started": {
+			RoutineStartedData{Name: "weekly-deps", Issue: 12}, RoutineStartedData{Name: "weekly-dep", Known: []string{"weekly-deps", "red-main"}},
+			RoutineStartedData{Name: "weekly-deps", Error: "GitHub did not answer."},
+		},
 		"github/status": {
 			StatusData{User: "maya", TaskID: task, Mode: dispatch.ModeExecute, Running: true, Stage: "validate", Message: "check test", Elapsed: "4m 10s", CostUSD: 0.42, HasCost: true,
 				CheckURL: "https://github.com/octo-org/hello/runs/1", LiveURL: "https://bot.example.com/runs/" + task, PlanURL: "https://github.com/octo-org/hello/issues/7#issuecomment-1"},

@@ -50,12 +50,20 @@ type StatusData struct {
 	// server's, lowered by the organisation's and the repository's
 	// .sandbox.yml (budget.go).
 	Budgets []BudgetLine
+	// Routines are the repository's routines, each with its schedule or
+	// event and next tick ("`weekly-deps` (0 6 * * 1 Europe/Berlin, next
+	// 2026-12-07 06:00 CET)").
+	Routines []string
 }
 
 // stateReplies answer what the bot sees without starting a run: /status,
 // and the replies the table chooses for a command that does not apply in
 // the issue's state (state.go).
-type stateReplies struct{ c *core }
+type stateReplies struct {
+	c *core
+	// routines name the repository's routines in /status.
+	routines *Routines
+}
 
 // status answers /status, for any reader. Where the bot never ran it
 // says nothing: the command is not an invitation to talk.
@@ -74,6 +82,9 @@ func (sr *stateReplies) status(ctx context.Context, t thread, sc *scene) error {
 	}
 	data.User = t.sender
 	data.Budgets = budgetLines(ctx, sr.c, t.installation, t.gh)
+	if sr.routines != nil {
+		data.Routines = routineLines(sr.routines.List(ctx, t.gh.FullName()))
+	}
 	return sr.c.reply(ctx, t.gh, t.number, "github/status", data)
 }
 

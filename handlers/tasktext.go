@@ -71,7 +71,12 @@ func (a agentRun) taskText(ctx context.Context, gh GitHub, number int, quoted bo
 	in.task = dispatch.TaskText{URL: issue.GetHTMLURL()}
 	author := issue.GetUser().GetLogin()
 	issueImages := imageSource{What: "the issue", Ref: BodyRef{Kind: bodyIssue, Number: number}, markdown: issue.GetBody()}
-	ok, err := isWriter(author)
+	// An issue the App opened (a routine's) holds the routine's task from
+	// the default branch's .sandbox.yml: the App's own words.
+	ok, err := true, error(nil)
+	if login := a.c.trust.login.Load(); login == nil || !isOwnBot(issue.GetUser(), *login) {
+		ok, err = isWriter(author)
+	}
 	switch {
 	case err != nil:
 		return in, err

@@ -27,6 +27,8 @@ const ActionsApp = "github-actions"
 type Annotation struct {
 	Path, Level, Title, Message string
 	Line                        int
+	// Column is where on Line, when the reporter said (0: not said).
+	Column int
 }
 
 // Step is one step of an Actions job.

@@ -634,6 +634,7 @@ func (s *Server) routes() http.Handler {
 	h("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.listCheckRuns)
 	s.userRoutes(h)
 	s.reviewRoutes(h)
+	s.issueRoutes(h)
 	s.renderedRoutes(h)
 	s.ciRoutes(h)
 	s.gitDataRoutes(h)
@@ -1302,6 +1303,16 @@ type checkRunBody struct {
 		Title   string `json:"title"`
 		Summary string `json:"summary"`
 		Text    string `json:"text"`
+		// Annotations are added to the run's, as GitHub does (at most 50
+		// a request).
+		Annotations []struct {
+			Path        string `json:"path"`
+			StartLine   int    `json:"start_line"`
+			StartColumn int    `json:"start_column"`
+			Level       string `json:"annotation_level"`
+			Title       string `json:"title"`
+			Message     string `json:"message"`
+		} `json:"annotations"`
 	} `json:"output"`
 }
 
@@ -1315,6 +1326,9 @@ func (b checkRunBody) apply(c *CheckRun) {
 	}
 	if b.Output != nil {
 		c.Title, c.Summary, c.Text = b.Output.Title, b.Output.Summary, b.Output.Text
+		for _, a := range b.Output.Annotations {
+			c.Annotations = append(c.Annotations, Annotation{Path: a.Path, Line: a.StartLine, Column: a.StartColumn, Level: a.Level, Title: a.Title, Message: a.Message})
+		}
 	}
 	if b.DetailsURL != "" {
 		c.DetailsURL = b.DetailsURL

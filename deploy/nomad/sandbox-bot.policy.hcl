@@ -43,6 +43,11 @@ namespace "default" {
     path "sandbox-bot/budget" {
       capabilities = ["write", "read", "list"]
     }
+    # Each repository's routine book: the ticks and one-off triggers its
+    # routines claimed (one Variable per repository, check-and-set).
+    path "sandbox-bot/routines/*" {
+      capabilities = ["write", "read", "list"]
+    }
     # Plan runs' agent sessions, kept for their execute runs (a head and
     # its chunks per plan, removed after 14 days).
     path "sandbox-bot/session/*" {

@@ -2,7 +2,8 @@
 // bot relies on, in the style of testing/fstest: each backend's own tests
 // call Run with a way to make a fresh backend and its runner, so the
 // backends cannot drift apart (create-only submission, the errors callers
-// branch on, cancel, token refresh, the per-issue lock, the run queue).
+// branch on, cancel, token refresh, the per-issue lock, the run queue, the routines'
+// claims).
 // Like fstest's MapFS, it also holds Memory, the backend in memory that
 // the bot's tests use in place of a real one.
 package backendtest
@@ -35,6 +36,7 @@ func Run(t *testing.T, newBackend func(t *testing.T) Harness) {
 		{"TokenRefresh", testTokenRefresh},
 		{"LockHolder", testLockHolder},
 		{"Queue", testQueue},
+		{"RoutineBooks", testRoutineBooks},
 		{"Artifacts", testArtifacts},
 	}
 	for _, c := range checks {

@@ -49,6 +49,8 @@ type Memory struct {
 	MemoryQueue
 	// MemoryBook is the budget book (budget.Book), in memory too.
 	budget.MemoryBook
+	// MemoryRoutineBooks are the routines' claims.
+	MemoryRoutineBooks
 }
 
 var (

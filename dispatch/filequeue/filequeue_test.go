@@ -27,3 +27,12 @@ func TestRequestOutsideTheDirectoryIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// Two stores over one directory claim routine ticks as two replicas.
+func TestRoutineBooksContract(t *testing.T) {
+	t.Parallel()
+	backendtest.RunRoutineBooks(t, func(t *testing.T) (dispatch.RoutineBooks, dispatch.RoutineBooks) {
+		dir := t.TempDir()
+		return filequeue.New(dir), filequeue.New(dir)
+	})
+}

@@ -49,3 +49,13 @@ func TestQueueOfAThousandFitsAVariable(t *testing.T) {
 		t.Fatalf("ReadQueue = %d entries, %v", len(q), err)
 	}
 }
+
+// Two backends on one fake agent claim routine ticks through the real api
+// client's check-and-set, under the deployed ACL policy.
+func TestRoutineBooksContract(t *testing.T) {
+	t.Parallel()
+	backendtest.RunRoutineBooks(t, func(t *testing.T) (dispatch.RoutineBooks, dispatch.RoutineBooks) {
+		e := newEnv(t, nomadtest.Options{})
+		return e.backend(), e.backend()
+	})
+}

@@ -49,6 +49,10 @@ type Config struct {
 	CI        CI                   `yaml:"ci,omitempty" json:"ci,omitzero" desc:"What the bot does when the repository's own checks (Actions workflows, other apps' check runs, commit statuses) fail on the agent's pull request."`
 	Reports   Reports              `yaml:"reports,omitempty" json:"reports,omitzero" desc:"What of an issue written by someone without write access reaches the agent once a writer vouched for it."`
 	Budgets   Budgets              `yaml:"budgets,omitempty" json:"budgets,omitzero" desc:"Monthly budgets, lowered (never raised) from the server's: a run is admitted only when its budget fits what is left this month."`
+	// Routines are read from the default branch's file (and the
+	// organisation's) by the scheduler; they take no part in a run's
+	// configuration.
+	Routines Routines `yaml:"routines,omitempty" json:"routines,omitempty" desc:"Work the bot starts by itself, read from the default branch's file and the organisation's: on a schedule or when the default branch's checks fail, it opens an issue whose plan waits for /approve. A bad entry is reported on the commit that brought it (a failing check run) and never stops the others."`
 }
 
 // Service is one container started on the sandbox's inner network.

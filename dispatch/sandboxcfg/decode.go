@@ -21,6 +21,9 @@ type decoder struct {
 	// work counts values and mapping entries visited, aliases and merges
 	// included each time they are used.
 	work int
+	// routineErrs are the problems of routines entries (routines.go),
+	// kept apart: a bad routine never fails the rest of the file.
+	routineErrs Errors
 }
 
 // maxWork bounds what one file may expand to. An alias or merge key reuses
@@ -73,6 +76,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 	if v.Type() == checksType {
 		d.decodeChecks(n, v, path)
+		return
+	}
+	if v.Type() == routinesType {
+		d.decodeRoutines(n, v, path)
 		return
 	}
 	switch v.Kind() {

@@ -80,6 +80,10 @@ func fullConfig() *sandboxcfg.Config {
 		CI:        sandboxcfg.CI{Fix: ptr(true), FixAttempts: 3},
 		Reports:   sandboxcfg.Reports{Outsiders: "strict"},
 		Budgets:   sandboxcfg.Budgets{InstallationMonthlyUSD: 400, RepoMonthlyUSD: 50},
+		Routines: sandboxcfg.Routines{
+			{Name: "weekly-deps", Schedule: "0 6 * * 1", Timezone: "Europe/Berlin", Task: "Update the dependencies that have new minor versions and make the tests pass.", Mode: "issue", Repositories: []string{"web"}},
+			{Name: "red-main", On: "main_ci_failed", Task: "The default branch's checks fail; find why and fix it."},
+		},
 	}
 }
 
@@ -309,7 +313,7 @@ func TestParseValid(t *testing.T) {
 }
 
 // topFields is the valid-field list every unknown top-level key reports.
-const topFields = "(valid fields: branch, budgets, cache, ci, command, dev, env, harness, inactivity_timeout, lifecycle, max_budget_usd, mcp, mode, model, name, network, plan, pr, repair, reports, resources, review, secrets, services, skills, supabase, timeout_minutes, validate)"
+const topFields = "(valid fields: branch, budgets, cache, ci, command, dev, env, harness, inactivity_timeout, lifecycle, max_budget_usd, mcp, mode, model, name, network, plan, pr, repair, reports, resources, review, routines, secrets, services, skills, supabase, timeout_minutes, validate)"
 
 type errorCase struct {
 	name string

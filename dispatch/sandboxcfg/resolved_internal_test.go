@@ -10,12 +10,18 @@ import (
 
 // A field added to the file's Config reaches the run only through
 // Resolved: it needs a field there of the same name, with the file's key
-// as its JSON name (the wire form reads like the file).
+// as its JSON name (the wire form reads like the file). Routines are the
+// scheduler's, read from the default branch's file, and never reach a run.
 func TestResolvedCarriesEveryConfigField(t *testing.T) {
 	t.Parallel()
 	cf, rf := reflect.TypeFor[Config](), reflect.TypeFor[Resolved]()
+	notRun := 0
 	for i := range cf.NumField() {
 		f := cf.Field(i)
+		if f.Name == "Routines" {
+			notRun++
+			continue
+		}
 		r, ok := rf.FieldByName(f.Name)
 		if !ok {
 			t.Errorf("Config.%s has no field in Resolved: add it there, its default to resolve and its way back to layer (resolved.go)", f.Name)
@@ -26,7 +32,7 @@ func TestResolvedCarriesEveryConfigField(t *testing.T) {
 			t.Errorf("Resolved.%s is %q on the wire, the file's key is %q", f.Name, wire, key)
 		}
 	}
-	if cf.NumField() != rf.NumField() {
+	if cf.NumField()-notRun != rf.NumField() {
 		t.Errorf("Config has %d fields, Resolved %d", cf.NumField(), rf.NumField())
 	}
 }

@@ -25,6 +25,9 @@ const (
 	// Fix: a writer asks for a change on a pull request's branch (in a
 	// review thread, or with what to change after it).
 	Fix Event = "/fix"
+	// Run: a writer starts a routine of .sandbox.yml now, on any issue
+	// or pull request; it opens a new issue of its own.
+	Run Event = "/run"
 )
 
 // Where is the set of places a comment command is allowed.
@@ -82,6 +85,8 @@ var Commands = []CommandSpec{
 		Help: "in a review thread, or with what to change: one commit on the pull request's branch (a fork's gets suggested changes)"},
 	{Event: Status, Where: InIssues | InPRs | InOthersPRs,
 		Help: "show the run in progress here, or the last one (anyone can ask)"},
+	{Event: Run, Where: InIssues | InPRs | InOthersPRs, NeedsText: true,
+		Help: "start the routine of .sandbox.yml named after it now: it opens a new issue, whose plan waits for /approve"},
 }
 
 // Name is the command's name, as typed after the slash.

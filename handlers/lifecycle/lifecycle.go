@@ -323,6 +323,10 @@ const (
 	// ShowStatus replies with the run going, or the last one (to anyone;
 	// nothing where the bot never ran).
 	ShowStatus Action = "status"
+	// StartRoutine opens a new issue for the routine /run names, once
+	// across replicas, whose plan follows; the issue or PR it was asked
+	// on keeps its state.
+	StartRoutine Action = "routine's new issue, `routine_started`"
 	// Help replies with what is wrong and the commands that apply.
 	Help Action = "command help"
 	// StartQueued starts the run the queue admitted.

@@ -112,6 +112,7 @@ var issueTable = wrongPlaces(map[Event]map[State]Rule{
 	Retry:    with(each(retry, issueFree...), each(retryBusy, issueHeld...)),
 	Continue: with(each(cont, issueFree...), each(contBusy, issueHeld...)),
 	Status:   each(status, IssueStates...),
+	Run:      each(do(StartRoutine, ""), IssueStates...),
 	Typo:     each(help, IssueStates...),
 	SlotFree: with(each(nothing, IssueStates...), map[State]Rule{Queued: do(StartQueued, "")}),
 	Restart: with(each(nothing, IssueStates...), map[State]Rule{
@@ -145,6 +146,7 @@ var prTable = wrongPlaces(map[Event]map[State]Rule{
 	AskReview: with(each(review, NotOurs, PROpen, Failed, Aborted, OverBudget), each(busy, prHeld...)),
 	Fix:       with(each(fix, NotOurs, PROpen, Failed, Aborted, OverBudget), each(busy, prHeld...)),
 	Status:    each(status, PRStates...),
+	Run:       each(do(StartRoutine, ""), PRStates...),
 	Typo:      each(help, PRStates...),
 	SlotFree:  with(each(nothing, PRStates...), map[State]Rule{Queued: do(StartQueued, "")}),
 	Restart: with(each(nothing, PRStates...), map[State]Rule{
