@@ -13,7 +13,7 @@ import (
 
 // reviewRepo is a project whose validation runs a shell test of calc.sh.
 func reviewRepo() (yml string, files map[string]string) {
-	return "plan: { required: false }\nvalidate:\n  test: sh test.sh\n", map[string]string{
+	return "plan: { required: false }\nreview: { auto: true }\nvalidate:\n  test: sh test.sh\n", map[string]string{
 		"README.md": "# demo\n",
 		"calc.sh":   "#!/bin/sh\n# add adds two numbers.\necho $(( $1 + $2 ))\n",
 		"test.sh":   "out=$(sh calc.sh 2 2)\n[ \"$out\" = 4 ] || { echo \"test.sh:2: calc.sh 2 2 = $out, want 4\"; exit 1; }\necho ok\n",
@@ -32,7 +32,9 @@ func reviewRepo() (yml string, files map[string]string) {
 // /fix in the first review's thread pushes one commit on the person's
 // branch that makes the test pass and answers in the thread; once the
 // branch moved, a /fix says so and runs nothing. /fix on the fork's pull
-// request posts a suggested change instead of pushing.
+// request posts a suggested change instead of pushing. With review.auto,
+// a writer's pull request is reviewed as it opens; an outsider's never
+// is (its opened event comes first, and the model serves no run for it).
 func TestE2EReviewOfPeoplesPRs(t *testing.T) {
 	yml, files := reviewRepo()
 	l := startLoop(t, loopOptions{signIn: true, sandboxYML: yml, files: files, script: []modeltest.Turn{
@@ -44,6 +46,8 @@ func TestE2EReviewOfPeoplesPRs(t *testing.T) {
 		// the /fix on the fork's pull request: suggested changes
 		{ToolCalls: []modeltest.ToolCall{write("README.md", "# demo\n\nHow to add: `sh calc.sh 2 2`; test it with `sh test.sh`.\n")}, Usage: usage(1200, 40)},
 		{Text: "Said how to run the test.", Usage: usage(1300, 10)},
+		// review.auto: the writer's pull request as it opens
+		{Text: "The change adds a note, and the test passes. Nothing to change.", Usage: usage(1100, 20)},
 	}})
 	l.gh.SetPermission(e2eRepo, "bob", "write")
 	l.gh.CreateBranch(e2eRepo, "faster-add", "main")
@@ -135,6 +139,26 @@ func TestE2EReviewOfPeoplesPRs(t *testing.T) {
 	}
 	if head := l.gh.Issue(e2eRepo, fork).PR.HeadSHA; gitOut(t, l, "rev-parse", fmt.Sprintf("refs/pull/%d/head", fork)) != head {
 		t.Errorf("the fork's head moved: nothing is pushed for a fork")
+	}
+
+	// review.auto: the outsider's pull request opens first and gets no
+	// run; the writer's, opened after it, gets its review.
+	served = l.model.Served()
+	outsider := l.gh.AddForkPullRequestWith(e2eRepo, "mallory", "Even more docs", "mallory/demo", "docs-2", "main", map[string]string{"NOTES.md": "notes\n"})
+	l.deliver("pull_request", "auto-outsider", l.gh.PullRequestPayload(e2eRepo, outsider, "opened"))
+	l.gh.CreateBranch(e2eRepo, "notes", "main")
+	l.gh.CommitFile(e2eRepo, "notes", "NOTES.md", "notes\n", "Notes")
+	writers := l.gh.AddPullRequest(e2eRepo, "bob", "Notes", "notes", "main")
+	l.deliver("pull_request", "auto-writer", l.gh.PullRequestPayload(e2eRepo, writers, "opened"))
+	waitReview(t, l, writers)
+	if got := l.gh.Issue(e2eRepo, writers).PR.Reviews; len(got) != 1 || !strings.Contains(got[0].Body, "Nothing to change.") {
+		t.Errorf("review.auto: want one review of the writer's pull request; got %+v", got)
+	}
+	if n := l.model.Served() - served; n != 1 {
+		t.Errorf("review.auto: the model served %d run(s) after the two pull requests opened; want 1 (the writer's), none for the outsider's", n)
+	}
+	if got := l.gh.Issue(e2eRepo, outsider).PR.Reviews; len(got) != 0 {
+		t.Errorf("review.auto reviewed an outsider's pull request: %+v", got)
 	}
 }
 
