@@ -55,6 +55,14 @@ type Meta struct {
 	DeliveryID string `json:"delivery_id,omitempty"`
 	// HeadSHA is the commit the progress Check Run hangs on, once known.
 	HeadSHA string `json:"head_sha,omitempty"`
+	// Set, Variant and Variants: the run is attempt Variant of Variants
+	// execute runs one /approve started (--attempts), Set the task id the
+	// approval has as a whole. The backend keeps them with the run, so a
+	// restarted bot knows which attempts are in flight (attempts.go in
+	// handlers). Empty for a run that is one of one.
+	Set      string `json:"set,omitempty"`
+	Variant  int    `json:"variant,omitempty"`
+	Variants int    `json:"variants,omitempty"`
 }
 
 // RunSpec is everything a backend needs to start one run.

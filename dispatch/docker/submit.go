@@ -150,6 +150,7 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 		"--label", labelAttempt + "=" + strconv.Itoa(m.Attempt),
 		"--label", labelInstallation + "=" + strconv.FormatInt(m.InstallationID, 10),
 		"--label", labelRepoID + "=" + strconv.FormatInt(m.RepoID, 10),
+		"--label", labelSet + "=" + fmt.Sprintf("%s/%d/%d", m.Set, m.Variant, m.Variants),
 		"--env", "SANDBOX_WORK_ORDER=" + dispatch.WorkOrderPath,
 		"--stop-timeout", strconv.Itoa(int(b.o.StopGrace.Round(time.Second) / time.Second)),
 		// Wait follows the log, so the log driver must be readable; "local"

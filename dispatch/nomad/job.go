@@ -27,6 +27,11 @@ const (
 	MetaHeadSHA        = "sandbox_head_sha"
 	MetaRepoID         = "sandbox_repo_id"
 	MetaIsolation      = "sandbox_isolation"
+	// MetaSet, MetaVariant and MetaVariants: the run is attempt Variant
+	// of Variants of one approval (Meta.Set).
+	MetaSet      = "sandbox_set"
+	MetaVariant  = "sandbox_variant"
+	MetaVariants = "sandbox_variants"
 )
 
 // RuntimesAttr is the node attribute that lists the runtimes of a
@@ -335,6 +340,9 @@ func jobMeta(m dispatch.Meta, order dispatch.WorkOrder, isolation dispatch.Isola
 	if id := max(m.RepoID, order.RepoID); id > 0 {
 		meta[MetaRepoID] = strconv.FormatInt(id, 10)
 	}
+	if m.Set != "" {
+		meta[MetaSet], meta[MetaVariant], meta[MetaVariants] = m.Set, strconv.Itoa(m.Variant), strconv.Itoa(m.Variants)
+	}
 	return meta
 }
 
@@ -353,6 +361,9 @@ func metaFromJob(meta map[string]string) dispatch.Meta {
 		Attempt:        atoi(meta[MetaAttempt]),
 		DeliveryID:     meta[MetaDeliveryID],
 		HeadSHA:        meta[MetaHeadSHA],
+		Set:            meta[MetaSet],
+		Variant:        atoi(meta[MetaVariant]),
+		Variants:       atoi(meta[MetaVariants]),
 	}
 }
 
