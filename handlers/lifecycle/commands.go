@@ -18,7 +18,10 @@ const (
 	// Preview: a writer asks for the PR's head served by its dev server
 	// for a while, in a preview sandbox beside whatever runs on the PR.
 	Preview Event = "/preview"
-	Status  Event = "/status"
+	// Pick: a writer moves the PR's branch to another attempt of the
+	// approval that opened it (/approve --attempts N).
+	Pick   Event = "/pick"
+	Status Event = "/status"
 )
 
 // Where is the set of places a comment command is allowed.
@@ -56,7 +59,7 @@ type CommandSpec struct {
 var Commands = []CommandSpec{
 	{Event: Plan, Where: InIssues, Flags: []string{"budget", "model", "harness"},
 		Help: "write a (new) plan for this issue"},
-	{Event: Approve, Where: InIssues, Flags: []string{"budget", "model", "timeout", "harness"},
+	{Event: Approve, Where: InIssues, Flags: []string{"budget", "model", "timeout", "harness", "attempts"},
 		Help: "start the implementation of the posted plan"},
 	{Event: Revise, Where: InIssues | InPRs, Flags: []string{"budget", "model", "timeout"}, NeedsText: true,
 		Help: "re-plan (on an issue) or change the PR (on a PR) with your feedback"},
@@ -70,6 +73,8 @@ var Commands = []CommandSpec{
 		Help: "bring the PR branch up to date with its base"},
 	{Event: Preview, Where: InPRs,
 		Help: "serve the PR's head with its dev server for a while, at a link on the PR"},
+	{Event: Pick, Where: InPRs, NeedsText: true,
+		Help: "move this PR's branch to attempt k of the approval that opened it (`/pick 2`)"},
 	{Event: Status, Where: InIssues | InPRs | InOthersPRs,
 		Help: "show the run in progress here, or the last one (anyone can ask)"},
 }

@@ -131,6 +131,7 @@ var prTable = wrongPlaces(map[Event]map[State]Rule{
 	Retry:    with(each(do(RetryRun, ""), prFree...), each(busy, prHeld...)),
 	Continue: with(each(do(ContinueRun, Revising), prFree...), each(busy, prHeld...)),
 	Preview:  each(do(StartPreview, ""), prOurs...),
+	Pick:     with(each(do(PickAttempt, ""), prFree...), each(busy, prHeld...)),
 	Status:   each(status, PRStates...),
 	Typo:     each(help, PRStates...),
 	SlotFree: with(each(nothing, PRStates...), map[State]Rule{Queued: do(StartQueued, "")}),

@@ -1,0 +1,118 @@
+package handlers_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
+)
+
+// attemptResult is what attempt k of the scenario leaves: a commit on
+// its branch of size lines, and whether the test check passed.
+func attemptResult(h *harness, spec dispatch.RunSpec, lines int, passed bool) (string, *dispatch.Result) {
+	branch := spec.Order.TargetBranch
+	h.gh.CreateBranch(testRepo, branch, "main")
+	sha := h.gh.CommitFile(testRepo, branch, fmt.Sprintf("attempt%d.go", spec.Order.Variant), strings.Repeat("x\n", lines), "attempt")
+	return sha, &dispatch.Result{
+		Mode: dispatch.ModeExecute, Status: dispatch.StatusCompleted, DurationSeconds: 30, Branch: branch, HeadSHA: sha,
+		Commits:    []dispatch.Commit{{SHA: sha, Message: "attempt"}},
+		DiffStats:  dispatch.DiffStats{FilesChanged: 1, Insertions: lines},
+		PRSummary:  fmt.Sprintf("Attempt %d.", spec.Order.Variant),
+		Validation: []dispatch.CheckResult{{Name: "test", Command: "go test ./...", Passed: passed, Attempts: 1}},
+		TokenUsage: dispatch.TokenUsage{Input: 1000, Output: 100, TotalCostUSD: 0.1 * float64(spec.Order.Variant), Steps: 3},
+	}
+}
+
+// TestApproveAttemptsPicksByChecks: /approve --attempts 3 starts three
+// execute runs from the one plan, each told which it is, on branches of
+// their own; once all have ended, one PR carries the attempt that passed
+// with the least change, with a table of all three; /pick 2 moves the
+// branch to attempt 2's commit and the table says so.
+func TestApproveAttemptsPicksByChecks(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, nil)
+	n := h.gh.AddIssue(testRepo, writer, "Add a greeting endpoint", "Return hello on /greet.")
+	h.label(n, writer, "d-attempts-1")
+	plan := h.waitSubmitted(1)[0]
+	h.backend.Finish(plan.Order.TaskID, &dispatch.Result{Mode: dispatch.ModePlan, Status: dispatch.StatusCompleted, Plan: "1. Add `GET /greet`."})
+	h.waitComment(n, "plan comment", func(c string) bool { return strings.Contains(c, "## 📋 Plan") })
+
+	h.comment(n, writer, "/approve --attempts 3")
+	specs := h.waitSubmitted(4)[1:]
+	var set string
+	h.waitComment(n, "the approval's acknowledgement", func(c string) bool { return strings.Contains(c, "Started **3 attempts**") })
+	for i, s := range specs {
+		k := i + 1
+		if s.Order.Mode != dispatch.ModeExecute || s.Order.Variant != k || s.Order.Variants != 3 || s.Meta.Variant != k {
+			t.Fatalf("run %d: mode %s attempt %d of %d (meta %d), want execute attempt %d of 3", k, s.Order.Mode, s.Order.Variant, s.Order.Variants, s.Meta.Variant, k)
+		}
+		if s.Order.Plan != "1. Add `GET /greet`." {
+			t.Errorf("attempt %d runs plan %q", k, s.Order.Plan)
+		}
+		set = s.Meta.Set
+		if want := "agent/" + strings.ToLower(set) + fmt.Sprintf("-a%d", k); s.Order.TargetBranch != want {
+			t.Errorf("attempt %d branch %q, want %q", k, s.Order.TargetBranch, want)
+		}
+	}
+	if h.backend.LockHolder(dispatch.LockKey(testRepo, n)) != set {
+		t.Errorf("the issue's lock is held by %q, want the approval %s", h.backend.LockHolder(dispatch.LockKey(testRepo, n)), set)
+	}
+	var heads []string
+	for i, r := range []struct {
+		lines  int
+		passed bool
+	}{{2, false}, {40, true}, {5, true}} {
+		sha, res := attemptResult(h, specs[i], r.lines, r.passed)
+		heads = append(heads, sha)
+		h.backend.Finish(specs[i].Order.TaskID, res)
+		if i < 2 {
+			// The PR waits for every attempt: this one's end is its
+			// check run, and no PR.
+			title := fmt.Sprintf("Attempt %d of 3", i+1)
+			h.gh.WaitFor(5*time.Second, title+"'s check run", func() bool {
+				return slices.ContainsFunc(h.gh.CheckRuns(testRepo), func(c githubtest.CheckRun) bool {
+					return c.Status == "completed" && strings.HasPrefix(c.Title, title)
+				})
+			})
+			if prs := h.gh.PullRequests(testRepo); len(prs) != 0 {
+				t.Fatalf("a PR opened after %d of 3 attempts", i+1)
+			}
+		}
+	}
+	h.waitComment(n, "PR link", func(c string) bool { return strings.Contains(c, "🚀 Opened") })
+	prs := h.gh.PullRequests(testRepo)
+	if len(prs) != 1 {
+		t.Fatalf("want one PR, got %d", len(prs))
+	}
+	pr := prs[0]
+	if got := h.gh.BranchSHA(testRepo, pr.PR.Head); got != heads[2] {
+		t.Errorf("the PR's branch %s is at %s, want attempt 3's %s", pr.PR.Head, got, heads[2])
+	}
+	for _, want := range []string{"### Attempts", "This branch carries **attempt 3**", "failed test", "+40 −0", "+5 −0", "+2 −0"} {
+		if !strings.Contains(pr.Body, want) {
+			t.Errorf("PR body lacks %q:\n%s", want, pr.Body)
+		}
+	}
+	h.gh.WaitFor(5*time.Second, "the approval lets the issue go", func() bool {
+		return h.backend.LockHolder(dispatch.LockKey(testRepo, n)) == ""
+	})
+
+	h.comment(pr.Number, writer, "/pick 2")
+	h.waitComment(pr.Number, "pick reply", func(c string) bool { return strings.Contains(c, "to attempt 2's commit") })
+	if got := h.gh.BranchSHA(testRepo, pr.PR.Head); got != heads[1] {
+		t.Errorf("after /pick 2 the PR's branch is at %s, want attempt 2's %s", got, heads[1])
+	}
+	body := h.gh.Issue(testRepo, pr.Number).Body
+	if !strings.Contains(body, "This branch carries **attempt 2**, picked by @"+writer) {
+		t.Errorf("PR body does not say attempt 2 was picked:\n%s", body)
+	}
+	h.comment(pr.Number, writer, "/pick 9")
+	h.waitComment(pr.Number, "pick refusal", func(c string) bool { return strings.Contains(c, "there were 3 attempts") })
+	if slices.Contains(heads, "") {
+		t.Fatal("an attempt left no commit")
+	}
+}
