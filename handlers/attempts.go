@@ -62,7 +62,9 @@ type AttemptNotStartedData struct {
 // can carry.
 type AttemptsFailedData struct {
 	Attempts string
-	Marker   string
+	// Aborted: a person aborted the approval (/abort).
+	Aborted bool
+	Marker  string
 }
 
 // start starts the N attempts of the approved plan l: it takes
@@ -149,6 +151,8 @@ type attemptSets struct {
 	c    *core
 	keep *resultKeeper
 	post *resultPoster
+	// aborted records who aborted an attempt (Runs.MarkAborted).
+	aborted func(taskID, by string)
 	// starts starts each attempt as a run of its own.
 	starts *starter
 }
@@ -299,8 +303,13 @@ func (r *attemptSets) postSet(ctx context.Context, gh GitHub, meta dispatch.Meta
 		if err != nil {
 			return err
 		}
-		return errors.Join(r.c.setState(ctx, gh, meta.Number, lifecycle.Failed), r.c.reply(ctx, gh, meta.Number, "github/attempts_failed", AttemptsFailedData{
-			Attempts: section, Marker: Marker{Kind: KindFailure, TaskID: meta.Set, Mode: dispatch.ModeExecute, Issue: meta.Number}.String(),
+		_, aborted := lastMarked(st.marked, KindAbortRequested, meta.Set)
+		kind, state := KindFailure, lifecycle.Failed
+		if aborted {
+			kind, state = KindAborted, lifecycle.Aborted
+		}
+		return errors.Join(r.c.setState(ctx, gh, meta.Number, state), r.c.reply(ctx, gh, meta.Number, "github/attempts_failed", AttemptsFailedData{
+			Attempts: section, Aborted: aborted, Marker: Marker{Kind: kind, TaskID: meta.Set, Mode: dispatch.ModeExecute, Issue: meta.Number}.String(),
 		}))
 	}
 	return r.openSetPR(ctx, gh, meta, base, rows, win, results[win.K], st.marked)
@@ -426,4 +435,51 @@ func attemptsOf(body string) (Marker, bool) {
 	}
 	m, ok := ParseMarker(inner)
 	return m, ok && m.Kind == KindAttempts
+}
+
+// abort stops an approval's attempts (/abort while holder, the approval,
+// holds the issue): the waiting ones leave the queue (ended: not
+// started), the running ones are cancelled and rank as aborted; the
+// approval then ends without a PR. handled=false when holder is no
+// approval of several attempts.
+func (r *attemptSets) abort(ctx context.Context, t thread, holder string) (handled bool, err error) {
+	marked, err := r.c.botMarked(ctx, t.gh, t.number)
+	if err != nil {
+		return false, err
+	}
+	ack, ok := lastMarked(marked, KindAck, holder)
+	if !ok || ack.Marker.Set != holder {
+		return false, nil
+	}
+	r.c.react(ctx, t.gh, t.number, t.commentID, "+1")
+	if err := r.c.reply(ctx, t.gh, t.number, "github/abort_requested", AbortRequestedData{
+		Marker: Marker{Kind: KindAbortRequested, TaskID: holder}.String(), TaskID: holder, By: t.sender,
+	}); err != nil {
+		return true, err
+	}
+	n := ack.Marker.Variants
+	meta := dispatch.Meta{TaskID: holder, Mode: dispatch.ModeExecute, Repo: t.gh.FullName(), Number: t.number, InstallationID: t.installation, Set: holder, Variants: n}
+	for _, row := range ack.Marker.Attempts {
+		removed, err := dispatch.DequeueWaiting(ctx, r.c.Backend, row.TaskID)
+		if err != nil {
+			return true, err
+		}
+		if !removed {
+			r.aborted(row.TaskID, t.sender)
+			if err := r.c.Backend.Cancel(ctx, row.TaskID); err != nil && !errors.Is(err, dispatch.ErrNotFound) {
+				return true, fmt.Errorf("cancel attempt %d (%s): %w", row.K, row.TaskID, err)
+			}
+			continue
+		}
+		if err := r.c.Backend.DropQueued(ctx, row.TaskID); err != nil {
+			zerolog.Ctx(ctx).Warn().Err(err).Msg("drop an aborted attempt's queued request")
+		}
+		r.c.unlock(ctx, attemptLockKey(meta.Repo, meta.Number, row.K), row.TaskID)
+		if err := r.c.reply(ctx, t.gh, t.number, "github/attempt_not_started", AttemptNotStartedData{K: row.K, N: n, What: "@" + t.sender + " aborted it while it waited in the queue.",
+			Marker: Marker{Kind: KindAttemptNotStarted, TaskID: row.TaskID, Set: holder, Variant: row.K, Variants: n, Issue: t.number}.String()}); err != nil {
+			return true, err
+		}
+	}
+	// Settled here when no attempt is left to end (all were waiting).
+	return true, r.settleSet(ctx, t.gh, meta)
 }

@@ -204,7 +204,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 // Handlers returns one handler per event the app subscribes to.
 func (b *Base) Handlers() []githubapp.EventHandler {
 	return []githubapp.EventHandler{
-		&Issues{b}, &IssueComment{b}, &PullRequestReview{b}, &PullRequestReviewComment{b},
+		&Issues{b}, &IssueComment{b}, &PullRequest{b}, &PullRequestReview{b}, &PullRequestReviewComment{b},
 		&Push{b}, &Installation{b}, &InstallationRepositories{b}, &CheckRun{b}, &CheckSuite{b}, &Status{b},
 	}
 }

@@ -29,6 +29,8 @@ func (b *Base) MayAct(eventType string, v *fastjson.Value) bool {
 		return action == "labeled" && string(v.GetStringBytes("label", "name")) == b.TriggerLabel
 	case "issue_comment":
 		return action == "created" && !b.gate.senderIgnored(v) && b.mayAddress(v.GetStringBytes("comment", "body"))
+	case "pull_request":
+		return action == "closed" && strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), dispatch.BranchPrefix)
 	case "pull_request_review":
 		return action == "submitted" && !b.gate.senderIgnored(v) &&
 			strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), dispatch.BranchPrefix)

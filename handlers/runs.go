@@ -73,7 +73,7 @@ func newRuns(c *core, start func(context.Context, GitHub, startRequest) error) *
 	r := &Runs{c: c, ctx: ctx, cancel: cancel, following: map[string]bool{}, aborted: map[string]string{}, logger: zerolog.Nop()}
 	r.keep = &resultKeeper{c: c, aborted: r.abortedBy}
 	r.post = &resultPoster{c: c, start: start, keep: r.keep}
-	r.sets = &attemptSets{c: c, keep: r.keep, post: r.post}
+	r.sets = &attemptSets{c: c, keep: r.keep, post: r.post, aborted: r.MarkAborted}
 	return r
 }
 

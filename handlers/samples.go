@@ -62,7 +62,7 @@ func ReplySamples() map[string][]any {
 		"github/attempts_started": {AttemptsStartedData{TaskID: task, N: 2, Budget: 3, Rule: AttemptRule, Marker: marker,
 			Attempts: []AttemptRow{{K: 1, TaskID: task, Branch: attemptBranch(task, 1)}, {K: 2, TaskID: task, Branch: attemptBranch(task, 2)}}}},
 		"github/attempt_not_started": {AttemptNotStartedData{K: 2, N: 3, What: "the sandbox backend refused the run.", Marker: marker}},
-		"github/attempts_failed":     {AttemptsFailedData{Attempts: "### Attempts\n\n(table)", Marker: marker}},
+		"github/attempts_failed":     {AttemptsFailedData{Attempts: "### Attempts\n\n(table)", Marker: marker}, AttemptsFailedData{Attempts: "(table)", Aborted: true, Marker: marker}},
 		"github/picked":              {PickData{K: 2, Branch: "agent/t-1-a", Head: "0123abc", Marker: marker}, PickData{K: 5, Refused: "there were 3 attempts."}},
 		"github/pr_attempts":         {sampleAttempts(task, 3, ""), sampleAttempts(task, 2, "alice"), sampleAttempts(task, 0, "")},
 		"github/abort_requested":     {AbortRequestedData{Marker: marker, TaskID: task, By: "alice"}},

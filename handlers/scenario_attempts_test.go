@@ -115,4 +115,74 @@ func TestApproveAttemptsPicksByChecks(t *testing.T) {
 	if slices.Contains(heads, "") {
 		t.Fatal("an attempt left no commit")
 	}
+
+	// Merged: the attempts' branches go, the PR's stays (GitHub's
+	// setting decides it).
+	repo := h.gh.Repo(testRepo)
+	merged := h.payload("pull_request.closed.json", writer, func(m map[string]any) {
+		side := map[string]any{"id": repo.ID, "full_name": testRepo, "fork": false}
+		m["pull_request"] = map[string]any{"number": pr.Number, "merged": true, "state": "closed", "body": h.gh.Issue(testRepo, pr.Number).Body,
+			"user": map[string]any{"login": githubtest.AppLogin, "type": "Bot"},
+			"head": map[string]any{"ref": pr.PR.Head, "repo": side}, "base": map[string]any{"ref": "main", "repo": side}}
+	})
+	h.deliver("pull_request", "d-merged", merged)
+	h.gh.WaitFor(5*time.Second, "the attempts' branches deleted", func() bool {
+		for k := 1; k <= 3; k++ {
+			if h.gh.BranchSHA(testRepo, fmt.Sprintf("agent/%s-a%d", strings.ToLower(set), k)) != "" {
+				return false
+			}
+		}
+		return true
+	})
+	if h.gh.BranchSHA(testRepo, pr.PR.Head) == "" {
+		t.Error("the PR's own branch was deleted")
+	}
+}
+
+// TestAbortAttempts: with one slot, /approve --attempts 3 runs attempt 1
+// and queues the others; /abort takes the waiting ones out of the queue
+// and cancels the running one, and the approval ends aborted, without a
+// PR, letting the issue go.
+func TestAbortAttempts(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, map[string]string{"SANDBOX_MAX_RUNS": "1"})
+	n := h.gh.AddIssue(testRepo, writer, "Add a greeting endpoint", "Return hello on /greet.")
+	h.label(n, writer, "d-attempts-abort")
+	plan := h.waitSubmitted(1)[0]
+	h.backend.Finish(plan.Order.TaskID, &dispatch.Result{Mode: dispatch.ModePlan, Status: dispatch.StatusCompleted, Plan: "1. Add `GET /greet`."})
+	h.waitComment(n, "plan comment", func(c string) bool { return strings.Contains(c, "## 📋 Plan") })
+	h.gh.WaitFor(5*time.Second, "the plan run's slot freed", func() bool { return h.backend.LockHolder(dispatch.LockKey(testRepo, n)) == "" })
+
+	h.comment(n, writer, "/approve --attempts 3")
+	first := h.waitSubmitted(2)[1]
+	if first.Order.Variant != 1 {
+		t.Fatalf("the first run to start is attempt %d", first.Order.Variant)
+	}
+	h.gh.WaitFor(5*time.Second, "two attempts queued", func() bool {
+		queued := 0
+		for _, c := range h.botComments(n) {
+			if strings.Contains(c, `"kind":"queued"`) {
+				queued++
+			}
+		}
+		return queued == 2
+	})
+	h.backend.CancelEndsRun = true
+	h.comment(n, writer, "/abort")
+	c := h.waitComment(n, "the approval's end", func(c string) bool { return strings.Contains(c, "The attempts were aborted") })
+	for _, want := range []string{"| 1 | ", "aborted", "| 2 | ", "| 3 | ", "failed to start"} {
+		if !strings.Contains(c, want) {
+			t.Errorf("the aborted approval's comment lacks %q:\n%s", want, c)
+		}
+	}
+	if got := len(h.backend.Specs()); got != 2 {
+		t.Errorf("%d runs submitted, want the plan and attempt 1", got)
+	}
+	if prs := h.gh.PullRequests(testRepo); len(prs) != 0 {
+		t.Errorf("an aborted approval opened %d PRs", len(prs))
+	}
+	h.gh.WaitFor(5*time.Second, "the issue let go", func() bool { return h.backend.LockHolder(dispatch.LockKey(testRepo, n)) == "" })
+	if hasLabel(h.gh.Issue(testRepo, n).Labels, "agent:running") {
+		t.Errorf("labels %v after the abort, want no agent:running", h.gh.Issue(testRepo, n).Labels)
+	}
 }
