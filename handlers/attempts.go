@@ -459,23 +459,41 @@ func (r *attemptSets) abort(ctx context.Context, t thread, holder string) (handl
 	}
 	n := ack.Marker.Variants
 	meta := dispatch.Meta{TaskID: holder, Mode: dispatch.ModeExecute, Repo: t.gh.FullName(), Number: t.number, InstallationID: t.installation, Set: holder, Variants: n}
+	st, err := r.readSet(ctx, t.gh, meta)
+	if err != nil {
+		return true, err
+	}
 	for _, row := range ack.Marker.Attempts {
+		if run, ok := st.runs[row.K]; ok && run.State.Ended() {
+			r.aborted(row.TaskID, t.sender) // it ranks as aborted with the rest
+			continue
+		}
 		removed, err := dispatch.DequeueWaiting(ctx, r.c.Backend, row.TaskID)
 		if err != nil {
 			return true, err
 		}
+		what := "@" + t.sender + " aborted it while it waited in the queue."
 		if !removed {
 			r.aborted(row.TaskID, t.sender)
-			if err := r.c.Backend.Cancel(ctx, row.TaskID); err != nil && !errors.Is(err, dispatch.ErrNotFound) {
-				return true, fmt.Errorf("cancel attempt %d (%s): %w", row.K, row.TaskID, err)
+			err := r.c.Backend.Cancel(ctx, row.TaskID)
+			if err == nil || !errors.Is(err, dispatch.ErrNotFound) {
+				if err != nil {
+					return true, fmt.Errorf("cancel attempt %d (%s): %w", row.K, row.TaskID, err)
+				}
+				continue
 			}
-			continue
+			if _, ended := st.notStarted[row.K]; ended {
+				continue
+			}
+			// Neither waiting nor on the backend: it never started (a bot
+			// stopped while starting the attempts); /abort ends it.
+			what = "it never started, and @" + t.sender + " aborted the attempts."
 		}
 		if err := r.c.Backend.DropQueued(ctx, row.TaskID); err != nil {
 			zerolog.Ctx(ctx).Warn().Err(err).Msg("drop an aborted attempt's queued request")
 		}
 		r.c.unlock(ctx, attemptLockKey(meta.Repo, meta.Number, row.K), row.TaskID)
-		if err := r.c.reply(ctx, t.gh, t.number, "github/attempt_not_started", AttemptNotStartedData{K: row.K, N: n, What: "@" + t.sender + " aborted it while it waited in the queue.",
+		if err := r.c.reply(ctx, t.gh, t.number, "github/attempt_not_started", AttemptNotStartedData{K: row.K, N: n, What: what,
 			Marker: Marker{Kind: KindAttemptNotStarted, TaskID: row.TaskID, Set: holder, Variant: row.K, Variants: n, Issue: t.number}.String()}); err != nil {
 			return true, err
 		}
