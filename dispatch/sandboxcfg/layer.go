@@ -19,8 +19,8 @@ type Limits struct {
 	// MaxTimeoutMinutes is the ceiling of a run's timeout
 	// (timeout_minutes, --timeout).
 	MaxTimeoutMinutes int `yaml:"max_timeout_minutes,omitempty" json:"max_timeout_minutes,omitempty"`
-	// MaxAttempts is the ceiling of the execute runs one approval starts
-	// (attempts, --attempts).
+	// MaxAttempts caps the execute runs one approval starts (attempts in
+	// .sandbox.yml, /approve --attempts).
 	MaxAttempts int `yaml:"max_attempts,omitempty" json:"max_attempts,omitempty"`
 	// AllowedHarnesses, when set, are the only harnesses a repository may
 	// name.
