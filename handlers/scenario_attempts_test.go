@@ -186,3 +186,26 @@ func TestAbortAttempts(t *testing.T) {
 		t.Errorf("labels %v after the abort, want no agent:running", h.gh.Issue(testRepo, n).Labels)
 	}
 }
+
+// TestApproveAttemptsFlagIsStrict: --attempts takes a whole number from 1
+// to limits.max_attempts; anything else is answered and starts nothing.
+func TestApproveAttemptsFlagIsStrict(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, nil)
+	n := h.gh.AddIssue(testRepo, writer, "Add a greeting endpoint", "Return hello on /greet.")
+	h.label(n, writer, "d-attempts-strict")
+	plan := h.waitSubmitted(1)[0]
+	h.backend.Finish(plan.Order.TaskID, &dispatch.Result{Mode: dispatch.ModePlan, Status: dispatch.StatusCompleted, Plan: "1. Add `GET /greet`."})
+	h.waitComment(n, "plan comment", func(c string) bool { return strings.Contains(c, "## 📋 Plan") })
+	for _, tc := range []struct{ cmd, reply string }{
+		{"/approve --attempts two", "`--attempts` takes a whole number of runs from 1 up, got `two`."},
+		{"/approve --attempts 0", "`--attempts` takes a whole number of runs from 1 up, got `0`."},
+		{"/approve --attempts 9", "`/approve --attempts` asks for 9 attempts, more than this server allows: its ceiling is 4 attempts"},
+	} {
+		h.comment(n, writer, tc.cmd)
+		h.waitComment(n, tc.cmd, func(c string) bool { return strings.Contains(c, tc.reply) })
+	}
+	if got := len(h.backend.Specs()); got != 1 {
+		t.Errorf("%d runs submitted, want the plan's alone", got)
+	}
+}
