@@ -167,6 +167,9 @@ func TestAbortAttempts(t *testing.T) {
 		}
 		return queued == 2
 	})
+	if labels := h.gh.Issue(testRepo, n).Labels; !hasLabel(labels, "agent:running") || hasLabel(labels, "agent:queued") {
+		t.Errorf("labels %v while attempt 1 runs and two wait, want agent:running alone", labels)
+	}
 	h.backend.CancelEndsRun = true
 	h.comment(n, writer, "/abort")
 	c := h.waitComment(n, "the approval's end", func(c string) bool { return strings.Contains(c, "The attempts were aborted") })
