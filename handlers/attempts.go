@@ -134,6 +134,9 @@ func (a attemptRun) failed(ctx context.Context, gh GitHub, l launch, err error, 
 		return err
 	}
 	what, _ := explainStartFailure(err, a.c.DispatchDeadline)
+	if over, ok := asOverBudget(err); ok {
+		what = fmt.Sprintf("its budget of $%.2f did not fit the $%.2f left of the %s's month (`/status` shows the budgets).", over.AskedUSD, over.LeftUSD, over.Scope)
+	}
 	if perr := a.c.reply(ctx, gh, l.req.Number, "github/attempt_not_started", AttemptNotStartedData{
 		K: l.req.Variant, N: l.req.Variants, What: what,
 		Marker: Marker{Kind: KindAttemptNotStarted, TaskID: l.taskID, Set: l.req.Set, Variant: l.req.Variant, Variants: l.req.Variants, Issue: l.req.Issue}.String(),

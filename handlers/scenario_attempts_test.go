@@ -212,3 +212,40 @@ func TestApproveAttemptsFlagIsStrict(t *testing.T) {
 		t.Errorf("%d runs submitted, want the plan's alone", got)
 	}
 }
+
+// TestAttemptsEachAgainstTheBudget: each attempt reserves its own budget;
+// the one that does not fit the month's is an attempt that could not
+// start (it ranks last), and the approval ends with the others' PR.
+func TestAttemptsEachAgainstTheBudget(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, budgetTen)
+	n := h.gh.AddIssue(testRepo, writer, "Add a greeting endpoint", "Return hello on /greet.")
+	h.label(n, writer, "d-attempts-budget")
+	plan := h.waitSubmitted(1)[0]
+	h.backend.Finish(plan.Order.TaskID, &dispatch.Result{Mode: dispatch.ModePlan, Status: dispatch.StatusCompleted, Plan: "1. Add `GET /greet`.",
+		TokenUsage: dispatch.TokenUsage{TotalCostUSD: 0.01}})
+	h.waitComment(n, "plan comment", func(c string) bool { return strings.Contains(c, "## 📋 Plan") })
+
+	// $10 a month: the plan spent $0.01, two $4 attempts fit, the third
+	// finds $1.99 left, under the floor of $3.
+	h.comment(n, writer, "/approve --attempts 3")
+	refused := h.waitComment(n, "attempt 3 refused", func(c string) bool { return strings.Contains(c, "Attempt 3 of 3 could not start") })
+	if !strings.Contains(refused, "$4.00 did not fit the $1.99 left of the installation's month") {
+		t.Errorf("the refusal does not say the budget:\n%s", refused)
+	}
+	specs := h.waitSubmitted(3)[1:]
+	for i, s := range specs {
+		_, res := attemptResult(h, s, 10*(i+1), true)
+		h.backend.Finish(s.Order.TaskID, res)
+	}
+	h.waitComment(n, "PR link", func(c string) bool { return strings.Contains(c, "🚀 Opened") })
+	body := h.gh.PullRequests(testRepo)[0].Body
+	for _, want := range []string{"This branch carries **attempt 1**", "| 3 | 3 | failed to start"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("PR body lacks %q:\n%s", want, body)
+		}
+	}
+	if got := len(h.backend.Specs()); got != 3 {
+		t.Errorf("%d runs submitted, want the plan and two attempts", got)
+	}
+}
