@@ -150,7 +150,6 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 		"--label", labelAttempt + "=" + strconv.Itoa(m.Attempt),
 		"--label", labelInstallation + "=" + strconv.FormatInt(m.InstallationID, 10),
 		"--label", labelRepoID + "=" + strconv.FormatInt(m.RepoID, 10),
-		"--label", labelSet + "=" + fmt.Sprintf("%s/%d/%d", m.Set, m.Variant, m.Variants),
 		"--env", "SANDBOX_WORK_ORDER=" + dispatch.WorkOrderPath,
 		"--stop-timeout", strconv.Itoa(int(b.o.StopGrace.Round(time.Second) / time.Second)),
 		// Wait follows the log, so the log driver must be readable; "local"
@@ -163,6 +162,9 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 	}
 	if m.DeliveryID != "" {
 		args = append(args, "--label", labelDelivery+"="+m.DeliveryID)
+	}
+	if m.Set != "" {
+		args = append(args, "--label", fmt.Sprintf("%s=%s/%d/%d", labelSet, m.Set, m.Variant, m.Variants))
 	}
 	if order.Source != "" {
 		args = append(args, "--mount", bind(filepath.Join(dir, sourceFile), dispatch.SourcePath, true))
