@@ -22,7 +22,7 @@ const attemptsAgent = `command: |
   if [ -n "$SANDBOX_READ_ONLY" ]; then echo "1. Write greet.txt saying hello."; exit 0; fi
   case "$SANDBOX_ATTEMPT" in
     1) echo bye > greet.txt ;;
-    2) echo hello > greet.txt; seq 1 60 > notes.txt ;;
+    2) sleep 5; echo hello > greet.txt; seq 1 60 > notes.txt ;;
     *) case "$prompt" in *"This is attempt $SANDBOX_ATTEMPT of $SANDBOX_ATTEMPTS"*) echo hello > greet.txt ;; *) echo "no attempt line" > greet.txt ;; esac ;;
   esac
   echo "Attempt $SANDBOX_ATTEMPT of $SANDBOX_ATTEMPTS wrote greet.txt."
@@ -68,6 +68,13 @@ func approveAttempts(t *testing.T, restart bool) {
 		})
 		_ = l.bot.cmd.Process.Signal(syscall.SIGTERM)
 		<-l.bot.done
+		ended := 0
+		for _, c := range l.gh.CheckRuns(e2eRepo) {
+			if c.Status == "completed" && strings.HasPrefix(c.Title, "Attempt ") {
+				ended++
+			}
+		}
+		t.Logf("the bot stopped with %d of 3 attempts ended", ended)
 		l.bot = l.startBot()
 	}
 	l.waitComment(n, "🚀 Opened", 6*time.Minute)
