@@ -12,7 +12,7 @@ import (
 
 // PullRequest cleans up after an agent PR that several attempts competed
 // for (/approve --attempts N): when it is merged or closed, the attempts'
-// own branches are deleted; the PR's branch is left to GitHub's setting.
+// own branches are deleted (attemptSets.dropBranches).
 type PullRequest struct{ b *Base }
 
 var _ githubapp.EventHandler = &PullRequest{}
@@ -26,11 +26,18 @@ func (h *PullRequest) Handle(ctx context.Context, eventType, deliveryID string, 
 	if err := json.Unmarshal(payload, &e); err != nil {
 		return fmt.Errorf("parse pull_request event: %w", err)
 	}
-	pr := e.GetPullRequest()
-	if e.GetAction() != "closed" {
-		return nil
+	if e.GetAction() == "closed" {
+		return h.b.Runs.sets.dropBranches(ctx, &e, deliveryID)
 	}
-	login, err := h.b.c.LoadIdentity(ctx)
+	return nil
+}
+
+// dropBranches deletes the attempts' own branches of the approval whose
+// PR e closed (merged or not); the PR's branch is left to GitHub's
+// setting. A PR that is not the App's, or no approval's, is left alone.
+func (r *attemptSets) dropBranches(ctx context.Context, e *github.PullRequestEvent, deliveryID string) error {
+	pr := e.GetPullRequest()
+	login, err := r.c.LoadIdentity(ctx)
 	if err != nil {
 		return err
 	}
@@ -41,7 +48,7 @@ func (h *PullRequest) Handle(ctx context.Context, eventType, deliveryID string, 
 	if !ok {
 		return nil
 	}
-	gh, err := h.b.c.hub.Repo(githubapp.GetInstallationIDFromEvent(&e), e.GetRepo().GetFullName())
+	gh, err := r.c.hub.Repo(githubapp.GetInstallationIDFromEvent(e), e.GetRepo().GetFullName())
 	if err != nil {
 		return err
 	}
