@@ -307,7 +307,7 @@ func TestLoadConfigFileWithEnvOverrides(t *testing.T) {
 			MaxBudgetUSD: 10, MaxTimeoutMinutes: 120,
 			AllowedHarnesses: []string{"opencode"}, AllowedImages: []string{"postgres:*"},
 			AllowedModels: []string{"anthropic/*"}, AllowedOverrides: []string{"env", "validate"},
-			MaxCPU: 4000, MaxMemoryMB: 8192, PidsLimit: sandboxcfg.CeilingPids, AllowSupabase: &no, MaxCIFixAttempts: sandboxcfg.CeilingCIFixAttempts,
+			MaxCPU: 4000, MaxMemoryMB: 8192, PidsLimit: sandboxcfg.CeilingPids, AllowSupabase: &no, MaxCIFixAttempts: sandboxcfg.CeilingCIFixAttempts, MaxAttempts: sandboxcfg.CeilingAttempts,
 		}},
 	}
 	for _, ch := range checks {
@@ -474,7 +474,7 @@ func TestDefaultCeilingsWithoutConfiguration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := sandboxcfg.Limits{MaxBudgetUSD: 10, MaxTimeoutMinutes: 120, MaxMemoryMB: 8192, MaxCPU: 4000, PidsLimit: 4096, MaxCIFixAttempts: 3}
+	want := sandboxcfg.Limits{MaxBudgetUSD: 10, MaxTimeoutMinutes: 120, MaxMemoryMB: 8192, MaxCPU: 4000, PidsLimit: 4096, MaxCIFixAttempts: 3, MaxAttempts: 4}
 	if !reflect.DeepEqual(c.Limits, want) {
 		t.Errorf("default limits = %+v, want %+v", c.Limits, want)
 	}

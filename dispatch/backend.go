@@ -60,6 +60,14 @@ type Meta struct {
 	// receipt keeps both for the usage page.
 	Requester string `json:"requester,omitempty"`
 	Model     string `json:"model,omitempty"`
+	// Set, Variant and Variants: the run is attempt Variant of Variants
+	// execute runs one /approve started (--attempts), Set the task id the
+	// approval has as a whole. The backend keeps them with the run, so a
+	// restarted bot knows which attempts are in flight (attempts.go in
+	// handlers). Empty for a run that is one of one.
+	Set      string `json:"set,omitempty"`
+	Variant  int    `json:"variant,omitempty"`
+	Variants int    `json:"variants,omitempty"`
 }
 
 // RunSpec is everything a backend needs to start one run.

@@ -149,6 +149,12 @@ type WorkOrder struct {
 	Mode          Mode   `json:"mode"`
 	// Attempt counts continue runs of the same task, starting at 1.
 	Attempt int `json:"attempt"`
+	// Variant is k of an approval's Variants execute runs (/approve
+	// --attempts N): the agent is told it is attempt k of N, and the
+	// ones after the first to take another approach where the plan
+	// leaves room. 0 for a run that is one of one.
+	Variant  int `json:"variant,omitempty"`
+	Variants int `json:"variants,omitempty"`
 
 	Repo         string `json:"repo,omitempty"`    // owner/name
 	RepoID       int64  `json:"repo_id,omitempty"` // GitHub's id of Repo, which a rename keeps

@@ -26,6 +26,9 @@ func (ab *aborter) abort(ctx context.Context, t thread, holder string) error {
 		return ab.c.reply(ctx, t.gh, t.number, "github/nothing_to_abort", TableReplyData{OnPR: t.isPR, Commands: commandsFor(t.isPR)})
 	}
 	key := dispatch.LockKey(t.repo.GetFullName(), t.number)
+	if handled, err := ab.runs.sets.abort(ctx, t, holder); handled || err != nil {
+		return err
+	}
 	if handled, err := ab.abortQueued(ctx, t, key, holder); handled || err != nil {
 		return err
 	}

@@ -87,6 +87,8 @@ func (b *Base) perform(ctx context.Context, t thread, ev event, sc *scene, c lif
 		return b.rebase(ctx, t, sc, ev.trigger, ev.kind == lifecycle.Rebase)
 	case lifecycle.StartPreview:
 		return b.preview(ctx, t, sc)
+	case lifecycle.PickAttempt:
+		return b.pick(ctx, t, ev, sc)
 	case lifecycle.FixCI:
 		return b.ci.fix(ctx, t, ev, sc)
 	case lifecycle.WaitForRun:

@@ -194,6 +194,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 	b.starts = &starter{c: c, agent: agentRun{c: c}}
 	b.Runs = newRuns(c, b.starts.start)
 	b.starts.runs = b.Runs
+	b.Runs.sets.starts = b.starts
 	b.starts.claims = &claimWatch{c: c, fire: admitLater(b.Runs, b.starts)}
 	b.Runs.onEnd, b.Runs.onReconcile, b.Runs.onStop = b.starts.freeSlot, b.starts.resumeClaimed, b.starts.claims.close
 	b.aborts = &aborter{c: c, runs: b.Runs}

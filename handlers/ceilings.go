@@ -18,6 +18,9 @@ func (s *starter) flagOverCeiling(command string, f sandboxcfg.Flags) (OverCeili
 	case l.MaxTimeoutMinutes > 0 && f.TimeoutMinutes > l.MaxTimeoutMinutes:
 		return OverCeilingData{Command: command, Flag: "timeout", Asked: fmt.Sprintf("%d minutes", f.TimeoutMinutes),
 			Ceiling: fmt.Sprintf("%d minutes", l.MaxTimeoutMinutes), Within: fmt.Sprint(l.MaxTimeoutMinutes), Setting: "limits.max_timeout_minutes"}, true
+	case l.MaxAttempts > 0 && f.Attempts > l.MaxAttempts:
+		return OverCeilingData{Command: command, Flag: "attempts", Asked: fmt.Sprintf("%d attempts", f.Attempts),
+			Ceiling: fmt.Sprintf("%d attempts", l.MaxAttempts), Within: fmt.Sprint(l.MaxAttempts), Setting: "limits.max_attempts"}, true
 	}
 	return OverCeilingData{}, false
 }

@@ -176,6 +176,12 @@ func setFlag(f *sandboxcfg.Flags, key, val string) error {
 			return &CommandError{Msg: fmt.Sprintf("`--timeout` takes a whole number of minutes, got `%s`.", val)}
 		}
 		f.TimeoutMinutes = v
+	case "attempts":
+		v, err := strconv.Atoi(val)
+		if err != nil || v <= 0 {
+			return &CommandError{Msg: fmt.Sprintf("`--attempts` takes a whole number of runs from 1 up, got `%s`.", val)}
+		}
+		f.Attempts = v
 	case "model":
 		f.Model = val
 	case "harness":
@@ -192,6 +198,8 @@ func flagExample(key string) string {
 		return "30"
 	case "harness":
 		return "opencode"
+	case "attempts":
+		return "3"
 	}
 	return "provider/model"
 }

@@ -212,6 +212,8 @@ type GitData interface {
 	CreateRef(ctx context.Context, ref, sha string) error
 	// UpdateRef moves ref to sha, forced.
 	UpdateRef(ctx context.Context, ref, sha string) error
+	// DeleteRef deletes ref; one that is gone already is no error.
+	DeleteRef(ctx context.Context, ref string) error
 	// Archive is the tree at sha as GitHub's gzipped tarball (one top
 	// directory), refused past max bytes: a preview's code.
 	Archive(ctx context.Context, sha string, max int64) ([]byte, error)

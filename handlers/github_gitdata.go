@@ -66,6 +66,14 @@ func (r *goGitData) UpdateRef(ctx context.Context, ref, sha string) error {
 	return err
 }
 
+func (r *goGitData) DeleteRef(ctx context.Context, ref string) error {
+	resp, err := r.c.Git.DeleteRef(ctx, r.owner, r.name, ref)
+	if err != nil && resp != nil && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusUnprocessableEntity) {
+		return nil // gone already (GitHub answers 422 "Reference does not exist")
+	}
+	return err
+}
+
 // Archive follows GitHub's tarball link for sha and reads at most max
 // bytes of it.
 func (r *goGitData) Archive(ctx context.Context, sha string, max int64) ([]byte, error) {

@@ -166,7 +166,9 @@ func (s *starter) begin(ctx context.Context, gh GitHub, l launch) error {
 	var grant budget.Grant
 	if err == nil {
 		grant, _, err = reserveBudget(ctx, s.c, l)
-		if over, ok := asOverBudget(err); ok {
+		// An attempt over the budget is one that could not start: its
+		// approval goes on with the others (attempts.go).
+		if over, ok := asOverBudget(err); ok && l.req.Variant == 0 {
 			return refuseOverBudget(ctx, s.c, gh, l, over)
 		}
 	}

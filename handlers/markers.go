@@ -57,6 +57,18 @@ type Marker struct {
 	// mention started, what they vouched for of an outsider's issue
 	// (vouch.go).
 	Vouch *Vouch `json:"vouch,omitempty"`
+	// Set, Variant and Variants are, on the acknowledgement of an
+	// /approve --attempts N and on an attempt that could not start, the
+	// approval's task id, the attempt and how many (attempts.go).
+	Set      string `json:"set,omitempty"`
+	Variant  int    `json:"variant,omitempty"`
+	Variants int    `json:"variants,omitempty"`
+	// Attempts and Picked are, on the PR body's attempts section, every
+	// attempt's row and the one the PR's branch carries (pick.go).
+	Attempts []AttemptRow `json:"attempts,omitempty"`
+	Picked   int          `json:"picked,omitempty"`
+	// By is who picked it ("" when the checks did).
+	By string `json:"by,omitempty"`
 }
 
 // Marker kinds.
@@ -81,6 +93,13 @@ const (
 	// KindOverBudget marks the refusal of a run whose budget did not fit
 	// what was left of the month (budget.go).
 	KindOverBudget = "over-budget"
+	// KindAttemptNotStarted marks that an attempt of an /approve
+	// --attempts N could not start: it has ended, last in the ranking.
+	KindAttemptNotStarted = "attempt-not-started"
+	// KindAttempts marks the PR body's attempts section.
+	KindAttempts = "attempts"
+	// KindPicked marks the reply to /pick.
+	KindPicked = "picked"
 )
 
 var markerRE = regexp.MustCompile(`<!-- sandbox-bot:(\{.*?\}) -->`)

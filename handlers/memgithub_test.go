@@ -519,4 +519,10 @@ func (r *memRepo) UpdateRef(_ context.Context, ref, sha string) error {
 	return nil
 }
 
+func (r *memRepo) DeleteRef(_ context.Context, ref string) error {
+	defer r.lock()()
+	delete(r.refs, ref)
+	return nil
+}
+
 var _ Hub = (*memHub)(nil)

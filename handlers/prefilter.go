@@ -30,6 +30,10 @@ func (b *Base) MayAct(eventType string, v *fastjson.Value) bool {
 	case "issue_comment":
 		return action == "created" && !b.gate.senderIgnored(v) && b.mayAddress(v.GetStringBytes("comment", "body"))
 	case "pull_request":
+		if action == "closed" {
+			// The App's own PR merged or closed: its attempts' branches go.
+			return strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), dispatch.BranchPrefix)
+		}
 		// review.auto: a person's pull request opened or made ready.
 		return autoReviewAction(action) && !v.GetBool("pull_request", "draft") &&
 			!strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), dispatch.BranchPrefix)

@@ -22,6 +22,9 @@ import (
 // head (its task id derives from the head). Never a draft, never the
 // App's own pull request, and never one whose author cannot write to the
 // repository: what such a person opens is reviewed when a writer asks.
+// When the App's own PR that several attempts competed for (/approve
+// --attempts N) is merged or closed, the attempts' own branches are
+// deleted (attemptSets.dropBranches).
 type PullRequest struct{ b *Base }
 
 var _ githubapp.EventHandler = &PullRequest{}
@@ -38,6 +41,9 @@ func (h *PullRequest) Handle(ctx context.Context, eventType, deliveryID string, 
 	var e github.PullRequestEvent
 	if err := json.Unmarshal(payload, &e); err != nil {
 		return fmt.Errorf("parse pull_request event: %w", err)
+	}
+	if e.GetAction() == "closed" {
+		return h.b.Runs.sets.dropBranches(ctx, &e, deliveryID)
 	}
 	pr, repo := e.GetPullRequest(), e.GetRepo()
 	author := pr.GetUser()
@@ -67,4 +73,41 @@ func (h *PullRequest) Handle(ctx context.Context, eventType, deliveryID string, 
 	t.sender, t.deliveryID, t.pr = author.GetLogin(), deliveryID, pr
 	_, err = h.b.on(ctx, t, event{kind: lifecycle.AskReview, trigger: "head-" + pr.GetHead().GetSHA()})
 	return err
+}
+
+// dropBranches deletes the attempts' own branches of the approval whose
+// PR e closed (merged or not); the PR's branch is left to GitHub's
+// setting. A PR that is not the App's, or no approval's, is left alone.
+func (r *attemptSets) dropBranches(ctx context.Context, e *github.PullRequestEvent, deliveryID string) error {
+	pr := e.GetPullRequest()
+	login, err := r.c.LoadIdentity(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ours := isAgentPR(pr, login); !ours {
+		return nil
+	}
+	m, ok := attemptsOf(pr.GetBody())
+	if !ok {
+		return nil
+	}
+	gh, err := r.c.hub.Repo(githubapp.GetInstallationIDFromEvent(e), e.GetRepo().GetFullName())
+	if err != nil {
+		return err
+	}
+	log := zerolog.Ctx(ctx).With().Str("delivery_id", deliveryID).Str("repo", e.GetRepo().GetFullName()).Int("pr", pr.GetNumber()).Str("set", m.TaskID).Logger()
+	// The names come from the approval's id, never from the body's text:
+	// only the bot's own attempt branches can go.
+	for _, row := range m.Attempts {
+		branch := attemptBranch(m.TaskID, row.K)
+		if branch == pr.GetHead().GetRef() {
+			continue
+		}
+		if err := gh.DeleteRef(ctx, "refs/heads/"+branch); err != nil {
+			log.Warn().Err(err).Str("branch", branch).Msg("delete an attempt's branch")
+			continue
+		}
+		log.Info().Str("branch", branch).Bool("merged", pr.GetMerged()).Msg("deleted an attempt's branch: its PR is closed")
+	}
+	return nil
 }

@@ -88,7 +88,11 @@ func (s *starter) queueGate(ctx context.Context, gh GitHub, req startRequest, ta
 	if req.CommentID != 0 {
 		s.c.react(ctx, gh, req.Number, req.CommentID, "eyes")
 	}
-	labelErr := s.c.setState(ctx, gh, req.Number, lifecycle.Queued)
+	var labelErr error
+	if req.Variant == 0 {
+		// An attempt that waits leaves the issue running: its approval is.
+		labelErr = s.c.setState(ctx, gh, req.Number, lifecycle.Queued)
+	}
 	return true, errors.Join(labelErr, s.c.reply(ctx, gh, req.Number, "github/queued", QueuedData{
 		TaskID: taskID, Mode: mode, Place: place, Ahead: place - 1, Caps: capsText(s.c.Caps),
 		Marker: Marker{Kind: KindQueued, TaskID: taskID, Mode: mode, Issue: req.Issue}.String(),

@@ -106,6 +106,9 @@ type PRBodyData struct {
 	// Checks is the checks-before-the-PR section (prchecks.go, rendered
 	// from github/pr_checks), "" when the receipt has none.
 	Checks string
+	// Attempts is the table of an approval's attempts (attempts.go),
+	// "" for a run that is one of one.
+	Attempts string
 }
 
 // PROpenedData is github/pr_opened: the comment on the issue that names

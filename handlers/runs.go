@@ -43,6 +43,8 @@ type Runs struct {
 	// post posts what an ended run did; keep keeps what outlives it.
 	post *resultPoster
 	keep *resultKeeper
+	// sets finishes the approvals of several attempts (attempts.go).
+	sets *attemptSets
 }
 
 // resultPoster posts what an ended run did, as the run table says: the
@@ -71,6 +73,7 @@ func newRuns(c *core, start func(context.Context, GitHub, startRequest) error) *
 	r := &Runs{c: c, ctx: ctx, cancel: cancel, following: map[string]bool{}, aborted: map[string]string{}, logger: zerolog.Nop()}
 	r.keep = &resultKeeper{c: c, aborted: r.abortedBy}
 	r.post = &resultPoster{c: c, start: start, keep: r.keep}
+	r.sets = &attemptSets{c: c, keep: r.keep, post: r.post, aborted: r.MarkAborted}
 	return r
 }
 
@@ -226,6 +229,12 @@ func (r *Runs) follow(meta dispatch.Meta) {
 	// invites /approve, and the execute run it starts takes the session
 	// from the backend as soon as it holds the issue.
 	r.keep.keepSession(ctx, meta, res)
+	if meta.Set != "" {
+		// One of an approval's attempts: the approval's result waits for
+		// every attempt (attempts.go), which cleans them all up.
+		r.sets.endAttempt(ctx, gh, meta, res, prog)
+		return
+	}
 	if err := untilPosted(ctx, &log, r.c.ResultRetry, func() error { return r.finish(ctx, gh, meta, res, prog) }); err != nil {
 		log.Error().Err(err).Msg("post result")
 		// Keep the run and the lock: a restart reconciles and tries again.
@@ -411,6 +420,9 @@ type runContext struct {
 	marked []markedComment
 	// planDigest binds a plan run's session to the plan it wrote.
 	planDigest string
+	// attempts is the PR body's table of attempts (attempts.go), "" for
+	// a run that is one of one.
+	attempts string
 }
 
 // receipt is what the run did and where it came from.

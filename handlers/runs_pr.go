@@ -26,7 +26,7 @@ func (rp *resultPoster) openPR(ctx context.Context, rc *runContext, res *dispatc
 	if err != nil {
 		return err
 	}
-	data.Checks = checks
+	data.Checks, data.Attempts = checks, rc.attempts
 	body, err := rp.c.Templates.Render("github/pr_body", data)
 	if err != nil {
 		return err

@@ -55,16 +55,22 @@ func ReplySamples() map[string][]any {
 			Asked: "$5.00", Floor: "$3.00", Resets: "1 December 2026 00:00 UTC", Setting: "budgets.installation_monthly_usd", Again: "/approve", Marker: marker},
 			OverBudgetData{Mode: dispatch.ModeRevise, Scope: "repository", Budget: "$50.00", Spent: "$50.00", Reserved: "$0.00", Left: "$0.00", Unknown: 2,
 				Asked: "$5.00", Floor: "$1.00", Resets: "1 December 2026 00:00 CET", Setting: "budgets.repo_monthly_usd", Again: "/retry", Marker: marker}},
-		"github/over_ceiling":    {OverCeilingData{Command: "approve", Flag: "budget", Asked: "$500.00", Ceiling: "$10.00", Within: "10", Setting: "limits.max_budget_usd"}, OverCeilingData{Flag: "timeout", Asked: "600m", Ceiling: "120m", Within: "120", Setting: "limits.max_timeout_minutes"}},
-		"github/branch_updated":  {BranchUpdatedData{Base: "main"}},
-		"github/start_failed":    {StartFailedData{Marker: marker, TaskID: task, Mode: dispatch.ModePlan, What: "the sandbox backend refused the run", Todo: "Then comment `/retry`.", Delivery: "d-1"}},
-		"github/stale_lock":      {StaleLockData{Holder: task}},
-		"github/abort_requested": {AbortRequestedData{Marker: marker, TaskID: task, By: "alice"}},
-		"github/queued":          {QueuedData{TaskID: task, Mode: dispatch.ModePlan, Place: 1, Caps: []string{"2 in all"}, Marker: marker}, QueuedData{TaskID: task, Mode: dispatch.ModeExecute, Place: 3, Ahead: 2, Caps: []string{"4 in all", "1 per repository"}, Marker: marker}},
-		"github/queue_aborted":   {QueueAbortedData{TaskID: task, By: "alice", Marker: marker}},
-		"github/progress":        {ProgressData{Marker: marker, Title: "agent: step 3", Text: "Task `" + task + "` (execute) · step 3"}},
-		"github/progress_done":   {ProgressDoneData{Marker: marker, Conclusion: "success", Title: "Done", Summary: "Added a login page."}, ProgressDoneData{Marker: marker, Conclusion: "neutral", Title: "No changes", Summary: "Nothing changed."}},
-		"github/pr_checks":       {PRChecksData{Result: sampleChecks(task, true)}, PRChecksData{Result: sampleChecks(task, false)}},
+		"github/over_ceiling":   {OverCeilingData{Command: "approve", Flag: "budget", Asked: "$500.00", Ceiling: "$10.00", Within: "10", Setting: "limits.max_budget_usd"}, OverCeilingData{Flag: "timeout", Asked: "600m", Ceiling: "120m", Within: "120", Setting: "limits.max_timeout_minutes"}},
+		"github/branch_updated": {BranchUpdatedData{Base: "main"}},
+		"github/start_failed":   {StartFailedData{Marker: marker, TaskID: task, Mode: dispatch.ModePlan, What: "the sandbox backend refused the run", Todo: "Then comment `/retry`.", Delivery: "d-1"}},
+		"github/stale_lock":     {StaleLockData{Holder: task}},
+		"github/attempts_started": {AttemptsStartedData{TaskID: task, N: 2, Budget: 3, Rule: AttemptRule, Marker: marker,
+			Attempts: []AttemptRow{{K: 1, TaskID: task, Branch: attemptBranch(task, 1)}, {K: 2, TaskID: task, Branch: attemptBranch(task, 2)}}}},
+		"github/attempt_not_started": {AttemptNotStartedData{K: 2, N: 3, What: "the sandbox backend refused the run.", Marker: marker}},
+		"github/attempts_failed":     {AttemptsFailedData{Attempts: "### Attempts\n\n(table)", Marker: marker}, AttemptsFailedData{Attempts: "(table)", Aborted: true, Marker: marker}},
+		"github/picked":              {PickData{K: 2, Branch: "agent/t-1-a", Head: "0123abc", Marker: marker}, PickData{K: 5, Refused: "there were 3 attempts."}},
+		"github/pr_attempts":         {sampleAttempts(task, 3, ""), sampleAttempts(task, 2, "alice"), sampleAttempts(task, 0, "")},
+		"github/abort_requested":     {AbortRequestedData{Marker: marker, TaskID: task, By: "alice"}},
+		"github/queued":              {QueuedData{TaskID: task, Mode: dispatch.ModePlan, Place: 1, Caps: []string{"2 in all"}, Marker: marker}, QueuedData{TaskID: task, Mode: dispatch.ModeExecute, Place: 3, Ahead: 2, Caps: []string{"4 in all", "1 per repository"}, Marker: marker}},
+		"github/queue_aborted":       {QueueAbortedData{TaskID: task, By: "alice", Marker: marker}},
+		"github/progress":            {ProgressData{Marker: marker, Title: "agent: step 3", Text: "Task `" + task + "` (execute) · step 3"}},
+		"github/progress_done":       {ProgressDoneData{Marker: marker, Conclusion: "success", Title: "Done", Summary: "Added a login page."}, ProgressDoneData{Marker: marker, Conclusion: "neutral", Title: "No changes", Summary: "Nothing changed."}},
+		"github/pr_checks":           {PRChecksData{Result: sampleChecks(task, true)}, PRChecksData{Result: sampleChecks(task, false)}},
 		"github/plan_comment": {PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, CostSoFar: 1.25, PlanStart: planStart, PlanEnd: planEnd},
 			PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, PlanStart: planStart, PlanEnd: planEnd,
 				Images: []ImageNote{{Name: "the issue, image 1 (login.png)"}, {Name: "the issue, image 2 (logs.txt)", Why: "its bytes are not a PNG, JPEG, GIF or WebP image"}}},
@@ -221,4 +227,19 @@ func sampleChecks(task string, findings bool) *dispatch.Result {
 		r.PlanScope.Outside, r.Dependencies.Advisories, r.SecretScan.Findings, r.SecretScan.Allowed, r.Review = nil, nil, nil, nil, nil
 	}
 	return r
+}
+
+// sampleAttempts is a table of three attempts carrying attempt carried
+// (0: none), picked by by.
+func sampleAttempts(task string, carried int, by string) AttemptsData {
+	rows := []AttemptRow{
+		{K: 1, TaskID: task, Branch: attemptBranch(task, 1), Head: "01", Status: "completed", Checks: []AttemptCheck{{Name: "test", Passed: false}}, Secrets: 0, Advisories: -1, Scope: -1, Files: 1, Insertions: 1, CostUSD: 0.1},
+		{K: 2, TaskID: task, Branch: attemptBranch(task, 2), Head: "02", Status: "completed", Checks: []AttemptCheck{{Name: "test", Passed: true}}, Secrets: 0, Advisories: 0, Scope: 1, Review: "ok", Files: 4, Insertions: 80, Deletions: 3, CostUSD: 0.3, Tokens: 1200, Seconds: 61},
+		{K: 3, Branch: attemptBranch(task, 3), Status: "not started", Out: "failed to start: see the comment on the issue", Secrets: -1, Advisories: -1, Scope: -1},
+	}
+	d := AttemptsData{Carried: carried, Best: 2, By: by, Rule: AttemptRule, Marker: Marker{Kind: KindAttempts, TaskID: task}.String()}
+	for i, r := range rows {
+		d.Rows = append(d.Rows, AttemptView{AttemptRow: r, Rank: i + 1, Compare: "https://github.com/o/r/compare/main..." + r.Branch, RunURL: "https://bot.example.com/runs/" + task})
+	}
+	return d
 }

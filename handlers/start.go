@@ -72,6 +72,13 @@ type startRequest struct {
 	// Head is where a fix run's pull request branch must still be: the
 	// commit the review was of (fix.go).
 	Head string `json:"head,omitempty"`
+	// Set, Variant and Variants make the run attempt Variant of
+	// Variants execute runs of one approval (attempts.go); Set is the
+	// approval's task id. Kept in a queued request, so a queued attempt
+	// starts as one.
+	Set      string `json:"set,omitempty"`
+	Variant  int    `json:"variant,omitempty"`
+	Variants int    `json:"variants,omitempty"`
 	// Vouch is, for a run a writer's label or mention started on an
 	// issue, what they vouched for (vouch.go); other runs read the newest
 	// vouch from the issue's acknowledgements.
@@ -112,6 +119,13 @@ func (s *starter) start(ctx context.Context, gh GitHub, req startRequest) error 
 		return nil
 	}
 	l.requestedAt = requestedAt
+	if l.mode == dispatch.ModeExecute && req.Variant == 0 && l.cfg.NumAttempts() > 1 {
+		return s.runs.sets.start(ctx, gh, l)
+	}
+	if req.Variant > 0 {
+		l.lockKey = attemptLockKey(req.Repo.GetFullName(), req.Number, req.Variant)
+		l.kind = attemptRun{agentRun: s.agent, sets: s.runs.sets}
+	}
 	return s.begin(ctx, gh, l)
 }
 
@@ -191,6 +205,9 @@ func (a agentRun) build(ctx context.Context, gh GitHub, l launch) (built, error)
 	branch := req.Branch
 	if branch == "" && l.mode == dispatch.ModeExecute {
 		branch = dispatch.BranchName(l.taskID, task.Title)
+		if req.Variant > 0 {
+			branch = attemptBranch(req.Set, req.Variant)
+		}
 	}
 	token, _, err := a.c.mintToken(ctx, req.InstallationID, req.name(), l.mode)
 	if err != nil {
@@ -202,13 +219,14 @@ func (a agentRun) build(ctx context.Context, gh GitHub, l launch) (built, error)
 		Meta: dispatch.Meta{
 			TaskID: l.taskID, Mode: l.mode, Repo: full, RepoID: req.Repo.GetID(), Number: req.Number, InstallationID: req.InstallationID,
 			Attempt: attempt, DeliveryID: req.DeliveryID, Requester: req.Sender, Model: l.cfg.Model,
+			Set: req.Set, Variant: req.Variant, Variants: req.Variants,
 		},
 		Order: dispatch.WorkOrder{
 			SchemaVersion: dispatch.WorkOrderVersion, TaskID: l.taskID, Mode: l.mode, Attempt: attempt,
 			Repo: full, RepoID: req.Repo.GetID(), Number: req.Number, CloneURL: req.Repo.GetCloneURL(), BaseBranch: l.base, TargetBranch: branch,
 			Task: task, Plan: req.Plan, PlanFiles: a.planFiles(ctx, gh, req, l.mode), Feedback: req.Feedback, Config: l.cfg,
 			BudgetUSD: l.cfg.MaxBudgetUSD, TimeoutMinutes: l.cfg.TimeoutMinutes, SecretEnv: a.c.SecretEnv,
-			RequestedAt: l.requestedAt, CI: req.CI, Images: images,
+			RequestedAt: l.requestedAt, CI: req.CI, Images: images, Variant: req.Variant, Variants: req.Variants,
 		},
 		Token:     token,
 		Isolation: a.c.Isolation,

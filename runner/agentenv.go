@@ -4,11 +4,19 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/dotenv"
 	"github.com/sandbox-bot/sandbox-bot/runner/harness"
+)
+
+// EnvAttempt and EnvAttempts tell the agent's programs that the run is
+// attempt k of N execute runs of one approval (/approve --attempts N).
+const (
+	EnvAttempt  = "SANDBOX_ATTEMPT"
+	EnvAttempts = "SANDBOX_ATTEMPTS"
 )
 
 // runnerOnlyEnv are variables that are the runner's alone: where its work
@@ -65,7 +73,15 @@ func (c *checkout) agentEnv(vars map[string]string) ([]string, error) {
 		// Where the agent's screencasts go to reach the PR (prompts/browser).
 		base = append(dotenv.Without(base, EnvRecordingsDir), EnvRecordingsDir+"="+c.ws.browser.recordings)
 	}
-	env, err := openCodeConfigEnv(mergeEnv(base, vars), c.ws.stateDir, c.opts.Agent)
+	merged := mergeEnv(base, vars)
+	if c.order.Variants > 1 {
+		// Which attempt of an /approve --attempts N this is, for a
+		// command harness's program (the prompt says it to every agent);
+		// after the project's variables, so none of them stands in.
+		merged = append(dotenv.Without(merged, EnvAttempt, EnvAttempts),
+			EnvAttempt+"="+strconv.Itoa(c.order.Variant), EnvAttempts+"="+strconv.Itoa(c.order.Variants))
+	}
+	env, err := openCodeConfigEnv(merged, c.ws.stateDir, c.opts.Agent)
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,8 @@ func (r *run) promptData() PromptData {
 		Checks:       r.cfg.Validate,
 		Skills:       r.cfg.Skills,
 		Services:     names,
+		Variant:      r.order.Variant,
+		Variants:     r.order.Variants,
 	}
 }
 

@@ -39,6 +39,9 @@ type PromptData struct {
 	Failed      []FailedCheck
 	Attempt     int
 	MaxAttempts int
+	// Variant and Variants: the run is attempt Variant of Variants that
+	// one approval started (execute); 0 when it is the only one.
+	Variant, Variants int
 	// Conflicts are the unmerged paths (rebase).
 	Conflicts []string
 	// Rejected are the operations the agent CLI refused (stall).

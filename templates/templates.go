@@ -39,6 +39,17 @@ func funcs() template.FuncMap {
 			pad := strings.Repeat(" ", n)
 			return pad + strings.ReplaceAll(s, "\n", "\n"+pad)
 		},
+		// checkCell is a check's number of findings as a table cell:
+		// "—" when it did not run (-1), ✅ when it found nothing.
+		"checkCell": func(n int) string {
+			switch {
+			case n < 0:
+				return "—"
+			case n == 0:
+				return "✅"
+			}
+			return fmt.Sprintf("❌ %d", n)
+		},
 		"trim":  strings.TrimSpace,
 		"lower": strings.ToLower,
 		"join":  strings.Join,

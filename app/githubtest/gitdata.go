@@ -27,6 +27,7 @@ func (s *Server) gitDataRoutes(h func(string, func(http.ResponseWriter, *http.Re
 	h("POST /repos/{owner}/{repo}/git/refs", s.createRef)
 	h("GET /repos/{owner}/{repo}/git/ref/{ref...}", s.getRef)
 	h("PATCH /repos/{owner}/{repo}/git/refs/{ref...}", s.updateRef)
+	h("DELETE /repos/{owner}/{repo}/git/refs/{ref...}", s.deleteRef)
 }
 
 // contentsWrite answers a request whose token may not write the
@@ -374,4 +375,22 @@ func (s *Server) updateRef(w http.ResponseWriter, r *http.Request, repo *Repo) {
 		return
 	}
 	s.writeRef(w, http.StatusOK, repo, ref, b.SHA)
+}
+
+// deleteRef deletes a ref as GitHub does: 204, or 422 "Reference does
+// not exist".
+func (s *Server) deleteRef(w http.ResponseWriter, r *http.Request, repo *Repo) {
+	if !s.contentsWrite(w, r, repo) {
+		return
+	}
+	ref := "refs/" + r.PathValue("ref")
+	if _, err := gitIn(repo, nil, nil, "rev-parse", "--verify", "-q", ref); err != nil || !validRef(repo, ref) {
+		unprocessable(w, "Reference does not exist")
+		return
+	}
+	if _, err := gitIn(repo, nil, nil, "update-ref", "-d", ref); err != nil {
+		unprocessable(w, "Reference cannot be deleted")
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }

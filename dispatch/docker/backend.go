@@ -46,6 +46,8 @@ const (
 	labelInstallation = "org.sandbox-bot.installation"
 	labelDelivery     = "org.sandbox-bot.delivery"
 	labelRepoID       = "org.sandbox-bot.repo-id"
+	// labelSet is Meta's Set, Variant and Variants as set/k/n.
+	labelSet = "org.sandbox-bot.attempts"
 )
 
 // Options configures the backend.

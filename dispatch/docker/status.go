@@ -68,11 +68,17 @@ func metaFromLabels(l map[string]string) dispatch.Meta {
 	a, _ := strconv.Atoi(l[labelAttempt])
 	inst, _ := strconv.ParseInt(l[labelInstallation], 10, 64)
 	repoID, _ := strconv.ParseInt(l[labelRepoID], 10, 64)
-	return dispatch.Meta{
+	m := dispatch.Meta{
 		RepoID: repoID,
 		TaskID: l[labelTask], Mode: dispatch.Mode(l[labelMode]), Repo: l[labelRepo],
 		Number: n, Attempt: a, InstallationID: inst, DeliveryID: l[labelDelivery],
 	}
+	if set := strings.Split(l[labelSet], "/"); len(set) == 3 && set[0] != "" {
+		m.Set = set[0]
+		m.Variant, _ = strconv.Atoi(set[1])
+		m.Variants, _ = strconv.Atoi(set[2])
+	}
+	return m
 }
 
 func (b *Backend) status(c inspected, rec *record) dispatch.RunStatus {

@@ -135,12 +135,10 @@ func (b *Backend) create(ctx context.Context, spec dispatch.RunSpec, isolation d
 	return true, nil
 }
 
-// runArgs is the `docker run` command line of a sandbox.
-func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task bool) ([]string, error) {
-	m := rec.Meta
-	args := []string{"run", "--detach",
-		"--name", rec.Container,
-		"--hostname", "sandbox",
+// runLabels are the labels of a sandbox's container: the run's Meta, from
+// which a bot whose task directory is gone rebuilds it (metaFromLabels).
+func (b *Backend) runLabels(m dispatch.Meta) []string {
+	args := []string{
 		"--label", labelManaged + "=true",
 		"--label", labelDataDir + "=" + b.o.DataDir,
 		"--label", labelTask + "=" + m.TaskID,
@@ -150,8 +148,25 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 		"--label", labelAttempt + "=" + strconv.Itoa(m.Attempt),
 		"--label", labelInstallation + "=" + strconv.FormatInt(m.InstallationID, 10),
 		"--label", labelRepoID + "=" + strconv.FormatInt(m.RepoID, 10),
-		"--env", "SANDBOX_WORK_ORDER=" + dispatch.WorkOrderPath,
-		"--stop-timeout", strconv.Itoa(int(b.o.StopGrace.Round(time.Second) / time.Second)),
+	}
+	if m.DeliveryID != "" {
+		args = append(args, "--label", labelDelivery+"="+m.DeliveryID)
+	}
+	if m.Set != "" {
+		args = append(args, "--label", fmt.Sprintf("%s=%s/%d/%d", labelSet, m.Set, m.Variant, m.Variants))
+	}
+	return args
+}
+
+// runArgs is the `docker run` command line of a sandbox.
+func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task bool) ([]string, error) {
+	m := rec.Meta
+	args := append([]string{"run", "--detach",
+		"--name", rec.Container,
+		"--hostname", "sandbox"}, b.runLabels(m)...)
+	args = append(args,
+		"--env", "SANDBOX_WORK_ORDER="+dispatch.WorkOrderPath,
+		"--stop-timeout", strconv.Itoa(int(b.o.StopGrace.Round(time.Second)/time.Second)),
 		// Wait follows the log, so the log driver must be readable; "local"
 		// is, and rotates.
 		"--log-driver", "local",
@@ -159,10 +174,7 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 		"--mount", bind(filepath.Join(dir, "secrets"), dispatch.SecretsDir, true),
 		"--mount", bind(filepath.Join(dir, "out"), dispatch.OutputDir, false),
 		"--mount", bind(filepath.Join(dir, previewDir), dispatch.PreviewDir, false),
-	}
-	if m.DeliveryID != "" {
-		args = append(args, "--label", labelDelivery+"="+m.DeliveryID)
-	}
+	)
 	if order.Source != "" {
 		args = append(args, "--mount", bind(filepath.Join(dir, sourceFile), dispatch.SourcePath, true))
 	}

@@ -29,6 +29,11 @@ const (
 	MetaIsolation      = "sandbox_isolation"
 	MetaRequester      = "sandbox_requester"
 	MetaModel          = "sandbox_model"
+	// MetaSet, MetaVariant and MetaVariants: the run is attempt Variant
+	// of Variants of one approval (Meta.Set).
+	MetaSet      = "sandbox_set"
+	MetaVariant  = "sandbox_variant"
+	MetaVariants = "sandbox_variants"
 )
 
 // RuntimesAttr is the node attribute that lists the runtimes of a
@@ -339,6 +344,9 @@ func jobMeta(m dispatch.Meta, order dispatch.WorkOrder, isolation dispatch.Isola
 	if id := max(m.RepoID, order.RepoID); id > 0 {
 		meta[MetaRepoID] = strconv.FormatInt(id, 10)
 	}
+	if m.Set != "" {
+		meta[MetaSet], meta[MetaVariant], meta[MetaVariants] = m.Set, strconv.Itoa(m.Variant), strconv.Itoa(m.Variants)
+	}
 	return meta
 }
 
@@ -359,6 +367,9 @@ func metaFromJob(meta map[string]string) dispatch.Meta {
 		HeadSHA:        meta[MetaHeadSHA],
 		Requester:      meta[MetaRequester],
 		Model:          meta[MetaModel],
+		Set:            meta[MetaSet],
+		Variant:        atoi(meta[MetaVariant]),
+		Variants:       atoi(meta[MetaVariants]),
 	}
 }
 

@@ -15,6 +15,8 @@ const (
 	// docker backend (--cpus 4) and 4000 MHz on Nomad.
 	CeilingCPU  = 4000
 	CeilingPids = 4096
+	// CeilingAttempts bounds how many execute runs one approval starts.
+	CeilingAttempts = 4
 )
 
 // WithDefaults returns the limits with every unset ceiling at its default.
@@ -24,6 +26,7 @@ func (l Limits) WithDefaults() Limits {
 	l.MaxMemoryMB = cmp.Or(l.MaxMemoryMB, CeilingMemoryMB)
 	l.MaxCPU = cmp.Or(l.MaxCPU, CeilingCPU)
 	l.PidsLimit = cmp.Or(l.PidsLimit, CeilingPids)
+	l.MaxAttempts = cmp.Or(l.MaxAttempts, CeilingAttempts)
 	l.MaxCIFixAttempts = cmp.Or(l.MaxCIFixAttempts, CeilingCIFixAttempts)
 	return l
 }

@@ -28,6 +28,9 @@ type Config struct {
 	MaxBudgetUSD      float64 `yaml:"max_budget_usd,omitempty" json:"max_budget_usd,omitempty" desc:"Cost ceiling for one run in US dollars; the agent is stopped when it is passed." min:"0"`
 	TimeoutMinutes    int     `yaml:"timeout_minutes,omitempty" json:"timeout_minutes,omitempty" desc:"Wall-clock limit for one run; work is pushed and the run ends with status timeout." min:"1"`
 	InactivitySeconds int     `yaml:"inactivity_timeout,omitempty" json:"inactivity_timeout,omitempty" desc:"Seconds without an agent event before the watchdog stops it (status hung). Default 180." min:"1"`
+	// Attempts is how many execute runs an approved plan starts; the
+	// project's own checks pick the one the PR carries.
+	Attempts int `yaml:"attempts,omitempty" json:"attempts,omitempty" desc:"Execute runs started from one approved plan, each in its own sandbox and branch; the PR carries the one that passed the checks with the least change (/approve --attempts N overrides). Default 1, at most the server's limits.max_attempts." min:"1"`
 
 	Services map[string]Service `yaml:"services,omitempty" json:"services,omitempty" desc:"Containers started inside the sandbox before the agent runs. Their addresses are available as {name} placeholders."`
 	Supabase bool               `yaml:"supabase,omitempty" json:"supabase,omitempty" desc:"Start the Supabase local stack inside the sandbox; its addresses become {supabase_*} placeholders."`

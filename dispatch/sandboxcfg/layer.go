@@ -19,6 +19,9 @@ type Limits struct {
 	// MaxTimeoutMinutes is the ceiling of a run's timeout
 	// (timeout_minutes, --timeout).
 	MaxTimeoutMinutes int `yaml:"max_timeout_minutes,omitempty" json:"max_timeout_minutes,omitempty"`
+	// MaxAttempts caps the execute runs one approval starts (attempts in
+	// .sandbox.yml, /approve --attempts).
+	MaxAttempts int `yaml:"max_attempts,omitempty" json:"max_attempts,omitempty"`
 	// AllowedHarnesses, when set, are the only harnesses a repository may
 	// name.
 	AllowedHarnesses []string `yaml:"allowed_harnesses,omitempty" json:"allowed_harnesses,omitempty"`
@@ -63,6 +66,8 @@ type Flags struct {
 	TimeoutMinutes int
 	Model          string
 	Harness        string
+	// Attempts is --attempts of /approve (0: the configuration's).
+	Attempts int
 }
 
 // Layer is one .sandbox.yml in the stack between the server's defaults and
@@ -145,6 +150,10 @@ func ResolveLayers(serverDefaults Config, layers []Layer, flags Flags, limits Li
 		c.Harness = flags.Harness
 	}
 	flag(flags.Harness != "", "harness")
+	if flags.Attempts > 0 {
+		c.Attempts = flags.Attempts
+	}
+	flag(flags.Attempts > 0, "attempts")
 	if len(limits.NetworkAllow) > 0 && len(c.Network.Allow) == 0 && c.Mode != ModeTask {
 		c.Network.Allow = slices.Clone(limits.NetworkAllow)
 		origins["network"] = OriginLimits
@@ -188,6 +197,9 @@ func (l Limits) check(c *Resolved, file string) Errors {
 	}
 	if l.MaxTimeoutMinutes > 0 && c.TimeoutMinutes > l.MaxTimeoutMinutes {
 		bad("timeout_minutes", "%d is over the server ceiling of %d", c.TimeoutMinutes, l.MaxTimeoutMinutes)
+	}
+	if l.MaxAttempts > 0 && c.Attempts > l.MaxAttempts {
+		bad("attempts", "%d is over the server ceiling of %d", c.Attempts, l.MaxAttempts)
 	}
 	if len(l.AllowedHarnesses) > 0 && !slices.Contains(l.AllowedHarnesses, c.Harness) {
 		bad("harness", "%q is not allowed on this server (allowed: %s)", c.Harness, strings.Join(l.AllowedHarnesses, ", "))
@@ -259,6 +271,9 @@ func mergeRun(c, over *Config) {
 	}
 	if over.InactivitySeconds != 0 {
 		c.InactivitySeconds = over.InactivitySeconds
+	}
+	if over.Attempts != 0 {
+		c.Attempts = over.Attempts
 	}
 }
 
@@ -362,6 +377,7 @@ func setKeys(c *Config) []string {
 	add(c.MaxBudgetUSD != 0, "max_budget_usd")
 	add(c.TimeoutMinutes != 0, "timeout_minutes")
 	add(c.InactivitySeconds != 0, "inactivity_timeout")
+	add(c.Attempts != 0, "attempts")
 	add(len(c.Services) > 0, "services")
 	add(c.Supabase, "supabase")
 	add(len(c.Env) > 0, "env")

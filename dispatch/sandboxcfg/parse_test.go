@@ -27,7 +27,7 @@ func fullConfig() *sandboxcfg.Config {
 		Command:           "./agent.sh",
 		MaxBudgetUSD:      7.5,
 		TimeoutMinutes:    45,
-		InactivitySeconds: 240,
+		InactivitySeconds: 240, Attempts: 2,
 		Services: map[string]sandboxcfg.Service{
 			"db": {
 				Image:   "postgres:16",
@@ -313,7 +313,7 @@ func TestParseValid(t *testing.T) {
 }
 
 // topFields is the valid-field list every unknown top-level key reports.
-const topFields = "(valid fields: branch, budgets, cache, ci, command, dev, env, harness, inactivity_timeout, lifecycle, max_budget_usd, mcp, mode, model, name, network, plan, pr, repair, reports, resources, review, routines, secrets, services, skills, supabase, timeout_minutes, validate)"
+const topFields = "(valid fields: attempts, branch, budgets, cache, ci, command, dev, env, harness, inactivity_timeout, lifecycle, max_budget_usd, mcp, mode, model, name, network, plan, pr, repair, reports, resources, review, routines, secrets, services, skills, supabase, timeout_minutes, validate)"
 
 type errorCase struct {
 	name string

@@ -25,19 +25,22 @@ import (
 
 // Resolved is the configuration a run uses (see the stages above).
 type Resolved struct {
-	Name              string                     `json:"name,omitempty"`
-	Mode              string                     `json:"mode"`
-	Branch            string                     `json:"branch,omitempty"`
-	Harness           string                     `json:"harness"`
-	Model             string                     `json:"model,omitempty"`
-	Command           string                     `json:"command,omitempty"`
-	MaxBudgetUSD      float64                    `json:"max_budget_usd"`
-	TimeoutMinutes    int                        `json:"timeout_minutes"`
-	InactivitySeconds int                        `json:"inactivity_timeout"`
-	Services          map[string]ResolvedService `json:"services,omitempty"`
-	Supabase          bool                       `json:"supabase,omitempty"`
-	Env               map[string]string          `json:"env,omitempty"`
-	Lifecycle         Lifecycle                  `json:"lifecycle,omitzero"`
+	Name              string  `json:"name,omitempty"`
+	Mode              string  `json:"mode"`
+	Branch            string  `json:"branch,omitempty"`
+	Harness           string  `json:"harness"`
+	Model             string  `json:"model,omitempty"`
+	Command           string  `json:"command,omitempty"`
+	MaxBudgetUSD      float64 `json:"max_budget_usd"`
+	TimeoutMinutes    int     `json:"timeout_minutes"`
+	InactivitySeconds int     `json:"inactivity_timeout"`
+	// Attempts is how many execute runs an approval starts; 0 (unset)
+	// and 1 are one run, as before attempts existed (NumAttempts).
+	Attempts  int                        `json:"attempts,omitempty"`
+	Services  map[string]ResolvedService `json:"services,omitempty"`
+	Supabase  bool                       `json:"supabase,omitempty"`
+	Env       map[string]string          `json:"env,omitempty"`
+	Lifecycle Lifecycle                  `json:"lifecycle,omitzero"`
 	// Validate are the checks in file order, each with its timeout.
 	Validate  Checks               `json:"validate,omitempty"`
 	Dev       Dev                  `json:"dev,omitzero"`
@@ -119,6 +122,7 @@ func resolve(c *Config) Resolved {
 		MaxBudgetUSD:      cmp.Or(c.MaxBudgetUSD, DefaultMaxBudgetUSD),
 		TimeoutMinutes:    cmp.Or(c.TimeoutMinutes, DefaultTimeoutMinutes),
 		InactivitySeconds: cmp.Or(c.InactivitySeconds, DefaultInactivitySeconds),
+		Attempts:          c.Attempts,
 		Supabase:          c.Supabase, Env: maps.Clone(c.Env), Lifecycle: c.Lifecycle, Dev: c.Dev, PR: c.PR,
 		MCP: maps.Clone(c.MCP), Skills: c.Skills, Network: c.Network, Resources: c.Resources,
 		Plan:  ResolvedPlan{Required: c.Plan.Required == nil || *c.Plan.Required, Strict: c.Plan.Strict != nil && *c.Plan.Strict},
@@ -162,7 +166,7 @@ func (r *Resolved) layer() Config {
 	required, attempts, strict, review, auto := r.Plan.Required, r.Repair.Attempts, r.Plan.Strict, r.Review.Enabled, r.Review.Auto
 	c := Config{
 		Name: r.Name, Mode: r.Mode, Branch: r.Branch, Harness: r.Harness, Model: r.Model, Command: r.Command,
-		MaxBudgetUSD: r.MaxBudgetUSD, TimeoutMinutes: r.TimeoutMinutes, InactivitySeconds: r.InactivitySeconds,
+		MaxBudgetUSD: r.MaxBudgetUSD, TimeoutMinutes: r.TimeoutMinutes, InactivitySeconds: r.InactivitySeconds, Attempts: r.Attempts,
 		Supabase: r.Supabase, Env: r.Env, Lifecycle: r.Lifecycle, Validate: r.Validate, Dev: r.Dev, PR: r.PR,
 		MCP: r.MCP, Skills: r.Skills, Network: r.Network, Resources: r.Resources,
 		Cache:   r.Cache.layer(),
@@ -230,3 +234,7 @@ func MustResolve(c Config) Resolved {
 	}
 	return r
 }
+
+// NumAttempts is how many execute runs an approval of r starts: 1 unless
+// attempts (or --attempts) asks for more.
+func (r *Resolved) NumAttempts() int { return max(r.Attempts, 1) }

@@ -178,7 +178,7 @@ func TestSchemaShape(t *testing.T) {
 		t.Errorf("$schema = %q", s.Schema)
 	}
 	wantTop := []string{"name", "mode", "branch", "harness", "model", "command", "max_budget_usd", "timeout_minutes",
-		"inactivity_timeout", "services", "supabase", "env", "lifecycle", "cache", "validate", "dev", "pr", "mcp", "skills",
+		"inactivity_timeout", "attempts", "services", "supabase", "env", "lifecycle", "cache", "validate", "dev", "pr", "mcp", "skills",
 		"plan", "repair", "network", "review", "secrets", "resources", "ci", "reports", "budgets", "routines"}
 	if got := s.Properties.Names(); !reflect.DeepEqual(got, wantTop) {
 		t.Errorf("top-level properties (in model order):\n got %v\nwant %v", got, wantTop)

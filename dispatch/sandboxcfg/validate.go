@@ -62,6 +62,9 @@ func (c *Config) validateRun(bad report) {
 	if c.TimeoutMinutes < 0 {
 		bad("timeout_minutes", "must be at least 1, got %d", c.TimeoutMinutes)
 	}
+	if c.Attempts < 0 {
+		bad("attempts", "must be at least 1, got %d", c.Attempts)
+	}
 	if c.InactivitySeconds < 0 {
 		bad("inactivity_timeout", "must be at least 1, got %d", c.InactivitySeconds)
 	}

@@ -28,6 +28,9 @@ const (
 	// Run: a writer starts a routine of .sandbox.yml now, on any issue
 	// or pull request; it opens a new issue of its own.
 	Run Event = "/run"
+	// Pick: a writer moves the PR's branch to another attempt of the
+	// approval that opened it (/approve --attempts N).
+	Pick Event = "/pick"
 )
 
 // Where is the set of places a comment command is allowed.
@@ -65,7 +68,7 @@ type CommandSpec struct {
 var Commands = []CommandSpec{
 	{Event: Plan, Where: InIssues, Flags: []string{"budget", "model", "harness"},
 		Help: "write a (new) plan for this issue"},
-	{Event: Approve, Where: InIssues, Flags: []string{"budget", "model", "timeout", "harness"},
+	{Event: Approve, Where: InIssues, Flags: []string{"budget", "model", "timeout", "harness", "attempts"},
 		Help: "start the implementation of the posted plan"},
 	{Event: Revise, Where: InIssues | InPRs, Flags: []string{"budget", "model", "timeout"}, NeedsText: true,
 		Help: "re-plan (on an issue) or change the PR (on a PR) with your feedback"},
@@ -83,6 +86,8 @@ var Commands = []CommandSpec{
 		Help: "review the pull request having run its validation: one review, inline comments on the diff (`/review [what to look at]`)"},
 	{Event: Fix, Where: InPRs | InOthersPRs,
 		Help: "in a review thread, or with what to change: one commit on the pull request's branch (a fork's gets suggested changes)"},
+	{Event: Pick, Where: InPRs, NeedsText: true,
+		Help: "move this PR's branch to attempt k of the approval that opened it (`/pick 2`)"},
 	{Event: Status, Where: InIssues | InPRs | InOthersPRs,
 		Help: "show the run in progress here, or the last one (anyone can ask)"},
 	{Event: Run, Where: InIssues | InPRs | InOthersPRs, NeedsText: true,

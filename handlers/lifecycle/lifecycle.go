@@ -338,6 +338,10 @@ const (
 	// StartPreview starts a preview sandbox of the PR's head (a fork's is
 	// refused); it holds no lock of the PR, so the PR's state stays.
 	StartPreview Action = "preview sandbox, `preview`"
+	// PickAttempt moves the PR's branch to another attempt of its
+	// approval (/approve --attempts N), updates the receipt's table of
+	// attempts and says so.
+	PickAttempt Action = "move the branch to attempt k, `picked`"
 	// FixCI starts a revise run whose prompt carries the failing checks,
 	// their annotations and log tails; its task id derives from the head
 	// commit, so one head gets one fix run.

@@ -145,6 +145,7 @@ var prTable = wrongPlaces(map[Event]map[State]Rule{
 	// the PR is answered busy.
 	AskReview: with(each(review, NotOurs, PROpen, Failed, Aborted, OverBudget), each(busy, prHeld...)),
 	Fix:       with(each(fix, NotOurs, PROpen, Failed, Aborted, OverBudget), each(busy, prHeld...)),
+	Pick:      with(each(do(PickAttempt, ""), prFree...), each(busy, prHeld...)),
 	Status:    each(status, PRStates...),
 	Run:       each(do(StartRoutine, ""), PRStates...),
 	Typo:      each(help, PRStates...),
