@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -102,12 +103,14 @@ func TestOpenCodeSessionRestoredWithTheAgentsOwnership(t *testing.T) {
 	}
 	const uid, gid = 4243, 4243
 	// The helper as the image has it: a binary every user may run.
+	// Copied by cp, not written here: a file this process holds open for
+	// writing is inherited by whatever another parallel test forks at that
+	// moment, and exec then fails with "text file busy".
 	bin := filepath.Join(t.TempDir(), "sandbox-runner")
-	b, err := os.ReadFile(testenv.BuildCommand(t, "sandbox-runner"))
-	if err != nil {
-		t.Fatal(err)
+	if out, err := exec.Command("cp", testenv.BuildCommand(t, "sandbox-runner"), bin).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, out)
 	}
-	if err := os.WriteFile(bin, b, 0o755); err != nil {
+	if err := os.Chmod(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	state := t.TempDir()
