@@ -22,14 +22,28 @@ func (s *Server) Idle(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("bot not idle: %w", err)
 		}
-		if queued == 0 && len(busy) == 0 && s.sched.inflight.Load() == 0 && s.pacer.owned.held() == 0 {
+		if queued == 0 && len(busy) == 0 && s.sched.inflight.Load() == 0 && s.pacer.owned.held() == 0 && s.routinesHaveBeenRead() {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("bot not idle: %w (%d deliveries queued or being handled, followers still finishing %v, %d progress updates waiting for GitHub's pace)",
-				ctx.Err(), s.sched.inflight.Load(), busy, s.pacer.owned.held())
+			return fmt.Errorf("bot not idle: %w (%d deliveries queued or being handled, followers still finishing %v, %d progress updates waiting for GitHub's pace, routines read at start: %t)",
+				ctx.Err(), s.sched.inflight.Load(), busy, s.pacer.owned.held(), s.routinesHaveBeenRead())
 		case <-t.C:
 		}
+	}
+}
+
+// routinesHaveBeenRead reports whether the start's read of every installed
+// repository's routines has ended (true when they were never started).
+func (s *Server) routinesHaveBeenRead() bool {
+	if s.routinesRead == nil {
+		return true
+	}
+	select {
+	case <-s.routinesRead:
+		return true
+	default:
+		return false
 	}
 }

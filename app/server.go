@@ -48,8 +48,11 @@ type Server struct {
 	pacer    *githubPacer
 	// stopPruning ends the transcripts' pruning (store.go).
 	stopPruning context.CancelFunc
-	// stopRoutines stops the routines' scheduler (startRoutines).
+	// stopRoutines stops the routines' scheduler (startRoutines);
+	// routinesRead is closed once its first read of every installed
+	// repository's routines has ended (Idle waits for it).
 	stopRoutines func()
+	routinesRead chan struct{}
 }
 
 // NewServer wires the bot around a backend.
@@ -354,6 +357,7 @@ func (s *Server) startRoutines(ctx context.Context) {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	rctx = s.logger.With().Str("part", "routines").Logger().WithContext(rctx)
 	done := make(chan struct{})
+	s.routinesRead = done
 	go func() {
 		defer close(done)
 		s.base.Routines.Start(rctx)

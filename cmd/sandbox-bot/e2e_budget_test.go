@@ -168,10 +168,16 @@ func (l *loop) usageMatchesReceipts(b *botProcess, dbURL string, runs int) {
 	}
 	defer store.Close()
 	now := time.Now().UTC()
-	kept, err := store.List(ctx, receipts.Filter{From: time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)}, 0, receipts.MaxPageSize)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A run's receipt is kept after its result is posted (the result goes
+	// first), so the last run's may still be on its way.
+	var kept receipts.Page
+	l.gh.WaitFor(time.Minute, fmt.Sprintf("%d receipts this month", runs), func() bool {
+		kept, err = store.List(ctx, receipts.Filter{From: time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)}, 0, receipts.MaxPageSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kept.Total >= runs
+	})
 	var micros int64
 	for _, r := range kept.Runs {
 		if r.CostUnknown || r.CostUSD <= 0 || r.Requester != e2eWriter || r.Model != l.model.OpenCodeModel() {
