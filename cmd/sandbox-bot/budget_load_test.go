@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"syscall"
 	"testing"
@@ -25,14 +24,7 @@ func TestBudgetAdmissionLoad(t *testing.T) {
 		<-l.bot.done
 		l.bot = l.startBotAt(l.addr, env...)
 	}
-	labelRun := func(i int) time.Duration {
-		n := l.gh.AddIssue(e2eRepo, e2eWriter, fmt.Sprintf("Pad the output %d", i), "Use left-pad.")
-		l.model.Append(planTurns(1)...)
-		t0 := time.Now()
-		l.label(n)
-		l.waitComment(n, "## 📋 Plan", 10*time.Minute)
-		return firstRequestAfter(l.model, t0).Sub(t0)
-	}
+	labelRun := func(i int) time.Duration { return labelToFirstRequest(l, i) }
 	budgets := []string{"SANDBOX_BUDGET_INSTALLATION_MONTHLY_USD=1000", "SANDBOX_BUDGET_REPO_MONTHLY_USD=500"}
 	labelRun(0) // the repository's first run
 	var without, with []time.Duration

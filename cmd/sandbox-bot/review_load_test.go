@@ -20,14 +20,7 @@ func TestReviewStartLoad(t *testing.T) {
 	}
 	l := startLoop(t, loopOptions{repoFiles: startRepo(false, nil)})
 	l.gh.SetPermission(e2eRepo, "bob", "write")
-	labelRun := func(i int) time.Duration {
-		n := l.gh.AddIssue(e2eRepo, e2eWriter, fmt.Sprintf("Pad the output %d", i), "Use left-pad.")
-		l.model.Append(planTurns(1)...)
-		t0 := time.Now()
-		l.label(n)
-		l.waitComment(n, "## 📋 Plan", 10*time.Minute)
-		return firstRequestAfter(l.model, t0).Sub(t0)
-	}
+	labelRun := func(i int) time.Duration { return labelToFirstRequest(l, i) }
 	reviewRun := func(i int) time.Duration {
 		branch := fmt.Sprintf("change-%d", i)
 		l.gh.CreateBranch(e2eRepo, branch, "main")
@@ -51,4 +44,15 @@ func TestReviewStartLoad(t *testing.T) {
 	logLoad(t)
 	t.Logf("/review → first model request %s (mean of %v) beside label → first model request %s (mean of %v): x%.2f (goal ≤ 1.2)",
 		mean(reviews).Round(time.Millisecond), roundAll(reviews), mean(labels).Round(time.Millisecond), roundAll(labels), float64(mean(reviews))/float64(mean(labels)))
+}
+
+// labelToFirstRequest labels a new issue and returns label → the plan
+// run's first model request, once its plan is posted.
+func labelToFirstRequest(l *loop, i int) time.Duration {
+	n := l.gh.AddIssue(e2eRepo, e2eWriter, fmt.Sprintf("Pad the output %d", i), "Use left-pad.")
+	l.model.Append(planTurns(1)...)
+	t0 := time.Now()
+	l.label(n)
+	l.waitComment(n, "## 📋 Plan", 10*time.Minute)
+	return firstRequestAfter(l.model, t0).Sub(t0)
 }
