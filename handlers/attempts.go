@@ -466,15 +466,25 @@ func (r *attemptSets) abort(ctx context.Context, t thread, holder string) (handl
 	if err != nil {
 		return true, err
 	}
+	// The waiting attempts leave the queue first: a running one cancelled
+	// before them frees its slot, and the queue would start the next.
+	dequeued := map[int]bool{}
 	for _, row := range ack.Marker.Attempts {
 		if run, ok := st.runs[row.K]; ok && run.State.Ended() {
-			r.aborted(row.TaskID, t.sender) // it ranks as aborted with the rest
 			continue
 		}
 		removed, err := dispatch.DequeueWaiting(ctx, r.c.Backend, row.TaskID)
 		if err != nil {
 			return true, err
 		}
+		dequeued[row.K] = removed
+	}
+	for _, row := range ack.Marker.Attempts {
+		if run, ok := st.runs[row.K]; ok && run.State.Ended() {
+			r.aborted(row.TaskID, t.sender) // it ranks as aborted with the rest
+			continue
+		}
+		removed := dequeued[row.K]
 		what := "@" + t.sender + " aborted it while it waited in the queue."
 		if !removed {
 			r.aborted(row.TaskID, t.sender)
