@@ -33,7 +33,8 @@ const (
 // recordings), where it writes (the checkout through the run's branch, the
 // receipt) and as whom (the agent).
 type mediaCapture struct {
-	dev              sandboxcfg.Dev
+	dev sandboxcfg.Dev
+	// chromium and ffmpeg are the options' (empty: found on PATH, tools).
 	chromium, ffmpeg string
 	// fileCap and runCap bound one file and all of the run's media.
 	fileCap, runCap int64
@@ -117,7 +118,7 @@ func (m *mediaCapture) captureRoutes(ctx context.Context) []mediaFile {
 	if dev.Command == "" || dev.Port == 0 || len(dev.Routes) == 0 {
 		return nil
 	}
-	chromium, ffmpeg := m.chromium, m.ffmpeg
+	chromium, ffmpeg := m.tools()
 	if chromium == "" {
 		m.mediaFailed("", errors.New("no Chromium is installed in the sandbox"))
 		return nil
@@ -170,7 +171,7 @@ func (m *mediaCapture) agentRecordings(ctx context.Context) []mediaFile {
 	if m.recordings == "" {
 		return nil
 	}
-	ffmpeg := m.ffmpeg
+	_, ffmpeg := m.tools()
 	if ffmpeg == "" {
 		m.log.Warn().Msg("no ffmpeg: the agent's recordings are left out")
 		return nil
@@ -241,9 +242,10 @@ func mib(n int64) string {
 	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
 }
 
-// mediaTools are Chromium and ffmpeg: the options', else found on PATH.
-func mediaTools(opts Options) (chromium, ffmpeg string) {
-	chromium, ffmpeg = opts.Chromium, opts.FFmpeg
+// tools are Chromium and ffmpeg: the options', else found on PATH, looked
+// up only when there is something to capture.
+func (m *mediaCapture) tools() (chromium, ffmpeg string) {
+	chromium, ffmpeg = m.chromium, m.ffmpeg
 	if chromium == "" || ffmpeg == "" {
 		c, f := media.Lookup()
 		chromium, ffmpeg = firstNonEmpty(chromium, c), firstNonEmpty(ffmpeg, f)

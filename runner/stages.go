@@ -58,8 +58,7 @@ func (r *run) sessions() *sessions {
 // media is the run's media stage: screenshots of dev.routes, the agent's
 // recordings, one media commit.
 func (r *run) media() *mediaCapture {
-	chromium, ffmpeg := mediaTools(r.opts)
-	m := &mediaCapture{dev: r.cfg.Dev, chromium: chromium, ffmpeg: ffmpeg, fileCap: r.opts.MediaFileCap, runCap: r.opts.MediaRunCap,
+	m := &mediaCapture{dev: r.cfg.Dev, chromium: r.opts.Chromium, ffmpeg: r.opts.FFmpeg, fileCap: r.opts.MediaFileCap, runCap: r.opts.MediaRunCap,
 		dir: r.ws.dir, workDir: r.ws.workDir, outputDir: r.order.OutputDir, taskID: r.order.TaskID, env: r.ws.env, agent: r.opts.Agent,
 		br: r.br, res: r.res, red: r.red, log: r.log, prog: r.prog}
 	if r.ws.browser != nil {
