@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
-	"github.com/sandbox-bot/sandbox-bot/handlers"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // GitHub's limits, as documented: about 80 content-creating requests a
@@ -44,7 +44,7 @@ const (
 // request is sent again. go-github alone would refuse every request
 // client-side until then and the bot would drop what failed.
 //
-// Writes waiting for the pace go by class (handlers.WriteClass), not in
+// Writes waiting for the pace go by class (hub.WriteClass), not in
 // the order they came: a run's result before everything else, the
 // bookkeeping of a posted result (labels, the progress's last state)
 // after the other writes, progress updates last and only while the bucket
@@ -192,7 +192,7 @@ func (t *pacedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		queued, err := t.waitTurn(ctx, req)
 		if queued {
-			return nil, handlers.ErrWriteQueued
+			return nil, hub.ErrWriteQueued
 		}
 		if err != nil {
 			return nil, err

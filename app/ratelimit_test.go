@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/rs/zerolog"
 
-	"github.com/sandbox-bot/sandbox-bot/handlers"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // Each kind of limit answer is waited out for as long as GitHub says, and
@@ -115,20 +115,20 @@ func TestPacerPacesWritesPerInstallation(t *testing.T) {
 	two := srv.client(t, one, 2)
 	start := clock.Now()
 	for i := range writeBurst(60) {
-		if err := srv.comment(one, i, handlers.WriteNormal); err != nil {
+		if err := srv.comment(one, i, hub.WriteNormal); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, _, err := one.Issues.Get(context.Background(), "o", "r", 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.comment(two, 1, handlers.WriteNormal); err != nil {
+	if err := srv.comment(two, 1, hub.WriteNormal); err != nil {
 		t.Fatal(err)
 	}
 	if d := clock.Now().Sub(start); d != 0 {
 		t.Fatalf("the burst of %d writes, a read or another installation's write waited %v", writeBurst(60), d)
 	}
-	clock.drive(func() { srv.comment(one, 99, handlers.WriteNormal) })
+	clock.drive(func() { srv.comment(one, 99, hub.WriteNormal) })
 	if d := clock.Now().Sub(start); d < 900*time.Millisecond || d > 1100*time.Millisecond {
 		t.Fatalf("the write past the burst at 60/min waited %v, want about 1s", d)
 	}
@@ -148,9 +148,9 @@ func TestPacerKeepsProgressWhenThePaceIsLow(t *testing.T) {
 	}
 	sent := 0
 	for i := range burst {
-		if err := srv.edit(client, int64(i), "step", handlers.WriteProgress); err == nil {
+		if err := srv.edit(client, int64(i), "step", hub.WriteProgress); err == nil {
 			sent++
-		} else if !errors.Is(err, handlers.ErrWriteQueued) {
+		} else if !errors.Is(err, hub.ErrWriteQueued) {
 			t.Fatalf("a progress edit kept by the pacer: %v, want ErrWriteQueued", err)
 		}
 	}
@@ -162,7 +162,7 @@ func TestPacerKeepsProgressWhenThePaceIsLow(t *testing.T) {
 	}
 	start := clock.Now()
 	for i := range burst - sent {
-		if err := srv.comment(client, i, handlers.WriteResult); err != nil {
+		if err := srv.comment(client, i, hub.WriteResult); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -191,7 +191,7 @@ func TestPacerSendsResultsFirst(t *testing.T) {
 	p, clock, client := pacedClient(t, srv.URL)
 	ip := p.installation(42)
 	srv.spend(client)
-	if err := srv.edit(client, 7, "progress", handlers.WriteProgress); !errors.Is(err, handlers.ErrWriteQueued) {
+	if err := srv.edit(client, 7, "progress", hub.WriteProgress); !errors.Is(err, hub.ErrWriteQueued) {
 		t.Fatalf("a progress edit on an empty bucket: %v, want ErrWriteQueued", err)
 	}
 	var wg sync.WaitGroup
@@ -207,12 +207,12 @@ func TestPacerSendsResultsFirst(t *testing.T) {
 		waitFor(t, what+" queued", func() bool { return ip.waiting() == n+1 })
 	}
 	queue("label", func() error {
-		ctx := handlers.WithWriteClass(context.Background(), handlers.WriteAfterResult)
+		ctx := hub.WithWriteClass(context.Background(), hub.WriteAfterResult)
 		_, _, err := client.Issues.AddLabelsToIssue(ctx, "o", "r", 3, []string{"agent:awaiting-approval"})
 		return err
 	})
-	queue("reply", func() error { return srv.comment(client, 4, handlers.WriteNormal) })
-	queue("plan", func() error { return srv.comment(client, 3, handlers.WriteResult) })
+	queue("reply", func() error { return srv.comment(client, 4, hub.WriteNormal) })
+	queue("plan", func() error { return srv.comment(client, 3, hub.WriteResult) })
 	for want := 1; want <= 3; want++ {
 		clock.Advance(time.Second)
 		waitFor(t, fmt.Sprintf("write %d sent", want), func() bool { return srv.count() == want })
@@ -238,7 +238,7 @@ func TestPacerDropsSupersededProgress(t *testing.T) {
 		id   int64
 		body string
 	}{{7, "step 1"}, {8, "other 1"}, {7, "step 2"}, {7, "step 3"}} {
-		if err := srv.edit(client, e.id, e.body, handlers.WriteProgress); !errors.Is(err, handlers.ErrWriteQueued) {
+		if err := srv.edit(client, e.id, e.body, hub.WriteProgress); !errors.Is(err, hub.ErrWriteQueued) {
 			t.Fatalf("edit %q: %v, want ErrWriteQueued", e.body, err)
 		}
 	}
@@ -249,12 +249,12 @@ func TestPacerDropsSupersededProgress(t *testing.T) {
 	for _, w := range []struct {
 		id     int64
 		body   string
-		class  handlers.WriteClass
+		class  hub.WriteClass
 		queued func() bool
 	}{
-		{9, "", handlers.WriteNormal, func() bool { return ip.waiting() == 3 }},
+		{9, "", hub.WriteNormal, func() bool { return ip.waiting() == 3 }},
 		// It takes the place of the kept "other 1".
-		{8, "other done", handlers.WriteAfterResult, func() bool { return superseded() == 3 }},
+		{8, "other done", hub.WriteAfterResult, func() bool { return superseded() == 3 }},
 	} {
 		errc := make(chan error, 1)
 		go func() { errc <- srv.edit(client, w.id, w.body, w.class) }()
@@ -287,14 +287,14 @@ func TestPacerInstallationsAreIndependent(t *testing.T) {
 	_, clock, one := pacedClient(t, srv.URL)
 	two := srv.client(t, one, 2)
 	srv.spend(one)
-	if err := srv.edit(one, 7, "step", handlers.WriteProgress); !errors.Is(err, handlers.ErrWriteQueued) {
+	if err := srv.edit(one, 7, "step", hub.WriteProgress); !errors.Is(err, hub.ErrWriteQueued) {
 		t.Fatalf("installation 1's edit: %v, want ErrWriteQueued", err)
 	}
 	start := clock.Now()
-	if err := srv.edit(two, 8, "step", handlers.WriteProgress); err != nil {
+	if err := srv.edit(two, 8, "step", hub.WriteProgress); err != nil {
 		t.Fatalf("installation 2's progress edit with a full bucket: %v", err)
 	}
-	if err := srv.comment(two, 1, handlers.WriteResult); err != nil {
+	if err := srv.comment(two, 1, hub.WriteResult); err != nil {
 		t.Fatal(err)
 	}
 	if d := clock.Now().Sub(start); d != 0 {
@@ -312,7 +312,7 @@ func TestPacerLosesNothingAtShutdown(t *testing.T) {
 	p, clock, client := pacedClient(t, srv.URL)
 	srv.spend(client)
 	for id := int64(1); id <= 3; id++ {
-		srv.edit(client, id, "step", handlers.WriteProgress)
+		srv.edit(client, id, "step", hub.WriteProgress)
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- p.close(context.Background()) }()
@@ -320,18 +320,18 @@ func TestPacerLosesNothingAtShutdown(t *testing.T) {
 	if err := <-closed; err != nil || srv.count() != 3 {
 		t.Fatalf("stopping: %v; GitHub got %d of 3 kept edits", err, srv.count())
 	}
-	if err := srv.edit(client, 4, "late", handlers.WriteProgress); !errors.Is(err, handlers.ErrWriteDeferred) {
+	if err := srv.edit(client, 4, "late", hub.WriteProgress); !errors.Is(err, hub.ErrWriteDeferred) {
 		t.Fatalf("an edit after the stop with no room: %v, want ErrWriteDeferred (not kept)", err)
 	}
 
 	q, qclock, qclient := pacedClient(t, srv.URL)
 	srv.spend(qclient)
-	srv.edit(qclient, 1, "step", handlers.WriteProgress)
-	srv.edit(qclient, 2, "step", handlers.WriteProgress)
+	srv.edit(qclient, 1, "step", hub.WriteProgress)
+	srv.edit(qclient, 2, "step", hub.WriteProgress)
 	ctx, cancel := context.WithCancel(context.Background())
 	result := make(chan error, 1)
 	go func() {
-		_, _, err := qclient.Issues.CreateComment(handlers.WithWriteClass(ctx, handlers.WriteResult), "o", "r", 5, &github.IssueComment{Body: github.String("plan")})
+		_, _, err := qclient.Issues.CreateComment(hub.WithWriteClass(ctx, hub.WriteResult), "o", "r", 5, &github.IssueComment{Body: github.String("plan")})
 		result <- err
 	}()
 	waitFor(t, "the result queued", func() bool { return q.installation(42).waiting() == 3 })
@@ -538,7 +538,7 @@ func (r *recorder) client(t *testing.T, like *github.Client, installation int64)
 // spend empties c's bucket with writes, and forgets them.
 func (r *recorder) spend(c *github.Client) {
 	for i := range writeBurst(60) {
-		r.comment(c, i, handlers.WriteNormal)
+		r.comment(c, i, hub.WriteNormal)
 	}
 	r.reset()
 }
@@ -575,12 +575,12 @@ func (r *recorder) bodies() []string {
 	return out
 }
 
-func (r *recorder) comment(c *github.Client, issue int, class handlers.WriteClass) error {
-	_, _, err := c.Issues.CreateComment(handlers.WithWriteClass(context.Background(), class), "o", "r", issue, &github.IssueComment{Body: github.String("hello")})
+func (r *recorder) comment(c *github.Client, issue int, class hub.WriteClass) error {
+	_, _, err := c.Issues.CreateComment(hub.WithWriteClass(context.Background(), class), "o", "r", issue, &github.IssueComment{Body: github.String("hello")})
 	return err
 }
 
-func (r *recorder) edit(c *github.Client, id int64, body string, class handlers.WriteClass) error {
-	_, _, err := c.Issues.EditComment(handlers.WithWriteClass(context.Background(), class), "o", "r", id, &github.IssueComment{Body: github.String(body)})
+func (r *recorder) edit(c *github.Client, id int64, body string, class hub.WriteClass) error {
+	_, _, err := c.Issues.EditComment(hub.WithWriteClass(context.Background(), class), "o", "r", id, &github.IssueComment{Body: github.String(body)})
 	return err
 }

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/sandbox-bot/sandbox-bot/handlers"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // paceClock is the time the pacer paces by; its tests advance their own.
@@ -40,13 +40,13 @@ func sleepOn(ctx context.Context, clock paceClock, d time.Duration) error {
 }
 
 // classRank orders the write classes: lower goes first.
-func classRank(c handlers.WriteClass) int {
+func classRank(c hub.WriteClass) int {
 	switch c {
-	case handlers.WriteResult:
+	case hub.WriteResult:
 		return 0
-	case handlers.WriteNormal:
+	case hub.WriteNormal:
 		return 1
-	case handlers.WriteAfterResult:
+	case hub.WriteAfterResult:
 		return 2
 	}
 	return 3
@@ -63,7 +63,7 @@ const (
 
 // pendingWrite is a write waiting for its turn in its installation's pace.
 type pendingWrite struct {
-	class handlers.WriteClass
+	class hub.WriteClass
 	key   string // method and path: writes of one key go one at a time, in order
 	state writeState
 	// granted is closed when the write may go (a caller waits on it).
@@ -103,7 +103,7 @@ func newInstallationPace(p *githubPacer) *installationPace {
 func (ip *installationPace) enqueueLocked(w *pendingWrite) {
 	w.queued, w.granted = ip.p.clock.Now(), make(chan struct{})
 	ip.queue = slices.DeleteFunc(ip.queue, func(q *pendingWrite) bool {
-		if q.key != w.key || q.class != handlers.WriteProgress {
+		if q.key != w.key || q.class != hub.WriteProgress {
 			return false
 		}
 		ip.dropLocked(q, "superseded")
@@ -149,7 +149,7 @@ func (ip *installationPace) pumpLocked() {
 		}
 		w := ip.queue[i]
 		need := 1.0
-		if w.class == handlers.WriteProgress {
+		if w.class == hub.WriteProgress {
 			need = float64(ip.writes.Burst())/2 + 1
 		}
 		if have := ip.writes.TokensAt(now); have < need-1e-9 {
@@ -211,7 +211,7 @@ func (ip *installationPace) held() time.Duration {
 // is handed to the pacer (queued true): it sends it when its turn comes,
 // and the caller goes on.
 func (ip *installationPace) turn(ctx context.Context, req *http.Request, next http.RoundTripper) (queued bool, err error) {
-	class := handlers.WriteClassOf(ctx)
+	class := hub.WriteClassOf(ctx)
 	w := &pendingWrite{class: class, key: req.Method + " " + req.URL.Path}
 	ip.mu.Lock()
 	ip.enqueueLocked(w)
@@ -219,13 +219,13 @@ func (ip *installationPace) turn(ctx context.Context, req *http.Request, next ht
 		ip.mu.Unlock()
 		return false, nil
 	}
-	if class == handlers.WriteProgress {
+	if class == hub.WriteProgress {
 		defer ip.mu.Unlock()
 		owned, err := ownRequest(req, next)
 		if err != nil || !ip.p.owned.add() {
 			ip.queue = slices.DeleteFunc(ip.queue, func(q *pendingWrite) bool { return q == w })
 			ip.p.delayed.WithLabelValues("deferred").Inc()
-			return false, handlers.ErrWriteDeferred
+			return false, hub.ErrWriteDeferred
 		}
 		w.owned = owned
 		ip.p.delayed.WithLabelValues("deferred").Inc()

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -262,7 +263,7 @@ func commitArtifacts(ctx context.Context, rc *runContext, branch string, files [
 		if err == nil {
 			return commit, nil
 		}
-		if !errors.Is(err, ErrExists) {
+		if !errors.Is(err, hub.ErrExists) {
 			return "", fmt.Errorf("create %s: %w", ref, err)
 		}
 		// Made meanwhile (another replica): the same files are fine.

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -70,7 +71,7 @@ type AttemptsFailedData struct {
 // start starts the N attempts of the approved plan l: it takes
 // the issue's lock for the approval, acknowledges once, and starts each
 // attempt as its own run.
-func (r *attemptSets) start(ctx context.Context, gh GitHub, l launch) error {
+func (r *attemptSets) start(ctx context.Context, gh hub.GitHub, l launch) error {
 	s := r.starts
 	if acted, err := s.actedOn(ctx, gh, l); err != nil || acted {
 		if err != nil {
@@ -120,14 +121,14 @@ type attemptRun struct {
 	sets *attemptSets
 }
 
-func (a attemptRun) announce(ctx context.Context, gh GitHub, l launch, r built) error {
+func (a attemptRun) announce(ctx context.Context, gh hub.GitHub, l launch, r built) error {
 	zerolog.Ctx(ctx).Info().Str("branch", r.branch).Int("attempt", l.req.Variant).Msg("attempt submitted")
 	return nil
 }
 
 // failed records that the attempt could not start (it ranks last) and
 // settles the approval, which may have been waiting for it alone.
-func (a attemptRun) failed(ctx context.Context, gh GitHub, l launch, err error, locked bool) error {
+func (a attemptRun) failed(ctx context.Context, gh hub.GitHub, l launch, err error, locked bool) error {
 	log := zerolog.Ctx(ctx)
 	log.Error().Err(err).Int("attempt", l.req.Variant).Msg("attempt could not start")
 	if ctx.Err() != nil {
@@ -162,7 +163,7 @@ type attemptSets struct {
 
 // endAttempt is the end of one attempt's run: its check run and receipt,
 // its lock, then the approval settled if it was the last.
-func (r *attemptSets) endAttempt(ctx context.Context, gh GitHub, meta dispatch.Meta, res *dispatch.Result, prog *progress) {
+func (r *attemptSets) endAttempt(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, res *dispatch.Result, prog *progress) {
 	log := zerolog.Ctx(ctx)
 	rc := &runContext{meta: meta, gh: gh, issue: meta.Number, branch: attemptBranch(meta.Set, meta.Variant)}
 	rc.marked, _ = r.c.botMarked(ctx, gh, meta.Number)
@@ -196,7 +197,7 @@ type setState struct {
 
 // readSet reads the approval meta.Set's attempts from the backend and
 // the bot's markers.
-func (r *attemptSets) readSet(ctx context.Context, gh GitHub, meta dispatch.Meta) (setState, error) {
+func (r *attemptSets) readSet(ctx context.Context, gh hub.GitHub, meta dispatch.Meta) (setState, error) {
 	st := setState{runs: map[int]dispatch.RunStatus{}, notStarted: map[int]string{}}
 	runs, err := r.c.Backend.List(ctx)
 	if err != nil {
@@ -236,7 +237,7 @@ func (st setState) ended(n int) bool {
 // them, opens the PR with the winner (or says that none can be), cleans
 // the attempts up and lets the issue go. Before that it does nothing; a
 // result posted already (a restart) leaves only the cleanup.
-func (r *attemptSets) settleSet(ctx context.Context, gh GitHub, meta dispatch.Meta) error {
+func (r *attemptSets) settleSet(ctx context.Context, gh hub.GitHub, meta dispatch.Meta) error {
 	log := zerolog.Ctx(ctx).With().Str("set", meta.Set).Logger()
 	st, err := r.readSet(ctx, gh, meta)
 	if err != nil {
@@ -269,7 +270,7 @@ func (r *attemptSets) settleSet(ctx context.Context, gh GitHub, meta dispatch.Me
 }
 
 // postSet ranks the ended attempts and posts the approval's result.
-func (r *attemptSets) postSet(ctx context.Context, gh GitHub, meta dispatch.Meta, st setState) error {
+func (r *attemptSets) postSet(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, st setState) error {
 	rows, results := make([]AttemptRow, 0, meta.Variants), map[int]*dispatch.Result{}
 	for k := 1; k <= meta.Variants; k++ {
 		branch := attemptBranch(meta.Set, k)
@@ -320,7 +321,7 @@ func (r *attemptSets) postSet(ctx context.Context, gh GitHub, meta dispatch.Meta
 
 // openSetPR points the PR's branch at the winner's commit and opens the
 // PR with the winner's receipt and the table of attempts.
-func (r *attemptSets) openSetPR(ctx context.Context, gh GitHub, meta dispatch.Meta, base string, rows []AttemptRow, win AttemptRow, res *dispatch.Result, marked []markedComment) error {
+func (r *attemptSets) openSetPR(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, base string, rows []AttemptRow, win AttemptRow, res *dispatch.Result, marked []markedComment) error {
 	issue, err := gh.Issue(ctx, meta.Number)
 	if err != nil {
 		return err
@@ -351,10 +352,10 @@ func setMeta(meta dispatch.Meta, win AttemptRow) dispatch.Meta {
 
 // pointBranch makes branch (the bot's own) point at sha: created, or
 // moved when a restart created it already.
-func pointBranch(ctx context.Context, gh GitHub, branch, sha string) error {
+func pointBranch(ctx context.Context, gh hub.GitHub, branch, sha string) error {
 	ref := "refs/heads/" + branch
 	err := gh.CreateRef(ctx, ref, sha)
-	if err == nil || !errors.Is(err, ErrExists) {
+	if err == nil || !errors.Is(err, hub.ErrExists) {
 		return err
 	}
 	if cur, _, err := gh.RefCommit(ctx, ref); err == nil && strings.EqualFold(cur, sha) {

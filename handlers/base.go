@@ -3,7 +3,7 @@
 // (handlers/lifecycle); on (act.go) checks who asked, observes the issue
 // or pull request (observe.go), asks the table and performs what it says.
 // Runs follows each run until its result is on GitHub, as the table's run
-// rows say. Every call to GitHub goes through the seam in github.go.
+// rows say. Every call to GitHub goes through the seam, package hub.
 //
 // The bot keeps no database: what it must remember lives on GitHub (labels
 // and comments with hidden markers) and in the backend (runs, their
@@ -21,6 +21,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/budget"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
 
@@ -129,9 +130,9 @@ type Wiring struct {
 // rather than on every handler.
 type core struct {
 	*Wiring
-	// hub is the seam every GitHub call goes through (github.go): over
+	// hub is the seam every GitHub call goes through (package hub): over
 	// ClientCreator, or in memory in the table's tests.
-	hub Hub
+	hub hub.Hub
 	// retryWait is the first wait before a label write is tried again.
 	retryWait time.Duration
 	trust     *trustState
@@ -188,8 +189,8 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 		trust:       newTrustState(),
 		board:       newRunBoard(s.WebURL),
 		imageClient: newImageClient(s.Images),
+		hub:         hub.New(cc),
 	}
-	c.hub = newGoHub(c)
 	b := &Base{Wiring: w, c: c, gate: &gatekeeper{c: c}, replies: &stateReplies{c: c}}
 	b.starts = &starter{c: c, agent: agentRun{c: c}}
 	b.Runs = newRuns(c, b.starts.start)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // Review feedback on an agent PR (reviews, inline comments, /revise and
@@ -95,7 +96,7 @@ func newBatches(c *core, runs *Runs, starts *starter, ci *ciFixer) *batches {
 // add puts a writer's feedback on an agent PR into the PR's batch,
 // opening one if none is pending. req is what a direct revise would have
 // been started with; the caller checked the sender and the PR.
-func (bs *batches) add(ctx context.Context, gh GitHub, req startRequest) error {
+func (bs *batches) add(ctx context.Context, gh hub.GitHub, req startRequest) error {
 	full := req.Repo.GetFullName()
 	key := batchKey(full, req.Number)
 	h := batchHolder{
@@ -246,7 +247,7 @@ func (bs *batches) prBusy(ctx context.Context, h batchHolder) (string, bool) {
 // startBatch starts the revise run of a batch with every piece of
 // feedback on the PR not yet addressed; with none (a redelivered event
 // whose feedback a run already took) nothing starts.
-func (bs *batches) startBatch(ctx context.Context, gh GitHub, h batchHolder) error {
+func (bs *batches) startBatch(ctx context.Context, gh hub.GitHub, h batchHolder) error {
 	repo, err := gh.Repository(ctx)
 	if err != nil {
 		return err
@@ -277,7 +278,7 @@ func (bs *batches) startBatch(ctx context.Context, gh GitHub, h batchHolder) err
 
 // agentPR reads a PR and tells whether this App opened it (isAgentPR), and
 // for which issue.
-func (bs *batches) agentPR(ctx context.Context, gh GitHub, number int) (pr *github.PullRequest, issue int, ours bool, err error) {
+func (bs *batches) agentPR(ctx context.Context, gh hub.GitHub, number int) (pr *github.PullRequest, issue int, ours bool, err error) {
 	login, err := bs.c.LoadIdentity(ctx)
 	if err != nil {
 		return nil, 0, false, err

@@ -6,6 +6,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -36,7 +37,7 @@ func (bs *batches) waitCI(ctx context.Context, t thread, ev event) error {
 
 // recheckCI looks at the PR's head again: when its checks have all
 // completed and some failed, the table decides as for a fresh webhook.
-func (bs *batches) recheckCI(ctx context.Context, gh GitHub, h batchHolder) error {
+func (bs *batches) recheckCI(ctx context.Context, gh hub.GitHub, h batchHolder) error {
 	pr, _, ok, err := bs.agentPR(ctx, gh, h.Number)
 	if err != nil || !ok {
 		return err

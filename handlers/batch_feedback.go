@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // feedbackItem is one piece of a writer's feedback on an agent PR.
@@ -31,7 +32,7 @@ type feedbackItem struct {
 	// flags are the one-off flags of a /revise (--budget 2 ...).
 	flags sandboxcfg.Flags
 	// ref is where GitHub renders it, for its images (images.go).
-	ref BodyRef
+	ref hub.BodyRef
 	// raw is the text as written.
 	raw string
 }
@@ -105,7 +106,7 @@ func (f feedback) inlineIDs() []int64 {
 // since that acknowledgement, and every inline comment the bot has not
 // replied on. Non-writers' text never reaches the agent. upto is the
 // newest conversation comment read, for this run's acknowledgement.
-func (bs *batches) pendingFeedback(ctx context.Context, gh GitHub, number int) (_ feedback, upto int64, _ error) {
+func (bs *batches) pendingFeedback(ctx context.Context, gh hub.GitHub, number int) (_ feedback, upto int64, _ error) {
 	login, err := bs.c.LoadIdentity(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -132,7 +133,7 @@ func (bs *batches) pendingFeedback(ctx context.Context, gh GitHub, number int) (
 		}
 		if text, flags, ok := reviseText(c.GetBody(), slug, true); ok {
 			items = append(items, feedbackItem{at: c.GetCreatedAt().Time, author: c.GetUser().GetLogin(), kind: "comment", body: text, flags: flags,
-				ref: BodyRef{Kind: bodyComment, Number: number, ID: c.GetID()}, raw: c.GetBody()})
+				ref: hub.BodyRef{Kind: hub.BodyComment, Number: number, ID: c.GetID()}, raw: c.GetBody()})
 		}
 	}
 	reviews, err := gh.Reviews(ctx, number)
@@ -151,7 +152,7 @@ func (bs *batches) pendingFeedback(ctx context.Context, gh GitHub, number int) (
 		}
 		if text, flags, ok := reviseText(rv.GetBody(), slug, false); ok {
 			items = append(items, feedbackItem{at: at, author: rv.GetUser().GetLogin(), kind: "review", state: rv.GetState(), body: text, flags: flags,
-				ref: BodyRef{Kind: bodyReview, Number: number, ID: rv.GetID()}, raw: rv.GetBody()})
+				ref: hub.BodyRef{Kind: hub.BodyReview, Number: number, ID: rv.GetID()}, raw: rv.GetBody()})
 		}
 	}
 	inline, err := gh.ReviewComments(ctx, number)
@@ -166,7 +167,7 @@ func (bs *batches) pendingFeedback(ctx context.Context, gh GitHub, number int) (
 		if text, flags, ok := reviseText(c.GetBody(), slug, false); ok {
 			items = append(items, feedbackItem{at: c.GetCreatedAt().Time, author: c.GetUser().GetLogin(), kind: "inline",
 				id: c.GetID(), path: c.GetPath(), line: c.GetLine(), hunk: c.GetDiffHunk(), body: text, flags: flags,
-				ref: BodyRef{Kind: bodyReviewComment, Number: number, ID: c.GetID()}, raw: c.GetBody()})
+				ref: hub.BodyRef{Kind: hub.BodyReviewComment, Number: number, ID: c.GetID()}, raw: c.GetBody()})
 		}
 	}
 	var out feedback

@@ -11,6 +11,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/budget"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -114,7 +115,7 @@ func againCommand(isPR bool) string {
 
 // refuseOverBudget answers a run the ledger refused: the state label
 // (under the lock the start still holds) and the comment with the figures.
-func refuseOverBudget(ctx context.Context, c *core, gh GitHub, l launch, over *budget.OverBudget) error {
+func refuseOverBudget(ctx context.Context, c *core, gh hub.GitHub, l launch, over *budget.OverBudget) error {
 	zerolog.Ctx(ctx).Info().Str("scope", over.Scope).Float64("budget_usd", over.BudgetUSD).Float64("spent_usd", over.Totals.SpentUSD).
 		Float64("reserved_usd", over.Totals.ReservedUSD).Float64("asked_usd", over.AskedUSD).Msg("refusing: over the monthly budget")
 	p := policyFor(c, l.cfg)
@@ -175,7 +176,7 @@ type BudgetLine struct {
 // repository's runs (the server's, lowered by its configuration on the
 // default branch; the server's alone when that cannot be read), nil when
 // none is set or the ledger cannot be read (logged).
-func budgetLines(ctx context.Context, c *core, installation int64, gh GitHub) []BudgetLine {
+func budgetLines(ctx context.Context, c *core, installation int64, gh hub.GitHub) []BudgetLine {
 	if c.Budget == nil {
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // What the repository's own checks say about a commit: every app's check
@@ -54,7 +55,7 @@ var failingConclusions = []string{"failure", "timed_out", "startup_failure"}
 const actionsApp = "github-actions"
 
 // readChecks reads the checks on sha.
-func (c *core) readChecks(ctx context.Context, gh GitHub, sha string) (ciState, error) {
+func (c *core) readChecks(ctx context.Context, gh hub.GitHub, sha string) (ciState, error) {
 	st := ciState{sha: sha}
 	runs, err := gh.CheckRunsOn(ctx, sha)
 	if err != nil {
@@ -104,7 +105,7 @@ func (c *core) readChecks(ctx context.Context, gh GitHub, sha string) (ciState, 
 // on the App's head. Only the job's workflow run says whose head it was
 // (head_repository); a job whose run cannot be read is not counted
 // either. known caches the answer by check suite (one workflow run each).
-func actionsOwnHead(ctx context.Context, gh GitHub, r *github.CheckRun, known map[int64]bool) bool {
+func actionsOwnHead(ctx context.Context, gh hub.GitHub, r *github.CheckRun, known map[int64]bool) bool {
 	suite := r.GetCheckSuite().GetID()
 	if own, ok := known[suite]; ok && suite != 0 {
 		return own
@@ -132,7 +133,7 @@ func actionsOwnHead(ctx context.Context, gh GitHub, r *github.CheckRun, known ma
 // failingOnBase are the names of the checks that fail on the head of the
 // base branch (none when they cannot be read: then the change is blamed,
 // and a fix run looks). GitHub reads a branch's name as its head commit.
-func (c *core) failingOnBase(ctx context.Context, gh GitHub, base string) map[string]bool {
+func (c *core) failingOnBase(ctx context.Context, gh hub.GitHub, base string) map[string]bool {
 	log := zerolog.Ctx(ctx)
 	st, err := c.readChecks(ctx, gh, "heads/"+base)
 	if err != nil {
@@ -155,7 +156,7 @@ const (
 )
 
 // ciFailure is what the fix run is told of one failing check.
-func (c *core) ciFailure(ctx context.Context, gh GitHub, chk ciCheck) dispatch.CIFailure {
+func (c *core) ciFailure(ctx context.Context, gh hub.GitHub, chk ciCheck) dispatch.CIFailure {
 	clean := func(s string, n int) string {
 		return truncateUTF8(strings.TrimSpace(c.Secrets.Redact(cleanText(s))), n)
 	}
@@ -191,7 +192,7 @@ func (c *core) ciFailure(ctx context.Context, gh GitHub, chk ciCheck) dispatch.C
 
 // actionsLog adds an Actions job's workflow, failing step and the tail of
 // its log to f.
-func (c *core) actionsLog(ctx context.Context, gh GitHub, id int64, f *dispatch.CIFailure) {
+func (c *core) actionsLog(ctx context.Context, gh hub.GitHub, id int64, f *dispatch.CIFailure) {
 	log := zerolog.Ctx(ctx).With().Str("check", f.Name).Logger()
 	f.Kind = "actions"
 	job, err := gh.WorkflowJob(ctx, id)

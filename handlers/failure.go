@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -20,7 +21,7 @@ const dispatchTries = 3
 // failedToStart logs why a run did not start and tells the issue, unless
 // the bot is stopping. locked says the caller holds the issue's lock; if
 // not, it is taken for the label, and a run holding it keeps its label.
-func (a agentRun) failedToStart(ctx context.Context, gh GitHub, req startRequest, cause error, locked bool) error {
+func (a agentRun) failedToStart(ctx context.Context, gh hub.GitHub, req startRequest, cause error, locked bool) error {
 	if ctx.Err() != nil {
 		return cause
 	}
@@ -33,7 +34,7 @@ func (a agentRun) failedToStart(ctx context.Context, gh GitHub, req startRequest
 
 // reportStartFailure posts the failure comment once per trigger (a
 // redelivered event finds its marker) and sets agent:failed.
-func (a agentRun) reportStartFailure(ctx context.Context, gh GitHub, req startRequest, cause error, locked bool) error {
+func (a agentRun) reportStartFailure(ctx context.Context, gh hub.GitHub, req startRequest, cause error, locked bool) error {
 	issue := cmp.Or(req.Issue, req.Number)
 	// The task id the trigger maps to, as a key for the marker: the run
 	// itself may have got another (a plan that is not required becomes

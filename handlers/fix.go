@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // /fix: a writer asks, in a review thread (the bot's or a person's) or
@@ -93,7 +94,7 @@ func fixRefused(ctx context.Context, c *core, t thread, thread int64, why string
 
 // answerIn posts body in review thread thread, or on the pull request's
 // conversation when there is none.
-func answerIn(ctx context.Context, gh GitHub, number int, thread int64, body string) error {
+func answerIn(ctx context.Context, gh hub.GitHub, number int, thread int64, body string) error {
 	if thread != 0 {
 		return gh.ReplyToReviewComment(ctx, number, thread, body)
 	}
@@ -102,7 +103,7 @@ func answerIn(ctx context.Context, gh GitHub, number int, thread int64, body str
 }
 
 // threadRoot is the first comment of review thread id (nil for none).
-func threadRoot(ctx context.Context, gh GitHub, number int, id int64) (*github.PullRequestComment, error) {
+func threadRoot(ctx context.Context, gh hub.GitHub, number int, id int64) (*github.PullRequestComment, error) {
 	if id == 0 {
 		return nil, nil
 	}
@@ -121,7 +122,7 @@ func threadRoot(ctx context.Context, gh GitHub, number int, id int64) (*github.P
 // reviewedHead is the commit the review a fix answers was of: the
 // thread's review, or without a thread the App's newest review; "" when
 // there is none to compare with.
-func reviewedHead(ctx context.Context, gh GitHub, number int, root *github.PullRequestComment) (string, error) {
+func reviewedHead(ctx context.Context, gh hub.GitHub, number int, root *github.PullRequestComment) (string, error) {
 	if root != nil && root.GetCommitID() != "" {
 		return root.GetCommitID(), nil
 	}

@@ -1,14 +1,12 @@
 package handlers
 
 import (
-	"crypto/sha1" //nolint:gosec // git's object ids are SHA-1: this computes them, it does not secure anything with them
-	"encoding/base64"
 	"encoding/hex"
-	"fmt"
 	"sort"
 	"strings"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // artifactTreeSHA is the id git (and GitHub) gives the tree of files, each
@@ -28,7 +26,7 @@ func artifactTreeSHA(files []dispatch.Artifact) string {
 			}
 			n = c
 		}
-		n.children[parts[len(parts)-1]] = &treeNode{blob: gitObjectID("blob", f.Data)}
+		n.children[parts[len(parts)-1]] = &treeNode{blob: hub.GitObjectID("blob", f.Data)}
 	}
 	return hex.EncodeToString(root.id())
 }
@@ -60,16 +58,5 @@ func (n *treeNode) id() []byte {
 		b.WriteString(e.mode + " " + e.name + "\x00")
 		b.Write(e.id)
 	}
-	return gitObjectID("tree", []byte(b.String()))
+	return hub.GitObjectID("tree", []byte(b.String()))
 }
-
-// gitObjectID is git's id of an object: SHA-1 of "<type> <size>\0" and
-// the content.
-func gitObjectID(typ string, content []byte) []byte {
-	h := sha1.New() //nolint:gosec // see the import
-	fmt.Fprintf(h, "%s %d\x00", typ, len(content))
-	h.Write(content)
-	return h.Sum(nil)
-}
-
-func encodeBase64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

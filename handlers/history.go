@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // The agent PR's body keeps the history of the runs on it (execute,
@@ -189,7 +190,7 @@ func (rp *resultPoster) recordOnPR(ctx context.Context, rc *runContext, res *dis
 // posted: the run in the PR body's history and, for a completed revise,
 // replies on the inline comments it addressed. Both are idempotent, and
 // both run again when a restarted bot finds the run not yet cleaned up.
-func (rp *resultPoster) afterPRRun(ctx context.Context, gh GitHub, meta dispatch.Meta, res *dispatch.Result) {
+func (rp *resultPoster) afterPRRun(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, res *dispatch.Result) {
 	log := zerolog.Ctx(ctx)
 	marked, err := rp.c.botMarked(ctx, gh, meta.Number)
 	if err != nil {

@@ -1,6 +1,10 @@
 package handlers
 
-import "context"
+import (
+	"context"
+
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+)
 
 // actedOn reports whether the bot already acted on taskID on issue or PR
 // number: one of its own comments carries a marker of that task (the
@@ -17,7 +21,7 @@ import "context"
 //
 // The marked comments are those the caller read already (a /preview's
 // scene), else they are read here.
-func (s *starter) actedOn(ctx context.Context, gh GitHub, l launch) (bool, error) {
+func (s *starter) actedOn(ctx context.Context, gh hub.GitHub, l launch) (bool, error) {
 	marked, err := l.marked, error(nil)
 	if !l.haveMarked {
 		if marked, err = s.c.botMarked(ctx, gh, l.req.Number); err != nil {

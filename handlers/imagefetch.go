@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // ImageSettings bound the images a run is given and say where the bot
@@ -131,7 +132,7 @@ func (a agentRun) fetchImage(ctx context.Context, raw string, caps ImageSettings
 	req.Header.Set("Accept", strings.Join(dispatch.ImageMediaTypes, ", "))
 	resp, err := a.c.imageClient.Do(req)
 	if err != nil {
-		log.Info().Err(scrubURLError(err)).Msg("image not fetched")
+		log.Info().Err(hub.ScrubURLError(err)).Msg("image not fetched")
 		return dispatch.Image{}, 0, true, "it could not be fetched"
 	}
 	defer resp.Body.Close()
@@ -143,7 +144,7 @@ func (a agentRun) fetchImage(ctx context.Context, raw string, caps ImageSettings
 	read = int64(len(data))
 	switch {
 	case err != nil:
-		log.Info().Err(scrubURLError(err)).Msg("image not read whole")
+		log.Info().Err(hub.ScrubURLError(err)).Msg("image not read whole")
 		return dispatch.Image{}, read, true, "it could not be read whole"
 	case read > caps.MaxBytes:
 		return dispatch.Image{}, read, true, fmt.Sprintf("larger than %s", byteSize(caps.MaxBytes))
@@ -171,19 +172,6 @@ func imageType(data []byte) string {
 		}
 	}
 	return typ
-}
-
-// scrubURLError drops the query of a URL in a client error: a signed
-// URL's signature never reaches the log.
-func scrubURLError(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		if u, perr := url.Parse(ue.URL); perr == nil {
-			u.RawQuery = ""
-			return &url.Error{Op: ue.Op, URL: u.String(), Err: ue.Err}
-		}
-	}
-	return err
 }
 
 // byteSize is n for people: "2 MiB", "512 KiB".

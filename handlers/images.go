@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // The pictures people attach reach the agent as images. The bot finds
@@ -22,33 +23,11 @@ import (
 // whose bytes are PNG, JPEG, GIF or WebP within the caps, and puts them in
 // the work order. What it could not pass is named with the reason.
 
-// BodyKind is which text on GitHub a body is.
-type BodyKind string
-
-// The texts images are read from.
-const (
-	bodyIssue         BodyKind = "issue"
-	bodyComment       BodyKind = "comment"
-	bodyReview        BodyKind = "review"
-	bodyReviewComment BodyKind = "review_comment"
-)
-
-// BodyRef names one text on GitHub: an issue's (or pull request's) body,
-// a conversation comment, a review's body or an inline review comment.
-type BodyRef struct {
-	Kind   BodyKind `json:"kind"`
-	Number int      `json:"number,omitempty"`
-	ID     int64    `json:"id,omitempty"`
-}
-
-// bodyRef is BodyRef by another name, for brevity in this package.
-type bodyRef = BodyRef
-
 // imageSource is a text whose images the agent may see, and what to call
 // it for people.
 type imageSource struct {
-	What string  `json:"what"`
-	Ref  BodyRef `json:"ref"`
+	What string      `json:"what"`
+	Ref  hub.BodyRef `json:"ref"`
 	// markdown is the text as written, to skip texts without an image
 	// (it is not kept with a queued request: those carry only texts that
 	// hold one).
@@ -94,7 +73,7 @@ const maxImageNotes = 20
 // request counts, an image's or not: at most twice MaxCount are made, and
 // the bytes of those refused count toward MaxTotal, so a text full of
 // links to large non-images costs a bounded fetch, not one per link.
-func (a agentRun) imagesFor(ctx context.Context, gh GitHub, sources []imageSource) ([]dispatch.Image, []ImageNote) {
+func (a agentRun) imagesFor(ctx context.Context, gh hub.GitHub, sources []imageSource) ([]dispatch.Image, []ImageNote) {
 	caps := a.imageCaps()
 	if caps.MaxCount <= 0 || len(sources) == 0 {
 		return nil, nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -22,7 +23,7 @@ const labelTries = 3
 // write labels at once; each write is tried again when GitHub refuses it
 // for a passing reason, and an error that remains is returned to the
 // caller, which reports it.
-func (c *core) setState(ctx context.Context, gh GitHub, number int, state lifecycle.State) error {
+func (c *core) setState(ctx context.Context, gh hub.GitHub, number int, state lifecycle.State) error {
 	label := state.Label()
 	issue, err := gh.Issue(ctx, number)
 	if err != nil {
@@ -44,7 +45,7 @@ func (c *core) setState(ctx context.Context, gh GitHub, number int, state lifecy
 	}
 	for _, name := range stale {
 		errs = append(errs, retryGitHub(ctx, c.retryWait, func() error {
-			if err := gh.RemoveLabel(ctx, number, name); err != nil && !errors.Is(err, ErrNotFound) {
+			if err := gh.RemoveLabel(ctx, number, name); err != nil && !errors.Is(err, hub.ErrNotFound) {
 				return err
 			}
 			return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/budget"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -71,15 +72,15 @@ func policyOf(mode dispatch.Mode) startPolicy {
 // replies. begin calls it; it takes no lock and submits nothing.
 type runKind interface {
 	// build reads what the run needs and writes its spec (under the lock).
-	build(ctx context.Context, gh GitHub, l launch) (built, error)
+	build(ctx context.Context, gh hub.GitHub, l launch) (built, error)
 	// announce tells the issue or pull request that the run started; the
 	// run is followed after it.
-	announce(ctx context.Context, gh GitHub, l launch, r built) error
+	announce(ctx context.Context, gh hub.GitHub, l launch, r built) error
 	// busy answers a start whose lock another run (holder) holds.
-	busy(ctx context.Context, gh GitHub, l launch, holder string) error
+	busy(ctx context.Context, gh hub.GitHub, l launch, holder string) error
 	// failed answers a start that failed; locked says the start holds the
 	// run's lock (which it lets go after).
-	failed(ctx context.Context, gh GitHub, l launch, err error, locked bool) error
+	failed(ctx context.Context, gh hub.GitHub, l launch, err error, locked bool) error
 }
 
 // launch is a start request resolved: the configuration, the mode it
@@ -132,7 +133,7 @@ func (e *submitError) Unwrap() error { return e.err }
 // spec, submits it, announces it and follows it. Every failure is the
 // kind's to answer (kind.failed); a submitted or queued run keeps the
 // lock, any other lets it go.
-func (s *starter) begin(ctx context.Context, gh GitHub, l launch) error {
+func (s *starter) begin(ctx context.Context, gh hub.GitHub, l launch) error {
 	if acted, err := s.actedOn(ctx, gh, l); err != nil || acted {
 		if err != nil {
 			return l.kind.failed(ctx, gh, l, err, false)
@@ -226,7 +227,7 @@ func (s *starter) release(ctx context.Context, l launch) {
 
 // capsGate puts the run through the server's caps as its policy says:
 // the queue (wait=true: it waits there), or a refusal when they are full.
-func (s *starter) capsGate(ctx context.Context, gh GitHub, l launch) (wait bool, err error) {
+func (s *starter) capsGate(ctx context.Context, gh hub.GitHub, l launch) (wait bool, err error) {
 	if l.policy.whenFull == queueWhenFull {
 		return s.queueGate(ctx, gh, l.req, l.taskID, l.mode)
 	}
@@ -262,7 +263,7 @@ func (s *starter) capsFull(ctx context.Context, req startRequest) (bool, error) 
 // announce has the kind announce a submitted run, then follows it. A
 // submission that found the run there already is a redelivery, announced
 // again only where the kind's policy says so.
-func (s *starter) announce(ctx context.Context, gh GitHub, l launch, r built, created bool) error {
+func (s *starter) announce(ctx context.Context, gh hub.GitHub, l launch, r built, created bool) error {
 	if !created && !l.policy.announceExisting {
 		zerolog.Ctx(ctx).Info().Msg("run exists already (redelivered event); nothing to do")
 		return nil
@@ -280,7 +281,7 @@ const lockWait = 10 * time.Second
 // that holds it but whose result is on the issue already (a person
 // answered the plan the moment it appeared) is waited for, lockWait at
 // most, instead of answered busy.
-func (s *starter) takeLock(ctx context.Context, gh GitHub, l launch) (string, error) {
+func (s *starter) takeLock(ctx context.Context, gh hub.GitHub, l launch) (string, error) {
 	deadline := s.c.Now().Add(lockWait)
 	for checked := false; ; checked = true {
 		holder, err := s.c.Backend.Lock(ctx, l.lockKey, l.taskID)

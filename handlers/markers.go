@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // Marker is the hidden state the bot leaves in its own comments and PR
@@ -164,7 +165,7 @@ func markedComments(comments []*github.IssueComment, botLogin string) []markedCo
 
 // botMarked lists an issue's or PR's comments and returns the marked ones
 // this App wrote.
-func (c *core) botMarked(ctx context.Context, gh GitHub, number int) ([]markedComment, error) {
+func (c *core) botMarked(ctx context.Context, gh hub.GitHub, number int) ([]markedComment, error) {
 	login, err := c.LoadIdentity(ctx)
 	if err != nil {
 		return nil, err

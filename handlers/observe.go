@@ -7,13 +7,14 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 // thread is where an event happened and who acted: an issue or pull
 // request, through the seam.
 type thread struct {
-	gh           GitHub
+	gh           hub.GitHub
 	installation int64
 	// repo is the event's repository; push events leave out some fields
 	// (starting a run reads it afresh when it needs them).

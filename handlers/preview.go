@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // KindPreview marks the comment that links a pull request's preview; it is
@@ -119,18 +120,18 @@ type refusal string
 
 func (r refusal) Error() string { return string(r) }
 
-func (p previewRun) refuse(ctx context.Context, gh GitHub, number int, reason string) error {
+func (p previewRun) refuse(ctx context.Context, gh hub.GitHub, number int, reason string) error {
 	zerolog.Ctx(ctx).Info().Str("reason", reason).Msg("preview refused")
 	return p.c.reply(ctx, gh, number, "github/preview_refused", PreviewRefusedData{Reason: reason})
 }
 
-func (p previewRun) busy(ctx context.Context, gh GitHub, l launch, holder string) error {
+func (p previewRun) busy(ctx context.Context, gh hub.GitHub, l launch, holder string) error {
 	return p.refuse(ctx, gh, l.req.Number, fmt.Sprintf("a preview of this pull request runs already: %s", p.c.Receipts.LiveURL(holder)))
 }
 
 // failed refuses a preview that the caps, GitHub or the backend kept from
 // starting; any other error is the handler's.
-func (p previewRun) failed(ctx context.Context, gh GitHub, l launch, err error, locked bool) error {
+func (p previewRun) failed(ctx context.Context, gh hub.GitHub, l launch, err error, locked bool) error {
 	var why refusal
 	var sub *submitError
 	switch {
@@ -147,7 +148,7 @@ func (p previewRun) failed(ctx context.Context, gh GitHub, l launch, err error, 
 // build fetches the PR head's code and writes the preview's run: no
 // token, the code as an archive, and of the pass-through secrets only
 // those named for previews.
-func (p previewRun) build(ctx context.Context, gh GitHub, l launch) (built, error) {
+func (p previewRun) build(ctx context.Context, gh hub.GitHub, l launch) (built, error) {
 	src, err := gh.Archive(ctx, p.sha, maxPreviewSource)
 	if err != nil {
 		return built{}, refusal("the pull request's code could not be read from GitHub: " + sanitizeInline(err.Error(), 200))
@@ -167,7 +168,7 @@ func (p previewRun) build(ctx context.Context, gh GitHub, l launch) (built, erro
 }
 
 // announce posts the preview's link.
-func (p previewRun) announce(ctx context.Context, gh GitHub, l launch, r built) error {
+func (p previewRun) announce(ctx context.Context, gh hub.GitHub, l launch, r built) error {
 	zerolog.Ctx(ctx).Info().Str("head", p.sha).Dur("for", p.c.PreviewDuration).Msg("preview started")
 	live := p.c.Receipts.LiveURL(l.taskID)
 	return p.c.reply(ctx, gh, l.req.Number, "github/preview", PreviewData{
@@ -179,7 +180,7 @@ func (p previewRun) announce(ctx context.Context, gh GitHub, l launch, r built) 
 
 // followPreview waits for a preview to end, says so in its comment and
 // frees its lock and its slot.
-func (r *Runs) followPreview(ctx context.Context, gh GitHub, meta dispatch.Meta) {
+func (r *Runs) followPreview(ctx context.Context, gh hub.GitHub, meta dispatch.Meta) {
 	log := zerolog.Ctx(ctx)
 	st, err := r.c.Backend.Wait(ctx, meta.TaskID, nil)
 	if ctx.Err() != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // progress turns the runner's progress lines into one GitHub Check Run on
@@ -20,7 +21,7 @@ import (
 type progress struct {
 	ctx  context.Context // carries the run's logger
 	b    *core
-	gh   GitHub
+	gh   hub.GitHub
 	meta dispatch.Meta
 
 	mu         sync.Mutex
@@ -41,7 +42,7 @@ type progress struct {
 	sending sync.Mutex
 }
 
-func newProgress(ctx context.Context, b *core, gh GitHub, meta dispatch.Meta) *progress {
+func newProgress(ctx context.Context, b *core, gh hub.GitHub, meta dispatch.Meta) *progress {
 	p := &progress{ctx: ctx, b: b, gh: gh, meta: meta, headSHA: meta.HeadSHA}
 	p.startOnPR(ctx)
 	return p
@@ -106,13 +107,13 @@ func (p *progress) send(ctx context.Context) {
 	// are paced (the pacer keeps it, and a newer edit replaces it; one it
 	// could not keep is due again at the next progress line); its creation
 	// does not, so a run shows from its start.
-	edit := Deferrable(ctx)
+	edit := hub.Deferrable(ctx)
 	warn := func(err error, what string) {
-		if errors.Is(err, ErrWriteQueued) {
+		if errors.Is(err, hub.ErrWriteQueued) {
 			log.Debug().Msg(what + ": queued, writes are paced")
 			return
 		}
-		if errors.Is(err, ErrWriteDeferred) {
+		if errors.Is(err, hub.ErrWriteDeferred) {
 			p.deferred()
 			log.Debug().Msg(what + ": deferred, writes are paced")
 			return

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // A progress edit the pacer deferred (handlers.Deferrable, app's pacer) is
@@ -22,28 +23,28 @@ func TestDeferredProgressGoesWithTheNextLine(t *testing.T) {
 	}
 	p := newProgress(w.ctx, w.b.c, gh, meta)
 	shows := func(want string) bool {
-		got := w.repo.bodies(1)
+		got := w.repo.Bodies(1)
 		return len(got) == 1 && strings.Contains(got[0], want)
 	}
 	p.update(dispatch.Progress{Stage: "agent", Message: "reading the code"})
 	if !shows("reading the code") {
-		t.Fatalf("the first line made no progress comment: %q", w.repo.bodies(1))
+		t.Fatalf("the first line made no progress comment: %q", w.repo.Bodies(1))
 	}
 	p.mu.Lock()
 	p.lastSent = time.Time{} // the interval has passed
 	p.mu.Unlock()
-	w.hub.failNext("EditComment", ErrWriteDeferred)
+	w.hub.FailNext("EditComment", hub.ErrWriteDeferred)
 	p.update(dispatch.Progress{Stage: "agent", Message: "writing the plan"})
 	if !shows("reading the code") {
-		t.Fatalf("a deferred edit changed the comment: %q", w.repo.bodies(1))
+		t.Fatalf("a deferred edit changed the comment: %q", w.repo.Bodies(1))
 	}
 	p.update(dispatch.Progress{Stage: "agent", Message: "still writing"})
 	if !shows("still writing") {
-		t.Fatalf("after a deferred edit, the next line (an hour's interval not passed) did not edit the comment: %q", w.repo.bodies(1))
+		t.Fatalf("after a deferred edit, the next line (an hour's interval not passed) did not edit the comment: %q", w.repo.Bodies(1))
 	}
 	p.update(dispatch.Progress{Stage: "agent", Message: "almost done"})
 	if shows("almost done") {
-		t.Fatalf("a sent edit must hold the interval again: %q", w.repo.bodies(1))
+		t.Fatalf("a sent edit must hold the interval again: %q", w.repo.Bodies(1))
 	}
 	if !strings.Contains(w.logs.String(), "deferred") || strings.Contains(w.logs.String(), `"level":"warn"`) {
 		t.Fatalf("a deferred edit is logged at debug, not as a warning:\n%s", w.logs.String())
@@ -66,11 +67,11 @@ func TestDeferredProgressIsTriedAgain(t *testing.T) {
 	p.mu.Lock()
 	p.lastSent = time.Time{} // the interval has passed
 	p.mu.Unlock()
-	w.hub.failNext("EditComment", ErrWriteDeferred)
+	w.hub.FailNext("EditComment", hub.ErrWriteDeferred)
 	p.update(dispatch.Progress{Stage: "agent", Message: "the last step"})
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		got := w.repo.bodies(1)
+		got := w.repo.Bodies(1)
 		if len(got) == 1 && strings.Contains(got[0], "the last step") {
 			break
 		}
@@ -80,7 +81,7 @@ func TestDeferredProgressIsTriedAgain(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	p.complete(w.ctx, "success", "Plan ready", "", nil)
-	if got := w.repo.bodies(1); len(got) != 1 || strings.Contains(got[0], "the last step") {
+	if got := w.repo.Bodies(1); len(got) != 1 || strings.Contains(got[0], "the last step") {
 		t.Fatalf("the progress comment's last edit is the run's end: %q", got)
 	}
 }

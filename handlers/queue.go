@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -53,7 +54,7 @@ func (q queuedRequest) request(repo *github.Repository) startRequest {
 // are set. wait=true means it waits: it is queued, labelled and told its
 // place, and keeps the lock. A run the queue itself starts
 // (req.queuedAs) has its slot already.
-func (s *starter) queueGate(ctx context.Context, gh GitHub, req startRequest, taskID string, mode dispatch.Mode) (wait bool, err error) {
+func (s *starter) queueGate(ctx context.Context, gh hub.GitHub, req startRequest, taskID string, mode dispatch.Mode) (wait bool, err error) {
 	if !s.c.Caps.Any() || req.queuedAs != "" {
 		return false, nil
 	}
@@ -303,7 +304,7 @@ func (s *starter) startFromQueue(ctx context.Context, e dispatch.QueueEntry) (tr
 		return false, fmt.Errorf("queued run %s: installation %d: %w", e.TaskID, q.InstallationID, err)
 	}
 	repo, err := gh.Repository(ctx)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, hub.ErrNotFound) {
 		// Deleted, or the App lost access: nothing to start.
 		return false, fmt.Errorf("queued run %s: %w (%w)", e.TaskID, err, dispatch.ErrNotFound)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/termtext"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // ReceiptStore keeps the receipts of ended runs (the server keeps them in
@@ -111,7 +112,7 @@ func (noTranscript) Close(bool)                  {}
 
 // transcript starts keeping a run's lines, named by its issue's or PR's
 // title as it is now.
-func (rk *resultKeeper) transcript(ctx context.Context, gh GitHub, meta dispatch.Meta) Transcript {
+func (rk *resultKeeper) transcript(ctx context.Context, gh hub.GitHub, meta dispatch.Meta) Transcript {
 	if rk.c.Receipts.Transcripts == nil {
 		return noTranscript{}
 	}
@@ -121,7 +122,7 @@ func (rk *resultKeeper) transcript(ctx context.Context, gh GitHub, meta dispatch
 // title is the issue's or PR's title, made safe to keep: it names the run
 // on the dashboard and on its page, as untrusted text escaped where it is
 // shown. "" when GitHub does not answer.
-func (rk *resultKeeper) title(ctx context.Context, gh GitHub, number int) string {
+func (rk *resultKeeper) title(ctx context.Context, gh hub.GitHub, number int) string {
 	is, err := gh.Issue(ctx, number)
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("read the title of the run's issue")

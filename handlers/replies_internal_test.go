@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub/hubtest"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
@@ -99,16 +100,16 @@ func TestANewTableReplyIsItsTemplate(t *testing.T) {
 		t.Fatalf("the new reply fails the table replies' samples: %v", err)
 	}
 	// Posted with what the bot saw, through the one way a table reply goes.
-	hub := newMemHub()
-	repo := hub.repo("octo/hello")
-	pr := repo.addIssue("maya", "Add login", "", &github.PullRequest{})
+	hub := hubtest.New()
+	repo := hub.Named("octo/hello")
+	pr := repo.AddIssue("maya", "Add login", "", &github.PullRequest{})
 	sr := &stateReplies{c: &core{Wiring: &Wiring{Templates: set, Settings: Settings{TriggerLabel: "agent", MaxPlanRounds: 5}}, trust: newTrustState()}}
 	sc := &scene{place: lifecycle.OnPR, state: lifecycle.PROpen, last: Marker{Mode: dispatch.ModeRevise}}
 	ev := event{kind: "/cancel", cmd: &Command{Name: "cancel"}}
-	if err := sr.replyState(context.Background(), thread{gh: repo, number: pr.number, isPR: true}, ev, sc, name); err != nil {
+	if err := sr.replyState(context.Background(), thread{gh: repo, number: pr, isPR: true}, ev, sc, name); err != nil {
 		t.Fatal(err)
 	}
-	got := repo.bodies(pr.number)
+	got := repo.Bodies(pr)
 	want := "No run holds this pull request, so `/cancel` has nothing to cancel (the last was a revise run). Here:\n- `/abort` — stop the active run"
 	if len(got) != 1 || !strings.HasPrefix(got[0], want) {
 		t.Errorf("the reply was %q, want one beginning %q", got, want)

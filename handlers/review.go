@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/termtext"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -72,7 +73,7 @@ func reviewRequest(ctx context.Context, t thread, ev event, req *startRequest) b
 // reviewOrder is what a review run is given of the pull request: its
 // head, its diff and the review threads, of which only writers' words (and
 // the App's) are passed on.
-func (a agentRun) reviewOrder(ctx context.Context, gh GitHub, req startRequest) (*dispatch.PRReview, error) {
+func (a agentRun) reviewOrder(ctx context.Context, gh hub.GitHub, req startRequest) (*dispatch.PRReview, error) {
 	pr, err := gh.PullRequest(ctx, req.Number)
 	if err != nil {
 		return nil, err
@@ -94,7 +95,7 @@ func (a agentRun) reviewOrder(ctx context.Context, gh GitHub, req startRequest) 
 // reviewThreads are the pull request's review comments so far as text,
 // oldest first: "path:line @author: body". Comments by people without
 // write access are left out, as on issues.
-func (a agentRun) reviewThreads(ctx context.Context, gh GitHub, number int) (string, error) {
+func (a agentRun) reviewThreads(ctx context.Context, gh hub.GitHub, number int) (string, error) {
 	comments, err := gh.ReviewComments(ctx, number)
 	if err != nil {
 		return "", err
@@ -170,7 +171,7 @@ const (
 
 // reviewPosted reports whether the App's review with marker is on the
 // pull request already (a retry after a restart posts it once).
-func reviewPosted(ctx context.Context, gh GitHub, number int, marker string) (bool, error) {
+func reviewPosted(ctx context.Context, gh hub.GitHub, number int, marker string) (bool, error) {
 	reviews, err := gh.Reviews(ctx, number)
 	if err != nil {
 		return false, err

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/schedule"
 )
 
@@ -58,7 +59,7 @@ func repoKey(full string) string { return strings.ToLower(full) }
 // loadAll reads the routines of every installed repository; repositories
 // no longer installed are dropped.
 func (cat *routineCatalog) loadAll(ctx context.Context) error {
-	lister, ok := cat.c.hub.(Installations)
+	lister, ok := cat.c.hub.(hub.Installations)
 	if !ok {
 		return errors.New("this GitHub seam cannot list installations")
 	}
@@ -147,7 +148,7 @@ func (cat *routineCatalog) load(ctx context.Context, installation int64, repo *g
 
 // readOwn reads the repository's own routines at head and reports the
 // bad entries on that commit.
-func (cat *routineCatalog) readOwn(ctx context.Context, gh GitHub, head string) (sandboxcfg.Routines, error) {
+func (cat *routineCatalog) readOwn(ctx context.Context, gh hub.GitHub, head string) (sandboxcfg.Routines, error) {
 	f, err := gh.ConfigFile(ctx, head)
 	if err != nil {
 		return nil, fmt.Errorf("read %s of %s at %.12s: %w", sandboxcfg.FileName, gh.FullName(), head, err)
@@ -183,7 +184,7 @@ func (cat *routineCatalog) orgRoutines(ctx context.Context, installation int64, 
 		return orgFile{}, err
 	}
 	repo, err := gh.Repository(ctx)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, hub.ErrNotFound) {
 		cat.keepOrg(owner, orgFile{at: now})
 		return orgFile{}, nil
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // on: main_ci_failed. When the checks of the default branch's head have
@@ -74,7 +75,7 @@ func (rs *Routines) mainChecks(ctx context.Context, installation int64, repo *gi
 // claimFailure claims the failing head sha for routine t, unless the
 // issue opened for the same failing checks is still open, or another
 // replica is opening one for them.
-func (rs *Routines) claimFailure(ctx context.Context, gh GitHub, t routineTarget, sha, failure string) (dispatch.RoutineState, error) {
+func (rs *Routines) claimFailure(ctx context.Context, gh hub.GitHub, t routineTarget, sha, failure string) (dispatch.RoutineState, error) {
 	full := t.repo.GetFullName()
 	book, err := dispatch.ReadRoutines(ctx, rs.c.Backend, full)
 	if err != nil {
@@ -83,7 +84,7 @@ func (rs *Routines) claimFailure(ctx context.Context, gh GitHub, t routineTarget
 	openIssue := 0
 	if st := book[t.r.Name]; st.Failure == failure && st.Issue != 0 {
 		iss, err := gh.Issue(ctx, st.Issue)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !errors.Is(err, hub.ErrNotFound) {
 			return dispatch.RoutineState{}, err
 		}
 		if err == nil && iss.GetState() == "open" {
@@ -109,7 +110,7 @@ func (rs *Routines) claimFailure(ctx context.Context, gh GitHub, t routineTarget
 
 // failureText is the issue's account of the failing checks: what a CI
 // fix run is given of each.
-func (rs *Routines) failureText(ctx context.Context, gh GitHub, state ciState, branch string) string {
+func (rs *Routines) failureText(ctx context.Context, gh hub.GitHub, state ciState, branch string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "### Failing checks on `%.12s` (the head of `%s`)\n", state.sha, branch)
 	for i, chk := range state.failed {

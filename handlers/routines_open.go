@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // RoutineLabelPrefix starts the label of the issues a routine opens
@@ -46,7 +47,7 @@ func (o routineOpener) run(ctx context.Context, trigger string, st dispatch.Rout
 	}
 	if st.Issue != 0 && !always {
 		iss, err := gh.Issue(ctx, st.Issue)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		if err != nil && !errors.Is(err, hub.ErrNotFound) {
 			o.log.Error().Err(err).Int("issue", st.Issue).Msg("routines: read the routine's last issue")
 			o.record(ctx, "failed: "+err.Error(), nil)
 			return 0, err
@@ -74,7 +75,7 @@ func (o routineOpener) run(ctx context.Context, trigger string, st dispatch.Rout
 
 // open creates the routine's issue, labeled with the trigger label and
 // routine:<name>, by the App.
-func (o routineOpener) open(ctx context.Context, gh GitHub, trigger, extra string) (*github.Issue, error) {
+func (o routineOpener) open(ctx context.Context, gh hub.GitHub, trigger, extra string) (*github.Issue, error) {
 	label := RoutineLabelPrefix + o.t.r.Name
 	if err := gh.CreateLabel(ctx, label, "bfdadc", "Opened by the routine "+o.t.r.Name+" of .sandbox.yml"); err != nil {
 		o.log.Warn().Err(err).Str("label", label).Msg("routines: create the routine's label; GitHub creates it with the issue")
@@ -114,7 +115,7 @@ func (o routineOpener) body(trigger, extra string) string {
 }
 
 // skip says on the routine's open issue, once, that a tick was skipped.
-func (o routineOpener) skip(ctx context.Context, gh GitHub, st dispatch.RoutineState) {
+func (o routineOpener) skip(ctx context.Context, gh hub.GitHub, st dispatch.RoutineState) {
 	result := fmt.Sprintf("skipped: #%d is still open", st.Issue)
 	o.log.Info().Int("issue", st.Issue).Msg("routine skipped: its last issue is still open")
 	if st.SkipNoted == st.Issue {
@@ -145,7 +146,7 @@ const configBook = "-file"
 
 // reportRoutineErrors puts a failing check run on sha naming each bad
 // routine's file, line and column, once per commit across replicas.
-func (c *core) reportRoutineErrors(ctx context.Context, gh GitHub, sha string, errs sandboxcfg.Errors) error {
+func (c *core) reportRoutineErrors(ctx context.Context, gh hub.GitHub, sha string, errs sandboxcfg.Errors) error {
 	name := c.CheckName + " routines"
 	if runs, err := gh.CheckRuns(ctx, sha, name); err != nil || len(runs) > 0 {
 		return err

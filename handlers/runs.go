@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/agentsession"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -55,7 +56,7 @@ type resultPoster struct {
 	c *core
 	// start starts a run (starter.start): the continuation of an
 	// interrupted one.
-	start func(ctx context.Context, gh GitHub, req startRequest) error
+	start func(ctx context.Context, gh hub.GitHub, req startRequest) error
 	keep  *resultKeeper
 }
 
@@ -68,7 +69,7 @@ type resultKeeper struct {
 	aborted func(taskID string) (string, bool)
 }
 
-func newRuns(c *core, start func(context.Context, GitHub, startRequest) error) *Runs {
+func newRuns(c *core, start func(context.Context, hub.GitHub, startRequest) error) *Runs {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Runs{c: c, ctx: ctx, cancel: cancel, following: map[string]bool{}, aborted: map[string]string{}, logger: zerolog.Nop()}
 	r.keep = &resultKeeper{c: c, aborted: r.abortedBy}
@@ -259,7 +260,7 @@ func (r *Runs) follow(meta dispatch.Meta) {
 // and how it ended. It is idempotent: if a comment with this task's result
 // marker exists (posted before a restart), it does not post again, and
 // only shows that marker's state.
-func (r *Runs) finish(ctx context.Context, gh GitHub, meta dispatch.Meta, res *dispatch.Result, prog *progress) error {
+func (r *Runs) finish(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, res *dispatch.Result, prog *progress) error {
 	log := zerolog.Ctx(ctx)
 	marked, err := r.c.botMarked(ctx, gh, meta.Number)
 	if err != nil {
@@ -268,7 +269,7 @@ func (r *Runs) finish(ctx context.Context, gh GitHub, meta dispatch.Meta, res *d
 	for _, m := range marked {
 		if state, ok := endState(m.Marker, meta); ok {
 			log.Info().Str("kind", m.Marker.Kind).Msg("result already posted")
-			after := WithWriteClass(ctx, WriteAfterResult)
+			after := hub.WithWriteClass(ctx, hub.WriteAfterResult)
 			err := r.c.setState(after, gh, meta.Number, state)
 			if !prog.isEnded() { // the bot stopped between the result and its bookkeeping
 				last := closingOf(m.Marker.Kind)
@@ -395,10 +396,10 @@ func closingOf(kind string) closing {
 // the result posted) shows the state again; otherwise it stays reported in
 // the log, and a restart shows it again.
 func (rp *resultPoster) show(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, state lifecycle.State, last closing, post func(context.Context) error, also ...func(context.Context)) error {
-	if err := post(WithWriteClass(ctx, WriteResult)); err != nil {
+	if err := post(hub.WithWriteClass(ctx, hub.WriteResult)); err != nil {
 		return err
 	}
-	after := WithWriteClass(ctx, WriteAfterResult)
+	after := hub.WithWriteClass(ctx, hub.WriteAfterResult)
 	labelErr := rp.c.setState(after, rc.gh, rc.meta.Number, state)
 	for _, f := range also {
 		f(after)
@@ -413,7 +414,7 @@ func (rp *resultPoster) show(ctx context.Context, rc *runContext, res *dispatch.
 // runContext is what finishing a run needs to know about where it came from.
 type runContext struct {
 	meta   dispatch.Meta
-	gh     GitHub
+	gh     hub.GitHub
 	issue  int
 	round  int
 	branch string

@@ -13,6 +13,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
 
@@ -43,7 +44,7 @@ func TestRunsContinueThroughTheirStartFunction(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var started []startRequest
-	r := newRuns(b.c, func(_ context.Context, _ GitHub, req startRequest) error {
+	r := newRuns(b.c, func(_ context.Context, _ hub.GitHub, req startRequest) error {
 		mu.Lock()
 		defer mu.Unlock()
 		started = append(started, req)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -35,7 +36,7 @@ func (rp *resultPoster) openPR(ctx context.Context, rc *runContext, res *dispatc
 	if err != nil {
 		return err
 	}
-	pr, err := rp.findOrCreatePR(WithWriteClass(ctx, WriteResult), rc, res.Branch, cfg.base, issue.GetTitle(), body, cfg.draft)
+	pr, err := rp.findOrCreatePR(hub.WithWriteClass(ctx, hub.WriteResult), rc, res.Branch, cfg.base, issue.GetTitle(), body, cfg.draft)
 	if err != nil {
 		return err
 	}

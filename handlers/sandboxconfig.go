@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // orgConfigRepo holds an organisation's defaults for every repository, the
@@ -16,7 +17,7 @@ const orgConfigRepo = ".github"
 // `.github` repository's .sandbox.yml (its default branch), the
 // repository's at ref, then the flags; and checks the result against the
 // server's limits.
-func (c *core) loadConfig(ctx context.Context, installation int64, gh GitHub, ref string, flags sandboxcfg.Flags) (sandboxcfg.Resolved, error) {
+func (c *core) loadConfig(ctx context.Context, installation int64, gh hub.GitHub, ref string, flags sandboxcfg.Flags) (sandboxcfg.Resolved, error) {
 	owner, repo, _ := strings.Cut(gh.FullName(), "/")
 	var layers []sandboxcfg.Layer
 	if repo != orgConfigRepo {
@@ -45,7 +46,7 @@ func (c *core) loadConfig(ctx context.Context, installation int64, gh GitHub, re
 // readConfigLayer reads and parses one repository's file; a repository
 // without one (or one the installation cannot read) is a layer with a nil
 // Config.
-func readConfigLayer(ctx context.Context, gh GitHub, ref string) (sandboxcfg.Layer, error) {
+func readConfigLayer(ctx context.Context, gh hub.GitHub, ref string) (sandboxcfg.Layer, error) {
 	f, err := gh.ConfigFile(ctx, ref)
 	if err != nil {
 		return sandboxcfg.Layer{}, fmt.Errorf("read %s from %s: %w", sandboxcfg.FileName, f.Source, err)

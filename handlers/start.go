@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -109,7 +110,7 @@ type starter struct {
 // Otherwise a person who labeled the issue would wait for a run that
 // never comes. A failed submission is tried again (submit) before this
 // sees an error.
-func (s *starter) start(ctx context.Context, gh GitHub, req startRequest) error {
+func (s *starter) start(ctx context.Context, gh hub.GitHub, req startRequest) error {
 	requestedAt := time.Now().UTC()
 	l, ok, err := s.resolve(ctx, gh, req)
 	if err != nil {
@@ -135,18 +136,18 @@ func (s *starter) start(ctx context.Context, gh GitHub, req startRequest) error 
 // acknowledgement, the busy reply and the start-failure comment.
 type agentRun struct{ c *core }
 
-func (a agentRun) busy(ctx context.Context, gh GitHub, l launch, holder string) error {
+func (a agentRun) busy(ctx context.Context, gh hub.GitHub, l launch, holder string) error {
 	return a.replyBusyNow(ctx, gh, l.req, holder, l.mode)
 }
 
-func (a agentRun) failed(ctx context.Context, gh GitHub, l launch, err error, locked bool) error {
+func (a agentRun) failed(ctx context.Context, gh hub.GitHub, l launch, err error, locked bool) error {
 	return a.failedToStart(ctx, gh, l.req, err, locked)
 }
 
 // resolve checks the request's flags, reads the configuration, and picks
 // the mode and the task id. ok is false when the request was answered
 // instead (a refusal).
-func (s *starter) resolve(ctx context.Context, gh GitHub, req startRequest) (launch, bool, error) {
+func (s *starter) resolve(ctx context.Context, gh hub.GitHub, req startRequest) (launch, bool, error) {
 	logger := zerolog.Ctx(ctx)
 	if req.Issue == 0 {
 		req.Issue = req.Number
@@ -189,7 +190,7 @@ type built struct {
 
 // runSpec reads the task's text, names the branch, mints the token and
 // writes the work order.
-func (a agentRun) build(ctx context.Context, gh GitHub, l launch) (built, error) {
+func (a agentRun) build(ctx context.Context, gh hub.GitHub, l launch) (built, error) {
 	req := l.req
 	in, err := a.taskText(ctx, gh, req.Issue, l.cfg.Reports.Quoted(), req.Vouch)
 	if err != nil {
@@ -260,7 +261,7 @@ func (a agentRun) build(ctx context.Context, gh GitHub, l launch) (built, error)
 // acknowledge tells the issue a submitted run started: the 👀 reaction,
 // the state label and the acknowledgement with its marker, written under
 // the lock the run now holds.
-func (a agentRun) announce(ctx context.Context, gh GitHub, l launch, r built) error {
+func (a agentRun) announce(ctx context.Context, gh hub.GitHub, l launch, r built) error {
 	log := zerolog.Ctx(ctx)
 	req, mode := l.req, l.mode
 	log.Info().Str("mode", string(mode)).Str("branch", r.branch).Msg("run submitted")
@@ -307,7 +308,7 @@ func withTask(ctx context.Context, taskID string) (context.Context, zerolog.Logg
 }
 
 // reply renders a github/ template and posts it as a comment.
-func (c *core) reply(ctx context.Context, gh GitHub, number int, tmpl string, data any) error {
+func (c *core) reply(ctx context.Context, gh hub.GitHub, number int, tmpl string, data any) error {
 	body, err := c.Templates.Render(tmpl, data)
 	if err != nil {
 		return err
@@ -319,7 +320,7 @@ func (c *core) reply(ctx context.Context, gh GitHub, number int, tmpl string, da
 }
 
 // react adds a reaction to a comment; a failure only costs the reaction.
-func (c *core) react(ctx context.Context, gh GitHub, number int, commentID int64, content string) {
+func (c *core) react(ctx context.Context, gh hub.GitHub, number int, commentID int64, content string) {
 	if err := gh.React(ctx, number, commentID, content); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("add reaction")
 	}
@@ -329,7 +330,7 @@ func (c *core) react(ctx context.Context, gh GitHub, number int, commentID int64
 // what the request carries (an /approve read them from the plan comment's
 // marker), else, for a revise or continue run on the pull request, the
 // marker of the issue's newest plan comment.
-func (a agentRun) planFiles(ctx context.Context, gh GitHub, req startRequest, mode dispatch.Mode) []dispatch.PlanFile {
+func (a agentRun) planFiles(ctx context.Context, gh hub.GitHub, req startRequest, mode dispatch.Mode) []dispatch.PlanFile {
 	if req.PlanFiles != nil || (mode != dispatch.ModeContinue && mode != dispatch.ModeRevise) || req.Issue == 0 {
 		return req.PlanFiles
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -45,7 +46,7 @@ func (c *core) replyBusy(ctx context.Context, t thread, sc *scene, command strin
 
 // replyBusyNow is replyBusy for a start that found the lock taken: the
 // issue is read again for the holder's acknowledgement.
-func (a agentRun) replyBusyNow(ctx context.Context, gh GitHub, req startRequest, holder string, mode dispatch.Mode) error {
+func (a agentRun) replyBusyNow(ctx context.Context, gh hub.GitHub, req startRequest, holder string, mode dispatch.Mode) error {
 	sc := &scene{holder: holder}
 	if marked, err := a.c.botMarked(ctx, gh, req.Number); err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("read the running task's acknowledgement")

@@ -18,9 +18,9 @@ const tHead = "0123456789abcdef0123456789abcdef01234567"
 // the checks have all completed.
 func (w *world) checksFailed(t thread) event {
 	w.t.Helper()
-	w.repo.sandboxYML += "ci: { fix: true, fix_attempts: 2 }\n"
+	w.repo.SandboxYML += "ci: { fix: true, fix_attempts: 2 }\n"
 	w.recordHead(tHead)
-	w.repo.addActionsFailure(tHead, "test", "2026-01-01T00:00:00.0000000Z ok 1\n2026-01-01T00:00:01.0000000Z greeting: FAIL\n##[error]Process completed with exit code 1.\nPost job cleanup.\n")
+	w.repo.AddActionsFailure(tHead, "test", "2026-01-01T00:00:00.0000000Z ok 1\n2026-01-01T00:00:01.0000000Z greeting: FAIL\n##[error]Process completed with exit code 1.\nPost job cleanup.\n")
 	st, err := w.b.c.readChecks(w.ctx, t.gh, tHead)
 	if err != nil || !st.complete() || len(st.failed) != 1 {
 		w.t.Fatalf("the failing checks read as %+v (%v)", st, err)
@@ -36,9 +36,7 @@ func (w *world) recordHead(head string) {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	defer w.repo.lock()()
-	is := w.repo.issues[2]
-	is.body = spliceHistory(is.body, section)
+	w.repo.EditBody(2, func(body string) string { return spliceHistory(body, section) })
 }
 
 // The CI fix decisions past the ones the grid shows (a PR open, its head
@@ -52,15 +50,15 @@ func TestChecksFailedDecisions(t *testing.T) {
 		setup func(w *world)
 		want  string
 	}{
-		{"ci.fix off", func(w *world) { w.repo.sandboxYML = strings.Replace(w.repo.sandboxYML, "fix: true", "fix: false", 1) }, "-"},
+		{"ci.fix off", func(w *world) { w.repo.SandboxYML = strings.Replace(w.repo.SandboxYML, "fix: true", "fix: false", 1) }, "-"},
 		{"a person pushed", func(w *world) { w.recordHead("fedcba9876543210fedcba9876543210fedcba98") }, "-"},
 		{"the base fails too", func(w *world) {
-			w.repo.refs["heads/main"] = "base000000000000000000000000000000000000"
-			w.repo.addActionsFailure("base000000000000000000000000000000000000", "test", "##[error]broken on main\n")
+			w.repo.SetRef("heads/main", "base000000000000000000000000000000000000")
+			w.repo.AddActionsFailure("base000000000000000000000000000000000000", "test", "##[error]broken on main\n")
 		}, "reply:ci_base_failing"},
 		{"another check fails on the base", func(w *world) {
-			w.repo.refs["heads/main"] = "base000000000000000000000000000000000000"
-			w.repo.addActionsFailure("base000000000000000000000000000000000000", "lint", "##[error]lint\n")
+			w.repo.SetRef("heads/main", "base000000000000000000000000000000000000")
+			w.repo.AddActionsFailure("base000000000000000000000000000000000000", "lint", "##[error]lint\n")
 		}, "run:revise"},
 		{"fix runs used up", func(w *world) {
 			for i, task := range []string{"T-0000C001", "T-0000C002"} {
@@ -84,12 +82,12 @@ func TestChecksFailedDecisions(t *testing.T) {
 			// The same event again (a redelivery, another replica): what
 			// was answered is not answered twice.
 			again := len(w.backend.Specs())
-			comments := len(w.repo.bodies(2))
+			comments := len(w.repo.Bodies(2))
 			if _, err := w.b.on(w.ctx, th, ev); err != nil {
 				t.Fatal(err)
 			}
-			if len(w.backend.Specs()) != again || len(w.repo.bodies(2)) != comments {
-				t.Errorf("a redelivered event did something: %d runs (was %d), %d comments (was %d)", len(w.backend.Specs()), again, len(w.repo.bodies(2)), comments)
+			if len(w.backend.Specs()) != again || len(w.repo.Bodies(2)) != comments {
+				t.Errorf("a redelivered event did something: %d runs (was %d), %d comments (was %d)", len(w.backend.Specs()), again, len(w.repo.Bodies(2)), comments)
 			}
 		})
 	}
@@ -124,7 +122,7 @@ func TestCIFixRunCarriesTheFailure(t *testing.T) {
 	if !strings.Contains(f.LogTail, "greeting: FAIL\n##[error]Process completed") || strings.Contains(f.LogTail, "cleanup") || strings.Contains(f.LogTail, "2026-01-01T") {
 		t.Errorf("the log tail %q", f.LogTail)
 	}
-	ack := w.repo.bodies(2)
+	ack := w.repo.Bodies(2)
 	if last := ack[len(ack)-1]; !strings.Contains(last, "Fixing the failing checks `test`") || !strings.Contains(last, `"ci_head":"`+tHead) {
 		t.Errorf("the acknowledgement:\n%s", last)
 	}

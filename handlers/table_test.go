@@ -15,6 +15,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub/hubtest"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
@@ -22,7 +23,7 @@ import (
 
 // The table's tests: every state an issue or pull request can be in,
 // every event, through the handlers' own observe-decide-perform on an
-// in-memory GitHub (memgithub_test.go) and the in-memory backend, with
+// in-memory GitHub (hub/hubtest) and the in-memory backend, with
 // what the bot did compared with a grid written here, apart from the
 // table. They run in milliseconds; the scenario tests keep the wire.
 
@@ -44,8 +45,8 @@ var tTemplates = templates.MustLoadEmbedded()
 type world struct {
 	t       *testing.T
 	ctx     context.Context
-	hub     *memHub
-	repo    *memRepo
+	hub     *hubtest.Hub
+	repo    *hubtest.Repo
 	backend *backendtest.Memory
 	b       *Base
 	logs    *testenv.Log
@@ -63,10 +64,10 @@ func tableSettings() Settings {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	hub := newMemHub()
-	repo := hub.repo(tRepo)
-	repo.perms[tWriter] = "write"
-	repo.sandboxYML = "name: hello\nharness: opencode\nmax_budget_usd: 4\ndev: { command: npm run dev, port: 3000 }\n"
+	hub := hubtest.New()
+	repo := hub.Named(tRepo)
+	repo.Perms[tWriter] = "write"
+	repo.SandboxYML = "name: hello\nharness: opencode\nmax_budget_usd: 4\ndev: { command: npm run dev, port: 3000 }\n"
 	backend := backendtest.NewMemory()
 	b, err := NewBase(nil, tableSettings(), backend, tTemplates)
 	if err != nil {
@@ -79,13 +80,13 @@ func newWorld(t *testing.T) *world {
 	b.Runs.SetLogger(logger)
 	t.Cleanup(b.Runs.Stop)
 	w := &world{t: t, ctx: logger.WithContext(t.Context()), hub: hub, repo: repo, backend: backend, b: b, logs: logs}
-	repo.addIssue(tWriter, "Do it", "Please.", nil)
+	repo.AddIssue(tWriter, "Do it", "Please.", nil)
 	return w
 }
 
 // bot posts a comment of the App's carrying m on #n.
 func (w *world) bot(n int, m Marker, text string) {
-	w.repo.addComment(n, w.hub.login(), text+"\n"+m.String())
+	w.repo.AddComment(n, w.hub.Login(), text+"\n"+m.String())
 }
 
 // hold makes taskID, a run of mode, hold #n: the lock, and the run on the
@@ -164,13 +165,13 @@ func (w *world) inIssue(s lifecycle.State) thread {
 // inPR opens #2, a pull request (the App's unless s is NotOurs), in state
 // s.
 func (w *world) inPR(s lifecycle.State) thread {
-	pr := w.repo.agentPullRequest("agent/t-0000a002-do-it", "main")
+	pr := w.repo.AgentPullRequest("agent/t-0000a002-do-it", "main")
 	body := Marker{Kind: KindPR, TaskID: tExecTask, Mode: dispatch.ModeExecute, Issue: 1, Branch: tBranch}.String()
-	author := w.hub.login()
+	author := w.hub.Login()
 	if s == lifecycle.NotOurs {
 		author, pr.User.Login = "bob", strp("bob")
 	}
-	w.repo.addIssue(author, "Do it", body, pr)
+	w.repo.AddIssue(author, "Do it", body, pr)
 	revise := func(kind string) {
 		w.bot(2, Marker{Kind: KindAck, TaskID: tHeld, Mode: dispatch.ModeRevise, Issue: 1, Branch: tBranch}, "🔁 Revising.")
 		if kind != "" {
@@ -203,13 +204,13 @@ func strp(s string) *string { return &s }
 
 func (w *world) thread(n int, isPR bool) thread {
 	gh, _ := w.hub.Repo(tInst, tRepo)
-	return thread{gh: gh, installation: tInst, repo: w.repo.ghRepo(), number: n, isPR: isPR, sender: tWriter}
+	return thread{gh: gh, installation: tInst, repo: w.repo.GitHubRepo(), number: n, isPR: isPR, sender: tWriter}
 }
 
 // fire delivers ev to t as the writer, from a comment of theirs.
 func (w *world) fire(t thread, kind lifecycle.Event) lifecycle.Case {
 	w.t.Helper()
-	t.commentID = w.repo.addComment(t.number, tWriter, "(the writer's comment)")
+	t.commentID = w.repo.AddComment(t.number, tWriter, "(the writer's comment)")
 	trigger := commentTrigger(t.commentID)
 	var ev event
 	switch kind {
@@ -247,7 +248,7 @@ func (w *world) effects(before int, cancels string) string {
 	for _, s := range w.backend.Specs()[before:] {
 		out = append(out, "run:"+string(s.Order.Mode))
 	}
-	if w.repo.updates > 0 {
+	if w.repo.Updates() > 0 {
 		out = append(out, "update")
 	}
 	if cancels != "" && w.backend.Cancels(cancels) > 0 {
@@ -350,13 +351,13 @@ func checkCell(t *testing.T, w *world, p lifecycle.Place, th thread, s lifecycle
 	if sc.state != s {
 		t.Fatalf("observed %q, want %q", sc.state, s)
 	}
-	labelsBefore := w.repo.labels(th.number)
+	labelsBefore := w.repo.Labels(th.number)
 	before := len(w.backend.Specs())
 	c := w.fire(th, e)
 	if got := w.effects(before, sc.holder); got != want {
 		t.Errorf("%s in %s: the bot did %s, want %s (the table: %s)\n%s", e, s, got, want, c.Do, w.logs.String())
 	}
-	labels := w.repo.labels(th.number)
+	labels := w.repo.Labels(th.number)
 	switch {
 	case c.Do.Starts():
 		specs := w.backend.Specs()
@@ -493,7 +494,7 @@ func TestRunTableModeByEnd(t *testing.T) {
 					t.Errorf("the bot did %s, want %s\n%s", got, runGrid[mode][i], w.logs.String())
 				}
 				c := lifecycle.DecideEnd(mode, lifecycle.EndOf(e.status, e.aborted), lifecycle.Facts{AttemptsLeft: e.attempt <= 1, NoCommits: len(res.Commits) == 0})
-				labels := w.repo.labels(n)
+				labels := w.repo.Labels(n)
 				if l := c.Next.Label(); l != "" && !slices.Contains(labels, l) || l == "" && hasStateLabel(labels) || stateLabels(labels) > 1 {
 					t.Errorf("the run table says %s, the labels are %v", c.Next, labels)
 				}
@@ -514,24 +515,24 @@ func TestStateLabelIsRetriedThenReported(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	gh, _ := w.hub.Repo(tInst, tRepo)
-	w.hub.failNext("AddLabels", serverError())
+	w.hub.FailNext("AddLabels", hubtest.ServerError())
 	if err := w.b.c.setState(w.ctx, gh, 1, lifecycle.Planning); err != nil {
 		t.Fatalf("one refusal must be retried: %v", err)
 	}
-	w.hub.failNext("RemoveLabel", serverError(), serverError(), serverError())
+	w.hub.FailNext("RemoveLabel", hubtest.ServerError(), hubtest.ServerError(), hubtest.ServerError())
 	err := w.b.c.setState(w.ctx, gh, 1, lifecycle.PlanPosted)
 	if err == nil || !strings.Contains(err.Error(), "plan posted") {
 		t.Fatalf("a refusal that lasts must be reported, got %v", err)
 	}
 	// The new state's label went on before the old one was to come off:
 	// the issue never shows none.
-	if labels := w.repo.labels(1); !slices.Contains(labels, lifecycle.LabelAwaitingApproval) {
+	if labels := w.repo.Labels(1); !slices.Contains(labels, lifecycle.LabelAwaitingApproval) {
 		t.Errorf("labels %v", labels)
 	}
 	if err := w.b.c.setState(w.ctx, gh, 1, lifecycle.PlanPosted); err != nil {
 		t.Fatal(err)
 	}
-	if labels := w.repo.labels(1); !slices.Equal(labels, []string{lifecycle.LabelAwaitingApproval}) {
+	if labels := w.repo.Labels(1); !slices.Equal(labels, []string{lifecycle.LabelAwaitingApproval}) {
 		t.Errorf("the next write shows one state label; got %v", labels)
 	}
 }
@@ -552,7 +553,7 @@ func TestTwoReplicasLeaveOneStateLabel(t *testing.T) {
 	for i, b := range []*Base{w.b, other} {
 		wg.Go(func() {
 			th := w.thread(1, false)
-			th.commentID = w.repo.addComment(1, tWriter, "/plan")
+			th.commentID = w.repo.AddComment(1, tWriter, "/plan")
 			if _, err := b.on(w.ctx, th, commandEvent(&Command{Name: "plan"}, nil, commentTrigger(th.commentID))); err != nil {
 				t.Errorf("replica %d: %v", i, err)
 			}
@@ -562,7 +563,7 @@ func TestTwoReplicasLeaveOneStateLabel(t *testing.T) {
 	if n := len(w.backend.Specs()); n != 1 {
 		t.Errorf("%d runs started, want 1", n)
 	}
-	if labels := w.repo.labels(1); !slices.Equal(labels, []string{lifecycle.LabelPlanning}) {
+	if labels := w.repo.Labels(1); !slices.Equal(labels, []string{lifecycle.LabelPlanning}) {
 		t.Errorf("labels %v, want only %s", labels, lifecycle.LabelPlanning)
 	}
 }

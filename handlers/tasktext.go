@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // excludedText is whose text taskText left out, and what it passed of an
@@ -49,7 +50,7 @@ type taskInput struct {
 // still is (vouch.go: this run's vouch, else the newest the App's
 // acknowledgements keep), with its title and body as the reporter's words,
 // as GitHub's rendering shows them (hidden.go).
-func (a agentRun) taskText(ctx context.Context, gh GitHub, number int, quoted bool, vouch *Vouch) (taskInput, error) {
+func (a agentRun) taskText(ctx context.Context, gh hub.GitHub, number int, quoted bool, vouch *Vouch) (taskInput, error) {
 	var in taskInput
 	issue, err := gh.Issue(ctx, number)
 	if err != nil {
@@ -70,7 +71,7 @@ func (a agentRun) taskText(ctx context.Context, gh GitHub, number int, quoted bo
 	}
 	in.task = dispatch.TaskText{URL: issue.GetHTMLURL()}
 	author := issue.GetUser().GetLogin()
-	issueImages := imageSource{What: "the issue", Ref: BodyRef{Kind: bodyIssue, Number: number}, markdown: issue.GetBody()}
+	issueImages := imageSource{What: "the issue", Ref: hub.BodyRef{Kind: hub.BodyIssue, Number: number}, markdown: issue.GetBody()}
 	// An issue the App opened (a routine's) holds the routine's task from
 	// the default branch's .sandbox.yml: the App's own words.
 	ok, err := true, error(nil)
@@ -114,7 +115,7 @@ func (a agentRun) taskText(ctx context.Context, gh GitHub, number int, quoted bo
 		}
 		in.task.Comments = append(in.task.Comments, dispatch.Comment{Author: login, Body: c.GetBody()})
 		in.images = append(in.images, imageSource{What: "a comment by " + login,
-			Ref: BodyRef{Kind: bodyComment, Number: number, ID: c.GetID()}, markdown: c.GetBody()})
+			Ref: hub.BodyRef{Kind: hub.BodyComment, Number: number, ID: c.GetID()}, markdown: c.GetBody()})
 	}
 	return in, nil
 }
@@ -123,7 +124,7 @@ func (a agentRun) taskText(ctx context.Context, gh GitHub, number int, quoted bo
 // a writer vouched for its title and body as they are now and GitHub's
 // rendering of it can be read; otherwise the task keeps "Issue #N" and
 // the acknowledgement says why. It returns the rendering it quoted.
-func (a agentRun) quoteOutsider(ctx context.Context, gh GitHub, issue *github.Issue, comments []*github.IssueComment, vouch *Vouch, in *taskInput) (string, error) {
+func (a agentRun) quoteOutsider(ctx context.Context, gh hub.GitHub, issue *github.Issue, comments []*github.IssueComment, vouch *Vouch, in *taskInput) (string, error) {
 	author := issue.GetUser().GetLogin()
 	if vouch == nil {
 		login, err := a.c.LoadIdentity(ctx)
@@ -140,7 +141,7 @@ func (a agentRun) quoteOutsider(ctx context.Context, gh GitHub, issue *github.Is
 	// The text and its rendering come from one response, and the vouch is
 	// checked again against that text: an edit after the read above would
 	// otherwise pair the vouched text with the edit's rendering.
-	rendered, err := gh.BodyHTML(ctx, BodyRef{Kind: bodyIssue, Number: issue.GetNumber()})
+	rendered, err := gh.BodyHTML(ctx, hub.BodyRef{Kind: hub.BodyIssue, Number: issue.GetNumber()})
 	if err == nil && vouch.Digest != reportDigest(rendered.Title, rendered.Body) {
 		in.excluded.IssueAuthor, in.excluded.Withheld = author, a.withheldReason(vouch)
 		zerolog.Ctx(ctx).Info().Msg("an outsider's report not quoted: edited as it was read")

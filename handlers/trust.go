@@ -13,6 +13,7 @@ import (
 	lru "github.com/hashicorp/golang-lru"
 	"github.com/rs/zerolog"
 
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -83,7 +84,7 @@ func isOwnBot(u *github.User, login string) bool {
 
 // canWrite is fetchCanWrite behind a short cache per repository and login.
 // Errors are not cached.
-func (c *core) canWrite(ctx context.Context, gh GitHub, login string) (bool, error) {
+func (c *core) canWrite(ctx context.Context, gh hub.GitHub, login string) (bool, error) {
 	key := gh.FullName() + "\x00" + login
 	now := c.Now()
 	if v, ok := c.trust.perms.Get(key); ok {
@@ -102,7 +103,7 @@ func (c *core) canWrite(ctx context.Context, gh GitHub, login string) (bool, err
 // fetchCanWrite reports whether login may drive the bot on the
 // repository: write, maintain or admin permission, or a place on the
 // operator's allowlist.
-func (c *core) fetchCanWrite(ctx context.Context, gh GitHub, login string) (bool, error) {
+func (c *core) fetchCanWrite(ctx context.Context, gh hub.GitHub, login string) (bool, error) {
 	if slices.Contains(c.AllowUsers, login) {
 		return true, nil
 	}

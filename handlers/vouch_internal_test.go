@@ -6,18 +6,20 @@ import (
 	"testing"
 
 	"github.com/google/go-github/v62/github"
+
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
 // editedAsRead is a GitHub whose rendered read answers the text as an edit
 // left it, after the read answered the text as vouched: an edit
 // that lands between the two reads of one run.
 type editedAsRead struct {
-	GitHub
+	hub.GitHub
 	title, body string
 }
 
-func (e editedAsRead) BodyHTML(context.Context, BodyRef) (Rendered, error) {
-	return Rendered{Title: e.title, Body: e.body, HTML: "<p>" + e.body + "</p>"}, nil
+func (e editedAsRead) BodyHTML(context.Context, hub.BodyRef) (hub.Rendered, error) {
+	return hub.Rendered{Title: e.title, Body: e.body, HTML: "<p>" + e.body + "</p>"}, nil
 }
 
 // The vouch is checked against the text the rendering was read with, not

@@ -1,4 +1,4 @@
-package handlers
+package hub
 
 import (
 	"context"
@@ -108,13 +108,13 @@ func (r *goConversation) CreateLabel(ctx context.Context, name, color, descripti
 func (r *goConversation) BodyHTML(ctx context.Context, ref BodyRef) (Rendered, error) {
 	var u string
 	switch ref.Kind {
-	case bodyIssue:
+	case BodyIssue:
 		u = fmt.Sprintf("repos/%s/%s/issues/%d", r.owner, r.name, ref.Number)
-	case bodyComment:
+	case BodyComment:
 		u = fmt.Sprintf("repos/%s/%s/issues/comments/%d", r.owner, r.name, ref.ID)
-	case bodyReview:
+	case BodyReview:
 		u = fmt.Sprintf("repos/%s/%s/pulls/%d/reviews/%d", r.owner, r.name, ref.Number, ref.ID)
-	case bodyReviewComment:
+	case BodyReviewComment:
 		u = fmt.Sprintf("repos/%s/%s/pulls/comments/%d", r.owner, r.name, ref.ID)
 	default:
 		return Rendered{}, fmt.Errorf("no rendered text of a %q", ref.Kind)

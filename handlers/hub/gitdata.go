@@ -1,7 +1,9 @@
-package handlers
+package hub
 
 import (
 	"context"
+	"crypto/sha1" //nolint:gosec // git's object ids are SHA-1: this computes them, it does not secure anything with them
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -30,7 +32,7 @@ func (r *goGitData) RefCommit(ctx context.Context, ref string) (string, string, 
 }
 
 func (r *goGitData) CreateBlob(ctx context.Context, content []byte) (string, error) {
-	b, _, err := r.c.Git.CreateBlob(ctx, r.owner, r.name, &github.Blob{Content: github.String(encodeBase64(content)), Encoding: github.String("base64")})
+	b, _, err := r.c.Git.CreateBlob(ctx, r.owner, r.name, &github.Blob{Content: github.String(base64.StdEncoding.EncodeToString(content)), Encoding: github.String("base64")})
 	if err != nil {
 		return "", err
 	}
@@ -101,4 +103,13 @@ func (r *goGitData) Archive(ctx context.Context, sha string, max int64) ([]byte,
 		return nil, fmt.Errorf("archive of %s at %s: larger than %d bytes", r.FullName(), sha, max)
 	}
 	return b, nil
+}
+
+// GitObjectID is git's id of an object (GitHub's sha of a blob or tree): SHA-1 of "<type> <size>\0" and
+// the content.
+func GitObjectID(typ string, content []byte) []byte {
+	h := sha1.New() //nolint:gosec // see the import
+	fmt.Fprintf(h, "%s %d\x00", typ, len(content))
+	h.Write(content)
+	return h.Sum(nil)
 }

@@ -1,4 +1,4 @@
-package handlers
+package hubtest
 
 import (
 	"context"
@@ -6,12 +6,14 @@ import (
 	"strings"
 
 	"github.com/google/go-github/v62/github"
+
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
-// memCI is what the repository's own CI says about one commit, in
+// commitCI is what the repository's own CI says about one commit, in
 // memory: other apps' check runs (Actions jobs among them) with their
 // annotations, jobs and logs, and the commit statuses.
-type memCI struct {
+type commitCI struct {
 	runs        []*github.CheckRun
 	statuses    []*github.RepoStatus
 	annotations map[int64][]*github.CheckRunAnnotation
@@ -20,13 +22,13 @@ type memCI struct {
 }
 
 // ciOf is sha's CI, made on first use; callers hold the hub's lock.
-func (r *memRepo) ciOf(sha string) *memCI {
+func (r *Repo) ciOf(sha string) *commitCI {
 	if r.ci == nil {
-		r.ci = map[string]*memCI{}
+		r.ci = map[string]*commitCI{}
 	}
 	c, ok := r.ci[sha]
 	if !ok {
-		c = &memCI{annotations: map[int64][]*github.CheckRunAnnotation{}, jobs: map[int64]*github.WorkflowJob{}, logs: map[int64]string{}}
+		c = &commitCI{annotations: map[int64][]*github.CheckRunAnnotation{}, jobs: map[int64]*github.WorkflowJob{}, logs: map[int64]string{}}
 		r.ci[sha] = c
 	}
 	return c
@@ -34,12 +36,12 @@ func (r *memRepo) ciOf(sha string) *memCI {
 
 // addActionsFailure makes an Actions job fail on sha: its check run, the
 // job with its failing step, an annotation and its log.
-func (r *memRepo) addActionsFailure(sha, name, log string) int64 {
+func (r *Repo) AddActionsFailure(sha, name, log string) int64 {
 	defer r.lock()()
 	id := r.h.id()
 	c := r.ciOf(sha)
 	c.runs = append(c.runs, &github.CheckRun{ID: &id, Name: &name, HeadSHA: &sha, Status: github.String("completed"),
-		Conclusion: github.String("failure"), App: &github.App{Slug: github.String(actionsApp)},
+		Conclusion: github.String("failure"), App: &github.App{Slug: github.String("github-actions")},
 		Output: &github.CheckRunOutput{Title: github.String(name + " failed"), AnnotationsCount: github.Int(1)}})
 	c.annotations[id] = []*github.CheckRunAnnotation{{Path: github.String("greet.txt"), StartLine: github.Int(1),
 		AnnotationLevel: github.String("failure"), Message: github.String("Process completed with exit code 1.")}}
@@ -50,7 +52,7 @@ func (r *memRepo) addActionsFailure(sha, name, log string) int64 {
 }
 
 // addCheck adds another app's completed check run on sha.
-func (r *memRepo) addCheck(sha, name, status, conclusion string) {
+func (r *Repo) AddCheck(sha, name, status, conclusion string) {
 	defer r.lock()()
 	id := r.h.id()
 	c := r.ciOf(sha)
@@ -62,7 +64,7 @@ func (r *memRepo) addCheck(sha, name, status, conclusion string) {
 }
 
 // addStatus adds a commit status on sha.
-func (r *memRepo) addStatus(sha, context, state string) {
+func (r *Repo) AddStatus(sha, context, state string) {
 	defer r.lock()()
 	c := r.ciOf(sha)
 	c.statuses = append(c.statuses, &github.RepoStatus{Context: &context, State: &state, Description: github.String(context + " says " + state)})
@@ -70,16 +72,16 @@ func (r *memRepo) addStatus(sha, context, state string) {
 
 // headOf reads a heads/<branch> ref as its commit, as GitHub does;
 // callers hold the lock.
-func (r *memRepo) headOf(ref string) string {
+func (r *Repo) HeadOf(ref string) string {
 	if strings.HasPrefix(ref, "heads/") {
 		return r.refs[ref]
 	}
 	return ref
 }
 
-func (r *memRepo) CheckRunsOn(_ context.Context, ref string) ([]*github.CheckRun, error) {
+func (r *Repo) CheckRunsOn(_ context.Context, ref string) ([]*github.CheckRun, error) {
 	defer r.lock()()
-	ref = r.headOf(ref)
+	ref = r.HeadOf(ref)
 	var out []*github.CheckRun
 	for _, c := range r.checkRuns {
 		if c.GetHeadSHA() == ref {
@@ -89,12 +91,12 @@ func (r *memRepo) CheckRunsOn(_ context.Context, ref string) ([]*github.CheckRun
 	return append(out, r.ciOf(ref).runs...), nil
 }
 
-func (r *memRepo) Statuses(_ context.Context, ref string) ([]*github.RepoStatus, error) {
+func (r *Repo) Statuses(_ context.Context, ref string) ([]*github.RepoStatus, error) {
 	defer r.lock()()
-	return r.ciOf(r.headOf(ref)).statuses, nil
+	return r.ciOf(r.HeadOf(ref)).statuses, nil
 }
 
-func (r *memRepo) Annotations(_ context.Context, id int64) ([]*github.CheckRunAnnotation, error) {
+func (r *Repo) Annotations(_ context.Context, id int64) ([]*github.CheckRunAnnotation, error) {
 	defer r.lock()()
 	for _, c := range r.ci {
 		if a, ok := c.annotations[id]; ok {
@@ -104,29 +106,29 @@ func (r *memRepo) Annotations(_ context.Context, id int64) ([]*github.CheckRunAn
 	return nil, nil
 }
 
-func (r *memRepo) WorkflowJob(_ context.Context, id int64) (*github.WorkflowJob, error) {
+func (r *Repo) WorkflowJob(_ context.Context, id int64) (*github.WorkflowJob, error) {
 	defer r.lock()()
 	for _, c := range r.ci {
 		if j, ok := c.jobs[id]; ok {
 			return j, nil
 		}
 	}
-	return nil, ErrNotFound
+	return nil, hub.ErrNotFound
 }
 
 // WorkflowRun is the run of the job of the same id (addActionsFailure),
 // on the repository's own head.
-func (r *memRepo) WorkflowRun(_ context.Context, id int64) (*github.WorkflowRun, error) {
+func (r *Repo) WorkflowRun(_ context.Context, id int64) (*github.WorkflowRun, error) {
 	defer r.lock()()
 	for _, c := range r.ci {
 		if _, ok := c.jobs[id]; ok {
 			return &github.WorkflowRun{ID: &id, HeadRepository: &github.Repository{FullName: github.String(r.FullName())}}, nil
 		}
 	}
-	return nil, ErrNotFound
+	return nil, hub.ErrNotFound
 }
 
-func (r *memRepo) JobLog(_ context.Context, id int64, read func(io.Reader) error) error {
+func (r *Repo) JobLog(_ context.Context, id int64, read func(io.Reader) error) error {
 	r.h.mu.Lock()
 	var log string
 	var found bool
@@ -137,15 +139,15 @@ func (r *memRepo) JobLog(_ context.Context, id int64, read func(io.Reader) error
 	}
 	r.h.mu.Unlock()
 	if !found {
-		return ErrNotFound
+		return hub.ErrNotFound
 	}
 	return read(strings.NewReader(log))
 }
 
-func (r *memRepo) BodyHTML(_ context.Context, ref BodyRef) (Rendered, error) {
+func (r *Repo) BodyHTML(_ context.Context, ref hub.BodyRef) (hub.Rendered, error) {
 	defer r.lock()()
-	out := Rendered{HTML: r.html[ref]}
-	if ref.Kind == bodyIssue {
+	out := hub.Rendered{HTML: r.html[ref]}
+	if ref.Kind == hub.BodyIssue {
 		if is, err := r.issue(ref.Number); err == nil {
 			out.Title, out.Body = is.title, is.body
 		}

@@ -1,4 +1,4 @@
-package handlers
+package hub
 
 import (
 	"context"
@@ -22,7 +22,7 @@ type Installations interface {
 var _ Installations = (*goHub)(nil)
 
 func (h *goHub) Installations(ctx context.Context) ([]int64, error) {
-	app, err := h.c.ClientCreator.NewAppClient()
+	app, err := h.cc.NewAppClient()
 	if err != nil {
 		return nil, fmt.Errorf("create app client: %w", err)
 	}
@@ -42,7 +42,7 @@ func (h *goHub) Installations(ctx context.Context) ([]int64, error) {
 }
 
 func (h *goHub) InstallationRepos(ctx context.Context, installation int64) ([]*github.Repository, error) {
-	client, err := h.c.ClientCreator.NewInstallationClient(installation)
+	client, err := h.cc.NewInstallationClient(installation)
 	if err != nil {
 		return nil, fmt.Errorf("client of installation %d: %w", installation, err)
 	}

@@ -1,4 +1,4 @@
-package handlers
+package hub
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 // Check runs over go-github: the bot's own (goChecks) and what the
 // repository's CI says (goCI); goRepo, which holds them with the other
-// parts, is in github_client.go.
+// parts, is in client.go.
 
 // downloadTimeout bounds the fetch of a job's log from where GitHub
 // redirects.
@@ -109,7 +109,7 @@ func (r *goCI) JobLog(ctx context.Context, id int64, read func(io.Reader) error)
 	}
 	res, err := r.download.Do(req)
 	if err != nil {
-		return fmt.Errorf("download the log of Actions job %d of %s: %w", id, r.FullName(), scrubURLError(err))
+		return fmt.Errorf("download the log of Actions job %d of %s: %w", id, r.FullName(), ScrubURLError(err))
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {

@@ -1,4 +1,4 @@
-package handlers
+package hub
 
 import (
 	"context"
@@ -10,15 +10,16 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/appconfig"
+	"github.com/palantir/go-githubapp/githubapp"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 )
 
-// goHub is the seam over go-github. Its clients come from the core's
+// goHub is the seam over go-github. Its clients come from the server's
 // ClientCreator, which the server wraps in its rate limiter (app's
 // githubPacer), so every call here is paced below GitHub's limits.
 type goHub struct {
-	c *core
+	cc githubapp.ClientCreator
 	// download fetches what the API redirects to elsewhere (an Actions
 	// job's log), without the installation's credential.
 	download *http.Client
@@ -28,13 +29,15 @@ type goHub struct {
 	loader *appconfig.Loader
 }
 
-func newGoHub(c *core) *goHub {
-	return &goHub{c: c, loader: appconfig.NewLoader([]string{sandboxcfg.FileName}, appconfig.WithOwnerDefault("", nil)),
+// New is the seam over go-github, its clients made by cc (wrapped by the
+// server in its rate limiter).
+func New(cc githubapp.ClientCreator) Hub {
+	return &goHub{cc: cc, loader: appconfig.NewLoader([]string{sandboxcfg.FileName}, appconfig.WithOwnerDefault("", nil)),
 		download: &http.Client{Timeout: downloadTimeout}}
 }
 
 func (h *goHub) Repo(installation int64, fullName string) (GitHub, error) {
-	client, err := h.c.ClientCreator.NewInstallationClient(installation)
+	client, err := h.cc.NewInstallationClient(installation)
 	if err != nil {
 		return nil, fmt.Errorf("client of installation %d: %w", installation, err)
 	}
@@ -42,7 +45,7 @@ func (h *goHub) Repo(installation int64, fullName string) (GitHub, error) {
 }
 
 func (h *goHub) AppSlug(ctx context.Context) (string, error) {
-	app, err := h.c.ClientCreator.NewAppClient()
+	app, err := h.cc.NewAppClient()
 	if err != nil {
 		return "", fmt.Errorf("create app client: %w", err)
 	}
@@ -54,7 +57,7 @@ func (h *goHub) AppSlug(ctx context.Context) (string, error) {
 }
 
 func (h *goHub) MintToken(ctx context.Context, installation int64, repo, contents string) (string, time.Time, error) {
-	app, err := h.c.ClientCreator.NewAppClient()
+	app, err := h.cc.NewAppClient()
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("create app client: %w", err)
 	}
@@ -79,7 +82,7 @@ const (
 // RevokeToken uses GitHub's DELETE /installation/token, which a token may
 // only do for itself. A 401 means the token is already dead.
 func (h *goHub) RevokeToken(ctx context.Context, token string) error {
-	client, err := h.c.ClientCreator.NewTokenClient(token)
+	client, err := h.cc.NewTokenClient(token)
 	if err != nil {
 		return fmt.Errorf("create client for revocation: %w", err)
 	}
@@ -93,7 +96,7 @@ func (h *goHub) RevokeToken(ctx context.Context, token string) error {
 		if resp != nil && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
 			break // GitHub will answer the same again
 		}
-		if attempt == revokeAttempts || !pause(ctx, revokeBackoff*time.Duration(attempt*attempt)) {
+		if attempt == revokeAttempts || !waitFor(ctx, revokeBackoff*time.Duration(attempt*attempt)) {
 			break
 		}
 	}
@@ -104,10 +107,10 @@ func (h *goHub) RevokeToken(ctx context.Context, token string) error {
 }
 
 // goRepo is GitHub over go-github: one part per interface GitHub is made
-// of, each over the same repoClient (github_repo.go), and nothing of its
+// of, each over the same repoClient (repo.go), and nothing of its
 // own, so no one type carries the whole seam's 38 methods. What each call
-// does is in its part: github_conversation.go, github_pulls.go,
-// github_ci.go, github_gitdata.go.
+// does is in its part: conversation.go, pulls.go,
+// ci.go, gitdata.go.
 type goRepo struct {
 	*repoClient // FullName
 	goConversation
@@ -129,5 +132,18 @@ func newGoRepo(client *github.Client, fullName string, loader *appconfig.Loader,
 		goChecks:       goChecks{r},
 		goCI:           goCI{repoClient: r, download: download},
 		goGitData:      goGitData{r},
+	}
+}
+
+// waitFor waits d, or less if ctx ends first; it reports whether it waited
+// the whole time.
+func waitFor(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }

@@ -1,4 +1,8 @@
-package handlers
+// Package hubtest is GitHub in memory behind the seam of package hub, as
+// policy-bot's pulltest is beside its pull: the lifecycle table's tests
+// run the handlers on it without HTTP. The wire and the payloads are the
+// scenario tests' (app/githubtest).
+package hubtest
 
 import (
 	"archive/tar"
@@ -14,16 +18,18 @@ import (
 	"time"
 
 	"github.com/google/go-github/v62/github"
+
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
-// memHub is GitHub in memory, behind the seam: the table's tests run the
+// Hub is GitHub in memory, behind the seam: the table's tests run the
 // handlers on it without HTTP. It keeps what the bot reads and writes
 // (issues, comments, labels, pull requests, check runs, refs) and no more;
 // the wire and the payloads are the scenario tests' (app/githubtest).
-type memHub struct {
+type Hub struct {
 	mu      sync.Mutex
 	slug    string
-	repos   map[string]*memRepo
+	repos   map[string]*Repo
 	nextID  int64
 	minted  []string
 	revoked []string
@@ -32,41 +38,41 @@ type memHub struct {
 	fail map[string][]error
 }
 
-func newMemHub() *memHub {
-	return &memHub{slug: "sandbox-bot", repos: map[string]*memRepo{}, nextID: 1000, fail: map[string][]error{}}
+func New() *Hub {
+	return &Hub{slug: "sandbox-bot", repos: map[string]*Repo{}, nextID: 1000, fail: map[string][]error{}}
 }
 
 // login is the App's bot account.
-func (h *memHub) login() string { return h.slug + "[bot]" }
+func (h *Hub) Login() string { return h.slug + "[bot]" }
 
-func (h *memHub) id() int64 { h.nextID++; return h.nextID }
+func (h *Hub) id() int64 { h.nextID++; return h.nextID }
 
 // repo is the repository fullName, made on first use.
-func (h *memHub) repo(fullName string) *memRepo {
+func (h *Hub) Named(fullName string) *Repo {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.repoLocked(fullName)
 }
 
-func (h *memHub) repoLocked(fullName string) *memRepo {
+func (h *Hub) repoLocked(fullName string) *Repo {
 	r, ok := h.repos[fullName]
 	if !ok {
-		r = &memRepo{h: h, name: fullName, id: h.id(), defaultBranch: "main", issues: map[int]*memIssue{},
-			perms: map[string]string{}, refs: map[string]string{}, trees: map[string]string{}}
+		r = &Repo{h: h, name: fullName, id: h.id(), defaultBranch: "main", issues: map[int]*issue{},
+			Perms: map[string]string{}, refs: map[string]string{}, trees: map[string]string{}}
 		h.repos[fullName] = r
 	}
 	return r
 }
 
 // failNext makes the next calls of method fail with errs, in order.
-func (h *memHub) failNext(method string, errs ...error) {
+func (h *Hub) FailNext(method string, errs ...error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.fail[method] = append(h.fail[method], errs...)
 }
 
 // injected is the failure queued for method; callers hold h.mu.
-func (h *memHub) injected(method string) error {
+func (h *Hub) injected(method string) error {
 	if errs := h.fail[method]; len(errs) > 0 {
 		h.fail[method] = errs[1:]
 		return errs[0]
@@ -74,16 +80,16 @@ func (h *memHub) injected(method string) error {
 	return nil
 }
 
-// serverError is GitHub answering 502: a passing failure.
-func serverError() error {
+// ServerError is GitHub answering 502: a passing failure.
+func ServerError() error {
 	return &github.ErrorResponse{Response: &http.Response{StatusCode: http.StatusBadGateway, Request: &http.Request{Method: "POST"}}, Message: "bad gateway"}
 }
 
-func (h *memHub) Repo(_ int64, fullName string) (GitHub, error) { return h.repo(fullName), nil }
+func (h *Hub) Repo(_ int64, fullName string) (hub.GitHub, error) { return h.Named(fullName), nil }
 
-func (h *memHub) AppSlug(context.Context) (string, error) { return h.slug, nil }
+func (h *Hub) AppSlug(context.Context) (string, error) { return h.slug, nil }
 
-func (h *memHub) MintToken(_ context.Context, _ int64, repo, contents string) (string, time.Time, error) {
+func (h *Hub) MintToken(_ context.Context, _ int64, repo, contents string) (string, time.Time, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	tok := fmt.Sprintf("ghs_%s_%s_%d", strings.ReplaceAll(repo, "/", "_"), contents, h.id())
@@ -91,36 +97,36 @@ func (h *memHub) MintToken(_ context.Context, _ int64, repo, contents string) (s
 	return tok, time.Now().Add(time.Hour), nil
 }
 
-func (h *memHub) RevokeToken(_ context.Context, token string) error {
+func (h *Hub) RevokeToken(_ context.Context, token string) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.revoked = append(h.revoked, token)
 	return nil
 }
 
-// memRepo is one repository in memory.
-type memRepo struct {
-	h             *memHub
+// Repo is one repository in memory.
+type Repo struct {
+	h             *Hub
 	name          string
 	id            int64
 	defaultBranch string
-	sandboxYML    string
-	issues        map[int]*memIssue
-	perms         map[string]string
+	SandboxYML    string
+	issues        map[int]*issue
+	Perms         map[string]string
 	refs          map[string]string // ref -> commit
 	trees         map[string]string // commit -> tree
 	checkRuns     []*github.CheckRun
-	// ci is other apps' checks by commit (memgithub_ci_test.go).
-	ci map[string]*memCI
+	// ci is other apps' checks by commit (ci.go).
+	ci map[string]*commitCI
 	// html is GitHub's rendering of a text, where a test set one.
-	html map[BodyRef]string
+	html map[hub.BodyRef]string
 	// updates counts update-branch calls; conflict makes them fail.
 	updates  int
 	conflict bool
 }
 
-// memIssue is an issue or pull request.
-type memIssue struct {
+// issue is an issue or pull request.
+type issue struct {
 	number         int
 	title, body    string
 	author         string
@@ -131,21 +137,45 @@ type memIssue struct {
 	reviewComments []*github.PullRequestComment
 }
 
-func (r *memRepo) lock() func() { r.h.mu.Lock(); return r.h.mu.Unlock }
+// EditBody replaces issue n's body by what edit makes of it.
+func (r *Repo) EditBody(n int, edit func(string) string) {
+	defer r.lock()()
+	r.issues[n].body = edit(r.issues[n].body)
+}
 
-func (r *memRepo) FullName() string { return r.name }
+// SetRef points ref ("heads/main") at sha.
+func (r *Repo) SetRef(ref, sha string) {
+	defer r.lock()()
+	r.refs[ref] = sha
+}
 
-func (r *memRepo) ghRepo() *github.Repository {
+// Updates counts the update-branch calls.
+func (r *Repo) Updates() int {
+	defer r.lock()()
+	return r.updates
+}
+
+func (r *Repo) lock() func() { r.h.mu.Lock(); return r.h.mu.Unlock }
+
+func (r *Repo) FullName() string { return r.name }
+
+func (r *Repo) GitHubRepo() *github.Repository {
 	owner, name, _ := strings.Cut(r.name, "/")
 	return &github.Repository{ID: &r.id, Name: &name, FullName: github.String(r.name), DefaultBranch: &r.defaultBranch,
 		CloneURL: github.String("https://github.example/" + r.name + ".git"), Owner: &github.User{Login: &owner}}
 }
 
 // addIssue adds an issue (or, with pr, a pull request) and returns it.
-func (r *memRepo) addIssue(author, title, body string, pr *github.PullRequest) *memIssue {
+// AddIssue opens an issue by author, a pull request when pr is set, and
+// returns its number.
+func (r *Repo) AddIssue(author, title, body string, pr *github.PullRequest) int {
+	return r.addIssue(author, title, body, pr).number
+}
+
+func (r *Repo) addIssue(author, title, body string, pr *github.PullRequest) *issue {
 	defer r.lock()()
 	n := len(r.issues) + 1
-	is := &memIssue{number: n, title: title, body: body, author: author, pr: pr}
+	is := &issue{number: n, title: title, body: body, author: author, pr: pr}
 	if pr != nil {
 		pr.Number = &n
 	}
@@ -154,8 +184,8 @@ func (r *memRepo) addIssue(author, title, body string, pr *github.PullRequest) *
 }
 
 // CreateIssue opens an issue as the App, labeled.
-func (r *memRepo) CreateIssue(ctx context.Context, title, body string, labels []string) (*github.Issue, error) {
-	is := r.addIssue(r.h.login(), title, body, nil)
+func (r *Repo) CreateIssue(ctx context.Context, title, body string, labels []string) (*github.Issue, error) {
+	is := r.addIssue(r.h.Login(), title, body, nil)
 	r.h.mu.Lock()
 	is.labels = append(is.labels, labels...)
 	r.h.mu.Unlock()
@@ -163,12 +193,12 @@ func (r *memRepo) CreateIssue(ctx context.Context, title, body string, labels []
 }
 
 // addComment adds a comment by login and returns its id.
-func (r *memRepo) addComment(n int, login, body string) int64 {
+func (r *Repo) AddComment(n int, login, body string) int64 {
 	defer r.lock()()
 	return r.commentLocked(n, login, body).GetID()
 }
 
-func (r *memRepo) commentLocked(n int, login, body string) *github.IssueComment {
+func (r *Repo) commentLocked(n int, login, body string) *github.IssueComment {
 	id := r.h.id()
 	typ := "User"
 	if strings.HasSuffix(login, "[bot]") {
@@ -183,49 +213,49 @@ func (r *memRepo) commentLocked(n int, login, body string) *github.IssueComment 
 }
 
 // labels are the labels of #n.
-func (r *memRepo) labels(n int) []string {
+func (r *Repo) Labels(n int) []string {
 	defer r.lock()()
 	return slices.Clone(r.issues[n].labels)
 }
 
 // bodies are the bodies of the bot's comments on #n.
-func (r *memRepo) bodies(n int) []string {
+func (r *Repo) Bodies(n int) []string {
 	defer r.lock()()
 	var out []string
 	for _, c := range r.issues[n].comments {
-		if c.GetUser().GetLogin() == r.h.login() {
+		if c.GetUser().GetLogin() == r.h.Login() {
 			out = append(out, c.GetBody())
 		}
 	}
 	return out
 }
 
-func (r *memRepo) issue(n int) (*memIssue, error) {
+func (r *Repo) issue(n int) (*issue, error) {
 	is, ok := r.issues[n]
 	if !ok {
-		return nil, fmt.Errorf("%s#%d: %w", r.name, n, ErrNotFound)
+		return nil, fmt.Errorf("%s#%d: %w", r.name, n, hub.ErrNotFound)
 	}
 	return is, nil
 }
 
-func (r *memRepo) Repository(context.Context) (*github.Repository, error) {
+func (r *Repo) Repository(context.Context) (*github.Repository, error) {
 	defer r.lock()()
-	return r.ghRepo(), nil
+	return r.GitHubRepo(), nil
 }
 
-func (r *memRepo) ConfigFile(_ context.Context, ref string) (ConfigFile, error) {
+func (r *Repo) ConfigFile(_ context.Context, ref string) (hub.ConfigFile, error) {
 	defer r.lock()()
-	if r.sandboxYML == "" {
-		return ConfigFile{Source: r.name}, nil
+	if r.SandboxYML == "" {
+		return hub.ConfigFile{Source: r.name}, nil
 	}
 	src := r.name
 	if ref != "" {
 		src += "@" + ref
 	}
-	return ConfigFile{Found: true, Source: src, Path: ".sandbox.yml", Content: []byte(r.sandboxYML)}, nil
+	return hub.ConfigFile{Found: true, Source: src, Path: ".sandbox.yml", Content: []byte(r.SandboxYML)}, nil
 }
 
-func (r *memRepo) Issue(_ context.Context, n int) (*github.Issue, error) {
+func (r *Repo) Issue(_ context.Context, n int) (*github.Issue, error) {
 	defer r.lock()()
 	is, err := r.issue(n)
 	if err != nil {
@@ -242,7 +272,7 @@ func (r *memRepo) Issue(_ context.Context, n int) (*github.Issue, error) {
 	return out, nil
 }
 
-func (r *memRepo) Comments(_ context.Context, n int) ([]*github.IssueComment, error) {
+func (r *Repo) Comments(_ context.Context, n int) ([]*github.IssueComment, error) {
 	defer r.lock()()
 	is, err := r.issue(n)
 	if err != nil {
@@ -251,7 +281,7 @@ func (r *memRepo) Comments(_ context.Context, n int) ([]*github.IssueComment, er
 	return slices.Clone(is.comments), nil
 }
 
-func (r *memRepo) Comment(_ context.Context, n int, body string) (*github.IssueComment, error) {
+func (r *Repo) Comment(_ context.Context, n int, body string) (*github.IssueComment, error) {
 	defer r.lock()()
 	if err := r.h.injected("Comment"); err != nil {
 		return nil, err
@@ -259,10 +289,10 @@ func (r *memRepo) Comment(_ context.Context, n int, body string) (*github.IssueC
 	if _, err := r.issue(n); err != nil {
 		return nil, err
 	}
-	return r.commentLocked(n, r.h.login(), body), nil
+	return r.commentLocked(n, r.h.Login(), body), nil
 }
 
-func (r *memRepo) EditComment(_ context.Context, id int64, body string) error {
+func (r *Repo) EditComment(_ context.Context, id int64, body string) error {
 	defer r.lock()()
 	if err := r.h.injected("EditComment"); err != nil {
 		return err
@@ -275,12 +305,12 @@ func (r *memRepo) EditComment(_ context.Context, id int64, body string) error {
 			}
 		}
 	}
-	return fmt.Errorf("comment %d: %w", id, ErrNotFound)
+	return fmt.Errorf("comment %d: %w", id, hub.ErrNotFound)
 }
 
-func (r *memRepo) React(context.Context, int, int64, string) error { return nil }
+func (r *Repo) React(context.Context, int, int64, string) error { return nil }
 
-func (r *memRepo) AddLabels(_ context.Context, n int, labels ...string) error {
+func (r *Repo) AddLabels(_ context.Context, n int, labels ...string) error {
 	defer r.lock()()
 	if err := r.h.injected("AddLabels"); err != nil {
 		return err
@@ -297,7 +327,7 @@ func (r *memRepo) AddLabels(_ context.Context, n int, labels ...string) error {
 	return nil
 }
 
-func (r *memRepo) RemoveLabel(_ context.Context, n int, label string) error {
+func (r *Repo) RemoveLabel(_ context.Context, n int, label string) error {
 	defer r.lock()()
 	if err := r.h.injected("RemoveLabel"); err != nil {
 		return err
@@ -308,36 +338,36 @@ func (r *memRepo) RemoveLabel(_ context.Context, n int, label string) error {
 	}
 	i := slices.Index(is.labels, label)
 	if i < 0 {
-		return fmt.Errorf("label %s on #%d: %w", label, n, ErrNotFound)
+		return fmt.Errorf("label %s on #%d: %w", label, n, hub.ErrNotFound)
 	}
 	is.labels = slices.Delete(is.labels, i, i+1)
 	return nil
 }
 
-func (r *memRepo) CreateLabel(context.Context, string, string, string) error { return nil }
+func (r *Repo) CreateLabel(context.Context, string, string, string) error { return nil }
 
-func (r *memRepo) Permission(_ context.Context, login string) (string, error) {
+func (r *Repo) Permission(_ context.Context, login string) (string, error) {
 	defer r.lock()()
-	if p, ok := r.perms[login]; ok {
+	if p, ok := r.Perms[login]; ok {
 		return p, nil
 	}
 	return "read", nil
 }
 
-func (r *memRepo) TeamMember(context.Context, string, string) (bool, error) { return false, nil }
+func (r *Repo) TeamMember(context.Context, string, string) (bool, error) { return false, nil }
 
-func (r *memRepo) PullRequest(_ context.Context, n int) (*github.PullRequest, error) {
+func (r *Repo) PullRequest(_ context.Context, n int) (*github.PullRequest, error) {
 	defer r.lock()()
 	is, err := r.issue(n)
 	if err != nil || is.pr == nil {
-		return nil, fmt.Errorf("PR %s#%d: %w", r.name, n, ErrNotFound)
+		return nil, fmt.Errorf("PR %s#%d: %w", r.name, n, hub.ErrNotFound)
 	}
 	pr := *is.pr
 	pr.Body = &is.body
 	return &pr, nil
 }
 
-func (r *memRepo) OpenPullRequests(_ context.Context, head, base string) ([]*github.PullRequest, error) {
+func (r *Repo) OpenPullRequests(_ context.Context, head, base string) ([]*github.PullRequest, error) {
 	defer r.lock()()
 	var out []*github.PullRequest
 	for _, n := range slices.Sorted(maps.Keys(r.issues)) {
@@ -356,23 +386,23 @@ func (r *memRepo) OpenPullRequests(_ context.Context, head, base string) ([]*git
 	return out, nil
 }
 
-func (r *memRepo) CreatePullRequest(_ context.Context, np *github.NewPullRequest) (*github.PullRequest, error) {
-	pr := r.agentPullRequest(np.GetHead(), np.GetBase())
-	is := r.addIssue(r.h.login(), np.GetTitle(), np.GetBody(), pr)
+func (r *Repo) CreatePullRequest(_ context.Context, np *github.NewPullRequest) (*github.PullRequest, error) {
+	pr := r.AgentPullRequest(np.GetHead(), np.GetBase())
+	is := r.addIssue(r.h.Login(), np.GetTitle(), np.GetBody(), pr)
 	return r.PullRequest(context.Background(), is.number)
 }
 
 // agentPullRequest is a pull request from head in this repository, opened
 // by the App.
-func (r *memRepo) agentPullRequest(head, base string) *github.PullRequest {
-	repo := r.ghRepo()
-	return &github.PullRequest{User: &github.User{Login: github.String(r.h.login())},
+func (r *Repo) AgentPullRequest(head, base string) *github.PullRequest {
+	repo := r.GitHubRepo()
+	return &github.PullRequest{User: &github.User{Login: github.String(r.h.Login())},
 		Head:    &github.PullRequestBranch{Ref: &head, SHA: github.String("0123456789abcdef0123456789abcdef01234567"), Repo: repo},
 		Base:    &github.PullRequestBranch{Ref: &base, Repo: repo},
 		HTMLURL: github.String("https://github.example/" + r.name + "/pull/x")}
 }
 
-func (r *memRepo) EditPullRequestBody(ctx context.Context, n int, body string) (*github.PullRequest, error) {
+func (r *Repo) EditPullRequestBody(ctx context.Context, n int, body string) (*github.PullRequest, error) {
 	r.h.mu.Lock()
 	is, err := r.issue(n)
 	if err == nil {
@@ -385,9 +415,9 @@ func (r *memRepo) EditPullRequestBody(ctx context.Context, n int, body string) (
 	return r.PullRequest(ctx, n)
 }
 
-func (r *memRepo) RequestReviewers(context.Context, int, []string, []string) error { return nil }
+func (r *Repo) RequestReviewers(context.Context, int, []string, []string) error { return nil }
 
-func (r *memRepo) UpdateBranch(context.Context, int) error {
+func (r *Repo) UpdateBranch(context.Context, int) error {
 	defer r.lock()()
 	r.updates++
 	if r.conflict {
@@ -396,7 +426,7 @@ func (r *memRepo) UpdateBranch(context.Context, int) error {
 	return nil
 }
 
-func (r *memRepo) Reviews(_ context.Context, n int) ([]*github.PullRequestReview, error) {
+func (r *Repo) Reviews(_ context.Context, n int) ([]*github.PullRequestReview, error) {
 	defer r.lock()()
 	is, err := r.issue(n)
 	if err != nil {
@@ -405,7 +435,7 @@ func (r *memRepo) Reviews(_ context.Context, n int) ([]*github.PullRequestReview
 	return slices.Clone(is.reviews), nil
 }
 
-func (r *memRepo) ReviewComments(_ context.Context, n int) ([]*github.PullRequestComment, error) {
+func (r *Repo) ReviewComments(_ context.Context, n int) ([]*github.PullRequestComment, error) {
 	defer r.lock()()
 	is, err := r.issue(n)
 	if err != nil {
@@ -414,31 +444,31 @@ func (r *memRepo) ReviewComments(_ context.Context, n int) ([]*github.PullReques
 	return slices.Clone(is.reviewComments), nil
 }
 
-func (r *memRepo) ReplyToReviewComment(_ context.Context, n int, to int64, body string) error {
+func (r *Repo) ReplyToReviewComment(_ context.Context, n int, to int64, body string) error {
 	defer r.lock()()
 	is, err := r.issue(n)
 	if err != nil {
 		return err
 	}
 	id := r.h.id()
-	is.reviewComments = append(is.reviewComments, &github.PullRequestComment{ID: &id, InReplyTo: &to, Body: &body, User: &github.User{Login: github.String(r.h.login())}})
+	is.reviewComments = append(is.reviewComments, &github.PullRequestComment{ID: &id, InReplyTo: &to, Body: &body, User: &github.User{Login: github.String(r.h.Login())}})
 	return nil
 }
 
-func (r *memRepo) PullFiles(context.Context, int) ([]*github.CommitFile, error) { return nil, nil }
+func (r *Repo) PullFiles(context.Context, int) ([]*github.CommitFile, error) { return nil, nil }
 
-func (r *memRepo) CreateReview(_ context.Context, n int, _, body string, _ []*github.DraftReviewComment) (int64, error) {
+func (r *Repo) CreateReview(_ context.Context, n int, _, body string, _ []*github.DraftReviewComment) (int64, error) {
 	defer r.lock()()
 	is, err := r.issue(n)
 	if err != nil {
 		return 0, err
 	}
 	id := r.h.id()
-	is.reviews = append(is.reviews, &github.PullRequestReview{ID: &id, Body: &body, State: github.String("COMMENTED"), User: &github.User{Login: github.String(r.h.login())}})
+	is.reviews = append(is.reviews, &github.PullRequestReview{ID: &id, Body: &body, State: github.String("COMMENTED"), User: &github.User{Login: github.String(r.h.Login())}})
 	return id, nil
 }
 
-func (r *memRepo) CheckRuns(_ context.Context, sha, name string) ([]*github.CheckRun, error) {
+func (r *Repo) CheckRuns(_ context.Context, sha, name string) ([]*github.CheckRun, error) {
 	defer r.lock()()
 	var out []*github.CheckRun
 	for _, c := range r.checkRuns {
@@ -449,7 +479,7 @@ func (r *memRepo) CheckRuns(_ context.Context, sha, name string) ([]*github.Chec
 	return out, nil
 }
 
-func (r *memRepo) CreateCheckRun(_ context.Context, o github.CreateCheckRunOptions) (*github.CheckRun, error) {
+func (r *Repo) CreateCheckRun(_ context.Context, o github.CreateCheckRunOptions) (*github.CheckRun, error) {
 	defer r.lock()()
 	id := r.h.id()
 	c := &github.CheckRun{ID: &id, Name: &o.Name, HeadSHA: &o.HeadSHA, Status: o.Status, Conclusion: o.Conclusion, ExternalID: o.ExternalID}
@@ -457,7 +487,7 @@ func (r *memRepo) CreateCheckRun(_ context.Context, o github.CreateCheckRunOptio
 	return c, nil
 }
 
-func (r *memRepo) UpdateCheckRun(_ context.Context, id int64, o github.UpdateCheckRunOptions) error {
+func (r *Repo) UpdateCheckRun(_ context.Context, id int64, o github.UpdateCheckRunOptions) error {
 	defer r.lock()()
 	for _, c := range r.checkRuns {
 		if c.GetID() == id {
@@ -465,64 +495,64 @@ func (r *memRepo) UpdateCheckRun(_ context.Context, id int64, o github.UpdateChe
 			return nil
 		}
 	}
-	return fmt.Errorf("check run %d: %w", id, ErrNotFound)
+	return fmt.Errorf("check run %d: %w", id, hub.ErrNotFound)
 }
 
 // Archive is a tarball of the repository's .sandbox.yml, under one top
 // directory as GitHub's are.
-func (r *memRepo) Archive(_ context.Context, sha string, _ int64) ([]byte, error) {
+func (r *Repo) Archive(_ context.Context, sha string, _ int64) ([]byte, error) {
 	defer r.lock()()
 	var buf bytes.Buffer
 	zw := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(zw)
-	_ = tw.WriteHeader(&tar.Header{Name: "repo-" + sha + "/.sandbox.yml", Mode: 0o644, Size: int64(len(r.sandboxYML))})
-	_, _ = tw.Write([]byte(r.sandboxYML))
+	_ = tw.WriteHeader(&tar.Header{Name: "repo-" + sha + "/.sandbox.yml", Mode: 0o644, Size: int64(len(r.SandboxYML))})
+	_, _ = tw.Write([]byte(r.SandboxYML))
 	_ = tw.Close()
 	_ = zw.Close()
 	return buf.Bytes(), nil
 }
 
-func (r *memRepo) RefCommit(_ context.Context, ref string) (string, string, error) {
+func (r *Repo) RefCommit(_ context.Context, ref string) (string, string, error) {
 	defer r.lock()()
 	c := r.refs[ref]
 	return c, r.trees[c], nil
 }
 
-func (r *memRepo) CreateBlob(_ context.Context, content []byte) (string, error) {
-	return fmt.Sprintf("%x", gitObjectID("blob", content)), nil
+func (r *Repo) CreateBlob(_ context.Context, content []byte) (string, error) {
+	return fmt.Sprintf("%x", hub.GitObjectID("blob", content)), nil
 }
 
-func (r *memRepo) CreateTree(_ context.Context, entries []*github.TreeEntry) (string, error) {
+func (r *Repo) CreateTree(_ context.Context, entries []*github.TreeEntry) (string, error) {
 	defer r.lock()()
 	return fmt.Sprintf("tree-%d-%d", len(entries), r.h.id()), nil
 }
 
-func (r *memRepo) CreateCommit(_ context.Context, _, tree string) (string, error) {
+func (r *Repo) CreateCommit(_ context.Context, _, tree string) (string, error) {
 	defer r.lock()()
 	c := fmt.Sprintf("commit-%d", r.h.id())
 	r.trees[c] = tree
 	return c, nil
 }
 
-func (r *memRepo) CreateRef(_ context.Context, ref, sha string) error {
+func (r *Repo) CreateRef(_ context.Context, ref, sha string) error {
 	defer r.lock()()
 	if _, ok := r.refs[ref]; ok {
-		return fmt.Errorf("%s: %w", ref, ErrExists)
+		return fmt.Errorf("%s: %w", ref, hub.ErrExists)
 	}
 	r.refs[ref] = sha
 	return nil
 }
 
-func (r *memRepo) UpdateRef(_ context.Context, ref, sha string) error {
+func (r *Repo) UpdateRef(_ context.Context, ref, sha string) error {
 	defer r.lock()()
 	r.refs[ref] = sha
 	return nil
 }
 
-func (r *memRepo) DeleteRef(_ context.Context, ref string) error {
+func (r *Repo) DeleteRef(_ context.Context, ref string) error {
 	defer r.lock()()
 	delete(r.refs, ref)
 	return nil
 }
 
-var _ Hub = (*memHub)(nil)
+var _ hub.Hub = (*Hub)(nil)

@@ -1,4 +1,10 @@
-package handlers
+// Package hub is the seam between the bot and GitHub. Everything the
+// handlers and the run follower do on GitHub goes through Hub and GitHub:
+// New speaks them over go-github, with the server's rate limiter in its
+// clients (client.go); the lifecycle table's tests use GitHub in memory
+// (hubtest), so every decision is tested without HTTP, and the scenario
+// tests keep the wire (app/githubtest).
+package hub
 
 import (
 	"context"
@@ -8,12 +14,6 @@ import (
 
 	"github.com/google/go-github/v62/github"
 )
-
-// The seam between the bot and GitHub. Everything the handlers and the run
-// follower do on GitHub goes through Hub and GitHub: goHub speaks them over
-// go-github, with the server's rate limiter in its clients
-// (github_client.go); the table's tests use an in-memory GitHub, so every
-// decision is tested without HTTP, and the scenario tests keep the wire.
 
 // WriteClass orders a GitHub write among its installation's writes that
 // wait for the pace (app's pacer): a run's result goes first, then every
