@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -15,7 +16,7 @@ import (
 type event struct {
 	kind lifecycle.Event
 	// cmd is the command of a command event (its flags and text).
-	cmd *Command
+	cmd *commands.Command
 	// problem is what is wrong with a comment that is almost a command
 	// (Typo).
 	problem string

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 )
 
@@ -189,7 +190,7 @@ func (bs *batches) pendingFeedback(ctx context.Context, gh hub.GitHub, number in
 // mention of the App and nothing else; elsewhere (review bodies, inline
 // comments) any text that is not another command.
 func reviseText(body, slug string, commandOnly bool) (string, sandboxcfg.Flags, bool) {
-	cmd, perr := ParseCommand(body)
+	cmd, perr := commands.ParseCommand(body)
 	switch {
 	case perr != nil:
 		return "", sandboxcfg.Flags{}, false

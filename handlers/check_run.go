@@ -11,6 +11,7 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 )
 
 // CheckRun retries a run when a writer clicks "Re-run" on its check run.
@@ -38,7 +39,7 @@ func (h *CheckRun) Handle(ctx context.Context, eventType, deliveryID string, pay
 	repo := e.GetRepo()
 	installation := githubapp.GetInstallationIDFromEvent(&e)
 	ctx, _ = githubapp.PreparePRContext(ctx, installation, repo, number)
-	cmd := &Command{Name: "retry"}
+	cmd := &commands.Command{Name: "retry"}
 	if mode == dispatch.ModeRebase {
 		cmd.Name = "rebase"
 	}

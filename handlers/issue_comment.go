@@ -10,6 +10,7 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/valyala/fastjson"
 
+	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -52,7 +53,7 @@ func (h *IssueComment) Handle(ctx context.Context, eventType, deliveryID string,
 		return err
 	}
 	t.sender, t.commentID, t.deliveryID, t.issue = e.GetSender().GetLogin(), comment.GetID(), deliveryID, issue
-	cmd, perr := ParseCommand(comment.GetBody())
+	cmd, perr := commands.ParseCommand(comment.GetBody())
 	if cmd == nil && perr == nil {
 		return h.b.mention(ctx, t, comment.GetBody())
 	}
@@ -62,8 +63,8 @@ func (h *IssueComment) Handle(ctx context.Context, eventType, deliveryID string,
 
 // commandEvent is the table's event for a parsed command, or for a
 // comment that is almost one.
-func commandEvent(cmd *Command, perr error, trigger string) event {
-	var cerr *CommandError
+func commandEvent(cmd *commands.Command, perr error, trigger string) event {
+	var cerr *commands.CommandError
 	if errors.As(perr, &cerr) || cmd == nil {
 		ev := event{kind: lifecycle.Typo, trigger: trigger, tried: "use the bot's commands"}
 		if cerr != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -21,7 +22,7 @@ func TestANewKindOfRunIsRequestedFromItsCell(t *testing.T) {
 		Base: &github.PullRequestBranch{Ref: github.String("main")},
 	}}
 	th := thread{repo: &github.Repository{FullName: github.String("octo/hello")}, number: 8, isPR: true, sender: "maya", installation: 3}
-	ev := event{kind: "/docs", cmd: &Command{Name: "docs"}, trigger: "42"}
+	ev := event{kind: "/docs", cmd: &commands.Command{Name: "docs"}, trigger: "42"}
 	req, ok := (&Base{}).runFor(context.Background(), th, ev, sc, lifecycle.StartRun(docs))
 	if !ok {
 		t.Fatal("runFor refused StartRun(docs)")

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -25,7 +26,7 @@ func ParseMention(body, slug string) (text string, found bool) {
 		return "", false
 	}
 	lines := strings.Split(strings.ReplaceAll(body, "\r\n", "\n"), "\n")
-	ok := commandable(lines)
+	ok := commands.Commandable(lines)
 	for i, raw := range lines {
 		if !ok[i] {
 			continue
@@ -182,7 +183,7 @@ func (b *Base) mention(ctx context.Context, t thread, body string) error {
 	}
 	trigger := commentTrigger(t.commentID)
 	if strings.HasPrefix(text, "/") {
-		if cmd, perr := ParseCommand(text); cmd != nil || perr != nil {
+		if cmd, perr := commands.ParseCommand(text); cmd != nil || perr != nil {
 			_, err := b.on(ctx, t, commandEvent(cmd, perr, trigger))
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
 
+	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -62,7 +63,7 @@ func (b *Base) feedbackOnPR(ctx context.Context, installation int64, repo *githu
 	}
 	t.sender, t.deliveryID = sender, deliveryID
 	ev := event{kind: lifecycle.Review, trigger: trigger}
-	if cmd, perr := ParseCommand(body); perr != nil || cmd != nil {
+	if cmd, perr := commands.ParseCommand(body); perr != nil || cmd != nil {
 		ev = commandEvent(cmd, perr, trigger)
 	}
 	ev.thread = thread

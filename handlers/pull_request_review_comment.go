@@ -12,6 +12,7 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 )
 
 // PullRequestReviewComment handles inline review comments on agent PRs. A
@@ -39,7 +40,7 @@ func (h *PullRequestReviewComment) Handle(ctx context.Context, eventType, delive
 	comment, pr, repo := e.GetComment(), e.GetPullRequest(), e.GetRepo()
 	// Conversation on other PRs is none of the bot's business; a command
 	// there still gets its answer (prCommand says where it applies).
-	if cmd, perr := ParseCommand(comment.GetBody()); cmd == nil && perr == nil && !strings.HasPrefix(pr.GetHead().GetRef(), dispatch.BranchPrefix) {
+	if cmd, perr := commands.ParseCommand(comment.GetBody()); cmd == nil && perr == nil && !strings.HasPrefix(pr.GetHead().GetRef(), dispatch.BranchPrefix) {
 		return nil
 	}
 	return h.b.feedbackOnPR(ctx, githubapp.GetInstallationIDFromEvent(&e), repo, pr.GetNumber(), e.GetSender().GetLogin(), deliveryID,

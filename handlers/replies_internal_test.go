@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub/hubtest"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 	"github.com/sandbox-bot/sandbox-bot/templates"
@@ -105,7 +106,7 @@ func TestANewTableReplyIsItsTemplate(t *testing.T) {
 	pr := repo.AddIssue("maya", "Add login", "", &github.PullRequest{})
 	sr := &stateReplies{c: &core{Wiring: &Wiring{Templates: set, Settings: Settings{TriggerLabel: "agent", MaxPlanRounds: 5}}, trust: newTrustState()}}
 	sc := &scene{place: lifecycle.OnPR, state: lifecycle.PROpen, last: Marker{Mode: dispatch.ModeRevise}}
-	ev := event{kind: "/cancel", cmd: &Command{Name: "cancel"}}
+	ev := event{kind: "/cancel", cmd: &commands.Command{Name: "cancel"}}
 	if err := sr.replyState(context.Background(), thread{gh: repo, number: pr, isPR: true}, ev, sc, name); err != nil {
 		t.Fatal(err)
 	}

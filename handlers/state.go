@@ -6,6 +6,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
@@ -58,4 +59,4 @@ func (a agentRun) replyBusyNow(ctx context.Context, gh hub.GitHub, req startRequ
 
 // commandsFor lists the commands that apply on an issue or on an agent PR,
 // with their help, for replies.
-func commandsFor(onPR bool) []string { return grammar(lifecycle.Commands).help(onPR) }
+func commandsFor(onPR bool) []string { return commands.Grammar(lifecycle.Commands).Help(onPR) }

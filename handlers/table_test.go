@@ -15,6 +15,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub/hubtest"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 	"github.com/sandbox-bot/sandbox-bot/templates"
@@ -225,9 +226,9 @@ func (w *world) fire(t thread, kind lifecycle.Event) lifecycle.Case {
 	case lifecycle.ChecksFailed:
 		ev = w.checksFailed(t)
 	case lifecycle.Typo:
-		ev = commandEvent(nil, &CommandError{Msg: "`/aprove` is not a command. Did you mean `/approve`?"}, trigger)
+		ev = commandEvent(nil, &commands.CommandError{Msg: "`/aprove` is not a command. Did you mean `/approve`?"}, trigger)
 	default:
-		cmd := &Command{Name: strings.TrimPrefix(string(kind), "/")}
+		cmd := &commands.Command{Name: strings.TrimPrefix(string(kind), "/")}
 		if kind == lifecycle.Revise {
 			cmd.Text = "use a map"
 		}
@@ -554,7 +555,7 @@ func TestTwoReplicasLeaveOneStateLabel(t *testing.T) {
 		wg.Go(func() {
 			th := w.thread(1, false)
 			th.commentID = w.repo.AddComment(1, tWriter, "/plan")
-			if _, err := b.on(w.ctx, th, commandEvent(&Command{Name: "plan"}, nil, commentTrigger(th.commentID))); err != nil {
+			if _, err := b.on(w.ctx, th, commandEvent(&commands.Command{Name: "plan"}, nil, commentTrigger(th.commentID))); err != nil {
 				t.Errorf("replica %d: %v", i, err)
 			}
 		})

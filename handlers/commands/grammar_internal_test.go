@@ -1,4 +1,4 @@
-package handlers
+package commands
 
 import (
 	"slices"
@@ -14,7 +14,7 @@ import (
 func TestADeclaredCommandIsParsedAndHelped(t *testing.T) {
 	t.Parallel()
 	cancel := lifecycle.CommandSpec{Event: "/cancel", Where: lifecycle.InPRs, Flags: []string{"budget"}, Help: "cancel the PR's next run"}
-	g := append(grammar(slices.Clone(lifecycle.Commands)), cancel)
+	g := append(Grammar(slices.Clone(lifecycle.Commands)), cancel)
 	cmd, err := g.parse("please\n/cancel --budget 2 not now")
 	if err != nil || cmd == nil || cmd.Name != "cancel" || cmd.Flags.BudgetUSD != 2 || cmd.Text != "not now" {
 		t.Fatalf("parse /cancel: %+v, %v", cmd, err)
@@ -29,10 +29,10 @@ func TestADeclaredCommandIsParsedAndHelped(t *testing.T) {
 		t.Errorf("/cancel with a flag it does not take: %v", err)
 	}
 	line := "`/cancel` — cancel the PR's next run"
-	if !slices.Contains(g.help(true), line) || slices.Contains(g.help(false), line) {
-		t.Errorf("help on a PR %q, on an issue %q: want /cancel on the PR only", g.help(true), g.help(false))
+	if !slices.Contains(g.Help(true), line) || slices.Contains(g.Help(false), line) {
+		t.Errorf("help on a PR %q, on an issue %q: want /cancel on the PR only", g.Help(true), g.Help(false))
 	}
-	if cmd, _ := grammar(lifecycle.Commands).parse("/cancel"); cmd != nil {
+	if cmd, _ := Grammar(lifecycle.Commands).parse("/cancel"); cmd != nil {
 		t.Errorf("an undeclared /cancel parsed as %+v", cmd)
 	}
 }

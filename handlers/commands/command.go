@@ -1,4 +1,7 @@
-package handlers
+// Package commands parses the command a comment gives the bot, against
+// the commands the lifecycle table declares (lifecycle.Commands), and
+// says which lines of a rendered comment may hold one (Commandable).
+package commands
 
 import (
 	"fmt"
@@ -47,12 +50,12 @@ func (e *CommandError) Error() string { return e.Msg }
 
 // grammar is the vocabulary of the parser and the help reply: the
 // declared commands (lifecycle.Commands), or a test's.
-type grammar []lifecycle.CommandSpec
+type Grammar []lifecycle.CommandSpec
 
 // CommandNames lists the commands, sorted, for help texts.
-func CommandNames() []string { return grammar(lifecycle.Commands).names() }
+func CommandNames() []string { return Grammar(lifecycle.Commands).names() }
 
-func (g grammar) names() []string {
+func (g Grammar) names() []string {
 	names := make([]string, 0, len(g))
 	for _, c := range g {
 		names = append(names, c.Name())
@@ -61,7 +64,7 @@ func (g grammar) names() []string {
 	return names
 }
 
-func (g grammar) named(name string) (lifecycle.CommandSpec, bool) {
+func (g Grammar) named(name string) (lifecycle.CommandSpec, bool) {
 	for _, c := range g {
 		if c.Name() == name {
 			return c, true
@@ -72,7 +75,7 @@ func (g grammar) named(name string) (lifecycle.CommandSpec, bool) {
 
 // help is the help reply's list of the commands allowed on an issue, or
 // on the App's pull requests.
-func (g grammar) help(onPR bool) []string {
+func (g Grammar) Help(onPR bool) []string {
 	var out []string
 	for _, n := range g.names() {
 		c, _ := g.named(n)
@@ -86,11 +89,11 @@ func (g grammar) help(onPR bool) []string {
 // ParseCommand finds the command in a comment body. It returns nil, nil when
 // the comment holds no command (most comments), and a *CommandError when a
 // line is almost a command (a typo, a bad flag) so the bot can help.
-func ParseCommand(body string) (*Command, error) { return grammar(lifecycle.Commands).parse(body) }
+func ParseCommand(body string) (*Command, error) { return Grammar(lifecycle.Commands).parse(body) }
 
-func (g grammar) parse(body string) (*Command, error) {
+func (g Grammar) parse(body string) (*Command, error) {
 	lines := strings.Split(strings.ReplaceAll(body, "\r\n", "\n"), "\n")
-	ok := commandable(lines)
+	ok := Commandable(lines)
 	for i, raw := range lines {
 		line := strings.TrimSpace(raw)
 		if !ok[i] || !strings.HasPrefix(line, "/") {

@@ -1,4 +1,4 @@
-package handlers
+package commands
 
 import "strings"
 
@@ -14,7 +14,7 @@ import "strings"
 //   - block quotes, with their lazy continuation lines (a line right after
 //     a quoted one renders inside the quote until a blank line);
 //   - <details> blocks, nested ones included.
-func commandable(lines []string) []bool {
+func Commandable(lines []string) []bool {
 	ok := make([]bool, len(lines))
 	var (
 		fenceChar  byte

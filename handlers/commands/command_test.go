@@ -1,4 +1,4 @@
-package handlers_test
+package commands_test
 
 import (
 	"errors"
@@ -9,14 +9,14 @@ import (
 	"testing"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
-	"github.com/sandbox-bot/sandbox-bot/handlers"
+	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
 type commandCase struct {
 	name string
 	body string
-	want *handlers.Command
+	want *commands.Command
 }
 
 // validCommands are comments that hold a command, or none; they also seed
@@ -24,54 +24,54 @@ type commandCase struct {
 func validCommands() []commandCase {
 	return []commandCase{
 		// Every command.
-		{"approve", "/approve", &handlers.Command{Name: "approve"}},
-		{"revise", "/revise use the existing date helper", &handlers.Command{Name: "revise", Text: "use the existing date helper"}},
-		{"abort", "/abort", &handlers.Command{Name: "abort"}},
-		{"retry", "/retry", &handlers.Command{Name: "retry"}},
-		{"continue", "/continue", &handlers.Command{Name: "continue"}},
-		{"rebase", "/rebase", &handlers.Command{Name: "rebase"}},
-		{"plan", "/plan", &handlers.Command{Name: "plan"}},
+		{"approve", "/approve", &commands.Command{Name: "approve"}},
+		{"revise", "/revise use the existing date helper", &commands.Command{Name: "revise", Text: "use the existing date helper"}},
+		{"abort", "/abort", &commands.Command{Name: "abort"}},
+		{"retry", "/retry", &commands.Command{Name: "retry"}},
+		{"continue", "/continue", &commands.Command{Name: "continue"}},
+		{"rebase", "/rebase", &commands.Command{Name: "rebase"}},
+		{"plan", "/plan", &commands.Command{Name: "plan"}},
 
 		// Flags, with a space and with =.
-		{"budget with space", "/approve --budget 3", &handlers.Command{Name: "approve", Flags: sandboxcfg.Flags{BudgetUSD: 3}}},
-		{"budget with =", "/approve --budget=3", &handlers.Command{Name: "approve", Flags: sandboxcfg.Flags{BudgetUSD: 3}}},
-		{"budget in dollars", "/approve --budget $2.50", &handlers.Command{Name: "approve", Flags: sandboxcfg.Flags{BudgetUSD: 2.5}}},
-		{"timeout with space", "/approve --timeout 30", &handlers.Command{Name: "approve", Flags: sandboxcfg.Flags{TimeoutMinutes: 30}}},
-		{"timeout in minutes with =", "/retry --timeout=45m", &handlers.Command{Name: "retry", Flags: sandboxcfg.Flags{TimeoutMinutes: 45}}},
-		{"model", "/approve --model anthropic/claude-opus-4-1", &handlers.Command{Name: "approve", Flags: sandboxcfg.Flags{Model: "anthropic/claude-opus-4-1"}}},
-		{"harness with =", "/plan --harness=claude-code", &handlers.Command{Name: "plan", Flags: sandboxcfg.Flags{Harness: "claude-code"}}},
+		{"budget with space", "/approve --budget 3", &commands.Command{Name: "approve", Flags: sandboxcfg.Flags{BudgetUSD: 3}}},
+		{"budget with =", "/approve --budget=3", &commands.Command{Name: "approve", Flags: sandboxcfg.Flags{BudgetUSD: 3}}},
+		{"budget in dollars", "/approve --budget $2.50", &commands.Command{Name: "approve", Flags: sandboxcfg.Flags{BudgetUSD: 2.5}}},
+		{"timeout with space", "/approve --timeout 30", &commands.Command{Name: "approve", Flags: sandboxcfg.Flags{TimeoutMinutes: 30}}},
+		{"timeout in minutes with =", "/retry --timeout=45m", &commands.Command{Name: "retry", Flags: sandboxcfg.Flags{TimeoutMinutes: 45}}},
+		{"model", "/approve --model anthropic/claude-opus-4-1", &commands.Command{Name: "approve", Flags: sandboxcfg.Flags{Model: "anthropic/claude-opus-4-1"}}},
+		{"harness with =", "/plan --harness=claude-code", &commands.Command{Name: "plan", Flags: sandboxcfg.Flags{Harness: "claude-code"}}},
 		{
 			"every approve flag, mixed forms", "/approve --budget=2 --timeout 20 --model x/y --harness=opencode",
-			&handlers.Command{Name: "approve", Flags: sandboxcfg.Flags{BudgetUSD: 2, TimeoutMinutes: 20, Model: "x/y", Harness: "opencode"}},
+			&commands.Command{Name: "approve", Flags: sandboxcfg.Flags{BudgetUSD: 2, TimeoutMinutes: 20, Model: "x/y", Harness: "opencode"}},
 		},
-		{"extra spaces", "/approve   --budget   3  ", &handlers.Command{Name: "approve", Flags: sandboxcfg.Flags{BudgetUSD: 3}}},
-		{"continue flags", "/continue --budget 1 --timeout 15", &handlers.Command{Name: "continue", Flags: sandboxcfg.Flags{BudgetUSD: 1, TimeoutMinutes: 15}}},
+		{"extra spaces", "/approve   --budget   3  ", &commands.Command{Name: "approve", Flags: sandboxcfg.Flags{BudgetUSD: 3}}},
+		{"continue flags", "/continue --budget 1 --timeout 15", &commands.Command{Name: "continue", Flags: sandboxcfg.Flags{BudgetUSD: 1, TimeoutMinutes: 15}}},
 
 		// Text after the command and on following lines.
-		{"revise with flags and text", "/revise --budget 2 make the button blue", &handlers.Command{Name: "revise", Flags: sandboxcfg.Flags{BudgetUSD: 2}, Text: "make the button blue"}},
-		{"revise text on the next lines", "/revise\nUse the date helper.\n\nAnd keep the API.", &handlers.Command{Name: "revise", Text: "Use the date helper.\n\nAnd keep the API."}},
-		{"revise text on both", "/revise first\nsecond", &handlers.Command{Name: "revise", Text: "first\nsecond"}},
-		{"text after approve", "/approve\nthanks, looks right", &handlers.Command{Name: "approve", Text: "thanks, looks right"}},
-		{"flags stop at the text", "/revise --model x/y keep --budget as words", &handlers.Command{Name: "revise", Flags: sandboxcfg.Flags{Model: "x/y"}, Text: "keep --budget as words"}},
-		{"the first command counts", "/approve\n/abort", &handlers.Command{Name: "approve", Text: "/abort"}},
+		{"revise with flags and text", "/revise --budget 2 make the button blue", &commands.Command{Name: "revise", Flags: sandboxcfg.Flags{BudgetUSD: 2}, Text: "make the button blue"}},
+		{"revise text on the next lines", "/revise\nUse the date helper.\n\nAnd keep the API.", &commands.Command{Name: "revise", Text: "Use the date helper.\n\nAnd keep the API."}},
+		{"revise text on both", "/revise first\nsecond", &commands.Command{Name: "revise", Text: "first\nsecond"}},
+		{"text after approve", "/approve\nthanks, looks right", &commands.Command{Name: "approve", Text: "thanks, looks right"}},
+		{"flags stop at the text", "/revise --model x/y keep --budget as words", &commands.Command{Name: "revise", Flags: sandboxcfg.Flags{Model: "x/y"}, Text: "keep --budget as words"}},
+		{"the first command counts", "/approve\n/abort", &commands.Command{Name: "approve", Text: "/abort"}},
 
 		// Where a command may stand.
-		{"after prose", "Looks good to me.\n\n/approve --budget 3", &handlers.Command{Name: "approve", Flags: sandboxcfg.Flags{BudgetUSD: 3}}},
-		{"indented", "   /approve", &handlers.Command{Name: "approve"}},
-		{"upper case", "/APPROVE", &handlers.Command{Name: "approve"}},
-		{"mixed case", "/Revise Please rename it", &handlers.Command{Name: "revise", Text: "Please rename it"}},
-		{"CRLF", "/revise fix the test\r\nand the lint\r\n", &handlers.Command{Name: "revise", Text: "fix the test\nand the lint"}},
-		{"CRLF before the command", "LGTM\r\n/approve --budget=4\r\n", &handlers.Command{Name: "approve", Flags: sandboxcfg.Flags{BudgetUSD: 4}}},
-		{"after a closed backtick fence", "```\n/abort\n```\n/approve", &handlers.Command{Name: "approve"}},
-		{"after a closed tilde fence", "~~~sh\n/abort\n~~~\n/rebase", &handlers.Command{Name: "rebase"}},
+		{"after prose", "Looks good to me.\n\n/approve --budget 3", &commands.Command{Name: "approve", Flags: sandboxcfg.Flags{BudgetUSD: 3}}},
+		{"indented", "   /approve", &commands.Command{Name: "approve"}},
+		{"upper case", "/APPROVE", &commands.Command{Name: "approve"}},
+		{"mixed case", "/Revise Please rename it", &commands.Command{Name: "revise", Text: "Please rename it"}},
+		{"CRLF", "/revise fix the test\r\nand the lint\r\n", &commands.Command{Name: "revise", Text: "fix the test\nand the lint"}},
+		{"CRLF before the command", "LGTM\r\n/approve --budget=4\r\n", &commands.Command{Name: "approve", Flags: sandboxcfg.Flags{BudgetUSD: 4}}},
+		{"after a closed backtick fence", "```\n/abort\n```\n/approve", &commands.Command{Name: "approve"}},
+		{"after a closed tilde fence", "~~~sh\n/abort\n~~~\n/rebase", &commands.Command{Name: "rebase"}},
 		// A blank line ends a quote; without one the next line renders
 		// inside it (see "lazy quote continuation" below).
-		{"after a quote", "> /abort\n\n/approve", &handlers.Command{Name: "approve"}},
-		{"after a closed HTML comment", "<!-- /abort -->\n/approve", &handlers.Command{Name: "approve"}},
-		{"after a details block", "<details>\n/abort\n</details>\n/approve", &handlers.Command{Name: "approve"}},
-		{"three leading spaces", "   /approve", &handlers.Command{Name: "approve"}},
-		{"after a longer fence closed", "````\n```\n/abort\n````\n/approve", &handlers.Command{Name: "approve"}},
-		{"revise text keeps its code", "/revise use this:\n```go\nx := 1\n```", &handlers.Command{Name: "revise", Text: "use this:\n```go\nx := 1\n```"}},
+		{"after a quote", "> /abort\n\n/approve", &commands.Command{Name: "approve"}},
+		{"after a closed HTML comment", "<!-- /abort -->\n/approve", &commands.Command{Name: "approve"}},
+		{"after a details block", "<details>\n/abort\n</details>\n/approve", &commands.Command{Name: "approve"}},
+		{"three leading spaces", "   /approve", &commands.Command{Name: "approve"}},
+		{"after a longer fence closed", "````\n```\n/abort\n````\n/approve", &commands.Command{Name: "approve"}},
+		{"revise text keeps its code", "/revise use this:\n```go\nx := 1\n```", &commands.Command{Name: "revise", Text: "use this:\n```go\nx := 1\n```"}},
 
 		// No command at all.
 		{"empty", "", nil},
@@ -109,7 +109,7 @@ func TestParseCommand(t *testing.T) {
 	t.Parallel()
 	for _, tc := range validCommands() {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := handlers.ParseCommand(tc.body)
+			got, err := commands.ParseCommand(tc.body)
 			if err != nil {
 				t.Fatalf("ParseCommand(%q): %v", tc.body, err)
 			}
@@ -164,11 +164,11 @@ func TestParseCommandErrors(t *testing.T) {
 	t.Parallel()
 	for _, tc := range commandErrors() {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd, err := handlers.ParseCommand(tc.body)
+			cmd, err := commands.ParseCommand(tc.body)
 			if cmd != nil {
 				t.Errorf("ParseCommand(%q) returned %#v along with an error", tc.body, cmd)
 			}
-			var ce *handlers.CommandError
+			var ce *commands.CommandError
 			if !errors.As(err, &ce) {
 				t.Fatalf("ParseCommand(%q) error = %T %v, want *CommandError", tc.body, err, err)
 			}
@@ -190,13 +190,13 @@ func TestEveryDeclaredCommandParses(t *testing.T) {
 		if c.NeedsText {
 			body += " feedback"
 		}
-		cmd, err := handlers.ParseCommand(body)
+		cmd, err := commands.ParseCommand(body)
 		if err != nil || cmd == nil || cmd.Name != c.Name() {
 			t.Errorf("ParseCommand(%q) = %+v, %v", body, cmd, err)
 		}
 	}
 	slices.Sort(want)
-	if got := handlers.CommandNames(); !slices.Equal(got, want) || len(want) < 9 {
+	if got := commands.CommandNames(); !slices.Equal(got, want) || len(want) < 9 {
 		t.Errorf("CommandNames() = %v, want the declared %v", got, want)
 	}
 }
@@ -210,14 +210,14 @@ func FuzzParseCommand(f *testing.F) {
 	for _, tc := range commandErrors() {
 		f.Add(tc.body)
 	}
-	names := handlers.CommandNames()
+	names := commands.CommandNames()
 	f.Fuzz(func(t *testing.T, body string) {
-		cmd, err := handlers.ParseCommand(body)
+		cmd, err := commands.ParseCommand(body)
 		if err != nil {
 			if cmd != nil {
 				t.Fatalf("ParseCommand(%q) returned a command and an error", body)
 			}
-			var ce *handlers.CommandError
+			var ce *commands.CommandError
 			if !errors.As(err, &ce) {
 				t.Fatalf("ParseCommand(%q) error is %T, want *CommandError", body, err)
 			}
@@ -250,7 +250,7 @@ func FuzzParseCommand(f *testing.F) {
 			(strings.HasPrefix(f.Harness, "--") && !strings.Contains(body, "="+f.Harness)) {
 			t.Fatalf("ParseCommand(%q) took a flag as a value: %+v", body, f)
 		}
-		again, errAgain := handlers.ParseCommand(body)
+		again, errAgain := commands.ParseCommand(body)
 		if errAgain != nil || !reflect.DeepEqual(cmd, again) {
 			t.Fatalf("ParseCommand(%q) is not deterministic", body)
 		}
