@@ -14,7 +14,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/app/receipts"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/termtext"
-	"github.com/sandbox-bot/sandbox-bot/handlers"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // livePages serve /runs/<task-id>: a run as it happens (stages, the
@@ -28,14 +28,14 @@ type livePages struct {
 	store   receipts.Store
 	// retention is how long transcripts are kept (0: none are).
 	retention time.Duration
-	secrets   *handlers.Secrets
+	secrets   *sanitize.Secrets
 	feeds     *liveFeeds
 	casts     *screencasts // live_screencast.go
 	preview   *previewProxy
 	log       zerolog.Logger
 }
 
-func newLivePages(b dispatch.Backend, store receipts.Store, retention time.Duration, secrets *handlers.Secrets, log zerolog.Logger) *livePages {
+func newLivePages(b dispatch.Backend, store receipts.Store, retention time.Duration, secrets *sanitize.Secrets, log zerolog.Logger) *livePages {
 	lp := &livePages{backend: b, store: store, retention: retention, secrets: secrets, feeds: newLiveFeeds(b, log), casts: newScreencasts(b, log), log: log}
 	lp.preview = newPreviewProxy(lp)
 	return lp
@@ -187,6 +187,6 @@ var credentialShapes = regexp.MustCompile(`\b(gh[pousr]_[A-Za-z0-9]{16,}|github_
 // credential, and strips terminal escapes.
 func (lp *livePages) clean(s string) string {
 	s = lp.secrets.Redact(s)
-	s = credentialShapes.ReplaceAllString(s, handlers.RedactedText)
+	s = credentialShapes.ReplaceAllString(s, sanitize.RedactedText)
 	return termtext.Clean(s)
 }

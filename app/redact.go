@@ -10,7 +10,7 @@ import (
 
 	"github.com/palantir/go-githubapp/githubapp"
 
-	"github.com/sandbox-bot/sandbox-bot/handlers"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // redactingMiddleware is the last net under everything the bot sends to
@@ -18,7 +18,7 @@ import (
 // redacted of the secrets. It also learns each installation token the App
 // mints (sandbox tokens and their refreshes) from the minting response, so
 // no code path that mints one can forget to register it.
-func redactingMiddleware(secrets *handlers.Secrets) githubapp.ClientMiddleware {
+func redactingMiddleware(secrets *sanitize.Secrets) githubapp.ClientMiddleware {
 	return func(next http.RoundTripper) http.RoundTripper {
 		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
 			if req.Body != nil && req.Body != http.NoBody {

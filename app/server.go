@@ -22,6 +22,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
 
@@ -58,7 +59,7 @@ type Server struct {
 // NewServer wires the bot around a backend.
 func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*Server, error) {
 	registry := metrics.NewRegistry()
-	secrets := handlers.NewSecrets()
+	secrets := sanitize.NewSecrets()
 	secrets.Add(slices.Collect(maps.Values(passEnv(cfg.PassEnv)))...)
 	cc, err := githubapp.NewDefaultCachingClientCreator(cfg.GitHub,
 		githubapp.WithClientUserAgent("sandbox-bot"),

@@ -16,6 +16,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // A task run has no repository to push to, and its sandbox holds a
@@ -152,7 +153,7 @@ func (rk *resultKeeper) artifactName(p string) string {
 		return c
 	}, p)
 	if len(p) > maxNameBytes {
-		p = truncateUTF8(p, maxNameBytes) + "…"
+		p = sanitize.TruncateUTF8(p, maxNameBytes) + "…"
 	}
 	return strings.TrimSpace(p)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch/budget"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
 
@@ -112,7 +113,7 @@ type Wiring struct {
 	// with a timer they fire).
 	AfterFunc func(d time.Duration, f func()) (stop func() bool)
 	// Secrets are redacted from everything the bot posts.
-	Secrets *Secrets
+	Secrets *sanitize.Secrets
 
 	// Receipts keeps every ended run's receipt (receipts.go).
 	Receipts Receipts
@@ -182,7 +183,7 @@ func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, t
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	w := &Wiring{ClientCreator: cc, Settings: s, Backend: backend, Templates: tmpl, Now: time.Now, AfterFunc: afterFunc, Secrets: NewSecrets()}
+	w := &Wiring{ClientCreator: cc, Settings: s, Backend: backend, Templates: tmpl, Now: time.Now, AfterFunc: afterFunc, Secrets: sanitize.NewSecrets()}
 	c := &core{
 		Wiring:      w,
 		retryWait:   200 * time.Millisecond,

@@ -12,6 +12,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // The repository's own CI is the judge people trust: when the checks on
@@ -206,7 +207,7 @@ func (cf *ciFixer) reply(ctx context.Context, t thread, ev event, sc *scene, do 
 	}
 	data := CIGaveUpData{Marker: marker, Head: ci.state.sha, Attempts: ci.cfg.FixAttempts}
 	for _, c := range ci.state.failed {
-		data.Failing = append(data.Failing, CIFailingLine{Name: sanitizeInline(c.name, 100), Conclusion: c.conclusion})
+		data.Failing = append(data.Failing, CIFailingLine{Name: sanitize.Inline(c.name, 100), Conclusion: c.conclusion})
 	}
 	ended := map[string]dispatch.Status{}
 	for _, r := range parseHistory(sc.pr.GetBody()) {
@@ -239,7 +240,7 @@ func ciChecks(r *dispatch.CIReport) []string {
 	}
 	out := make([]string, 0, len(r.Failures))
 	for _, f := range r.Failures {
-		out = append(out, sanitizeInline(f.Name, 100))
+		out = append(out, sanitize.Inline(f.Name, 100))
 	}
 	return out
 }

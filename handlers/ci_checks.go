@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // What the repository's own checks say about a commit: every app's check
@@ -158,7 +159,7 @@ const (
 // ciFailure is what the fix run is told of one failing check.
 func (c *core) ciFailure(ctx context.Context, gh hub.GitHub, chk ciCheck) dispatch.CIFailure {
 	clean := func(s string, n int) string {
-		return truncateUTF8(strings.TrimSpace(c.Secrets.Redact(cleanText(s))), n)
+		return sanitize.TruncateUTF8(strings.TrimSpace(c.Secrets.Redact(cleanText(s))), n)
 	}
 	f := dispatch.CIFailure{Name: clean(chk.name, 200), Conclusion: chk.conclusion}
 	if s := chk.status; s != nil {

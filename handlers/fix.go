@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // /fix: a writer asks, in a review thread (the bot's or a person's) or
@@ -64,7 +65,7 @@ func fixRequest(ctx context.Context, c *core, t thread, ev event, req *startRequ
 		// back as suggested changes its author can commit.
 		req.Mode, branch = dispatch.ModeSuggest, ""
 	case branch == t.repo.GetDefaultBranch() || branch == pr.GetBase().GetRef():
-		why = fmt.Sprintf("the pull request's branch `%s` is the repository's default branch or its own base; a fix never pushes there", sanitizeInline(branch, 100))
+		why = fmt.Sprintf("the pull request's branch `%s` is the repository's default branch or its own base; a fix never pushes there", sanitize.Inline(branch, 100))
 	}
 	if why != "" {
 		fixRefused(ctx, c, t, ev.thread, why)
@@ -164,7 +165,7 @@ func (rp *resultPoster) postFixed(ctx context.Context, rc *runContext, res *disp
 		thread = ack.Marker.Inline[0]
 	}
 	d := FixData{Marker: Marker{Kind: KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue}.String(),
-		Suggest: rc.meta.Mode == dispatch.ModeSuggest, Branch: sanitizeInline(rc.branch, 200), Summary: strings.TrimSpace(res.PRSummary), LiveURL: rp.c.Receipts.LiveURL(rc.meta.TaskID), Cost: res.TokenUsage.TotalCostUSD}
+		Suggest: rc.meta.Mode == dispatch.ModeSuggest, Branch: sanitize.Inline(rc.branch, 200), Summary: strings.TrimSpace(res.PRSummary), LiveURL: rp.c.Receipts.LiveURL(rc.meta.TaskID), Cost: res.TokenUsage.TotalCostUSD}
 	if len(res.Commits) > 0 && rc.meta.Mode == dispatch.ModeFix {
 		d.SHA = shortSHA(res.HeadSHA)
 	}

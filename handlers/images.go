@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // The pictures people attach reach the agent as images. The bot finds
@@ -92,7 +93,7 @@ func (a agentRun) imagesFor(ctx context.Context, gh hub.GitHub, sources []imageS
 		}
 		for i, found := range imgSources(rendered) {
 			name := fmt.Sprintf("%s, image %d%s", src.What, i+1, found.label())
-			f.take(ctx, ImageNote{Name: sanitizeInline(name, 160)}, found.src)
+			f.take(ctx, ImageNote{Name: sanitize.Inline(name, 160)}, found.src)
 		}
 	}
 	if f.unlisted > 0 {

@@ -4,6 +4,7 @@ import (
 	"regexp"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // Bounds on the receipt's media notes and tool counts: the sandbox writes
@@ -24,9 +25,9 @@ func vetMediaAndTools(cp, res *dispatch.Result, redact func(string) string) {
 		if i == maxMediaNotes {
 			break
 		}
-		cp.MediaOmitted = append(cp.MediaOmitted, sanitizeInline(redact(n), 200))
+		cp.MediaOmitted = append(cp.MediaOmitted, sanitize.Inline(redact(n), 200))
 	}
-	cp.MediaError = sanitizeInline(redact(res.MediaError), 300)
+	cp.MediaError = sanitize.Inline(redact(res.MediaError), 300)
 	cp.Tools = nil
 	for name, c := range res.Tools {
 		if !toolNameRE.MatchString(name) || c <= 0 || len(cp.Tools) == maxToolNames {

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // PickData is github/picked: /pick moved the PR's branch, or why not.
@@ -32,7 +34,7 @@ func (b *Base) pick(ctx context.Context, t thread, ev event, sc *scene) error {
 	}
 	k, err := strconv.Atoi(strings.TrimSpace(ev.cmd.Text))
 	if err != nil || k < 1 {
-		return refuse(0, fmt.Sprintf("`/pick` takes the number of an attempt, e.g. `/pick 2`; got `%s`.", sanitizeInline(ev.cmd.Text, 40)))
+		return refuse(0, fmt.Sprintf("`/pick` takes the number of an attempt, e.g. `/pick 2`; got `%s`.", sanitize.Inline(ev.cmd.Text, 40)))
 	}
 	m, ok := attemptsOf(sc.pr.GetBody())
 	if !ok {

@@ -13,6 +13,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // KindPreview marks the comment that links a pull request's preview; it is
@@ -75,12 +76,12 @@ func (b *Base) preview(ctx context.Context, t thread, sc *scene) error {
 	}
 	if cfg.Dev.Command == "" || cfg.Dev.Port == 0 {
 		return p.refuse(ctx, t.gh, t.number, fmt.Sprintf("`.sandbox.yml` on the base branch `%s` names no dev server (`dev: { command, port }`); a preview runs the base branch's configuration, never the pull request's",
-			sanitizeInline(pr.GetBase().GetRef(), 100)))
+			sanitize.Inline(pr.GetBase().GetRef(), 100)))
 	}
 	var missing []string
 	if p.secrets, missing = previewSecrets(cfg, b.SecretEnv); len(missing) > 0 {
 		return p.refuse(ctx, t.gh, t.number, fmt.Sprintf("`dev.preview_secrets` in `.sandbox.yml` on `%s` names %s, which this bot does not pass to sandboxes (`SANDBOX_PASS_ENV`; provider keys never reach a preview)",
-			sanitizeInline(pr.GetBase().GetRef(), 100), sanitizeInline(strings.Join(missing, ", "), 300)))
+			sanitize.Inline(pr.GetBase().GetRef(), 100), sanitize.Inline(strings.Join(missing, ", "), 300)))
 	}
 	p.sha = pr.GetHead().GetSHA()
 	req := startRequest{InstallationID: t.installation, Repo: t.repo, Number: t.number, IsPR: true, Issue: t.number, Mode: dispatch.ModePreview,
@@ -138,7 +139,7 @@ func (p previewRun) failed(ctx context.Context, gh hub.GitHub, l launch, err err
 	case errors.Is(err, errCapsFull):
 		why = "every slot for runs is taken (the server's caps); ask again when a run has ended"
 	case errors.As(err, &sub):
-		why = refusal("the preview sandbox could not start: " + sanitizeInline(p.c.Secrets.Redact(sub.err.Error()), 300))
+		why = refusal("the preview sandbox could not start: " + sanitize.Inline(p.c.Secrets.Redact(sub.err.Error()), 300))
 	case !errors.As(err, &why):
 		return err
 	}
@@ -151,7 +152,7 @@ func (p previewRun) failed(ctx context.Context, gh hub.GitHub, l launch, err err
 func (p previewRun) build(ctx context.Context, gh hub.GitHub, l launch) (built, error) {
 	src, err := gh.Archive(ctx, p.sha, maxPreviewSource)
 	if err != nil {
-		return built{}, refusal("the pull request's code could not be read from GitHub: " + sanitizeInline(err.Error(), 200))
+		return built{}, refusal("the pull request's code could not be read from GitHub: " + sanitize.Inline(err.Error(), 200))
 	}
 	secs := int(p.c.PreviewDuration / time.Second)
 	req, cfg := l.req, l.cfg
@@ -194,7 +195,7 @@ func (r *Runs) followPreview(ctx context.Context, gh hub.GitHub, meta dispatch.M
 		if res.Error != nil {
 			msg += ": " + res.Error.Message
 		}
-		outcome = "ended early: " + sanitizeInline(r.c.Secrets.Redact(msg), 300)
+		outcome = "ended early: " + sanitize.Inline(r.c.Secrets.Redact(msg), 300)
 	} else if !st.StartedAt.IsZero() && !st.EndedAt.IsZero() {
 		outcome = "ended after " + st.EndedAt.Sub(st.StartedAt).Round(time.Second).String()
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/termtext"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // ReceiptStore keeps the receipts of ended runs (the server keeps them in
@@ -128,7 +129,7 @@ func (rk *resultKeeper) title(ctx context.Context, gh hub.GitHub, number int) st
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("read the title of the run's issue")
 		return ""
 	}
-	return truncateUTF8(rk.c.Secrets.Redact(termtext.Clean(is.GetTitle())), 300)
+	return sanitize.TruncateUTF8(rk.c.Secrets.Redact(termtext.Clean(is.GetTitle())), 300)
 }
 
 // keepReceipt stores the run's figures once its result is known. res has
@@ -157,7 +158,7 @@ func (rk *resultKeeper) keepReceipt(ctx context.Context, rc *runContext, res *di
 		run.Usage, run.DurationSeconds = res.TokenUsage, res.DurationSeconds
 		_, run.CostKnown = costOf(res)
 		if res.Error != nil {
-			run.Error = truncateUTF8(res.Error.Message, 500)
+			run.Error = sanitize.TruncateUTF8(res.Error.Message, 500)
 		}
 	}
 	run.Title = rk.title(ctx, rc.gh, rc.meta.Number)

@@ -13,6 +13,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch/termtext"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // Reviews of anyone's pull request (/review, a mention asking for one,
@@ -142,7 +143,7 @@ func (rp *resultPoster) postReview(ctx context.Context, rc *runContext, res *dis
 	// The commit the runner checked out and validated: the head asked
 	// for, or the one the pull request moved on to before the clone.
 	head := cmp.Or(res.HeadSHA, rc.meta.HeadSHA)
-	inline, summary := splitReview(truncateUTF8(rp.c.Secrets.Redact(res.PRReview), maxReviewText), diffOf(files), maxInlineComments)
+	inline, summary := splitReview(sanitize.TruncateUTF8(rp.c.Secrets.Redact(res.PRReview), maxReviewText), diffOf(files), maxInlineComments)
 	body, err := rp.c.Templates.Render("github/review", reviewData(marker, summary, len(inline), head, res, rp.c.Receipts.LiveURL(rc.meta.TaskID)))
 	if err != nil {
 		return err
@@ -150,9 +151,9 @@ func (rp *resultPoster) postReview(ctx context.Context, rc *runContext, res *dis
 	drafts := make([]*github.DraftReviewComment, 0, len(inline))
 	for _, c := range inline {
 		drafts = append(drafts, &github.DraftReviewComment{Path: github.String(c.Path), Line: github.Int(c.Line), Side: github.String("RIGHT"),
-			Body: github.String(strings.TrimSpace(sanitizeMarkdown(c.Body, maxInlineBytes)))})
+			Body: github.String(strings.TrimSpace(sanitize.Markdown(c.Body, maxInlineBytes)))})
 	}
-	id, err := rc.gh.CreateReview(ctx, rc.meta.Number, head, strings.TrimSpace(truncateUTF8(body, maxReviewBody)), drafts)
+	id, err := rc.gh.CreateReview(ctx, rc.meta.Number, head, strings.TrimSpace(sanitize.TruncateUTF8(body, maxReviewBody)), drafts)
 	if err != nil {
 		return err
 	}
@@ -187,18 +188,18 @@ func reviewPosted(ctx context.Context, gh hub.GitHub, number int, marker string)
 
 // reviewData is the review's body from the run's receipt.
 func reviewData(marker, summary string, inline int, head string, res *dispatch.Result, live string) ReviewData {
-	d := ReviewData{Marker: marker, Summary: strings.TrimSpace(sanitizeMarkdown(termtext.Clean(summary), maxSummaryBytes)), Inline: inline,
+	d := ReviewData{Marker: marker, Summary: strings.TrimSpace(sanitize.Markdown(termtext.Clean(summary), sanitize.MaxSummaryBytes)), Inline: inline,
 		Head: shortSHA(head), Cost: res.TokenUsage.TotalCostUSD, Seconds: res.DurationSeconds, LiveURL: live}
 	shown := 0
 	for _, c := range res.Validation[:min(len(res.Validation), maxReviewChecks)] {
-		rc := ReviewCheck{Name: sanitizeInline(termtext.Clean(c.Name), 100), Command: sanitizeInline(termtext.Clean(c.Command), 200), Passed: c.Passed,
+		rc := ReviewCheck{Name: sanitize.Inline(termtext.Clean(c.Name), 100), Command: sanitize.Inline(termtext.Clean(c.Command), 200), Passed: c.Passed,
 			Seconds: fmt.Sprintf("%.0fs", c.DurationSeconds)}
 		if !c.Passed && shown < maxFailingShown {
 			shown++
 			for _, l := range failingLines(termtext.Clean(c.OutputTail), 8) {
 				// Shown in a fence: nothing in it closes the fence or passes
 				// for one of the bot's markers.
-				rc.Failing = append(rc.Failing, strings.NewReplacer("```", "ˋˋˋ", "<!--", "<!"+zwsp+"--").Replace(l))
+				rc.Failing = append(rc.Failing, strings.NewReplacer("```", "ˋˋˋ", "<!--", "<!"+sanitize.Zwsp+"--").Replace(l))
 			}
 		}
 		d.Checks = append(d.Checks, rc)

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/google/go-github/v62/github"
+
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // A review run's text, the pure parts: which lines of a pull request's
@@ -94,7 +96,7 @@ func unifiedDiff(files []*github.CommitFile, limit int) string {
 			b.WriteString(strings.TrimRight(f.GetPatch(), "\n") + "\n")
 		}
 		if b.Len() > limit {
-			return truncateUTF8(b.String(), limit) + "\n[… the diff goes on: read the files in the checkout]\n"
+			return sanitize.TruncateUTF8(b.String(), limit) + "\n[… the diff goes on: read the files in the checkout]\n"
 		}
 	}
 	return b.String()
@@ -127,7 +129,7 @@ func splitReview(text string, d diffLines, limit int) (inline []inlineComment, s
 		path := strings.TrimPrefix(strings.TrimPrefix(m[1], "./"), "b/")
 		line, err := strconv.Atoi(m[2])
 		if err != nil || !d.has(path, line) || len(inline) >= limit {
-			rest = append(rest, fmt.Sprintf("- `%s:%s`: %s", sanitizeInline(path, 200), m[2], m[3]))
+			rest = append(rest, fmt.Sprintf("- `%s:%s`: %s", sanitize.Inline(path, 200), m[2], m[3]))
 			continue
 		}
 		inline = append(inline, inlineComment{Path: path, Line: line, Body: strings.TrimSpace(m[3])})
@@ -159,7 +161,7 @@ func failingLines(tail string, limit int) []string {
 		out = out[len(out)-limit:]
 	}
 	for i := range out {
-		out[i] = truncateUTF8(out[i], 300)
+		out[i] = sanitize.TruncateUTF8(out[i], 300)
 	}
 	return out
 }
@@ -237,6 +239,6 @@ func (s suggestion) body() string {
 		fence += "`"
 	}
 	// Nothing in it passes for one of the bot's markers.
-	text := strings.ReplaceAll(strings.Join(s.Lines, "\n"), "<!-- sandbox-bot:", "<!"+zwsp+"-- sandbox-bot:")
+	text := strings.ReplaceAll(strings.Join(s.Lines, "\n"), "<!-- sandbox-bot:", "<!"+sanitize.Zwsp+"-- sandbox-bot:")
 	return fence + "suggestion\n" + text + "\n" + fence
 }

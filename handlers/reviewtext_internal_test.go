@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
 
@@ -64,7 +65,7 @@ func TestReviewBodyIsBoundedAndClean(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body = truncateUTF8(body, maxReviewBody)
+	body = sanitize.TruncateUTF8(body, maxReviewBody)
 	if len(body) > 65536 {
 		t.Errorf("the body is %d bytes", len(body))
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // RoutineLabelPrefix starts the label of the issues a routine opens
@@ -86,7 +87,7 @@ func (o routineOpener) open(ctx context.Context, gh hub.GitHub, trigger, extra s
 // routineTitle is the routine's name and the first line of its task.
 func routineTitle(r sandboxcfg.Routine) string {
 	first, _, _ := strings.Cut(strings.TrimSpace(r.Task), "\n")
-	return truncateUTF8(cleanText(r.Name+": "+strings.TrimSpace(first)), maxRoutineTitle)
+	return sanitize.TruncateUTF8(cleanText(r.Name+": "+strings.TrimSpace(first)), maxRoutineTitle)
 }
 
 // body is the task as the routine declares it, what started it, and the
@@ -111,7 +112,7 @@ func (o routineOpener) body(trigger, extra string) string {
 		when = fmt.Sprintf("its schedule `%s` (%s), tick %s", o.t.r.Schedule, zone, strings.TrimPrefix(trigger, "routine-"+o.t.r.Name+"-"))
 	}
 	fmt.Fprintf(&b, "---\n_Opened by the routine `%s` of `%s` on the default branch: %s. A plan follows; nothing changes before a writer's `/approve`._\n", o.t.r.Name, sandboxcfg.FileName, when)
-	return truncateUTF8(o.rs.c.Secrets.Redact(b.String()), maxRoutineBody)
+	return sanitize.TruncateUTF8(o.rs.c.Secrets.Redact(b.String()), maxRoutineBody)
 }
 
 // skip says on the routine's open issue, once, that a tick was skipped.
@@ -134,7 +135,7 @@ func (o routineOpener) skip(ctx context.Context, gh hub.GitHub, st dispatch.Rout
 // record writes what the claim came to into the routine's book, and ends
 // its busy mark.
 func (o routineOpener) record(ctx context.Context, result string, also func(*dispatch.RoutineState)) {
-	if err := dispatch.Done(ctx, o.rs.c.Backend, o.t.repo.GetFullName(), o.t.r.Name, truncateUTF8(result, 300), also); err != nil {
+	if err := dispatch.Done(ctx, o.rs.c.Backend, o.t.repo.GetFullName(), o.t.r.Name, sanitize.TruncateUTF8(result, 300), also); err != nil {
 		o.log.Warn().Err(err).Msg("routines: record the result in the routine's book")
 	}
 }
@@ -157,7 +158,7 @@ func (c *core) reportRoutineErrors(ctx context.Context, gh hub.GitHub, sha strin
 		}
 		return err
 	}
-	clean := func(s string, n int) string { return truncateUTF8(c.Secrets.Redact(cleanText(s)), n) }
+	clean := func(s string, n int) string { return sanitize.TruncateUTF8(c.Secrets.Redact(cleanText(s)), n) }
 	var lines []string
 	var anns []*github.CheckRunAnnotation
 	for _, e := range errs {
@@ -178,7 +179,7 @@ func (c *core) reportRoutineErrors(ctx context.Context, gh hub.GitHub, sha strin
 	_, err := gh.CreateCheckRun(ctx, github.CreateCheckRunOptions{
 		Name: name, HeadSHA: sha, Status: github.String("completed"), Conclusion: github.String("failure"),
 		Output: &github.CheckRunOutput{Title: github.String(fmt.Sprintf("%d routine(s) not valid", len(errs))),
-			Summary: github.String(truncateUTF8(summary, 60_000)), Annotations: anns},
+			Summary: github.String(sanitize.TruncateUTF8(summary, 60_000)), Annotations: anns},
 	})
 	return err
 }

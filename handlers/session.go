@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/agentsession"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // A plan run leaves its agent's session in an archive beside result.json;
@@ -78,8 +79,8 @@ func vetSession(s *dispatch.SessionReport, redact func(string) string) *dispatch
 	if !dispatch.ValidTaskID(cp.From) {
 		cp.From, cp.Resumed = "", false
 	}
-	cp.Harness = sanitizeInline(redact(cp.Harness), 40)
-	cp.ID = sanitizeInline(redact(cp.ID), 100)
-	cp.Note = sanitizeInline(redact(cp.Note), 200)
+	cp.Harness = sanitize.Inline(redact(cp.Harness), 40)
+	cp.ID = sanitize.Inline(redact(cp.ID), 100)
+	cp.Note = sanitize.Inline(redact(cp.Note), 200)
 	return &cp
 }

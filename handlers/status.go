@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // statusInterval is how often one person gets the same answer to /status
@@ -130,8 +131,8 @@ func (sr *stateReplies) statusData(ctx context.Context, holder string, marked []
 		d.Elapsed = end.Sub(start).Round(time.Second).String()
 	}
 	if e, ok := sr.c.board.get(d.TaskID); ok {
-		d.Stage = sanitizeInline(sr.c.Secrets.Redact(e.Stage), 40)
-		d.Message = sanitizeInline(sr.c.Secrets.Redact(e.Message), 200)
+		d.Stage = sanitize.Inline(sr.c.Secrets.Redact(e.Stage), 40)
+		d.Message = sanitize.Inline(sr.c.Secrets.Redact(e.Message), 200)
 		d.CostUSD, d.HasCost = max(d.CostUSD, e.CostUSD), true
 		d.CheckURL = e.CheckURL
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // The receipt (result.json) is written inside the sandbox, where the agent
@@ -46,37 +47,37 @@ func (rk *resultKeeper) vetResult(rc *runContext, res *dispatch.Result) *dispatc
 			want = "none"
 		}
 		return rejectedResult(rc.meta, fmt.Sprintf("The sandbox's result.json names the branch %q, but this run's branch is %s; "+
-			"the bot does not open or update a pull request from another branch.", sanitizeInline(rk.c.Secrets.Redact(res.Branch), 200), want))
+			"the bot does not open or update a pull request from another branch.", sanitize.Inline(rk.c.Secrets.Redact(res.Branch), 200), want))
 	}
 	cp := *res
 	clean := func(s string, max int) string {
-		return strings.TrimSpace(sanitizeMarkdown(rk.c.Secrets.Redact(s), max))
+		return strings.TrimSpace(sanitize.Markdown(rk.c.Secrets.Redact(s), max))
 	}
-	cp.Plan = clean(res.Plan, maxPlanBytes)
-	cp.PRSummary = clean(res.PRSummary, maxSummaryBytes)
+	cp.Plan = clean(res.Plan, sanitize.MaxPlanBytes)
+	cp.PRSummary = clean(res.PRSummary, sanitize.MaxSummaryBytes)
 	if res.Error != nil {
 		e := *res.Error
 		// Shown in a code fence: redacted and cut, not escaped.
-		e.Message = truncateUTF8(rk.c.Secrets.Redact(e.Message), maxErrorBytes)
+		e.Message = sanitize.TruncateUTF8(rk.c.Secrets.Redact(e.Message), sanitize.MaxErrorBytes)
 		if e.Diagnostic != nil {
 			d := *e.Diagnostic
-			d.LastEventType = sanitizeInline(rk.c.Secrets.Redact(d.LastEventType), 80)
+			d.LastEventType = sanitize.Inline(rk.c.Secrets.Redact(d.LastEventType), 80)
 			e.Diagnostic = &d
 		}
 		cp.Error = &e
 	}
 	cp.Validation = nil
 	for _, c := range res.Validation {
-		c.Name = sanitizeInline(rk.c.Secrets.Redact(c.Name), 100)
-		c.Command = sanitizeInline(rk.c.Secrets.Redact(c.Command), 300)
-		c.OutputTail = truncateUTF8(rk.c.Secrets.Redact(c.OutputTail), maxErrorBytes)
+		c.Name = sanitize.Inline(rk.c.Secrets.Redact(c.Name), 100)
+		c.Command = sanitize.Inline(rk.c.Secrets.Redact(c.Command), 300)
+		c.OutputTail = sanitize.TruncateUTF8(rk.c.Secrets.Redact(c.OutputTail), sanitize.MaxErrorBytes)
 		cp.Validation = append(cp.Validation, c)
 	}
 	cp.Repairs = nil
 	for _, rp := range res.Repairs {
 		var names []string
 		for _, n := range rp.FailedChecks {
-			names = append(names, sanitizeInline(rk.c.Secrets.Redact(n), 100))
+			names = append(names, sanitize.Inline(rk.c.Secrets.Redact(n), 100))
 		}
 		rp.FailedChecks = names
 		cp.Repairs = append(cp.Repairs, rp)
@@ -84,7 +85,7 @@ func (rk *resultKeeper) vetResult(rc *runContext, res *dispatch.Result) *dispatc
 	cp.Commits = nil
 	for _, c := range res.Commits {
 		if shaRE.MatchString(c.SHA) {
-			cp.Commits = append(cp.Commits, dispatch.Commit{SHA: c.SHA, Message: sanitizeInline(rk.c.Secrets.Redact(c.Message), 200)})
+			cp.Commits = append(cp.Commits, dispatch.Commit{SHA: c.SHA, Message: sanitize.Inline(rk.c.Secrets.Redact(c.Message), 200)})
 		}
 	}
 	if !shaRE.MatchString(cp.HeadSHA) {
@@ -101,7 +102,7 @@ func (rk *resultKeeper) vetResult(rc *runContext, res *dispatch.Result) *dispatc
 	vetMediaAndTools(&cp, res, rk.c.Secrets.Redact)
 	cp.Session = vetSession(res.Session, rk.c.Secrets.Redact)
 	if im := res.Images; im != nil {
-		cp.Images = &dispatch.ImagesReport{Given: max(im.Given, 0), Note: sanitizeInline(rk.c.Secrets.Redact(im.Note), 200)}
+		cp.Images = &dispatch.ImagesReport{Given: max(im.Given, 0), Note: sanitize.Inline(rk.c.Secrets.Redact(im.Note), 200)}
 	}
 	vetSetupAndTimings(&cp, rk.c.Secrets.Redact)
 	vetChecks(&cp, res, rk.c.Secrets.Redact)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // The receipt's checks before the PR (dispatch/prchecks.go) are the
@@ -28,7 +29,7 @@ func vetChecks(cp, res *dispatch.Result, redact func(string) string) {
 	// One line of the agent's text: what sanitizeMarkdown makes visible
 	// and harmless (mentions, HTML), then one table-safe line.
 	line := func(s string, max int) string {
-		return sanitizeInline(sanitizeMarkdown(truncateUTF8(redact(s), 4*max), 4*max), max)
+		return sanitize.Inline(sanitize.Markdown(sanitize.TruncateUTF8(redact(s), 4*max), 4*max), max)
 	}
 	cp.SecretScan = vetSecretScan(res.SecretScan, line)
 	cp.Dependencies = vetDependencies(res.Dependencies, line)
@@ -37,7 +38,7 @@ func vetChecks(cp, res *dispatch.Result, redact func(string) string) {
 	if v := res.Review; v != nil {
 		cp.Review = &dispatch.Review{
 			Harness: line(v.Harness, 40), Model: line(v.Model, 100), Error: line(v.Error, 500),
-			Text:    strings.TrimSpace(sanitizeMarkdown(redact(v.Text), maxReviewBytes)),
+			Text:    strings.TrimSpace(sanitize.Markdown(redact(v.Text), maxReviewBytes)),
 			CostUSD: saneCost(v.CostUSD),
 		}
 	}

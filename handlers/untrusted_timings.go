@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
 // maxStages bounds the timings the bot keeps of a receipt.
@@ -21,7 +22,7 @@ func vetSetupAndTimings(cp *dispatch.Result, redact func(string) string) {
 		if !shaRE.MatchString(v.Key) {
 			v.Key = ""
 		}
-		v.Cache = sanitizeInline(redact(v.Cache), 300)
+		v.Cache = sanitize.Inline(redact(v.Cache), 300)
 		cp.Setup = &v
 	}
 	if t := cp.Timings; t != nil {
@@ -31,8 +32,8 @@ func vetSetupAndTimings(cp *dispatch.Result, redact func(string) string) {
 			if i == maxStages {
 				break
 			}
-			s.Stage = sanitizeInline(redact(s.Stage), 40)
-			s.Note = sanitizeInline(redact(s.Note), 60)
+			s.Stage = sanitize.Inline(redact(s.Stage), 40)
+			s.Note = sanitize.Inline(redact(s.Note), 60)
 			v.Stages = append(v.Stages, s)
 		}
 		cp.Timings = &v

@@ -1,13 +1,8 @@
-package handlers
-
-import (
-	"fmt"
-	"strings"
-	"unicode/utf8"
-)
-
-// Text from the sandbox (plan, PR summary, error messages) is the agent's:
-// it can carry anything a hostile prompt put there. Before it is posted it
+// Package sanitize makes text clean before it reaches GitHub, and
+// Secrets redacts what must never be posted.
+//
+// Text from the sandbox (plan, PR summary, error messages) is the
+// agent's: it can carry anything a hostile prompt put there. Before it is posted it
 // is made to show exactly what it says, so what a writer approves is what
 // the execute run gets (the plan is read back from the comment):
 //
@@ -27,20 +22,27 @@ import (
 //   - indented code blocks are not told apart from indented text and are
 //     sanitized like text (safe, at worst `&lt;` shows in such a block);
 //   - the text is cut at a cap, with a note saying so.
+package sanitize
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
 
 const (
-	zwsp = "\u200b"
+	Zwsp = "\u200b"
 	// Caps on what the bot posts from a result, in bytes after sanitizing.
 	// GitHub takes 65,536 characters per comment or PR body; the rest of
 	// the template needs room too.
-	maxPlanBytes    = 30000
-	maxSummaryBytes = 20000
-	maxErrorBytes   = 4000
+	MaxPlanBytes    = 30000
+	MaxSummaryBytes = 20000
+	MaxErrorBytes   = 4000
 )
 
 // sanitizeMarkdown returns s made safe to post (see above), at most max
 // bytes plus a truncation note.
-func sanitizeMarkdown(s string, max int) string {
+func Markdown(s string, max int) string {
 	s = strings.ToValidUTF8(strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\x00", ""), "\uFFFD")
 	lines := strings.Split(s, "\n")
 	var out strings.Builder
@@ -58,7 +60,7 @@ func sanitizeMarkdown(s string, max int) string {
 				next = strings.Repeat(string(fence.char), fence.n)
 				fence.open = false
 			} else {
-				next = strings.ReplaceAll(line, "<!--", "<!"+zwsp+"--")
+				next = strings.ReplaceAll(line, "<!--", "<!"+Zwsp+"--")
 			}
 			carried = false
 		case fence.opens(line):
@@ -74,7 +76,7 @@ func sanitizeMarkdown(s string, max int) string {
 			// Cut at a line boundary (or inside an overlong line at a
 			// rune boundary), then close a fence left open.
 			if out.Len() == 0 {
-				next = truncateUTF8(next, max)
+				next = TruncateUTF8(next, max)
 				out.WriteString(next)
 			}
 			if fence.open {
@@ -185,7 +187,7 @@ func sanitizeLine(line string, carried bool) (string, bool) {
 			}
 			if !carried {
 				if end := closingRun(line, i+n, n); end >= 0 {
-					b.WriteString(strings.ReplaceAll(line[i:end+n], "<!--", "<!"+zwsp+"--"))
+					b.WriteString(strings.ReplaceAll(line[i:end+n], "<!--", "<!"+Zwsp+"--"))
 					i = end + n
 					continue
 				}
@@ -197,7 +199,7 @@ func sanitizeLine(line string, carried bool) (string, bool) {
 			b.WriteString("&lt;")
 			i++
 		case c == '@' && i+1 < len(line) && isAlnum(line[i+1]) && (i == 0 || !isWordByte(line[i-1]) && line[i-1] != '/'):
-			b.WriteString("@" + zwsp)
+			b.WriteString("@" + Zwsp)
 			i++
 		default:
 			b.WriteByte(c)
@@ -258,7 +260,7 @@ func isAlnum(c byte) bool {
 func isWordByte(c byte) bool { return isAlnum(c) || c == '_' || c == '`' || c >= utf8.RuneSelf }
 
 // truncateUTF8 cuts s to at most n bytes without splitting a rune.
-func truncateUTF8(s string, n int) string {
+func TruncateUTF8(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
@@ -270,8 +272,8 @@ func truncateUTF8(s string, n int) string {
 
 // sanitizeInline makes a short text safe inside a table cell or inline
 // code: one line, no backticks or pipes, capped.
-func sanitizeInline(s string, max int) string {
+func Inline(s string, max int) string {
 	s = strings.Join(strings.Fields(s), " ")
 	s = strings.NewReplacer("`", "'", "|", "/", "<", "&lt;").Replace(s)
-	return truncateUTF8(s, max)
+	return TruncateUTF8(s, max)
 }

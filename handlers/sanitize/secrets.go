@@ -1,4 +1,4 @@
-package handlers
+package sanitize
 
 import (
 	"encoding/json"

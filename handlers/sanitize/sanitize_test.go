@@ -1,4 +1,4 @@
-package handlers
+package sanitize
 
 import (
 	"strings"
@@ -30,7 +30,7 @@ func TestSanitizeMarkdown(t *testing.T) {
 		{"CRLF and NUL", "a\r\nb\x00c", "a\nbc"},
 	}
 	for _, c := range cases {
-		if got := sanitizeMarkdown(c.in, 0); got != c.want {
+		if got := Markdown(c.in, 0); got != c.want {
 			t.Errorf("%s:\n in  %q\n got %q\nwant %q", c.name, c.in, got, c.want)
 		}
 	}
@@ -39,7 +39,7 @@ func TestSanitizeMarkdown(t *testing.T) {
 func TestSanitizeMarkdownCap(t *testing.T) {
 	t.Parallel()
 	long := "```\n" + strings.Repeat("line of code\n", 1000)
-	got := sanitizeMarkdown(long, 200)
+	got := Markdown(long, 200)
 	if len(got) > 200+200 {
 		t.Fatalf("cut text is %d bytes", len(got))
 	}
@@ -53,8 +53,8 @@ func TestSanitizeMarkdownCap(t *testing.T) {
 	// Idempotent: what was shown sanitizes to itself, so the plan read
 	// back from the comment is the plan shown.
 	for _, s := range []string{"<b>@x</b>\n```\n<i>\n```\n`<q>`", got} {
-		once := sanitizeMarkdown(s, 0)
-		if twice := sanitizeMarkdown(once, 0); twice != once {
+		once := Markdown(s, 0)
+		if twice := Markdown(once, 0); twice != once {
 			t.Errorf("not idempotent:\n%q\n%q", once, twice)
 		}
 	}
