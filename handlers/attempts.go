@@ -13,6 +13,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/rank"
 )
 
 // Several attempts at one approved plan (/approve --attempts N, or
@@ -46,7 +47,7 @@ func attemptBranch(set string, k int) string {
 type AttemptsStartedData struct {
 	TaskID   string
 	N        int
-	Attempts []AttemptRow
+	Attempts []rank.Row
 	Budget   float64
 	Rule     string
 	Marker   string
@@ -87,13 +88,13 @@ func (r *attemptSets) start(ctx context.Context, gh hub.GitHub, l launch) error 
 		return l.kind.failed(ctx, gh, l, fmt.Errorf("lock %s: %w", l.lockKey, err), false)
 	}
 	n, reqs := l.cfg.NumAttempts(), []startRequest{}
-	data := AttemptsStartedData{TaskID: l.taskID, N: n, Budget: l.cfg.MaxBudgetUSD, Rule: AttemptRule}
+	data := AttemptsStartedData{TaskID: l.taskID, N: n, Budget: l.cfg.MaxBudgetUSD, Rule: rank.Rule}
 	for k := 1; k <= n; k++ {
 		req := l.req
 		req.Set, req.Variant, req.Variants, req.CommentID = l.taskID, k, n, 0
 		req.Trigger = fmt.Sprintf("%s-a%d", l.req.Trigger, k)
 		id := dispatch.NewTaskID(req.Repo.GetFullName(), req.Number, dispatch.ModeExecute, req.Trigger)
-		data.Attempts = append(data.Attempts, AttemptRow{K: k, TaskID: id, Branch: attemptBranch(l.taskID, k)})
+		data.Attempts = append(data.Attempts, rank.Row{K: k, TaskID: id, Branch: attemptBranch(l.taskID, k)})
 		reqs = append(reqs, req)
 	}
 	data.Marker = Marker{Kind: KindAck, TaskID: l.taskID, Mode: dispatch.ModeExecute, Issue: l.req.Issue, Set: l.taskID, Variants: n,
@@ -169,9 +170,9 @@ func (r *attemptSets) endAttempt(ctx context.Context, gh hub.GitHub, meta dispat
 	rc.marked, _ = r.c.botMarked(ctx, gh, meta.Number)
 	vetted := r.keep.vetResult(rc, res)
 	r.keep.keepReceipt(ctx, rc, vetted)
-	row := attemptRow(meta.Variant, meta.TaskID, rc.branch, vetted, "")
+	row := rank.RowOf(meta.Variant, meta.TaskID, rc.branch, vetted, "")
 	conclusion := "success"
-	if row.Out != "" || !row.validationPassed() {
+	if row.Out != "" || !row.ValidationPassed() {
 		conclusion = "neutral"
 	}
 	prog.attach(headOf(vetted))
@@ -271,12 +272,12 @@ func (r *attemptSets) settleSet(ctx context.Context, gh hub.GitHub, meta dispatc
 
 // postSet ranks the ended attempts and posts the approval's result.
 func (r *attemptSets) postSet(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, st setState) error {
-	rows, results := make([]AttemptRow, 0, meta.Variants), map[int]*dispatch.Result{}
+	rows, results := make([]rank.Row, 0, meta.Variants), map[int]*dispatch.Result{}
 	for k := 1; k <= meta.Variants; k++ {
 		branch := attemptBranch(meta.Set, k)
 		run, ok := st.runs[k]
 		if !ok {
-			rows = append(rows, attemptRow(k, "", branch, nil, st.notStarted[k]))
+			rows = append(rows, rank.RowOf(k, "", branch, nil, st.notStarted[k]))
 			continue
 		}
 		res, err := r.c.Backend.Result(ctx, run.Meta.TaskID)
@@ -287,7 +288,7 @@ func (r *attemptSets) postSet(ctx context.Context, gh hub.GitHub, meta dispatch.
 		}
 		rc := &runContext{meta: run.Meta, gh: gh, issue: meta.Number, branch: branch, marked: st.marked}
 		res = r.keep.vetResult(rc, res)
-		row := attemptRow(k, run.Meta.TaskID, branch, res, "")
+		row := rank.RowOf(k, run.Meta.TaskID, branch, res, "")
 		if _, aborted := r.keep.aborted(run.Meta.TaskID); aborted {
 			row.Out = "aborted"
 		} else if _, marked := lastMarked(st.marked, KindAbortRequested, meta.Set); marked {
@@ -300,7 +301,7 @@ func (r *attemptSets) postSet(ctx context.Context, gh hub.GitHub, meta dispatch.
 		return err
 	}
 	base := repo.GetDefaultBranch()
-	win := rankAttempts(rows)[0]
+	win := rank.Attempts(rows)[0]
 	zerolog.Ctx(ctx).Info().Int("winner", win.K).Str("outcome", win.Outcome()).Msg("attempts ranked")
 	if win.Out != "" {
 		section, err := r.renderAttempts(meta.Repo, base, meta.Set, rows, 0, "")
@@ -321,7 +322,7 @@ func (r *attemptSets) postSet(ctx context.Context, gh hub.GitHub, meta dispatch.
 
 // openSetPR points the PR's branch at the winner's commit and opens the
 // PR with the winner's receipt and the table of attempts.
-func (r *attemptSets) openSetPR(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, base string, rows []AttemptRow, win AttemptRow, res *dispatch.Result, marked []markedComment) error {
+func (r *attemptSets) openSetPR(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, base string, rows []rank.Row, win rank.Row, res *dispatch.Result, marked []markedComment) error {
 	issue, err := gh.Issue(ctx, meta.Number)
 	if err != nil {
 		return err
@@ -343,7 +344,7 @@ func (r *attemptSets) openSetPR(ctx context.Context, gh hub.GitHub, meta dispatc
 
 // setMeta is the approval's own meta, carried by the winner: the PR's
 // receipt is the approval's.
-func setMeta(meta dispatch.Meta, win AttemptRow) dispatch.Meta {
+func setMeta(meta dispatch.Meta, win rank.Row) dispatch.Meta {
 	m := meta
 	m.TaskID, m.HeadSHA, m.Variant = meta.Set, win.Head, win.K
 	m.Attempt = max(m.Attempt, 1)
@@ -386,7 +387,7 @@ type AttemptsData struct {
 
 // AttemptView is a row with its place and links.
 type AttemptView struct {
-	AttemptRow
+	rank.Row
 	Rank    int
 	Compare string
 	RunURL  string
@@ -394,14 +395,14 @@ type AttemptView struct {
 
 // renderAttempts is the attempts section with its markers; carried is
 // the attempt on the PR's branch (0: none), by who picked it.
-func (r *attemptSets) renderAttempts(repo, base, set string, rows []AttemptRow, carried int, by string) (string, error) {
-	ranked := rankAttempts(rows)
-	data := AttemptsData{Carried: carried, Best: ranked[0].K, By: by, Rule: AttemptRule,
+func (r *attemptSets) renderAttempts(repo, base, set string, rows []rank.Row, carried int, by string) (string, error) {
+	ranked := rank.Attempts(rows)
+	data := AttemptsData{Carried: carried, Best: ranked[0].K, By: by, Rule: rank.Rule,
 		Marker: Marker{Kind: KindAttempts, TaskID: set, Attempts: rows, Picked: carried, By: by, Branch: base}.String()}
 	web := strings.TrimSuffix(r.c.WebURL, "/")
 	for _, row := range rows {
 		data.CostUSD += row.CostUSD
-		v := AttemptView{AttemptRow: row, Rank: slices.IndexFunc(ranked, func(x AttemptRow) bool { return x.K == row.K }) + 1}
+		v := AttemptView{Row: row, Rank: slices.IndexFunc(ranked, func(x rank.Row) bool { return x.K == row.K }) + 1}
 		if row.Head != "" {
 			v.Compare = fmt.Sprintf("%s/%s/compare/%s...%s", web, repo, base, row.Branch)
 		}

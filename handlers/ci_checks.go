@@ -10,6 +10,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/termtext"
+	"github.com/sandbox-bot/sandbox-bot/handlers/cilog"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
@@ -159,7 +161,7 @@ const (
 // ciFailure is what the fix run is told of one failing check.
 func (c *core) ciFailure(ctx context.Context, gh hub.GitHub, chk ciCheck) dispatch.CIFailure {
 	clean := func(s string, n int) string {
-		return sanitize.TruncateUTF8(strings.TrimSpace(c.Secrets.Redact(cleanText(s))), n)
+		return sanitize.TruncateUTF8(strings.TrimSpace(c.Secrets.Redact(termtext.Clean(s))), n)
 	}
 	f := dispatch.CIFailure{Name: clean(chk.name, 200), Conclusion: chk.conclusion}
 	if s := chk.status; s != nil {
@@ -201,15 +203,15 @@ func (c *core) actionsLog(ctx context.Context, gh hub.GitHub, id int64, f *dispa
 		log.Warn().Err(err).Msg("read the Actions job")
 		return
 	}
-	f.Workflow = cleanText(job.GetWorkflowName())
+	f.Workflow = termtext.Clean(job.GetWorkflowName())
 	for _, s := range job.Steps {
 		if slices.Contains(failingConclusions, s.GetConclusion()) {
-			f.Step = cleanText(s.GetName())
+			f.Step = termtext.Clean(s.GetName())
 			break
 		}
 	}
 	err = gh.JobLog(ctx, id, func(r io.Reader) error {
-		tail, size, err := logTail(r, c.CILogBytes)
+		tail, size, err := cilog.Tail(r, c.CILogBytes)
 		f.LogTail, f.LogBytes = c.Secrets.Redact(tail), size
 		return err
 	})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/rank"
 )
 
 // Marker is the hidden state the bot leaves in its own comments and PR
@@ -66,8 +67,8 @@ type Marker struct {
 	Variants int    `json:"variants,omitempty"`
 	// Attempts and Picked are, on the PR body's attempts section, every
 	// attempt's row and the one the PR's branch carries (pick.go).
-	Attempts []AttemptRow `json:"attempts,omitempty"`
-	Picked   int          `json:"picked,omitempty"`
+	Attempts []rank.Row `json:"attempts,omitempty"`
+	Picked   int        `json:"picked,omitempty"`
 	// By is who picked it ("" when the checks did).
 	By string `json:"by,omitempty"`
 }

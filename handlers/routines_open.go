@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/termtext"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
@@ -87,7 +88,7 @@ func (o routineOpener) open(ctx context.Context, gh hub.GitHub, trigger, extra s
 // routineTitle is the routine's name and the first line of its task.
 func routineTitle(r sandboxcfg.Routine) string {
 	first, _, _ := strings.Cut(strings.TrimSpace(r.Task), "\n")
-	return sanitize.TruncateUTF8(cleanText(r.Name+": "+strings.TrimSpace(first)), maxRoutineTitle)
+	return sanitize.TruncateUTF8(termtext.Clean(r.Name+": "+strings.TrimSpace(first)), maxRoutineTitle)
 }
 
 // body is the task as the routine declares it, what started it, and the
@@ -158,7 +159,7 @@ func (c *core) reportRoutineErrors(ctx context.Context, gh hub.GitHub, sha strin
 		}
 		return err
 	}
-	clean := func(s string, n int) string { return sanitize.TruncateUTF8(c.Secrets.Redact(cleanText(s)), n) }
+	clean := func(s string, n int) string { return sanitize.TruncateUTF8(c.Secrets.Redact(termtext.Clean(s)), n) }
 	var lines []string
 	var anns []*github.CheckRunAnnotation
 	for _, e := range errs {

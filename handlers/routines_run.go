@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/termtext"
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
@@ -41,7 +42,7 @@ func (rs *Routines) runNow(ctx context.Context, t thread, text string) error {
 		for _, tg := range rs.cat.list(full) {
 			known = append(known, tg.r.Name)
 		}
-		return rs.c.reply(ctx, t.gh, t.number, "github/routine_started", RoutineStartedData{Name: sanitize.TruncateUTF8(cleanText(name), 60), Known: known})
+		return rs.c.reply(ctx, t.gh, t.number, "github/routine_started", RoutineStartedData{Name: sanitize.TruncateUTF8(termtext.Clean(name), 60), Known: known})
 	}
 	trigger := fmt.Sprintf("run-%d", t.commentID)
 	st, err := dispatch.ClaimTrigger(ctx, rs.c.Backend, full, name, trigger, rs.holder, rs.now())

@@ -6,6 +6,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/rank"
 )
 
 // ReplySamples returns, for every github/*.tmpl, data of its type to
@@ -59,8 +60,8 @@ func ReplySamples() map[string][]any {
 		"github/branch_updated": {BranchUpdatedData{Base: "main"}},
 		"github/start_failed":   {StartFailedData{Marker: marker, TaskID: task, Mode: dispatch.ModePlan, What: "the sandbox backend refused the run", Todo: "Then comment `/retry`.", Delivery: "d-1"}},
 		"github/stale_lock":     {StaleLockData{Holder: task}},
-		"github/attempts_started": {AttemptsStartedData{TaskID: task, N: 2, Budget: 3, Rule: AttemptRule, Marker: marker,
-			Attempts: []AttemptRow{{K: 1, TaskID: task, Branch: attemptBranch(task, 1)}, {K: 2, TaskID: task, Branch: attemptBranch(task, 2)}}}},
+		"github/attempts_started": {AttemptsStartedData{TaskID: task, N: 2, Budget: 3, Rule: rank.Rule, Marker: marker,
+			Attempts: []rank.Row{{K: 1, TaskID: task, Branch: attemptBranch(task, 1)}, {K: 2, TaskID: task, Branch: attemptBranch(task, 2)}}}},
 		"github/attempt_not_started": {AttemptNotStartedData{K: 2, N: 3, What: "the sandbox backend refused the run.", Marker: marker}},
 		"github/attempts_failed":     {AttemptsFailedData{Attempts: "### Attempts\n\n(table)", Marker: marker}, AttemptsFailedData{Attempts: "(table)", Aborted: true, Marker: marker}},
 		"github/picked":              {PickData{K: 2, Branch: "agent/t-1-a", Head: "0123abc", Marker: marker}, PickData{K: 5, Refused: "there were 3 attempts."}},
@@ -232,14 +233,14 @@ func sampleChecks(task string, findings bool) *dispatch.Result {
 // sampleAttempts is a table of three attempts carrying attempt carried
 // (0: none), picked by by.
 func sampleAttempts(task string, carried int, by string) AttemptsData {
-	rows := []AttemptRow{
-		{K: 1, TaskID: task, Branch: attemptBranch(task, 1), Head: "01", Status: "completed", Checks: []AttemptCheck{{Name: "test", Passed: false}}, Secrets: 0, Advisories: -1, Scope: -1, Files: 1, Insertions: 1, CostUSD: 0.1},
-		{K: 2, TaskID: task, Branch: attemptBranch(task, 2), Head: "02", Status: "completed", Checks: []AttemptCheck{{Name: "test", Passed: true}}, Secrets: 0, Advisories: 0, Scope: 1, Review: "ok", Files: 4, Insertions: 80, Deletions: 3, CostUSD: 0.3, Tokens: 1200, Seconds: 61},
+	rows := []rank.Row{
+		{K: 1, TaskID: task, Branch: attemptBranch(task, 1), Head: "01", Status: "completed", Checks: []rank.Check{{Name: "test", Passed: false}}, Secrets: 0, Advisories: -1, Scope: -1, Files: 1, Insertions: 1, CostUSD: 0.1},
+		{K: 2, TaskID: task, Branch: attemptBranch(task, 2), Head: "02", Status: "completed", Checks: []rank.Check{{Name: "test", Passed: true}}, Secrets: 0, Advisories: 0, Scope: 1, Review: "ok", Files: 4, Insertions: 80, Deletions: 3, CostUSD: 0.3, Tokens: 1200, Seconds: 61},
 		{K: 3, Branch: attemptBranch(task, 3), Status: "not started", Out: "failed to start: see the comment on the issue", Secrets: -1, Advisories: -1, Scope: -1},
 	}
-	d := AttemptsData{Carried: carried, Best: 2, By: by, Rule: AttemptRule, Marker: Marker{Kind: KindAttempts, TaskID: task}.String()}
+	d := AttemptsData{Carried: carried, Best: 2, By: by, Rule: rank.Rule, Marker: Marker{Kind: KindAttempts, TaskID: task}.String()}
 	for i, r := range rows {
-		d.Rows = append(d.Rows, AttemptView{AttemptRow: r, Rank: i + 1, Compare: "https://github.com/o/r/compare/main..." + r.Branch, RunURL: "https://bot.example.com/runs/" + task})
+		d.Rows = append(d.Rows, AttemptView{Row: r, Rank: i + 1, Compare: "https://github.com/o/r/compare/main..." + r.Branch, RunURL: "https://bot.example.com/runs/" + task})
 	}
 	return d
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/visible"
 )
 
 // excludedText is whose text taskText left out, and what it passed of an
@@ -170,14 +171,14 @@ const unrendered = "GitHub's rendering of its description could not be read (or 
 // reader sees of its title and of GitHub's rendering of its body, what
 // that leaves out of the source named.
 func outsiderReport(author, vouchedBy, title, body, rendered string) (*dispatch.Report, error) {
-	var h hiddenCounts
-	t := plainTitle(title, &h)
-	text, hb, err := visibleText(rendered, body)
+	var h visible.HiddenCounts
+	t := visible.PlainTitle(title, &h)
+	text, hb, err := visible.Text(rendered, body)
 	if err != nil {
 		return nil, err
 	}
-	hb.zeroWidth, hb.bidi, hb.tags, hb.controls = hb.zeroWidth+h.zeroWidth, hb.bidi+h.bidi, hb.tags+h.tags, hb.controls+h.controls
-	return &dispatch.Report{Author: author, VouchedBy: vouchedBy, Title: t, Body: text, Removed: hb.describe()}, nil
+	hb.ZeroWidth, hb.Bidi, hb.Tags, hb.Controls = hb.ZeroWidth+h.ZeroWidth, hb.Bidi+h.Bidi, hb.Tags+h.Tags, hb.Controls+h.Controls
+	return &dispatch.Report{Author: author, VouchedBy: vouchedBy, Title: t, Body: text, Removed: hb.Describe()}, nil
 }
 
 // reportAck is what the acknowledgement says of an outsider's report the

@@ -1,4 +1,4 @@
-package handlers
+package visible
 
 import (
 	"strings"
@@ -27,7 +27,7 @@ func TestVisibleTextIsWhatGitHubShows(t *testing.T) {
 			if !strings.Contains(text, tc.Shown) {
 				t.Errorf("the quote lacks the shown %q:\n%s", tc.Shown, text)
 			}
-			if len(h.describe()) == 0 {
+			if len(h.Describe()) == 0 {
 				t.Errorf("nothing counted as removed from %q (quote %q)", tc.Markdown, text)
 			}
 		})
@@ -40,13 +40,13 @@ func TestVisibleTextIsWhatGitHubShows(t *testing.T) {
 	}
 }
 
-func renderVisible(t *testing.T, md string) (string, hiddenCounts) {
+func renderVisible(t *testing.T, md string) (string, HiddenCounts) {
 	t.Helper()
 	rendered, err := githubtest.RenderGFM(md)
 	if err != nil {
 		t.Fatal(err)
 	}
-	text, h, err := visibleText(rendered, md)
+	text, h, err := Text(rendered, md)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestVisibleTextKeepsWhatAReaderSees(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("visible text of %q = %q, want %q", tc.in, got, tc.want)
 			}
-			if d := h.describe(); strings.Join(d, "; ") != strings.Join(tc.removed, "; ") {
+			if d := h.Describe(); strings.Join(d, "; ") != strings.Join(tc.removed, "; ") {
 				t.Errorf("removed %q, want %q", d, tc.removed)
 			}
 		})

@@ -1,4 +1,4 @@
-package handlers
+package cilog
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ func TestLogTailIsTheFailingStep(t *testing.T) {
 	b.WriteString(stamp + "##[group]Run actions/upload-artifact@v4\n" + stamp + "Post job cleanup.\n")
 	log := b.String()
 
-	tail, size, err := logTail(strings.NewReader(log), 1<<20)
+	tail, size, err := Tail(strings.NewReader(log), 1<<20)
 	if err != nil || size != int64(len(log)) {
 		t.Fatalf("size %d of %d, %v", size, len(log), err)
 	}
@@ -33,12 +33,12 @@ func TestLogTailIsTheFailingStep(t *testing.T) {
 			t.Errorf("the tail holds %q", not)
 		}
 	}
-	small, _, _ := logTail(strings.NewReader(log), 200)
+	small, _, _ := Tail(strings.NewReader(log), 200)
 	if len(small) > 200 || !strings.HasSuffix(small, "##[error]Process completed with exit code 1.") || strings.Contains(small, "TestThing0\n") {
 		t.Errorf("bounded tail (%d bytes):\n%s", len(small), small)
 	}
 	// No error line: the end of the last step.
-	plain, _, _ := logTail(strings.NewReader("a\nb\nc\n"), 3)
+	plain, _, _ := Tail(strings.NewReader("a\nb\nc\n"), 3)
 	if plain != "c" {
 		t.Errorf("tail without an error line %q", plain)
 	}

@@ -1,4 +1,6 @@
-package handlers
+// Package rank orders the attempts of one approval (--attempts): a pure
+// function of what each attempt left, the rule said in Rule.
+package rank
 
 import (
 	"cmp"
@@ -8,16 +10,16 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
-// AttemptRule is the rule that picks the attempt a pull request carries,
+// Rule is the rule that picks the attempt a pull request carries,
 // as the receipt writes it. rankAttempts is its code.
-const AttemptRule = "validation passed, then the checks before the PR clean (secrets, advisories, plan scope), " +
+const Rule = "validation passed, then the checks before the PR clean (secrets, advisories, plan scope), " +
 	"then the reviewer's pass without an error where it is on, then the smaller diff (lines, then files), then the lower cost; " +
 	"an attempt that failed to start, timed out, was aborted or left no commit ranks last"
 
-// AttemptRow is one attempt of an /approve --attempts N as the receipt's
+// Row is one attempt of an /approve --attempts N as the receipt's
 // table shows it and the PR body's attempts marker keeps it (for /pick,
 // which needs each attempt's branch and commit after the runs are gone).
-type AttemptRow struct {
+type Row struct {
 	K      int    `json:"k"`
 	TaskID string `json:"task"`
 	Branch string `json:"branch"`
@@ -29,7 +31,7 @@ type AttemptRow struct {
 	// Out says why the attempt ranks last, "" when it competes.
 	Out string `json:"out,omitempty"`
 	// Checks are the validate checks: name and whether it passed.
-	Checks []AttemptCheck `json:"checks,omitempty"`
+	Checks []Check `json:"checks,omitempty"`
 	// Secrets, Advisories and Scope are the checks before the PR: the
 	// number of findings, -1 when the check did not run.
 	Secrets    int `json:"secrets"`
@@ -45,16 +47,16 @@ type AttemptRow struct {
 	Seconds    float64 `json:"secs"`
 }
 
-// AttemptCheck is one validate check of an attempt.
-type AttemptCheck struct {
+// Check is one validate check of an attempt.
+type Check struct {
 	Name   string `json:"name"`
 	Passed bool   `json:"ok"`
 }
 
-// attemptRow is the row of attempt k from its vetted result (nil: the run
+// RowOf is the row of attempt k from its vetted result (nil: the run
 // left none); notStarted says why it never ran ("" when it did).
-func attemptRow(k int, taskID, branch string, res *dispatch.Result, notStarted string) AttemptRow {
-	row := AttemptRow{K: k, TaskID: taskID, Branch: branch, Secrets: -1, Advisories: -1, Scope: -1}
+func RowOf(k int, taskID, branch string, res *dispatch.Result, notStarted string) Row {
+	row := Row{K: k, TaskID: taskID, Branch: branch, Secrets: -1, Advisories: -1, Scope: -1}
 	switch {
 	case notStarted != "":
 		row.Status, row.Out = "not started", "failed to start: "+notStarted
@@ -65,7 +67,7 @@ func attemptRow(k int, taskID, branch string, res *dispatch.Result, notStarted s
 	}
 	row.Status, row.Head = string(res.Status), strings.ToLower(res.HeadSHA)
 	for _, c := range res.Validation {
-		row.Checks = append(row.Checks, AttemptCheck{Name: c.Name, Passed: c.Passed})
+		row.Checks = append(row.Checks, Check{Name: c.Name, Passed: c.Passed})
 	}
 	if s := res.SecretScan; s != nil {
 		row.Secrets = len(s.Findings)
@@ -102,22 +104,22 @@ func attemptRow(k int, taskID, branch string, res *dispatch.Result, notStarted s
 }
 
 // validationPassed: every validate check passed (none configured passes).
-func (r AttemptRow) validationPassed() bool {
-	return !slices.ContainsFunc(r.Checks, func(c AttemptCheck) bool { return !c.Passed })
+func (r Row) ValidationPassed() bool {
+	return !slices.ContainsFunc(r.Checks, func(c Check) bool { return !c.Passed })
 }
 
 // checksClean: no finding in the checks before the PR.
-func (r AttemptRow) checksClean() bool { return r.Secrets <= 0 && r.Advisories <= 0 && r.Scope <= 0 }
+func (r Row) checksClean() bool { return r.Secrets <= 0 && r.Advisories <= 0 && r.Scope <= 0 }
 
 // reviewClean: no reviewer's pass, or one that did not fail.
-func (r AttemptRow) reviewClean() bool { return r.Review == "" || r.Review == "ok" }
+func (r Row) reviewClean() bool { return r.Review == "" || r.Review == "ok" }
 
 // Lines is the size of the change.
-func (r AttemptRow) Lines() int { return r.Insertions + r.Deletions }
+func (r Row) Lines() int { return r.Insertions + r.Deletions }
 
-// rankAttempts orders the attempts best first by AttemptRule; equal ones
+// rankAttempts orders the attempts best first by Rule; equal ones
 // keep their order (the lower k first). It does not change rows.
-func rankAttempts(rows []AttemptRow) []AttemptRow {
+func Attempts(rows []Row) []Row {
 	out := slices.Clone(rows)
 	better := func(a, b bool) int {
 		switch {
@@ -128,10 +130,10 @@ func rankAttempts(rows []AttemptRow) []AttemptRow {
 		}
 		return 1
 	}
-	slices.SortStableFunc(out, func(a, b AttemptRow) int {
+	slices.SortStableFunc(out, func(a, b Row) int {
 		return cmp.Or(
 			better(a.Out == "", b.Out == ""),
-			better(a.validationPassed(), b.validationPassed()),
+			better(a.ValidationPassed(), b.ValidationPassed()),
 			better(a.checksClean(), b.checksClean()),
 			better(a.reviewClean(), b.reviewClean()),
 			cmp.Compare(a.Lines(), b.Lines()),
@@ -144,11 +146,11 @@ func rankAttempts(rows []AttemptRow) []AttemptRow {
 }
 
 // Outcome is the row's outcome in a few words, for the receipt.
-func (r AttemptRow) Outcome() string {
+func (r Row) Outcome() string {
 	switch {
 	case r.Out != "":
 		return r.Out
-	case !r.validationPassed():
+	case !r.ValidationPassed():
 		var failed []string
 		for _, c := range r.Checks {
 			if !c.Passed {

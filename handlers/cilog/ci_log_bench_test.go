@@ -1,4 +1,4 @@
-package handlers
+package cilog
 
 import (
 	"bufio"
@@ -34,7 +34,7 @@ func BenchmarkCILogTail(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		start := time.Now()
-		t, n, err := logTail(strings.NewReader(log), bound)
+		t, n, err := Tail(strings.NewReader(log), bound)
 		tailTime += time.Since(start)
 		if err != nil || !strings.Contains(t, "want hello, got hullo") {
 			b.Fatalf("tail %q, %v", t, err)

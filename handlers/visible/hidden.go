@@ -1,4 +1,7 @@
-package handlers
+// Package visible reads the words a person sees in GitHub's rendering
+// of a text (body_html), and counts what GitHub hides: an outsider's
+// issue reaches the agent as that and nothing more.
+package visible
 
 import (
 	"fmt"
@@ -38,8 +41,8 @@ import (
 // words (addresses aside) that the quote does not hold.
 
 // hiddenCounts is what a reader of GitHub's rendering does not see.
-type hiddenCounts struct {
-	zeroWidth, bidi, tags, controls int
+type HiddenCounts struct {
+	ZeroWidth, Bidi, Tags, Controls int
 	// links are link addresses left out; words are words of the source
 	// the rendering does not show.
 	links, words int
@@ -47,7 +50,7 @@ type hiddenCounts struct {
 
 // describe names what was removed, for the acknowledgement and the work
 // order ("14 words of the source GitHub does not show").
-func (h hiddenCounts) describe() []string {
+func (h HiddenCounts) Describe() []string {
 	var out []string
 	add := func(n int, one, many string) {
 		switch {
@@ -60,27 +63,27 @@ func (h hiddenCounts) describe() []string {
 	add(h.words, "word of the Markdown source that GitHub's rendering does not show",
 		"words of the Markdown source that GitHub's rendering does not show")
 	add(h.links, "link address (GitHub shows the link's words)", "link addresses (GitHub shows the links' words)")
-	add(h.zeroWidth, "zero-width or invisible character", "zero-width or invisible characters")
-	add(h.bidi, "bidirectional control character", "bidirectional control characters")
-	add(h.tags, "Unicode tag character", "Unicode tag characters")
-	add(h.controls, "control character", "control characters")
+	add(h.ZeroWidth, "zero-width or invisible character", "zero-width or invisible characters")
+	add(h.Bidi, "bidirectional control character", "bidirectional control characters")
+	add(h.Tags, "Unicode tag character", "Unicode tag characters")
+	add(h.Controls, "control character", "control characters")
 	return out
 }
 
 // dropInvisible removes the invisible characters of s, counting them.
-func (h *hiddenCounts) dropInvisible(s string) string {
+func (h *HiddenCounts) dropInvisible(s string) string {
 	return strings.Map(func(r rune) rune {
 		switch k := invisible(r); k {
 		case "":
 			return r
 		case "bidi":
-			h.bidi++
+			h.Bidi++
 		case "tag":
-			h.tags++
+			h.Tags++
 		case "control":
-			h.controls++
+			h.Controls++
 		default:
-			h.zeroWidth++
+			h.ZeroWidth++
 		}
 		return -1
 	}, s)
@@ -88,16 +91,16 @@ func (h *hiddenCounts) dropInvisible(s string) string {
 
 // plainTitle is an issue's title as GitHub shows it: plain text, one line,
 // invisible characters removed.
-func plainTitle(title string, h *hiddenCounts) string {
+func PlainTitle(title string, h *HiddenCounts) string {
 	return strings.Join(strings.Fields(h.dropInvisible(title)), " ")
 }
 
 // visibleText is the text a reader sees of GitHub's rendering of source
 // (body_html), and what it does not show of source.
-func visibleText(rendered, source string) (string, hiddenCounts, error) {
+func Text(rendered, source string) (string, HiddenCounts, error) {
 	nodes, err := html.ParseFragment(strings.NewReader(rendered), &html.Node{Type: html.ElementNode, Data: "body", DataAtom: atom.Body})
 	if err != nil {
-		return "", hiddenCounts{}, fmt.Errorf("read GitHub's rendering: %w", err)
+		return "", HiddenCounts{}, fmt.Errorf("read GitHub's rendering: %w", err)
 	}
 	w := &textWalker{}
 	for _, n := range nodes {
@@ -111,7 +114,7 @@ func visibleText(rendered, source string) (string, hiddenCounts, error) {
 // textWalker writes the text of a parsed rendering.
 type textWalker struct {
 	b      strings.Builder
-	h      hiddenCounts
+	h      HiddenCounts
 	images int
 	pre    int
 }
@@ -291,7 +294,7 @@ var (
 // unshownWords counts the words of the Markdown source (addresses and
 // tag names aside, entities decoded) that the shown text does not hold.
 func unshownWords(source, shown string) int {
-	var invisibles hiddenCounts // counted as such, not as words
+	var invisibles HiddenCounts // counted as such, not as words
 	src := invisibles.dropInvisible(html.UnescapeString(sourceTag.ReplaceAllString(sourceURL.ReplaceAllString(source, " "), " ")))
 	seen := map[string]int{}
 	for _, w := range words(shown) {

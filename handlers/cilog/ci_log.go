@@ -1,4 +1,6 @@
-package handlers
+// Package cilog reads the tail of a failing CI job's log for a CI fix run:
+// bounded, cleaned of terminal escapes, the lines that matter kept.
+package cilog
 
 import (
 	"bufio"
@@ -41,7 +43,7 @@ func unstamp(line []byte) []byte {
 // logTail reads a job's log from r and returns the failing step's lines
 // up to the last error line, at most max bytes of whole lines from their
 // end (terminal escapes and time stamps removed), and the log's size.
-func logTail(r io.Reader, max int) (string, int64, error) {
+func Tail(r io.Reader, max int) (string, int64, error) {
 	br := bufio.NewReaderSize(io.LimitReader(r, maxLogRead), 64<<10)
 	// The ring holds the raw lines of the current step, within the bound
 	// (raw lines are no shorter than clean ones); only the lines kept are
@@ -96,7 +98,3 @@ func logTail(r io.Reader, max int) (string, int64, error) {
 	}
 	return strings.ToValidUTF8(tail, ""), size, nil
 }
-
-// cleanText is text from GitHub or a check without terminal escapes or
-// other control characters.
-func cleanText(s string) string { return termtext.Clean(s) }
