@@ -83,7 +83,7 @@ func (b *Base) perform(ctx context.Context, t thread, ev event, sc *scene, c lif
 	case lifecycle.Cancel, lifecycle.Dequeue:
 		return b.aborts.abort(ctx, t, sc.holder)
 	case lifecycle.Collect:
-		return b.c.batches.add(ctx, t.gh, requestFor(t, ev, dispatch.ModeRevise))
+		return b.batches.add(ctx, t.gh, requestFor(t, ev, dispatch.ModeRevise))
 	case lifecycle.UpdateBranch:
 		return b.rebase(ctx, t, sc, ev.trigger, ev.kind == lifecycle.Rebase)
 	case lifecycle.StartPreview:
@@ -93,7 +93,7 @@ func (b *Base) perform(ctx context.Context, t thread, ev event, sc *scene, c lif
 	case lifecycle.FixCI:
 		return b.ci.fix(ctx, t, ev, sc)
 	case lifecycle.WaitForRun:
-		return b.c.batches.waitCI(ctx, t, ev)
+		return b.batches.waitCI(ctx, t, ev)
 	case lifecycle.ReportBaseFails, lifecycle.GiveUpCI:
 		return b.ci.reply(ctx, t, ev, sc, c.Do)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/budget"
@@ -95,25 +96,33 @@ type Settings struct {
 }
 
 // Wiring is what the server hands the handlers: the way to GitHub,
-// settings, backend, templates, the clock, the secrets to redact, where
-// receipts go and the queue-wait metric. The server sets some of it after
-// NewBase (Secrets, Receipts, QueueWait; tests replace ClientCreator), so
-// Base and core share one Wiring, and a field set through either is seen
-// by every part.
+// settings, backend, templates, the clocks, the secrets to redact, where
+// receipts go, the budgets' ledger and the queue-wait metric. NewBase
+// takes all of it at once; nothing is set on a Base after it is built.
 type Wiring struct {
 	// ClientCreator makes the go-github clients behind the seam (the
 	// server wraps it in its rate limiter).
 	ClientCreator githubapp.ClientCreator
+	// Hub is the seam to GitHub; nil: go-github over ClientCreator
+	// (hub.New). The lifecycle table's tests put GitHub in memory here.
+	Hub hub.Hub
 	Settings
 	Backend   dispatch.Backend
 	Templates *templates.Set
-	Now       func() time.Time
+	// Now is the handlers' clock; nil: time.Now.
+	Now func() time.Time
 	// AfterFunc calls f after d on its own goroutine, and returns what
-	// stops it; the queue's claim watch waits with it (tests replace it
-	// with a timer they fire).
+	// stops it; the queue's claim watch waits with it. nil: the system
+	// clock's.
 	AfterFunc func(d time.Duration, f func()) (stop func() bool)
-	// Secrets are redacted from everything the bot posts.
+	// RoutinesNow and RoutinesAfterFunc are the routines' scheduler's
+	// clock (a test's, SANDBOX_CLOCK_FILE); nil: Now and AfterFunc.
+	RoutinesNow       func() time.Time
+	RoutinesAfterFunc func(d time.Duration, f func()) (stop func() bool)
+	// Secrets are redacted from everything the bot posts; nil: none yet.
 	Secrets *sanitize.Secrets
+	// Logger is what the run followers log with.
+	Logger zerolog.Logger
 
 	// Receipts keeps every ended run's receipt (receipts.go).
 	Receipts Receipts
@@ -125,10 +134,31 @@ type Wiring struct {
 	QueueWait func(time.Duration)
 }
 
+// withDefaults is w with its unset clocks, secrets and seam filled in.
+func (w Wiring) withDefaults() Wiring {
+	if w.Now == nil {
+		w.Now = time.Now
+	}
+	if w.AfterFunc == nil {
+		w.AfterFunc = afterFunc
+	}
+	if w.RoutinesNow == nil {
+		w.RoutinesNow = w.Now
+	}
+	if w.RoutinesAfterFunc == nil {
+		w.RoutinesAfterFunc = w.AfterFunc
+	}
+	if w.Secrets == nil {
+		w.Secrets = sanitize.NewSecrets()
+	}
+	if w.Hub == nil {
+		w.Hub = hub.New(w.ClientCreator)
+	}
+	return w
+}
+
 // core is what the handlers and the run follower share: the Wiring, the
-// seam to GitHub and what this replica remembers. Runs holds it and a
-// start function, not Base, so the follower depends on what it uses
-// rather than on every handler.
+// seam to GitHub and what this replica remembers.
 type core struct {
 	*Wiring
 	// hub is the seam every GitHub call goes through (package hub): over
@@ -138,8 +168,6 @@ type core struct {
 	retryWait time.Duration
 	trust     *trustState
 	board     *runBoard // what this replica saw of its runs, for /status
-
-	batches *batches // review feedback waiting for its revise run (batch.go)
 	// imageClient fetches images from GitHub's hosts without a
 	// credential (imagefetch.go).
 	imageClient *http.Client
@@ -154,8 +182,6 @@ type core struct {
 // embedded, so what the core does is not Base's.
 type Base struct {
 	*Wiring
-	// c holds the review batches too (c.batches, batch.go), where Runs
-	// reaches them for Busy and Reconcile.
 	c *core
 	// gate says who may act (trust.go).
 	gate *gatekeeper
@@ -170,43 +196,47 @@ type Base struct {
 	// removed (installation.go).
 	installs *installer
 	starts   *starter
+	// batches are review feedback waiting for its revise run (batch.go).
+	batches *batches
 	// Routines start work on a schedule or when a default branch goes red
 	// (routines.go); the server starts and stops them.
 	Routines *Routines
 	Runs     *Runs
 }
 
-// NewBase wires a Base and its Runs. The settings come defaulted from the
-// server configuration (app.Config owns every default); an unset one is an
-// error naming it.
-func NewBase(cc githubapp.ClientCreator, s Settings, backend dispatch.Backend, tmpl *templates.Set) (*Base, error) {
-	if err := s.check(); err != nil {
+// NewBase builds a Base and every part of a run's life from w. The
+// settings come defaulted from the server configuration (app.Config owns
+// every default); an unset one is an error naming it.
+//
+// The parts hand work to each other both ways (the starter's runs are
+// followed, a followed run's end frees the starter's slot; the engine
+// starts CI fixes and routines' plans, which come back to the engine), so
+// those that close a circle are allocated first and built once, here,
+// each with what it uses.
+func NewBase(w Wiring) (*Base, error) {
+	if err := w.Settings.check(); err != nil {
 		return nil, err
 	}
-	w := &Wiring{ClientCreator: cc, Settings: s, Backend: backend, Templates: tmpl, Now: time.Now, AfterFunc: afterFunc, Secrets: sanitize.NewSecrets()}
+	w = w.withDefaults()
 	c := &core{
-		Wiring:      w,
+		Wiring:      &w,
+		hub:         w.Hub,
 		retryWait:   200 * time.Millisecond,
 		trust:       newTrustState(),
-		board:       newRunBoard(s.WebURL),
-		imageClient: newImageClient(s.Images),
-		hub:         hub.New(cc),
+		board:       newRunBoard(w.WebURL),
+		imageClient: newImageClient(w.Images),
 	}
-	b := &Base{Wiring: w, c: c, gate: &gatekeeper{c: c}, replies: &stateReplies{c: c}}
-	b.starts = &starter{c: c, agent: agentRun{c: c}}
-	b.Runs = newRuns(c, b.starts.start)
-	b.starts.runs = b.Runs
-	b.Runs.sets.starts = b.starts
-	b.starts.claims = &claimWatch{c: c, fire: admitLater(b.Runs, b.starts)}
-	b.Runs.onEnd, b.Runs.onReconcile, b.Runs.onStop = b.starts.freeSlot, b.starts.resumeClaimed, b.starts.claims.close
-	b.aborts = &aborter{c: c, runs: b.Runs}
-	b.installs = &installer{c: c, runs: b.Runs}
-	b.ci = &ciFixer{c: c, starts: b.starts, on: b.on}
-	c.batches = newBatches(c, b.Runs, b.starts, b.ci)
-	b.Routines = newRoutines(c)
-	b.Routines.plan = routinePlan(b)
-	b.replies.routines = b.Routines
-	b.installs.routines = b.Routines
+	b, s := new(Base), new(starter)
+	ci := &ciFixer{c: c, starts: s, on: b.on}
+	bs := newBatches(c, s, ci)
+	runs := newRuns(c, s, bs)
+	*s = starter{c: c, runs: runs, agent: agentRun{c: c}, claims: &claimWatch{c: c, fire: admitLater(runs, s)}}
+	routines := newRoutines(c, routinePlan(b))
+	*b = Base{Wiring: &w, c: c, gate: &gatekeeper{c: c}, ci: ci, starts: s, batches: bs, Routines: routines, Runs: runs,
+		replies:  &stateReplies{c: c, routines: routines},
+		aborts:   &aborter{c: c, runs: runs},
+		installs: &installer{c: c, runs: runs, routines: routines},
+	}
 	return b, nil
 }
 

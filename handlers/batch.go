@@ -69,7 +69,6 @@ func batchTrigger(trigger string) string { return "batch-" + trigger }
 // PR's life between feedback and the revise run it starts.
 type batches struct {
 	c      *core
-	runs   *Runs // its logger, for what a timer does
 	starts *starter
 	// ci reads a PR's checks again once the run holding it ended
 	// (batch_ci.go).
@@ -88,9 +87,9 @@ type pendingBatch struct {
 	waitingOn string
 }
 
-func newBatches(c *core, runs *Runs, starts *starter, ci *ciFixer) *batches {
+func newBatches(c *core, starts *starter, ci *ciFixer) *batches {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &batches{c: c, runs: runs, starts: starts, ci: ci, ctx: ctx, cancel: cancel, timers: map[string]*pendingBatch{}}
+	return &batches{c: c, starts: starts, ci: ci, ctx: ctx, cancel: cancel, timers: map[string]*pendingBatch{}}
 }
 
 // add puts a writer's feedback on an agent PR into the PR's batch,
@@ -175,7 +174,7 @@ func (bs *batches) schedule(raw string, h batchHolder, rejoin *batchHolder, extr
 // fire starts the batch if it is still pending (another replica may have
 // started it), then releases its lock.
 func (bs *batches) fire(key, raw string, h batchHolder, rejoin *batchHolder) {
-	log := bs.runs.logger.With().Str("task_id", h.TaskID).Str("repo", h.Repo).Int("issue", h.Number).Str("delivery_id", h.Delivery).Logger()
+	log := bs.c.Logger.With().Str("task_id", h.TaskID).Str("repo", h.Repo).Int("issue", h.Number).Str("delivery_id", h.Delivery).Logger()
 	ctx := log.WithContext(bs.ctx)
 	cur, err := bs.c.Backend.Holder(ctx, key)
 	if err != nil {

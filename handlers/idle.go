@@ -23,5 +23,5 @@ func (r *Runs) Busy(ctx context.Context) ([]string, error) {
 			busy = append(busy, id)
 		}
 	}
-	return append(busy, r.c.batches.pending(ctx)...), nil
+	return append(busy, r.batches.pending(ctx)...), nil
 }

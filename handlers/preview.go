@@ -220,9 +220,7 @@ func (r *Runs) followPreview(ctx context.Context, gh hub.GitHub, meta dispatch.M
 	if err := r.c.Backend.Cleanup(done, meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("clean up the preview")
 	}
-	if r.onEnd != nil {
-		r.onEnd(done, meta.TaskID)
-	}
+	r.slots.freeSlot(done, meta.TaskID)
 	log.Info().Str("outcome", outcome).Msg("preview ended")
 }
 

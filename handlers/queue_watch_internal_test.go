@@ -63,7 +63,7 @@ func TestStaleClaimIsAdmittedAgainWhenItsGraceEnds(t *testing.T) {
 	timers := &fakeTimers{}
 	c := &core{Wiring: &Wiring{Backend: mem, Settings: Settings{Caps: dispatch.Caps{Global: 1}},
 		Now: func() time.Time { return now }, AfterFunc: timers.afterFunc}}
-	s := &starter{c: c, runs: newRuns(c, nil)}
+	s := &starter{c: c, runs: newRuns(c, nil, nil)}
 	var admitted []string
 	s.claims = &claimWatch{c: c, fire: func() {
 		got, err := s.admit(ctx)

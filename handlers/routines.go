@@ -62,19 +62,13 @@ type routineTarget struct {
 
 func (t *routineTarget) scheduled() bool { return t.r.Schedule != "" }
 
-func newRoutines(c *core) *Routines {
+func newRoutines(c *core, plan func(ctx context.Context, installation int64, repo *github.Repository, issue *github.Issue, trigger string) error) *Routines {
 	id := make([]byte, 6)
 	_, _ = rand.Read(id)
 	rs := &Routines{c: c, holder: "bot-" + hex.EncodeToString(id), log: zerolog.Nop(),
-		now: func() time.Time { return c.Now() }, after: func(d time.Duration, f func()) func() bool { return c.AfterFunc(d, f) }}
+		now: c.RoutinesNow, after: c.RoutinesAfterFunc, plan: plan}
 	rs.cat = &routineCatalog{c: c, rs: rs, repos: map[string]*routineRepo{}, orgs: map[string]*orgFile{}}
 	return rs
-}
-
-// SetClock gives the scheduler a clock of its own (a test's,
-// SANDBOX_CLOCK_FILE); call it before Start.
-func (rs *Routines) SetClock(now func() time.Time, after func(d time.Duration, f func()) (stop func() bool)) {
-	rs.now, rs.after = now, after
 }
 
 // Start reads every installed repository's routines and arms the

@@ -32,15 +32,16 @@ type Runs struct {
 	following map[string]bool
 	aborted   map[string]string // task id -> who aborted
 	tokens    runTokens         // every token minted for a live run (tokens.go)
-	// onEnd frees an ended run's queue slot, onReconcile resumes claimed
-	// runs and admits what waits, onStop stops the claim watch (queue.go);
+	// slots frees an ended run's queue slot, resumes claimed runs and
+	// admits what waits, and stops the claim watch (queue.go);
 	// queuedStarts counts admitted runs being started.
-	onEnd        func(ctx context.Context, taskID string)
-	onReconcile  func(ctx context.Context)
-	onStop       func()
+	slots        *starter
 	queuedStarts atomic.Int64
-	wg           sync.WaitGroup
-	logger       zerolog.Logger
+	// batches are the review batches Busy, Reconcile and Stop look after
+	// (batch.go).
+	batches *batches
+	wg      sync.WaitGroup
+	logger  zerolog.Logger
 	// post posts what an ended run did; keep keeps what outlives it.
 	post *resultPoster
 	keep *resultKeeper
@@ -54,10 +55,9 @@ type Runs struct {
 // run after an interruption.
 type resultPoster struct {
 	c *core
-	// start starts a run (starter.start): the continuation of an
-	// interrupted one.
-	start func(ctx context.Context, gh hub.GitHub, req startRequest) error
-	keep  *resultKeeper
+	// starts starts the continuation of an interrupted run.
+	starts *starter
+	keep   *resultKeeper
 }
 
 // resultKeeper keeps what outlives a run and vets what the run says of
@@ -69,17 +69,17 @@ type resultKeeper struct {
 	aborted func(taskID string) (string, bool)
 }
 
-func newRuns(c *core, start func(context.Context, hub.GitHub, startRequest) error) *Runs {
+// newRuns builds the follower: starts is how it starts continuations and
+// attempts and frees queue slots, bs the review batches it waits for.
+func newRuns(c *core, starts *starter, bs *batches) *Runs {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &Runs{c: c, ctx: ctx, cancel: cancel, following: map[string]bool{}, aborted: map[string]string{}, logger: zerolog.Nop()}
+	r := &Runs{c: c, ctx: ctx, cancel: cancel, following: map[string]bool{}, aborted: map[string]string{},
+		logger: c.Logger, slots: starts, batches: bs}
 	r.keep = &resultKeeper{c: c, aborted: r.abortedBy}
-	r.post = &resultPoster{c: c, start: start, keep: r.keep}
-	r.sets = &attemptSets{c: c, keep: r.keep, post: r.post, aborted: r.MarkAborted}
+	r.post = &resultPoster{c: c, starts: starts, keep: r.keep}
+	r.sets = &attemptSets{c: c, keep: r.keep, post: r.post, aborted: r.MarkAborted, starts: starts}
 	return r
 }
-
-// SetLogger sets the logger followers start from.
-func (r *Runs) SetLogger(l zerolog.Logger) { r.logger = l }
 
 // Reconcile follows every run the backend knows, so runs that ended while
 // the bot was down get their results posted, resumes the queued runs a
@@ -101,10 +101,8 @@ func (r *Runs) Reconcile(ctx context.Context) error {
 		}
 	}
 	r.logger.Info().Int("runs", len(runs)).Str("backend", r.c.Backend.Name()).Msg("reconciled runs")
-	if r.onReconcile != nil {
-		r.onReconcile(r.logger.WithContext(r.ctx))
-	}
-	return r.c.batches.recover(r.logger.WithContext(ctx))
+	r.slots.resumeClaimed(r.logger.WithContext(r.ctx))
+	return r.batches.recover(r.logger.WithContext(ctx))
 }
 
 // Follow starts following a run unless it is already followed.
@@ -141,11 +139,9 @@ func (r *Runs) Active() []string {
 // Stop stops following (the runs go on; a restarted bot reconciles them)
 // and waits for followers to return.
 func (r *Runs) Stop() {
-	r.c.batches.stop()
+	r.batches.stop()
 	r.cancel()
-	if r.onStop != nil {
-		r.onStop()
-	}
+	r.slots.claims.close()
 	r.wg.Wait()
 }
 
@@ -208,9 +204,7 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		st.State = dispatch.StateLost
 	}
 	r.endRun(ctx, meta.TaskID)
-	if r.onEnd != nil {
-		r.onEnd(ctx, meta.TaskID)
-	}
+	r.slots.freeSlot(ctx, meta.TaskID)
 	res, rerr := r.c.Backend.Result(ctx, meta.TaskID)
 	if errors.Is(rerr, dispatch.ErrBadResult) {
 		log.Error().Err(rerr).Msg("result.json rejected; reporting the run as failed")
@@ -539,7 +533,7 @@ func (rp *resultPoster) continueRun(ctx context.Context, rc *runContext, res *di
 	if err := rp.c.Backend.Unlock(ctx, dispatch.LockKey(rc.meta.Repo, rc.meta.Number), rc.meta.TaskID); err != nil {
 		return fmt.Errorf("release lock for continue run: %w", err)
 	}
-	return rp.start(ctx, rc.gh, req)
+	return rp.starts.start(ctx, rc.gh, req)
 }
 
 func headOf(res *dispatch.Result) string {

@@ -1,9 +1,7 @@
 package handlers
 
 import (
-	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,15 +11,13 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
-	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
 
-// Runs holds no Base: the continuation of an interrupted run goes through
-// the start function it was given, as the next attempt on the run's
-// branch (its own agent/<task-id>- branch), with the run's lock released
-// for it.
-func TestRunsContinueThroughTheirStartFunction(t *testing.T) {
+// The continuation of an interrupted run goes through the one start path,
+// as the next attempt on the run's branch (its own agent/<task-id>-
+// branch), the run's lock passing to it.
+func TestRunsContinueThroughTheStartPath(t *testing.T) {
 	t.Parallel()
 	const repo = "octo-org/hello"
 	gh := githubtest.New(t, githubtest.Options{})
@@ -34,22 +30,15 @@ func TestRunsContinueThroughTheirStartFunction(t *testing.T) {
 		t.Fatal(err)
 	}
 	backend := backendtest.NewMemory()
-	b, err := NewBase(cc, Settings{
+	b, err := NewBase(Wiring{ClientCreator: cc, Backend: backend, Templates: templates.MustLoadEmbedded(), Settings: Settings{
 		TriggerLabel: "agent", MaxContinues: 2, MaxPlanRounds: 5, ProgressInterval: time.Millisecond, TokenRefresh: time.Hour,
 		DispatchDeadline: time.Second, CheckName: "sandbox-agent", WebURL: "https://github.com", Isolation: dispatch.IsolationCaps, ReviewBatchWindow: time.Second, ResultRetry: time.Second, PreviewDuration: time.Minute,
 		Limits: sandboxcfg.Limits{}.WithDefaults(), ArtifactCaps: dispatch.DefaultArtifactCaps(), CILogBytes: 8 << 10,
-	}, backend, templates.MustLoadEmbedded())
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var started []startRequest
-	r := newRuns(b.c, func(_ context.Context, _ hub.GitHub, req startRequest) error {
-		mu.Lock()
-		defer mu.Unlock()
-		started = append(started, req)
-		return nil
-	})
+	r := b.Runs
 	defer r.Stop()
 
 	meta := dispatch.Meta{TaskID: "T-0000000000000abc", Repo: repo, Number: n, Mode: dispatch.ModeExecute, InstallationID: 42, Attempt: 1, DeliveryID: "d-1"}
@@ -67,16 +56,16 @@ func TestRunsContinueThroughTheirStartFunction(t *testing.T) {
 	if err := r.finish(t.Context(), repoGH, meta, res, prog); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(started) != 1 {
-		t.Fatalf("start function called %d times, want once: %+v", len(started), started)
+	specs, err := backend.WaitSubmitted(t.Context(), 1)
+	if err != nil || len(specs) != 1 {
+		t.Fatalf("the continuation was submitted %d times (%v), want once", len(specs), err)
 	}
-	req := started[0]
-	if req.Mode != dispatch.ModeContinue || req.Attempt != 2 || req.Branch != res.Branch || req.Trigger != meta.TaskID+"-continue-1" || req.Number != n || req.Repo.GetFullName() != repo {
-		t.Errorf("continue request %+v", req)
+	cont := specs[0]
+	want := dispatch.NewTaskID(repo, n, dispatch.ModeContinue, meta.TaskID+"-continue-1")
+	if m := cont.Meta; m.Mode != dispatch.ModeContinue || m.Attempt != 2 || m.TaskID != want || m.Number != n || m.Repo != repo || cont.Order.TargetBranch != res.Branch {
+		t.Errorf("continuation %+v on branch %q, want task %s, attempt 2 on %s", m, cont.Order.TargetBranch, want, res.Branch)
 	}
-	if holder, err := backend.Holder(t.Context(), key); err != nil || holder != "" {
-		t.Errorf("the interrupted run's lock is held by %q (%v); it passes to the continuation", holder, err)
+	if holder, err := backend.Holder(t.Context(), key); err != nil || holder != want {
+		t.Errorf("the issue's lock is held by %q (%v); it passes from the interrupted run to its continuation %s", holder, err, want)
 	}
 }

@@ -12,7 +12,7 @@ import (
 // configuration's defaults.
 func TestNewBaseRefusesUnsetSettings(t *testing.T) {
 	t.Parallel()
-	b, err := NewBase(nil, Settings{TriggerLabel: "agent"}, nil, templates.MustLoadEmbedded())
+	b, err := NewBase(Wiring{Settings: Settings{TriggerLabel: "agent"}, Templates: templates.MustLoadEmbedded()})
 	if err == nil {
 		t.Fatalf("NewBase took zero settings: %+v", b.Settings)
 	}

@@ -70,15 +70,14 @@ func newWorld(t *testing.T) *world {
 	repo.Perms[tWriter] = "write"
 	repo.SandboxYML = "name: hello\nharness: opencode\nmax_budget_usd: 4\ndev: { command: npm run dev, port: 3000 }\n"
 	backend := backendtest.NewMemory()
-	b, err := NewBase(nil, tableSettings(), backend, tTemplates)
+	logs := &testenv.Log{}
+	logger := zerolog.New(logs).Level(zerolog.DebugLevel)
+	b, err := NewBase(Wiring{Hub: hub, Settings: tableSettings(), Backend: backend, Templates: tTemplates, Logger: logger,
+		Receipts: Receipts{PublicURL: "https://bot.example"}}) // it serves pages: previews have a place
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.Receipts.PublicURL = "https://bot.example" // it serves pages: previews have a place
-	b.c.hub, b.c.retryWait = hub, time.Millisecond
-	logs := &testenv.Log{}
-	logger := zerolog.New(logs).Level(zerolog.DebugLevel)
-	b.Runs.SetLogger(logger)
+	b.c.retryWait = time.Millisecond
 	t.Cleanup(b.Runs.Stop)
 	w := &world{t: t, ctx: logger.WithContext(t.Context()), hub: hub, repo: repo, backend: backend, b: b, logs: logs}
 	repo.AddIssue(tWriter, "Do it", "Please.", nil)
@@ -544,11 +543,10 @@ func TestStateLabelIsRetriedThenReported(t *testing.T) {
 func TestTwoReplicasLeaveOneStateLabel(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	other, err := NewBase(nil, tableSettings(), w.backend, tTemplates)
+	other, err := NewBase(Wiring{Hub: w.hub, Settings: tableSettings(), Backend: w.backend, Templates: tTemplates})
 	if err != nil {
 		t.Fatal(err)
 	}
-	other.c.hub = w.hub
 	t.Cleanup(other.Runs.Stop)
 	var wg sync.WaitGroup
 	for i, b := range []*Base{w.b, other} {
