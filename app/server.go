@@ -61,23 +61,13 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	registry := metrics.NewRegistry()
 	secrets := sanitize.NewSecrets()
 	secrets.Add(slices.Collect(maps.Values(passEnv(cfg.PassEnv)))...)
-	cc, err := githubapp.NewDefaultCachingClientCreator(cfg.GitHub,
-		githubapp.WithClientUserAgent("sandbox-bot"),
-		githubapp.WithClientTimeout(30*time.Second),
-		githubapp.WithClientMiddleware(redactingMiddleware(secrets), githubapp.ClientMetrics(registry), githubapp.ClientLogging(zerolog.DebugLevel)),
-	)
+	cc, err := newClientCreator(cfg, secrets, registry)
 	if err != nil {
-		return nil, fmt.Errorf("GitHub client: %w", err)
+		return nil, err
 	}
-	tmpl, err := templates.Load(cfg.TemplatesDir)
-	if err == nil {
-		err = tmpl.CheckOverrides(handlers.ReplySamples())
-	}
+	tmpl, err := loadTemplates(cfg, logger)
 	if err != nil {
-		return nil, fmt.Errorf("SANDBOX_TEMPLATES_DIR: %w", err)
-	}
-	if o := tmpl.Overrides(); len(o) > 0 {
-		logger.Info().Strs("templates", o).Str("dir", cfg.TemplatesDir).Msg("using template overrides")
+		return nil, err
 	}
 	prom := prometheus.NewRegistry()
 	pacer := newGitHubPacer(cfg.Ops.GitHubWritesPerMinute, prom, realClock{}, logger)
@@ -117,43 +107,85 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	}
 	base.QueueWait = func(d time.Duration) { s.metrics.queueWait.Observe(d.Seconds()) }
 
+	if s.sched, err = newDedupeScheduler(cfg, registry, s.metrics, base.MayAct); err != nil {
+		return nil, err
+	}
+	hook := newHook(s, base.Handlers(), cfg.GitHub.App.WebhookSecret, s.sched) // hook.go
+	s.handler = s.withLogger(newPublicHandler(s, hook))
+	return s, nil
+}
+
+// newClientCreator makes the GitHub clients: redacting the run's secrets
+// from what they send, measured, logged at debug level.
+func newClientCreator(cfg *Config, secrets *handlers.Secrets, registry metrics.Registry) (githubapp.ClientCreator, error) {
+	cc, err := githubapp.NewDefaultCachingClientCreator(cfg.GitHub,
+		githubapp.WithClientUserAgent("sandbox-bot"),
+		githubapp.WithClientTimeout(30*time.Second),
+		githubapp.WithClientMiddleware(redactingMiddleware(secrets), githubapp.ClientMetrics(registry), githubapp.ClientLogging(zerolog.DebugLevel)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("GitHub client: %w", err)
+	}
+	return cc, nil
+}
+
+// loadTemplates loads the reply templates with the operator's overrides
+// (SANDBOX_TEMPLATES_DIR), each checked against the replies' samples.
+func loadTemplates(cfg *Config, logger zerolog.Logger) (*templates.Set, error) {
+	tmpl, err := templates.Load(cfg.TemplatesDir)
+	if err == nil {
+		err = tmpl.CheckOverrides(handlers.ReplySamples())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("SANDBOX_TEMPLATES_DIR: %w", err)
+	}
+	if o := tmpl.Overrides(); len(o) > 0 {
+		logger.Info().Strs("templates", o).Str("dir", cfg.TemplatesDir).Msg("using template overrides")
+	}
+	return tmpl, nil
+}
+
+// newDedupeScheduler is the worker queue (cfg.QueueSize, cfg.Workers)
+// behind the pre-filter (mayAct) and the redelivery dedupe.
+func newDedupeScheduler(cfg *Config, registry metrics.Registry, m *serverMetrics, mayAct func(string, *fastjson.Value) bool) (*dedupeScheduler, error) {
 	dedupe, err := lru.New(20000)
 	if err != nil {
 		return nil, err
 	}
-	scheduler := &dedupeScheduler{
+	return &dedupeScheduler{
 		inner: githubapp.QueueAsyncScheduler(cfg.QueueSize, cfg.Workers,
 			githubapp.WithSchedulingMetrics(registry),
 			githubapp.WithAsyncErrorCallback(func(ctx context.Context, d githubapp.Dispatch, err error) {
-				s.metrics.handlerErrors.WithLabelValues(d.EventType).Inc()
+				m.handlerErrors.WithLabelValues(d.EventType).Inc()
 				zerolog.Ctx(ctx).Error().Err(err).Str("event", d.EventType).Msg("handler failed")
 			}),
 		),
 		seen:    dedupe,
-		metrics: s.metrics,
-		mayAct:  base.MayAct,
-	}
-	s.sched = scheduler
-	hook := newHook(s, base.Handlers(), cfg.GitHub.App.WebhookSecret, scheduler) // hook.go
+		metrics: m,
+		mayAct:  mayAct,
+	}, nil
+}
 
-	// The webhook listener faces the internet: deliveries, liveness and a
-	// bare readiness bit. The dashboard and metrics are on AdminHandler.
+// newPublicHandler is what the webhook listener of s serves, which faces
+// the internet: deliveries (hook), liveness and a bare readiness bit, the
+// sign-in and the live pages, the previews' hosts. The dashboard and
+// metrics are on AdminHandler.
+func newPublicHandler(s *Server, hook *hook) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("POST "+WebhookPath, s.guardIntake(cfg.Ops.MaxBodyReaders, s.limitBody(hook)))
+	mux.Handle("POST "+WebhookPath, s.guardIntake(s.cfg.Ops.MaxBodyReaders, s.limitBody(hook)))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) { s.readyz(w, r, false) })
 	s.dash.mountPublic(mux)
 	var public http.Handler = mux
 	if s.dash.signIn != nil {
 		s.live.mount(mux, s.dash.signIn, s.dash.signedIn)
-		if cfg.PreviewDomain != "" {
-			o := newPreviewOrigin(s.live.preview, s.dash.signIn, cfg.PreviewDomain, cfg.PublicURL, cfg.GitHub.OAuth.ClientSecret)
+		if s.cfg.PreviewDomain != "" {
+			o := newPreviewOrigin(s.live.preview, s.dash.signIn, s.cfg.PreviewDomain, s.cfg.PublicURL, s.cfg.GitHub.OAuth.ClientSecret)
 			s.live.preview.origin = o
 			public = o.previewHosts(mux)
 		}
 	}
-	s.handler = s.withLogger(public)
-	return s, nil
+	return public
 }
 
 // SetClientCreator replaces the GitHub client creator (tests).

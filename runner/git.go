@@ -3,14 +3,12 @@ package runner
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -35,9 +33,58 @@ import (
 // that reads the token file on every call: the token is never in a URL, an
 // argument, an environment variable or a config file, and a token the bot
 // refreshed mid-run is used at once.
+//
+// Git is the parts put together (newGit), each one side of that boundary
+// doing one thing: the checkout's work tree and commits (gitTree), reading
+// its history (gitHistory), reading the mirror from the runner's side
+// (gitMirror), and the network: clone, fetch, push (gitRemote). It adds
+// nothing of its own; what it offers is gitSeam.
 type Git struct {
-	Dir    string
-	mirror string
+	*gitTree
+	*gitHistory
+	*gitMirror
+	*gitRemote
+}
+
+// gitSeam is the runner's git seam: what the run's stages ask of the
+// checkout and its mirror, all of it through Git.
+type gitSeam interface {
+	// The checkout's work tree and commits, as the agent (gitTree).
+	Env() []string
+	Checkout(ctx context.Context, branch, start string) error
+	RevParse(ctx context.Context, rev string) (string, error)
+	Head(ctx context.Context) (string, error)
+	Dirty(ctx context.Context) ([]string, error)
+	Untracked(ctx context.Context) ([]string, error)
+	CommitAll(ctx context.Context, msg string) (string, error)
+	CommitPaths(ctx context.Context, msg string, paths ...string) (string, error)
+	Conflicts(ctx context.Context) ([]string, error)
+	RebaseInProgress() bool
+	Exclude(patterns ...string) error
+	// The checkout's history (gitHistory).
+	Log(ctx context.Context, from, head string) ([]dispatch.Commit, error)
+	History(ctx context.Context, from string, max int) (string, error)
+	DiffStats(ctx context.Context, base, head string) (dispatch.DiffStats, error)
+	IsAncestor(ctx context.Context, a, b string) (bool, error)
+	// The mirror and the agent's commits, read as the runner (gitMirror).
+	RemoteDefault(ctx context.Context) (string, error)
+	RemoteBranch(ctx context.Context, branch string) (string, error)
+	Inspect(ctx context.Context, args ...string) (string, error)
+	InspectStream(ctx context.Context, read func(io.Reader) error, args ...string) error
+	InspectStreamIn(ctx context.Context, stdin io.Reader, read func(io.Reader) error, args ...string) error
+	Blobs(ctx context.Context, specs ...string) ([][]byte, error)
+	// The remote, as the runner with the token (gitRemote).
+	Clone(ctx context.Context, url string) error
+	FetchPRHead(ctx context.Context, ref string) (string, error)
+	Push(ctx context.Context, sha, branch, lease string) error
+}
+
+var _ gitSeam = (*Git)(nil)
+
+// gitConf is what the parts of a Git are made from.
+type gitConf struct {
+	dir    string // the agent's checkout
+	mirror string // the runner's bare mirror
 	// env is the environment of git on the agent's side; shared is the
 	// part the agent and the checks get as well; netEnv is the runner's.
 	env    []string
@@ -47,8 +94,19 @@ type Git struct {
 	helper string
 	agent  *AgentUser
 	red    *Redactor
-	// head is HEAD as last read (githead.go).
-	head headCache
+}
+
+// newGit puts a Git together from its parts, each given what it uses.
+func newGit(c gitConf) *Git {
+	tree := &gitTree{Dir: c.dir, env: c.env, shared: c.shared, agent: c.agent, red: c.red}
+	// The agent's objects, read as data by the runner's git.
+	objects := filepath.Join(c.dir, ".git", "objects")
+	return &Git{
+		gitTree:    tree,
+		gitHistory: &gitHistory{tree: tree, red: c.red},
+		gitMirror:  &gitMirror{dir: c.mirror, env: c.netEnv, objects: objects, red: c.red},
+		gitRemote:  &gitRemote{mirror: c.mirror, env: c.netEnv, helper: c.helper, tree: tree, red: c.red},
+	}
 }
 
 // gitPaths are where gitSetup puts things.
@@ -74,8 +132,8 @@ func gitSetup(p gitPaths, runnerEnv, agentBase []string, tokenFile, name, email 
 	// editor that would wait for a person.
 	shared := append(strip(agentBase), ours...)
 	// The runner parses git's output, so its own calls run untranslated.
-	g := &Git{
-		Dir: p.Dir, mirror: filepath.Join(p.State, "mirror.git"),
+	c := gitConf{
+		dir: p.Dir, mirror: filepath.Join(p.State, "mirror.git"),
 		env:    append(append([]string(nil), shared...), "LC_ALL=C"),
 		shared: shared,
 		netEnv: append(append(strip(runnerEnv), ours...), "LC_ALL=C"),
@@ -103,40 +161,23 @@ func gitSetup(p gitPaths, runnerEnv, agentBase []string, tokenFile, name, email 
 		if err != nil {
 			return nil, err
 		}
-		g.helper = filepath.Join(p.Private, "git-credential-sandbox")
+		c.helper = filepath.Join(p.Private, "git-credential-sandbox")
 		script := "#!/bin/sh\n" +
 			"# git credential helper of sandbox-runner: answers `get` with the token\n" +
 			"# read from the token file now, so a refreshed token works mid-run.\n" +
 			"[ \"$1\" = get ] || exit 0\n" +
 			"token=$(cat " + shellQuote(abs) + ") || exit 1\n" +
 			"printf 'username=x-access-token\\npassword=%s\\n' \"$token\"\n"
-		if err := os.WriteFile(g.helper, []byte(script), 0o700); err != nil {
+		if err := os.WriteFile(c.helper, []byte(script), 0o700); err != nil {
 			return nil, fmt.Errorf("git: write credential helper: %w", err)
 		}
 	}
-	return g, nil
+	return newGit(c), nil
 }
 
-// Env is the environment the agent and checks get for git: the identity,
-// but not the credential helper (the agent does not push).
-func (g *Git) Env() []string { return g.shared }
-
-// run runs git in dir (g.Dir when empty) as the agent and returns trimmed
-// stdout. The error carries git's stderr, redacted.
-func (g *Git) run(ctx context.Context, dir string, args ...string) (string, error) {
-	out, err := g.raw(ctx, dir, args...)
-	return strings.TrimSpace(out), err
-}
-
-// raw is run without trimming (porcelain output starts with a space).
-func (g *Git) raw(ctx context.Context, dir string, args ...string) (string, error) {
-	if dir == "" {
-		dir = g.Dir
-	}
-	return g.exec(ctx, dir, g.env, g.agent, nil, args...)
-}
-
-func (g *Git) exec(ctx context.Context, dir string, env []string, as *AgentUser, stdin io.Reader, args ...string) (string, error) {
+// execGit runs git in dir with env, as the agent when as is set, and
+// returns its stdout. The error carries git's stderr, redacted by red.
+func execGit(ctx context.Context, red *Redactor, dir string, env []string, as *AgentUser, stdin io.Reader, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = dir
 	cmd.Env = env
@@ -150,7 +191,7 @@ func (g *Git) exec(ctx context.Context, dir string, env []string, as *AgentUser,
 		if msg == "" {
 			msg = strings.TrimSpace(stdout.String())
 		}
-		return stdout.String(), &GitError{Args: g.red.String(strings.Join(args, " ")), Output: g.red.String(tail(msg, 2000)), Err: err}
+		return stdout.String(), &GitError{Args: red.String(strings.Join(args, " ")), Output: red.String(tail(msg, 2000)), Err: err}
 	}
 	return stdout.String(), nil
 }
@@ -170,179 +211,6 @@ func (e *GitError) Error() string {
 }
 
 func (e *GitError) Unwrap() error { return e.Err }
-
-// Checkout makes branch point at start and checks it out.
-func (g *Git) Checkout(ctx context.Context, branch, start string) error {
-	_, err := g.run(ctx, "", "checkout", "--quiet", "-B", branch, start)
-	return err
-}
-
-// RevParse resolves a revision to a sha.
-func (g *Git) RevParse(ctx context.Context, rev string) (string, error) {
-	return g.run(ctx, "", "rev-parse", "--verify", "--quiet", rev+"^{commit}")
-}
-
-// Dirty lists changed and untracked (not ignored) paths.
-func (g *Git) Dirty(ctx context.Context) ([]string, error) {
-	out, err := g.raw(ctx, "", "status", "--porcelain", "--untracked-files=all")
-	if err != nil {
-		return nil, err
-	}
-	var paths []string
-	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
-		if len(l) > 3 {
-			paths = append(paths, l[3:])
-		}
-	}
-	return paths, nil
-}
-
-// CommitAll stages everything and commits it; it returns the new sha, or ""
-// when there was nothing to commit. Hooks are skipped: a repository's
-// pre-commit hook must not decide whether the agent's work is saved.
-func (g *Git) CommitAll(ctx context.Context, msg string) (string, error) {
-	dirty, err := g.Dirty(ctx)
-	if err != nil || len(dirty) == 0 {
-		return "", err
-	}
-	if _, err := g.run(ctx, "", "add", "--all"); err != nil {
-		return "", err
-	}
-	if _, err := g.run(ctx, "", "commit", "--quiet", "--no-verify", "--allow-empty-message", "-m", msg); err != nil {
-		return "", err
-	}
-	return g.Head(ctx)
-}
-
-// CommitPaths commits only paths (the media commit must not sweep up
-// anything else); "" when they hold no change.
-func (g *Git) CommitPaths(ctx context.Context, msg string, paths ...string) (string, error) {
-	if _, err := g.run(ctx, "", append([]string{"add", "--all", "--"}, paths...)...); err != nil {
-		return "", err
-	}
-	if _, err := g.run(ctx, "", "diff", "--cached", "--quiet"); err == nil {
-		return "", nil
-	}
-	if _, err := g.run(ctx, "", "commit", "--quiet", "--no-verify", "-m", msg); err != nil {
-		return "", err
-	}
-	return g.Head(ctx)
-}
-
-// Untracked lists untracked, not ignored files.
-func (g *Git) Untracked(ctx context.Context) ([]string, error) {
-	out, err := g.raw(ctx, "", "ls-files", "-z", "--others", "--exclude-standard")
-	if err != nil {
-		return nil, err
-	}
-	var paths []string
-	for _, p := range strings.Split(out, "\x00") {
-		if p != "" {
-			paths = append(paths, p)
-		}
-	}
-	return paths, nil
-}
-
-// Log returns the commits in from..head, oldest first.
-func (g *Git) Log(ctx context.Context, from, head string) ([]dispatch.Commit, error) {
-	rng := head
-	if from != "" {
-		rng = from + ".." + head
-	}
-	out, err := g.run(ctx, "", "log", "--reverse", "--format=%H%x00%s", rng)
-	if err != nil {
-		return nil, err
-	}
-	var commits []dispatch.Commit
-	for _, l := range strings.Split(out, "\n") {
-		sha, subject, ok := strings.Cut(l, "\x00")
-		if ok {
-			commits = append(commits, dispatch.Commit{SHA: sha, Message: g.red.String(subject)})
-		}
-	}
-	return commits, nil
-}
-
-// History is a readable log of from..HEAD for prompts.
-func (g *Git) History(ctx context.Context, from string, max int) (string, error) {
-	return g.run(ctx, "", "log", "--stat", "--format=commit %h%n%s%n%n%b", "-n", strconv.Itoa(max), from+"..HEAD")
-}
-
-var shortstat = regexp.MustCompile(`(\d+) files? changed(?:, (\d+) insertions?\(\+\))?(?:, (\d+) deletions?\(-\))?`)
-
-// DiffStats compares head with base.
-func (g *Git) DiffStats(ctx context.Context, base, head string) (dispatch.DiffStats, error) {
-	out, err := g.run(ctx, "", "diff", "--shortstat", base+"..."+head)
-	if err != nil {
-		return dispatch.DiffStats{}, err
-	}
-	m := shortstat.FindStringSubmatch(out)
-	if m == nil {
-		return dispatch.DiffStats{}, nil
-	}
-	atoi := func(s string) int { n, _ := strconv.Atoi(s); return n }
-	return dispatch.DiffStats{FilesChanged: atoi(m[1]), Insertions: atoi(m[2]), Deletions: atoi(m[3])}, nil
-}
-
-// Conflicts lists unmerged paths.
-func (g *Git) Conflicts(ctx context.Context) ([]string, error) {
-	out, err := g.run(ctx, "", "diff", "--name-only", "--diff-filter=U")
-	if err != nil || out == "" {
-		return nil, err
-	}
-	return strings.Split(out, "\n"), nil
-}
-
-// RebaseInProgress reports whether a rebase stopped midway.
-func (g *Git) RebaseInProgress() bool {
-	for _, d := range []string{"rebase-merge", "rebase-apply"} {
-		if _, err := os.Stat(filepath.Join(g.Dir, ".git", d)); err == nil {
-			return true
-		}
-	}
-	return false
-}
-
-// IsAncestor reports whether a is an ancestor of b.
-func (g *Git) IsAncestor(ctx context.Context, a, b string) (bool, error) {
-	_, err := g.run(ctx, "", "merge-base", "--is-ancestor", a, b)
-	var ee *exec.ExitError
-	if errors.As(err, &ee) && ee.ExitCode() == 1 {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// Exclude adds gitignore patterns to .git/info/exclude, for files the
-// sandbox itself makes in the checkout (.env with resolved secrets, check
-// byproducts) that must never be committed, without touching the
-// repository's .gitignore.
-func (g *Git) Exclude(patterns ...string) error {
-	p := filepath.Join(g.Dir, ".git", "info", "exclude")
-	text := strings.Join(patterns, "\n") + "\n"
-	if g.agent != nil {
-		// The checkout is the agent's: the runner cannot write in it.
-		cmd := exec.Command("sh", "-c", `mkdir -p "$(dirname "$0")" && cat >> "$0"`, p)
-		cmd.Env = g.env
-		g.agent.apply(cmd)
-		cmd.Stdin = strings.NewReader(text)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("append to %s as %s: %w: %s", p, g.agent.Name, err, strings.TrimSpace(string(out)))
-		}
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(p, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	_, err = f.WriteString(text)
-	return err
-}
 
 // literalPattern is a gitignore pattern matching exactly path from the top.
 func literalPattern(path string) string {

@@ -29,21 +29,21 @@ type headCache struct {
 }
 
 // Head is the checkout's HEAD commit.
-func (g *Git) Head(ctx context.Context) (string, error) {
-	g.head.mu.Lock()
-	defer g.head.mu.Unlock()
-	before, stable := g.headStamp()
-	if stable && g.head.sha != "" && before == g.head.stamp {
-		return g.head.sha, nil
+func (t *gitTree) Head(ctx context.Context) (string, error) {
+	t.head.mu.Lock()
+	defer t.head.mu.Unlock()
+	before, stable := t.headStamp()
+	if stable && t.head.sha != "" && before == t.head.stamp {
+		return t.head.sha, nil
 	}
-	sha, err := g.RevParse(ctx, "HEAD")
-	g.head.sha, g.head.stamp = "", ""
+	sha, err := t.RevParse(ctx, "HEAD")
+	t.head.sha, t.head.stamp = "", ""
 	if err != nil {
 		return "", err
 	}
 	// Kept only when nothing moved while git read it.
-	if after, ok := g.headStamp(); stable && ok && after == before {
-		g.head.sha, g.head.stamp = sha, before
+	if after, ok := t.headStamp(); stable && ok && after == before {
+		t.head.sha, t.head.stamp = sha, before
 	}
 	return sha, nil
 }
@@ -51,12 +51,12 @@ func (g *Git) Head(ctx context.Context) (string, error) {
 // knowHead records sha as HEAD, as a command the runner ran has just set
 // it (checkout -B), with the stamp of the files as they are now: the next
 // Head returns it while they stay so.
-func (g *Git) knowHead(sha string) {
-	g.head.mu.Lock()
-	defer g.head.mu.Unlock()
-	g.head.sha, g.head.stamp = "", ""
-	if stamp, ok := g.headStamp(); ok && fullSHA.MatchString(sha) {
-		g.head.sha, g.head.stamp = sha, stamp
+func (t *gitTree) knowHead(sha string) {
+	t.head.mu.Lock()
+	defer t.head.mu.Unlock()
+	t.head.sha, t.head.stamp = "", ""
+	if stamp, ok := t.headStamp(); ok && fullSHA.MatchString(sha) {
+		t.head.sha, t.head.stamp = sha, stamp
 	}
 }
 
@@ -65,8 +65,8 @@ func (g *Git) knowHead(sha string) {
 // one whose files say every change (a .git file or link, a worktree, the
 // reftable format, a symbolic link among the refs, a file the runner
 // cannot read), and then HEAD is read from git every time.
-func (g *Git) headStamp() (string, bool) {
-	gitDir := filepath.Join(g.Dir, ".git")
+func (t *gitTree) headStamp() (string, bool) {
+	gitDir := filepath.Join(t.Dir, ".git")
 	if fi, err := os.Lstat(gitDir); err != nil || !fi.IsDir() {
 		return "", false
 	}

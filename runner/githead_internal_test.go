@@ -28,7 +28,7 @@ func TestHeadFollowsEveryMove(t *testing.T) {
 	}
 	sh("init", "--quiet", "-b", "main")
 	sh("commit", "--quiet", "--allow-empty", "-m", "one")
-	g := &Git{Dir: dir, env: os.Environ(), red: NewRedactor("")}
+	g := newGit(gitConf{dir: dir, env: os.Environ(), red: NewRedactor("")})
 	ctx := context.Background()
 	want := func(what, sha string) {
 		t.Helper()
@@ -71,7 +71,7 @@ func TestHeadIsNotKeptForOtherLayouts(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, ".git"), []byte("gitdir: /elsewhere\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	g := &Git{Dir: dir}
+	g := newGit(gitConf{dir: dir})
 	if _, ok := g.headStamp(); ok {
 		t.Error("a .git file was stamped")
 	}

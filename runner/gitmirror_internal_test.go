@@ -39,7 +39,7 @@ func TestMirrorRefsAndBlobsAsGitReadsThem(t *testing.T) {
 	dir := filepath.Join(root, "repo")
 	os.Mkdir(dir, 0o755)
 	git(dir, "clone", "--quiet", "--no-tags", mirror, ".")
-	g := &Git{Dir: dir, mirror: mirror, env: env, netEnv: env, red: NewRedactor("")}
+	g := newGit(gitConf{dir: dir, mirror: mirror, env: env, netEnv: env, red: NewRedactor("")})
 	ctx := context.Background()
 
 	if def, err := g.RemoteDefault(ctx); err != nil || def != "trunk" {

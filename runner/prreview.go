@@ -23,17 +23,17 @@ const reviewHeadRef = "refs/sandbox/review-head"
 
 // FetchPRHead fetches ref (refs/pull/N/head) into the mirror and from
 // there into the checkout, and returns the commit it names.
-func (g *Git) FetchPRHead(ctx context.Context, ref string) (string, error) {
+func (r *gitRemote) FetchPRHead(ctx context.Context, ref string) (string, error) {
 	if !prHeadRef.MatchString(ref) {
 		return "", fmt.Errorf("fetch: %q is not a pull request's head ref", ref)
 	}
-	if _, err := g.net(ctx, nil, "fetch", "--quiet", "--no-tags", "origin", "+"+ref+":"+reviewHeadRef); err != nil {
+	if _, err := r.net(ctx, nil, "fetch", "--quiet", "--no-tags", "origin", "+"+ref+":"+reviewHeadRef); err != nil {
 		return "", fmt.Errorf("fetch the pull request's head %s: %w", ref, err)
 	}
-	if _, err := g.run(ctx, "", "fetch", "--quiet", "--no-tags", "origin", "+"+reviewHeadRef+":"+reviewHeadRef); err != nil {
+	if _, err := r.tree.run(ctx, "", "fetch", "--quiet", "--no-tags", "origin", "+"+reviewHeadRef+":"+reviewHeadRef); err != nil {
 		return "", fmt.Errorf("fetch the pull request's head into the checkout: %w", err)
 	}
-	return g.RevParse(ctx, reviewHeadRef)
+	return r.tree.RevParse(ctx, reviewHeadRef)
 }
 
 // checkoutPRHead checks out the commit the review is of: the order's

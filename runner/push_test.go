@@ -22,7 +22,7 @@ func TestPushRefusesAnythingButOneBranch(t *testing.T) {
 			t.Errorf("checkBranchName(%q) = nil, want a refusal", b)
 		}
 	}
-	g := &Git{red: NewRedactor("")}
+	g := newGit(gitConf{red: NewRedactor("")})
 	sha := strings.Repeat("a", 40)
 	cases := []struct{ sha, branch, lease, want string }{
 		{"HEAD", "agent/x", "", "not a commit id"},

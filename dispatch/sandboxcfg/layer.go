@@ -129,31 +129,7 @@ func ResolveLayers(serverDefaults Config, layers []Layer, flags Flags, limits Li
 		}
 		merge(&c, l.Config)
 	}
-	flag := func(set bool, key string) {
-		if set {
-			origins[key] = OriginFlags
-		}
-	}
-	if flags.BudgetUSD > 0 {
-		c.MaxBudgetUSD = flags.BudgetUSD
-	}
-	flag(flags.BudgetUSD > 0, "max_budget_usd")
-	if flags.TimeoutMinutes > 0 {
-		c.TimeoutMinutes = flags.TimeoutMinutes
-	}
-	flag(flags.TimeoutMinutes > 0, "timeout_minutes")
-	if flags.Model != "" {
-		c.Model = flags.Model
-	}
-	flag(flags.Model != "", "model")
-	if flags.Harness != "" {
-		c.Harness = flags.Harness
-	}
-	flag(flags.Harness != "", "harness")
-	if flags.Attempts > 0 {
-		c.Attempts = flags.Attempts
-	}
-	flag(flags.Attempts > 0, "attempts")
+	flags.apply(&c, origins)
 	if len(limits.NetworkAllow) > 0 && len(c.Network.Allow) == 0 && c.Mode != ModeTask {
 		c.Network.Allow = slices.Clone(limits.NetworkAllow)
 		origins["network"] = OriginLimits
@@ -185,6 +161,35 @@ func ResolveLayers(serverDefaults Config, layers []Layer, flags Flags, limits Li
 		return Resolved{}, nil, errs
 	}
 	return r, origins, nil
+}
+
+// apply sets the flags given over c, each key's origin the flags.
+func (f Flags) apply(c *Config, origins Origins) {
+	flag := func(set bool, key string) {
+		if set {
+			origins[key] = OriginFlags
+		}
+	}
+	if f.BudgetUSD > 0 {
+		c.MaxBudgetUSD = f.BudgetUSD
+	}
+	flag(f.BudgetUSD > 0, "max_budget_usd")
+	if f.TimeoutMinutes > 0 {
+		c.TimeoutMinutes = f.TimeoutMinutes
+	}
+	flag(f.TimeoutMinutes > 0, "timeout_minutes")
+	if f.Model != "" {
+		c.Model = f.Model
+	}
+	flag(f.Model != "", "model")
+	if f.Harness != "" {
+		c.Harness = f.Harness
+	}
+	flag(f.Harness != "", "harness")
+	if f.Attempts > 0 {
+		c.Attempts = f.Attempts
+	}
+	flag(f.Attempts > 0, "attempts")
 }
 
 func (l Limits) check(c *Resolved, file string) Errors {
@@ -279,21 +284,11 @@ func mergeRun(c, over *Config) {
 
 // mergeSections merges the sections: maps entry by entry, lists whole.
 func mergeSections(c, over *Config) {
-	for k, v := range over.Services {
-		if c.Services == nil {
-			c.Services = map[string]Service{}
-		}
-		c.Services[k] = v
-	}
+	mergeMap(&c.Services, over.Services)
 	if over.Supabase {
 		c.Supabase = true
 	}
-	for k, v := range over.Env {
-		if c.Env == nil {
-			c.Env = map[string]string{}
-		}
-		c.Env[k] = v
-	}
+	mergeMap(&c.Env, over.Env)
 	if len(over.Lifecycle.Setup) > 0 {
 		c.Lifecycle = over.Lifecycle
 	}
@@ -306,45 +301,16 @@ func mergeSections(c, over *Config) {
 	if len(over.PR.Labels) > 0 || over.PR.Draft || len(over.PR.Reviewers) > 0 {
 		c.PR = over.PR
 	}
-	for k, v := range over.MCP {
-		if c.MCP == nil {
-			c.MCP = map[string]MCPServer{}
-		}
-		c.MCP[k] = v
-	}
+	mergeMap(&c.MCP, over.MCP)
 	if len(over.Skills) > 0 {
 		c.Skills = over.Skills
 	}
-	if over.Plan.Required != nil {
-		c.Plan.Required = over.Plan.Required
-	}
-	if over.Plan.Strict != nil {
-		c.Plan.Strict = over.Plan.Strict
-	}
-	if over.Review.Enabled != nil {
-		c.Review.Enabled = over.Review.Enabled
-	}
-	if over.Review.Model != "" {
-		c.Review.Model = over.Review.Model
-	}
-	if over.Review.BudgetShare != 0 {
-		c.Review.BudgetShare = over.Review.BudgetShare
-	}
-	if over.Review.Auto != nil {
-		c.Review.Auto = over.Review.Auto
-	}
+	c.Plan.merge(over.Plan)
+	c.Review.merge(over.Review)
 	if len(over.Secrets.Allow) > 0 {
 		c.Secrets.Allow = append([]SecretAllow(nil), over.Secrets.Allow...)
 	}
-	if over.Repair.Attempts != nil {
-		c.Repair.Attempts = over.Repair.Attempts
-	}
-	if over.Repair.BudgetShare != 0 {
-		c.Repair.BudgetShare = over.Repair.BudgetShare
-	}
-	if over.Repair.MinBudgetUSD != 0 {
-		c.Repair.MinBudgetUSD = over.Repair.MinBudgetUSD
-	}
+	c.Repair.merge(over.Repair)
 	if len(over.Network.Allow) > 0 {
 		c.Network = over.Network
 	}
@@ -352,11 +318,66 @@ func mergeSections(c, over *Config) {
 	c.CI.merge(over.CI)
 	c.Reports.merge(over.Reports)
 	c.Budgets.lower(over.Budgets)
-	if over.Resources.CPU != 0 {
-		c.Resources.CPU = over.Resources.CPU
+	c.Resources.merge(over.Resources)
+}
+
+// mergeMap sets over's entries in *m, made when over has one and *m is
+// nil.
+func mergeMap[V any](m *map[string]V, over map[string]V) {
+	for k, v := range over {
+		if *m == nil {
+			*m = map[string]V{}
+		}
+		(*m)[k] = v
 	}
-	if over.Resources.MemoryMB != 0 {
-		c.Resources.MemoryMB = over.Resources.MemoryMB
+}
+
+// merge applies a higher layer's plan keys over p, key by key.
+func (p *Plan) merge(over Plan) {
+	if over.Required != nil {
+		p.Required = over.Required
+	}
+	if over.Strict != nil {
+		p.Strict = over.Strict
+	}
+}
+
+// merge applies a higher layer's review keys over r, key by key.
+func (r *Review) merge(over Review) {
+	if over.Enabled != nil {
+		r.Enabled = over.Enabled
+	}
+	if over.Model != "" {
+		r.Model = over.Model
+	}
+	if over.BudgetShare != 0 {
+		r.BudgetShare = over.BudgetShare
+	}
+	if over.Auto != nil {
+		r.Auto = over.Auto
+	}
+}
+
+// merge applies a higher layer's repair keys over r, key by key.
+func (r *Repair) merge(over Repair) {
+	if over.Attempts != nil {
+		r.Attempts = over.Attempts
+	}
+	if over.BudgetShare != 0 {
+		r.BudgetShare = over.BudgetShare
+	}
+	if over.MinBudgetUSD != 0 {
+		r.MinBudgetUSD = over.MinBudgetUSD
+	}
+}
+
+// merge applies a higher layer's resources over r, key by key.
+func (r *Resources) merge(over Resources) {
+	if over.CPU != 0 {
+		r.CPU = over.CPU
+	}
+	if over.MemoryMB != 0 {
+		r.MemoryMB = over.MemoryMB
 	}
 }
 
