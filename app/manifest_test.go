@@ -32,7 +32,7 @@ func TestManifestMatchesHandlers(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := minimalConfig(t)
-	base, err := handlers.NewBase(nil, cfg.Settings, nil, templates.MustLoadEmbedded())
+	base, err := handlers.NewBase(handlers.Wiring{Settings: cfg.Settings, Templates: templates.MustLoadEmbedded()})
 	if err != nil {
 		t.Fatal(err)
 	}

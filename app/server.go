@@ -71,41 +71,32 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	}
 	prom := prometheus.NewRegistry()
 	pacer := newGitHubPacer(cfg.Ops.GitHubWritesPerMinute, prom, realClock{}, logger)
-	base, err := handlers.NewBase(pacer.creator(cc), cfg.Settings, backend, tmpl)
-	if err != nil {
-		return nil, err
-	}
-	base.Secrets = secrets
-	base.Runs.SetLogger(logger)
 	dash, err := newDashboard(cfg, logger)
 	if err != nil {
 		return nil, err
 	}
-	base.Receipts = dash.receiptsFor(cfg, func() githubapp.ClientCreator { return base.ClientCreator })
-	dash.routines = func(ctx context.Context) []handlers.RoutineView { return base.Routines.List(ctx, "") }
 	ledger, err := budgetLedger(cfg, backend, dash.store)
 	if err != nil {
 		return nil, err
 	}
-	// The handlers' clock, which a test may set after this.
-	now := func() time.Time { return base.Now() }
+	s := &Server{cfg: cfg, logger: logger, pacer: pacer, registry: registry, prom: prom, ready: &readiness{backend: backend}, dash: dash,
+		live: newLivePages(backend, dash.store, cfg.Retention, secrets, logger)}
+	w := s.handlersWiring(pacer.creator(cc), backend, tmpl, secrets)
 	var seen *seenLedger
 	if ledger != nil {
-		seen = &seenLedger{Ledger: ledger, limits: dash.store, now: now, log: logger, seen: map[int64]bool{}}
-		base.Budget = seen
+		seen = &seenLedger{Ledger: ledger, limits: dash.store, now: w.Now, log: logger, seen: map[int64]bool{}}
+		w.Budget = seen
 	}
-	dash.budgets = usageBudgets{policy: cfg.Settings.Budgets, ledger: ledger, now: now}
-
-	s := &Server{cfg: cfg, logger: logger, base: base, pacer: pacer, registry: registry, prom: prom, ready: &readiness{backend: backend}, dash: dash,
-		live: newLivePages(backend, dash.store, cfg.Retention, secrets, logger)}
-	if cfg.Retention > 0 {
-		base.Receipts.Transcripts = &transcriptKeeper{store: dash.store, event: s.live.event, log: logger, maxLines: maxRunLines, closeWait: 10 * time.Second}
+	dash.budgets = usageBudgets{policy: cfg.Settings.Budgets, ledger: ledger, now: w.Now}
+	if s.base, err = handlers.NewBase(w); err != nil {
+		return nil, err
 	}
+	base := s.base
+	dash.routines = func(ctx context.Context) []handlers.RoutineView { return base.Routines.List(ctx, "") }
 	s.metrics = newServerMetrics(s.prom, registry, backend, base)
 	if seen != nil {
 		s.prom.MustRegister(newBudgetCollector(seen, cfg.Settings.Budgets, base.Now, logger))
 	}
-	base.QueueWait = func(d time.Duration) { s.metrics.queueWait.Observe(d.Seconds()) }
 
 	if s.sched, err = newDedupeScheduler(cfg, registry, s.metrics, base.MayAct); err != nil {
 		return nil, err
@@ -115,9 +106,27 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 	return s, nil
 }
 
+// handlersWiring is what the handlers are built with: the paced clients,
+// the receipts and their transcripts, the run followers' logger, the
+// queue-wait metric (s.metrics, made once the handlers are), and the
+// routines' clock (SANDBOX_CLOCK_FILE, else the system's).
+func (s *Server) handlersWiring(cc githubapp.ClientCreator, backend dispatch.Backend, tmpl *templates.Set, secrets *sanitize.Secrets) handlers.Wiring {
+	w := handlers.Wiring{ClientCreator: cc, Settings: s.cfg.Settings, Backend: backend, Templates: tmpl, Secrets: secrets, Logger: s.logger,
+		Now: time.Now, Receipts: s.dash.receiptsFor(s.cfg, func() githubapp.ClientCreator { return cc }),
+		QueueWait: func(d time.Duration) { s.metrics.queueWait.Observe(d.Seconds()) }}
+	if s.cfg.Retention > 0 {
+		w.Receipts.Transcripts = &transcriptKeeper{store: s.dash.store, event: s.live.event, log: s.logger, maxLines: maxRunLines, closeWait: 10 * time.Second}
+	}
+	if s.cfg.Ops.ClockFile != "" {
+		clock := newFileClock(s.cfg.Ops.ClockFile, s.logger)
+		w.RoutinesNow, w.RoutinesAfterFunc = clock.Now, clock.AfterFunc
+	}
+	return w
+}
+
 // newClientCreator makes the GitHub clients: redacting the run's secrets
 // from what they send, measured, logged at debug level.
-func newClientCreator(cfg *Config, secrets *handlers.Secrets, registry metrics.Registry) (githubapp.ClientCreator, error) {
+func newClientCreator(cfg *Config, secrets *sanitize.Secrets, registry metrics.Registry) (githubapp.ClientCreator, error) {
 	cc, err := githubapp.NewDefaultCachingClientCreator(cfg.GitHub,
 		githubapp.WithClientUserAgent("sandbox-bot"),
 		githubapp.WithClientTimeout(30*time.Second),
@@ -187,9 +196,6 @@ func newPublicHandler(s *Server, hook *hook) http.Handler {
 	}
 	return public
 }
-
-// SetClientCreator replaces the GitHub client creator (tests).
-func (s *Server) SetClientCreator(cc githubapp.ClientCreator) { s.base.ClientCreator = cc }
 
 // Base exposes the handlers' shared state (tests, the CLI).
 func (s *Server) Base() *handlers.Base { return s.base }
@@ -382,10 +388,6 @@ func (s *Server) Routines(ctx context.Context, repo string) []handlers.RoutineVi
 func (s *Server) startRoutines(ctx context.Context) {
 	if s.stopRoutines != nil {
 		return
-	}
-	if s.cfg.Ops.ClockFile != "" {
-		clock := newFileClock(s.cfg.Ops.ClockFile, s.logger)
-		s.base.Routines.SetClock(clock.Now, clock.AfterFunc)
 	}
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	rctx = s.logger.With().Str("part", "routines").Logger().WithContext(rctx)

@@ -36,7 +36,7 @@ func TestHandlerSettingsCarryTheDefaults(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.name, c.got, c.want)
 		}
 	}
-	b, err := handlers.NewBase(nil, s, nil, templates.MustLoadEmbedded())
+	b, err := handlers.NewBase(handlers.Wiring{Settings: s, Templates: templates.MustLoadEmbedded()})
 	if err != nil {
 		t.Fatalf("NewBase refused the configuration's settings: %v", err)
 	}

@@ -134,8 +134,8 @@ type Wiring struct {
 	QueueWait func(time.Duration)
 }
 
-// withDefaults is w with its unset clocks, secrets and seam filled in.
-func (w Wiring) withDefaults() Wiring {
+// defaulted is w with its unset clocks, secrets and seam filled in.
+func defaulted(w Wiring) Wiring {
 	if w.Now == nil {
 		w.Now = time.Now
 	}
@@ -217,7 +217,7 @@ func NewBase(w Wiring) (*Base, error) {
 	if err := w.Settings.check(); err != nil {
 		return nil, err
 	}
-	w = w.withDefaults()
+	w = defaulted(w)
 	c := &core{
 		Wiring:      &w,
 		hub:         w.Hub,
