@@ -3,14 +3,10 @@ package backendtest
 import (
 	"context"
 	"strings"
-
-	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
-var _ dispatch.LockLister = (*Memory)(nil)
-
 // ListLocks implements dispatch.LockLister.
-func (b *Memory) ListLocks(_ context.Context, prefix string) (map[string]string, error) {
+func (b *memLocks) ListLocks(_ context.Context, prefix string) (map[string]string, error) {
 	prefix = strings.ToLower(prefix)
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -9,7 +9,7 @@ import (
 // FinishRaw ends a run with result.json given as bytes, the way a sandbox
 // writes it: Result decodes them as the real backends do (cap, strict
 // schema), so handler tests can hand the bot a hostile receipt.
-func (b *Memory) FinishRaw(taskID string, raw []byte) {
+func (b *memScript) FinishRaw(taskID string, raw []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r, ok := b.runs[taskID]

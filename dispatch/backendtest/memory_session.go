@@ -3,15 +3,22 @@ package backendtest
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
-var _ dispatch.SessionKeeper = (*Memory)(nil)
+// memSessions are the session archives runs left (LeaveSession, RunScript)
+// and the bot kept (dispatch.SessionKeeper), under a mutex of their own:
+// no run shares their state.
+type memSessions struct {
+	mu         sync.Mutex
+	left, kept map[string][]byte
+}
 
 // LeaveSession plays a run that left archive beside its result.json (a
 // plan run's agent session, dispatch.SessionArchiveFile).
-func (b *Memory) LeaveSession(taskID string, archive []byte) {
+func (b *memSessions) LeaveSession(taskID string, archive []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.left == nil {
@@ -21,7 +28,7 @@ func (b *Memory) LeaveSession(taskID string, archive []byte) {
 }
 
 // KeepSession implements dispatch.SessionKeeper.
-func (b *Memory) KeepSession(_ context.Context, taskID string) (bool, error) {
+func (b *memSessions) KeepSession(_ context.Context, taskID string) (bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	a, ok := b.left[taskID]
@@ -33,7 +40,7 @@ func (b *Memory) KeepSession(_ context.Context, taskID string) (bool, error) {
 }
 
 // KeptSession implements dispatch.SessionKeeper.
-func (b *Memory) KeptSession(_ context.Context, taskID string) ([]byte, error) {
+func (b *memSessions) KeptSession(_ context.Context, taskID string) ([]byte, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if a, ok := b.kept[taskID]; ok {

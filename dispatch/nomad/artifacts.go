@@ -17,13 +17,17 @@ import (
 // ArtifactsPath is the run's artifacts directory as AllocFS addresses it.
 const ArtifactsPath = "alloc/data/" + dispatch.ArtifactsDir
 
-var _ dispatch.ArtifactReader = (*Backend)(nil)
+// artifacts read what an ended run left in its allocation's artifacts
+// directory (dispatch.ArtifactReader).
+type artifacts struct {
+	*shared
+}
 
 // Artifacts implements dispatch.ArtifactReader through the client's file
 // API: fs ls describes entries without following links (the client lstats
 // them) and only what it calls a regular file is read, with fs cat,
 // capped. The artifacts directory itself must be a directory, not a link.
-func (b *Backend) Artifacts(ctx context.Context, taskID string, caps dispatch.ArtifactCaps) (*dispatch.Artifacts, error) {
+func (b *artifacts) Artifacts(ctx context.Context, taskID string, caps dispatch.ArtifactCaps) (*dispatch.Artifacts, error) {
 	v, err := b.endedView(ctx, "artifacts", taskID)
 	if err != nil {
 		return nil, err
@@ -32,7 +36,7 @@ func (b *Backend) Artifacts(ctx context.Context, taskID string, caps dispatch.Ar
 	if a == nil {
 		return &dispatch.Artifacts{}, nil
 	}
-	src := &allocArtifacts{b: b, alloc: &api.Allocation{ID: a.ID, NodeID: a.NodeID, Namespace: b.o.Namespace}}
+	src := &allocArtifacts{cl: b.cluster, alloc: &api.Allocation{ID: a.ID, NodeID: a.NodeID, Namespace: b.o.Namespace}}
 	top, err := src.list(ctx, path.Dir(ArtifactsPath))
 	if err != nil {
 		if errors.Is(err, errNoSuchPath) {
@@ -59,14 +63,14 @@ func (b *Backend) Artifacts(ctx context.Context, taskID string, caps dispatch.Ar
 // allocArtifacts is an allocation's artifacts directory on its Nomad
 // client, as a dispatch.ArtifactSource.
 type allocArtifacts struct {
-	b     *Backend
+	cl    *cluster
 	alloc *api.Allocation
 }
 
 var errNoSuchPath = errors.New("no such file or directory")
 
 func (s *allocArtifacts) list(ctx context.Context, dir string) ([]dispatch.ArtifactEntry, error) {
-	infos, _, err := s.b.c.AllocFS().List(s.alloc, dir, s.b.qopts(ctx))
+	infos, _, err := s.cl.c.AllocFS().List(s.alloc, dir, s.cl.qopts(ctx))
 	if err != nil {
 		if isNotFound(err) || strings.Contains(err.Error(), "no such file") || strings.Contains(err.Error(), "Unknown allocation") {
 			return nil, fmt.Errorf("%s: %w", dir, errNoSuchPath)
@@ -88,7 +92,7 @@ func (s *allocArtifacts) ReadDir(ctx context.Context, dir string) ([]dispatch.Ar
 // ReadFile implements dispatch.ArtifactSource: whatever the client
 // serves, no more than max+1 bytes are read.
 func (s *allocArtifacts) ReadFile(ctx context.Context, name string, max int64) ([]byte, error) {
-	rc, err := s.b.c.AllocFS().Cat(s.alloc, path.Join(ArtifactsPath, name), s.b.qopts(ctx))
+	rc, err := s.cl.c.AllocFS().Cat(s.alloc, path.Join(ArtifactsPath, name), s.cl.qopts(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("cat %s: %w", name, err)
 	}

@@ -1,10 +1,6 @@
 package nomad
 
-import (
-	"context"
-
-	"github.com/sandbox-bot/sandbox-bot/dispatch/budget"
-)
+import "context"
 
 // BudgetPath is the Variable holding the budget book when the replicas
 // share no database (budget.BookLedger): written with check-and-set like
@@ -14,15 +10,13 @@ import (
 // runs a month is better served by SANDBOX_DATABASE_URL.
 const BudgetPath = "sandbox-bot/budget"
 
-var _ budget.Book = (*Backend)(nil)
-
 // UpdateBudget implements budget.Book.
-func (b *Backend) UpdateBudget(ctx context.Context, change func([]byte) ([]byte, error)) error {
+func (b *bookVars) UpdateBudget(ctx context.Context, change func([]byte) ([]byte, error)) error {
 	return b.updateVar(ctx, "budget book", BudgetPath, "book", change)
 }
 
 // ReadBudget implements budget.Book.
-func (b *Backend) ReadBudget(ctx context.Context) ([]byte, error) {
+func (b *bookVars) ReadBudget(ctx context.Context) ([]byte, error) {
 	data, _, err := b.readVar(ctx, "budget book", BudgetPath, "book")
 	return data, err
 }

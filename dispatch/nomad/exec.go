@@ -20,17 +20,25 @@ import (
 // runnerPath is the runner's binary in the sandbox image.
 const runnerPath = "/usr/local/bin/sandbox-runner"
 
+// execSessions connect to sockets inside a live run's allocation through
+// Nomad's exec API (dispatch.PreviewDialer, dispatch.ScreencastDialer).
+type execSessions struct {
+	*shared
+	// allocs caches each run's running allocation (allocTTL).
+	allocs allocCache
+}
+
 // DialPreview implements dispatch.PreviewDialer on Nomad: the bot cannot
 // reach the allocation's directories, so each connection is an exec
 // session of the allocation's task (Nomad's allocation exec API) running
 // `sandbox-runner pipe` to the socket the sandbox's init offers; nothing
 // in the sandbox listens on the node's network.
-func (b *Backend) DialPreview(ctx context.Context, taskID string) (net.Conn, error) {
+func (b *execSessions) DialPreview(ctx context.Context, taskID string) (net.Conn, error) {
 	return b.dialSocket(ctx, taskID, path.Join(dispatch.PreviewDir, dispatch.PreviewSocket))
 }
 
 // DialScreencast implements dispatch.ScreencastDialer the same way.
-func (b *Backend) DialScreencast(ctx context.Context, taskID string) (net.Conn, error) {
+func (b *execSessions) DialScreencast(ctx context.Context, taskID string) (net.Conn, error) {
 	return b.dialSocket(ctx, taskID, path.Join(dispatch.PreviewDir, dispatch.ScreencastDir, dispatch.ScreencastSocket))
 }
 
@@ -52,7 +60,7 @@ type cachedAlloc struct {
 
 // runningAlloc is the run's running allocation, from the cache when it is
 // fresh.
-func (b *Backend) runningAlloc(ctx context.Context, taskID string) (*api.Allocation, error) {
+func (b *execSessions) runningAlloc(ctx context.Context, taskID string) (*api.Allocation, error) {
 	c := &b.allocs
 	c.mu.Lock()
 	e, ok := c.m[taskID]
@@ -81,7 +89,7 @@ func (b *Backend) runningAlloc(ctx context.Context, taskID string) (*api.Allocat
 	return &api.Allocation{ID: a.ID, NodeID: a.NodeID, Namespace: b.o.Namespace}, nil
 }
 
-func (b *Backend) dialSocket(ctx context.Context, taskID, socket string) (net.Conn, error) {
+func (b *execSessions) dialSocket(ctx context.Context, taskID, socket string) (net.Conn, error) {
 	alloc, err := b.runningAlloc(ctx, taskID)
 	if err != nil {
 		return nil, err

@@ -34,7 +34,7 @@ func gatewayTemplate(o Options, jobID string, taskMode bool) *api.Template {
 }
 
 // addGatewayItem puts the providers file in the run's Variable items.
-func (b *Backend) addGatewayItem(items api.VariableItems) error {
+func (b *jobs) addGatewayItem(items api.VariableItems) error {
 	if b.o.Gateway == nil {
 		return nil
 	}

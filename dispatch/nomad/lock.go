@@ -20,6 +20,12 @@ const LockPrefix = "sandbox-bot/locks/"
 // maxVarPath is Nomad's limit on variable paths.
 const maxVarPath = 128
 
+// lockVars are the per-issue locks (dispatch.Locker, dispatch.LockLister),
+// one Variable each under LockPrefix in the bot's state namespace.
+type lockVars struct {
+	*cluster
+}
+
 // LockPath maps a lock key (owner/repo#N) to a Variable path. Variable
 // paths allow only [a-zA-Z0-9-_~/], so other bytes are written as ~XX; keys
 // are lower-cased because GitHub names are case-insensitive. A key too long
@@ -46,7 +52,7 @@ func LockPath(key string) string {
 // Lock implements dispatch.Locker with a Variable created under
 // check-and-set index 0: of two replicas racing for the same issue, Nomad
 // lets exactly one create it.
-func (b *Backend) Lock(ctx context.Context, key, holder string) (string, error) {
+func (b *lockVars) Lock(ctx context.Context, key, holder string) (string, error) {
 	if key == "" || holder == "" {
 		return "", fmt.Errorf("lock: key %q and holder %q must both be set", key, holder)
 	}
@@ -80,7 +86,7 @@ func (b *Backend) Lock(ctx context.Context, key, holder string) (string, error) 
 // Unlock implements dispatch.Locker. It deletes the Variable with
 // check-and-set on the index it read, so it never removes a lock another
 // holder took in between.
-func (b *Backend) Unlock(ctx context.Context, key, holder string) error {
+func (b *lockVars) Unlock(ctx context.Context, key, holder string) error {
 	path := LockPath(key)
 	for attempt := 0; attempt < 3; attempt++ {
 		v, _, err := b.c.Variables().Peek(path, b.stateQ(ctx))
@@ -109,7 +115,7 @@ func (b *Backend) Unlock(ctx context.Context, key, holder string) error {
 
 // Holder implements dispatch.Locker by reading the Variable without taking
 // it.
-func (b *Backend) Holder(ctx context.Context, key string) (string, error) {
+func (b *lockVars) Holder(ctx context.Context, key string) (string, error) {
 	path := LockPath(key)
 	v, _, err := b.c.Variables().Peek(path, b.stateQ(ctx))
 	if err != nil {

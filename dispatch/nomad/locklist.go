@@ -4,16 +4,12 @@ import (
 	"context"
 	"fmt"
 	"strings"
-
-	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
-
-var _ dispatch.LockLister = (*Backend)(nil)
 
 // ListLocks implements dispatch.LockLister. Long keys are stored under a hash
 // (LockPath), so the prefix is matched against each Variable's "key" item,
 // not its path; there are few locks (one per active issue or batch).
-func (b *Backend) ListLocks(ctx context.Context, prefix string) (map[string]string, error) {
+func (b *lockVars) ListLocks(ctx context.Context, prefix string) (map[string]string, error) {
 	metas, _, err := b.c.Variables().PrefixList(LockPrefix, b.stateQ(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("list locks (variables under %s): %w", LockPrefix, err)

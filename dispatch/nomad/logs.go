@@ -21,7 +21,7 @@ const maxLine = 1 << 20
 // than a goroutine of its own: a thousand watched runs are a thousand
 // streams, and every goroutine per run counts.
 type logStream struct {
-	b        *Backend
+	cl       *cluster
 	alloc    *api.Allocation
 	progress func(dispatch.Progress)
 	log      zerolog.Logger
@@ -37,9 +37,9 @@ type logStream struct {
 	done     bool        // the log ended with the task, or it is gone
 }
 
-func (b *Backend) newLogStream(meta dispatch.Meta, jobID string, a *allocView, progress func(dispatch.Progress)) *logStream {
+func (b *runWatch) newLogStream(meta dispatch.Meta, jobID string, a *allocView, progress func(dispatch.Progress)) *logStream {
 	return &logStream{
-		b:        b,
+		cl:       b.cluster,
 		alloc:    &api.Allocation{ID: a.ID, NodeID: a.NodeID, Namespace: b.o.Namespace},
 		progress: progress,
 		log:      b.runLogger(meta, jobID).With().Str("alloc_id", a.ID).Logger(),
@@ -50,7 +50,7 @@ func (b *Backend) newLogStream(meta dispatch.Meta, jobID string, a *allocView, p
 func (l *logStream) open(ctx context.Context) {
 	lctx, cancel := context.WithCancel(ctx)
 	l.cancel = cancel
-	l.frames, l.errc = l.b.c.AllocFS().Logs(l.alloc, true, TaskName, api.FSLogNameStdout, api.OriginStart, l.received, nil, l.b.qopts(lctx))
+	l.frames, l.errc = l.cl.c.AllocFS().Logs(l.alloc, true, TaskName, api.FSLogNameStdout, api.OriginStart, l.received, nil, l.cl.qopts(lctx))
 	if l.frames == nil {
 		// The request itself failed; the error is waiting on errc.
 		l.frames = closedFrames

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/nomad/api"
@@ -28,10 +29,25 @@ const (
 // stored gzipped: a thousand entries compress to a fraction of it.
 const maxVarBytes = 64 << 10
 
+// varDocs are documents the replicas share in Variables of the bot's
+// state namespace, written with check-and-set (updateVar) and packed with
+// gzip (pack): the queue, the routine books, the budget book.
+type varDocs struct {
+	*cluster
+	// gz reuses gzip writers: the queue is written on every submission.
+	gz sync.Pool
+}
+
+// queueVars are the run queue (dispatch.Queue): its order in QueuePath,
+// what starting each queued run needs under QueuedPrefix.
+type queueVars struct {
+	*varDocs
+}
+
 // UpdateQueue implements dispatch.Queue with check-and-set on the queue
 // Variable's modify index: of two replicas changing the queue at once,
 // Nomad takes one write, and the other reads again and retries.
-func (b *Backend) UpdateQueue(ctx context.Context, change func([]dispatch.QueueEntry) ([]dispatch.QueueEntry, error)) error {
+func (b *queueVars) UpdateQueue(ctx context.Context, change func([]dispatch.QueueEntry) ([]dispatch.QueueEntry, error)) error {
 	return b.updateVar(ctx, "queue", QueuePath, "entries", func(data []byte) ([]byte, error) {
 		var cur []dispatch.QueueEntry
 		if data != nil {
@@ -53,7 +69,7 @@ func (b *Backend) UpdateQueue(ctx context.Context, change func([]dispatch.QueueE
 // Variable's modify index: of two replicas writing at once, Nomad takes
 // one write, and the other reads again and retries. what names the
 // document in errors.
-func (b *Backend) updateVar(ctx context.Context, what, path, item string, change func([]byte) ([]byte, error)) error {
+func (b *varDocs) updateVar(ctx context.Context, what, path, item string, change func([]byte) ([]byte, error)) error {
 	for attempt := 0; ; attempt++ {
 		cur, index, err := b.readVar(ctx, what, path, item)
 		if err != nil {
@@ -90,7 +106,7 @@ func (b *Backend) updateVar(ctx context.Context, what, path, item string, change
 }
 
 // ReadQueue implements dispatch.Queue.
-func (b *Backend) ReadQueue(ctx context.Context) ([]dispatch.QueueEntry, error) {
+func (b *queueVars) ReadQueue(ctx context.Context) ([]dispatch.QueueEntry, error) {
 	data, _, err := b.readVar(ctx, "queue", QueuePath, "entries")
 	if err != nil || data == nil {
 		return nil, err
@@ -105,7 +121,7 @@ func (b *Backend) ReadQueue(ctx context.Context) ([]dispatch.QueueEntry, error) 
 // readVar returns the unpacked document in item of the Variable at path
 // and the modify index to write it back under (nil and 0: the Variable
 // does not exist).
-func (b *Backend) readVar(ctx context.Context, what, path, item string) ([]byte, uint64, error) {
+func (b *varDocs) readVar(ctx context.Context, what, path, item string) ([]byte, uint64, error) {
 	v, _, err := b.c.Variables().Peek(path, b.stateQ(ctx))
 	if err != nil {
 		return nil, 0, fmt.Errorf("read %s (variable %s): %w", what, path, err)
@@ -121,7 +137,7 @@ func (b *Backend) readVar(ctx context.Context, what, path, item string) ([]byte,
 }
 
 // SaveQueued implements dispatch.Queue.
-func (b *Backend) SaveQueued(ctx context.Context, taskID string, request []byte) error {
+func (b *queueVars) SaveQueued(ctx context.Context, taskID string, request []byte) error {
 	packed, err := b.pack(request)
 	if err != nil {
 		return fmt.Errorf("save queued run %s: %w", taskID, err)
@@ -134,7 +150,7 @@ func (b *Backend) SaveQueued(ctx context.Context, taskID string, request []byte)
 }
 
 // LoadQueued implements dispatch.Queue.
-func (b *Backend) LoadQueued(ctx context.Context, taskID string) ([]byte, error) {
+func (b *queueVars) LoadQueued(ctx context.Context, taskID string) ([]byte, error) {
 	path := queuedPath(taskID)
 	v, _, err := b.c.Variables().Peek(path, b.stateQ(ctx))
 	if err != nil {
@@ -151,7 +167,7 @@ func (b *Backend) LoadQueued(ctx context.Context, taskID string) ([]byte, error)
 }
 
 // DropQueued implements dispatch.Queue.
-func (b *Backend) DropQueued(ctx context.Context, taskID string) error {
+func (b *queueVars) DropQueued(ctx context.Context, taskID string) error {
 	path := queuedPath(taskID)
 	if _, err := b.c.Variables().Delete(path, b.stateW(ctx)); err != nil {
 		return fmt.Errorf("drop queued run %s (variable %s): %w", taskID, path, err)
@@ -169,7 +185,7 @@ func queuedPath(taskID string) string {
 // a Variable. The fastest level, and writers reused: the queue is written
 // on every submission, and a new gzip writer allocates more than the
 // queue weighs.
-func (b *Backend) pack(data []byte) (string, error) {
+func (b *varDocs) pack(data []byte) (string, error) {
 	var buf bytes.Buffer
 	zw, _ := b.gz.Get().(*gzip.Writer)
 	if zw == nil {

@@ -11,13 +11,19 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
+// readiness tells whether the cluster can take a sandbox
+// (dispatch.ReadinessChecker).
+type readiness struct {
+	*cluster
+}
+
 // Ready implements dispatch.ReadinessChecker: Nomad answers, the namespace
 // sandboxes run in exists, and the node pool sandboxes go to has a ready, eligible node with a healthy docker
 // driver; for the privileged profile, one whose docker plugin allows
 // privileged containers; for the gvisor profile, one whose engine has
 // gVisor's runtime. Whether the sandbox image is on the nodes Nomad
 // cannot say before a run: a missing image shows as a failed allocation.
-func (b *Backend) Ready(ctx context.Context) []error {
+func (b *readiness) Ready(ctx context.Context) []error {
 	if _, _, err := b.c.Namespaces().Info(b.o.Namespace, b.qopts(ctx)); err != nil {
 		return []error{fmt.Errorf("nomad backend: the namespace sandboxes run in, %q, is not there or this token may not use it "+
 			"(create it with `nomad namespace apply deploy/nomad/sandbox.namespace.hcl`, or name another with SANDBOX_NOMAD_NAMESPACE): %w", b.o.Namespace, err)}

@@ -3,8 +3,6 @@ package nomad
 import (
 	"context"
 	"strings"
-
-	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
 // RoutinesPrefix is where each repository's routine book lives, one
@@ -13,7 +11,11 @@ import (
 // policy needs variables read and write on it.
 const RoutinesPrefix = "sandbox-bot/routines/"
 
-var _ dispatch.RoutineBooks = (*Backend)(nil)
+// bookVars are the routine books (dispatch.RoutineBooks) and the budget
+// book (budget.Book, budget.go), documents in Variables like the queue.
+type bookVars struct {
+	*varDocs
+}
 
 // RoutinesPath is repo's Variable: the lock's encoding (LockPath) under
 // RoutinesPrefix.
@@ -22,12 +24,12 @@ func RoutinesPath(repo string) string {
 }
 
 // UpdateRoutineBook implements dispatch.RoutineBooks.
-func (b *Backend) UpdateRoutineBook(ctx context.Context, repo string, change func([]byte) ([]byte, error)) error {
+func (b *bookVars) UpdateRoutineBook(ctx context.Context, repo string, change func([]byte) ([]byte, error)) error {
 	return b.updateVar(ctx, "routine book of "+repo, RoutinesPath(repo), "book", change)
 }
 
 // ReadRoutineBook implements dispatch.RoutineBooks.
-func (b *Backend) ReadRoutineBook(ctx context.Context, repo string) ([]byte, error) {
+func (b *bookVars) ReadRoutineBook(ctx context.Context, repo string) ([]byte, error) {
 	data, _, err := b.readVar(ctx, "routine book of "+repo, RoutinesPath(repo), "book")
 	return data, err
 }

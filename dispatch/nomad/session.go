@@ -45,13 +45,18 @@ const (
 	sessionMaxAge = 14 * 24 * time.Hour
 )
 
-var _ dispatch.SessionKeeper = (*Backend)(nil)
+// sessions carry a plan run's agent session to its execute run through
+// Variables (dispatch.SessionKeeper), and bound what a job may carry
+// (dispatch.ImageCarrier).
+type sessions struct {
+	*shared
+}
 
 // KeepSession implements dispatch.SessionKeeper: it reads the archive of
 // the ended run from its allocation (untrusted, capped) and writes it to
 // Variables. An archive over MaxSessionBytes is kept as a note that says
 // so, which the execute run's receipt shows.
-func (b *Backend) KeepSession(ctx context.Context, taskID string) (bool, error) {
+func (b *sessions) KeepSession(ctx context.Context, taskID string) (bool, error) {
 	if !dispatch.ValidTaskID(taskID) {
 		return false, fmt.Errorf("keep session: task id %q is not of the form T-XXXXXXXX", taskID)
 	}
@@ -95,7 +100,7 @@ func (b *Backend) KeepSession(ctx context.Context, taskID string) (bool, error) 
 
 // KeptSession implements dispatch.SessionKeeper: the archive, checked
 // against the digest its head recorded.
-func (b *Backend) KeptSession(ctx context.Context, taskID string) ([]byte, error) {
+func (b *sessions) KeptSession(ctx context.Context, taskID string) ([]byte, error) {
 	if !dispatch.ValidTaskID(taskID) {
 		return nil, fmt.Errorf("session of %q: not a task id: %w", taskID, dispatch.ErrNotFound)
 	}
@@ -136,7 +141,7 @@ func sessionChunkPath(taskID string, n int) string {
 	return SessionPrefix + taskID + "/" + strconv.Itoa(n)
 }
 
-func (b *Backend) putVar(ctx context.Context, path string, items api.VariableItems) error {
+func (b *sessions) putVar(ctx context.Context, path string, items api.VariableItems) error {
 	_, _, err := b.c.Variables().Update(&api.Variable{Namespace: b.o.StateNamespace, Path: path, Items: items}, b.stateW(ctx))
 	if err != nil {
 		return fmt.Errorf("write variable %s: %w", path, err)
@@ -146,7 +151,7 @@ func (b *Backend) putVar(ctx context.Context, path string, items api.VariableIte
 
 // pruneSessions removes the sessions kept longer than sessionMaxAge, their
 // chunks first, so a head never names a chunk that is gone.
-func (b *Backend) pruneSessions(ctx context.Context) {
+func (b *sessions) pruneSessions(ctx context.Context) {
 	metas, _, err := b.c.Variables().PrefixList(SessionPrefix, b.stateQ(ctx))
 	if err != nil {
 		b.log.Warn().Err(err).Msg("list kept agent sessions")
@@ -172,7 +177,7 @@ func (b *Backend) pruneSessions(ctx context.Context) {
 
 // catCapped reads file of alloc, which the sandbox wrote, up to limit
 // bytes: more is ErrBadSession, a missing file ErrNoResult.
-func (b *Backend) catCapped(ctx context.Context, alloc *api.Allocation, file string, limit int) ([]byte, error) {
+func (b *sessions) catCapped(ctx context.Context, alloc *api.Allocation, file string, limit int) ([]byte, error) {
 	rc, err := b.c.AllocFS().Cat(alloc, file, b.qopts(ctx))
 	if err != nil {
 		if isNotFound(err) || strings.Contains(err.Error(), "no such file") || strings.Contains(err.Error(), "Unknown allocation") {
@@ -194,6 +199,4 @@ func (b *Backend) catCapped(ctx context.Context, alloc *api.Allocation, file str
 // MaxImageBytes implements dispatch.ImageCarrier: the images of a run's
 // work order travel inside its job, like a session archive, and are held
 // to the same bound.
-func (b *Backend) MaxImageBytes() int64 { return MaxSessionBytes }
-
-var _ dispatch.ImageCarrier = (*Backend)(nil)
+func (b *sessions) MaxImageBytes() int64 { return MaxSessionBytes }

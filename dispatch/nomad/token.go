@@ -3,14 +3,10 @@ package nomad
 import (
 	"context"
 	"fmt"
-
-	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
-var _ dispatch.TokenReader = (*Backend)(nil)
-
 // CurrentToken implements dispatch.TokenReader from the run's Variable.
-func (b *Backend) CurrentToken(ctx context.Context, taskID string) (string, error) {
+func (b *jobs) CurrentToken(ctx context.Context, taskID string) (string, error) {
 	id, err := b.findJob(ctx, taskID)
 	if err != nil {
 		return "", err

@@ -16,7 +16,7 @@ import (
 // watching a thousand runs costs one connection and no polling. It also
 // remembers which job a task id maps to, and result.json once read.
 type watcher struct {
-	b *Backend
+	cl *cluster
 
 	mu      sync.Mutex
 	jobs    map[string]string // task id -> job id
@@ -43,8 +43,8 @@ type watched struct {
 	primed bool
 }
 
-func newWatcher(b *Backend) *watcher {
-	return &watcher{b: b, jobs: map[string]string{}, results: map[string][]byte{}, runs: map[string]*watched{}, closedCh: make(chan struct{})}
+func newWatcher(cl *cluster) *watcher {
+	return &watcher{cl: cl, jobs: map[string]string{}, results: map[string][]byte{}, runs: map[string]*watched{}, closedCh: make(chan struct{})}
 }
 
 func (w *watcher) remember(taskID, jobID string) {
@@ -86,20 +86,22 @@ func (w *watcher) storeResult(allocID string, raw []byte) {
 
 // Connects is how many times the event stream connected, for tests and
 // metrics.
-func (b *Backend) Connects() int {
-	b.w.mu.Lock()
-	defer b.w.mu.Unlock()
-	return b.w.connects
+func (w *watcher) Connects() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.connects
 }
 
 // LastEventIndex is the index of the last event batch the stream applied.
-func (b *Backend) LastEventIndex() uint64 {
-	b.w.mu.Lock()
-	defer b.w.mu.Unlock()
-	return b.w.lastIndex
+func (w *watcher) LastEventIndex() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastIndex
 }
 
-func (w *watcher) close() {
+// Close stops the event stream; Waits in progress return an error and
+// close their log streams.
+func (w *watcher) Close() error {
 	w.mu.Lock()
 	if !w.closed {
 		close(w.closedCh)
@@ -111,6 +113,7 @@ func (w *watcher) close() {
 		cancel()
 		<-done
 	}
+	return nil
 }
 
 // watch registers interest in a job, starts the stream if needed, and
@@ -173,7 +176,7 @@ func (w *watcher) watch(ctx context.Context, jobID string) (*watched, func(), er
 // prime merges a fresh query into a watched run.
 func (w *watcher) prime(ctx context.Context, r *watched) error {
 	jobID := r.view.jobID
-	v, err := w.b.fetchView(ctx, jobID)
+	v, err := w.cl.fetchView(ctx, jobID)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if errors.Is(err, dispatch.ErrNotFound) {
@@ -218,7 +221,7 @@ func (w *watcher) snapshot(r *watched) (*runView, bool, <-chan struct{}) {
 // event buffer is short, and a drop may outlast it.
 func (w *watcher) loop(ctx context.Context, done, ready chan struct{}) {
 	defer close(done)
-	log := w.b.log.With().Str("component", "event-stream").Logger()
+	log := w.cl.log.With().Str("component", "event-stream").Logger()
 	backoff := 100 * time.Millisecond
 	first := true
 	topics := map[api.Topic][]string{api.TopicJob: {"*"}, api.TopicAllocation: {"*"}}
@@ -232,11 +235,11 @@ func (w *watcher) loop(ctx context.Context, done, ready chan struct{}) {
 		if first && from == 0 {
 			// Start from now rather than replaying Nomad's whole buffer:
 			// the runs are primed by a query once connected.
-			if _, qm, err := w.b.c.Jobs().List(withPrefix(w.b.qopts(ctx), w.b.o.JobPrefix)); err == nil {
+			if _, qm, err := w.cl.c.Jobs().List(withPrefix(w.cl.qopts(ctx), w.cl.o.JobPrefix)); err == nil {
 				from = qm.LastIndex + 1
 			}
 		}
-		events, err := w.b.c.EventStream().Stream(ctx, topics, from, w.b.qopts(ctx))
+		events, err := w.cl.c.EventStream().Stream(ctx, topics, from, w.cl.qopts(ctx))
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -298,7 +301,7 @@ func (w *watcher) resync(ctx context.Context) {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			if err := w.prime(ctx, r); err != nil && ctx.Err() == nil {
-				w.b.log.Warn().Err(err).Str("job_id", r.view.jobID).Msg("re-reading a run after the event stream reconnected failed")
+				w.cl.log.Warn().Err(err).Str("job_id", r.view.jobID).Msg("re-reading a run after the event stream reconnected failed")
 			}
 		}()
 	}
@@ -368,7 +371,7 @@ func sleep(ctx context.Context, d time.Duration) {
 // Wait implements dispatch.Backend. It follows the run on the shared event
 // stream and, when progress is set, the sandbox's stdout for progress
 // lines. On the end of the run it removes the token Variable.
-func (b *Backend) Wait(ctx context.Context, taskID string, progress func(dispatch.Progress)) (dispatch.RunStatus, error) {
+func (b *runWatch) Wait(ctx context.Context, taskID string, progress func(dispatch.Progress)) (dispatch.RunStatus, error) {
 	id, err := b.findJob(ctx, taskID)
 	if err != nil {
 		return dispatch.RunStatus{}, err

@@ -7,11 +7,9 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
-var _ dispatch.ArtifactReader = (*Backend)(nil)
-
 // Artifacts implements dispatch.ArtifactReader: the files the run left in
 // out/artifacts/ of its task directory, read as untrusted (no links, caps).
-func (b *Backend) Artifacts(ctx context.Context, taskID string, caps dispatch.ArtifactCaps) (*dispatch.Artifacts, error) {
+func (b *runWatch) Artifacts(ctx context.Context, taskID string, caps dispatch.ArtifactCaps) (*dispatch.Artifacts, error) {
 	st, err := b.status(taskID)
 	if err != nil {
 		return nil, err

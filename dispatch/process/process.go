@@ -32,6 +32,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/budget"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/dotenv"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/filelock"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/filequeue"
@@ -58,15 +59,53 @@ type Options struct {
 }
 
 // Backend runs sandbox-runner processes on this machine.
+//
+// It is an adapter and nothing more: each interface it offers is served by
+// a part named for what it does, the parts that act on runs pointing to
+// the same task directories, built in New.
 type Backend struct {
 	// Locks are files under <data-dir>/locks, shared by every bot replica
-	// that shares the directory.
+	// that shares the directory. They list themselves (LockLister), so
+	// review batches pending on this backend are found again after a
+	// restart.
 	*filelock.Locks
-	// Queue is <data-dir>/queue, shared the same way.
+	// Queue is <data-dir>/queue, shared the same way, with the routine
+	// books and the budget book (budget.Book).
 	*filequeue.Store
-	// SessionFiles keeps plan runs' agent sessions under
-	// <data-dir>/sessions (dispatch.SessionKeeper).
-	*dispatch.SessionFiles
+	*keptSessions // KeepSession, KeptSession: plan runs' agent sessions under <data-dir>/sessions
+	*tasks        // Name, TaskDir, OutputDir, LogPath: the runs' task directories
+	*runners      // Submit, Cancel, Cleanup: the runner processes
+	*runWatch     // Status, List, Wait, Result, Artifacts
+	*tokenFiles   // RefreshToken, CurrentToken: the token file of a run
+}
+
+// TaskFiles are a run's files on this machine, which only a backend whose
+// runs are local has, so no dispatch interface names them: the CLI reads a
+// run's receipt in OutputDir, and tests look into the task directory and
+// the runner's log.
+type TaskFiles interface {
+	TaskDir(taskID string) string
+	OutputDir(taskID string) string
+	LogPath(taskID string) string
+}
+
+// Every interface the backend offers, asserted so that a part added with a
+// method of the same name as another's (which would hide both) fails to
+// build rather than drop a capability the bot looks for at run time.
+var (
+	_ dispatch.Backend        = (*Backend)(nil)
+	_ dispatch.LockLister     = (*Backend)(nil)
+	_ dispatch.TokenReader    = (*Backend)(nil)
+	_ dispatch.SessionKeeper  = (*Backend)(nil)
+	_ dispatch.ArtifactReader = (*Backend)(nil)
+	_ budget.Book             = (*Backend)(nil)
+	_ TaskFiles               = (*Backend)(nil)
+)
+
+// tasks are the runs' task directories under <data-dir>/tasks, and the
+// runner processes this Backend started: what every part acting on a run
+// reads.
+type tasks struct {
 	o   Options
 	log zerolog.Logger
 
@@ -74,13 +113,24 @@ type Backend struct {
 	procs map[string]*child // runs started by this Backend
 }
 
+// keptSessions keeps plan runs' agent sessions (dispatch.SessionKeeper).
+// It wraps SessionFiles so that its OutputDir field, one level down, does
+// not hide the backend's OutputDir (TaskFiles).
+type keptSessions struct {
+	*dispatch.SessionFiles
+}
+
+// runners start the runner processes, stop them and remove their task
+// directories.
+type runners struct {
+	*tasks
+}
+
 // child is a runner process this Backend started and waits for.
 type child struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 }
-
-var _ dispatch.Backend = (*Backend)(nil)
 
 // File names in a task directory.
 const (
@@ -131,24 +181,32 @@ func New(o Options) (*Backend, error) {
 		o.Warnings = os.Stderr
 	}
 	log := o.Logger.With().Str("backend", "process").Logger()
-	b := &Backend{Locks: filelock.New(filepath.Join(o.DataDir, "locks"), log), Store: filequeue.New(filepath.Join(o.DataDir, "queue")), o: o, log: log, procs: map[string]*child{}}
-	b.SessionFiles = &dispatch.SessionFiles{Dir: filepath.Join(o.DataDir, "sessions"), OutputDir: b.OutputDir}
+	t := &tasks{o: o, log: log, procs: map[string]*child{}}
+	b := &Backend{
+		Locks:        filelock.New(filepath.Join(o.DataDir, "locks"), log),
+		Store:        filequeue.New(filepath.Join(o.DataDir, "queue")),
+		keptSessions: &keptSessions{&dispatch.SessionFiles{Dir: filepath.Join(o.DataDir, "sessions"), OutputDir: t.OutputDir}},
+		tasks:        t,
+		runners:      &runners{t},
+		runWatch:     &runWatch{t},
+		tokenFiles:   &tokenFiles{t},
+	}
 	fmt.Fprintln(o.Warnings, Warning)
-	b.log.Warn().Msg("process backend: no isolation between the agent and this machine")
+	log.Warn().Msg("process backend: no isolation between the agent and this machine")
 	return b, nil
 }
 
 // Name implements dispatch.Backend.
-func (b *Backend) Name() string { return "process" }
+func (b *tasks) Name() string { return "process" }
 
-// TaskDir is the run's directory.
-func (b *Backend) TaskDir(taskID string) string { return filepath.Join(b.o.DataDir, "tasks", taskID) }
+// TaskDir is the run's directory (TaskFiles).
+func (b *tasks) TaskDir(taskID string) string { return filepath.Join(b.o.DataDir, "tasks", taskID) }
 
 // OutputDir is where result.json and artifacts of a run are.
-func (b *Backend) OutputDir(taskID string) string { return filepath.Join(b.TaskDir(taskID), outDir) }
+func (b *tasks) OutputDir(taskID string) string { return filepath.Join(b.TaskDir(taskID), outDir) }
 
 // LogPath is the runner's combined output.
-func (b *Backend) LogPath(taskID string) string { return filepath.Join(b.TaskDir(taskID), logFile) }
+func (b *tasks) LogPath(taskID string) string { return filepath.Join(b.TaskDir(taskID), logFile) }
 
 // meta is meta.json.
 type meta struct {
@@ -168,7 +226,7 @@ type exitInfo struct {
 // Submit implements dispatch.Backend. The task directory is created with
 // mkdir, which fails if it exists: a second Submit of the same task id,
 // from a redelivery or another replica, is a no-op.
-func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
+func (b *runners) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
 	id := spec.Meta.TaskID
 	if id == "" {
 		id = spec.Order.TaskID
@@ -192,7 +250,7 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 	return created, nil
 }
 
-func (b *Backend) start(dir string, spec dispatch.RunSpec) (bool, error) {
+func (b *runners) start(dir string, spec dispatch.RunSpec) (bool, error) {
 	order := spec.Order
 	order.OutputDir = filepath.Join(dir, outDir)
 	if err := os.MkdirAll(filepath.Join(dir, "secrets"), 0o700); err != nil {
@@ -267,7 +325,7 @@ func (b *Backend) start(dir string, spec dispatch.RunSpec) (bool, error) {
 
 // reap waits for the child and records how it ended, so Status works from
 // the files alone (another Backend, after a restart).
-func (b *Backend) reap(dir, taskID string, c *child) {
+func (b *runners) reap(dir, taskID string, c *child) {
 	err := c.cmd.Wait()
 	info := exitInfo{ExitCode: c.cmd.ProcessState.ExitCode(), EndedAt: time.Now().UTC()}
 	if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
@@ -279,4 +337,64 @@ func (b *Backend) reap(dir, taskID string, c *child) {
 	}
 	b.log.Info().Str("task_id", taskID).Int("exit_code", info.ExitCode).AnErr("wait", err).Msg("runner ended")
 	close(c.done)
+}
+
+// Cancel implements dispatch.Backend: SIGTERM to the runner, which stops
+// the agent, pushes and writes an interrupted receipt; SIGKILL to its
+// process group if it is still there after StopGrace. It does not block.
+func (b *runners) Cancel(_ context.Context, taskID string) error {
+	st, err := b.status(taskID)
+	if err != nil {
+		return err
+	}
+	if st.State.Ended() {
+		return nil
+	}
+	m, err := b.readMeta(taskID)
+	if err != nil {
+		return err
+	}
+	if !alive(m.PID, m.StartTicks) {
+		return nil
+	}
+	if err := syscall.Kill(m.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("process backend: stop %s (pid %d): %w", taskID, m.PID, err)
+	}
+	b.log.Info().Str("task_id", taskID).Int("pid", m.PID).Dur("grace", b.o.StopGrace).Msg("sent SIGTERM to the runner")
+	go func() {
+		deadline := time.Now().Add(b.o.StopGrace)
+		for time.Now().Before(deadline) {
+			if !alive(m.PID, m.StartTicks) || b.ended(taskID) {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if alive(m.PID, m.StartTicks) && !b.ended(taskID) {
+			b.log.Warn().Str("task_id", taskID).Int("pid", m.PID).Msg("the runner outlived its grace period: SIGKILL")
+			syscall.Kill(-m.PID, syscall.SIGKILL)
+		}
+	}()
+	return nil
+}
+
+// Cleanup implements dispatch.Backend. A run still going is refused: the
+// caller cancels and waits first.
+func (b *runners) Cleanup(_ context.Context, taskID string) error {
+	st, err := b.status(taskID)
+	if errors.Is(err, dispatch.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !st.State.Ended() {
+		return fmt.Errorf("process backend: %s is still %s; cancel it first", taskID, st.State)
+	}
+	b.mu.Lock()
+	delete(b.procs, taskID)
+	b.mu.Unlock()
+	if err := os.RemoveAll(b.TaskDir(taskID)); err != nil {
+		return fmt.Errorf("process backend: remove %s: %w", taskID, err)
+	}
+	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"syscall"
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -19,12 +18,19 @@ import (
 // exit file the reaper writes, the runner's log and out/. The backend's
 // view of a run is read from them, so a restarted bot finds its runs.
 
+// runWatch reads runs from their task directories: what a run is doing
+// and what it left (dispatch.Backend's Status, List, Wait and Result,
+// dispatch.ArtifactReader).
+type runWatch struct {
+	*tasks
+}
+
 // Status implements dispatch.Backend.
-func (b *Backend) Status(_ context.Context, taskID string) (dispatch.RunStatus, error) {
+func (b *runWatch) Status(_ context.Context, taskID string) (dispatch.RunStatus, error) {
 	return b.status(taskID)
 }
 
-func (b *Backend) status(taskID string) (dispatch.RunStatus, error) {
+func (b *tasks) status(taskID string) (dispatch.RunStatus, error) {
 	dir := b.TaskDir(taskID)
 	mb, err := os.ReadFile(filepath.Join(dir, metaFile))
 	if errors.Is(err, os.ErrNotExist) {
@@ -60,7 +66,7 @@ func (b *Backend) status(taskID string) (dispatch.RunStatus, error) {
 	return st, nil
 }
 
-func (b *Backend) ours(taskID string) bool {
+func (b *tasks) ours(taskID string) bool {
 	b.mu.Lock()
 	c, ok := b.procs[taskID]
 	b.mu.Unlock()
@@ -76,7 +82,7 @@ func (b *Backend) ours(taskID string) bool {
 }
 
 // List implements dispatch.Backend.
-func (b *Backend) List(_ context.Context) ([]dispatch.RunStatus, error) {
+func (b *runWatch) List(_ context.Context) ([]dispatch.RunStatus, error) {
 	ents, err := os.ReadDir(filepath.Join(b.o.DataDir, "tasks"))
 	if err != nil {
 		return nil, fmt.Errorf("process backend: list tasks: %w", err)
@@ -100,7 +106,7 @@ func (b *Backend) List(_ context.Context) ([]dispatch.RunStatus, error) {
 // Wait implements dispatch.Backend: it follows runner.log, passing each
 // progress line to progress, until the run has ended and the log is read
 // to its end.
-func (b *Backend) Wait(ctx context.Context, taskID string, progress func(dispatch.Progress)) (dispatch.RunStatus, error) {
+func (b *runWatch) Wait(ctx context.Context, taskID string, progress func(dispatch.Progress)) (dispatch.RunStatus, error) {
 	if _, err := b.status(taskID); err != nil {
 		return dispatch.RunStatus{}, err
 	}
@@ -161,7 +167,7 @@ func (b *Backend) Wait(ctx context.Context, taskID string, progress func(dispatc
 }
 
 // Result implements dispatch.Backend.
-func (b *Backend) Result(_ context.Context, taskID string) (*dispatch.Result, error) {
+func (b *runWatch) Result(_ context.Context, taskID string) (*dispatch.Result, error) {
 	st, err := b.status(taskID)
 	if err != nil {
 		return nil, err
@@ -176,50 +182,12 @@ func (b *Backend) Result(_ context.Context, taskID string) (*dispatch.Result, er
 	return r, nil
 }
 
-// Cancel implements dispatch.Backend: SIGTERM to the runner, which stops
-// the agent, pushes and writes an interrupted receipt; SIGKILL to its
-// process group if it is still there after StopGrace. It does not block.
-func (b *Backend) Cancel(_ context.Context, taskID string) error {
-	st, err := b.status(taskID)
-	if err != nil {
-		return err
-	}
-	if st.State.Ended() {
-		return nil
-	}
-	m, err := b.readMeta(taskID)
-	if err != nil {
-		return err
-	}
-	if !alive(m.PID, m.StartTicks) {
-		return nil
-	}
-	if err := syscall.Kill(m.PID, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("process backend: stop %s (pid %d): %w", taskID, m.PID, err)
-	}
-	b.log.Info().Str("task_id", taskID).Int("pid", m.PID).Dur("grace", b.o.StopGrace).Msg("sent SIGTERM to the runner")
-	go func() {
-		deadline := time.Now().Add(b.o.StopGrace)
-		for time.Now().Before(deadline) {
-			if !alive(m.PID, m.StartTicks) || b.ended(taskID) {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if alive(m.PID, m.StartTicks) && !b.ended(taskID) {
-			b.log.Warn().Str("task_id", taskID).Int("pid", m.PID).Msg("the runner outlived its grace period: SIGKILL")
-			syscall.Kill(-m.PID, syscall.SIGKILL)
-		}
-	}()
-	return nil
-}
-
-func (b *Backend) ended(taskID string) bool {
+func (b *tasks) ended(taskID string) bool {
 	_, err := os.Stat(filepath.Join(b.TaskDir(taskID), exitFile))
 	return err == nil
 }
 
-func (b *Backend) readMeta(taskID string) (meta, error) {
+func (b *tasks) readMeta(taskID string) (meta, error) {
 	var m meta
 	mb, err := os.ReadFile(filepath.Join(b.TaskDir(taskID), metaFile))
 	if err != nil {
@@ -229,46 +197,4 @@ func (b *Backend) readMeta(taskID string) (meta, error) {
 		return m, fmt.Errorf("process backend: meta of %s: %w", taskID, err)
 	}
 	return m, nil
-}
-
-// RefreshToken implements dispatch.Backend. The rename is atomic, so the
-// runner's credential helper reads either the old or the new token.
-func (b *Backend) RefreshToken(_ context.Context, taskID, token string) error {
-	if token == "" {
-		return errors.New("process backend: refresh with an empty token")
-	}
-	st, err := b.status(taskID)
-	if err != nil {
-		return err
-	}
-	if st.State.Ended() {
-		// Writing it now would leave a live token for nobody.
-		return fmt.Errorf("process backend: refresh token of %s: the run has ended (%s); nothing written", taskID, st.State)
-	}
-	if err := writeAtomic(filepath.Join(b.TaskDir(taskID), tokenFile), []byte(token), 0o600); err != nil {
-		return fmt.Errorf("process backend: refresh token of %s: %w", taskID, err)
-	}
-	return nil
-}
-
-// Cleanup implements dispatch.Backend. A run still going is refused: the
-// caller cancels and waits first.
-func (b *Backend) Cleanup(_ context.Context, taskID string) error {
-	st, err := b.status(taskID)
-	if errors.Is(err, dispatch.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if !st.State.Ended() {
-		return fmt.Errorf("process backend: %s is still %s; cancel it first", taskID, st.State)
-	}
-	b.mu.Lock()
-	delete(b.procs, taskID)
-	b.mu.Unlock()
-	if err := os.RemoveAll(b.TaskDir(taskID)); err != nil {
-		return fmt.Errorf("process backend: remove %s: %w", taskID, err)
-	}
-	return nil
 }
