@@ -106,28 +106,6 @@ func (b *watcher) status(c inspected, rec *record) dispatch.RunStatus {
 	return st
 }
 
-// lookup finds a run's container name: from meta.json, else by label.
-func (b *engine) lookup(ctx context.Context, taskID string) (string, *record, error) {
-	rec, err := b.readRecord(taskID)
-	if err == nil {
-		return rec.Container, rec, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return "", nil, fmt.Errorf("docker backend: %w", err)
-	}
-	out, err := b.cli.run(ctx, "ps", "-a", "--format", "{{.Names}}",
-		"--filter", "label="+labelTask+"="+taskID,
-		"--filter", "label="+labelDataDir+"="+b.o.DataDir)
-	if err != nil {
-		return "", nil, fmt.Errorf("docker backend: %w", err)
-	}
-	names := strings.Fields(out)
-	if len(names) == 0 {
-		return "", nil, dispatch.ErrNotFound
-	}
-	return names[0], nil, nil
-}
-
 // Status implements dispatch.Backend.
 func (b *watcher) Status(ctx context.Context, taskID string) (dispatch.RunStatus, error) {
 	if st, ok := b.ended.get(taskID); ok {
