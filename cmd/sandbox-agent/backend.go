@@ -261,9 +261,11 @@ func (c *cli) sandboxEnv(o *options) (map[string]string, *dispatch.GatewayConfig
 // sandboxes is the docker backend with advice on a failed start. When
 // nobody chose the isolation profile and the host refuses privileged
 // containers, it falls back to caps once and says so, so the quick start
-// works on such hosts too.
+// works on such hosts too. It holds the backend as a dispatch.Backend,
+// all the CLI asks of it (it looks for no optional interface), rather
+// than the whole of *docker.Backend.
 type sandboxes struct {
-	*docker.Backend
+	dispatch.Backend
 	isolation dispatch.Isolation
 	fallback  bool
 	stderr    io.Writer

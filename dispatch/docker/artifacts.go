@@ -9,12 +9,10 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
-var _ dispatch.ArtifactReader = (*Backend)(nil)
-
 // Artifacts implements dispatch.ArtifactReader: the files the run left in
 // out/artifacts/ of its task directory. out/ is bind-mounted into the
 // sandbox, so everything there is read as untrusted (no links, caps).
-func (b *Backend) Artifacts(ctx context.Context, taskID string, caps dispatch.ArtifactCaps) (*dispatch.Artifacts, error) {
+func (b *watcher) Artifacts(ctx context.Context, taskID string, caps dispatch.ArtifactCaps) (*dispatch.Artifacts, error) {
 	if _, err := os.Stat(b.TaskDir(taskID)); errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("docker backend: %s: %w", taskID, dispatch.ErrNotFound)
 	}

@@ -24,12 +24,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/budget"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/filelock"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/filequeue"
 )
@@ -115,43 +115,133 @@ type Options struct {
 	Logger zerolog.Logger
 }
 
-// Backend runs sandboxes on the local engine.
+// Backend runs sandboxes on the local engine. It is put together from
+// parts, one per thing the backend does, and adds nothing of its own: a
+// method is found in the part named for its work. Every part points to
+// the one engine (options, CLI, logger, the runs seen ended), and the
+// parts that need another's work hold it, all built in New.
 type Backend struct {
+	// engine is what every part shares; Name, TaskDir and OutputDir.
+	*engine
+	// launcher starts a run: Submit, its task directory and its
+	// `docker run` command line.
+	*launcher
+	// taskFiles writes what a run's sandbox reads from its task
+	// directory (work order, token, gateway file); CurrentToken and
+	// RefreshToken.
+	*taskFiles
+	// caches are the directories sandboxes keep between runs; CacheImage.
+	*caches
+	// sandboxNetwork is the sandboxes' network and what their fence
+	// denies.
+	*sandboxNetwork
+	// watcher follows runs and reads what they left: Status, List, Wait,
+	// Result, Artifacts.
+	*watcher
+	// sockets reach a live run's dev server and screencast.
+	*sockets
+	// teardown stops runs and removes what they left: Cancel, Cleanup.
+	*teardown
+	// readiness checks the engine, the image and the isolation profile.
+	*readiness
 	// Locks are files under <data-dir>/locks, shared by every bot replica
 	// that shares the directory.
 	*filelock.Locks
 	// Queue is <data-dir>/queue, shared the same way.
 	*filequeue.Store
-	// SessionFiles keeps plan runs' agent sessions under
+	// sessionFiles keeps plan runs' agent sessions under
 	// <data-dir>/sessions (dispatch.SessionKeeper).
-	*dispatch.SessionFiles
-	o   Options
-	cli cli
-	log zerolog.Logger
-
-	denyOnce sync.Once
-	deny     string // EnvDenyNets' value, worked out at the first Submit
-	net      sandboxNet
-	ended    endedRuns
+	sessionFiles
 }
 
-var _ dispatch.Backend = (*Backend)(nil)
+// sessionFiles is dispatch's session store one level further down in
+// Backend: the store's OutputDir field, at the level of engine's
+// OutputDir method, would make both ambiguous and drop the method.
+type sessionFiles struct {
+	*dispatch.SessionFiles
+}
 
-// New checks the options and prepares the data directory.
+// The optional interfaces callers look for (`.(dispatch.PreviewDialer)`
+// and the like): a method two parts both had would drop out of Backend's
+// method set silently, and with it the capability.
+var (
+	_ dispatch.Backend          = (*Backend)(nil)
+	_ dispatch.PreviewDialer    = (*Backend)(nil)
+	_ dispatch.ScreencastDialer = (*Backend)(nil)
+	_ dispatch.ArtifactReader   = (*Backend)(nil)
+	_ dispatch.TokenReader      = (*Backend)(nil)
+	_ dispatch.SessionKeeper    = (*Backend)(nil)
+	_ dispatch.ReadinessChecker = (*Backend)(nil)
+	_ dispatch.LockLister       = (*Backend)(nil)
+	_ budget.Book               = (*Backend)(nil)
+	_ RunDirs                   = (*Backend)(nil)
+	_ ImageSeeder               = (*Backend)(nil)
+)
+
+// RunDirs are where a run's files are on the bot's host, for callers on
+// that host that read or place them there directly rather than through
+// dispatch.Backend: the local CLI (cmd/sandbox-agent) keeps a run's
+// receipt and media from OutputDir, the session store reads a plan's
+// session there, and tests plant a receipt in TaskDir. A Nomad run's
+// files are on its client, out of the bot's reach, so dispatch has no
+// such seam.
+type RunDirs interface {
+	TaskDir(taskID string) string
+	OutputDir(taskID string) string
+}
+
+// ImageSeeder fills the operator's seed image cache from the host's
+// engine (see caches.CacheImage). It is this backend's alone: the cache
+// is a directory of the engine's host, which Nomad has none of.
+type ImageSeeder interface {
+	CacheImage(ctx context.Context, ref string) error
+}
+
+// New checks the options, prepares the data directory and builds the
+// backend's parts.
 func New(o Options) (*Backend, error) {
+	o, err := checkOptions(o)
+	if err != nil {
+		return nil, err
+	}
+	log := o.Logger.With().Str("backend", "docker").Logger()
+	e := &engine{o: o, cli: cli{bin: o.Docker}, log: log}
+	c := &caches{engine: e}
+	n := &sandboxNetwork{engine: e}
+	w := &watcher{engine: e}
+	f := &taskFiles{engine: e, runs: w}
+	return &Backend{
+		engine:         e,
+		launcher:       &launcher{engine: e, files: f, caches: c, net: n},
+		taskFiles:      f,
+		caches:         c,
+		sandboxNetwork: n,
+		watcher:        w,
+		sockets:        &sockets{engine: e},
+		teardown:       &teardown{engine: e},
+		readiness:      &readiness{engine: e},
+		Locks:          filelock.New(filepath.Join(o.DataDir, "locks"), log),
+		Store:          filequeue.New(filepath.Join(o.DataDir, "queue")),
+		sessionFiles:   sessionFiles{&dispatch.SessionFiles{Dir: filepath.Join(o.DataDir, "sessions"), OutputDir: e.OutputDir}},
+	}, nil
+}
+
+// checkOptions fills o's defaults and makes the data and cache
+// directories.
+func checkOptions(o Options) (Options, error) {
 	if o.Image == "" {
-		return nil, errors.New("docker backend: no sandbox image (set SANDBOX_IMAGE; deploy/sandbox/build prints one)")
+		return o, errors.New("docker backend: no sandbox image (set SANDBOX_IMAGE; deploy/sandbox/build prints one)")
 	}
 	if o.DataDir == "" {
-		return nil, errors.New("docker backend: no data directory (set SANDBOX_DATA_DIR)")
+		return o, errors.New("docker backend: no data directory (set SANDBOX_DATA_DIR)")
 	}
 	abs, err := filepath.Abs(o.DataDir)
 	if err != nil {
-		return nil, fmt.Errorf("docker backend: data directory %q: %w", o.DataDir, err)
+		return o, fmt.Errorf("docker backend: data directory %q: %w", o.DataDir, err)
 	}
 	o.DataDir = abs
 	if o.Isolation, err = dispatch.ParseIsolation(string(o.Isolation)); err != nil {
-		return nil, fmt.Errorf("docker backend: isolation %w", err)
+		return o, fmt.Errorf("docker backend: isolation %w", err)
 	}
 	if o.StopGrace <= 0 {
 		o.StopGrace = 60 * time.Second
@@ -166,33 +256,30 @@ func New(o Options) (*Backend, error) {
 		o.Docker = "docker"
 	}
 	if _, err := exec.LookPath(o.Docker); err != nil {
-		return nil, fmt.Errorf("docker backend: docker CLI %q not found: %w", o.Docker, err)
+		return o, fmt.Errorf("docker backend: docker CLI %q not found: %w", o.Docker, err)
 	}
 	for _, d := range []string{o.DataDir, filepath.Join(o.DataDir, "tasks"), filepath.Join(o.DataDir, "locks")} {
 		// 0700: task directories hold tokens.
 		if err := os.MkdirAll(d, 0o700); err != nil {
-			return nil, fmt.Errorf("docker backend: create %s: %w", d, err)
+			return o, fmt.Errorf("docker backend: create %s: %w", d, err)
 		}
 	}
 	if o.CacheDir != "" {
 		if o.CacheDir, err = filepath.Abs(o.CacheDir); err != nil {
-			return nil, fmt.Errorf("docker backend: cache directory: %w", err)
+			return o, fmt.Errorf("docker backend: cache directory: %w", err)
 		}
 		p := filepath.Join(o.CacheDir, seedImages)
 		if err := os.MkdirAll(p, 0o755); err != nil {
-			return nil, fmt.Errorf("docker backend: create cache %s: %w", p, err)
+			return o, fmt.Errorf("docker backend: create cache %s: %w", p, err)
 		}
 	}
 	if o.CacheScope, err = ParseCacheScope(o.CacheScope); err != nil {
-		return nil, fmt.Errorf("docker backend: %w", err)
+		return o, fmt.Errorf("docker backend: %w", err)
 	}
 	if o.CPU > 0 {
 		o.CPU = defaultCPU(o.CPU, engineCPUs(o.Docker))
 	}
-	log := o.Logger.With().Str("backend", "docker").Logger()
-	b := &Backend{Locks: filelock.New(filepath.Join(o.DataDir, "locks"), log), Store: filequeue.New(filepath.Join(o.DataDir, "queue")), o: o, cli: cli{bin: o.Docker}, log: log}
-	b.SessionFiles = &dispatch.SessionFiles{Dir: filepath.Join(o.DataDir, "sessions"), OutputDir: b.OutputDir}
-	return b, nil
+	return o, nil
 }
 
 // Available reports whether a Docker engine answers, with the reason when
@@ -207,17 +294,30 @@ func Available(ctx context.Context) error {
 	return nil
 }
 
+// engine is what every part of the backend shares, set in New and never
+// after: the options, the docker CLI, the logger, and the runs the engine
+// reported ended. Its methods are the reads every part makes: where a
+// run's files are, its record, its container, its logger.
+type engine struct {
+	o   Options
+	cli cli
+	log zerolog.Logger
+	// ended spares the engine questions about runs it reported ended
+	// (watcher.Status fills it, teardown.Cleanup empties it).
+	ended endedRuns
+}
+
 // Name implements dispatch.Backend.
-func (b *Backend) Name() string { return "docker" }
+func (b *engine) Name() string { return "docker" }
 
 // TaskDir is the run's directory on the host.
-func (b *Backend) TaskDir(taskID string) string {
+func (b *engine) TaskDir(taskID string) string {
 	return filepath.Join(b.o.DataDir, "tasks", taskID)
 }
 
 // OutputDir is where result.json and the media of a run are on the host;
 // the paths in result.json are relative to it.
-func (b *Backend) OutputDir(taskID string) string {
+func (b *engine) OutputDir(taskID string) string {
 	return filepath.Join(b.TaskDir(taskID), "out")
 }
 
@@ -234,7 +334,7 @@ type record struct {
 	SubmittedAt time.Time          `json:"submitted_at"`
 }
 
-func (b *Backend) readRecord(taskID string) (*record, error) {
+func (b *engine) readRecord(taskID string) (*record, error) {
 	raw, err := os.ReadFile(filepath.Join(b.TaskDir(taskID), "meta.json"))
 	if err != nil {
 		return nil, err
@@ -246,7 +346,29 @@ func (b *Backend) readRecord(taskID string) (*record, error) {
 	return &r, nil
 }
 
-func (b *Backend) runLogger(m dispatch.Meta) zerolog.Logger {
+// lookup finds a run's container name: from meta.json, else by label.
+func (b *engine) lookup(ctx context.Context, taskID string) (string, *record, error) {
+	rec, err := b.readRecord(taskID)
+	if err == nil {
+		return rec.Container, rec, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", nil, fmt.Errorf("docker backend: %w", err)
+	}
+	out, err := b.cli.run(ctx, "ps", "-a", "--format", "{{.Names}}",
+		"--filter", "label="+labelTask+"="+taskID,
+		"--filter", "label="+labelDataDir+"="+b.o.DataDir)
+	if err != nil {
+		return "", nil, fmt.Errorf("docker backend: %w", err)
+	}
+	names := strings.Fields(out)
+	if len(names) == 0 {
+		return "", nil, dispatch.ErrNotFound
+	}
+	return names[0], nil, nil
+}
+
+func (b *engine) runLogger(m dispatch.Meta) zerolog.Logger {
 	l := b.log.With().Str("task_id", m.TaskID).Str("mode", string(m.Mode))
 	if m.Repo != "" {
 		l = l.Str("repo", m.Repo)

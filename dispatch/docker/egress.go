@@ -1,122 +1,23 @@
 package docker
 
-// What the docker backend tells a sandbox about its neighbours (the
-// addresses its init must fence off) and which caches it mounts.
+// What the docker backend tells a sandbox about its neighbours: the
+// addresses its init must fence off.
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net"
 	"net/netip"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
-	"github.com/sandbox-bot/sandbox-bot/dispatch/imagecache"
 )
-
-// Cache scopes: who shares a cache directory.
-const (
-	// CacheScopeRepository gives every repository its own caches (default).
-	CacheScopeRepository = "repository"
-	// CacheScopeInstallation shares the image cache between the
-	// repositories of one installation. Package caches stay per
-	// repository whatever the scope: the agent writes them, and what one
-	// repository's agent writes must never be another's input.
-	CacheScopeInstallation = "installation"
-)
-
-// ParseCacheScope checks a scope name; "" is the default.
-func ParseCacheScope(s string) (string, error) {
-	switch s {
-	case "":
-		return CacheScopeRepository, nil
-	case CacheScopeRepository, CacheScopeInstallation:
-		return s, nil
-	}
-	return "", fmt.Errorf("cache scope %q is not %q or %q", s, CacheScopeRepository, CacheScopeInstallation)
-}
-
-// packageCaches are written by the agent's package managers.
-var packageCaches = []string{"npm", "go", "pip"}
-
-// seedImages is the operator's image directory (CacheImage), mounted
-// read-only into every coding sandbox.
-const seedImages = "images"
-
-// scopeDir is a cache directory of the run's repository or installation.
-func (b *Backend) scopeDir(m dispatch.Meta, kind string) string {
-	repo := "repos/" + url.PathEscape(strings.ToLower(m.Repo))
-	if m.Repo == "" {
-		repo = "repos/_none"
-	}
-	if kind == "images" && b.o.CacheScope == CacheScopeInstallation {
-		return filepath.Join(b.o.CacheDir, "installations", strconv.FormatInt(m.InstallationID, 10), "images")
-	}
-	return filepath.Join(b.o.CacheDir, repo, kind)
-}
-
-// prepareCaches creates the run's cache directories: images owned by root
-// (only the sandbox's init writes them), package caches by the sandbox user.
-func (b *Backend) prepareCaches(m dispatch.Meta) error {
-	if b.o.CacheDir == "" {
-		return nil
-	}
-	for _, kind := range append([]string{"images"}, packageCaches...) {
-		p := b.scopeDir(m, kind)
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			return fmt.Errorf("create cache %s: %w", p, err)
-		}
-		if kind != "images" {
-			_ = os.Chown(p, b.o.SandboxUID, b.o.SandboxGID)
-		}
-	}
-	return nil
-}
-
-// cacheMounts binds the run's caches: its scope's image cache and package
-// caches read-write, the operator's seed images read-only. Task mode has
-// no inner daemon, so no images.
-func (b *Backend) cacheMounts(m dispatch.Meta, task bool) []string {
-	if b.o.CacheDir == "" {
-		return nil
-	}
-	var args []string
-	if !task {
-		args = append(args,
-			"--mount", bind(b.scopeDir(m, "images"), dispatch.CacheDir+"/images", false),
-			"--mount", bind(filepath.Join(b.o.CacheDir, seedImages), dispatch.CacheDir+"/images-seed", true))
-	}
-	for _, kind := range packageCaches {
-		args = append(args, "--mount", bind(b.scopeDir(m, kind), dispatch.CacheDir+"/"+kind, false))
-	}
-	return args
-}
-
-// CacheImage saves an image of the host's engine into the seed image
-// cache, so sandboxes load it instead of pulling it: an image a
-// registry-less host built itself, or one most repositories use. The image
-// ID is recorded beside it and checked by every sandbox before it loads
-// the file.
-func (b *Backend) CacheImage(ctx context.Context, ref string) error {
-	if b.o.CacheDir == "" {
-		return errors.New("docker backend: no cache directory configured")
-	}
-	if err := imagecache.Save(ctx, b.cli.run, filepath.Join(b.o.CacheDir, seedImages), ref, ""); err != nil {
-		return fmt.Errorf("docker backend: cache image %s: %w", ref, err)
-	}
-	return nil
-}
 
 // denyNets is what the sandboxes must not reach beyond the defaults: the
 // operator's networks, the host itself when the wall is up, and every
 // address the bot's listeners answer on.
-func (b *Backend) denyNets(ctx context.Context) []dispatch.DenyNet {
+func (b *sandboxNetwork) denyNets(ctx context.Context) []dispatch.DenyNet {
 	nets := append([]dispatch.DenyNet(nil), b.o.DenyNets...)
 	if b.o.HostWall {
 		// The host: every address it has, and the sandbox network's
@@ -175,7 +76,7 @@ func localAddrs() []netip.Addr {
 }
 
 // gateways are the sandbox network's gateway addresses (host-gateway).
-func (b *Backend) gateways(ctx context.Context) []netip.Addr {
+func (b *sandboxNetwork) gateways(ctx context.Context) []netip.Addr {
 	network := b.network()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

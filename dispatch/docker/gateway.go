@@ -14,7 +14,7 @@ import (
 // 0400, and the init hides the directory once it has read it; in task mode
 // the init runs as the sandbox user and must be able to read it, which is
 // that mode's stated limit.
-func (b *Backend) writeGateway(dir string, task bool) error {
+func (b *taskFiles) writeGateway(dir string, task bool) error {
 	if b.o.Gateway == nil {
 		return nil
 	}
@@ -55,7 +55,7 @@ func (b *Backend) writeGateway(dir string, task bool) error {
 }
 
 // gatewayFile is where the init finds the providers file, or "".
-func (b *Backend) gatewayFile() string {
+func (b *taskFiles) gatewayFile() string {
 	if b.o.Gateway == nil {
 		return ""
 	}

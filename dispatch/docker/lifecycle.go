@@ -12,10 +12,15 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
+// teardown stops runs and removes what they left.
+type teardown struct {
+	*engine
+}
+
 // Cancel implements dispatch.Backend: `docker stop -t <grace>`. The init
 // passes SIGTERM to the runner, which pushes and writes its interrupted
 // receipt; the engine kills what is left after the grace.
-func (b *Backend) Cancel(ctx context.Context, taskID string) error {
+func (b *teardown) Cancel(ctx context.Context, taskID string) error {
 	name, rec, err := b.lookup(ctx, taskID)
 	if err != nil {
 		return err
@@ -35,43 +40,11 @@ func (b *Backend) Cancel(ctx context.Context, taskID string) error {
 	return nil
 }
 
-// notRunning returns ErrRunning while the run's container has not ended.
-// A task directory whose container cannot be found is left to the caller:
-// it reads what the directory holds.
-func (b *Backend) notRunning(ctx context.Context, taskID string) error {
-	st, err := b.Status(ctx, taskID)
-	switch {
-	case errors.Is(err, dispatch.ErrNotFound):
-		return nil
-	case err != nil:
-		return err
-	case !st.State.Ended():
-		return fmt.Errorf("docker backend: %s is %s: %w", taskID, st.State, dispatch.ErrRunning)
-	}
-	return nil
-}
-
-// RefreshToken implements dispatch.Backend.
-func (b *Backend) RefreshToken(ctx context.Context, taskID, token string) error {
-	dir := b.TaskDir(taskID)
-	if _, err := os.Stat(filepath.Join(dir, "secrets")); errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("docker backend: refresh token of %s: %w", taskID, dispatch.ErrNotFound)
-	}
-	if st, err := b.Status(ctx, taskID); err == nil && st.State.Ended() {
-		// Writing it now would leave a live token for nobody.
-		return fmt.Errorf("docker backend: refresh token of %s: the run has ended (%s); nothing written", taskID, st.State)
-	}
-	if err := b.writeToken(dir, token); err != nil {
-		return fmt.Errorf("docker backend: %s: %w", taskID, err)
-	}
-	return nil
-}
-
 // Cleanup implements dispatch.Backend: the container and the task
 // directory go. The inner daemon's files under docker/ belong to root (and
 // out/ to the sandbox user); a bot that is not root removes them through a
 // throwaway container of the sandbox image.
-func (b *Backend) Cleanup(ctx context.Context, taskID string) error {
+func (b *teardown) Cleanup(ctx context.Context, taskID string) error {
 	if !dispatch.ValidTaskID(taskID) {
 		return fmt.Errorf("docker backend: task id %q is not of the form T-XXXXXXXX", taskID)
 	}

@@ -24,7 +24,7 @@ import (
 // container runs, and a status first would be one more docker call per
 // run; the status after the log ends says whether the run ended, is still
 // pending (the log is then followed again once it runs) or is gone.
-func (b *Backend) Wait(ctx context.Context, taskID string, progress func(dispatch.Progress)) (dispatch.RunStatus, error) {
+func (b *watcher) Wait(ctx context.Context, taskID string, progress func(dispatch.Progress)) (dispatch.RunStatus, error) {
 	name, rec, err := b.lookup(ctx, taskID)
 	if err != nil {
 		return dispatch.RunStatus{}, err
@@ -59,7 +59,7 @@ func (b *Backend) Wait(ctx context.Context, taskID string, progress func(dispatc
 
 // follow streams the log from after `since` until it ends, and returns the
 // time of the last line seen.
-func (b *Backend) follow(ctx context.Context, log zerolog.Logger, name string, since time.Time, progress func(dispatch.Progress)) (time.Time, error) {
+func (b *watcher) follow(ctx context.Context, log zerolog.Logger, name string, since time.Time, progress func(dispatch.Progress)) (time.Time, error) {
 	args := []string{"logs", "--follow", "--timestamps"}
 	if !since.IsZero() {
 		args = append(args, "--since", since.Format(time.RFC3339Nano))

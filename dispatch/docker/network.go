@@ -21,6 +21,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
 // DefaultNetwork is the bridge the backend creates, inter-container
@@ -36,17 +38,35 @@ const iccOption = "com.docker.network.bridge.enable_icc"
 // sandbox's /etc/resolv.conf (see ensureNetwork).
 const resolvConfFile = "resolv.conf"
 
-// sandboxNet is what ensureNetwork found, once per backend.
-type sandboxNet struct {
+// sandboxNetwork is the sandboxes' network and the fence their init puts
+// up: what ensureNetwork found, once per backend, and the deny list
+// worked out at the first run.
+type sandboxNetwork struct {
+	*engine
+
 	mu    sync.Mutex
 	ready bool
 	// resolvConf is the host path bound at /etc/resolv.conf; empty leaves
 	// the engine's.
 	resolvConf string
+
+	denyOnce sync.Once
+	deny     string // EnvDenyNets' value, worked out at the first run
+}
+
+// prepare makes sure of the network before a run starts on it, then
+// works out the deny list, once: it fences the bot's port on the
+// network's gateway, which exists from then on.
+func (b *sandboxNetwork) prepare(ctx context.Context) error {
+	if err := b.ensureNetwork(ctx); err != nil {
+		return err
+	}
+	b.denyOnce.Do(func() { b.deny = dispatch.FormatDenyNets(b.denyNets(ctx)) })
+	return nil
 }
 
 // network is the name of the sandboxes' network.
-func (b *Backend) network() string {
+func (b *sandboxNetwork) network() string {
 	if b.o.Network != "" {
 		return b.o.Network
 	}
@@ -59,10 +79,10 @@ func (b *Backend) network() string {
 // network where sandboxes would reach each other. It runs until it
 // succeeds once; the cost is a `docker network inspect` and, the first
 // time on an engine, a create.
-func (b *Backend) ensureNetwork(ctx context.Context) error {
-	b.net.mu.Lock()
-	defer b.net.mu.Unlock()
-	if b.net.ready {
+func (b *sandboxNetwork) ensureNetwork(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ready {
 		return nil
 	}
 	name := b.network()
@@ -98,8 +118,8 @@ func (b *Backend) ensureNetwork(ctx context.Context) error {
 			"which the bot cannot check, so sandboxes on it might connect to each other; use an IPv4 bridge (`docker network create --opt %s=false NAME`), "+
 			"or leave the network unset for the bot's own (%s)", name, iccOption, DefaultNetwork)
 	}
-	b.net.resolvConf = b.defaultResolvConf(ctx)
-	b.net.ready = true
+	b.resolvConf = b.defaultResolvConf(ctx)
+	b.ready = true
 	return nil
 }
 
@@ -112,7 +132,7 @@ func (b *Backend) ensureNetwork(ctx context.Context) error {
 // containers public resolvers (8.8.8.8) the host may not reach. One
 // throwaway container per backend finds it; when that fails the engine's
 // choice stays, with a warning.
-func (b *Backend) defaultResolvConf(ctx context.Context) string {
+func (b *sandboxNetwork) defaultResolvConf(ctx context.Context) string {
 	conf, err := b.cli.run(ctx, "run", "--rm", "--network", "bridge", "--log-driver", "none", "--entrypoint", "cat", b.o.Image, "/etc/resolv.conf")
 	if err == nil && !strings.Contains(conf, "nameserver") {
 		err = fmt.Errorf("no nameserver in %q", conf)
@@ -129,10 +149,10 @@ func (b *Backend) defaultResolvConf(ctx context.Context) string {
 }
 
 // networkArgs are the `docker run` flags that put a sandbox on its network.
-func (b *Backend) networkArgs() []string {
+func (b *sandboxNetwork) networkArgs() []string {
 	args := []string{"--network", b.network()}
-	if b.net.resolvConf != "" {
-		args = append(args, "--mount", bind(b.net.resolvConf, "/etc/resolv.conf", true))
+	if b.resolvConf != "" {
+		args = append(args, "--mount", bind(b.resolvConf, "/etc/resolv.conf", true))
 	}
 	return args
 }

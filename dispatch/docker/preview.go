@@ -24,7 +24,7 @@ const sourceFile = "source.tar.gz"
 // coding sandbox the init is root and the agent must not write there, so
 // it stays root's; in task mode the init runs as the sandbox user, which
 // then owns it (it is also the only user in such a sandbox).
-func (b *Backend) writePreviewDir(dir string, task, asRoot bool) error {
+func (b *taskFiles) writePreviewDir(dir string, task, asRoot bool) error {
 	p := filepath.Join(dir, previewDir)
 	if err := os.MkdirAll(p, 0o755); err != nil {
 		return err
@@ -38,16 +38,22 @@ func (b *Backend) writePreviewDir(dir string, task, asRoot bool) error {
 	return nil
 }
 
+// sockets reach a live run's sandbox through the sockets its init makes
+// in the task directory: the dev server and the screencast.
+type sockets struct {
+	*engine
+}
+
 // DialPreview implements dispatch.PreviewDialer: a connection to the run's
 // dev server, through the socket the sandbox's init offers in the task
 // directory.
-func (b *Backend) DialPreview(ctx context.Context, taskID string) (net.Conn, error) {
+func (b *sockets) DialPreview(ctx context.Context, taskID string) (net.Conn, error) {
 	return b.dialTaskSocket(ctx, taskID, previewDir+"/"+dispatch.PreviewSocket)
 }
 
 // DialScreencast implements dispatch.ScreencastDialer: the runner's stream
 // of the agent's browser.
-func (b *Backend) DialScreencast(ctx context.Context, taskID string) (net.Conn, error) {
+func (b *sockets) DialScreencast(ctx context.Context, taskID string) (net.Conn, error) {
 	return b.dialTaskSocket(ctx, taskID, previewDir+"/"+dispatch.ScreencastDir+"/"+dispatch.ScreencastSocket)
 }
 
@@ -55,7 +61,7 @@ func (b *Backend) DialScreencast(ctx context.Context, taskID string) (net.Conn, 
 // directory, without following any link (dispatch.DialSocketBeneath): a
 // link planted there cannot turn the bot's connection toward a socket of
 // the host (its Docker daemon, say).
-func (b *Backend) dialTaskSocket(ctx context.Context, taskID, rel string) (net.Conn, error) {
+func (b *sockets) dialTaskSocket(ctx context.Context, taskID, rel string) (net.Conn, error) {
 	if !dispatch.ValidTaskID(taskID) {
 		return nil, dispatch.ErrNotFound
 	}

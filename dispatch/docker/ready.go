@@ -49,11 +49,17 @@ func IsolationArgs(iso dispatch.Isolation) []string {
 	return nil
 }
 
+// readiness checks that runs can start: the engine answers, the image is
+// there, and the host accepts the isolation profile.
+type readiness struct {
+	*engine
+}
+
 // Ready implements dispatch.ReadinessChecker: the engine answers, the
 // sandbox image is there, and the host accepts the isolation profile (a
 // throwaway container of the image with the profile's flags runs `true`;
 // for gvisor, the image's runtime check, see gvisorReady).
-func (b *Backend) Ready(ctx context.Context) []error {
+func (b *readiness) Ready(ctx context.Context) []error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if _, err := b.cli.run(ctx, "version", "--format", "{{.Server.Version}}"); err != nil {
@@ -89,7 +95,7 @@ const gvisorHowTo = "build runsc (CGO_ENABLED=0 go install gvisor.dev/gvisor/run
 // open (runsc --host-uds=create; the preview and screencast need it),
 // while a socket the host makes there is not one the sandbox can open
 // (--host-uds=open or all would let it).
-func (b *Backend) gvisorReady(ctx context.Context) error {
+func (b *readiness) gvisorReady(ctx context.Context) error {
 	refused := func(format string, a ...any) error {
 		return fmt.Errorf("docker backend: gvisor profile: %s (%w); %s", fmt.Sprintf(format, a...), dispatch.ErrIsolationRefused, gvisorHowTo)
 	}

@@ -15,12 +15,12 @@ import (
 // the sandbox's init makes sure of it before the runner starts).
 
 // setupCacheDir is the run's repository's setup cache directory.
-func (b *Backend) setupCacheDir(m dispatch.Meta) string { return b.scopeDir(m, "setup") }
+func (b *caches) setupCacheDir(m dispatch.Meta) string { return b.scopeDir(m, "setup") }
 
 // prepareSetupCache creates the run's directory and bounds the node's
 // setup caches, least recently used entries first, before the run adds
 // one.
-func (b *Backend) prepareSetupCache(m dispatch.Meta) error {
+func (b *caches) prepareSetupCache(m dispatch.Meta) error {
 	if b.o.CacheDir == "" || b.o.SetupCacheMaxBytes < 0 {
 		return nil
 	}
@@ -39,7 +39,7 @@ func (b *Backend) prepareSetupCache(m dispatch.Meta) error {
 }
 
 // setupCacheArgs binds the directory and bounds it for the runner.
-func (b *Backend) setupCacheArgs(m dispatch.Meta, task bool) []string {
+func (b *caches) setupCacheArgs(m dispatch.Meta, task bool) []string {
 	// A preview's code is the agent's: its setup is never saved, so the
 	// cache is not even mounted.
 	if b.o.CacheDir == "" || b.o.SetupCacheMaxBytes < 0 || task || m.Mode == dispatch.ModePreview {

@@ -15,6 +15,13 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
+// watcher follows runs and reads what they left: their state from the
+// engine (remembering the ended ones in engine.ended), their log (Wait),
+// their receipt and artifacts from the task directory.
+type watcher struct {
+	*engine
+}
+
 // inspected is the part of `docker container inspect` the backend reads.
 type inspected struct {
 	Name  string `json:"Name"`
@@ -30,7 +37,7 @@ type inspected struct {
 	} `json:"Config"`
 }
 
-func (b *Backend) inspect(ctx context.Context, names ...string) ([]inspected, error) {
+func (b *watcher) inspect(ctx context.Context, names ...string) ([]inspected, error) {
 	out, err := b.cli.run(ctx, append([]string{"container", "inspect"}, names...)...)
 	if err != nil {
 		return nil, err
@@ -81,7 +88,7 @@ func metaFromLabels(l map[string]string) dispatch.Meta {
 	return m
 }
 
-func (b *Backend) status(c inspected, rec *record) dispatch.RunStatus {
+func (b *watcher) status(c inspected, rec *record) dispatch.RunStatus {
 	st := dispatch.RunStatus{
 		State:     state(c.State.Status),
 		ExitCode:  c.State.ExitCode,
@@ -99,30 +106,8 @@ func (b *Backend) status(c inspected, rec *record) dispatch.RunStatus {
 	return st
 }
 
-// lookup finds a run's container name: from meta.json, else by label.
-func (b *Backend) lookup(ctx context.Context, taskID string) (string, *record, error) {
-	rec, err := b.readRecord(taskID)
-	if err == nil {
-		return rec.Container, rec, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return "", nil, fmt.Errorf("docker backend: %w", err)
-	}
-	out, err := b.cli.run(ctx, "ps", "-a", "--format", "{{.Names}}",
-		"--filter", "label="+labelTask+"="+taskID,
-		"--filter", "label="+labelDataDir+"="+b.o.DataDir)
-	if err != nil {
-		return "", nil, fmt.Errorf("docker backend: %w", err)
-	}
-	names := strings.Fields(out)
-	if len(names) == 0 {
-		return "", nil, dispatch.ErrNotFound
-	}
-	return names[0], nil, nil
-}
-
 // Status implements dispatch.Backend.
-func (b *Backend) Status(ctx context.Context, taskID string) (dispatch.RunStatus, error) {
+func (b *watcher) Status(ctx context.Context, taskID string) (dispatch.RunStatus, error) {
 	if st, ok := b.ended.get(taskID); ok {
 		return st, nil
 	}
@@ -152,7 +137,7 @@ func (b *Backend) Status(ctx context.Context, taskID string) (dispatch.RunStatus
 const orphanGrace = time.Minute
 
 // orphan is the status of a task directory without a container.
-func (b *Backend) orphan(rec *record) dispatch.RunStatus {
+func (b *watcher) orphan(rec *record) dispatch.RunStatus {
 	st := dispatch.RunStatus{Meta: rec.Meta, State: dispatch.StateLost}
 	if time.Since(rec.SubmittedAt) < orphanGrace {
 		st.State = dispatch.StatePending
@@ -162,7 +147,7 @@ func (b *Backend) orphan(rec *record) dispatch.RunStatus {
 
 // List implements dispatch.Backend: every container of this data directory
 // and every task directory whose container is gone.
-func (b *Backend) List(ctx context.Context) ([]dispatch.RunStatus, error) {
+func (b *watcher) List(ctx context.Context) ([]dispatch.RunStatus, error) {
 	out, err := b.cli.run(ctx, "ps", "-a", "--format", "{{.Names}}",
 		"--filter", "label="+labelManaged+"=true",
 		"--filter", "label="+labelDataDir+"="+b.o.DataDir)
@@ -200,7 +185,7 @@ func (b *Backend) List(ctx context.Context) ([]dispatch.RunStatus, error) {
 }
 
 // Result implements dispatch.Backend.
-func (b *Backend) Result(ctx context.Context, taskID string) (*dispatch.Result, error) {
+func (b *watcher) Result(ctx context.Context, taskID string) (*dispatch.Result, error) {
 	if _, err := os.Stat(b.TaskDir(taskID)); errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("docker backend: %s: %w", taskID, dispatch.ErrNotFound)
 	}
@@ -214,4 +199,20 @@ func (b *Backend) Result(ctx context.Context, taskID string) (*dispatch.Result, 
 		return nil, fmt.Errorf("docker backend: %s: %w", taskID, err)
 	}
 	return r, nil
+}
+
+// notRunning returns ErrRunning while the run's container has not ended.
+// A task directory whose container cannot be found is left to the caller:
+// it reads what the directory holds.
+func (b *watcher) notRunning(ctx context.Context, taskID string) error {
+	st, err := b.Status(ctx, taskID)
+	switch {
+	case errors.Is(err, dispatch.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case !st.State.Ended():
+		return fmt.Errorf("docker backend: %s is %s: %w", taskID, st.State, dispatch.ErrRunning)
+	}
+	return nil
 }

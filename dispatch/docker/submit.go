@@ -15,11 +15,21 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
+// launcher starts runs: Submit writes a run's task directory (through
+// taskFiles), its caches (caches) and its network (sandboxNetwork), then
+// starts its container with the command line runArgs makes.
+type launcher struct {
+	*engine
+	files  *taskFiles
+	caches *caches
+	net    *sandboxNetwork
+}
+
 // sandboxOrder is the work order as the sandbox finds it: where its
 // receipt, token, gateway file and (a preview's) code are inside.
-func (b *Backend) sandboxOrder(spec dispatch.RunSpec) dispatch.WorkOrder {
+func (b *launcher) sandboxOrder(spec dispatch.RunSpec) dispatch.WorkOrder {
 	order := spec.Order
-	order.OutputDir, order.TokenFile, order.GatewayFile = dispatch.OutputDir, "", b.gatewayFile()
+	order.OutputDir, order.TokenFile, order.GatewayFile = dispatch.OutputDir, "", b.files.gatewayFile()
 	if order.Mode == dispatch.ModePreview {
 		order.GatewayFile = "" // a preview has no agent: no model, no provider keys
 	}
@@ -35,7 +45,7 @@ func (b *Backend) sandboxOrder(spec dispatch.RunSpec) dispatch.WorkOrder {
 // Submit implements dispatch.Backend. It is idempotent by task id: the
 // container name is derived from it, and the engine refuses a second
 // container of the same name, across bot replicas too.
-func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
+func (b *launcher) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, error) {
 	m := spec.Meta
 	if !dispatch.ValidTaskID(m.TaskID) {
 		return false, fmt.Errorf("docker backend: task id %q is not of the form T-XXXXXXXX", m.TaskID)
@@ -76,7 +86,7 @@ func (b *Backend) Submit(ctx context.Context, spec dispatch.RunSpec) (bool, erro
 
 // create writes the run's task directory and starts its container named
 // name; Submit checked it does not exist.
-func (b *Backend) create(ctx context.Context, spec dispatch.RunSpec, isolation dispatch.Isolation, name string, log zerolog.Logger) (bool, error) {
+func (b *launcher) create(ctx context.Context, spec dispatch.RunSpec, isolation dispatch.Isolation, name string, log zerolog.Logger) (bool, error) {
 	m := spec.Meta
 	order := b.sandboxOrder(spec)
 	if err := order.Validate(); err != nil {
@@ -84,7 +94,7 @@ func (b *Backend) create(ctx context.Context, spec dispatch.RunSpec, isolation d
 	}
 	dir := b.TaskDir(m.TaskID)
 	task := order.TaskSandbox()
-	if err := b.writeTaskDir(dir, order, spec.Token, task); err != nil {
+	if err := b.files.writeTaskDir(dir, order, spec.Token, task); err != nil {
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
 	}
 	if len(spec.Source) > 0 {
@@ -102,17 +112,15 @@ func (b *Backend) create(ctx context.Context, spec dispatch.RunSpec, isolation d
 	if err := writeJSON(filepath.Join(dir, "meta.json"), rec, 0o600); err != nil {
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
 	}
-	if err := b.prepareCaches(m); err != nil {
+	if err := b.caches.prepareCaches(m); err != nil {
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
 	}
-	if err := b.prepareSetupCache(m); err != nil {
+	if err := b.caches.prepareSetupCache(m); err != nil {
 		return false, fmt.Errorf("docker backend: %s: setup cache: %w", m.TaskID, err)
 	}
-	// The network first: the deny list fences the bot's port on its gateway.
-	if err := b.ensureNetwork(ctx); err != nil {
+	if err := b.net.prepare(ctx); err != nil {
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
 	}
-	b.denyOnce.Do(func() { b.deny = dispatch.FormatDenyNets(b.denyNets(ctx)) })
 	args, err := b.runArgs(rec, order, dir, task)
 	if err != nil {
 		return false, fmt.Errorf("docker backend: %s: %w", m.TaskID, err)
@@ -137,7 +145,7 @@ func (b *Backend) create(ctx context.Context, spec dispatch.RunSpec, isolation d
 
 // runLabels are the labels of a sandbox's container: the run's Meta, from
 // which a bot whose task directory is gone rebuilds it (metaFromLabels).
-func (b *Backend) runLabels(m dispatch.Meta) []string {
+func (b *launcher) runLabels(m dispatch.Meta) []string {
 	args := []string{
 		"--label", labelManaged + "=true",
 		"--label", labelDataDir + "=" + b.o.DataDir,
@@ -159,7 +167,7 @@ func (b *Backend) runLabels(m dispatch.Meta) []string {
 }
 
 // runArgs is the `docker run` command line of a sandbox.
-func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task bool) ([]string, error) {
+func (b *launcher) runArgs(rec record, order dispatch.WorkOrder, dir string, task bool) ([]string, error) {
 	m := rec.Meta
 	args := append([]string{"run", "--detach",
 		"--name", rec.Container,
@@ -181,9 +189,9 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 	if b.o.Env != nil {
 		args = append(args, "--env-file", filepath.Join(dir, "env"))
 	}
-	args = append(args, b.fenceEnv(rec)...)
-	args = append(args, b.cacheMounts(m, task)...)
-	args = append(args, b.setupCacheArgs(m, task)...)
+	args = append(args, b.net.fenceEnv(rec)...)
+	args = append(args, b.caches.cacheMounts(m, task)...)
+	args = append(args, b.caches.setupCacheArgs(m, task)...)
 	if b.o.OSVDir != "" && !task && m.Mode != dispatch.ModePreview {
 		args = append(args, "--mount", bind(b.o.OSVDir, dispatch.OSVMount, true))
 	}
@@ -191,7 +199,7 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 	for _, h := range b.o.ExtraHosts {
 		args = append(args, "--add-host", h)
 	}
-	args = append(args, b.networkArgs()...)
+	args = append(args, b.net.networkArgs()...)
 	args = append(args, b.limitArgs(order.Config.Resources.MemoryMB, order.Config.Resources.CPU)...)
 	return append(args, b.o.Image), nil
 }
@@ -199,7 +207,7 @@ func (b *Backend) runArgs(rec record, order dispatch.WorkOrder, dir string, task
 // isolationArgs run a task sandbox behind its fence without an inner
 // daemon, and any other with its Docker data directory and the isolation
 // profile's runtime.
-func (b *Backend) isolationArgs(rec record, dir string, task bool) []string {
+func (b *launcher) isolationArgs(rec record, dir string, task bool) []string {
 	if !task {
 		return append([]string{"--mount", bind(filepath.Join(dir, "docker"), "/var/lib/docker", false)}, IsolationArgs(rec.Isolation)...)
 	}
@@ -225,7 +233,7 @@ func (b *Backend) isolationArgs(rec record, dir string, task bool) []string {
 // processes. The configured bound is the default and the ceiling: the bot
 // checks a repository's ask against it already; the local CLI's
 // repository file is held here.
-func (b *Backend) limitArgs(mem, cpu int) []string {
+func (b *launcher) limitArgs(mem, cpu int) []string {
 	if mem <= 0 || (b.o.MemoryMB > 0 && mem > b.o.MemoryMB) {
 		mem = b.o.MemoryMB
 	}
@@ -262,7 +270,7 @@ func bind(src, dst string, readOnly bool) string {
 // the one that lost then revokes the token it minted, which it had just
 // written over the winner's, and the running sandbox is left with a dead
 // token.
-func (b *Backend) submitLock(ctx context.Context, taskID string) (func(), error) {
+func (b *launcher) submitLock(ctx context.Context, taskID string) (func(), error) {
 	dir := filepath.Join(b.o.DataDir, "submit")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -291,7 +299,7 @@ func (b *Backend) submitLock(ctx context.Context, taskID string) (func(), error)
 // fenceEnv tells the sandbox's init what to fence off and what its
 // profile is: the deny list, the host wall and its exceptions, and the
 // isolation (the init checks its kernel against the gvisor profile).
-func (b *Backend) fenceEnv(rec record) []string {
+func (b *sandboxNetwork) fenceEnv(rec record) []string {
 	var args []string
 	if b.deny != "" {
 		args = append(args, "--env", dispatch.EnvDenyNets+"="+b.deny)

@@ -11,11 +11,21 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
+// taskFiles writes what a run's sandbox reads from its task directory:
+// the work order, the token (again at RefreshToken, while the run lives),
+// the model gateway's file and the preview directory; CurrentToken reads
+// the token back.
+type taskFiles struct {
+	*engine
+	// runs tells RefreshToken whether the run has ended.
+	runs *watcher
+}
+
 // writeTaskDir lays the task directory out. Modes: the directory itself is
 // 0700 (tokens); what the sandbox user must read or write is handed to it
 // when the bot runs as root, and opened up inside the 0700 directory when
 // it cannot be.
-func (b *Backend) writeTaskDir(dir string, order dispatch.WorkOrder, token string, task bool) error {
+func (b *taskFiles) writeTaskDir(dir string, order dispatch.WorkOrder, token string, task bool) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
@@ -121,7 +131,7 @@ func sandboxEnv(all map[string]string, order dispatch.WorkOrder) map[string]stri
 
 // writeToken replaces secrets/token atomically: the sandbox's git
 // credential helper reads it on every use and must never see half a token.
-func (b *Backend) writeToken(dir, token string) error {
+func (b *taskFiles) writeToken(dir, token string) error {
 	mode := os.FileMode(0o600)
 	asRoot := os.Geteuid() == 0
 	if !asRoot && os.Geteuid() != b.o.SandboxUID {
@@ -161,7 +171,7 @@ func (b *Backend) writeToken(dir, token string) error {
 // runner user in a coding sandbox (which has an inner Docker directory),
 // the sandbox user in task mode, where the container runs as that user
 // from the start.
-func (b *Backend) secretOwner(dir string) (uid, gid int) {
+func (b *taskFiles) secretOwner(dir string) (uid, gid int) {
 	if _, err := os.Stat(filepath.Join(dir, "docker")); err == nil {
 		return dispatch.RunnerUID, dispatch.RunnerUID
 	}
