@@ -51,8 +51,13 @@ func dayRowOf(r Run) dayRow {
 		inst: r.InstallationID, unknown: int64(boolInt(r.CostUnknown)), in: r.InputTokens, out: r.OutputTokens}
 }
 
+// dayRollups keep the day tables (run_days, usage_days) equal to the
+// receipts: a receipt's write moves its figures in them, in its own
+// transaction.
+type dayRollups struct{ *database }
+
 // keptRow is the day row of the receipt kept for taskID, if any.
-func (s *sqlStore) keptRow(ctx context.Context, tx *sql.Tx, taskID string) (dayRow, bool, error) {
+func (s *dayRollups) keptRow(ctx context.Context, tx *sql.Tx, taskID string) (dayRow, bool, error) {
 	var r Run
 	var ended int64
 	var unknown int
@@ -71,7 +76,7 @@ func (s *sqlStore) keptRow(ctx context.Context, tx *sql.Tx, taskID string) (dayR
 
 // addDay adds one receipt's figures to its day row (sign 1), or takes them
 // out (sign -1; a row left with no run goes).
-func (s *sqlStore) addDay(ctx context.Context, tx *sql.Tx, d dayRow, sign int64) error {
+func (s *dayRollups) addDay(ctx context.Context, tx *sql.Tx, d dayRow, sign int64) error {
 	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO run_days (day, repo, repo_id, mode, status, runs, cost_micros, duration_ms)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (day, repo, repo_id, mode, status) DO UPDATE SET runs = run_days.runs + excluded.runs,
 	cost_micros = run_days.cost_micros + excluded.cost_micros, duration_ms = run_days.duration_ms + excluded.duration_ms`),
@@ -118,7 +123,7 @@ const fillUsageDays = `INSERT INTO usage_days (day, repo, repo_id, installation_
 
 // addUsageDay adds a receipt's figures to its usage_days row, or takes
 // them out (a row left with no run goes).
-func (s *sqlStore) addUsageDay(ctx context.Context, tx *sql.Tx, d dayRow, sign int64) error {
+func (s *dayRollups) addUsageDay(ctx context.Context, tx *sql.Tx, d dayRow, sign int64) error {
 	cost := d.costMicros
 	if d.unknown == 1 {
 		cost = 0

@@ -36,7 +36,9 @@ const ledgerTable = `CREATE TABLE budget_entries (
 const ledgerLock = 3
 
 // sqlLedger is the budget.Ledger on the store's database.
-type sqlLedger struct{ s *sqlStore }
+type sqlLedger struct{ s *database }
+
+var _ budget.Ledger = (*sqlLedger)(nil)
 
 // LedgerOf is the budget ledger kept in the store's database.
 func LedgerOf(s Store) (budget.Ledger, error) {
@@ -44,7 +46,7 @@ func LedgerOf(s Store) (budget.Ledger, error) {
 	if !ok {
 		return nil, fmt.Errorf("receipts: the store %s keeps no budget ledger", s.Where())
 	}
-	return &sqlLedger{s: ss}, nil
+	return &sqlLedger{s: ss.database}, nil
 }
 
 // Reserve implements budget.Ledger.

@@ -48,7 +48,7 @@ const migrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
 )`
 
 // migrate applies the migrations the database lacks.
-func (s *sqlStore) migrate(ctx context.Context) error {
+func (s *database) migrate(ctx context.Context) error {
 	return s.d.lock(ctx, s.db, func(tx queryer) error {
 		if _, err := tx.ExecContext(ctx, migrationsTable); err != nil {
 			return fmt.Errorf("create schema_migrations: %w", err)

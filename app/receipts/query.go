@@ -36,7 +36,7 @@ type Page struct {
 // MaxPageSize bounds a page, so no request reads the whole table.
 const MaxPageSize = 200
 
-func (s *sqlStore) List(ctx context.Context, f Filter, offset, limit int) (Page, error) {
+func (s *receiptRows) List(ctx context.Context, f Filter, offset, limit int) (Page, error) {
 	if limit <= 0 || limit > MaxPageSize {
 		limit = MaxPageSize
 	}

@@ -18,14 +18,47 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
-// sqlStore is the Store on database/sql. The queries are written once,
-// with ? placeholders and the SQL both databases speak (ON CONFLICT, CASE
-// sums); the dialect rewrites the placeholders for PostgreSQL and holds
-// the schema each database is given (migrate.go).
+// sqlStore is the Store on database/sql, put together from one part per
+// interface the Store is made of, each on the one database: it adds
+// nothing of its own. The queries are written once, with ? placeholders
+// and the SQL both databases speak (ON CONFLICT, CASE sums); the dialect
+// rewrites the placeholders for PostgreSQL and holds the schema each
+// database is given (migrate.go).
 type sqlStore struct {
+	*database       // Where, Close; the schema's migrations (migrate.go)
+	*receiptRows    // Receipts: the runs table, its pages and figures
+	*transcriptRows // Transcripts (transcript.go)
+	*usageRows      // Usage: the usage page's figures and the budget limits (usage.go)
+}
+
+var _ Store = (*sqlStore)(nil)
+
+// newSQLStore puts the store's parts together on db.
+func newSQLStore(db *sql.DB, d dialect, where string) *sqlStore {
+	base := &database{db: db, d: d, where: where}
+	return &sqlStore{
+		database:       base,
+		receiptRows:    &receiptRows{database: base, days: &dayRollups{database: base}},
+		transcriptRows: &transcriptRows{database: base},
+		usageRows:      &usageRows{database: base},
+	}
+}
+
+// database is the connection the parts share, with its dialect: it
+// writes a query in the dialect's placeholders (q), brings the schema up
+// to date (migrate) and keeps the planner's statistics (tune).
+type database struct {
 	db    *sql.DB
 	d     dialect
 	where string
+}
+
+// receiptRows are the Receipts: the runs table, kept with the day tables'
+// figures (days.go), read a page (query.go) or a dashboard's figures
+// (stats.go) at a time.
+type receiptRows struct {
+	*database
+	days *dayRollups
 }
 
 // dialect is what differs between the two databases.
@@ -53,7 +86,7 @@ type dialect struct {
 }
 
 // q is query with the dialect's placeholders.
-func (s *sqlStore) q(query string) string {
+func (s *database) q(query string) string {
 	if !s.d.numbered {
 		return query
 	}
@@ -167,7 +200,7 @@ func redactURL(msg string, u *url.URL) string {
 }
 
 func open(ctx context.Context, db *sql.DB, d dialect, where string) (Store, error) {
-	s := &sqlStore{db: db, d: d, where: where}
+	s := newSQLStore(db, d, where)
 	if err := s.migrate(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("receipts: bring the schema of %s up to date: %w", where, err)
@@ -179,7 +212,7 @@ func open(ctx context.Context, db *sql.DB, d dialect, where string) (Store, erro
 	return s, nil
 }
 
-func (s *sqlStore) tune(ctx context.Context) error {
+func (s *database) tune(ctx context.Context) error {
 	for _, q := range s.d.tune {
 		if _, err := s.db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("receipts: %s in %s: %w", q, s.where, err)
@@ -188,9 +221,9 @@ func (s *sqlStore) tune(ctx context.Context) error {
 	return nil
 }
 
-func (s *sqlStore) Where() string { return s.where }
+func (s *database) Where() string { return s.where }
 
-func (s *sqlStore) Close() error { return s.db.Close() }
+func (s *database) Close() error { return s.db.Close() }
 
 const runColumns = `task_id, repo, repo_id, installation_id, number, issue, mode, status, attempt, branch, url, cost_usd, duration_s, tokens_in, tokens_out, steps, error, ended_at, title, cost_unknown, requester, model`
 
@@ -204,20 +237,20 @@ const replaceRun = insertRun + ` ON CONFLICT (task_id) DO UPDATE SET repo = excl
 	error = excluded.error, ended_at = excluded.ended_at, title = excluded.title, cost_unknown = excluded.cost_unknown,
 	requester = excluded.requester, model = excluded.model`
 
-func (s *sqlStore) Put(ctx context.Context, r Run) error { return s.PutMany(ctx, []Run{r}) }
+func (s *receiptRows) Put(ctx context.Context, r Run) error { return s.PutMany(ctx, []Run{r}) }
 
-func (s *sqlStore) PutMany(ctx context.Context, runs []Run) error {
+func (s *receiptRows) PutMany(ctx context.Context, runs []Run) error {
 	_, err := s.writeRuns(ctx, replaceRun, runs)
 	return err
 }
 
-func (s *sqlStore) Import(ctx context.Context, runs []Run) (int, error) {
+func (s *receiptRows) Import(ctx context.Context, runs []Run) (int, error) {
 	return s.writeRuns(ctx, insertRun+` ON CONFLICT (task_id) DO NOTHING`, runs)
 }
 
 // writeRuns runs query for each receipt in one transaction, keeps the day
 // table's figures with them, and counts the receipts it wrote.
-func (s *sqlStore) writeRuns(ctx context.Context, query string, runs []Run) (int, error) {
+func (s *receiptRows) writeRuns(ctx context.Context, query string, runs []Run) (int, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, fmt.Errorf("receipts: begin a write to %s: %w", s.where, err)
@@ -249,11 +282,11 @@ func (s *sqlStore) writeRuns(ctx context.Context, query string, runs []Run) (int
 
 // writeRun writes one receipt and moves its figures in the day table: out
 // of the replaced receipt's row, into its own.
-func (s *sqlStore) writeRun(ctx context.Context, tx *sql.Tx, stmt *sql.Stmt, r Run) (int, error) {
+func (s *receiptRows) writeRun(ctx context.Context, tx *sql.Tx, stmt *sql.Stmt, r Run) (int, error) {
 	if r.TaskID == "" || r.Repo == "" {
 		return 0, errors.New("receipts: a receipt needs a task id and a repository")
 	}
-	old, kept, err := s.keptRow(ctx, tx, r.TaskID)
+	old, kept, err := s.days.keptRow(ctx, tx, r.TaskID)
 	if err != nil {
 		return 0, err
 	}
@@ -267,9 +300,9 @@ func (s *sqlStore) writeRun(ctx context.Context, tx *sql.Tx, stmt *sql.Stmt, r R
 		return 0, err // kept already, and left as it was (Import)
 	}
 	if kept {
-		if err := s.addDay(ctx, tx, old, -1); err != nil {
+		if err := s.days.addDay(ctx, tx, old, -1); err != nil {
 			return 0, err
 		}
 	}
-	return 1, s.addDay(ctx, tx, dayRowOf(r), 1)
+	return 1, s.days.addDay(ctx, tx, dayRowOf(r), 1)
 }

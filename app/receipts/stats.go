@@ -30,7 +30,7 @@ func (v sums) avgSeconds() float64 {
 	return float64(v.durationMs.Int64) / 1000 / float64(v.runs.Int64)
 }
 
-func (s *sqlStore) Stats(ctx context.Context, f Filter) (Stats, error) {
+func (s *receiptRows) Stats(ctx context.Context, f Filter) (Stats, error) {
 	fig := f.figures()
 	st := Stats{Groups: []Group{}, Failures: []StatusCount{}, Series: []Bucket{}, Expensive: []Run{}}
 	var total sums
@@ -61,7 +61,7 @@ func (s *sqlStore) Stats(ctx context.Context, f Filter) (Stats, error) {
 }
 
 // groups fills st.Groups: the figures by repository and mode.
-func (s *sqlStore) groups(ctx context.Context, st *Stats, fig figures) error {
+func (s *receiptRows) groups(ctx context.Context, st *Stats, fig figures) error {
 	rows, err := s.db.QueryContext(ctx, s.q("SELECT repo, mode, "+fig.columns()+" FROM "+fig.table+" WHERE "+fig.where+
 		" GROUP BY repo, mode ORDER BY repo, mode"), append([]any{StatusCompleted}, fig.args...)...)
 	if err != nil {
@@ -81,7 +81,7 @@ func (s *sqlStore) groups(ctx context.Context, st *Stats, fig figures) error {
 }
 
 // failures fills st.Failures: the commonest statuses but completed.
-func (s *sqlStore) failures(ctx context.Context, st *Stats, fig figures) error {
+func (s *receiptRows) failures(ctx context.Context, st *Stats, fig figures) error {
 	rows, err := s.db.QueryContext(ctx, s.q("SELECT status, "+fig.sum(fig.unit)+" AS n FROM "+fig.table+" WHERE "+fig.where+
 		" AND status != ? GROUP BY status ORDER BY n DESC, status LIMIT ?"), append(fig.args, StatusCompleted, TopN)...)
 	if err != nil {
@@ -100,7 +100,7 @@ func (s *sqlStore) failures(ctx context.Context, st *Stats, fig figures) error {
 
 // series fills st.Series with every bucket from the day of the first run
 // to the day of the last, so the chart's time axis has no holes.
-func (s *sqlStore) series(ctx context.Context, st *Stats, fig figures, first, last int64) error {
+func (s *receiptRows) series(ctx context.Context, st *Stats, fig figures, first, last int64) error {
 	origin := time.UnixMilli(first).UTC().Truncate(day)
 	days := int(time.UnixMilli(last).UTC().Sub(origin)/day) + 1
 	st.BucketDays = int(math.Ceil(float64(days) / MaxBuckets))
@@ -129,7 +129,7 @@ func (s *sqlStore) series(ctx context.Context, st *Stats, fig figures, first, la
 	return rows.Err()
 }
 
-func (s *sqlStore) Repos(ctx context.Context, f Filter) ([]string, error) {
+func (s *receiptRows) Repos(ctx context.Context, f Filter) ([]string, error) {
 	where, args := Filter{RepoIDs: f.RepoIDs}.cond("day")
 	rows, err := s.db.QueryContext(ctx, s.q("SELECT DISTINCT repo FROM run_days WHERE "+where+" ORDER BY repo"), args...)
 	if err != nil {

@@ -13,7 +13,11 @@ const headColumns = `task_id, repo, repo_id, installation_id, number, mode, titl
 
 const insertHead = `INSERT INTO transcripts (` + headColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-func (s *sqlStore) Begin(ctx context.Context, h Head) error {
+// transcriptRows are the Transcripts: the runs' heads (transcripts) and
+// their progress lines (transcript_lines).
+type transcriptRows struct{ *database }
+
+func (s *transcriptRows) Begin(ctx context.Context, h Head) error {
 	if h.TaskID == "" {
 		return errors.New("receipts: a transcript needs a task id")
 	}
@@ -27,7 +31,7 @@ func (s *sqlStore) Begin(ctx context.Context, h Head) error {
 	return nil
 }
 
-func (s *sqlStore) ImportHead(ctx context.Context, h Head) error {
+func (s *transcriptRows) ImportHead(ctx context.Context, h Head) error {
 	_, err := s.db.ExecContext(ctx, s.q(insertHead+` ON CONFLICT (task_id) DO NOTHING`),
 		h.TaskID, h.Repo, h.RepoID, h.InstallationID, h.Number, h.Mode, h.Title, h.StartedAt.UnixMilli(), boolInt(h.Whole))
 	if err != nil {
@@ -43,7 +47,7 @@ func boolInt(b bool) int {
 	return 0
 }
 
-func (s *sqlStore) Append(ctx context.Context, taskID string, lines []Line) (int, error) {
+func (s *transcriptRows) Append(ctx context.Context, taskID string, lines []Line) (int, error) {
 	if len(lines) == 0 {
 		return 0, nil
 	}
@@ -78,7 +82,7 @@ const linesPerInsert = 500
 
 // insertLines keeps lines in one statement, one round trip to the
 // database; a line whose number is kept already is left as it is.
-func (s *sqlStore) insertLines(ctx context.Context, tx *sql.Tx, taskID string, lines []Line) (int, error) {
+func (s *transcriptRows) insertLines(ctx context.Context, tx *sql.Tx, taskID string, lines []Line) (int, error) {
 	args := make([]any, 0, 3*len(lines))
 	for _, l := range lines {
 		if l.Seq < 1 {
@@ -96,7 +100,7 @@ func (s *sqlStore) insertLines(ctx context.Context, tx *sql.Tx, taskID string, l
 	return int(n), err
 }
 
-func (s *sqlStore) Finish(ctx context.Context, taskID string) error {
+func (s *transcriptRows) Finish(ctx context.Context, taskID string) error {
 	if _, err := s.db.ExecContext(ctx, s.q(`UPDATE transcripts SET whole = 1 WHERE task_id = ?`), taskID); err != nil {
 		return fmt.Errorf("receipts: mark the transcript of %s whole in %s: %w", taskID, s.where, err)
 	}
@@ -123,7 +127,7 @@ func scanHeads(rows *sql.Rows) ([]Head, error) {
 	return heads, rows.Err()
 }
 
-func (s *sqlStore) Head(ctx context.Context, taskID string) (Head, error) {
+func (s *transcriptRows) Head(ctx context.Context, taskID string) (Head, error) {
 	rows, err := s.db.QueryContext(ctx, s.q(headQuery+`WHERE t.task_id = ?`), taskID)
 	if err != nil {
 		return Head{}, fmt.Errorf("receipts: read the transcript head of %s in %s: %w", taskID, s.where, err)
@@ -138,7 +142,7 @@ func (s *sqlStore) Head(ctx context.Context, taskID string) (Head, error) {
 	return heads[0], nil
 }
 
-func (s *sqlStore) Heads(ctx context.Context, after string, limit int) ([]Head, error) {
+func (s *transcriptRows) Heads(ctx context.Context, after string, limit int) ([]Head, error) {
 	rows, err := s.db.QueryContext(ctx, s.q(headQuery+`WHERE t.task_id > ? ORDER BY t.task_id LIMIT ?`), after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("receipts: list transcripts in %s: %w", s.where, err)
@@ -146,7 +150,7 @@ func (s *sqlStore) Heads(ctx context.Context, after string, limit int) ([]Head, 
 	return scanHeads(rows)
 }
 
-func (s *sqlStore) Lines(ctx context.Context, taskID string, after, limit int) ([]Line, error) {
+func (s *transcriptRows) Lines(ctx context.Context, taskID string, after, limit int) ([]Line, error) {
 	rows, err := s.db.QueryContext(ctx, s.q(`SELECT seq, line FROM transcript_lines WHERE task_id = ? AND seq > ? ORDER BY seq LIMIT ?`), taskID, after, limit)
 	if err != nil {
 		return nil, fmt.Errorf("receipts: read lines of %s in %s: %w", taskID, s.where, err)
@@ -169,7 +173,7 @@ func (s *sqlStore) Lines(ctx context.Context, taskID string, after, limit int) (
 // store does not hold the database for long.
 const pruneBatch = 500
 
-func (s *sqlStore) Prune(ctx context.Context, before time.Time) (Pruned, error) {
+func (s *transcriptRows) Prune(ctx context.Context, before time.Time) (Pruned, error) {
 	var p Pruned
 	for {
 		n, lines, err := s.pruneSome(ctx, before.UnixMilli())
@@ -184,7 +188,7 @@ func (s *sqlStore) Prune(ctx context.Context, before time.Time) (Pruned, error) 
 }
 
 // pruneSome removes up to pruneBatch old transcripts in one transaction.
-func (s *sqlStore) pruneSome(ctx context.Context, before int64) (int, int64, error) {
+func (s *transcriptRows) pruneSome(ctx context.Context, before int64) (int, int64, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, 0, fmt.Errorf("receipts: begin pruning %s: %w", s.where, err)

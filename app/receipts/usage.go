@@ -53,6 +53,10 @@ type Usage interface {
 	Limits(ctx context.Context, repos []string) ([]Limits, error)
 }
 
+// usageRows are the Usage: the usage page's figures, from the receipts
+// and the usage_days table, and the budget limits the admissions applied.
+type usageRows struct{ *database }
+
 // UsageRow is the receipts of one bucket (and, in detail, of one
 // repository, installation, requester, model and kind of run).
 type UsageRow struct {
@@ -93,7 +97,7 @@ type Limits struct {
 // months, with room).
 const maxBounds = 400
 
-func (s *sqlStore) Usage(ctx context.Context, f Filter, bounds []time.Time, detail bool) ([]UsageRow, error) {
+func (s *usageRows) Usage(ctx context.Context, f Filter, bounds []time.Time, detail bool) ([]UsageRow, error) {
 	if len(bounds) < 2 || len(bounds) > maxBounds {
 		return nil, fmt.Errorf("receipts: a usage query takes 2 to %d bounds, not %d", maxBounds, len(bounds))
 	}
@@ -145,7 +149,7 @@ var (
 )
 
 // usage runs one usage query on src, narrowed further by extra.
-func (s *sqlStore) usage(ctx context.Context, src usageSource, f Filter, bounds []time.Time, detail bool, extra string, extraArgs []any) ([]UsageRow, error) {
+func (s *usageRows) usage(ctx context.Context, src usageSource, f Filter, bounds []time.Time, detail bool, extra string, extraArgs []any) ([]UsageRow, error) {
 	where, whereArgs := f.cond(src.at)
 	// The bucket of a row, by its time: CASE over the inner bounds (days
 	// and months in the budgets' time zone are not of one length).
@@ -225,7 +229,7 @@ func mergeBuckets(a, b []UsageRow) []UsageRow {
 	return out
 }
 
-func (s *sqlStore) KeepLimits(ctx context.Context, l Limits) error {
+func (s *usageRows) KeepLimits(ctx context.Context, l Limits) error {
 	if l.Repo == "" {
 		return errors.New("receipts: budget limits need a repository")
 	}
@@ -238,7 +242,7 @@ ON CONFLICT (installation_id, repo) DO UPDATE SET installation_usd = excluded.in
 	return nil
 }
 
-func (s *sqlStore) Limits(ctx context.Context, repos []string) ([]Limits, error) {
+func (s *usageRows) Limits(ctx context.Context, repos []string) ([]Limits, error) {
 	out := []Limits{}
 	if len(repos) == 0 {
 		return out, nil

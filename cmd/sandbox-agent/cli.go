@@ -54,6 +54,10 @@ const defaultImage = "sandbox-bot/sandbox:local"
 // defaultPassEnv are the provider keys handed to a sandbox when set.
 var defaultPassEnv = []string{"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY"}
 
+// cli is one invocation of sandbox-agent: it reads the command and its
+// flags, resolves the configuration (config.go), brings the backend up
+// (backend.go), and hands the runs to runs (run.go), which follow them on
+// the terminal.
 type cli struct {
 	stdin          *bufio.Reader
 	stdout, stderr io.Writer

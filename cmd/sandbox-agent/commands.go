@@ -19,7 +19,7 @@ type runCommand struct {
 	// check validates the command's inputs and gives the task a title
 	// when the command has one of its own.
 	check func(o *options, f flags) error
-	run   func(c *cli, ctx context.Context, b dispatch.Backend, o *options) int
+	run   func(r *runs, ctx context.Context) int
 }
 
 // runCommands is the table of commands that start runs; validate and
@@ -41,7 +41,7 @@ func runCommands() map[string]runCommand {
 				fs.BoolVar(&f.yes, "yes", false, "execute the first plan without asking, even on a terminal")
 			},
 			check: needTask,
-			run:   (*cli).create,
+			run:   (*runs).create,
 		},
 		"task": {mode: dispatch.ModeTask, check: needTask},
 		"continue": {

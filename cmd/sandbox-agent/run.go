@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -29,53 +30,68 @@ func (c *cli) execute(ctx context.Context, spec runCommand, o *options) int {
 	if len(o.sources) > 0 {
 		fmt.Fprintf(c.stderr, "sandbox-agent: configuration from %s\n", strings.Join(o.sources, ", "))
 	}
+	r := &runs{b: b, o: o, stdin: c.stdin, stdout: c.stdout, stderr: c.stderr, interactive: c.interactive}
 	if spec.run != nil {
-		return spec.run(c, ctx, b, o)
+		return spec.run(r, ctx)
 	}
-	order := c.order(o, o.mode, "")
+	order := r.order(o.mode, "")
 	if o.taskID != "" {
 		// Each run is its own task in the backend; the interrupted task is
 		// what this one continues.
 		fmt.Fprintf(c.stderr, "sandbox-agent: continuing %s on %s as run %s\n", o.taskID, o.target, order.TaskID)
 		order.Attempt = 2
 	}
-	res, code := c.runOne(ctx, b, o, order)
+	res, code := r.runOne(ctx, order)
 	if res != nil {
-		c.report(o, order, res)
+		r.report(order, res)
 	}
 	return code
 }
 
+// runs are one invocation's runs on its backend, followed on the
+// terminal: the work orders it submits, each run's progress as it comes,
+// the person's answer between a plan and its execution, and each
+// receipt's essentials. execute builds them once the backend is up.
+type runs struct {
+	b              dispatch.Backend
+	o              *options
+	stdin          *bufio.Reader
+	stdout, stderr io.Writer
+	// interactive is whether a person answers on stdin and reads stdout.
+	interactive bool
+}
+
 // create plans (when plan.required, the default), lets a person on a
 // terminal execute, revise or abort, then executes the approved plan.
-func (c *cli) create(ctx context.Context, b dispatch.Backend, o *options) int {
+func (r *runs) create(ctx context.Context) int {
+	o := r.o
 	plan := ""
 	var session *dispatch.SessionHandoff
 	if o.cfg.Plan.Required {
 		var feedback string
 		for round := 1; ; round++ {
-			po := c.order(o, dispatch.ModePlan, "")
+			po := r.order(dispatch.ModePlan, "")
 			po.Plan, po.Feedback = plan, feedback
-			res, code := c.runOne(ctx, b, o, po)
+			res, code := r.runOne(ctx, po)
 			if res == nil || res.Status != dispatch.StatusCompleted {
 				if res != nil {
-					c.report(o, po, res)
+					r.report(po, res)
 				}
 				return code
 			}
 			plan, session = res.Plan, planSession(o, po.TaskID, res)
-			fmt.Fprintf(c.stdout, "\n%s\n", renderMarkdown(plan, c.interactive))
-			if !c.interactive || o.yes {
-				fmt.Fprintln(c.stderr, "sandbox-agent: no terminal to ask: executing the plan (it is kept in the receipt)")
+			fmt.Fprintf(r.stdout, "\n%s\n", renderMarkdown(plan, r.interactive))
+			if !r.interactive || o.yes {
+				fmt.Fprintln(r.stderr, "sandbox-agent: no terminal to ask: executing the plan (it is kept in the receipt)")
 				break
 			}
-			choice, text, err := c.ask(round)
+			choice, text, err := r.ask(round)
 			if err != nil {
-				fmt.Fprintf(c.stderr, "sandbox-agent: %v\n", err)
+				fmt.Fprintf(r.stderr, "sandbox-agent: %v\n", err)
 				return exitUsage
 			}
 			if choice == "abort" {
-				fmt.Fprintln(c.stdout, "Aborted; nothing was changed.")
+				fmt.Fprintln(r.stdout, "Aborted; nothing was changed.")
 				return exitNotDone
 			}
 			if choice == "execute" {
@@ -84,25 +100,25 @@ func (c *cli) create(ctx context.Context, b dispatch.Backend, o *options) int {
 			feedback = text
 		}
 	}
-	eo := c.order(o, dispatch.ModeExecute, "")
+	eo := r.order(dispatch.ModeExecute, "")
 	eo.Plan, eo.Session = plan, session
-	res, code := c.runOne(ctx, b, o, eo)
+	res, code := r.runOne(ctx, eo)
 	if res != nil {
-		c.report(o, eo, res)
+		r.report(eo, res)
 	}
 	return code
 }
 
 // ask offers the choices after a plan; revise is offered while rounds
 // remain.
-func (c *cli) ask(round int) (string, string, error) {
+func (r *runs) ask(round int) (string, string, error) {
 	for {
 		if round < maxPlanRounds {
-			fmt.Fprintf(c.stdout, "[e]xecute this plan, [r]evise it with feedback (round %d of %d), or [a]bort? ", round, maxPlanRounds)
+			fmt.Fprintf(r.stdout, "[e]xecute this plan, [r]evise it with feedback (round %d of %d), or [a]bort? ", round, maxPlanRounds)
 		} else {
-			fmt.Fprint(c.stdout, "[e]xecute this plan or [a]bort (no revision rounds left)? ")
+			fmt.Fprint(r.stdout, "[e]xecute this plan or [a]bort (no revision rounds left)? ")
 		}
-		line, err := c.stdin.ReadString('\n')
+		line, err := r.stdin.ReadString('\n')
 		if err != nil && line == "" {
 			return "", "", errors.New("no answer on stdin")
 		}
@@ -115,8 +131,8 @@ func (c *cli) ask(round int) (string, string, error) {
 			if round >= maxPlanRounds {
 				continue
 			}
-			fmt.Fprint(c.stdout, "Feedback (one line): ")
-			fb, err := c.stdin.ReadString('\n')
+			fmt.Fprint(r.stdout, "Feedback (one line): ")
+			fb, err := r.stdin.ReadString('\n')
 			if strings.TrimSpace(fb) == "" {
 				if err != nil {
 					return "", "", errors.New("no feedback on stdin")
@@ -128,8 +144,10 @@ func (c *cli) ask(round int) (string, string, error) {
 	}
 }
 
-// order builds a work order for o in mode; taskID is derived when empty.
-func (c *cli) order(o *options, mode dispatch.Mode, taskID string) dispatch.WorkOrder {
+// order builds a work order for the invocation's options in mode; taskID
+// is derived when empty.
+func (r *runs) order(mode dispatch.Mode, taskID string) dispatch.WorkOrder {
+	o := r.o
 	if taskID == "" {
 		// Unique per run: every plan round and the execution are their own
 		// task in the backend, like the bot's runs of one issue.
@@ -164,7 +182,8 @@ func (c *cli) order(o *options, mode dispatch.Mode, taskID string) dispatch.Work
 
 // runOne submits order and follows it to the end, printing progress. ^C
 // cancels the run: the runner pushes and writes its interrupted receipt.
-func (c *cli) runOne(ctx context.Context, b dispatch.Backend, o *options, order dispatch.WorkOrder) (*dispatch.Result, int) {
+func (r *runs) runOne(ctx context.Context, order dispatch.WorkOrder) (*dispatch.Result, int) {
+	b, o := r.b, r.o
 	spec := dispatch.RunSpec{
 		Meta:  dispatch.Meta{TaskID: order.TaskID, Mode: order.Mode, Repo: order.Repo, Attempt: 1},
 		Order: order,
@@ -173,9 +192,9 @@ func (c *cli) runOne(ctx context.Context, b dispatch.Backend, o *options, order 
 		// Delivered as the run's 0600 token file, never in the work order.
 		spec.Token = o.token
 	}
-	fmt.Fprintf(c.stderr, "sandbox-agent: %s run %s\n", order.Mode, order.TaskID)
+	fmt.Fprintf(r.stderr, "sandbox-agent: %s run %s\n", order.Mode, order.TaskID)
 	if _, err := b.Submit(context.WithoutCancel(ctx), spec); err != nil {
-		fmt.Fprintf(c.stderr, "sandbox-agent: %v\n", err)
+		fmt.Fprintf(r.stderr, "sandbox-agent: %v\n", err)
 		return nil, exitUsage
 	}
 	cancelled := false
@@ -185,26 +204,26 @@ func (c *cli) runOne(ctx context.Context, b dispatch.Backend, o *options, order 
 			if p.CostUSD > 0 {
 				line += fmt.Sprintf("  ($%.4f)", p.CostUSD)
 			}
-			fmt.Fprintln(c.stderr, line)
+			fmt.Fprintln(r.stderr, line)
 		})
 		if err == nil {
 			break
 		}
 		if ctx.Err() != nil && !cancelled {
 			cancelled = true
-			fmt.Fprintln(c.stderr, "sandbox-agent: stopping the run; the work so far is pushed...")
+			fmt.Fprintln(r.stderr, "sandbox-agent: stopping the run; the work so far is pushed...")
 			if err := b.Cancel(context.WithoutCancel(ctx), order.TaskID); err != nil {
-				fmt.Fprintf(c.stderr, "sandbox-agent: %v\n", err)
+				fmt.Fprintf(r.stderr, "sandbox-agent: %v\n", err)
 			}
 			ctx = context.WithoutCancel(ctx)
 			continue
 		}
-		fmt.Fprintf(c.stderr, "sandbox-agent: %v\n", err)
+		fmt.Fprintf(r.stderr, "sandbox-agent: %v\n", err)
 		return nil, exitNotDone
 	}
 	res, err := b.Result(context.WithoutCancel(ctx), order.TaskID)
 	if err != nil {
-		fmt.Fprintf(c.stderr, "sandbox-agent: %v (the run's files are in %s)\n", err, filepath.Dir(o.outDir(order.TaskID)))
+		fmt.Fprintf(r.stderr, "sandbox-agent: %v (the run's files are in %s)\n", err, filepath.Dir(o.outDir(order.TaskID)))
 		return nil, exitNotDone
 	}
 	if o.afterRun != nil {
@@ -217,8 +236,8 @@ func (c *cli) runOne(ctx context.Context, b dispatch.Backend, o *options, order 
 }
 
 // report prints the receipt's essentials and where the full one is.
-func (c *cli) report(o *options, order dispatch.WorkOrder, res *dispatch.Result) {
-	w := c.stdout
+func (r *runs) report(order dispatch.WorkOrder, res *dispatch.Result) {
+	o, w := r.o, r.stdout
 	fmt.Fprintf(w, "\n%s %s: %s\n", res.Mode, res.TaskID, res.Status)
 	if res.Error != nil {
 		fmt.Fprintf(w, "  why:      %s\n", res.Error.Message)
