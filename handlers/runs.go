@@ -205,18 +205,7 @@ func (r *Runs) follow(meta dispatch.Meta) {
 	}
 	r.endRun(ctx, meta.TaskID)
 	r.slots.freeSlot(ctx, meta.TaskID)
-	res, rerr := r.c.Backend.Result(ctx, meta.TaskID)
-	if errors.Is(rerr, dispatch.ErrBadResult) {
-		log.Error().Err(rerr).Msg("result.json rejected; reporting the run as failed")
-		res = rejectedResult(meta, rejectedMessage)
-	} else if rerr != nil && !errors.Is(rerr, dispatch.ErrNoResult) && !errors.Is(rerr, dispatch.ErrNotFound) {
-		log.Error().Err(rerr).Msg("read result.json")
-		res = nil
-	}
-	if res != nil && res.TaskID != meta.TaskID {
-		log.Error().Str("result_task", res.TaskID).Msg("result.json belongs to another task; ignoring it")
-		res = nil
-	}
+	res := r.readResult(ctx, meta)
 	// Settled before the result is posted: a continue run it starts
 	// reserves against the month's spend with this run's cost in it.
 	r.keep.settle(ctx, meta, res)
@@ -237,8 +226,35 @@ func (r *Runs) follow(meta dispatch.Meta) {
 	}
 	log.Info().Msg("result posted")
 	r.post.afterPRRun(ctx, gh, meta, res)
-	// The result is on GitHub: finish the bookkeeping even if the bot is
-	// shutting down, or the next start would find the run again.
+	r.release(ctx, meta)
+	log.Info().Msg("run finished and reported")
+}
+
+// readResult is the ended run's result.json as the bot takes it: a
+// rejected one becomes a failure saying so, one of another task or one
+// that could not be read is none (nil).
+func (r *Runs) readResult(ctx context.Context, meta dispatch.Meta) *dispatch.Result {
+	log := zerolog.Ctx(ctx)
+	res, err := r.c.Backend.Result(ctx, meta.TaskID)
+	if errors.Is(err, dispatch.ErrBadResult) {
+		log.Error().Err(err).Msg("result.json rejected; reporting the run as failed")
+		return rejectedResult(meta, rejectedMessage)
+	} else if err != nil && !errors.Is(err, dispatch.ErrNoResult) && !errors.Is(err, dispatch.ErrNotFound) {
+		log.Error().Err(err).Msg("read result.json")
+		return nil
+	}
+	if res != nil && res.TaskID != meta.TaskID {
+		log.Error().Str("result_task", res.TaskID).Msg("result.json belongs to another task; ignoring it")
+		return nil
+	}
+	return res
+}
+
+// release frees the lock and what the run left on the backend,
+// once its result is on GitHub: even if the bot is shutting down, or the
+// next start would find the run again.
+func (r *Runs) release(ctx context.Context, meta dispatch.Meta) {
+	log := zerolog.Ctx(ctx)
 	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer cancel()
 	if err := r.c.Backend.Unlock(done, dispatch.LockKey(meta.Repo, meta.Number), meta.TaskID); err != nil {
@@ -247,7 +263,6 @@ func (r *Runs) follow(meta dispatch.Meta) {
 	if err := r.c.Backend.Cleanup(done, meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("clean up run")
 	}
-	log.Info().Msg("run finished and reported")
 }
 
 // finish posts what the run produced, as the run table says for its mode

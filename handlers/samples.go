@@ -29,22 +29,8 @@ func ReplySamples() map[string][]any {
 	marker := Marker{Kind: KindResult, TaskID: task, Mode: dispatch.ModeExecute, Issue: 7}.String()
 	issueCmds, prCmds := commandsFor(false), commandsFor(true)
 
-	acks := make([]any, 0, 8)
-	for _, m := range []dispatch.Mode{dispatch.ModePlan, dispatch.ModeExecute, dispatch.ModeContinue, dispatch.ModeRevise, dispatch.ModeRebase, dispatch.ModeTask, dispatch.ModeReview, dispatch.ModeFix} {
-		acks = append(acks, AckData{TaskID: task, Mode: m, Branch: "agent/7-add-login", Budget: 3, Harness: "opencode", Issue: 7, Round: 2, Attempt: 2, HasPlan: true, Marker: marker})
-	}
-	acks = append(acks,
-		AckData{TaskID: task, Mode: dispatch.ModePlan, Budget: 3, Harness: "claude-code", Issue: 7, Round: 1, Attempt: 1, IssueAuthorExcluded: "mallory", Excluded: []string{"eve"}, Marker: marker},
-		AckData{TaskID: task, Mode: dispatch.ModeExecute, Budget: 3, Harness: "opencode", Issue: 7, Attempt: 1, IssueAuthorExcluded: "mallory", HasPlan: true, Marker: marker,
-			ReportWithheld: "Its title or description changed after @alice vouched for it, so the changed text was not passed."},
-		AckData{TaskID: task, Mode: dispatch.ModePlan, Budget: 3, Harness: "opencode", Issue: 7, Round: 1, Attempt: 1, Excluded: []string{"eve"}, Marker: marker,
-			Report: &ReportAck{Author: "mallory", VouchedBy: "alice", Passed: "its title and its description (120 characters)", Removed: []string{"14 words of the Markdown source that GitHub's rendering does not show"}}},
-		AckData{TaskID: task, Mode: dispatch.ModeRevise, Branch: "agent/7-add-login", Budget: 3, Harness: "opencode", Issue: 7, Attempt: 1, Marker: marker,
-			CI: &CIAck{Head: "0123abc", Checks: []string{"test", "lint"}, Attempt: 1, Attempts: 2}},
-		AckData{TaskID: task, Mode: dispatch.ModeExecute, Budget: 3, Harness: "opencode", Issue: 7, Attempt: 1, Excluded: []string{"eve", "oscar"}, LiveURL: "https://bot.example.com/runs/" + task, Marker: marker})
-
 	samples := map[string][]any{
-		"github/ack":             acks,
+		"github/ack":             ackSamples(task, marker),
 		"github/refusal":         {RefusalData{User: "mallory", Action: "use `/approve`"}},
 		"github/ci_base_failing": {CIBaseFailingData{Marker: marker, Head: "0123abc", Base: "main", Checks: []string{"test"}}},
 		"github/ci_gave_up": {CIGaveUpData{Marker: marker, Head: "0123abc", Attempts: 2, Failing: []CIFailingLine{{Name: "test", Conclusion: "failure"}},
@@ -102,6 +88,38 @@ func ReplySamples() map[string][]any {
 		"github/no_changes": {NoChangesData{Receipt: done, Marker: marker}, NoChangesData{Receipt: lost, Marker: marker}},
 		"github/failure":    {FailureData{Receipt: failed, Marker: marker, Retry: "/retry"}, FailureData{Receipt: lost, Marker: marker, Retry: "/retry"}},
 		"github/aborted":    {AbortedData{Receipt: done, Marker: marker, By: "alice"}, AbortedData{Receipt: lost, Marker: marker}},
+	}
+	maps.Copy(samples, previewSamples(task))
+	maps.Copy(samples, statusSamples(task))
+	for _, name := range lifecycle.Replies() {
+		samples["github/"+name] = tableReplySamples(task, issueCmds, prCmds)
+	}
+	return samples
+}
+
+// ackSamples are github/ack's: each kind of run, and the acknowledgements
+// that name what was left out, a vouched report, a CI fix and a live page.
+func ackSamples(task, marker string) []any {
+	acks := make([]any, 0, 8)
+	for _, m := range []dispatch.Mode{dispatch.ModePlan, dispatch.ModeExecute, dispatch.ModeContinue, dispatch.ModeRevise, dispatch.ModeRebase, dispatch.ModeTask, dispatch.ModeReview, dispatch.ModeFix} {
+		acks = append(acks, AckData{TaskID: task, Mode: m, Branch: "agent/7-add-login", Budget: 3, Harness: "opencode", Issue: 7, Round: 2, Attempt: 2, HasPlan: true, Marker: marker})
+	}
+	return append(acks,
+		AckData{TaskID: task, Mode: dispatch.ModePlan, Budget: 3, Harness: "claude-code", Issue: 7, Round: 1, Attempt: 1, IssueAuthorExcluded: "mallory", Excluded: []string{"eve"}, Marker: marker},
+		AckData{TaskID: task, Mode: dispatch.ModeExecute, Budget: 3, Harness: "opencode", Issue: 7, Attempt: 1, IssueAuthorExcluded: "mallory", HasPlan: true, Marker: marker,
+			ReportWithheld: "Its title or description changed after @alice vouched for it, so the changed text was not passed."},
+		AckData{TaskID: task, Mode: dispatch.ModePlan, Budget: 3, Harness: "opencode", Issue: 7, Round: 1, Attempt: 1, Excluded: []string{"eve"}, Marker: marker,
+			Report: &ReportAck{Author: "mallory", VouchedBy: "alice", Passed: "its title and its description (120 characters)", Removed: []string{"14 words of the Markdown source that GitHub's rendering does not show"}}},
+		AckData{TaskID: task, Mode: dispatch.ModeRevise, Branch: "agent/7-add-login", Budget: 3, Harness: "opencode", Issue: 7, Attempt: 1, Marker: marker,
+			CI: &CIAck{Head: "0123abc", Checks: []string{"test", "lint"}, Attempt: 1, Attempts: 2}},
+		AckData{TaskID: task, Mode: dispatch.ModeExecute, Budget: 3, Harness: "opencode", Issue: 7, Attempt: 1, Excluded: []string{"eve", "oscar"}, LiveURL: "https://bot.example.com/runs/" + task, Marker: marker})
+}
+
+// statusSamples are /status's and /run's replies: a run going, waiting in
+// the queue, ended, refused by a budget; a routine started, unknown, or
+// not started.
+func statusSamples(task string) map[string][]any {
+	return map[string][]any{
 		"github/routine_started": {
 			RoutineStartedData{Name: "weekly-deps", Issue: 12}, RoutineStartedData{Name: "weekly-dep", Known: []string{"weekly-deps", "red-main"}},
 			RoutineStartedData{Name: "weekly-deps", Error: "GitHub did not answer."},
@@ -116,11 +134,6 @@ func ReplySamples() map[string][]any {
 				{Scope: "repository", Budget: "$50.00", Spent: "$48.00", Reserved: "$0.00", Left: "$2.00"}}},
 		},
 	}
-	maps.Copy(samples, previewSamples(task))
-	for _, name := range lifecycle.Replies() {
-		samples["github/"+name] = tableReplySamples(task, issueCmds, prCmds)
-	}
-	return samples
 }
 
 // tableReplySamples are the samples of every reply the tables choose by
