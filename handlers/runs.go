@@ -381,6 +381,10 @@ func (rp *resultPoster) report(ctx context.Context, rc *runContext, res *dispatc
 	return rp.show(ctx, rc, res, prog, c.Next, last, post)
 }
 
+// afterResultWait bounds the writes that follow a posted result when the
+// bot is stopping (Runs.Stop waits for them).
+const afterResultWait = 2 * time.Minute
+
 // closing is the last state of a run's check run and progress comment.
 type closing struct{ conclusion, title, summary string }
 
@@ -408,7 +412,13 @@ func (rp *resultPoster) show(ctx context.Context, rc *runContext, res *dispatch.
 	if err := post(hub.WithWriteClass(ctx, hub.WriteResult)); err != nil {
 		return err
 	}
-	after := hub.WithWriteClass(ctx, hub.WriteAfterResult)
+	// The result is on GitHub: its label and progress follow even if the
+	// bot is stopping now, or the issue would keep saying what it no
+	// longer is (the run is released after this, so no restart would
+	// show the state again).
+	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterResultWait)
+	defer cancel()
+	after := hub.WithWriteClass(done, hub.WriteAfterResult)
 	labelErr := rp.c.setState(after, rc.gh, rc.meta.Number, state)
 	for _, f := range also {
 		f(after)

@@ -124,8 +124,12 @@ func TestLabelPlanApprovePR(t *testing.T) {
 		pr := h.gh.PullRequests(testRepo)[0]
 		return hasLabel(pr.Labels, "agent-pr") && len(pr.PR.Reviewers) == 1 && pr.PR.Reviewers[0] == "alice"
 	})
-	golden(t, "pr_body.md", pr.Body)
-	golden(t, "pr_linked.md", linked)
+	// The execute run's task id derives from the /approve comment's id,
+	// which the fake gives in the order the bot's writes reach it (the
+	// progress comment and the refusal are written side by side).
+	ids := strings.NewReplacer(exec.Order.TaskID, "T-EXECUTE", strings.ToLower(exec.Order.TaskID), "t-execute")
+	golden(t, "pr_body.md", ids.Replace(pr.Body))
+	golden(t, "pr_linked.md", ids.Replace(linked))
 	h.gh.WaitFor(5*time.Second, "completed check run", func() bool {
 		for _, c := range h.gh.CheckRuns(testRepo) {
 			if c.HeadSHA == sha && c.Status == "completed" && c.Conclusion == "success" {
