@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/runner/sandboxinit/dockerfilter"
 )
@@ -21,9 +23,19 @@ const (
 	defaultWorkspace = "/workspace"
 )
 
-// startDockerFilter starts the filter and adds DOCKER_HOST (and the
-// workspace it guards) to env.
-func (s *sandbox) startDockerFilter(env map[string]string) error {
+// agentDocker is the agent's Docker socket: the filter in front of the
+// inner daemon, and the workspace it guards.
+type agentDocker struct {
+	opts options
+	log  zerolog.Logger
+	ipv6 bool // the agent may create IPv6 networks
+
+	filter *dockerfilter.Filter // once started
+}
+
+// start starts the filter and adds DOCKER_HOST (and the workspace it
+// guards) to env.
+func (s *agentDocker) start(env map[string]string) error {
 	ws := os.Getenv(dispatch.EnvWorkspace)
 	if ws == "" {
 		ws = defaultWorkspace
@@ -43,7 +55,7 @@ func (s *sandbox) startDockerFilter(env map[string]string) error {
 	if err != nil {
 		return err
 	}
-	s.dockerFilter = f
+	s.filter = f
 	env["DOCKER_HOST"] = "unix://" + agentDockerSocket
 	return nil
 }
@@ -52,7 +64,7 @@ func (s *sandbox) startDockerFilter(env map[string]string) error {
 // when it does not exist yet. The default workspace of a restarted sandbox
 // (docker start after a kill) is emptied first, as a new container's is:
 // the runner checks out afresh and cannot remove the agent's files itself.
-func (s *sandbox) makeWorkspace(ws string) error {
+func (s *agentDocker) makeWorkspace(ws string) error {
 	if !filepath.IsAbs(ws) {
 		return fmt.Errorf("%s=%q: want an absolute path", dispatch.EnvWorkspace, ws)
 	}
@@ -81,12 +93,12 @@ func (s *sandbox) makeWorkspace(ws string) error {
 	return nil
 }
 
-func (s *sandbox) stopDockerFilter() {
-	if s.dockerFilter == nil {
+func (s *agentDocker) stop() {
+	if s.filter == nil {
 		return
 	}
-	if err := s.dockerFilter.Close(); err != nil {
+	if err := s.filter.Close(); err != nil {
 		s.log.Warn().Err(err).Msg("docker filter did not stop cleanly")
 	}
-	s.dockerFilter = nil
+	s.filter = nil
 }

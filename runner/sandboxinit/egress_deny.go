@@ -17,6 +17,8 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
@@ -114,16 +116,30 @@ type denyState struct {
 	done  bool
 }
 
-// enforceEgressDefaults installs the deny fence once per start. A coding
+// egressDefaults installs the egress defaults, once per start, and keeps
+// what it found: the denied networks and their exceptions (which the
+// allowlist's proxy refuses and lets through too) and the iptables that
+// works (which every later fence and the inner daemon use).
+type egressDefaults struct {
+	log   zerolog.Logger
+	order *dispatch.WorkOrder
+	inner bool // the fence covers the inner daemon's containers
+	ipv6  bool
+
+	deny denyState
+	nf   *netfilter // the iptables variant and dockerd's rules, picked by trial (netfilter.go)
+}
+
+// enforce installs the deny fence once per start. A coding
 // sandbox whose init cannot install it does not run: the agent would
 // reach the cloud's metadata and the bot. Neither does a task sandbox,
 // whose init fenced it as root before becoming the sandbox user
 // (taskfence.go).
-func (s *sandbox) enforceEgressDefaults(ctx context.Context, run ipTables) error {
-	return s.applyEgressDefaults(ctx, run, os.Geteuid(), os.Getenv, "/etc/resolv.conf", readHostView())
+func (s *egressDefaults) enforce(ctx context.Context, run ipTables) error {
+	return s.apply(ctx, run, os.Geteuid(), os.Getenv, "/etc/resolv.conf", readHostView())
 }
 
-func (s *sandbox) applyEgressDefaults(ctx context.Context, run ipTables, euid int, getenv func(string) string, resolvConf string, view hostView) error {
+func (s *egressDefaults) apply(ctx context.Context, run ipTables, euid int, getenv func(string) string, resolvConf string, view hostView) error {
 	if s.deny.done {
 		return nil
 	}
@@ -137,7 +153,7 @@ func (s *sandbox) applyEgressDefaults(ctx context.Context, run ipTables, euid in
 		switch {
 		case s.order == nil:
 			s.log.Info().Msg("no work order and not root: egress defaults not enforced")
-		case s.taskMode():
+		case taskMode(s.order):
 			// The init's root half fenced it before becoming this user
 			// (taskfence.go), or the run does not go on.
 			if err := taskFenceResult(getenv); err != nil {
@@ -175,8 +191,8 @@ func (s *sandbox) applyEgressDefaults(ctx context.Context, run ipTables, euid in
 	return nil
 }
 
-// netfilter is what enforceEgressDefaults found (Linux's own before it).
-func (s *sandbox) netfilter() netfilter {
+// netfilter is what enforce found (Linux's own before it).
+func (s *egressDefaults) netfilter() netfilter {
 	if s.nf == nil {
 		return kernelNetfilter
 	}

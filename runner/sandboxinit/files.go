@@ -15,7 +15,7 @@ import (
 
 // handOver gives the sandbox user what it must write: the output directory
 // (a bind from the host) and the shared caches.
-func (s *sandbox) handOver(a account) error {
+func (s identities) handOver(a account) error {
 	if s.order != nil && s.order.OutputDir != "" {
 		if err := os.MkdirAll(s.order.OutputDir, 0o755); err != nil {
 			return fmt.Errorf("create output dir: %w", err)

@@ -34,13 +34,13 @@ type lazyDaemon struct {
 
 // wantsDaemonNow reports whether the start needs the inner daemon before
 // the runner: services (or Supabase) run on it.
-func (s *sandbox) wantsDaemonNow() bool {
+func (s *innerDocker) wantsDaemonNow() bool {
 	return s.order == nil || len(s.order.Config.Services) > 0 || s.order.Config.Supabase
 }
 
 // holdDockerSocket listens on the daemon's socket and starts the daemon on
 // the first connection, in the background, for as long as ctx lasts.
-func (s *sandbox) holdDockerSocket(ctx context.Context) error {
+func (s *innerDocker) holdDockerSocket(ctx context.Context) error {
 	_ = os.Remove(dockerSocket)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: dockerSocket, Net: "unix"})
 	if err != nil {
@@ -82,7 +82,7 @@ func (s *sandbox) holdDockerSocket(ctx context.Context) error {
 		} else {
 			s.log.Info().Dur("took", time.Since(start)).Msg("inner Docker daemon started on first use")
 		}
-		s.addStep("inner-dockerd", start, time.Since(start), err != nil, "on first use")
+		s.timings.addStep("inner-dockerd", start, time.Since(start), err != nil, "on first use")
 	}()
 	s.log.Info().Msg("no services: the inner Docker daemon starts on the first use of Docker")
 	return nil
@@ -106,7 +106,7 @@ func waitReadable(ctx context.Context, f *os.File) bool {
 }
 
 // startDaemonOnFirstUse starts containerd and dockerd on the held socket.
-func (s *sandbox) startDaemonOnFirstUse(ctx context.Context, f *os.File) (*daemon, error) {
+func (s *innerDocker) startDaemonOnFirstUse(ctx context.Context, f *os.File) (*daemon, error) {
 	d, err := startContainerd(s.log)
 	if err != nil {
 		return nil, err
@@ -126,8 +126,18 @@ func (s *sandbox) startDaemonOnFirstUse(ctx context.Context, f *os.File) (*daemo
 	return d, nil
 }
 
+// stop stops the inner daemon, whether it started before the runner or
+// on first use.
+func (s *innerDocker) stop() {
+	s.stopLazy()
+	if s.daemon != nil {
+		_ = s.daemon.stop()
+		s.daemon = nil
+	}
+}
+
 // stopLazy stops waiting for a first use and stops a daemon it started.
-func (s *sandbox) stopLazy() {
+func (s *innerDocker) stopLazy() {
 	l := s.lazy
 	if l == nil {
 		return
