@@ -73,15 +73,15 @@ type egressAllow struct {
 
 // set reports whether network.allow is set: then it holds the sandbox
 // user and the inner daemon.
-func (s *egressAllow) set() bool {
-	return s.order != nil && len(s.order.Config.Network.Allow) > 0
+func (ea *egressAllow) set() bool {
+	return ea.order != nil && len(ea.order.Config.Network.Allow) > 0
 }
 
 // stop stops the proxy.
-func (s *egressAllow) stop() {
-	if s.proxy != nil {
-		s.proxy.stop()
-		s.proxy = nil
+func (ea *egressAllow) stop() {
+	if ea.proxy != nil {
+		ea.proxy.stop()
+		ea.proxy = nil
 	}
 }
 
@@ -105,27 +105,27 @@ func (e *egress) stop() {
 // (startProxy): from here on it lets through only the allowlist.
 // It returns the variables the runner gets, which reach the services
 // svcs directly.
-func (s *egressAllow) start(ctx context.Context, acct *account, run ipTables, svcs dispatch.Services) (map[string]string, error) {
-	cfg := s.order.Config.Network
+func (ea *egressAllow) start(ctx context.Context, acct *account, run ipTables, svcs dispatch.Services) (map[string]string, error) {
+	cfg := ea.order.Config.Network
 	if acct == nil || os.Geteuid() != 0 {
 		return nil, errors.New("network.allow is set, but the sandbox init is not root, so it cannot fence the sandbox user in " +
 			"(task mode runs unprivileged: drop network.allow there, or run a coding sandbox)")
 	}
-	if s.proxy == nil {
-		if err := s.startProxy(); err != nil {
+	if ea.proxy == nil {
+		if err := ea.startProxy(); err != nil {
 			return nil, err
 		}
 	}
-	s.proxy.allow.closeStart()
-	nf := s.defaults.netfilter()
-	spec := fenceSpec{uids: fenceUIDs(*acct), resolvConf: "/etc/resolv.conf", ipv6: s.ipv6, forward: s.inner, nf: &nf}
-	if s.inner {
+	ea.proxy.allow.closeStart()
+	nf := ea.defaults.netfilter()
+	spec := fenceSpec{uids: fenceUIDs(*acct), resolvConf: "/etc/resolv.conf", ipv6: ea.ipv6, forward: ea.inner, nf: &nf}
+	if ea.inner {
 		spec.gids = []int{daemonGID}
 	}
 	if err := fence(ctx, run, spec); err != nil {
 		return nil, fmt.Errorf("network.allow is set but the egress fence could not be installed, so the sandbox would run unrestricted: %w", err)
 	}
-	s.log.Info().Strs("allow", cfg.Allow).Str("proxy", ProxyAddr).Ints("uids", spec.uids).Ints("gids", spec.gids).Msg("egress allowlist enforced")
+	ea.log.Info().Strs("allow", cfg.Allow).Str("proxy", ProxyAddr).Ints("uids", spec.uids).Ints("gids", spec.gids).Msg("egress allowlist enforced")
 	return proxyEnv(ProxyAddr, svcs), nil
 }
 
@@ -134,10 +134,10 @@ func (s *egressAllow) start(ctx context.Context, acct *account, run ipTables, sv
 // for (service images, Supabase's) passes unless it is on a denied
 // network, as it did before the proxy existed. Nothing of the agent's
 // runs yet.
-func (s *egressAllow) startProxy() error {
-	allow, err := newAllowlist(s.order.Config.Network.Allow, alwaysAllowed(s.order), s.defaults.deny.nets)
+func (ea *egressAllow) startProxy() error {
+	allow, err := newAllowlist(ea.order.Config.Network.Allow, alwaysAllowed(ea.order), ea.defaults.deny.nets)
 	if allow != nil {
-		allow.exempt = s.defaults.deny.allow
+		allow.exempt = ea.defaults.deny.allow
 	}
 	if err != nil {
 		return err
@@ -149,7 +149,7 @@ func (s *egressAllow) startProxy() error {
 	}
 	// The init's logger already names its component; the messages say
 	// "egress" so that a grep for it finds every decision.
-	log := s.log
+	log := ea.log
 	upstream := upstreamFromEnv(os.Getenv)
 	if upstream != nil {
 		// Never the URL itself: it may carry the proxy's credentials.
@@ -169,7 +169,7 @@ func (s *egressAllow) startProxy() error {
 			log.Error().Err(err).Msg("egress proxy stopped")
 		}
 	}()
-	s.proxy = e
+	ea.proxy = e
 	return nil
 }
 
@@ -183,16 +183,16 @@ const daemonGID = 2375
 // fence's chain with the daemon's group jumped to it. The sandbox user's
 // jumps and the forwarding rules follow in start, once the services
 // are up.
-func (s *egressAllow) fenceDaemon(ctx context.Context, run ipTables) error {
-	if err := s.startProxy(); err != nil {
+func (ea *egressAllow) fenceDaemon(ctx context.Context, run ipTables) error {
+	if err := ea.startProxy(); err != nil {
 		return err
 	}
-	nf := s.defaults.netfilter()
-	spec := fenceSpec{gids: []int{daemonGID}, resolvConf: "/etc/resolv.conf", ipv6: s.ipv6, nf: &nf}
+	nf := ea.defaults.netfilter()
+	spec := fenceSpec{gids: []int{daemonGID}, resolvConf: "/etc/resolv.conf", ipv6: ea.ipv6, nf: &nf}
 	if err := fence(ctx, run, spec); err != nil {
 		return fmt.Errorf("network.allow is set but the inner Docker daemon could not be fenced, so its pulls and pushes would go anywhere: %w", err)
 	}
-	s.log.Info().Int("gid", daemonGID).Str("proxy", ProxyAddr).Msg("inner Docker daemon held to the egress proxy")
+	ea.log.Info().Int("gid", daemonGID).Str("proxy", ProxyAddr).Msg("inner Docker daemon held to the egress proxy")
 	return nil
 }
 

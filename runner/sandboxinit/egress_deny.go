@@ -135,12 +135,12 @@ type egressDefaults struct {
 // reach the cloud's metadata and the bot. Neither does a task sandbox,
 // whose init fenced it as root before becoming the sandbox user
 // (taskfence.go).
-func (s *egressDefaults) enforce(ctx context.Context, run ipTables) error {
-	return s.apply(ctx, run, os.Geteuid(), os.Getenv, "/etc/resolv.conf", readHostView())
+func (ed *egressDefaults) enforce(ctx context.Context, run ipTables) error {
+	return ed.apply(ctx, run, os.Geteuid(), os.Getenv, "/etc/resolv.conf", readHostView())
 }
 
-func (s *egressDefaults) apply(ctx context.Context, run ipTables, euid int, getenv func(string) string, resolvConf string, view hostView) error {
-	if s.deny.done {
+func (ed *egressDefaults) apply(ctx context.Context, run ipTables, euid int, getenv func(string) string, resolvConf string, view hostView) error {
+	if ed.deny.done {
 		return nil
 	}
 	fc, err := fenceFromEnv(getenv, view)
@@ -148,53 +148,53 @@ func (s *egressDefaults) apply(ctx context.Context, run ipTables, euid int, gete
 		return err
 	}
 	nets := fc.deny
-	s.deny.nets, s.deny.allow = nets, fc.allow
+	ed.deny.nets, ed.deny.allow = nets, fc.allow
 	if euid != 0 {
 		switch {
-		case s.order == nil:
-			s.log.Info().Msg("no work order and not root: egress defaults not enforced")
-		case taskMode(s.order):
+		case ed.order == nil:
+			ed.log.Info().Msg("no work order and not root: egress defaults not enforced")
+		case taskMode(ed.order):
 			// The init's root half fenced it before becoming this user
 			// (taskfence.go), or the run does not go on.
 			if err := taskFenceResult(getenv); err != nil {
 				return fmt.Errorf("egress defaults could not be installed, so the sandbox would reach cloud metadata, the bot and its host: %w", err)
 			}
-			s.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Str("allow", dispatch.FormatDenyNets(fc.allow)).Msg("egress defaults enforced before the init dropped to the sandbox user")
+			ed.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Str("allow", dispatch.FormatDenyNets(fc.allow)).Msg("egress defaults enforced before the init dropped to the sandbox user")
 		default:
 			return errors.New("the sandbox init is not root, so it cannot fence off link-local addresses and the bot's own addresses " +
 				"(coding sandboxes need the privileged or caps profile)")
 		}
-		s.deny.done = true
+		ed.deny.done = true
 		return nil
 	}
-	nf, err := pickNetfilter(ctx, run, s.inner)
+	nf, err := pickNetfilter(ctx, run, ed.inner)
 	if err != nil {
 		return fmt.Errorf("egress defaults could not be installed, so the sandbox would reach cloud metadata and the bot: %w", err)
 	}
-	s.nf = &nf
-	s.log.Info().Str("kernel", kernelRelease()).Bool("legacy", nf.legacy).Bool("daemon_rules", nf.daemonRules).Strs("why", nf.reasons).Msg("iptables chosen")
+	ed.nf = &nf
+	ed.log.Info().Str("kernel", kernelRelease()).Bool("legacy", nf.legacy).Bool("daemon_rules", nf.daemonRules).Strs("why", nf.reasons).Msg("iptables chosen")
 	run = nf.runner(run)
 	forward := ""
-	if s.inner {
+	if ed.inner {
 		forward = nf.forwardFrom()
 	}
-	if err := installDeny(ctx, run, fc, resolvConf, s.ipv6, forward); err != nil {
+	if err := installDeny(ctx, run, fc, resolvConf, ed.ipv6, forward); err != nil {
 		return fmt.Errorf("egress defaults could not be installed, so the sandbox would reach cloud metadata and the bot: %w", err)
 	}
-	if s.inner {
+	if ed.inner {
 		if err := nf.installNAT(ctx, run, ipv4Uplinks()); err != nil {
 			return err
 		}
 	}
-	s.deny.done = true
-	s.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Str("allow", dispatch.FormatDenyNets(fc.allow)).Bool("inner_containers", s.inner).Msg("egress defaults enforced")
+	ed.deny.done = true
+	ed.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Str("allow", dispatch.FormatDenyNets(fc.allow)).Bool("inner_containers", ed.inner).Msg("egress defaults enforced")
 	return nil
 }
 
 // netfilter is what enforce found (Linux's own before it).
-func (s *egressDefaults) netfilter() netfilter {
-	if s.nf == nil {
+func (ed *egressDefaults) netfilter() netfilter {
+	if ed.nf == nil {
 		return kernelNetfilter
 	}
-	return *s.nf
+	return *ed.nf
 }

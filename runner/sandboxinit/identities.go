@@ -54,10 +54,10 @@ type runnerIdentity struct {
 // writes for itself. It returns nil when the image has no runner user (an
 // older image), in which case the runner and the agent share the agent's
 // uid as before. Called as root, before the runner starts.
-func (s identities) separateRunner(agent account) (*runnerIdentity, error) {
+func (ids identities) separateRunner(agent account) (*runnerIdentity, error) {
 	acct, err := lookupAccount(dispatch.RunnerUser)
 	if err != nil {
-		s.log.Warn().Err(err).Msg("the image has no runner user: the runner and the agent share a uid, and the agent can read the token")
+		ids.log.Warn().Err(err).Msg("the image has no runner user: the runner and the agent share a uid, and the agent can read the token")
 		return nil, nil
 	}
 	if acct.UID == agent.UID {
@@ -70,10 +70,10 @@ func (s identities) separateRunner(agent account) (*runnerIdentity, error) {
 		return nil, err
 	}
 	id := &runnerIdentity{acct: acct, env: map[string]string{dispatch.EnvAgentUser: agent.Name}}
-	if s.order == nil {
+	if ids.order == nil {
 		return id, nil
 	}
-	order := *s.order
+	order := *ids.order
 	if order.TokenFile != "" {
 		dir, err := hideDir(filepath.Dir(order.TokenFile), filepath.Join(runnerDir, "secrets"), acct)
 		if err != nil {
@@ -94,7 +94,7 @@ func (s identities) separateRunner(agent account) (*runnerIdentity, error) {
 	if err := os.Chown(copyPath, acct.UID, acct.GID); err != nil {
 		return nil, fmt.Errorf("give %s to %s: %w", copyPath, acct.Name, err)
 	}
-	if err := hideFile(s.opts.workOrder, acct); err != nil {
+	if err := hideFile(ids.opts.workOrder, acct); err != nil {
 		return nil, fmt.Errorf("keep the work order from the agent: %w", err)
 	}
 	id.env[dispatch.EnvWorkOrder] = copyPath
@@ -105,7 +105,7 @@ func (s identities) separateRunner(agent account) (*runnerIdentity, error) {
 			return nil, fmt.Errorf("give output dir %s to %s: %w", order.OutputDir, acct.Name, err)
 		}
 	}
-	s.log.Info().Str("runner_user", acct.Name).Str("agent_user", agent.Name).Msg("runner and agent separated")
+	ids.log.Info().Str("runner_user", acct.Name).Str("agent_user", agent.Name).Msg("runner and agent separated")
 	return id, nil
 }
 

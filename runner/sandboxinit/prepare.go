@@ -57,11 +57,11 @@ type innerDocker struct {
 // or only the egress defaults without one, and returns the services'
 // addresses. env gets what the services give the runner (Supabase's
 // keys).
-func (s *innerDocker) prepare(ctx, saveCtx context.Context, env map[string]string) (dispatch.Services, error) {
-	if !s.inner {
-		return dispatch.Services{}, s.steps.do("egress-defaults", func() error { return s.defaults.enforce(ctx, execIPTables) })
+func (dk *innerDocker) prepare(ctx, saveCtx context.Context, env map[string]string) (dispatch.Services, error) {
+	if !dk.inner {
+		return dispatch.Services{}, dk.steps.do("egress-defaults", func() error { return dk.defaults.enforce(ctx, execIPTables) })
 	}
-	return s.startDocker(ctx, saveCtx, env)
+	return dk.startDocker(ctx, saveCtx, env)
 }
 
 // writeServicesFiles writes the services' addresses for the runner (JSON)
@@ -84,12 +84,12 @@ func writeServicesFiles(runtimeDir string, svcs dispatch.Services, env map[strin
 // and the egress defaults run while it does, and dockerd starts once the
 // driver is known. The egress defaults are in place before dockerd, so
 // nothing the daemon starts ever runs without them.
-func (s *innerDocker) startDocker(ctx, saveCtx context.Context, env map[string]string) (dispatch.Services, error) {
-	if err := s.steps.do("cgroups", func() error { return prepareCgroups(s.log) }); err != nil {
+func (dk *innerDocker) startDocker(ctx, saveCtx context.Context, env map[string]string) (dispatch.Services, error) {
+	if err := dk.steps.do("cgroups", func() error { return prepareCgroups(dk.log) }); err != nil {
 		return nil, err
 	}
-	err := s.steps.do("stale-state", func() error {
-		if err := removeStaleState(s.log); err != nil {
+	err := dk.steps.do("stale-state", func() error {
+		if err := removeStaleState(dk.log); err != nil {
 			return err
 		}
 		return os.MkdirAll(dockerRoot, 0o711)
@@ -97,53 +97,53 @@ func (s *innerDocker) startDocker(ctx, saveCtx context.Context, env map[string]s
 	if err != nil {
 		return nil, err
 	}
-	if !s.wantsDaemonNow() {
-		err := s.steps.do("egress-defaults", func() error { return s.defaults.enforce(ctx, execIPTables) })
+	if !dk.wantsDaemonNow() {
+		err := dk.steps.do("egress-defaults", func() error { return dk.defaults.enforce(ctx, execIPTables) })
 		if err != nil {
 			return nil, err
 		}
 		// The daemon started on first use is held to network.allow like
 		// one started now: fenced before the runner, proxied when it runs.
-		if err := s.fenceDaemonForAllow(ctx); err != nil {
+		if err := dk.fenceDaemonForAllow(ctx); err != nil {
 			return nil, err
 		}
 		// The held socket outlives this step: it waits until the runner
 		// has exited, like the image saves.
-		return dispatch.Services{}, s.holdDockerSocket(saveCtx)
+		return dispatch.Services{}, dk.holdDockerSocket(saveCtx)
 	}
-	err = s.steps.do("containerd", func() (err error) {
-		s.daemon, err = startContainerd(s.log)
+	err = dk.steps.do("containerd", func() (err error) {
+		dk.daemon, err = startContainerd(dk.log)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
 	var choice storageChoice
-	err = s.steps.parallel(ctx, map[string]func(context.Context) error{
+	err = dk.steps.parallel(ctx, map[string]func(context.Context) error{
 		"storage": func(context.Context) error {
-			choice = chooseStorage(s.opts.storageDriver, dockerRoot, mountProber{})
-			s.log.Info().Str("driver", choice.Driver).Str("backing_fs", choice.Backing).Strs("why", choice.Reasons).Msg("storage driver chosen")
+			choice = chooseStorage(dk.opts.storageDriver, dockerRoot, mountProber{})
+			dk.log.Info().Str("driver", choice.Driver).Str("backing_fs", choice.Backing).Strs("why", choice.Reasons).Msg("storage driver chosen")
 			return nil
 		},
-		"egress-defaults": func(ctx context.Context) error { return s.defaults.enforce(ctx, execIPTables) },
+		"egress-defaults": func(ctx context.Context) error { return dk.defaults.enforce(ctx, execIPTables) },
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := s.fenceDaemonForAllow(ctx); err != nil {
+	if err := dk.fenceDaemonForAllow(ctx); err != nil {
 		return nil, err
 	}
-	dcfg, err := s.daemonConfig(ctx, choice.Driver)
+	dcfg, err := dk.daemonConfig(ctx, choice.Driver)
 	if err != nil {
 		return nil, err
 	}
-	err = s.steps.do("dockerd", func() error { return s.daemon.startDockerd(ctx, dcfg) })
+	err = dk.steps.do("dockerd", func() error { return dk.daemon.startDockerd(ctx, dcfg) })
 	if err != nil {
 		return nil, err
 	}
 	var svcs dispatch.Services
-	err = s.steps.do("services", func() (err error) {
-		svcs, err = s.startServices(ctx, saveCtx, env)
+	err = dk.steps.do("services", func() (err error) {
+		svcs, err = dk.startServices(ctx, saveCtx, env)
 		return err
 	})
 	return svcs, err
@@ -151,14 +151,14 @@ func (s *innerDocker) startDocker(ctx, saveCtx context.Context, env map[string]s
 
 // startServices starts the services of .sandbox.yml (and Supabase) on the
 // inner daemon.
-func (s *innerDocker) startServices(ctx, saveCtx context.Context, env map[string]string) (dispatch.Services, error) {
-	cache := newImageCache(s.opts.cacheDir, s.log)
-	r := &serviceRunner{docker: s.docker, engine: newEngine(s.log), steps: s.steps, log: s.log, cache: cache, getenv: os.Getenv}
+func (dk *innerDocker) startServices(ctx, saveCtx context.Context, env map[string]string) (dispatch.Services, error) {
+	cache := newImageCache(dk.opts.cacheDir, dk.log)
+	r := &serviceRunner{docker: dk.docker, engine: newEngine(dk.log), steps: dk.steps, log: dk.log, cache: cache, getenv: os.Getenv}
 	var specs map[string]sandboxcfg.ResolvedService
 	supabase := false
-	if s.order != nil {
-		specs = s.order.Config.Services
-		supabase = s.order.Config.Supabase
+	if dk.order != nil {
+		specs = dk.order.Config.Services
+		supabase = dk.order.Config.Supabase
 	}
 	svcs, pulled, err := r.startAll(ctx, specs)
 	if err != nil {
@@ -181,16 +181,16 @@ func (s *innerDocker) startServices(ctx, saveCtx context.Context, env map[string
 		return nil, err
 	}
 	if err := addHosts("/etc/hosts", svcs); err != nil {
-		s.log.Warn().Err(err).Msg("service names not added to /etc/hosts")
+		dk.log.Warn().Err(err).Msg("service names not added to /etc/hosts")
 	}
 	// Saving pulled images for the next run happens while the runner works;
 	// a stop cancels it and the cache only ever sees complete files.
 	for _, ref := range pulled {
-		s.saves.Add(1)
+		dk.saves.Add(1)
 		go func(ref string) {
-			defer s.saves.Done()
-			if err := cache.save(saveCtx, s.docker, ref); err != nil && saveCtx.Err() == nil {
-				s.log.Warn().Err(err).Str("image", ref).Msg("image not saved to the cache")
+			defer dk.saves.Done()
+			if err := cache.save(saveCtx, dk.docker, ref); err != nil && saveCtx.Err() == nil {
+				dk.log.Warn().Err(err).Str("image", ref).Msg("image not saved to the cache")
 			}
 		}(ref)
 	}
@@ -200,29 +200,29 @@ func (s *innerDocker) startServices(ctx, saveCtx context.Context, env map[string
 // fenceDaemonForAllow, with network.allow set, starts the egress proxy and
 // fences the daemon's group before the daemon runs: its pulls, pushes and
 // fetches go through the proxy, whether it starts now or on first use.
-func (s *innerDocker) fenceDaemonForAllow(ctx context.Context) error {
-	if !s.allow.set() {
+func (dk *innerDocker) fenceDaemonForAllow(ctx context.Context) error {
+	if !dk.allow.set() {
 		return nil
 	}
-	return s.steps.do("egress-daemon", func() error { return s.allow.fenceDaemon(ctx, execIPTables) })
+	return dk.steps.do("egress-daemon", func() error { return dk.allow.fenceDaemon(ctx, execIPTables) })
 }
 
 // daemonConfig is how dockerd starts, now or on first use: its subnets
 // are chosen here, so a run that never uses Docker never asks for them.
-func (s *innerDocker) daemonConfig(ctx context.Context, driver string) (daemonConfig, error) {
-	nf := s.defaults.netfilter()
+func (dk *innerDocker) daemonConfig(ctx context.Context, driver string) (daemonConfig, error) {
+	nf := dk.defaults.netfilter()
 	hosts, _ := os.ReadFile("/etc/hosts")
 	nets, err := innerNetworks(ctx, execIPTables, string(hosts))
 	if err != nil {
 		return daemonConfig{}, fmt.Errorf("choose the inner daemon's networks, clear of the host's addresses: %w", err)
 	}
-	c := daemonConfig{Driver: driver, Timeout: s.opts.dockerdTimeout, Nets: nets, Args: nf.daemonArgs()}
+	c := daemonConfig{Driver: driver, Timeout: dk.opts.dockerdTimeout, Nets: nets, Args: nf.daemonArgs()}
 	env, err := nf.daemonEnv()
 	if err != nil {
 		return c, err
 	}
 	c.Env = env
-	if s.allow.set() {
+	if dk.allow.set() {
 		c.Env, c.GID = append(c.Env, daemonProxyEnv()...), daemonGID
 	}
 	return c, nil
