@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/runner/sandboxinit/dockerfilter"
 )
@@ -21,15 +23,25 @@ const (
 	defaultWorkspace = "/workspace"
 )
 
-// startDockerFilter starts the filter and adds DOCKER_HOST (and the
-// workspace it guards) to env.
-func (s *sandbox) startDockerFilter(env map[string]string) error {
+// agentDocker is the agent's Docker socket: the filter in front of the
+// inner daemon, and the workspace it guards.
+type agentDocker struct {
+	opts options
+	log  zerolog.Logger
+	ipv6 bool // the agent may create IPv6 networks
+
+	filter *dockerfilter.Filter // once started
+}
+
+// start starts the filter and adds DOCKER_HOST (and the workspace it
+// guards) to env.
+func (ad *agentDocker) start(env map[string]string) error {
 	ws := os.Getenv(dispatch.EnvWorkspace)
 	if ws == "" {
 		ws = defaultWorkspace
 		env[dispatch.EnvWorkspace] = ws
 	}
-	if err := s.makeWorkspace(ws); err != nil {
+	if err := ad.makeWorkspace(ws); err != nil {
 		return err
 	}
 	f, err := dockerfilter.Start(dockerfilter.Config{
@@ -37,13 +49,13 @@ func (s *sandbox) startDockerFilter(env map[string]string) error {
 		Upstream:  dockerSocket,
 		Workspace: ws,
 		StageDir:  dockerStageDir,
-		IPv6:      s.ipv6,
-		Log:       s.log.With().Str("part", "docker-filter").Logger(),
+		IPv6:      ad.ipv6,
+		Log:       ad.log.With().Str("part", "docker-filter").Logger(),
 	})
 	if err != nil {
 		return err
 	}
-	s.dockerFilter = f
+	ad.filter = f
 	env["DOCKER_HOST"] = "unix://" + agentDockerSocket
 	return nil
 }
@@ -52,7 +64,7 @@ func (s *sandbox) startDockerFilter(env map[string]string) error {
 // when it does not exist yet. The default workspace of a restarted sandbox
 // (docker start after a kill) is emptied first, as a new container's is:
 // the runner checks out afresh and cannot remove the agent's files itself.
-func (s *sandbox) makeWorkspace(ws string) error {
+func (ad *agentDocker) makeWorkspace(ws string) error {
 	if !filepath.IsAbs(ws) {
 		return fmt.Errorf("%s=%q: want an absolute path", dispatch.EnvWorkspace, ws)
 	}
@@ -68,11 +80,11 @@ func (s *sandbox) makeWorkspace(ws string) error {
 	// The runner makes its state and the agent's checkout in it, when the
 	// image gives the runner an account of its own; a command that replaces
 	// the runner (debugging, tests) runs as the agent and gets it.
-	a, err := lookupAccount(s.opts.user)
+	a, err := lookupAccount(ad.opts.user)
 	if err != nil {
 		return err
 	}
-	if r, err := lookupAccount(dispatch.RunnerUser); err == nil && len(s.opts.command) == 0 {
+	if r, err := lookupAccount(dispatch.RunnerUser); err == nil && len(ad.opts.command) == 0 {
 		a = r
 	}
 	if err := os.Lchown(ws, a.UID, a.GID); err != nil {
@@ -81,12 +93,12 @@ func (s *sandbox) makeWorkspace(ws string) error {
 	return nil
 }
 
-func (s *sandbox) stopDockerFilter() {
-	if s.dockerFilter == nil {
+func (ad *agentDocker) stop() {
+	if ad.filter == nil {
 		return
 	}
-	if err := s.dockerFilter.Close(); err != nil {
-		s.log.Warn().Err(err).Msg("docker filter did not stop cleanly")
+	if err := ad.filter.Close(); err != nil {
+		ad.log.Warn().Err(err).Msg("docker filter did not stop cleanly")
 	}
-	s.dockerFilter = nil
+	ad.filter = nil
 }

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
@@ -55,6 +57,34 @@ func dedupe(xs []string) []string {
 	return out
 }
 
+// egressAllow enforces network.allow: the filtering proxy and the fence
+// that holds the sandbox user and the inner daemon to it. Its proxy
+// refuses the egress defaults' denied networks too, and lets their
+// exceptions through.
+type egressAllow struct {
+	log      zerolog.Logger
+	order    *dispatch.WorkOrder
+	inner    bool // the fence covers the inner daemon's containers
+	ipv6     bool
+	defaults *egressDefaults
+
+	proxy *egress // once started
+}
+
+// set reports whether network.allow is set: then it holds the sandbox
+// user and the inner daemon.
+func (ea *egressAllow) set() bool {
+	return ea.order != nil && len(ea.order.Config.Network.Allow) > 0
+}
+
+// stop stops the proxy.
+func (ea *egressAllow) stop() {
+	if ea.proxy != nil {
+		ea.proxy.stop()
+		ea.proxy = nil
+	}
+}
+
 // egress is the running allowlist: the proxy's server.
 type egress struct {
 	allow *allowlist
@@ -69,44 +99,45 @@ func (e *egress) stop() {
 	<-e.done
 }
 
-// startEgress enforces network.allow for acct: proxy first (so that the
+// start enforces network.allow for acct: proxy first (so that the
 // fence never cuts the runner off from a way out that does not exist yet),
 // then the fence. The proxy may be running already, open for the start
-// (startEgressProxy): from here on it lets through only the allowlist.
-// It returns the variables the runner gets.
-func (s *sandbox) startEgress(ctx context.Context, acct *account, run ipTables) (map[string]string, error) {
-	cfg := s.order.Config.Network
+// (startProxy): from here on it lets through only the allowlist.
+// It returns the variables the runner gets, which reach the services
+// svcs directly.
+func (ea *egressAllow) start(ctx context.Context, acct *account, run ipTables, svcs dispatch.Services) (map[string]string, error) {
+	cfg := ea.order.Config.Network
 	if acct == nil || os.Geteuid() != 0 {
 		return nil, errors.New("network.allow is set, but the sandbox init is not root, so it cannot fence the sandbox user in " +
 			"(task mode runs unprivileged: drop network.allow there, or run a coding sandbox)")
 	}
-	if s.egress == nil {
-		if err := s.startEgressProxy(); err != nil {
+	if ea.proxy == nil {
+		if err := ea.startProxy(); err != nil {
 			return nil, err
 		}
 	}
-	s.egress.allow.closeStart()
-	nf := s.netfilter()
-	spec := fenceSpec{uids: fenceUIDs(*acct), resolvConf: "/etc/resolv.conf", ipv6: s.ipv6, forward: s.inner, nf: &nf}
-	if s.inner {
+	ea.proxy.allow.closeStart()
+	nf := ea.defaults.netfilter()
+	spec := fenceSpec{uids: fenceUIDs(*acct), resolvConf: "/etc/resolv.conf", ipv6: ea.ipv6, forward: ea.inner, nf: &nf}
+	if ea.inner {
 		spec.gids = []int{daemonGID}
 	}
 	if err := fence(ctx, run, spec); err != nil {
 		return nil, fmt.Errorf("network.allow is set but the egress fence could not be installed, so the sandbox would run unrestricted: %w", err)
 	}
-	s.log.Info().Strs("allow", cfg.Allow).Str("proxy", ProxyAddr).Ints("uids", spec.uids).Ints("gids", spec.gids).Msg("egress allowlist enforced")
-	return proxyEnv(ProxyAddr, s.services), nil
+	ea.log.Info().Strs("allow", cfg.Allow).Str("proxy", ProxyAddr).Ints("uids", spec.uids).Ints("gids", spec.gids).Msg("egress allowlist enforced")
+	return proxyEnv(ProxyAddr, svcs), nil
 }
 
-// startEgressProxy starts the filtering proxy, open for the start: until
-// startEgress closes it, what only the init and the inner daemon can ask
+// startProxy starts the filtering proxy, open for the start: until
+// start closes it, what only the init and the inner daemon can ask
 // for (service images, Supabase's) passes unless it is on a denied
 // network, as it did before the proxy existed. Nothing of the agent's
 // runs yet.
-func (s *sandbox) startEgressProxy() error {
-	allow, err := newAllowlist(s.order.Config.Network.Allow, alwaysAllowed(s.order), s.deny.nets)
+func (ea *egressAllow) startProxy() error {
+	allow, err := newAllowlist(ea.order.Config.Network.Allow, alwaysAllowed(ea.order), ea.defaults.deny.nets)
 	if allow != nil {
-		allow.exempt = s.deny.allow
+		allow.exempt = ea.defaults.deny.allow
 	}
 	if err != nil {
 		return err
@@ -118,7 +149,7 @@ func (s *sandbox) startEgressProxy() error {
 	}
 	// The init's logger already names its component; the messages say
 	// "egress" so that a grep for it finds every decision.
-	log := s.log
+	log := ea.log
 	upstream := upstreamFromEnv(os.Getenv)
 	if upstream != nil {
 		// Never the URL itself: it may carry the proxy's credentials.
@@ -138,7 +169,7 @@ func (s *sandbox) startEgressProxy() error {
 			log.Error().Err(err).Msg("egress proxy stopped")
 		}
 	}()
-	s.egress = e
+	ea.proxy = e
 	return nil
 }
 
@@ -150,18 +181,18 @@ const daemonGID = 2375
 
 // fenceDaemon holds the inner daemon to the proxy before it starts: the
 // fence's chain with the daemon's group jumped to it. The sandbox user's
-// jumps and the forwarding rules follow in startEgress, once the services
+// jumps and the forwarding rules follow in start, once the services
 // are up.
-func (s *sandbox) fenceDaemon(ctx context.Context, run ipTables) error {
-	if err := s.startEgressProxy(); err != nil {
+func (ea *egressAllow) fenceDaemon(ctx context.Context, run ipTables) error {
+	if err := ea.startProxy(); err != nil {
 		return err
 	}
-	nf := s.netfilter()
-	spec := fenceSpec{gids: []int{daemonGID}, resolvConf: "/etc/resolv.conf", ipv6: s.ipv6, nf: &nf}
+	nf := ea.defaults.netfilter()
+	spec := fenceSpec{gids: []int{daemonGID}, resolvConf: "/etc/resolv.conf", ipv6: ea.ipv6, nf: &nf}
 	if err := fence(ctx, run, spec); err != nil {
 		return fmt.Errorf("network.allow is set but the inner Docker daemon could not be fenced, so its pulls and pushes would go anywhere: %w", err)
 	}
-	s.log.Info().Int("gid", daemonGID).Str("proxy", ProxyAddr).Msg("inner Docker daemon held to the egress proxy")
+	ea.log.Info().Int("gid", daemonGID).Str("proxy", ProxyAddr).Msg("inner Docker daemon held to the egress proxy")
 	return nil
 }
 

@@ -17,6 +17,8 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
@@ -114,17 +116,31 @@ type denyState struct {
 	done  bool
 }
 
-// enforceEgressDefaults installs the deny fence once per start. A coding
+// egressDefaults installs the egress defaults, once per start, and keeps
+// what it found: the denied networks and their exceptions (which the
+// allowlist's proxy refuses and lets through too) and the iptables that
+// works (which every later fence and the inner daemon use).
+type egressDefaults struct {
+	log   zerolog.Logger
+	order *dispatch.WorkOrder
+	inner bool // the fence covers the inner daemon's containers
+	ipv6  bool
+
+	deny denyState
+	nf   *netfilter // the iptables variant and dockerd's rules, picked by trial (netfilter.go)
+}
+
+// enforce installs the deny fence once per start. A coding
 // sandbox whose init cannot install it does not run: the agent would
 // reach the cloud's metadata and the bot. Neither does a task sandbox,
 // whose init fenced it as root before becoming the sandbox user
 // (taskfence.go).
-func (s *sandbox) enforceEgressDefaults(ctx context.Context, run ipTables) error {
-	return s.applyEgressDefaults(ctx, run, os.Geteuid(), os.Getenv, "/etc/resolv.conf", readHostView())
+func (ed *egressDefaults) enforce(ctx context.Context, run ipTables) error {
+	return ed.apply(ctx, run, os.Geteuid(), os.Getenv, "/etc/resolv.conf", readHostView())
 }
 
-func (s *sandbox) applyEgressDefaults(ctx context.Context, run ipTables, euid int, getenv func(string) string, resolvConf string, view hostView) error {
-	if s.deny.done {
+func (ed *egressDefaults) apply(ctx context.Context, run ipTables, euid int, getenv func(string) string, resolvConf string, view hostView) error {
+	if ed.deny.done {
 		return nil
 	}
 	fc, err := fenceFromEnv(getenv, view)
@@ -132,53 +148,53 @@ func (s *sandbox) applyEgressDefaults(ctx context.Context, run ipTables, euid in
 		return err
 	}
 	nets := fc.deny
-	s.deny.nets, s.deny.allow = nets, fc.allow
+	ed.deny.nets, ed.deny.allow = nets, fc.allow
 	if euid != 0 {
 		switch {
-		case s.order == nil:
-			s.log.Info().Msg("no work order and not root: egress defaults not enforced")
-		case s.taskMode():
+		case ed.order == nil:
+			ed.log.Info().Msg("no work order and not root: egress defaults not enforced")
+		case taskMode(ed.order):
 			// The init's root half fenced it before becoming this user
 			// (taskfence.go), or the run does not go on.
 			if err := taskFenceResult(getenv); err != nil {
 				return fmt.Errorf("egress defaults could not be installed, so the sandbox would reach cloud metadata, the bot and its host: %w", err)
 			}
-			s.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Str("allow", dispatch.FormatDenyNets(fc.allow)).Msg("egress defaults enforced before the init dropped to the sandbox user")
+			ed.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Str("allow", dispatch.FormatDenyNets(fc.allow)).Msg("egress defaults enforced before the init dropped to the sandbox user")
 		default:
 			return errors.New("the sandbox init is not root, so it cannot fence off link-local addresses and the bot's own addresses " +
 				"(coding sandboxes need the privileged or caps profile)")
 		}
-		s.deny.done = true
+		ed.deny.done = true
 		return nil
 	}
-	nf, err := pickNetfilter(ctx, run, s.inner)
+	nf, err := pickNetfilter(ctx, run, ed.inner)
 	if err != nil {
 		return fmt.Errorf("egress defaults could not be installed, so the sandbox would reach cloud metadata and the bot: %w", err)
 	}
-	s.nf = &nf
-	s.log.Info().Str("kernel", kernelRelease()).Bool("legacy", nf.legacy).Bool("daemon_rules", nf.daemonRules).Strs("why", nf.reasons).Msg("iptables chosen")
+	ed.nf = &nf
+	ed.log.Info().Str("kernel", kernelRelease()).Bool("legacy", nf.legacy).Bool("daemon_rules", nf.daemonRules).Strs("why", nf.reasons).Msg("iptables chosen")
 	run = nf.runner(run)
 	forward := ""
-	if s.inner {
+	if ed.inner {
 		forward = nf.forwardFrom()
 	}
-	if err := installDeny(ctx, run, fc, resolvConf, s.ipv6, forward); err != nil {
+	if err := installDeny(ctx, run, fc, resolvConf, ed.ipv6, forward); err != nil {
 		return fmt.Errorf("egress defaults could not be installed, so the sandbox would reach cloud metadata and the bot: %w", err)
 	}
-	if s.inner {
+	if ed.inner {
 		if err := nf.installNAT(ctx, run, ipv4Uplinks()); err != nil {
 			return err
 		}
 	}
-	s.deny.done = true
-	s.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Str("allow", dispatch.FormatDenyNets(fc.allow)).Bool("inner_containers", s.inner).Msg("egress defaults enforced")
+	ed.deny.done = true
+	ed.log.Info().Str("deny", dispatch.FormatDenyNets(nets)).Str("allow", dispatch.FormatDenyNets(fc.allow)).Bool("inner_containers", ed.inner).Msg("egress defaults enforced")
 	return nil
 }
 
-// netfilter is what enforceEgressDefaults found (Linux's own before it).
-func (s *sandbox) netfilter() netfilter {
-	if s.nf == nil {
+// netfilter is what enforce found (Linux's own before it).
+func (ed *egressDefaults) netfilter() netfilter {
+	if ed.nf == nil {
 		return kernelNetfilter
 	}
-	return *s.nf
+	return *ed.nf
 }

@@ -105,8 +105,8 @@ func TestEgressDefaultsFailClosed(t *testing.T) {
 			f := &fakeTables{fail: func(cmd string) (string, bool) {
 				return "iptables: not found", tc.fail
 			}}
-			s := &sandbox{log: zerolog.Nop(), order: tc.order}
-			err := s.applyEgressDefaults(context.Background(), f.run, tc.euid, tc.getenv, resolvConf(t, ""), hostView{})
+			s := &egressDefaults{log: zerolog.Nop(), order: tc.order}
+			err := s.apply(context.Background(), f.run, tc.euid, tc.getenv, resolvConf(t, ""), hostView{})
 			if tc.contains == "" {
 				if err != nil {
 					t.Fatal(err)

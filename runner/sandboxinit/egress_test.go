@@ -497,13 +497,13 @@ func TestBatchNamesTheFailingRule(t *testing.T) {
 // Without root (task mode) the allowlist cannot be enforced: the start
 // fails instead of running unrestricted.
 func TestStartEgressNeedsRoot(t *testing.T) {
-	s := &sandbox{log: zerolog.Nop(), order: &dispatch.WorkOrder{}}
+	s := &egressAllow{log: zerolog.Nop(), order: &dispatch.WorkOrder{}}
 	s.order.Config.Network.Allow = []string{"example.com"}
-	_, err := s.startEgress(context.Background(), nil, (&fakeTables{}).run)
+	_, err := s.start(context.Background(), nil, (&fakeTables{}).run, nil)
 	if err == nil || !strings.Contains(err.Error(), "not root") {
 		t.Fatalf("startEgress without root = %v", err)
 	}
-	if s.egress != nil {
+	if s.proxy != nil {
 		t.Error("a proxy was started although the start failed")
 	}
 }

@@ -15,20 +15,20 @@ import (
 
 // handOver gives the sandbox user what it must write: the output directory
 // (a bind from the host) and the shared caches.
-func (s *sandbox) handOver(a account) error {
-	if s.order != nil && s.order.OutputDir != "" {
-		if err := os.MkdirAll(s.order.OutputDir, 0o755); err != nil {
+func (ids identities) handOver(a account) error {
+	if ids.order != nil && ids.order.OutputDir != "" {
+		if err := os.MkdirAll(ids.order.OutputDir, 0o755); err != nil {
 			return fmt.Errorf("create output dir: %w", err)
 		}
-		if err := os.Lchown(s.order.OutputDir, a.UID, a.GID); err != nil {
-			return fmt.Errorf("give output dir %s to %s: %w", s.order.OutputDir, a.Name, err)
+		if err := os.Lchown(ids.order.OutputDir, a.UID, a.GID); err != nil {
+			return fmt.Errorf("give output dir %s to %s: %w", ids.order.OutputDir, a.Name, err)
 		}
 	}
 	for _, d := range []string{"npm", "go", "pip"} {
-		p := filepath.Join(s.opts.cacheDir, d)
+		p := filepath.Join(ids.opts.cacheDir, d)
 		if isDir(p) {
 			if err := os.Lchown(p, a.UID, a.GID); err != nil {
-				s.log.Warn().Err(err).Str("cache", p).Msg("cache not handed to the sandbox user")
+				ids.log.Warn().Err(err).Str("cache", p).Msg("cache not handed to the sandbox user")
 			}
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/runner/gateway"
 )
 
@@ -20,19 +21,19 @@ import (
 // after it, and serves the gateway on loopback from this root process for
 // as long as the sandbox runs. env gets the gateway's address for the
 // runner. The keys stay in this process's memory only.
-func (s *sandbox) startGateway(ctx context.Context, acct *account, env map[string]string) error {
-	if s.order == nil || s.order.GatewayFile == "" {
+func startGateway(ctx context.Context, log zerolog.Logger, order *dispatch.WorkOrder, acct *account, env map[string]string) error {
+	if order == nil || order.GatewayFile == "" {
 		return nil
 	}
-	file := s.order.GatewayFile
+	file := order.GatewayFile
 	cfg, err := gateway.Load(file)
 	if err != nil {
 		return err
 	}
-	if err := hideGatewayFile(s.log, file, acct, mountEmpty); err != nil {
+	if err := hideGatewayFile(log, file, acct, mountEmpty); err != nil {
 		return err
 	}
-	log := s.log.With().Str("component", "model-gateway").Logger()
+	log = log.With().Str("component", "model-gateway").Logger()
 	g, err := gateway.New(cfg, gateway.Options{Logger: log})
 	if err != nil {
 		return err

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
@@ -32,6 +34,15 @@ const (
 	capSetUID = 7
 )
 
+// identities gives the runner and the agent their files: the agent what
+// it must write (handOver), the runner what only it may read
+// (separateRunner).
+type identities struct {
+	opts  options
+	log   zerolog.Logger
+	order *dispatch.WorkOrder
+}
+
 // runnerIdentity is how the runner is started when it has a uid of its own.
 type runnerIdentity struct {
 	acct account
@@ -43,10 +54,10 @@ type runnerIdentity struct {
 // writes for itself. It returns nil when the image has no runner user (an
 // older image), in which case the runner and the agent share the agent's
 // uid as before. Called as root, before the runner starts.
-func (s *sandbox) separateRunner(agent account) (*runnerIdentity, error) {
+func (ids identities) separateRunner(agent account) (*runnerIdentity, error) {
 	acct, err := lookupAccount(dispatch.RunnerUser)
 	if err != nil {
-		s.log.Warn().Err(err).Msg("the image has no runner user: the runner and the agent share a uid, and the agent can read the token")
+		ids.log.Warn().Err(err).Msg("the image has no runner user: the runner and the agent share a uid, and the agent can read the token")
 		return nil, nil
 	}
 	if acct.UID == agent.UID {
@@ -59,12 +70,12 @@ func (s *sandbox) separateRunner(agent account) (*runnerIdentity, error) {
 		return nil, err
 	}
 	id := &runnerIdentity{acct: acct, env: map[string]string{dispatch.EnvAgentUser: agent.Name}}
-	if s.order == nil {
+	if ids.order == nil {
 		return id, nil
 	}
-	order := *s.order
+	order := *ids.order
 	if order.TokenFile != "" {
-		dir, err := s.hideDir(filepath.Dir(order.TokenFile), filepath.Join(runnerDir, "secrets"), acct)
+		dir, err := hideDir(filepath.Dir(order.TokenFile), filepath.Join(runnerDir, "secrets"), acct)
 		if err != nil {
 			return nil, fmt.Errorf("keep the token from the agent: %w", err)
 		}
@@ -83,7 +94,7 @@ func (s *sandbox) separateRunner(agent account) (*runnerIdentity, error) {
 	if err := os.Chown(copyPath, acct.UID, acct.GID); err != nil {
 		return nil, fmt.Errorf("give %s to %s: %w", copyPath, acct.Name, err)
 	}
-	if err := s.hideFile(s.opts.workOrder, acct); err != nil {
+	if err := hideFile(ids.opts.workOrder, acct); err != nil {
 		return nil, fmt.Errorf("keep the work order from the agent: %w", err)
 	}
 	id.env[dispatch.EnvWorkOrder] = copyPath
@@ -94,7 +105,7 @@ func (s *sandbox) separateRunner(agent account) (*runnerIdentity, error) {
 			return nil, fmt.Errorf("give output dir %s to %s: %w", order.OutputDir, acct.Name, err)
 		}
 	}
-	s.log.Info().Str("runner_user", acct.Name).Str("agent_user", agent.Name).Msg("runner and agent separated")
+	ids.log.Info().Str("runner_user", acct.Name).Str("agent_user", agent.Name).Msg("runner and agent separated")
 	return id, nil
 }
 
@@ -103,7 +114,7 @@ func (s *sandbox) separateRunner(agent account) (*runnerIdentity, error) {
 // secrets/) is bind-mounted again inside runnerDir and unmounted where it
 // was: the host still replaces the token in it by rename, and the runner
 // sees each new token at once. A plain directory is handed to the runner.
-func (s *sandbox) hideDir(dir, dst string, acct account) (string, error) {
+func hideDir(dir, dst string, acct account) (string, error) {
 	mounted, err := isMountPoint(dir)
 	if err != nil {
 		return "", err
@@ -130,7 +141,7 @@ func (s *sandbox) hideDir(dir, dst string, acct account) (string, error) {
 
 // hideFile takes file out of the agent's reach: unmounted when the
 // backend bind-mounted it, else owned by the runner and 0600.
-func (s *sandbox) hideFile(file string, acct account) error {
+func hideFile(file string, acct account) error {
 	if file == "" {
 		return nil
 	}

@@ -144,6 +144,6 @@ func Main(ctx context.Context, args []string) int {
 		return checkRuntime(ctx, opts.checkRuntime, os.Stdout)
 	}
 	started := time.Now()
-	s := &sandbox{opts: opts, log: log, started: started, docker: newDockerCLI(log), steps: newSteps(started)}
+	s := &sandbox{opts: opts, log: log, started: started, steps: newSteps(started)}
 	return s.run(ctx)
 }

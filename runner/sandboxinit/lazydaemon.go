@@ -34,13 +34,13 @@ type lazyDaemon struct {
 
 // wantsDaemonNow reports whether the start needs the inner daemon before
 // the runner: services (or Supabase) run on it.
-func (s *sandbox) wantsDaemonNow() bool {
-	return s.order == nil || len(s.order.Config.Services) > 0 || s.order.Config.Supabase
+func (dk *innerDocker) wantsDaemonNow() bool {
+	return dk.order == nil || len(dk.order.Config.Services) > 0 || dk.order.Config.Supabase
 }
 
 // holdDockerSocket listens on the daemon's socket and starts the daemon on
 // the first connection, in the background, for as long as ctx lasts.
-func (s *sandbox) holdDockerSocket(ctx context.Context) error {
+func (dk *innerDocker) holdDockerSocket(ctx context.Context) error {
 	_ = os.Remove(dockerSocket)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: dockerSocket, Net: "unix"})
 	if err != nil {
@@ -62,7 +62,7 @@ func (s *sandbox) holdDockerSocket(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	l := &lazyDaemon{ln: ln, cancel: cancel, done: make(chan struct{})}
-	s.lazy = l
+	dk.lazy = l
 	go func() {
 		defer close(l.done)
 		defer ln.Close()
@@ -71,20 +71,20 @@ func (s *sandbox) holdDockerSocket(ctx context.Context) error {
 			return
 		}
 		start := time.Now()
-		d, err := s.startDaemonOnFirstUse(ctx, f)
+		d, err := dk.startDaemonOnFirstUse(ctx, f)
 		l.mu.Lock()
 		l.d, l.err = d, err
 		l.mu.Unlock()
 		if err != nil {
 			// Closing the init's copy resets the waiting connections: the
 			// filter answers them with the daemon's failure.
-			s.log.Error().Err(err).Msg("inner Docker daemon did not start on first use")
+			dk.log.Error().Err(err).Msg("inner Docker daemon did not start on first use")
 		} else {
-			s.log.Info().Dur("took", time.Since(start)).Msg("inner Docker daemon started on first use")
+			dk.log.Info().Dur("took", time.Since(start)).Msg("inner Docker daemon started on first use")
 		}
-		s.addStep("inner-dockerd", start, time.Since(start), err != nil, "on first use")
+		dk.timings.addStep("inner-dockerd", start, time.Since(start), err != nil, "on first use")
 	}()
-	s.log.Info().Msg("no services: the inner Docker daemon starts on the first use of Docker")
+	dk.log.Info().Msg("no services: the inner Docker daemon starts on the first use of Docker")
 	return nil
 }
 
@@ -106,14 +106,14 @@ func waitReadable(ctx context.Context, f *os.File) bool {
 }
 
 // startDaemonOnFirstUse starts containerd and dockerd on the held socket.
-func (s *sandbox) startDaemonOnFirstUse(ctx context.Context, f *os.File) (*daemon, error) {
-	d, err := startContainerd(s.log)
+func (dk *innerDocker) startDaemonOnFirstUse(ctx context.Context, f *os.File) (*daemon, error) {
+	d, err := startContainerd(dk.log)
 	if err != nil {
 		return nil, err
 	}
-	choice := chooseStorage(s.opts.storageDriver, dockerRoot, mountProber{})
-	s.log.Info().Str("driver", choice.Driver).Str("backing_fs", choice.Backing).Strs("why", choice.Reasons).Msg("storage driver chosen")
-	cfg, err := s.daemonConfig(ctx, choice.Driver)
+	choice := chooseStorage(dk.opts.storageDriver, dockerRoot, mountProber{})
+	dk.log.Info().Str("driver", choice.Driver).Str("backing_fs", choice.Backing).Strs("why", choice.Reasons).Msg("storage driver chosen")
+	cfg, err := dk.daemonConfig(ctx, choice.Driver)
 	if err != nil {
 		_ = d.stop()
 		return nil, err
@@ -126,9 +126,19 @@ func (s *sandbox) startDaemonOnFirstUse(ctx context.Context, f *os.File) (*daemo
 	return d, nil
 }
 
+// stop stops the inner daemon, whether it started before the runner or
+// on first use.
+func (dk *innerDocker) stop() {
+	dk.stopLazy()
+	if dk.daemon != nil {
+		_ = dk.daemon.stop()
+		dk.daemon = nil
+	}
+}
+
 // stopLazy stops waiting for a first use and stops a daemon it started.
-func (s *sandbox) stopLazy() {
-	l := s.lazy
+func (dk *innerDocker) stopLazy() {
+	l := dk.lazy
 	if l == nil {
 		return
 	}
@@ -140,5 +150,5 @@ func (s *sandbox) stopLazy() {
 		_ = l.d.stop()
 		l.d = nil
 	}
-	s.lazy = nil
+	dk.lazy = nil
 }

@@ -131,14 +131,14 @@ func screencastDir(log zerolog.Logger, dir string, uid, gid int) {
 // offerToTheBot offers the dev server (and, in a sandbox with a runner of
 // its own, a place for the screencast) to the bot for the run's life; the
 // returned function stops the offer.
-func (s *sandbox) offerToTheBot(ctx context.Context, st started) (stop func()) {
-	if s.order == nil {
+func offerToTheBot(ctx context.Context, log zerolog.Logger, order *dispatch.WorkOrder, st started) (stop func()) {
+	if order == nil {
 		return func() {}
 	}
 	ctx, stop = context.WithCancel(ctx)
-	go ServePreview(ctx, s.log, dispatch.PreviewDir, s.order.Config.Dev.Port)
+	go ServePreview(ctx, log, dispatch.PreviewDir, order.Config.Dev.Port)
 	if st.runner != nil {
-		screencastDir(s.log, dispatch.PreviewDir, st.runner.acct.UID, st.runner.acct.GID)
+		screencastDir(log, dispatch.PreviewDir, st.runner.acct.UID, st.runner.acct.GID)
 	}
 	return stop
 }

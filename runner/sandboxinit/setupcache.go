@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/dustin/go-humanize"
+	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/setupcache"
@@ -19,12 +20,12 @@ import (
 // the rest, so nothing in the sandbox reaches another repository's
 // entries. Without a runner identity of its own (task mode, an older
 // image) there is no cache: the agent could write it.
-func (s *sandbox) prepareSetupCache(runner *runnerIdentity, env map[string]string) {
-	if s.order == nil || s.order.Repo == "" || s.taskMode() || runner == nil {
+func prepareSetupCache(log zerolog.Logger, order *dispatch.WorkOrder, runner *runnerIdentity, env map[string]string) {
+	if order == nil || order.Repo == "" || taskMode(order) || runner == nil {
 		return
 	}
-	if err := s.narrowSetupCacheVolume(); err != nil {
-		s.log.Warn().Err(err).Msg("setup cache: the node's volume could not be narrowed to this repository; no setup cache in this run")
+	if err := narrowSetupCacheVolume(log, order.Repo); err != nil {
+		log.Warn().Err(err).Msg("setup cache: the node's volume could not be narrowed to this repository; no setup cache in this run")
 		return
 	}
 	st, err := os.Lstat(dispatch.SetupCacheMount)
@@ -32,7 +33,7 @@ func (s *sandbox) prepareSetupCache(runner *runnerIdentity, env map[string]strin
 		return
 	}
 	if err := ownPrivately(dispatch.SetupCacheMount, runner.acct, 0o700); err != nil {
-		s.log.Warn().Err(err).Msg("setup cache: not usable")
+		log.Warn().Err(err).Msg("setup cache: not usable")
 		return
 	}
 	env[dispatch.EnvSetupCacheDir] = dispatch.SetupCacheMount
@@ -40,7 +41,7 @@ func (s *sandbox) prepareSetupCache(runner *runnerIdentity, env map[string]strin
 
 // narrowSetupCacheVolume binds the repository's directory of the node's
 // volume (Nomad) at the cache's place and unmounts the volume.
-func (s *sandbox) narrowSetupCacheVolume() error {
+func narrowSetupCacheVolume(log zerolog.Logger, repo string) error {
 	node := dispatch.SetupCacheNodeMount
 	if st, err := os.Lstat(node); err != nil || !st.IsDir() {
 		return nil
@@ -49,11 +50,11 @@ func (s *sandbox) narrowSetupCacheVolume() error {
 		if max, err := humanize.ParseBytes(v); err == nil && max > 0 {
 			dirs, _ := filepath.Glob(filepath.Join(node, "*"))
 			if removed, _ := setupcache.Evict(dirs, int64(max)); len(removed) > 0 {
-				s.log.Info().Int("entries", len(removed)).Msg("setup cache: least recently used entries of the node removed")
+				log.Info().Int("entries", len(removed)).Msg("setup cache: least recently used entries of the node removed")
 			}
 		}
 	}
-	dir := dispatch.SetupCacheRepoDir(node, s.order.Repo)
+	dir := dispatch.SetupCacheRepoDir(node, repo)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}

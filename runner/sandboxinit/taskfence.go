@@ -24,6 +24,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -53,16 +54,16 @@ func parseTaskDrop(v string) (taskDrop, error) {
 // fenceTaskThenDrop is the root half of a task sandbox's init: it returns
 // only when it could not become the sandbox user (the caller fails the
 // run); otherwise it executes the init again as that user.
-func (s *sandbox) fenceTaskThenDrop(ctx context.Context, value string) error {
+func fenceTaskThenDrop(ctx context.Context, log zerolog.Logger, value string) error {
 	drop, err := parseTaskDrop(value)
 	if err != nil {
 		return err
 	}
-	s.ipv6 = hasIPv6()
+	defaults := &egressDefaults{log: log, ipv6: hasIPv6()}
 	status := taskFencedOK
-	if err := s.enforceEgressDefaults(ctx, execIPTables); err != nil {
+	if err := defaults.enforce(ctx, execIPTables); err != nil {
 		status = err.Error()
-		s.log.Error().Err(err).Msg("task sandbox: the fence could not be installed; the run fails as the sandbox user")
+		log.Error().Err(err).Msg("task sandbox: the fence could not be installed; the run fails as the sandbox user")
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -73,7 +74,7 @@ func (s *sandbox) fenceTaskThenDrop(ctx context.Context, value string) error {
 		env = append(dropEnv(env, "HOME", "USER", "LOGNAME"), ident...)
 	}
 	env = append(env, envTaskFenced+"="+status)
-	s.log.Info().Int("uid", drop.uid).Int("gid", drop.gid).Msg("task sandbox: fenced; dropping every capability and running as the sandbox user")
+	log.Info().Int("uid", drop.uid).Int("gid", drop.gid).Msg("task sandbox: fenced; dropping every capability and running as the sandbox user")
 	return execDropped(exe, os.Args, env, drop)
 }
 

@@ -4,25 +4,32 @@ import (
 	"sort"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
-// startTimingsFile is where the init leaves its steps for the runner's
-// receipt (dispatch.EnvStartTimings); in the runtime directory, readable
+// startTimings is the file of the start's steps the runner puts in its
+// receipt (dispatch.EnvStartTimings): in the runtime directory, readable
 // by the runner.
-func (s *sandbox) startTimingsFile() string { return s.opts.runtimeDir + "/start-timings.json" }
+type startTimings struct {
+	log     zerolog.Logger
+	started time.Time
+	steps   *steps
+	file    string
+}
 
-// writeStartTimings writes the start's steps and any later ones (the inner
-// daemon started on first use) and names the file in env.
-func (s *sandbox) writeStartTimings(env map[string]string) {
-	st := dispatch.StartTimings{Started: s.started.UTC(), Stages: s.steps.stages()}
+// write writes the start's steps and any later ones (the inner daemon
+// started on first use) and names the file in env.
+func (t *startTimings) write(env map[string]string) {
+	st := dispatch.StartTimings{Started: t.started.UTC(), Stages: t.steps.stages()}
 	sort.SliceStable(st.Stages, func(i, j int) bool { return st.Stages[i].Start.Before(st.Stages[j].Start) })
-	if err := writeJSONFile(s.startTimingsFile(), st); err != nil {
-		s.log.Warn().Err(err).Msg("start timings not written")
+	if err := writeJSONFile(t.file, st); err != nil {
+		t.log.Warn().Err(err).Msg("start timings not written")
 		return
 	}
 	if env != nil {
-		env[dispatch.EnvStartTimings] = s.startTimingsFile()
+		env[dispatch.EnvStartTimings] = t.file
 	}
 }
 
@@ -52,12 +59,12 @@ func (t *steps) stages() []dispatch.StageTiming {
 
 // addStep records a step that ran outside the start (the inner daemon on
 // first use) and rewrites the timings file.
-func (s *sandbox) addStep(name string, start time.Time, took time.Duration, failed bool, note string) {
-	if s.steps == nil {
+func (t *startTimings) addStep(name string, start time.Time, took time.Duration, failed bool, note string) {
+	if t.steps == nil {
 		return
 	}
-	s.steps.mu.Lock()
-	s.steps.done = append(s.steps.done, stepTime{name: name, start: start.Sub(s.steps.origin), took: took, failed: failed, note: note})
-	s.steps.mu.Unlock()
-	s.writeStartTimings(nil)
+	t.steps.mu.Lock()
+	t.steps.done = append(t.steps.done, stepTime{name: name, start: start.Sub(t.steps.origin), took: took, failed: failed, note: note})
+	t.steps.mu.Unlock()
+	t.write(nil)
 }

@@ -454,8 +454,8 @@ func TestParseOptions(t *testing.T) {
 // overwrite one the runner wrote.
 func TestFallbackReceipt(t *testing.T) {
 	out := t.TempDir()
-	s := &sandbox{log: zerolog.Nop(), started: time.Now(), order: &dispatch.WorkOrder{TaskID: "T-0000ABCD", Mode: dispatch.ModePlan, OutputDir: out}}
-	if code := s.fail(dispatch.StatusFailed, errors.New("service db: not healthy")); code != exitSetupFailed {
+	s := fallbackReceipt{log: zerolog.Nop(), started: time.Now(), order: &dispatch.WorkOrder{TaskID: "T-0000ABCD", Mode: dispatch.ModePlan, OutputDir: out}}
+	if code := s.fail(dispatch.StatusFailed, errors.New("service db: not healthy"), nothingStarted); code != exitSetupFailed {
 		t.Errorf("exit code = %d", code)
 	}
 	raw, err := os.ReadFile(filepath.Join(out, dispatch.ResultFile))
@@ -469,7 +469,7 @@ func TestFallbackReceipt(t *testing.T) {
 	if r.Status != dispatch.StatusFailed || r.TaskID != "T-0000ABCD" || !strings.Contains(r.Error.Message, "service db: not healthy") {
 		t.Errorf("receipt = %+v", r)
 	}
-	s.writeReceiptIfMissing(dispatch.StatusInterrupted, "later")
+	s.writeIfMissing(dispatch.StatusInterrupted, "later")
 	r2, _ := os.ReadFile(filepath.Join(out, dispatch.ResultFile))
 	if !bytes.Equal(raw, r2) {
 		t.Error("an existing receipt was overwritten")
@@ -492,7 +492,7 @@ func TestRunTaskModeSupervisesTheCommand(t *testing.T) {
 	os.Chmod(runtime, 0o755)
 	opts := options{workOrder: order, cacheDir: t.TempDir(), runtimeDir: runtime, user: "nobody",
 		command: []string{"sh", "-c", `{ cat "$SANDBOX_SERVICES_FILE"; id -u; } > "` + out + `/svc"; exit 7`}}
-	s := &sandbox{opts: opts, log: zerolog.Nop(), started: time.Now(), docker: newDockerCLI(zerolog.Nop())}
+	s := &sandbox{opts: opts, log: zerolog.Nop(), started: time.Now()}
 	if code := s.run(context.Background()); code != 7 {
 		t.Errorf("exit code = %d, want the command's 7", code)
 	}
