@@ -96,9 +96,15 @@ func (h *goHub) RevokeToken(ctx context.Context, token string) error {
 		if resp != nil && resp.StatusCode < 500 && resp.StatusCode != http.StatusTooManyRequests {
 			break // GitHub will answer the same again
 		}
-		if attempt == revokeAttempts || !waitFor(ctx, revokeBackoff*time.Duration(attempt*attempt)) {
+		if attempt == revokeAttempts {
 			break
 		}
+		select {
+		case <-time.After(revokeBackoff * time.Duration(attempt*attempt)):
+			continue
+		case <-ctx.Done():
+		}
+		break
 	}
 	if ctx.Err() != nil {
 		last = errors.Join(last, ctx.Err())
@@ -132,18 +138,5 @@ func newGoRepo(client *github.Client, fullName string, loader *appconfig.Loader,
 		goChecks:       goChecks{r},
 		goCI:           goCI{repoClient: r, download: download},
 		goGitData:      goGitData{r},
-	}
-}
-
-// waitFor waits d, or less if ctx ends first; it reports whether it waited
-// the whole time.
-func waitFor(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
