@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/reviewtext"
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
@@ -195,15 +196,15 @@ func (rp *resultPoster) postSuggestions(ctx context.Context, rc *runContext, res
 	if err != nil {
 		return 0, 0, err
 	}
-	d := diffOf(files)
-	all, outside := suggestionsOf(res.PRPatch)
+	d := reviewtext.DiffOf(files)
+	all, outside := reviewtext.SuggestionsOf(res.PRPatch)
 	var drafts []*github.DraftReviewComment
 	for _, s := range all {
-		if !s.within(d) || len(drafts) >= maxInlineComments {
+		if !s.Within(d) || len(drafts) >= reviewtext.MaxInlineComments {
 			outside++
 			continue
 		}
-		c := &github.DraftReviewComment{Path: github.String(s.Path), Line: github.Int(s.End), Side: github.String("RIGHT"), Body: github.String(s.body())}
+		c := &github.DraftReviewComment{Path: github.String(s.Path), Line: github.Int(s.End), Side: github.String("RIGHT"), Body: github.String(s.Body())}
 		if s.Start < s.End {
 			c.StartLine, c.StartSide = github.Int(s.Start), github.String("RIGHT")
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch/termtext"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/reviewtext"
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
@@ -89,7 +90,7 @@ func (a agentRun) reviewOrder(ctx context.Context, gh hub.GitHub, req startReque
 	}
 	return &dispatch.PRReview{
 		HeadRef: fmt.Sprintf("refs/pull/%d/head", req.Number), HeadSHA: pr.GetHead().GetSHA(),
-		Diff: unifiedDiff(files, maxReviewDiff), Threads: threads, Focus: req.Feedback,
+		Diff: reviewtext.UnifiedDiff(files, reviewtext.MaxReviewDiff), Threads: threads, Focus: req.Feedback,
 	}, nil
 }
 
@@ -143,7 +144,7 @@ func (rp *resultPoster) postReview(ctx context.Context, rc *runContext, res *dis
 	// The commit the runner checked out and validated: the head asked
 	// for, or the one the pull request moved on to before the clone.
 	head := cmp.Or(res.HeadSHA, rc.meta.HeadSHA)
-	inline, summary := splitReview(sanitize.TruncateUTF8(rp.c.Secrets.Redact(res.PRReview), maxReviewText), diffOf(files), maxInlineComments)
+	inline, summary := reviewtext.Split(sanitize.TruncateUTF8(rp.c.Secrets.Redact(res.PRReview), reviewtext.MaxReviewText), reviewtext.DiffOf(files), reviewtext.MaxInlineComments)
 	body, err := rp.c.Templates.Render("github/review", reviewData(marker, summary, len(inline), head, res, rp.c.Receipts.LiveURL(rc.meta.TaskID)))
 	if err != nil {
 		return err
@@ -151,9 +152,9 @@ func (rp *resultPoster) postReview(ctx context.Context, rc *runContext, res *dis
 	drafts := make([]*github.DraftReviewComment, 0, len(inline))
 	for _, c := range inline {
 		drafts = append(drafts, &github.DraftReviewComment{Path: github.String(c.Path), Line: github.Int(c.Line), Side: github.String("RIGHT"),
-			Body: github.String(strings.TrimSpace(sanitize.Markdown(c.Body, maxInlineBytes)))})
+			Body: github.String(strings.TrimSpace(sanitize.Markdown(c.Body, reviewtext.MaxInlineBytes)))})
 	}
-	id, err := rc.gh.CreateReview(ctx, rc.meta.Number, head, strings.TrimSpace(sanitize.TruncateUTF8(body, maxReviewBody)), drafts)
+	id, err := rc.gh.CreateReview(ctx, rc.meta.Number, head, strings.TrimSpace(sanitize.TruncateUTF8(body, reviewtext.MaxReviewBody)), drafts)
 	if err != nil {
 		return err
 	}
@@ -196,7 +197,7 @@ func reviewData(marker, summary string, inline int, head string, res *dispatch.R
 			Seconds: fmt.Sprintf("%.0fs", c.DurationSeconds)}
 		if !c.Passed && shown < maxFailingShown {
 			shown++
-			for _, l := range failingLines(termtext.Clean(c.OutputTail), 8) {
+			for _, l := range reviewtext.FailingLines(termtext.Clean(c.OutputTail), 8) {
 				// Shown in a fence: nothing in it closes the fence or passes
 				// for one of the bot's markers.
 				rc.Failing = append(rc.Failing, strings.NewReplacer("```", "ˋˋˋ", "<!--", "<!"+sanitize.Zwsp+"--").Replace(l))

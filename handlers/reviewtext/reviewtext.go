@@ -1,4 +1,8 @@
-package handlers
+// Package reviewtext reads and writes a review's text: the lines a pull
+// request's diff holds (inline comments must fall in them), the agent's
+// review split into inline comments and a summary, a failing check's lines,
+// and a suggest run's patch as GitHub suggested changes.
+package reviewtext
 
 import (
 	"fmt"
@@ -18,28 +22,28 @@ import (
 const (
 	// maxReviewDiff bounds the diff a review run's agent is given; it
 	// reads the rest from the checkout.
-	maxReviewDiff = 60 << 10
+	MaxReviewDiff = 60 << 10
 	// maxReviewText bounds the agent's review as the bot reads it.
-	maxReviewText = 40000
+	MaxReviewText = 40000
 	// maxInlineComments is how many inline comments one review carries;
 	// the rest go to the summary.
-	maxInlineComments = 30
+	MaxInlineComments = 30
 	// maxInlineBytes bounds one inline comment.
-	maxInlineBytes = 4000
+	MaxInlineBytes = 4000
 	// maxReviewBody is the review's body: GitHub takes 65,536 characters.
-	maxReviewBody = 60000
+	MaxReviewBody = 60000
 )
 
 // diffLines are, per file, the lines of the new side a review comment may
 // be on: the added and context lines of the patch's hunks (GitHub's RIGHT
 // side). A comment anywhere else is refused by GitHub (422).
-type diffLines map[string]map[int]bool
+type DiffLines map[string]map[int]bool
 
 // hunkHeader is "@@ -a,b +c,d @@ …"; c is the first new line.
 var hunkHeader = regexp.MustCompile(`^@@ -\d+(?:,\d+)? \+(\d+)(?:,\d+)? @@`)
 
 // linesOfPatch reads the commentable new-side lines of one file's patch.
-func linesOfPatch(patch string) map[int]bool {
+func LinesOfPatch(patch string) map[int]bool {
 	lines := map[int]bool{}
 	next := 0
 	for _, l := range strings.Split(patch, "\n") {
@@ -62,22 +66,22 @@ func linesOfPatch(patch string) map[int]bool {
 }
 
 // diffOf reads the commentable lines of a pull request's files.
-func diffOf(files []*github.CommitFile) diffLines {
-	d := diffLines{}
+func DiffOf(files []*github.CommitFile) DiffLines {
+	d := DiffLines{}
 	for _, f := range files {
 		if f.GetPatch() != "" {
-			d[f.GetFilename()] = linesOfPatch(f.GetPatch())
+			d[f.GetFilename()] = LinesOfPatch(f.GetPatch())
 		}
 	}
 	return d
 }
 
 // has reports whether line of path is in the diff.
-func (d diffLines) has(path string, line int) bool { return d[path][line] }
+func (d DiffLines) has(path string, line int) bool { return d[path][line] }
 
 // unifiedDiff is the pull request's diff as text for the agent, clipped
 // to limit bytes with a note.
-func unifiedDiff(files []*github.CommitFile, limit int) string {
+func UnifiedDiff(files []*github.CommitFile, limit int) string {
 	var b strings.Builder
 	for _, f := range files {
 		name := f.GetFilename()
@@ -104,7 +108,7 @@ func unifiedDiff(files []*github.CommitFile, limit int) string {
 
 // inlineComment is one line of the agent's review that names a line of
 // the diff.
-type inlineComment struct {
+type InlineComment struct {
 	Path string
 	Line int
 	Body string
@@ -115,10 +119,10 @@ type inlineComment struct {
 // taken too.
 var reviewLine = regexp.MustCompile("^\\s*(?:[-*]\\s+)?`?([^\\s:`][^:`]*):(\\d+)`?:\\s*(.+)$")
 
-// splitReview parses the agent's review: each line "path:line: text" on a
+// Split parses the agent's review: each line "path:line: text" on a
 // line inside the diff becomes an inline comment there (at most limit); any
 // other such line stays in the summary, which is the rest of the text.
-func splitReview(text string, d diffLines, limit int) (inline []inlineComment, summary string) {
+func Split(text string, d DiffLines, limit int) (inline []InlineComment, summary string) {
 	var rest []string
 	for _, l := range strings.Split(strings.ReplaceAll(text, "\r\n", "\n"), "\n") {
 		m := reviewLine.FindStringSubmatch(l)
@@ -132,7 +136,7 @@ func splitReview(text string, d diffLines, limit int) (inline []inlineComment, s
 			rest = append(rest, fmt.Sprintf("- `%s:%s`: %s", sanitize.Inline(path, 200), m[2], m[3]))
 			continue
 		}
-		inline = append(inline, inlineComment{Path: path, Line: line, Body: strings.TrimSpace(m[3])})
+		inline = append(inline, InlineComment{Path: path, Line: line, Body: strings.TrimSpace(m[3])})
 	}
 	return inline, strings.TrimSpace(strings.Join(rest, "\n"))
 }
@@ -140,7 +144,7 @@ func splitReview(text string, d diffLines, limit int) (inline []inlineComment, s
 // failingLines are the lines of a failed check's output that name a place
 // ("path:line: …") or say what failed, at most limit of them: what the
 // review's table shows of a failure.
-func failingLines(tail string, limit int) []string {
+func FailingLines(tail string, limit int) []string {
 	var out []string
 	lines := strings.Split(strings.TrimSpace(tail), "\n")
 	for _, l := range lines {
@@ -166,22 +170,22 @@ func failingLines(tail string, limit int) []string {
 	return out
 }
 
-// suggestion is a suggested change: lines Start..End of Path's new
+// Suggestion is a suggested change: lines Start..End of Path's new
 // version (the pull request's head) replaced by Lines.
-type suggestion struct {
+type Suggestion struct {
 	Path       string
 	Start, End int
 	Lines      []string
 }
 
-// suggestionsOf reads a suggest run's patch (from the pull request's
+// SuggestionsOf reads a suggest run's patch (from the pull request's
 // head, one line of context): each hunk that replaces lines of the head
 // is a suggestion of its new-side lines for its old-side lines. A hunk
 // that only adds to an empty file has no line to suggest on and is left
 // out (rest counts those).
-func suggestionsOf(patch string) (out []suggestion, rest int) {
+func SuggestionsOf(patch string) (out []Suggestion, rest int) {
 	var path string
-	var cur *suggestion
+	var cur *Suggestion
 	flush := func() {
 		if cur != nil {
 			out = append(out, *cur)
@@ -208,7 +212,7 @@ func suggestionsOf(patch string) (out []suggestion, rest int) {
 				rest++
 				continue
 			}
-			cur = &suggestion{Path: path, Start: start, End: start + n - 1, Lines: []string{}}
+			cur = &Suggestion{Path: path, Start: start, End: start + n - 1, Lines: []string{}}
 		case cur != nil && (strings.HasPrefix(l, "+") || strings.HasPrefix(l, " ")):
 			cur.Lines = append(cur.Lines, l[1:])
 		}
@@ -222,7 +226,7 @@ var oldRange = regexp.MustCompile(`^@@ -(\d+)(?:,(\d+))? \+`)
 
 // within reports whether every line of s is in the diff: where GitHub
 // takes a comment spanning them.
-func (s suggestion) within(d diffLines) bool {
+func (s Suggestion) Within(d DiffLines) bool {
 	for l := s.Start; l <= s.End; l++ {
 		if !d.has(s.Path, l) {
 			return false
@@ -231,9 +235,9 @@ func (s suggestion) within(d diffLines) bool {
 	return true
 }
 
-// body is the suggestion as GitHub's suggested-change block, whose fence
+// Body is the suggestion as GitHub's suggested-change block, whose fence
 // is longer than any backtick run in the lines.
-func (s suggestion) body() string {
+func (s Suggestion) Body() string {
 	fence := "```"
 	for strings.Contains(strings.Join(s.Lines, "\n"), fence) {
 		fence += "`"
