@@ -161,9 +161,6 @@ func defaulted(w Wiring) Wiring {
 // seam to GitHub and what this replica remembers.
 type core struct {
 	*Wiring
-	// hub is the seam every GitHub call goes through (package hub): over
-	// ClientCreator, or in memory in the table's tests.
-	hub hub.Hub
 	// retryWait is the first wait before a label write is tried again.
 	retryWait time.Duration
 	trust     *trustState
@@ -220,7 +217,6 @@ func NewBase(w Wiring) (*Base, error) {
 	w = defaulted(w)
 	c := &core{
 		Wiring:      &w,
-		hub:         w.Hub,
 		retryWait:   200 * time.Millisecond,
 		trust:       newTrustState(),
 		board:       newRunBoard(w.WebURL),

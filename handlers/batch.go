@@ -203,7 +203,7 @@ func (bs *batches) fire(key, raw string, h batchHolder, rejoin *batchHolder) {
 		bs.schedule(raw, h, nil, bs.c.ReviewBatchWindow, holder)
 		return
 	}
-	gh, err := bs.c.hub.Repo(h.Installation, h.Repo)
+	gh, err := bs.c.Hub.Repo(h.Installation, h.Repo)
 	if err != nil {
 		log.Error().Err(err).Msg("start review batch: no installation client")
 		return

@@ -107,7 +107,7 @@ func (h *Status) Handle(ctx context.Context, eventType, deliveryID string, paylo
 // the PRs the event named, or those from branch.
 func (cf *ciFixer) headChanged(ctx context.Context, installation int64, repo *github.Repository, sha, branch string, numbers []int, deliveryID string) error {
 	ctx, log := githubapp.PrepareRepoContext(ctx, installation, repo)
-	gh, err := cf.c.hub.Repo(installation, repo.GetFullName())
+	gh, err := cf.c.Hub.Repo(installation, repo.GetFullName())
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func (ins *installer) setUpRepos(ctx context.Context, installation int64, repos 
 	log := zerolog.Ctx(ctx)
 	var firstErr error
 	for _, r := range repos {
-		gh, err := ins.c.hub.Repo(installation, r.GetFullName())
+		gh, err := ins.c.Hub.Repo(installation, r.GetFullName())
 		if err != nil {
 			return err
 		}

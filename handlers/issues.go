@@ -47,7 +47,7 @@ func (h *Issues) Handle(ctx context.Context, eventType, deliveryID string, paylo
 
 // thread opens the seam on an issue or pull request of repo.
 func (b *Base) thread(installation int64, repo *github.Repository, number int, isPR bool) (thread, error) {
-	gh, err := b.c.hub.Repo(installation, repo.GetFullName())
+	gh, err := b.c.Hub.Repo(installation, repo.GetFullName())
 	if err != nil {
 		return thread{}, err
 	}

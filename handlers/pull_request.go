@@ -91,7 +91,7 @@ func (r *attemptSets) dropBranches(ctx context.Context, e *github.PullRequestEve
 	if !ok {
 		return nil
 	}
-	gh, err := r.c.hub.Repo(githubapp.GetInstallationIDFromEvent(e), e.GetRepo().GetFullName())
+	gh, err := r.c.Hub.Repo(githubapp.GetInstallationIDFromEvent(e), e.GetRepo().GetFullName())
 	if err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ func (h *Push) Handle(ctx context.Context, eventType, deliveryID string, payload
 			log.Warn().Err(err).Msg("routines: read the routines at the new head")
 		}
 	}
-	gh, err := h.b.c.hub.Repo(installation, repo.GetFullName())
+	gh, err := h.b.c.Hub.Repo(installation, repo.GetFullName())
 	if err != nil {
 		return err
 	}

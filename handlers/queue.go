@@ -299,7 +299,7 @@ func (s *starter) startFromQueue(ctx context.Context, e dispatch.QueueEntry) (tr
 	if err := json.Unmarshal(raw, &q); err != nil {
 		return false, fmt.Errorf("queued run %s: %w (%w)", e.TaskID, err, dispatch.ErrNotFound)
 	}
-	gh, err := s.c.hub.Repo(q.InstallationID, q.Repo)
+	gh, err := s.c.Hub.Repo(q.InstallationID, q.Repo)
 	if err != nil {
 		return false, fmt.Errorf("queued run %s: installation %d: %w", e.TaskID, q.InstallationID, err)
 	}

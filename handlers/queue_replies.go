@@ -40,7 +40,7 @@ type QueueAbortedData struct {
 // on the issue) or the repository is gone.
 func (a agentRun) queuedRequestLost(ctx context.Context, e dispatch.QueueEntry, cause error) {
 	log := zerolog.Ctx(ctx)
-	gh, err := a.c.hub.Repo(e.InstallationID, e.Repo)
+	gh, err := a.c.Hub.Repo(e.InstallationID, e.Repo)
 	if err != nil {
 		log.Warn().Err(err).Msg("cannot tell the issue its queued run was lost: no installation client")
 		return

@@ -59,7 +59,7 @@ func repoKey(full string) string { return strings.ToLower(full) }
 // loadAll reads the routines of every installed repository; repositories
 // no longer installed are dropped.
 func (cat *routineCatalog) loadAll(ctx context.Context) error {
-	lister, ok := cat.c.hub.(hub.Installations)
+	lister, ok := cat.c.Hub.(hub.Installations)
 	if !ok {
 		return errors.New("this GitHub seam cannot list installations")
 	}
@@ -109,7 +109,7 @@ func cmpErr(first, err error) error {
 // load reads repo's routines at head (its default branch's head when "")
 // unless they were read there already, with its organisation's.
 func (cat *routineCatalog) load(ctx context.Context, installation int64, repo *github.Repository, head string) error {
-	gh, err := cat.c.hub.Repo(installation, repo.GetFullName())
+	gh, err := cat.c.Hub.Repo(installation, repo.GetFullName())
 	if err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func (cat *routineCatalog) orgRoutines(ctx context.Context, installation int64, 
 	if ok && now.Sub(cur.at) < orgFresh {
 		return *cur, nil
 	}
-	gh, err := cat.c.hub.Repo(installation, owner+"/"+orgConfigRepo)
+	gh, err := cat.c.Hub.Repo(installation, owner+"/"+orgConfigRepo)
 	if err != nil {
 		return orgFile{}, err
 	}

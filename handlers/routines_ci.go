@@ -36,7 +36,7 @@ func (rs *Routines) mainChecks(ctx context.Context, installation int64, repo *gi
 	if len(targets) == 0 {
 		return nil
 	}
-	gh, err := rs.c.hub.Repo(installation, full)
+	gh, err := rs.c.Hub.Repo(installation, full)
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ type routineOpener struct {
 // returns the issue it opened (0: none) and why it could not.
 func (o routineOpener) run(ctx context.Context, trigger string, st dispatch.RoutineState, always bool, extra string) (int, error) {
 	full := o.t.repo.GetFullName()
-	gh, err := o.rs.c.hub.Repo(o.t.installation, full)
+	gh, err := o.rs.c.Hub.Repo(o.t.installation, full)
 	if err != nil {
 		o.record(ctx, "failed: "+err.Error(), nil)
 		return 0, err

@@ -167,7 +167,7 @@ func (r *Runs) follow(meta dispatch.Meta) {
 	log := r.logger.With().Str("task_id", meta.TaskID).Str("repo", meta.Repo).Int("issue", meta.Number).
 		Str("mode", string(meta.Mode)).Str("delivery_id", meta.DeliveryID).Logger()
 	ctx := log.WithContext(r.ctx)
-	gh, err := r.c.hub.Repo(meta.InstallationID, meta.Repo)
+	gh, err := r.c.Hub.Repo(meta.InstallationID, meta.Repo)
 	if err != nil {
 		log.Error().Err(err).Msg("cannot follow run: no installation client")
 		return

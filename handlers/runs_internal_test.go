@@ -46,7 +46,7 @@ func TestRunsContinueThroughTheStartPath(t *testing.T) {
 	if _, err := backend.Lock(t.Context(), key, meta.TaskID); err != nil {
 		t.Fatal(err)
 	}
-	repoGH, err := b.c.hub.Repo(42, repo)
+	repoGH, err := b.c.Hub.Repo(42, repo)
 	if err != nil {
 		t.Fatal(err)
 	}

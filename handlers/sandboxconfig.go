@@ -21,7 +21,7 @@ func (c *core) loadConfig(ctx context.Context, installation int64, gh hub.GitHub
 	owner, repo, _ := strings.Cut(gh.FullName(), "/")
 	var layers []sandboxcfg.Layer
 	if repo != orgConfigRepo {
-		org, err := c.hub.Repo(installation, owner+"/"+orgConfigRepo)
+		org, err := c.Hub.Repo(installation, owner+"/"+orgConfigRepo)
 		if err != nil {
 			return sandboxcfg.Resolved{}, err
 		}

@@ -36,7 +36,7 @@ func tokenPermission(mode dispatch.Mode) string {
 // contents permission of mode only. Everything else (comments, PRs,
 // checks) the bot does itself.
 func (c *core) mintToken(ctx context.Context, installationID int64, repo string, mode dispatch.Mode) (string, time.Time, error) {
-	return c.hub.MintToken(ctx, installationID, repo, tokenPermission(mode))
+	return c.Hub.MintToken(ctx, installationID, repo, tokenPermission(mode))
 }
 
 // runTokens remembers the tokens minted for each run until they are
@@ -125,7 +125,7 @@ func (r *Runs) revoke(ctx context.Context, taskID string, tokens []string, why s
 	log := zerolog.Ctx(ctx)
 	failed := 0
 	for i, tok := range tokens {
-		if err := r.c.hub.RevokeToken(ctx, tok); err != nil {
+		if err := r.c.Hub.RevokeToken(ctx, tok); err != nil {
 			failed++
 			log.Warn().Err(err).Str("task_id", taskID).Int("token", i+1).Int("tokens", len(tokens)).Str("why", why).
 				Msg("could not revoke a sandbox token; it expires within the hour")

@@ -65,7 +65,7 @@ func (c *core) LoadIdentity(ctx context.Context) (string, error) {
 	if login := c.trust.login.Load(); login != nil {
 		return *login, nil
 	}
-	slug, err := c.hub.AppSlug(ctx)
+	slug, err := c.Hub.AppSlug(ctx)
 	if err != nil {
 		return "", fmt.Errorf("read the App's identity: %w", err)
 	}
