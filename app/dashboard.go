@@ -63,8 +63,8 @@ func newDashboard(cfg *Config, log zerolog.Logger) (*dashboard, error) {
 
 // receiptsFor is what the handlers keep receipts with and link to: each
 // receipt is stored with its repository's id, read from GitHub through
-// the run's installation (cc gives the bot's current client creator).
-func (d *dashboard) receiptsFor(cfg *Config, cc func() githubapp.ClientCreator) handlers.Receipts {
+// the run's installation, with the bot's (paced) client creator cc.
+func (d *dashboard) receiptsFor(cfg *Config, cc githubapp.ClientCreator) handlers.Receipts {
 	rc := handlers.Receipts{Store: withRepoIDs{store: d.store, cc: cc, log: d.log}}
 	if d.signIn != nil && cfg.PublicURL != "" {
 		rc.DashboardURL = strings.TrimSuffix(cfg.PublicURL, "/") + "/dashboard"

@@ -21,7 +21,7 @@ import (
 // 0: such a receipt shows to the operator only.
 type withRepoIDs struct {
 	store receipts.Receipts
-	cc    func() githubapp.ClientCreator
+	cc    githubapp.ClientCreator
 	log   zerolog.Logger
 }
 
@@ -47,7 +47,7 @@ func (w withRepoIDs) repoID(ctx context.Context, r receipts.Run) int64 {
 		return 0
 	}
 	log := w.log.With().Str("task_id", r.TaskID).Str("repo", r.Repo).Int64("installation", r.InstallationID).Logger()
-	client, err := w.cc().NewInstallationClient(r.InstallationID)
+	client, err := w.cc.NewInstallationClient(r.InstallationID)
 	if err != nil {
 		log.Warn().Err(err).Msg("receipt kept without its repository id (dashboard: operator only)")
 		return 0

@@ -112,7 +112,7 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 // routines' clock (SANDBOX_CLOCK_FILE, else the system's).
 func (s *Server) handlersWiring(cc githubapp.ClientCreator, backend dispatch.Backend, tmpl *templates.Set, secrets *sanitize.Secrets) handlers.Wiring {
 	w := handlers.Wiring{ClientCreator: cc, Settings: s.cfg.Settings, Backend: backend, Templates: tmpl, Secrets: secrets, Logger: s.logger,
-		Now: time.Now, Receipts: s.dash.receiptsFor(s.cfg, func() githubapp.ClientCreator { return cc }),
+		Now: time.Now, Receipts: s.dash.receiptsFor(s.cfg, cc),
 		QueueWait: func(d time.Duration) { s.metrics.queueWait.Observe(d.Seconds()) }}
 	if s.cfg.Retention > 0 {
 		w.Receipts.Transcripts = &transcriptKeeper{store: s.dash.store, event: s.live.event, log: s.logger, maxLines: maxRunLines, closeWait: 10 * time.Second}
