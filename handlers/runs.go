@@ -225,8 +225,10 @@ func (r *Runs) follow(meta dispatch.Meta) {
 		return
 	}
 	log.Info().Msg("result posted")
-	r.post.afterPRRun(ctx, gh, meta, res)
-	r.release(ctx, meta)
+	after, cancel := outliving(ctx)
+	defer cancel()
+	r.post.afterPRRun(after, gh, meta, res)
+	r.release(after, meta)
 	log.Info().Msg("run finished and reported")
 }
 
@@ -251,18 +253,24 @@ func (r *Runs) readResult(ctx context.Context, meta dispatch.Meta) *dispatch.Res
 }
 
 // release frees the issue's lock and what the run left on the backend,
-// once its result is on GitHub: even if the bot is shutting down, or the
-// next start would find the run again.
+// once its result is on GitHub (on a context that outlives a stop, or the
+// next start would find the run again).
 func (r *Runs) release(ctx context.Context, meta dispatch.Meta) {
 	log := zerolog.Ctx(ctx)
-	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-	defer cancel()
-	if err := r.c.Backend.Unlock(done, dispatch.LockKey(meta.Repo, meta.Number), meta.TaskID); err != nil {
+	if err := r.c.Backend.Unlock(ctx, dispatch.LockKey(meta.Repo, meta.Number), meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("release lock")
 	}
-	if err := r.c.Backend.Cleanup(done, meta.TaskID); err != nil {
+	if err := r.c.Backend.Cleanup(ctx, meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("clean up run")
 	}
+}
+
+// outliving is ctx for what follows a posted result (its label and
+// progress, the PR's history, the lock's release): it goes on when the bot
+// stops, bounded by afterResultWait, since the run is released after it
+// and no restart would do it again.
+func outliving(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), afterResultWait)
 }
 
 // finish posts what the run produced, as the run table says for its mode
@@ -381,7 +389,7 @@ func (rp *resultPoster) report(ctx context.Context, rc *runContext, res *dispatc
 	return rp.show(ctx, rc, res, prog, c.Next, last, post)
 }
 
-// afterResultWait bounds the writes that follow a posted result when the
+// afterResultWait bounds each step that follows a posted result when the
 // bot is stopping (Runs.Stop waits for them).
 const afterResultWait = 2 * time.Minute
 
@@ -414,9 +422,8 @@ func (rp *resultPoster) show(ctx context.Context, rc *runContext, res *dispatch.
 	}
 	// The result is on GitHub: its label and progress follow even if the
 	// bot is stopping now, or the issue would keep saying what it no
-	// longer is (the run is released after this, so no restart would
-	// show the state again).
-	done, cancel := context.WithTimeout(context.WithoutCancel(ctx), afterResultWait)
+	// longer is.
+	done, cancel := outliving(ctx)
 	defer cancel()
 	after := hub.WithWriteClass(done, hub.WriteAfterResult)
 	labelErr := rp.c.setState(after, rc.gh, rc.meta.Number, state)
