@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -72,7 +73,7 @@ func (cat *routineCatalog) loadAll(ctx context.Context) error {
 	for _, id := range ids {
 		repos, err := lister.InstallationRepos(ctx, id)
 		if err != nil {
-			firstErr = cmpErr(firstErr, err)
+			firstErr = cmp.Or(firstErr, err)
 			continue
 		}
 		for _, r := range repos {
@@ -99,13 +100,6 @@ func (cat *routineCatalog) loadAll(ctx context.Context) error {
 	return firstErr
 }
 
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
-}
-
 // load reads repo's routines at head (its default branch's head when "")
 // unless they were read there already, with its organisation's.
 func (cat *routineCatalog) load(ctx context.Context, installation int64, repo *github.Repository, head string) error {
@@ -120,7 +114,7 @@ func (cat *routineCatalog) load(ctx context.Context, installation int64, repo *g
 	}
 	if head == "" {
 		if head, _, err = gh.RefCommit(ctx, "heads/"+repo.GetDefaultBranch()); err != nil || head == "" {
-			return cmpErr(err, fmt.Errorf("%s has no branch %s", repo.GetFullName(), repo.GetDefaultBranch()))
+			return cmp.Or(err, fmt.Errorf("%s has no branch %s", repo.GetFullName(), repo.GetDefaultBranch()))
 		}
 	}
 	owner, name, _ := strings.Cut(repo.GetFullName(), "/")
