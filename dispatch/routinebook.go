@@ -81,11 +81,9 @@ var ErrClaimed = errors.New("claimed already")
 func ChangeRoutine(ctx context.Context, books RoutineBooks, repo, name string, change func(*RoutineState) error) (RoutineState, error) {
 	var out RoutineState
 	err := books.UpdateRoutineBook(ctx, RoutineBookKey(repo), func(cur []byte) ([]byte, error) {
-		book := RoutineBook{}
-		if len(cur) > 0 {
-			if err := json.Unmarshal(cur, &book); err != nil {
-				return nil, fmt.Errorf("routine book of %s: %w", repo, err)
-			}
+		book, err := parseRoutineBook(repo, cur)
+		if err != nil {
+			return nil, err
 		}
 		st := book[name]
 		if err := change(&st); err != nil {
@@ -108,10 +106,19 @@ func ChangeRoutine(ctx context.Context, books RoutineBooks, repo, name string, c
 // ReadRoutines returns repo's book (empty when it has none).
 func ReadRoutines(ctx context.Context, books RoutineBooks, repo string) (RoutineBook, error) {
 	data, err := books.ReadRoutineBook(ctx, RoutineBookKey(repo))
-	if err != nil || len(data) == 0 {
+	if err != nil {
 		return RoutineBook{}, err
 	}
+	return parseRoutineBook(repo, data)
+}
+
+// parseRoutineBook decodes repo's book as stored; an empty one has no
+// routines yet.
+func parseRoutineBook(repo string, data []byte) (RoutineBook, error) {
 	book := RoutineBook{}
+	if len(data) == 0 {
+		return book, nil
+	}
 	if err := json.Unmarshal(data, &book); err != nil {
 		return nil, fmt.Errorf("routine book of %s: %w", repo, err)
 	}
