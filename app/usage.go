@@ -46,8 +46,6 @@ type usageQuery struct {
 // Sum is a set of runs' figures: a usage row's, its keys unused.
 type Sum struct{ receipts.UsageRow }
 
-func (s *Sum) add(r receipts.UsageRow) { s.Add(r) }
-
 // group is the figures of one name (a repository, a person, a model, a
 // kind of run, a day, a month).
 type group struct {
@@ -134,7 +132,7 @@ func (d *dashboard) loadUsage(ctx context.Context, q usageQuery, out *usageData)
 		out.Months[i].Name = months[i].Format("2006-01")
 	}
 	for _, r := range year {
-		out.Months[r.Bucket].add(r)
+		out.Months[r.Bucket].Add(r)
 	}
 	by := map[string]map[string]*Sum{}
 	keys := []struct{ id, title, key string }{
@@ -142,8 +140,8 @@ func (d *dashboard) loadUsage(ctx context.Context, q usageQuery, out *usageData)
 		{"by-model", "By model", "Model"}, {"by-kind", "By kind of run", "Kind"},
 	}
 	for _, r := range rows {
-		out.Total.add(r)
-		out.Days[r.Bucket].add(r)
+		out.Total.Add(r)
+		out.Days[r.Bucket].Add(r)
 		for _, k := range keys {
 			name := usageKey(r, k.key)
 			if by[k.key] == nil {
@@ -152,7 +150,7 @@ func (d *dashboard) loadUsage(ctx context.Context, q usageQuery, out *usageData)
 			if by[k.key][name] == nil {
 				by[k.key][name] = &Sum{}
 			}
-			by[k.key][name].add(r)
+			by[k.key][name].Add(r)
 		}
 	}
 	for _, k := range keys {

@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -56,7 +58,7 @@ func (d *dashboard) budgetRows(ctx context.Context, q usageQuery, out usageData)
 	}
 	var rows []budgetRow
 	if u.policy.InstallationUSD > 0 {
-		for _, id := range sortedIDs(insts) {
+		for _, id := range slices.Sorted(maps.Keys(insts)) {
 			if row, ok := d.budgetRow(ctx, "installation", fmt.Sprint(id), u.policy.InstallationUSD, id, "", q.Month); ok {
 				rows = append(rows, row)
 			}
@@ -117,13 +119,4 @@ func dollars(v float64) string {
 		return "none"
 	}
 	return fmt.Sprintf("$%.2f", v)
-}
-
-func sortedIDs(m map[int64]bool) []int64 {
-	out := make([]int64, 0, len(m))
-	for id := range m {
-		out = append(out, id)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
