@@ -43,13 +43,10 @@ type FixRefusedData struct{ Reason string }
 // not (a fork's branch, the default branch, a head that moved since the
 // review).
 func fixRequest(ctx context.Context, c *core, t thread, ev event, req *startRequest) bool {
-	pr := t.pr
-	if pr == nil {
-		var err error
-		if pr, err = t.gh.PullRequest(ctx, t.number); err != nil {
-			zerolog.Ctx(ctx).Error().Err(err).Msg("a fix asked for, but the pull request could not be read")
-			return false
-		}
+	pr, err := t.pullRequest(ctx)
+	if err != nil {
+		zerolog.Ctx(ctx).Error().Err(err).Msg("a fix asked for, but the pull request could not be read")
+		return false
 	}
 	head, branch := pr.GetHead().GetSHA(), pr.GetHead().GetRef()
 	root, rootErr := threadRoot(ctx, t.gh, t.number, ev.thread)

@@ -31,6 +31,15 @@ type thread struct {
 	issue *github.Issue
 }
 
+// pullRequest is the thread's pull request: as the event brought it, or
+// read from GitHub when it brought none.
+func (t thread) pullRequest(ctx context.Context) (*github.PullRequest, error) {
+	if t.pr != nil {
+		return t.pr, nil
+	}
+	return t.gh.PullRequest(ctx, t.number)
+}
+
 // scene is an issue or pull request as the bot sees it when an event
 // arrives: its place and state in the table, the facts the table's guards
 // read, and what they were read from.
@@ -74,11 +83,9 @@ func (b *Base) observe(ctx context.Context, t thread) (scene, error) {
 	}
 	if t.isPR {
 		sc.place = lifecycle.OnPR
-		pr := t.pr
-		if pr == nil {
-			if pr, err = t.gh.PullRequest(ctx, t.number); err != nil {
-				return sc, err
-			}
+		pr, err := t.pullRequest(ctx)
+		if err != nil {
+			return sc, err
 		}
 		issue, ours := isAgentPR(pr, login)
 		if ours {

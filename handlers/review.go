@@ -59,13 +59,10 @@ func asksReview(text string) bool {
 // branch (whose configuration the run reads), the writer's focus, and the
 // vouch for the PR's text as the writer's event saw it.
 func reviewRequest(ctx context.Context, t thread, ev event, req *startRequest) bool {
-	pr := t.pr
-	if pr == nil {
-		var err error
-		if pr, err = t.gh.PullRequest(ctx, t.number); err != nil {
-			zerolog.Ctx(ctx).Error().Err(err).Msg("a review asked for, but the pull request could not be read")
-			return false
-		}
+	pr, err := t.pullRequest(ctx)
+	if err != nil {
+		zerolog.Ctx(ctx).Error().Err(err).Msg("a review asked for, but the pull request could not be read")
+		return false
 	}
 	req.Mode, req.Issue, req.BaseBranch, req.Feedback = dispatch.ModeReview, t.number, pr.GetBase().GetRef(), ev.feedback()
 	req.Vouch = vouchOf(t.sender, t.issue)
