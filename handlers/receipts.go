@@ -129,7 +129,14 @@ func (rk *resultKeeper) title(ctx context.Context, gh hub.GitHub, number int) st
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("read the title of the run's issue")
 		return ""
 	}
-	return sanitize.TruncateUTF8(rk.c.Secrets.Redact(termtext.Clean(is.GetTitle())), 300)
+	return plainText(rk.c.Secrets, is.GetTitle(), 300)
+}
+
+// plainText is s, read from GitHub or a check, as the bot passes it on:
+// terminal escapes and control characters out, sec's secrets redacted,
+// cut to n bytes.
+func plainText(sec *sanitize.Secrets, s string, n int) string {
+	return sanitize.TruncateUTF8(sec.Redact(termtext.Clean(s)), n)
 }
 
 // keepReceipt stores the run's figures once its result is known. res has

@@ -159,7 +159,7 @@ func (c *core) reportRoutineErrors(ctx context.Context, gh hub.GitHub, sha strin
 		}
 		return err
 	}
-	clean := func(s string, n int) string { return sanitize.TruncateUTF8(c.Secrets.Redact(termtext.Clean(s)), n) }
+	clean := func(s string, n int) string { return plainText(c.Secrets, s, n) }
 	var lines []string
 	var anns []*github.CheckRunAnnotation
 	for _, e := range errs {
