@@ -290,7 +290,7 @@ func (s *starter) takeLock(ctx context.Context, gh hub.GitHub, l launch) (string
 		}
 		if !checked {
 			marked, merr := s.c.botMarked(ctx, gh, l.req.Number)
-			if merr != nil || !ended(marked, holder) {
+			if merr != nil || !ended(marked, holder) && !(l.req.IsPR && reviewEnded(ctx, s.c, gh, l.req.Number, holder)) {
 				return holder, err
 			}
 			zerolog.Ctx(ctx).Info().Str("holder", holder).Msg("the run holding the issue has ended; waiting for its follower to let go")
@@ -299,6 +299,27 @@ func (s *starter) takeLock(ctx context.Context, gh hub.GitHub, l launch) (string
 			return holder, err
 		}
 	}
+}
+
+// reviewEnded reports whether run taskID's result is on pull request
+// number as the App's review: a review run posts its result so, not as a
+// comment, and a /fix asked the moment the review appeared waits for it as
+// an /approve waits for its plan's run.
+func reviewEnded(ctx context.Context, c *core, gh hub.GitHub, number int, taskID string) bool {
+	login, err := c.LoadIdentity(ctx)
+	if err != nil {
+		return false
+	}
+	reviews, err := gh.Reviews(ctx, number)
+	if err != nil {
+		return false
+	}
+	for _, rv := range reviews {
+		if m, ok := ParseMarker(rv.GetBody()); ok && m.TaskID == taskID && m.Kind == KindResult && isOwnBot(rv.GetUser(), login) {
+			return true
+		}
+	}
+	return false
 }
 
 // submit submits the run, trying a submission that failed for a passing

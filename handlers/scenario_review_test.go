@@ -251,3 +251,39 @@ func TestAbortAndStatusOfAReviewOnAPersonsPR(t *testing.T) {
 	h.idle()
 	h.wantRuns(1, "an aborted review is not continued")
 }
+
+// A /fix asked the moment the review appeared, while the review run's
+// follower still holds the pull request's lock for its bookkeeping: the
+// review is the run's result (a review, not a comment), so the fix waits
+// for the lock to be let go instead of answering busy, as an /approve
+// waits for its plan's run.
+func TestFixRightAfterTheReviewWaitsForItsRun(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, nil)
+	h.gh.CreateBranch(testRepo, "fix-sum", "main")
+	h.gh.CommitFile(testRepo, "fix-sum", "sum.go", "package main\n\nfunc sum(a, b int) int {\n\treturn a + b + 1\n}\n", "Add sum")
+	pr := h.gh.AddPullRequest(testRepo, "bob", "Add sum", "fix-sum", "main")
+	root := h.reviewed(pr, "sum.go", 4)
+	// The review's follower holds the lock again, as it does between the
+	// review's posting and its release.
+	key, review := dispatch.LockKey(testRepo, pr), h.backend.Specs()[0].Order.TaskID
+	if _, err := h.backend.Lock(t.Context(), key, review); err != nil {
+		t.Fatal(err)
+	}
+	id, payload := h.gh.AddReviewReply(testRepo, pr, root, writer, "/fix")
+	h.deliver("pull_request_review_comment", fmt.Sprintf("inline-%d", id), payload)
+	h.gh.WaitFor(30*time.Second, "the fix waiting for the review's run", func() bool {
+		return strings.Contains(h.logs.String(), "waiting for its follower to let go")
+	})
+	if err := h.backend.Unlock(t.Context(), key, review); err != nil {
+		t.Fatal(err)
+	}
+	if o := h.waitSubmitted(2)[1].Order; o.Mode != dispatch.ModeFix {
+		t.Fatalf("want a fix run once the review's run let go, got %s", o.Mode)
+	}
+	for _, c := range h.botReplies(pr) {
+		if strings.Contains(c.Body, "busy") || strings.Contains(c.Body, "is working on") {
+			t.Errorf("the fix was answered busy: %q", c.Body)
+		}
+	}
+}
