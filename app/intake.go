@@ -54,7 +54,7 @@ func NewHTTPServer(cfg *Config, addr string, h http.Handler) *http.Server {
 
 // admit parses a signed delivery's payload once, on the request's
 // goroutine, and decides whether it is worth a worker: false for a
-// delivery the handlers would drop (handlers.Base.MayAct). At 1,000
+// delivery the handlers would drop (webhook.Adapters.MayAct). At 1,000
 // deliveries/s on two cores, workers decoding events only to return
 // compete for the CPU the intake needs to answer. A body that is not JSON
 // is an error, answered 400 now rather than failing in a worker after

@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sandbox-bot/sandbox-bot/handlers"
+	"github.com/sandbox-bot/sandbox-bot/handlers/webhook"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
 
@@ -37,7 +38,7 @@ func TestManifestMatchesHandlers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var handled []string
-	for _, h := range base.Handlers() {
+	for _, h := range webhook.New(base.Entry()).Handlers() {
 		for _, e := range h.Handles() {
 			if !strings.HasPrefix(e, "installation") {
 				handled = append(handled, e)

@@ -23,6 +23,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers"
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
+	"github.com/sandbox-bot/sandbox-bot/handlers/webhook"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
 
@@ -98,10 +99,11 @@ func NewServer(cfg *Config, backend dispatch.Backend, logger zerolog.Logger) (*S
 		s.prom.MustRegister(newBudgetCollector(seen, cfg.Settings.Budgets, base.Now, logger))
 	}
 
-	if s.sched, err = newDedupeScheduler(cfg, registry, s.metrics, base.MayAct); err != nil {
+	hooks := webhook.New(base.Entry())
+	if s.sched, err = newDedupeScheduler(cfg, registry, s.metrics, hooks.MayAct); err != nil {
 		return nil, err
 	}
-	hook := newHook(s, base.Handlers(), cfg.GitHub.App.WebhookSecret, s.sched) // hook.go
+	hook := newHook(s, hooks.Handlers(), cfg.GitHub.App.WebhookSecret, s.sched) // hook.go
 	s.handler = s.withLogger(newPublicHandler(s, hook))
 	return s, nil
 }

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"strconv"
 
 	"github.com/rs/zerolog"
@@ -248,3 +249,17 @@ func (b *Base) labelForMention(ctx context.Context, t thread) {
 
 // commentTrigger is the task-id trigger of a command or mention comment.
 func commentTrigger(id int64) string { return strconv.FormatInt(id, 10) }
+
+// commandEvent is the table's event for a parsed command, or for a
+// comment that is almost one.
+func commandEvent(cmd *commands.Command, perr error, trigger string) event {
+	var cerr *commands.CommandError
+	if errors.As(perr, &cerr) || cmd == nil {
+		ev := event{kind: lifecycle.Typo, trigger: trigger, tried: "use the bot's commands"}
+		if cerr != nil {
+			ev.problem = cerr.Msg
+		}
+		return ev
+	}
+	return event{kind: cmd.Event(), cmd: cmd, trigger: trigger, tried: "use `/" + cmd.Name + "`"}
+}

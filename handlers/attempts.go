@@ -516,3 +516,40 @@ func (r *attemptSets) abort(ctx context.Context, t thread, holder string) (handl
 	// Settled here when no attempt is left to end (all were waiting).
 	return true, r.settleSet(ctx, t.gh, meta)
 }
+
+// dropBranches deletes the attempts' own branches of the approval whose
+// PR d closed (merged or not); the PR's branch is left to GitHub's
+// setting. A PR that is not the App's, or no approval's, is left alone.
+func (r *attemptSets) dropBranches(ctx context.Context, d Delivery) error {
+	pr := d.PR
+	login, err := r.c.LoadIdentity(ctx)
+	if err != nil {
+		return err
+	}
+	if _, ours := isAgentPR(pr, login); !ours {
+		return nil
+	}
+	m, ok := attemptsOf(pr.GetBody())
+	if !ok {
+		return nil
+	}
+	gh, err := r.c.Hub.Repo(d.Installation, d.Repo.GetFullName())
+	if err != nil {
+		return err
+	}
+	log := zerolog.Ctx(ctx).With().Str("delivery_id", d.ID).Str("repo", d.Repo.GetFullName()).Int("pr", pr.GetNumber()).Str("set", m.TaskID).Logger()
+	// The names come from the approval's id, never from the body's text:
+	// only the bot's own attempt branches can go.
+	for _, row := range m.Attempts {
+		branch := attemptBranch(m.TaskID, row.K)
+		if branch == pr.GetHead().GetRef() {
+			continue
+		}
+		if err := gh.DeleteRef(ctx, "refs/heads/"+branch); err != nil {
+			log.Warn().Err(err).Str("branch", branch).Msg("delete an attempt's branch")
+			continue
+		}
+		log.Info().Str("branch", branch).Bool("merged", pr.GetMerged()).Msg("deleted an attempt's branch: its PR is closed")
+	}
+	return nil
+}

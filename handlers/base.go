@@ -1,7 +1,9 @@
-// Package handlers turns GitHub's webhooks into what the bot does. One
-// type per webhook event parses it into an event of the lifecycle table
-// (handlers/lifecycle); on (act.go) checks who asked, observes the issue
-// or pull request (observe.go), asks the table and performs what it says.
+// Package handlers is the bot's engine: it turns what GitHub's webhooks
+// say into what the bot does. The adapters (handlers/webhook) decode each
+// webhook and hand it to the engine's door, Entry, which makes it an event
+// of the lifecycle table (handlers/lifecycle); on (act.go) checks who
+// asked, observes the issue or pull request (observe.go), asks the table
+// and performs what it says.
 // Runs follows each run until its result is on GitHub, as the table's run
 // rows say. Every call to GitHub goes through the seam, package hub.
 //
@@ -182,7 +184,7 @@ type Base struct {
 	c *core
 	// gate says who may act (trust.go).
 	gate *gatekeeper
-	// ci answers the App's PRs' failing checks (ci.go, check_suite.go).
+	// ci answers the App's PRs' failing checks (ci.go, ci_checks.go).
 	ci *ciFixer
 	// replies answer /status and the table's replies that start nothing
 	// (status.go, state.go).
@@ -190,7 +192,7 @@ type Base struct {
 	// aborts stops a run a person asked to stop (abort.go).
 	aborts *aborter
 	// installs sets repositories up and stops their runs when the App is
-	// removed (installation.go).
+	// removed (installer.go).
 	installs *installer
 	starts   *starter
 	// batches are review feedback waiting for its revise run (batch.go).
@@ -234,14 +236,6 @@ func NewBase(w Wiring) (*Base, error) {
 		installs: &installer{c: c, runs: runs, routines: routines},
 	}
 	return b, nil
-}
-
-// Handlers returns one handler per event the app subscribes to.
-func (b *Base) Handlers() []githubapp.EventHandler {
-	return []githubapp.EventHandler{
-		&Issues{b}, &IssueComment{b}, &PullRequest{b}, &PullRequestReview{b}, &PullRequestReviewComment{b},
-		&Push{b}, &Installation{b}, &InstallationRepositories{b}, &CheckRun{b}, &CheckSuite{b}, &Status{b},
-	}
 }
 
 // LoadIdentity reads the App's bot account (core.LoadIdentity); the

@@ -226,3 +226,19 @@ func addressedInline(comments []*github.PullRequestComment, login string) map[in
 	}
 	return done
 }
+
+// inlineContext is where an inline comment sits, for the agent.
+func inlineContext(path string, line int, hunk string) string {
+	if path == "" {
+		return ""
+	}
+	s := fmt.Sprintf("On `%s`", path)
+	if line > 0 {
+		s += fmt.Sprintf(" line %d", line)
+	}
+	s += ":\n"
+	if hunk != "" {
+		s += "```diff\n" + hunk + "\n```\n"
+	}
+	return s
+}

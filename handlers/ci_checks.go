@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/google/go-github/v62/github"
+	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -218,4 +219,45 @@ func (c *core) actionsLog(ctx context.Context, gh hub.GitHub, id int64, f *dispa
 	if err != nil {
 		log.Warn().Err(err).Msg("read the Actions job's log")
 	}
+}
+
+// headChanged looks at the checks of sha on each open PR whose head it is:
+// the PRs the event named, or those from branch.
+func (cf *ciFixer) headChanged(ctx context.Context, installation int64, repo *github.Repository, sha, branch string, numbers []int, deliveryID string) error {
+	ctx, log := githubapp.PrepareRepoContext(ctx, installation, repo)
+	gh, err := cf.c.Hub.Repo(installation, repo.GetFullName())
+	if err != nil {
+		return err
+	}
+	var prs []*github.PullRequest
+	if len(numbers) == 0 {
+		owner, _, _ := strings.Cut(repo.GetFullName(), "/")
+		if prs, err = gh.OpenPullRequests(ctx, owner+":"+branch, ""); err != nil {
+			return err
+		}
+	}
+	for _, n := range numbers {
+		pr, err := gh.PullRequest(ctx, n)
+		if err != nil {
+			return err
+		}
+		prs = append(prs, pr)
+	}
+	for _, pr := range prs {
+		if hr := pr.GetHead().GetRepo().GetFullName(); hr != "" && !strings.EqualFold(hr, repo.GetFullName()) {
+			// A fork's pull request: its CI is not the repository's own.
+			cf.c.ciForks.Add(1)
+			log.Info().Int("pr", pr.GetNumber()).Str("head_repository", hr).Msg("a fork's pull request; its checks are not the repository's own")
+			continue
+		}
+		if pr.GetState() == "closed" || !strings.EqualFold(pr.GetHead().GetSHA(), sha) {
+			log.Debug().Int("pr", pr.GetNumber()).Msg("not the PR's head (any more); nothing to do")
+			continue
+		}
+		t := thread{gh: gh, installation: installation, repo: repo, number: pr.GetNumber(), isPR: true, pr: pr, deliveryID: deliveryID}
+		if err := cf.checksOn(ctx, t, sha); err != nil {
+			log.Error().Err(err).Int("pr", pr.GetNumber()).Msg("the PR's checks")
+		}
+	}
+	return nil
 }

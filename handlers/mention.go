@@ -142,7 +142,7 @@ func blankCodeSpans(line string) string {
 	return string(b)
 }
 
-// mayAddress is the cheap test IssueComment runs on every comment before
+// mayAddress is the cheap test the comment adapters run on every comment before
 // decoding it: a command needs a "/", a mention the App's "@slug". Before
 // the App's identity is known any "@" may be one.
 func (b *Base) mayAddress(body []byte) bool {

@@ -205,3 +205,12 @@ func triggerActed(marked []markedComment, repo string, number int, trigger strin
 	}
 	return false
 }
+
+// thread opens the seam on an issue or pull request of repo.
+func (b *Base) thread(installation int64, repo *github.Repository, number int, isPR bool) (thread, error) {
+	gh, err := b.c.Hub.Repo(installation, repo.GetFullName())
+	if err != nil {
+		return thread{}, err
+	}
+	return thread{gh: gh, installation: installation, repo: repo, number: number, isPR: isPR}, nil
+}

@@ -8,12 +8,13 @@ import (
 	"github.com/valyala/fastjson"
 
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
+	"github.com/sandbox-bot/sandbox-bot/handlers/webhook"
 	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
 // The intake drops, before any worker sees them, the deliveries that
-// Base.MayAct says no handler acts on. That is only right while it is
-// never narrower than the handlers. So every example of every event the
+// webhook.Adapters.MayAct says no handler acts on. That is only right
+// while it is never narrower than the handlers. So every example of every event the
 // bot handles in @octokit/webhooks-examples, pointed at a repository the
 // fake knows and varied the ways the handlers look at (the trigger label,
 // a command, a writer, another App, an agent branch, a base-branch push,
@@ -32,7 +33,8 @@ func TestPreFilterDropsOnlyWhatHandlersIgnore(t *testing.T) {
 	var p fastjson.Parser
 	h.idle() // the start's own reads (the routines of every repository) are done
 	start := len(h.gh.Requests())
-	for _, handler := range base.Handlers() {
+	hooks := webhook.New(base.Entry())
+	for _, handler := range hooks.Handlers() {
 		for _, event := range handler.Handles() {
 			kept, dropped := 0, 0
 			for i, example := range index[event] {
@@ -43,7 +45,7 @@ func TestPreFilterDropsOnlyWhatHandlersIgnore(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						if base.MayAct(event, v) {
+						if hooks.MayAct(event, v) {
 							kept++
 							continue
 						}

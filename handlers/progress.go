@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -297,4 +298,21 @@ func receiptSummary(res *dispatch.Result) string {
 		fmt.Fprintf(&b, "| %s `%s` | %s, %d attempt(s) |\n", mark, c.Name, map[bool]string{true: "passed", false: "failed"}[c.Passed], c.Attempts)
 	}
 	return b.String()
+}
+
+// parseExternalID reads "T-XXXXXXXX:owner/repo#N:mode".
+func parseExternalID(id string) (int, dispatch.Mode, bool) {
+	parts := strings.Split(id, ":")
+	if len(parts) != 3 || !dispatch.ValidTaskID(parts[0]) {
+		return 0, "", false
+	}
+	_, num, ok := strings.Cut(parts[1], "#")
+	if !ok {
+		return 0, "", false
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil {
+		return 0, "", false
+	}
+	return n, dispatch.Mode(parts[2]), true
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-github/v62/github"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub/hubtest"

@@ -1,4 +1,4 @@
-package handlers
+package webhook
 
 import (
 	"cmp"
@@ -12,14 +12,16 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers"
 	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 )
 
-// PullRequestReviewComment handles inline review comments on agent PRs. A
-// writer's comment (plain, or "/revise use a map here") goes into the PR's
-// review batch (batch.go) with its file and line; the revise run replies
-// on it when it is done. Any other command typed inline runs as one.
-type PullRequestReviewComment struct{ b *Base }
+// PullRequestReviewComment hands the engine inline review comments. On an
+// agent PR a writer's comment (plain, or "/revise use a map here") goes
+// into the PR's review batch with its file and line, and the revise run
+// replies on it when it is done; a command typed inline runs as one, on
+// any pull request.
+type PullRequestReviewComment struct{ e Engine }
 
 var _ githubapp.EventHandler = &PullRequestReviewComment{}
 
@@ -34,15 +36,17 @@ func (h *PullRequestReviewComment) Handle(ctx context.Context, eventType, delive
 	if err := json.Unmarshal(payload, &e); err != nil {
 		return fmt.Errorf("parse pull_request_review_comment event: %w", err)
 	}
-	if e.GetAction() != "created" || h.b.gate.isIgnoredSender(e.GetSender()) {
+	if e.GetAction() != "created" || h.e.IgnoredSender(e.GetSender()) {
 		return nil
 	}
 	comment, pr, repo := e.GetComment(), e.GetPullRequest(), e.GetRepo()
 	// Conversation on other PRs is none of the bot's business; a command
-	// there still gets its answer (prCommand says where it applies).
+	// there still gets its answer (the table says where it applies).
 	if cmd, perr := commands.ParseCommand(comment.GetBody()); cmd == nil && perr == nil && !strings.HasPrefix(pr.GetHead().GetRef(), dispatch.BranchPrefix) {
 		return nil
 	}
-	return h.b.feedbackOnPR(ctx, githubapp.GetInstallationIDFromEvent(&e), repo, pr.GetNumber(), e.GetSender().GetLogin(), deliveryID,
-		comment.GetBody(), "inline-"+strconv.FormatInt(comment.GetID(), 10), cmp.Or(comment.GetInReplyTo(), comment.GetID()))
+	installation := githubapp.GetInstallationIDFromEvent(&e)
+	ctx, _ = githubapp.PreparePRContext(ctx, installation, repo, pr.GetNumber())
+	return h.e.Feedback(ctx, handlers.Delivery{ID: deliveryID, Installation: installation, Repo: repo, Number: pr.GetNumber(), IsPR: true,
+		Sender: e.GetSender().GetLogin()}, comment.GetBody(), "inline-"+strconv.FormatInt(comment.GetID(), 10), cmp.Or(comment.GetInReplyTo(), comment.GetID()))
 }

@@ -1,9 +1,8 @@
-package handlers
+package webhook
 
 import (
 	"strings"
 
-	"github.com/google/go-github/v62/github"
 	"github.com/valyala/fastjson"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
@@ -22,13 +21,13 @@ import (
 // runs every recorded example the filter drops through the handler itself
 // and fails if any of them calls GitHub or the backend. Event types without
 // a rule (installations) always pass.
-func (b *Base) MayAct(eventType string, v *fastjson.Value) bool {
+func (a *Adapters) MayAct(eventType string, v *fastjson.Value) bool {
 	action := string(v.GetStringBytes("action"))
 	switch eventType {
 	case "issues":
-		return action == "labeled" && string(v.GetStringBytes("label", "name")) == b.TriggerLabel
+		return action == "labeled" && string(v.GetStringBytes("label", "name")) == a.e.TriggerLabel()
 	case "issue_comment":
-		return action == "created" && !b.gate.senderIgnored(v) && b.mayAddress(v.GetStringBytes("comment", "body"))
+		return action == "created" && !a.e.IgnoredSender(sender(v)) && a.e.MayAddress(v.GetStringBytes("comment", "body"))
 	case "pull_request":
 		if action == "closed" {
 			// The App's own PR merged or closed: its attempts' branches go.
@@ -38,22 +37,21 @@ func (b *Base) MayAct(eventType string, v *fastjson.Value) bool {
 		return autoReviewAction(action) && !v.GetBool("pull_request", "draft") &&
 			!strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), dispatch.BranchPrefix)
 	case "pull_request_review":
-		return action == "submitted" && !b.gate.senderIgnored(v) &&
+		return action == "submitted" && !a.e.IgnoredSender(sender(v)) &&
 			strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), dispatch.BranchPrefix)
 	case "pull_request_review_comment":
 		// Inline comments matter on agent PRs (revise feedback); elsewhere
 		// only a command in one does.
-		return action == "created" && !b.gate.senderIgnored(v) &&
-			(strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), dispatch.BranchPrefix) || b.mayAddress(v.GetStringBytes("comment", "body")))
+		return action == "created" && !a.e.IgnoredSender(sender(v)) &&
+			(strings.HasPrefix(string(v.GetStringBytes("pull_request", "head", "ref")), dispatch.BranchPrefix) || a.e.MayAddress(v.GetStringBytes("comment", "body")))
 	case "check_run":
-		return action == "rerequested" && string(v.GetStringBytes("check_run", "name")) == b.CheckName && !b.gate.senderIgnored(v)
+		return action == "rerequested" && string(v.GetStringBytes("check_run", "name")) == a.e.CheckName() && !a.e.IgnoredSender(sender(v))
 	case "check_suite":
-		slug := b.c.slug()
 		// The default branch's suites reach its on: main_ci_failed
-		// routines (routines_ci.go), which look them up in memory first.
+		// routines, which look them up in memory first.
 		branch := string(v.GetStringBytes("check_suite", "head_branch"))
 		return action == "completed" && (strings.HasPrefix(branch, dispatch.BranchPrefix) || branch != "" && branch == string(v.GetStringBytes("repository", "default_branch"))) &&
-			(slug == "" || !strings.EqualFold(string(v.GetStringBytes("check_suite", "app", "slug")), slug))
+			!a.e.OwnApp(string(v.GetStringBytes("check_suite", "app", "slug")))
 	case "status":
 		if string(v.GetStringBytes("state")) == "pending" {
 			return false
@@ -70,14 +68,4 @@ func (b *Base) MayAct(eventType string, v *fastjson.Value) bool {
 		return isBranch && !v.GetBool("deleted") && !strings.HasPrefix(branch, dispatch.BranchPrefix)
 	}
 	return true
-}
-
-// senderIgnored is isIgnoredSender on a parsed payload's sender (a
-// missing sender reads as an empty user, which handlers that decode the
-// event ignore anyway: the filter errs towards keeping).
-func (gk *gatekeeper) senderIgnored(v *fastjson.Value) bool {
-	return gk.isIgnoredSender(&github.User{
-		Login: github.String(string(v.GetStringBytes("sender", "login"))),
-		Type:  github.String(string(v.GetStringBytes("sender", "type"))),
-	})
 }

@@ -2,42 +2,13 @@ package handlers
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/google/go-github/v62/github"
-	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
-
-// Installation sets the app up in every repository it is installed on
-// (the trigger and state labels) and stops its work when it is removed.
-type Installation struct{ b *Base }
-
-var _ githubapp.EventHandler = &Installation{}
-
-// Handles implements githubapp.EventHandler.
-func (h *Installation) Handles() []string { return []string{"installation"} }
-
-// Handle implements githubapp.EventHandler.
-func (h *Installation) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var e github.InstallationEvent
-	if err := json.Unmarshal(payload, &e); err != nil {
-		return fmt.Errorf("parse installation event: %w", err)
-	}
-	id := e.GetInstallation().GetID()
-	log := zerolog.Ctx(ctx).With().Int64(githubapp.LogKeyInstallationID, id).Str("action", e.GetAction()).Logger()
-	ctx = log.WithContext(ctx)
-	switch e.GetAction() {
-	case "created", "new_permissions_accepted", "unsuspend":
-		return h.b.installs.setUpRepos(ctx, id, e.Repositories)
-	case "deleted", "suspend":
-		return h.b.installs.stopRuns(ctx, func(installation int64, _ string) bool { return installation == id })
-	}
-	return nil
-}
 
 // installer owns a repository's life with the App: its labels when the
 // App is installed, the end of its runs when the App is removed.
