@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // aborter stops the run a person asks to stop (/abort, /dequeue).
@@ -45,7 +46,7 @@ func (ab *aborter) abort(ctx context.Context, t thread, holder string) error {
 		return fmt.Errorf("cancel %s: %w", holder, err)
 	}
 	return ab.c.reply(ctx, t.gh, t.number, "github/abort_requested", AbortRequestedData{
-		Marker: Marker{Kind: KindAbortRequested, TaskID: holder}.String(), TaskID: holder, By: t.sender,
+		Marker: markers.Marker{Kind: markers.KindAbortRequested, TaskID: holder}.String(), TaskID: holder, By: t.sender,
 	})
 }
 
@@ -64,7 +65,7 @@ func (ab *aborter) abortQueued(ctx context.Context, t thread, key, holder string
 	ab.c.react(ctx, t.gh, t.number, t.commentID, "+1")
 	err = errors.Join(ab.c.setState(ctx, t.gh, t.number, lifecycle.Aborted),
 		ab.c.reply(ctx, t.gh, t.number, "github/queue_aborted", QueueAbortedData{
-			TaskID: holder, By: t.sender, Marker: Marker{Kind: KindAborted, TaskID: holder}.String(),
+			TaskID: holder, By: t.sender, Marker: markers.Marker{Kind: markers.KindAborted, TaskID: holder}.String(),
 		}))
 	if uerr := ab.c.Backend.Unlock(ctx, key, holder); uerr != nil {
 		return true, errors.Join(err, fmt.Errorf("release the lock of queued run %s: %w", holder, uerr))

@@ -10,6 +10,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // event is what a handler parsed from a webhook: which event of the table
@@ -136,7 +137,7 @@ func (b *Base) runFor(ctx context.Context, t thread, ev event, sc *scene, do lif
 	}
 	plan := func() {
 		if sc.hasPlan {
-			req.Plan, req.PlanTask, req.PlanSHA = extractPlan(sc.plan.Comment.GetBody()), sc.plan.Marker.TaskID, sc.plan.Marker.PlanSHA
+			req.Plan, req.PlanTask, req.PlanSHA = markers.PlanText(sc.plan.Comment.GetBody()), sc.plan.Marker.TaskID, sc.plan.Marker.PlanSHA
 			req.PlanFiles = sc.plan.Marker.Files
 		}
 	}
@@ -158,7 +159,7 @@ func (b *Base) runFor(ctx context.Context, t thread, ev event, sc *scene, do lif
 		req.Round, req.Feedback = sc.plan.Marker.Round+1, ev.feedback()
 		req.Command = "revise"
 		if sc.hasPlan {
-			req.Plan = extractPlan(sc.plan.Comment.GetBody())
+			req.Plan = markers.PlanText(sc.plan.Comment.GetBody())
 		}
 	case lifecycle.Execute:
 		req.Mode = dispatch.ModeExecute

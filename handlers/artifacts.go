@@ -16,6 +16,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
@@ -335,6 +336,6 @@ func (rp *resultPoster) postTaskResult(ctx context.Context, rc *runContext, res 
 	}
 	rcpt := rc.receipt(res)
 	return rp.show(ctx, rc, res, prog, state, closing{"success", "Done", res.PRSummary}, func(ctx context.Context) error {
-		return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/task_done", TaskDoneData{Receipt: rcpt, Marker: rcpt.marker(KindResult), Artifacts: arts})
+		return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/task_done", TaskDoneData{Receipt: rcpt, Marker: rcpt.marker(markers.KindResult), Artifacts: arts})
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 	"github.com/sandbox-bot/sandbox-bot/handlers/rank"
 )
 
@@ -97,7 +98,7 @@ func (r *attemptSets) start(ctx context.Context, gh hub.GitHub, l launch) error 
 		data.Attempts = append(data.Attempts, rank.Row{K: k, TaskID: id, Branch: attemptBranch(l.taskID, k)})
 		reqs = append(reqs, req)
 	}
-	data.Marker = Marker{Kind: KindAck, TaskID: l.taskID, Mode: dispatch.ModeExecute, Issue: l.req.Issue, Set: l.taskID, Variants: n,
+	data.Marker = markers.Marker{Kind: markers.KindAck, TaskID: l.taskID, Mode: dispatch.ModeExecute, Issue: l.req.Issue, Set: l.taskID, Variants: n,
 		Attempts: data.Attempts}.String()
 	s.c.react(ctx, gh, l.req.Number, l.req.CommentID, "eyes")
 	labelErr := s.c.setState(ctx, gh, l.req.Number, lifecycle.Executing)
@@ -141,7 +142,7 @@ func (a attemptRun) failed(ctx context.Context, gh hub.GitHub, l launch, err err
 	}
 	if perr := a.c.reply(ctx, gh, l.req.Number, "github/attempt_not_started", AttemptNotStartedData{
 		K: l.req.Variant, N: l.req.Variants, What: what,
-		Marker: Marker{Kind: KindAttemptNotStarted, TaskID: l.taskID, Set: l.req.Set, Variant: l.req.Variant, Variants: l.req.Variants, Issue: l.req.Issue}.String(),
+		Marker: markers.Marker{Kind: markers.KindAttemptNotStarted, TaskID: l.taskID, Set: l.req.Set, Variant: l.req.Variant, Variants: l.req.Variants, Issue: l.req.Issue}.String(),
 	}); perr != nil {
 		return errors.Join(err, perr)
 	}
@@ -193,7 +194,7 @@ type setState struct {
 	runs       map[int]dispatch.RunStatus
 	notStarted map[int]string
 	posted     bool
-	marked     []markedComment
+	marked     []markers.Comment
 }
 
 // readSet reads the approval meta.Set's attempts from the backend and
@@ -214,9 +215,9 @@ func (r *attemptSets) readSet(ctx context.Context, gh hub.GitHub, meta dispatch.
 	}
 	for _, m := range st.marked {
 		switch {
-		case m.Marker.Kind == KindAttemptNotStarted && m.Marker.Set == meta.Set:
+		case m.Marker.Kind == markers.KindAttemptNotStarted && m.Marker.Set == meta.Set:
 			st.notStarted[m.Marker.Variant] = "see the comment on the issue"
-		case m.Marker.TaskID == meta.Set && (m.Marker.Kind == KindResult || m.Marker.Kind == KindFailure || m.Marker.Kind == KindAborted):
+		case m.Marker.TaskID == meta.Set && (m.Marker.Kind == markers.KindResult || m.Marker.Kind == markers.KindFailure || m.Marker.Kind == markers.KindAborted):
 			st.posted = true
 		}
 	}
@@ -291,7 +292,7 @@ func (r *attemptSets) postSet(ctx context.Context, gh hub.GitHub, meta dispatch.
 		row := rank.RowOf(k, run.Meta.TaskID, branch, res, "")
 		if _, aborted := r.keep.aborted(run.Meta.TaskID); aborted {
 			row.Out = "aborted"
-		} else if _, marked := lastMarked(st.marked, KindAbortRequested, meta.Set); marked {
+		} else if _, marked := markers.Last(st.marked, markers.KindAbortRequested, meta.Set); marked {
 			row.Out = "aborted"
 		}
 		rows, results[k] = append(rows, row), res
@@ -308,13 +309,13 @@ func (r *attemptSets) postSet(ctx context.Context, gh hub.GitHub, meta dispatch.
 		if err != nil {
 			return err
 		}
-		_, aborted := lastMarked(st.marked, KindAbortRequested, meta.Set)
-		kind, state := KindFailure, lifecycle.Failed
+		_, aborted := markers.Last(st.marked, markers.KindAbortRequested, meta.Set)
+		kind, state := markers.KindFailure, lifecycle.Failed
 		if aborted {
-			kind, state = KindAborted, lifecycle.Aborted
+			kind, state = markers.KindAborted, lifecycle.Aborted
 		}
 		return errors.Join(r.c.setState(ctx, gh, meta.Number, state), r.c.reply(ctx, gh, meta.Number, "github/attempts_failed", AttemptsFailedData{
-			Attempts: section, Aborted: aborted, Marker: Marker{Kind: kind, TaskID: meta.Set, Mode: dispatch.ModeExecute, Issue: meta.Number}.String(),
+			Attempts: section, Aborted: aborted, Marker: markers.Marker{Kind: kind, TaskID: meta.Set, Mode: dispatch.ModeExecute, Issue: meta.Number}.String(),
 		}))
 	}
 	return r.openSetPR(ctx, gh, meta, base, rows, win, results[win.K], st.marked)
@@ -322,7 +323,7 @@ func (r *attemptSets) postSet(ctx context.Context, gh hub.GitHub, meta dispatch.
 
 // openSetPR points the PR's branch at the winner's commit and opens the
 // PR with the winner's receipt and the table of attempts.
-func (r *attemptSets) openSetPR(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, base string, rows []rank.Row, win rank.Row, res *dispatch.Result, marked []markedComment) error {
+func (r *attemptSets) openSetPR(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, base string, rows []rank.Row, win rank.Row, res *dispatch.Result, marked []markers.Comment) error {
 	issue, err := gh.Issue(ctx, meta.Number)
 	if err != nil {
 		return err
@@ -398,7 +399,7 @@ type AttemptView struct {
 func (r *attemptSets) renderAttempts(repo, base, set string, rows []rank.Row, carried int, by string) (string, error) {
 	ranked := rank.Attempts(rows)
 	data := AttemptsData{Carried: carried, Best: ranked[0].K, By: by, Rule: rank.Rule,
-		Marker: Marker{Kind: KindAttempts, TaskID: set, Attempts: rows, Picked: carried, By: by, Branch: base}.String()}
+		Marker: markers.Marker{Kind: markers.KindAttempts, TaskID: set, Attempts: rows, Picked: carried, By: by, Branch: base}.String()}
 	web := strings.TrimSuffix(r.c.WebURL, "/")
 	for _, row := range rows {
 		data.CostUSD += row.CostUSD
@@ -429,17 +430,17 @@ func spliceAttempts(body, section string) (string, bool) {
 }
 
 // attemptsOf is the attempts marker of a PR body, if it has one.
-func attemptsOf(body string) (Marker, bool) {
+func attemptsOf(body string) (markers.Marker, bool) {
 	_, rest, ok := strings.Cut(body, attemptsStart)
 	if !ok {
-		return Marker{}, false
+		return markers.Marker{}, false
 	}
 	inner, _, ok := strings.Cut(rest, attemptsEnd)
 	if !ok {
-		return Marker{}, false
+		return markers.Marker{}, false
 	}
-	m, ok := ParseMarker(inner)
-	return m, ok && m.Kind == KindAttempts
+	m, ok := markers.Parse(inner)
+	return m, ok && m.Kind == markers.KindAttempts
 }
 
 // abort stops an approval's attempts (/abort while holder, the approval,
@@ -452,13 +453,13 @@ func (r *attemptSets) abort(ctx context.Context, t thread, holder string) (handl
 	if err != nil {
 		return false, err
 	}
-	ack, ok := lastMarked(marked, KindAck, holder)
+	ack, ok := markers.Last(marked, markers.KindAck, holder)
 	if !ok || ack.Marker.Set != holder {
 		return false, nil
 	}
 	r.c.react(ctx, t.gh, t.number, t.commentID, "+1")
 	if err := r.c.reply(ctx, t.gh, t.number, "github/abort_requested", AbortRequestedData{
-		Marker: Marker{Kind: KindAbortRequested, TaskID: holder}.String(), TaskID: holder, By: t.sender,
+		Marker: markers.Marker{Kind: markers.KindAbortRequested, TaskID: holder}.String(), TaskID: holder, By: t.sender,
 	}); err != nil {
 		return true, err
 	}
@@ -509,7 +510,7 @@ func (r *attemptSets) abort(ctx context.Context, t thread, holder string) (handl
 		}
 		r.c.unlock(ctx, attemptLockKey(meta.Repo, meta.Number, row.K), row.TaskID)
 		if err := r.c.reply(ctx, t.gh, t.number, "github/attempt_not_started", AttemptNotStartedData{K: row.K, N: n, What: what,
-			Marker: Marker{Kind: KindAttemptNotStarted, TaskID: row.TaskID, Set: holder, Variant: row.K, Variants: n, Issue: t.number}.String()}); err != nil {
+			Marker: markers.Marker{Kind: markers.KindAttemptNotStarted, TaskID: row.TaskID, Set: holder, Variant: row.K, Variants: n, Issue: t.number}.String()}); err != nil {
 			return true, err
 		}
 	}
@@ -526,7 +527,7 @@ func (r *attemptSets) dropBranches(ctx context.Context, d Delivery) error {
 	if err != nil {
 		return err
 	}
-	if _, ours := isAgentPR(pr, login); !ours {
+	if _, ours := markers.IsAgentPR(pr, login); !ours {
 		return nil
 	}
 	m, ok := attemptsOf(pr.GetBody())

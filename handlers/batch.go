@@ -15,6 +15,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // Review feedback on an agent PR (reviews, inline comments, /revise and
@@ -275,7 +276,7 @@ func (bs *batches) startBatch(ctx context.Context, gh hub.GitHub, h batchHolder)
 	return bs.starts.start(ctx, gh, req)
 }
 
-// agentPR reads a PR and tells whether this App opened it (isAgentPR), and
+// agentPR reads a PR and tells whether this App opened it (markers.IsAgentPR), and
 // for which issue.
 func (bs *batches) agentPR(ctx context.Context, gh hub.GitHub, number int) (pr *github.PullRequest, issue int, ours bool, err error) {
 	login, err := bs.c.LoadIdentity(ctx)
@@ -285,7 +286,7 @@ func (bs *batches) agentPR(ctx context.Context, gh hub.GitHub, number int) (pr *
 	if pr, err = gh.PullRequest(ctx, number); err != nil {
 		return nil, 0, false, err
 	}
-	issue, ours = isAgentPR(pr, login)
+	issue, ours = markers.IsAgentPR(pr, login)
 	return pr, issue, ours, nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // feedbackItem is one piece of a writer's feedback on an agent PR.
@@ -118,8 +119,8 @@ func (bs *batches) pendingFeedback(ctx context.Context, gh hub.GitHub, number in
 	}
 	var since time.Time
 	var sinceID int64
-	for _, m := range markedComments(comments, login) {
-		if m.Marker.Kind == KindAck && m.Marker.Mode == dispatch.ModeRevise {
+	for _, m := range markers.Comments(comments, login) {
+		if m.Marker.Kind == markers.KindAck && m.Marker.Mode == dispatch.ModeRevise {
 			since, sinceID = m.Comment.GetCreatedAt().Time, cmp.Or(m.Marker.Upto, m.Comment.GetID())
 		}
 	}
@@ -129,7 +130,7 @@ func (bs *batches) pendingFeedback(ctx context.Context, gh hub.GitHub, number in
 	var items feedback
 	slug := strings.TrimSuffix(login, "[bot]")
 	for _, c := range comments {
-		if c.GetID() <= sinceID || isBotLogin(c.GetUser()) {
+		if c.GetID() <= sinceID || markers.IsBotLogin(c.GetUser()) {
 			continue
 		}
 		if text, flags, ok := reviseText(c.GetBody(), slug, true); ok {
@@ -148,7 +149,7 @@ func (bs *batches) pendingFeedback(ctx context.Context, gh hub.GitHub, number in
 		default:
 			continue
 		}
-		if at.Before(since) || isBotLogin(rv.GetUser()) {
+		if at.Before(since) || markers.IsBotLogin(rv.GetUser()) {
 			continue
 		}
 		if text, flags, ok := reviseText(rv.GetBody(), slug, false); ok {
@@ -162,7 +163,7 @@ func (bs *batches) pendingFeedback(ctx context.Context, gh hub.GitHub, number in
 	}
 	addressed := addressedInline(inline, login)
 	for _, c := range inline {
-		if addressed[c.GetID()] || isBotLogin(c.GetUser()) {
+		if addressed[c.GetID()] || markers.IsBotLogin(c.GetUser()) {
 			continue
 		}
 		if text, flags, ok := reviseText(c.GetBody(), slug, false); ok {
@@ -215,10 +216,10 @@ func reviseText(body, slug string, commandOnly bool) (string, sandboxcfg.Flags, 
 func addressedInline(comments []*github.PullRequestComment, login string) map[int64]bool {
 	done := map[int64]bool{}
 	for _, c := range comments {
-		if !isOwnBot(c.GetUser(), login) {
+		if !markers.IsOwnBot(c.GetUser(), login) {
 			continue
 		}
-		if m, ok := ParseMarker(c.GetBody()); ok && m.Kind == KindInlineReply {
+		if m, ok := markers.Parse(c.GetBody()); ok && m.Kind == markers.KindInlineReply {
 			for _, id := range m.Inline {
 				done[id] = true
 			}

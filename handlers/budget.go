@@ -13,6 +13,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // Monthly budgets. Every run reserves its own budget in the ledger
@@ -102,7 +103,7 @@ func overBudgetData(l launch, over *budget.OverBudget, resets time.Time) OverBud
 		Mode: l.mode, Scope: over.Scope, Budget: usd(over.BudgetUSD), Spent: usd(over.Totals.SpentUSD), Reserved: usd(over.Totals.ReservedUSD),
 		Left: usd(over.LeftUSD), Asked: usd(over.AskedUSD), Floor: usd(over.FloorUSD), Unknown: over.Totals.Unknown,
 		Resets: resets.Format("2 January 2006 15:04 MST"), Setting: setting, Again: againCommand(l.req.IsPR),
-		Marker: Marker{Kind: KindOverBudget, TaskID: l.taskID, Mode: l.mode, Issue: l.req.Issue, Branch: l.req.Branch}.String(),
+		Marker: markers.Marker{Kind: markers.KindOverBudget, TaskID: l.taskID, Mode: l.mode, Issue: l.req.Issue, Branch: l.req.Branch}.String(),
 	}
 }
 

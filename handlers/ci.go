@@ -12,6 +12,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
@@ -57,10 +58,10 @@ type ciFix struct {
 func ciTrigger(sha string) string { return "ci-" + strings.ToLower(sha) }
 
 // ciFixes are the fix runs the bot's markers on a PR tell of.
-func ciFixes(marked []markedComment) []ciFix {
+func ciFixes(marked []markers.Comment) []ciFix {
 	var out []ciFix
 	for _, m := range marked {
-		if m.Marker.Kind == KindAck && m.Marker.CIHead != "" &&
+		if m.Marker.Kind == markers.KindAck && m.Marker.CIHead != "" &&
 			!slices.ContainsFunc(out, func(f ciFix) bool { return f.taskID == m.Marker.TaskID }) {
 			out = append(out, ciFix{taskID: m.Marker.TaskID, head: m.Marker.CIHead, checks: m.Marker.CIChecks})
 		}
@@ -72,7 +73,7 @@ func ciFixes(marked []markedComment) []ciFix {
 // PR's branch at: one the body's run history or the markers of the runs'
 // ends on the PR record (the marker is posted before the history is
 // written, so checks that end in between still find it).
-func appPushed(head, body string, marked []markedComment) bool {
+func appPushed(head, body string, marked []markers.Comment) bool {
 	head = strings.ToLower(head)
 	for _, r := range parseHistory(body) {
 		if r.Head == head {
@@ -184,7 +185,7 @@ type CITried struct {
 func (cf *ciFixer) reply(ctx context.Context, t thread, ev event, sc *scene, do lifecycle.Action) error {
 	ci := ev.ci
 	taskID := dispatch.NewTaskID(t.gh.FullName(), t.number, dispatch.ModeRevise, ev.trigger)
-	marker := Marker{Kind: KindCI, TaskID: taskID, Mode: dispatch.ModeRevise, Issue: sc.issue, CIHead: ci.state.sha, CIChecks: ci.state.names()}.String()
+	marker := markers.Marker{Kind: markers.KindCI, TaskID: taskID, Mode: dispatch.ModeRevise, Issue: sc.issue, CIHead: ci.state.sha, CIChecks: ci.state.names()}.String()
 	key := "ci/" + dispatch.LockKey(t.gh.FullName(), t.number)
 	holder := fmt.Sprintf("%s@%d", taskID, cf.c.Now().UnixNano())
 	if _, err := cf.c.Backend.Lock(ctx, key, holder); errors.Is(err, dispatch.ErrLocked) {

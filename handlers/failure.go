@@ -13,6 +13,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // dispatchTries is how often a transient submission error is tried.
@@ -44,7 +45,7 @@ func (a agentRun) reportStartFailure(ctx context.Context, gh hub.GitHub, req sta
 	if err != nil {
 		return err
 	}
-	if _, ok := lastMarked(marked, KindFailure, key); ok {
+	if _, ok := markers.Last(marked, markers.KindFailure, key); ok {
 		zerolog.Ctx(ctx).Info().Str("task_id", key).Msg("start failure already reported")
 		return nil
 	}
@@ -62,7 +63,7 @@ func (a agentRun) reportStartFailure(ctx context.Context, gh hub.GitHub, req sta
 	what, todo := explainStartFailure(cause, a.c.DispatchDeadline)
 	return errors.Join(labelErr, a.c.reply(ctx, gh, req.Number, "github/start_failed", StartFailedData{
 		Mode: req.Mode, What: what, Todo: todo, TaskID: key, Delivery: req.DeliveryID,
-		Marker: Marker{Kind: KindFailure, TaskID: key, Mode: req.Mode, Issue: issue, Branch: req.Branch, Round: req.Round}.String(),
+		Marker: markers.Marker{Kind: markers.KindFailure, TaskID: key, Mode: req.Mode, Issue: issue, Branch: req.Branch, Round: req.Round}.String(),
 	}))
 }
 

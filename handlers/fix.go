@@ -10,6 +10,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 	"github.com/sandbox-bot/sandbox-bot/handlers/reviewtext"
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
@@ -131,8 +132,8 @@ func reviewedHead(ctx context.Context, gh hub.GitHub, number int, root *github.P
 	}
 	for i := len(reviews) - 1; i >= 0; i-- {
 		rv := reviews[i]
-		m, marked := ParseMarker(rv.GetBody())
-		if root != nil && rv.GetID() == root.GetPullRequestReviewID() || root == nil && marked && m.Mode == dispatch.ModeReview && isBotLogin(rv.GetUser()) {
+		m, marked := markers.Parse(rv.GetBody())
+		if root != nil && rv.GetID() == root.GetPullRequestReviewID() || root == nil && marked && m.Mode == dispatch.ModeReview && markers.IsBotLogin(rv.GetUser()) {
 			return rv.GetCommitID(), nil
 		}
 	}
@@ -157,12 +158,12 @@ func fixFeedback(root *github.PullRequestComment, text string) string {
 // postFixed answers a completed fix run: the commit it pushed, in the
 // thread it was asked in (or on the pull request).
 func (rp *resultPoster) postFixed(ctx context.Context, rc *runContext, res *dispatch.Result) error {
-	ack, _ := lastMarked(rc.marked, KindAck, rc.meta.TaskID)
+	ack, _ := markers.Last(rc.marked, markers.KindAck, rc.meta.TaskID)
 	var thread int64
 	if len(ack.Marker.Inline) > 0 {
 		thread = ack.Marker.Inline[0]
 	}
-	d := FixData{Marker: Marker{Kind: KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue}.String(),
+	d := FixData{Marker: markers.Marker{Kind: markers.KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue}.String(),
 		Suggest: rc.meta.Mode == dispatch.ModeSuggest, Branch: sanitize.Inline(rc.branch, 200), Summary: strings.TrimSpace(res.PRSummary), LiveURL: rp.c.Receipts.LiveURL(rc.meta.TaskID), Cost: res.TokenUsage.TotalCostUSD}
 	if len(res.Commits) > 0 && rc.meta.Mode == dispatch.ModeFix {
 		d.SHA = shortSHA(res.HeadSHA)
@@ -207,7 +208,7 @@ func (rp *resultPoster) postSuggestions(ctx context.Context, rc *runContext, res
 		}
 		drafts = append(drafts, c)
 	}
-	marker := Marker{Kind: KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue}.String()
+	marker := markers.Marker{Kind: markers.KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue}.String()
 	if posted, err := reviewPosted(ctx, rc.gh, rc.meta.Number, marker); len(drafts) == 0 || err != nil || posted {
 		return len(drafts), outside, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // The agent PR's body keeps the history of the runs on it (execute,
@@ -77,7 +78,7 @@ func entryOf(rc *runContext, res *dispatch.Result, url string) RunEntry {
 	if res != nil {
 		e.CostUSD, e.Steps, e.Head = res.TokenUsage.TotalCostUSD, res.TokenUsage.Steps, strings.ToLower(res.HeadSHA)
 	}
-	if ack, ok := lastMarked(rc.marked, KindAck, rc.meta.TaskID); ok {
+	if ack, ok := markers.Last(rc.marked, markers.KindAck, rc.meta.TaskID); ok {
 		e.CI = strings.Join(ack.Marker.CIChecks, ", ")
 	}
 	return e
@@ -157,8 +158,8 @@ func (rp *resultPoster) recordOnPR(ctx context.Context, rc *runContext, res *dis
 	}
 	url := rp.c.Receipts.RunURL(rc.meta.TaskID)
 	if url == "" {
-		for _, kind := range []string{KindResult, KindFailure, KindAborted} {
-			if m, ok := lastMarked(rc.marked, kind, rc.meta.TaskID); ok {
+		for _, kind := range []string{markers.KindResult, markers.KindFailure, markers.KindAborted} {
+			if m, ok := markers.Last(rc.marked, kind, rc.meta.TaskID); ok {
 				url = m.Comment.GetHTMLURL()
 			}
 		}
@@ -197,7 +198,7 @@ func (rp *resultPoster) afterPRRun(ctx context.Context, gh hub.GitHub, meta disp
 		log.Warn().Err(err).Msg("read the run's acknowledgement for its PR follow-ups")
 		return
 	}
-	ack, ok := lastMarked(marked, KindAck, meta.TaskID)
+	ack, ok := markers.Last(marked, markers.KindAck, meta.TaskID)
 	if !ok || ack.Marker.Issue == 0 || ack.Marker.Issue == meta.Number {
 		return // not a run on a PR (execute and continue runs on the issue write the history when they open it)
 	}

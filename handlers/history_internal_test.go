@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
 
@@ -40,7 +41,7 @@ func TestHistorySectionRoundTrip(t *testing.T) {
 	if strings.Count(body, historyStart) != 1 || strings.Count(body, historyEnd) != 1 {
 		t.Errorf("want one history section:\n%s", body)
 	}
-	if m, ok := ParseMarker(body); !ok || m.Kind != KindPR {
+	if m, ok := markers.Parse(body); !ok || m.Kind != markers.KindPR {
 		t.Errorf("the PR marker must stay the body's first marker, got %+v", m)
 	}
 }

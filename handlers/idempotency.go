@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // actedOn reports whether the bot already acted on taskID on issue or PR
@@ -30,7 +31,7 @@ func (s *starter) actedOn(ctx context.Context, gh hub.GitHub, l launch) (bool, e
 	}
 	fromQueue := l.req.queuedAs != ""
 	for _, m := range marked {
-		if m.Marker.TaskID == l.taskID && !(fromQueue && m.Marker.Kind == KindQueued) {
+		if m.Marker.TaskID == l.taskID && !(fromQueue && m.Marker.Kind == markers.KindQueued) {
 			return true, nil
 		}
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // The hosts images come from: github.com's attachment hosts, or a GitHub
@@ -80,7 +82,7 @@ func TestRefusedBytesCountTowardTheTotal(t *testing.T) {
 	s := ImageSettings{MaxCount: 5, MaxBytes: 64 << 10, MaxTotal: 100 << 10, Hosts: []string{host}, PlainHTTP: []string{host}}
 	f := &imageFetches{a: agentRun{c: &core{Wiring: &Wiring{Settings: Settings{Images: s}}, imageClient: newImageClient(s)}}, caps: s}
 	for i := range 4 {
-		f.take(context.Background(), ImageNote{Name: "image " + string(rune('1'+i))}, gh.URL+"/x.png")
+		f.take(context.Background(), markers.ImageNote{Name: "image " + string(rune('1'+i))}, gh.URL+"/x.png")
 	}
 	if requests.Load() != 3 || f.total > 100<<10+1 || len(f.notes) != 4 || !strings.Contains(f.notes[3].Why, "over the 100 KiB of images") {
 		t.Errorf("%d requests, %d bytes counted, notes %+v", requests.Load(), f.total, f.notes)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
@@ -37,13 +38,6 @@ type imageSource struct {
 	// outsider's report: the one its vouch was checked against), so the
 	// images are the quoted text's and it is not read twice.
 	rendered string
-}
-
-// ImageNote is one image the bot found for a run: Why is empty when the
-// agent was given it, else the reason it was not.
-type ImageNote struct {
-	Name string `json:"name"`
-	Why  string `json:"why,omitempty"`
 }
 
 // mayHoldImage is a cheap look at the markdown before GitHub is asked for
@@ -74,7 +68,7 @@ const maxImageNotes = 20
 // request counts, an image's or not: at most twice MaxCount are made, and
 // the bytes of those refused count toward MaxTotal, so a text full of
 // links to large non-images costs a bounded fetch, not one per link.
-func (a agentRun) imagesFor(ctx context.Context, gh hub.GitHub, sources []imageSource) ([]dispatch.Image, []ImageNote) {
+func (a agentRun) imagesFor(ctx context.Context, gh hub.GitHub, sources []imageSource) ([]dispatch.Image, []markers.ImageNote) {
 	caps := a.imageCaps()
 	if caps.MaxCount <= 0 || len(sources) == 0 {
 		return nil, nil
@@ -86,18 +80,18 @@ func (a agentRun) imagesFor(ctx context.Context, gh hub.GitHub, sources []imageS
 			r, err := gh.BodyHTML(ctx, src.Ref)
 			if err != nil {
 				zerolog.Ctx(ctx).Warn().Err(err).Str("source", src.What).Msg("read the rendered text for its images")
-				f.note(ImageNote{Name: "the images of " + src.What, Why: "GitHub's rendered text could not be read"})
+				f.note(markers.ImageNote{Name: "the images of " + src.What, Why: "GitHub's rendered text could not be read"})
 				continue
 			}
 			rendered = r.HTML
 		}
 		for i, found := range imgSources(rendered) {
 			name := fmt.Sprintf("%s, image %d%s", src.What, i+1, found.label())
-			f.take(ctx, ImageNote{Name: sanitize.Inline(name, 160)}, found.src)
+			f.take(ctx, markers.ImageNote{Name: sanitize.Inline(name, 160)}, found.src)
 		}
 	}
 	if f.unlisted > 0 {
-		f.notes = append(f.notes, ImageNote{Name: fmt.Sprintf("%d more images", f.unlisted),
+		f.notes = append(f.notes, markers.ImageNote{Name: fmt.Sprintf("%d more images", f.unlisted),
 			Why: fmt.Sprintf("not listed one by one (the first %d not given are above)", maxImageNotes)})
 	}
 	return f.imgs, f.notes
@@ -109,7 +103,7 @@ type imageFetches struct {
 	a        agentRun
 	caps     ImageSettings
 	imgs     []dispatch.Image
-	notes    []ImageNote
+	notes    []markers.ImageNote
 	total    int64 // bytes read, images or not
 	attempts int
 	skipped  int // notes of images not given
@@ -117,7 +111,7 @@ type imageFetches struct {
 }
 
 // take fetches one image when the caps leave room, and notes it.
-func (f *imageFetches) take(ctx context.Context, note ImageNote, src string) {
+func (f *imageFetches) take(ctx context.Context, note markers.ImageNote, src string) {
 	switch {
 	case len(f.imgs) >= f.caps.MaxCount:
 		note.Why = fmt.Sprintf("over the %d images a run is given", f.caps.MaxCount)
@@ -140,7 +134,7 @@ func (f *imageFetches) take(ctx context.Context, note ImageNote, src string) {
 }
 
 // note keeps a note; of the images not given, the first maxImageNotes.
-func (f *imageFetches) note(n ImageNote) {
+func (f *imageFetches) note(n markers.ImageNote) {
 	if n.Why != "" {
 		if f.skipped++; f.skipped > maxImageNotes {
 			f.unlisted++

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // InlineReplyData is github/inline_reply: the bot's reply in a review
@@ -31,7 +32,7 @@ var commitSHA = regexp.MustCompile(`^[0-9a-f]{7,64}$`)
 // commit it pushed. One reply per thread (GitHub takes replies only on a
 // thread's first comment); a thread the bot already answered for these
 // comments (a retry, a restart) gets none.
-func (rp *resultPoster) replyInline(ctx context.Context, rc *runContext, ack Marker, res *dispatch.Result) error {
+func (rp *resultPoster) replyInline(ctx context.Context, rc *runContext, ack markers.Marker, res *dispatch.Result) error {
 	if len(ack.Inline) == 0 || res == nil || res.Status != dispatch.StatusCompleted {
 		return nil
 	}
@@ -73,7 +74,7 @@ func (rp *resultPoster) replyInline(ctx context.Context, rc *runContext, ack Mar
 	for _, top := range order {
 		ids := threads[top]
 		data.Comments = len(ids)
-		data.Marker = Marker{Kind: KindInlineReply, TaskID: rc.meta.TaskID, Inline: ids}.String()
+		data.Marker = markers.Marker{Kind: markers.KindInlineReply, TaskID: rc.meta.TaskID, Inline: ids}.String()
 		body, err := rp.c.Templates.Render("github/inline_reply", data)
 		if err != nil {
 			return err

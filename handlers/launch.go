@@ -14,6 +14,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // The one way a run starts. Every kind of run (plan, execute, revise,
@@ -96,7 +97,7 @@ type launch struct {
 	policy  startPolicy
 	// marked are the bot's marked comments on the thread when the caller
 	// read them already (haveMarked); begin reads them otherwise.
-	marked     []markedComment
+	marked     []markers.Comment
 	haveMarked bool
 	// requestedAt is when the worker took the event (or a queued run got
 	// its slot): the receipt's time to the agent's first step counts from
@@ -315,7 +316,7 @@ func reviewEnded(ctx context.Context, c *core, gh hub.GitHub, number int, taskID
 		return false
 	}
 	for _, rv := range reviews {
-		if m, ok := ParseMarker(rv.GetBody()); ok && m.TaskID == taskID && m.Kind == KindResult && isOwnBot(rv.GetUser(), login) {
+		if m, ok := markers.Parse(rv.GetBody()); ok && m.TaskID == taskID && m.Kind == markers.KindResult && markers.IsOwnBot(rv.GetUser(), login) {
 			return true
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // thread is where an event happened and who acted: an issue or pull
@@ -48,14 +49,14 @@ type scene struct {
 	state lifecycle.State
 	facts lifecycle.Facts
 	// marked are the bot's own marked comments, oldest first.
-	marked []markedComment
+	marked []markers.Comment
 	// holder is the task holding the issue's lock ("" when none).
 	holder string
 	// plan is the newest plan comment (hasPlan), last the marker of the
 	// newest run started or ended (hasLast).
-	plan    markedComment
+	plan    markers.Comment
 	hasPlan bool
-	last    Marker
+	last    markers.Marker
 	hasLast bool
 	// pr and issue are the App's pull request and the issue it serves.
 	pr    *github.PullRequest
@@ -63,11 +64,11 @@ type scene struct {
 }
 
 // holderAck is the acknowledgement of the run holding the lock.
-func (sc *scene) holderAck() (markedComment, bool) {
+func (sc *scene) holderAck() (markers.Comment, bool) {
 	if sc.holder == "" {
-		return markedComment{}, false
+		return markers.Comment{}, false
 	}
-	return lastMarked(sc.marked, KindAck, sc.holder)
+	return markers.Last(sc.marked, markers.KindAck, sc.holder)
 }
 
 // observe reads the state of t from the table's storage: the bot's own
@@ -87,7 +88,7 @@ func (b *Base) observe(ctx context.Context, t thread) (scene, error) {
 		if err != nil {
 			return sc, err
 		}
-		issue, ours := isAgentPR(pr, login)
+		issue, ours := markers.IsAgentPR(pr, login)
 		if ours {
 			sc.pr, sc.issue = pr, issue
 		} else {
@@ -98,7 +99,7 @@ func (b *Base) observe(ctx context.Context, t thread) (scene, error) {
 	if err != nil {
 		return sc, err
 	}
-	sc.marked = markedComments(comments, login)
+	sc.marked = markers.Comments(comments, login)
 	if sc.holder, err = b.Backend.Holder(ctx, dispatch.LockKey(t.gh.FullName(), t.number)); err != nil {
 		return sc, fmt.Errorf("read the lock of %s#%d: %w", t.gh.FullName(), t.number, err)
 	}
@@ -108,7 +109,7 @@ func (b *Base) observe(ctx context.Context, t thread) (scene, error) {
 		sc.last, sc.hasLast = lastOutcome(sc.marked)
 		return sc, nil
 	}
-	sc.plan, sc.hasPlan = lastMarked(sc.marked, KindPlan, "")
+	sc.plan, sc.hasPlan = markers.Last(sc.marked, markers.KindPlan, "")
 	sc.last, sc.hasLast = lastOutcome(sc.marked)
 	sc.state = b.stateOf(ctx, &sc)
 	sc.facts = lifecycle.Facts{
@@ -127,7 +128,7 @@ func (b *Base) stateOf(ctx context.Context, sc *scene) lifecycle.State {
 		if ack, ok := sc.holderAck(); ok {
 			return lifecycle.RunState(sc.place, ack.Marker.Mode)
 		}
-		if _, ok := lastMarked(sc.marked, KindQueued, sc.holder); ok {
+		if _, ok := markers.Last(sc.marked, markers.KindQueued, sc.holder); ok {
 			return lifecycle.Queued
 		}
 		// Between taking the lock and the acknowledgement: the backend
@@ -140,18 +141,18 @@ func (b *Base) stateOf(ctx context.Context, sc *scene) lifecycle.State {
 	}
 	for i := len(sc.marked) - 1; i >= 0; i-- {
 		switch sc.marked[i].Marker.Kind {
-		case KindPlan:
+		case markers.KindPlan:
 			return lifecycle.PlanPosted
-		case KindResult:
+		case markers.KindResult:
 			if sc.place == lifecycle.OnPR {
 				return lifecycle.PROpen
 			}
 			return lifecycle.Done
-		case KindFailure:
+		case markers.KindFailure:
 			return lifecycle.Failed
-		case KindAborted:
+		case markers.KindAborted:
 			return lifecycle.Aborted
-		case KindOverBudget:
+		case markers.KindOverBudget:
 			return lifecycle.OverBudget
 		}
 	}
@@ -163,11 +164,11 @@ func (b *Base) stateOf(ctx context.Context, sc *scene) lifecycle.State {
 
 // ended reports whether the result of taskID is posted: its follower is
 // only finishing its bookkeeping before it lets the issue go.
-func ended(marked []markedComment, taskID string) bool {
+func ended(marked []markers.Comment, taskID string) bool {
 	for _, m := range marked {
 		if m.Marker.TaskID == taskID {
 			switch m.Marker.Kind {
-			case KindPlan, KindResult, KindFailure, KindAborted, KindOverBudget:
+			case markers.KindPlan, markers.KindResult, markers.KindFailure, markers.KindAborted, markers.KindOverBudget:
 				return true
 			}
 		}
@@ -177,20 +178,20 @@ func ended(marked []markedComment, taskID string) bool {
 
 // lastOutcome is the marker of the newest run that ended (or was started)
 // here, for /retry and /continue.
-func lastOutcome(marked []markedComment) (Marker, bool) {
+func lastOutcome(marked []markers.Comment) (markers.Marker, bool) {
 	for i := len(marked) - 1; i >= 0; i-- {
 		switch m := marked[i].Marker; m.Kind {
-		case KindFailure, KindAborted, KindResult, KindAck, KindPlan, KindOverBudget:
+		case markers.KindFailure, markers.KindAborted, markers.KindResult, markers.KindAck, markers.KindPlan, markers.KindOverBudget:
 			return m, true
 		}
 	}
-	return Marker{}, false
+	return markers.Marker{}, false
 }
 
 // triggerActed reports whether trigger already started something here: a
 // marker of the bot's names a task derived from it. A redelivered webhook
 // maps to the same task ids, so whatever the state is now, it does nothing.
-func triggerActed(marked []markedComment, repo string, number int, trigger string) bool {
+func triggerActed(marked []markers.Comment, repo string, number int, trigger string) bool {
 	if trigger == "" {
 		return false
 	}
@@ -213,4 +214,18 @@ func (b *Base) thread(installation int64, repo *github.Repository, number int, i
 		return thread{}, err
 	}
 	return thread{gh: gh, installation: installation, repo: repo, number: number, isPR: isPR}, nil
+}
+
+// botMarked lists an issue's or PR's comments and returns the marked ones
+// this App wrote.
+func (c *core) botMarked(ctx context.Context, gh hub.GitHub, number int) ([]markers.Comment, error) {
+	login, err := c.LoadIdentity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	comments, err := gh.Comments(ctx, number)
+	if err != nil {
+		return nil, err
+	}
+	return markers.Comments(comments, login), nil
 }

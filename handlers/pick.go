@@ -8,6 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
@@ -82,5 +83,5 @@ func (b *Base) pick(ctx context.Context, t thread, ev event, sc *scene) error {
 		}
 	}
 	return b.c.reply(ctx, t.gh, t.number, "github/picked", PickData{K: k, Branch: branch, Head: row.Head,
-		Marker: Marker{Kind: KindPicked, TaskID: m.TaskID, Variant: k, By: t.sender, Head: row.Head}.String()})
+		Marker: markers.Marker{Kind: markers.KindPicked, TaskID: m.TaskID, Variant: k, By: t.sender, Head: row.Head}.String()})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
@@ -173,7 +174,7 @@ func (p previewRun) announce(ctx context.Context, gh hub.GitHub, l launch, r bui
 	zerolog.Ctx(ctx).Info().Str("head", p.sha).Dur("for", p.c.PreviewDuration).Msg("preview started")
 	live := p.c.Receipts.LiveURL(l.taskID)
 	return p.c.reply(ctx, gh, l.req.Number, "github/preview", PreviewData{
-		Marker: Marker{Kind: KindPreview, TaskID: l.taskID, Mode: dispatch.ModePreview}.String(),
+		Marker: markers.Marker{Kind: KindPreview, TaskID: l.taskID, Mode: dispatch.ModePreview}.String(),
 		URL:    live + "/preview/", LiveURL: live, SHA: shortSHA(p.sha), Minutes: int(p.c.PreviewDuration.Round(time.Minute) / time.Minute),
 		Until: p.c.Now().Add(p.c.PreviewDuration).UTC().Format("15:04 UTC"),
 	})
@@ -200,7 +201,7 @@ func (r *Runs) followPreview(ctx context.Context, gh hub.GitHub, meta dispatch.M
 		outcome = "ended after " + st.EndedAt.Sub(st.StartedAt).Round(time.Second).String()
 	}
 	if marked, err := r.c.botMarked(ctx, gh, meta.Number); err == nil {
-		if c, ok := lastMarked(marked, KindPreview, meta.TaskID); ok {
+		if c, ok := markers.Last(marked, KindPreview, meta.TaskID); ok {
 			d := PreviewData{Marker: c.Marker.String(), SHA: shortSHA(meta.HeadSHA), Ended: true, Outcome: outcome, LiveURL: r.c.Receipts.LiveURL(meta.TaskID)}
 			if body, err := r.c.Templates.Render("github/preview", d); err == nil {
 				if err := gh.EditComment(ctx, c.Comment.GetID(), strings.TrimSpace(body)); err != nil {

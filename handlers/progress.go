@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // progress turns the runner's progress lines into one GitHub Check Run on
@@ -272,7 +273,7 @@ func (p *progress) complete(ctx context.Context, conclusion, title, summary stri
 
 // marker is the hidden marker of the progress comment.
 func (p *progress) marker() string {
-	return Marker{Kind: KindProgress, TaskID: p.meta.TaskID, Mode: p.meta.Mode}.String()
+	return markers.Marker{Kind: markers.KindProgress, TaskID: p.meta.TaskID, Mode: p.meta.Mode}.String()
 }
 
 // render renders a progress comment; like every reply, it is trimmed.

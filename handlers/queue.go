@@ -15,6 +15,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // Queueing under the server's caps. Every run asked for while a cap is set
@@ -96,7 +97,7 @@ func (s *starter) queueGate(ctx context.Context, gh hub.GitHub, req startRequest
 	}
 	return true, errors.Join(labelErr, s.c.reply(ctx, gh, req.Number, "github/queued", QueuedData{
 		TaskID: taskID, Mode: mode, Place: place, Ahead: place - 1, Caps: capsText(s.c.Caps),
-		Marker: Marker{Kind: KindQueued, TaskID: taskID, Mode: mode, Issue: req.Issue}.String(),
+		Marker: markers.Marker{Kind: markers.KindQueued, TaskID: taskID, Mode: mode, Issue: req.Issue}.String(),
 	}))
 }
 

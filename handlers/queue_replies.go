@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // QueuedData is github/queued: the run waits for a slot under the
@@ -59,7 +60,7 @@ func (a agentRun) queuedRequestLost(ctx context.Context, e dispatch.QueueEntry, 
 	for _, m := range marked {
 		switch {
 		case m.Marker.TaskID != e.TaskID:
-		case m.Marker.Kind == KindQueued:
+		case m.Marker.Kind == markers.KindQueued:
 			req.Mode, req.Issue = m.Marker.Mode, cmp.Or(m.Marker.Issue, e.Number)
 		default:
 			return // it started (or was told already)

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // Receipt is what one run did and where it came from, as the bot reports it
@@ -37,7 +38,7 @@ func (r Receipt) Status() dispatch.Status { return statusOf(r.Result) }
 
 // marker is the hidden marker of a result comment of kind about the run.
 func (r Receipt) marker(kind string) string {
-	return Marker{Kind: kind, TaskID: r.TaskID, Mode: r.Mode, Issue: r.Issue, Branch: r.Branch, Round: r.Round, Attempt: r.Attempt,
+	return markers.Marker{Kind: kind, TaskID: r.TaskID, Mode: r.Mode, Issue: r.Issue, Branch: r.Branch, Round: r.Round, Attempt: r.Attempt,
 		Head: strings.ToLower(headOf(r.Result))}.String()
 }
 
@@ -87,7 +88,7 @@ type PlanCommentData struct {
 	// Images are the pictures the bot found for the run (from its
 	// acknowledgement): given to the agent, or not and why; ImagesNote is
 	// the runner's word when it could not hand them over.
-	Images     []ImageNote
+	Images     []markers.ImageNote
 	ImagesNote string
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/termtext"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
@@ -150,7 +151,7 @@ func (rk *resultKeeper) keepReceipt(ctx context.Context, rc *runContext, res *di
 	status := string(statusOf(res))
 	if _, aborted := rk.aborted(rc.meta.TaskID); aborted {
 		status = "aborted"
-	} else if _, marked := lastMarked(rc.marked, KindAbortRequested, rc.meta.TaskID); marked {
+	} else if _, marked := markers.Last(rc.marked, markers.KindAbortRequested, rc.meta.TaskID); marked {
 		status = "aborted"
 	}
 	run := EndedRun{

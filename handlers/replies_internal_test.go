@@ -12,6 +12,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub/hubtest"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 )
 
@@ -106,7 +107,7 @@ func TestANewTableReplyIsItsTemplate(t *testing.T) {
 	repo := hub.Named("octo/hello")
 	pr := repo.AddIssue("maya", "Add login", "", &github.PullRequest{})
 	sr := &stateReplies{c: &core{Wiring: &Wiring{Templates: set, Settings: Settings{TriggerLabel: "agent", MaxPlanRounds: 5}}, trust: newTrustState()}}
-	sc := &scene{place: lifecycle.OnPR, state: lifecycle.PROpen, last: Marker{Mode: dispatch.ModeRevise}}
+	sc := &scene{place: lifecycle.OnPR, state: lifecycle.PROpen, last: markers.Marker{Mode: dispatch.ModeRevise}}
 	ev := event{kind: "/cancel", cmd: &commands.Command{Name: "cancel"}}
 	if err := sr.replyState(context.Background(), thread{gh: repo, number: pr, isPR: true}, ev, sc, name); err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch/termtext"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 	"github.com/sandbox-bot/sandbox-bot/handlers/reviewtext"
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
@@ -102,7 +103,7 @@ func (a agentRun) reviewThreads(ctx context.Context, gh hub.GitHub, number int) 
 	var b strings.Builder
 	for _, c := range comments {
 		who := c.GetUser().GetLogin()
-		if !isBotLogin(c.GetUser()) {
+		if !markers.IsBotLogin(c.GetUser()) {
 			ok, err := a.c.canWrite(ctx, gh, who)
 			if err != nil {
 				return "", err
@@ -130,7 +131,7 @@ func (a agentRun) reviewThreads(ctx context.Context, gh hub.GitHub, number int) 
 // table, cost, duration and the run's page as its body. A review of this
 // run posted already (a retry after a restart) is not posted again.
 func (rp *resultPoster) postReview(ctx context.Context, rc *runContext, res *dispatch.Result) error {
-	marker := Marker{Kind: KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue}.String()
+	marker := markers.Marker{Kind: markers.KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue}.String()
 	if posted, err := reviewPosted(ctx, rc.gh, rc.meta.Number, marker); err != nil || posted {
 		return err
 	}
@@ -217,7 +218,7 @@ func (rp *resultPoster) reviewState(ctx context.Context, rc *runContext, next li
 	if err != nil {
 		return ""
 	}
-	if _, ours := isAgentPR(pr, login); ours {
+	if _, ours := markers.IsAgentPR(pr, login); ours {
 		return next
 	}
 	return ""

@@ -16,6 +16,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch/agentsession"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // Runs follows every run this bot replica started or found on the backend,
@@ -295,7 +296,7 @@ func (r *Runs) finish(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, re
 			return err
 		}
 	}
-	ack, _ := lastMarked(marked, KindAck, meta.TaskID)
+	ack, _ := markers.Last(marked, markers.KindAck, meta.TaskID)
 	rc := &runContext{meta: meta, gh: gh, issue: cmp.Or(ack.Marker.Issue, meta.Number), round: ack.Marker.Round, branch: ack.Marker.Branch, marked: marked}
 	if res != nil && meta.Mode == dispatch.ModePlan {
 		// Of the plan as the runner wrote it, before it is made safe to
@@ -308,7 +309,7 @@ func (r *Runs) finish(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, re
 	// a bot restarted between /abort and the run's end does not continue it.
 	by, aborted := r.abortedBy(meta.TaskID)
 	if !aborted {
-		_, aborted = lastMarked(marked, KindAbortRequested, meta.TaskID)
+		_, aborted = markers.Last(marked, markers.KindAbortRequested, meta.TaskID)
 	}
 	c := lifecycle.DecideEnd(meta.Mode, lifecycle.EndOf(statusOf(res), aborted), lifecycle.Facts{
 		AttemptsLeft: meta.Attempt <= r.c.MaxContinues,
@@ -322,18 +323,18 @@ func (r *Runs) finish(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, re
 }
 
 // endState is the state a result marker of the run shows, if m is one.
-func endState(m Marker, meta dispatch.Meta) (lifecycle.State, bool) {
+func endState(m markers.Marker, meta dispatch.Meta) (lifecycle.State, bool) {
 	if m.TaskID != meta.TaskID {
 		return "", false
 	}
 	switch m.Kind {
-	case KindPlan:
+	case markers.KindPlan:
 		return lifecycle.PlanPosted, true
-	case KindResult:
+	case markers.KindResult:
 		return lifecycle.Done, true
-	case KindFailure:
+	case markers.KindFailure:
 		return lifecycle.Failed, true
-	case KindAborted:
+	case markers.KindAborted:
 		return lifecycle.Aborted, true
 	}
 	return "", false
@@ -356,7 +357,7 @@ func (rp *resultPoster) report(ctx context.Context, rc *runContext, res *dispatc
 		post = func(ctx context.Context) error {
 			return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/aborted", AbortedData{
 				Receipt: rc.receipt(res), By: by,
-				Marker: Marker{Kind: KindAborted, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Branch: rc.branch}.String(),
+				Marker: markers.Marker{Kind: markers.KindAborted, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Branch: rc.branch}.String(),
 			})
 		}
 	case lifecycle.PostFailure:
@@ -367,7 +368,7 @@ func (rp *resultPoster) report(ctx context.Context, rc *runContext, res *dispatc
 		last = closing{"neutral", "No changes", "The agent finished without changing anything."}
 		rcpt := rc.receipt(res)
 		post = func(ctx context.Context) error {
-			return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/no_changes", NoChangesData{Receipt: rcpt, Marker: rcpt.marker(KindResult)})
+			return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/no_changes", NoChangesData{Receipt: rcpt, Marker: rcpt.marker(markers.KindResult)})
 		}
 	case lifecycle.OpenPR:
 		return rp.openPR(ctx, rc, res, prog, c.Next)
@@ -383,7 +384,7 @@ func (rp *resultPoster) report(ctx context.Context, rc *runContext, res *dispatc
 		last = closing{"success", "Done", res.PRSummary}
 		rcpt := rc.receipt(res)
 		post = func(ctx context.Context) error {
-			return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/done", DoneData{Receipt: rcpt, Marker: rcpt.marker(KindResult)})
+			return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/done", DoneData{Receipt: rcpt, Marker: rcpt.marker(markers.KindResult)})
 		}
 	}
 	return rp.show(ctx, rc, res, prog, c.Next, last, post)
@@ -400,11 +401,11 @@ type closing struct{ conclusion, title, summary string }
 // result found posted (before a restart) whose progress was not closed.
 func closingOf(kind string) closing {
 	switch kind {
-	case KindPlan:
+	case markers.KindPlan:
 		return closing{"success", "Plan ready", "The plan is posted on the issue."}
-	case KindFailure:
+	case markers.KindFailure:
 		return closing{"failure", "Run failed", ""}
-	case KindAborted:
+	case markers.KindAborted:
 		return closing{"cancelled", "Aborted", "The run was aborted."}
 	}
 	return closing{"success", "Done", ""}
@@ -444,7 +445,7 @@ type runContext struct {
 	issue  int
 	round  int
 	branch string
-	marked []markedComment
+	marked []markers.Comment
 	// planDigest binds a plan run's session to the plan it wrote.
 	planDigest string
 	// attempts is the PR body's table of attempts (attempts.go), "" for
@@ -462,7 +463,7 @@ func (rc *runContext) receipt(res *dispatch.Result) Receipt {
 		TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Repo: rc.meta.Repo, Issue: rc.issue, Number: rc.meta.Number,
 		Branch: branch, Attempt: rc.meta.Attempt, Round: rc.round, Result: res,
 	}
-	if ack, ok := lastMarked(rc.marked, KindAck, rc.meta.TaskID); ok {
+	if ack, ok := markers.Last(rc.marked, markers.KindAck, rc.meta.TaskID); ok {
 		r.CIChecks = ack.Marker.CIChecks
 	}
 	return r
@@ -479,19 +480,19 @@ func (rp *resultPoster) mediaBase(rc *runContext, res *dispatch.Result) string {
 
 func (rp *resultPoster) postPlan(rc *runContext, res *dispatch.Result) (func(context.Context) error, closing) {
 	data := PlanCommentData{
-		Receipt: rc.receipt(res), MaxRounds: rp.c.MaxPlanRounds, CostSoFar: rp.costSoFar(rc, res), PlanStart: planStart, PlanEnd: planEnd,
+		Receipt: rc.receipt(res), MaxRounds: rp.c.MaxPlanRounds, CostSoFar: rp.costSoFar(rc, res), PlanStart: markers.PlanStart, PlanEnd: markers.PlanEnd,
 	}
 	data.Round = max(rc.round, 1)
-	if ack, ok := lastMarked(rc.marked, KindAck, rc.meta.TaskID); ok {
+	if ack, ok := markers.Last(rc.marked, markers.KindAck, rc.meta.TaskID); ok {
 		data.Images = ack.Marker.Images
 	}
 	if res != nil && res.Images != nil {
 		data.ImagesNote = res.Images.Note
 	}
-	data.Marker = Marker{Kind: KindPlan, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Round: data.Round, Cost: roundCost(res), PlanSHA: rc.planDigest, Files: res.PlanFiles}.String()
+	data.Marker = markers.Marker{Kind: markers.KindPlan, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Round: data.Round, Cost: roundCost(res), PlanSHA: rc.planDigest, Files: res.PlanFiles}.String()
 	return func(ctx context.Context) error {
 		return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/plan_comment", data)
-	}, closingOf(KindPlan)
+	}, closingOf(markers.KindPlan)
 }
 
 // costSoFar adds up the costs of this issue's earlier plan rounds.
@@ -501,7 +502,7 @@ func (rp *resultPoster) costSoFar(rc *runContext, res *dispatch.Result) float64 
 		total = res.TokenUsage.TotalCostUSD
 	}
 	for _, m := range rc.marked {
-		if m.Marker.Kind == KindPlan {
+		if m.Marker.Kind == markers.KindPlan {
 			total += m.Marker.Cost
 		}
 	}
@@ -521,7 +522,7 @@ func roundCost(res *dispatch.Result) float64 {
 // state: failed (timed out).
 func (rp *resultPoster) fail(rc *runContext, res *dispatch.Result, prog *progress) (func(context.Context) error, closing) {
 	rcpt := rc.receipt(res)
-	data := FailureData{Receipt: rcpt, Marker: rcpt.marker(KindFailure), Retry: "/retry"}
+	data := FailureData{Receipt: rcpt, Marker: rcpt.marker(markers.KindFailure), Retry: "/retry"}
 	prog.attach(headOf(res))
 	conclusion := "failure"
 	if res != nil && res.Status == dispatch.StatusTimeout {
@@ -556,11 +557,11 @@ func (rp *resultPoster) continueRun(ctx context.Context, rc *runContext, res *di
 		// in the same thread.
 		Head: rc.meta.HeadSHA,
 	}
-	if ack, ok := lastMarked(rc.marked, KindAck, rc.meta.TaskID); ok && (mode == dispatch.ModeFix || mode == dispatch.ModeSuggest) {
+	if ack, ok := markers.Last(rc.marked, markers.KindAck, rc.meta.TaskID); ok && (mode == dispatch.ModeFix || mode == dispatch.ModeSuggest) {
 		req.Inline = ack.Marker.Inline
 	}
-	if plan, ok := lastMarked(rc.marked, KindPlan, ""); ok {
-		req.Plan = extractPlan(plan.Comment.GetBody())
+	if plan, ok := markers.Last(rc.marked, markers.KindPlan, ""); ok {
+		req.Plan = markers.PlanText(plan.Comment.GetBody())
 	}
 	if err := rp.c.Backend.Unlock(ctx, dispatch.LockKey(rc.meta.Repo, rc.meta.Number), rc.meta.TaskID); err != nil {
 		return fmt.Errorf("release lock for continue run: %w", err)

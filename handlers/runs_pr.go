@@ -11,6 +11,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // openPR reports a completed execute or continue run that pushed commits:
@@ -19,8 +20,8 @@ import (
 func (rp *resultPoster) openPR(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, state lifecycle.State) error {
 	cfg := rp.configOf(ctx, rc)
 	rcpt := rc.receipt(res)
-	data := PRBodyData{Receipt: rcpt, Marker: rcpt.marker(KindPR), MediaBase: rp.mediaBase(rc, res), History: rp.prHistory(ctx, rc, res)}
-	if plan, ok := lastMarked(rc.marked, KindPlan, ""); ok {
+	data := PRBodyData{Receipt: rcpt, Marker: rcpt.marker(markers.KindPR), MediaBase: rp.mediaBase(rc, res), History: rp.prHistory(ctx, rc, res)}
+	if plan, ok := markers.Last(rc.marked, markers.KindPlan, ""); ok {
 		data.PlanURL = plan.Comment.GetHTMLURL()
 	}
 	checks, err := rp.c.renderChecks(res)
@@ -44,7 +45,7 @@ func (rp *resultPoster) openPR(ctx context.Context, rc *runContext, res *dispatc
 	post := func(ctx context.Context) error {
 		return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/pr_opened", PROpenedData{
 			Receipt: rcpt, PRURL: pr.GetHTMLURL(), PRNumber: pr.GetNumber(),
-			Marker: Marker{Kind: KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Branch: res.Branch}.String(),
+			Marker: markers.Marker{Kind: markers.KindResult, TaskID: rc.meta.TaskID, Mode: rc.meta.Mode, Issue: rc.issue, Branch: res.Branch}.String(),
 		})
 	}
 	return rp.show(ctx, rc, res, prog, state, closing{"success", "Pull request opened", res.PRSummary}, post, func(ctx context.Context) {

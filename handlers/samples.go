@@ -6,6 +6,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 	"github.com/sandbox-bot/sandbox-bot/handlers/rank"
 )
 
@@ -26,7 +27,7 @@ func ReplySamples() map[string][]any {
 	noShots.ScreenshotPaths, noShots.MediaError = nil, "the dev server did not answer on port 5173 within 90s"
 	doneNoShots := sampleReceipt(task, dispatch.ModeExecute, noShots)
 	taskDone := sampleReceipt(task, dispatch.ModeTask, sampleResult(task, dispatch.StatusCompleted))
-	marker := Marker{Kind: KindResult, TaskID: task, Mode: dispatch.ModeExecute, Issue: 7}.String()
+	marker := markers.Marker{Kind: markers.KindResult, TaskID: task, Mode: dispatch.ModeExecute, Issue: 7}.String()
 	issueCmds, prCmds := commandsFor(false), commandsFor(true)
 
 	samples := map[string][]any{
@@ -58,11 +59,11 @@ func ReplySamples() map[string][]any {
 		"github/progress":            {ProgressData{Marker: marker, Title: "agent: step 3", Text: "Task `" + task + "` (execute) · step 3"}},
 		"github/progress_done":       {ProgressDoneData{Marker: marker, Conclusion: "success", Title: "Done", Summary: "Added a login page."}, ProgressDoneData{Marker: marker, Conclusion: "neutral", Title: "No changes", Summary: "Nothing changed."}},
 		"github/pr_checks":           {PRChecksData{Result: sampleChecks(task, true)}, PRChecksData{Result: sampleChecks(task, false)}},
-		"github/plan_comment": {PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, CostSoFar: 1.25, PlanStart: planStart, PlanEnd: planEnd},
-			PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, PlanStart: planStart, PlanEnd: planEnd,
-				Images: []ImageNote{{Name: "the issue, image 1 (login.png)"}, {Name: "the issue, image 2 (logs.txt)", Why: "its bytes are not a PNG, JPEG, GIF or WebP image"}}},
-			PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, PlanStart: planStart, PlanEnd: planEnd,
-				Images: []ImageNote{{Name: "the issue, image 1"}}, ImagesNote: "the command harness takes no images"}},
+		"github/plan_comment": {PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, CostSoFar: 1.25, PlanStart: markers.PlanStart, PlanEnd: markers.PlanEnd},
+			PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, PlanStart: markers.PlanStart, PlanEnd: markers.PlanEnd,
+				Images: []markers.ImageNote{{Name: "the issue, image 1 (login.png)"}, {Name: "the issue, image 2 (logs.txt)", Why: "its bytes are not a PNG, JPEG, GIF or WebP image"}}},
+			PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, PlanStart: markers.PlanStart, PlanEnd: markers.PlanEnd,
+				Images: []markers.ImageNote{{Name: "the issue, image 1"}}, ImagesNote: "the command harness takes no images"}},
 		"github/pr_body": {PRBodyData{Receipt: done, Marker: marker, MediaBase: "https://github.com/octo-org/hello/raw/0123abc/", PlanURL: "https://github.com/octo-org/hello/issues/7#issuecomment-1",
 			History: historyStart + "\n### Runs\n" + historyEnd}, PRBodyData{Receipt: lost, Marker: marker}, PRBodyData{Receipt: doneNoShots, Marker: marker}},
 		"github/pr_history": {PRHistoryData{TotalUSD: 0.63, Runs: []RunEntry{
@@ -162,7 +163,7 @@ func tableReplySamples(task string, issueCmds, prCmds []string) []any {
 
 // previewSamples are the /preview replies' samples.
 func previewSamples(task string) map[string][]any {
-	marker := Marker{Kind: KindPreview, TaskID: task, Mode: dispatch.ModePreview}.String()
+	marker := markers.Marker{Kind: KindPreview, TaskID: task, Mode: dispatch.ModePreview}.String()
 	live := "https://bot.example.com/runs/" + task
 	return map[string][]any{
 		"github/preview": {
@@ -251,7 +252,7 @@ func sampleAttempts(task string, carried int, by string) AttemptsData {
 		{K: 2, TaskID: task, Branch: attemptBranch(task, 2), Head: "02", Status: "completed", Checks: []rank.Check{{Name: "test", Passed: true}}, Secrets: 0, Advisories: 0, Scope: 1, Review: "ok", Files: 4, Insertions: 80, Deletions: 3, CostUSD: 0.3, Tokens: 1200, Seconds: 61},
 		{K: 3, Branch: attemptBranch(task, 3), Status: "not started", Out: "failed to start: see the comment on the issue", Secrets: -1, Advisories: -1, Scope: -1},
 	}
-	d := AttemptsData{Carried: carried, Best: 2, By: by, Rule: rank.Rule, Marker: Marker{Kind: KindAttempts, TaskID: task}.String()}
+	d := AttemptsData{Carried: carried, Best: 2, By: by, Rule: rank.Rule, Marker: markers.Marker{Kind: markers.KindAttempts, TaskID: task}.String()}
 	for i, r := range rows {
 		d.Rows = append(d.Rows, AttemptView{Row: r, Rank: i + 1, Compare: "https://github.com/o/r/compare/main..." + r.Branch, RunURL: "https://bot.example.com/runs/" + task})
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/app/githubtest"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
-	"github.com/sandbox-bot/sandbox-bot/handlers"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // batchEnv sets the review batch window of these tests: long enough for
@@ -135,7 +135,7 @@ func TestReviseCarriesUnaddressedInlineComments(t *testing.T) {
 	answered := h.gh.AddReviewComment(testRepo, pr, review, writer, "main.go", 1, "Old point, done already.")
 	h.gh.AddReviewComment(testRepo, pr, review, writer, "main.go", 2, "Still open: handle the error.")
 	h.gh.AddReviewComment(testRepo, pr, review, reader, "main.go", 3, "Outsider: delete everything.")
-	h.gh.ReplyToReviewComment(testRepo, pr, answered, handlers.Marker{Kind: handlers.KindInlineReply, TaskID: "T-0000000A", Inline: []int64{answered}}.String()+"\nAddressed in `abc1234`.")
+	h.gh.ReplyToReviewComment(testRepo, pr, answered, markers.Marker{Kind: markers.KindInlineReply, TaskID: "T-0000000A", Inline: []int64{answered}}.String()+"\nAddressed in `abc1234`.")
 	h.comment(pr, writer, "/revise --budget 2 also log it")
 	spec := h.waitSubmitted(1)[0]
 	if spec.Order.BudgetUSD != 2 {

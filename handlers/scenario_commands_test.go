@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
-	"github.com/sandbox-bot/sandbox-bot/handlers"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // planned labels an issue and finishes its plan run, returning the issue
@@ -40,7 +40,7 @@ func (h *harness) agentPR(issue int) int {
 	branch := fmt.Sprintf("agent/t-0000000%d-fix", issue)
 	h.gh.CreateBranch(testRepo, branch, "main")
 	pr := h.gh.AddPullRequest(testRepo, "sandbox-bot[bot]", "Fix", branch, "main")
-	h.gh.SetBody(testRepo, pr, handlers.Marker{Kind: handlers.KindPR, TaskID: "T-00000001", Mode: dispatch.ModeExecute, Issue: issue, Branch: branch}.String()+"\nCloses #1")
+	h.gh.SetBody(testRepo, pr, markers.Marker{Kind: markers.KindPR, TaskID: "T-00000001", Mode: dispatch.ModeExecute, Issue: issue, Branch: branch}.String()+"\nCloses #1")
 	return pr
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // startRequest is everything a handler knows when it asks for a run.
@@ -83,7 +84,7 @@ type startRequest struct {
 	// Vouch is, for a run a writer's label or mention started on an
 	// issue, what they vouched for (vouch.go); other runs read the newest
 	// vouch from the issue's acknowledgements.
-	Vouch *Vouch `json:"vouch,omitempty"`
+	Vouch *markers.Vouch `json:"vouch,omitempty"`
 }
 
 func (r *startRequest) name() string { return r.Repo.GetName() }
@@ -185,7 +186,7 @@ type built struct {
 	branch   string
 	excluded excludedText
 	// images are the pictures found for the run, given or not.
-	images []ImageNote
+	images []markers.ImageNote
 }
 
 // runSpec reads the task's text, names the branch, mints the token and
@@ -199,7 +200,7 @@ func (a agentRun) build(ctx context.Context, gh hub.GitHub, l launch) (built, er
 	task, excluded := in.task, in.excluded
 	task.Instructions = req.Instructions
 	var images []dispatch.Image
-	var notes []ImageNote
+	var notes []markers.ImageNote
 	if takesImages(l.mode, req) {
 		images, notes = a.imagesFor(ctx, gh, append(slices.Clone(req.FeedbackImages), withImages(in.images)...))
 	}
@@ -278,7 +279,7 @@ func (a agentRun) announce(ctx context.Context, gh hub.GitHub, l launch, r built
 		TaskID: l.taskID, Mode: mode, Branch: r.branch, Budget: l.cfg.MaxBudgetUSD, Excluded: r.excluded.Commenters,
 		IssueAuthorExcluded: r.excluded.IssueAuthor, ReportWithheld: r.excluded.Withheld, Issue: req.Issue, Report: reportAck(r.excluded.Report), CI: ciAck(req.CI),
 		Round: req.Round, Attempt: attempt, Harness: l.cfg.Harness, HasPlan: req.Plan != "", LiveURL: a.c.Receipts.LiveURL(l.taskID),
-		Marker: Marker{Kind: KindAck, TaskID: l.taskID, Mode: mode, Issue: req.Issue, Branch: r.branch, Round: req.Round, Attempt: attempt,
+		Marker: markers.Marker{Kind: markers.KindAck, TaskID: l.taskID, Mode: mode, Issue: req.Issue, Branch: r.branch, Round: req.Round, Attempt: attempt,
 			Inline: req.Inline, Upto: req.FeedbackUpto, Images: r.images, CIHead: ciHead(req.CI), CIChecks: ciChecks(req.CI), Vouch: req.Vouch}.String(),
 	})
 	if err != nil {
@@ -339,7 +340,7 @@ func (a agentRun) planFiles(ctx context.Context, gh hub.GitHub, req startRequest
 		zerolog.Ctx(ctx).Warn().Err(err).Int("issue", req.Issue).Msg("the plan's files could not be read; the change is not compared with them")
 		return nil
 	}
-	if m, ok := lastMarked(marked, KindPlan, ""); ok {
+	if m, ok := markers.Last(marked, markers.KindPlan, ""); ok {
 		return m.Marker.Files
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
@@ -91,14 +92,14 @@ func (sr *stateReplies) status(ctx context.Context, t thread, sc *scene) error {
 
 // statusData describes the run holding the issue, else the newest run the
 // bot's own comments tell of; ok is false when there is none.
-func (sr *stateReplies) statusData(ctx context.Context, holder string, marked []markedComment) (StatusData, bool) {
+func (sr *stateReplies) statusData(ctx context.Context, holder string, marked []markers.Comment) (StatusData, bool) {
 	var d StatusData
 	var start, end time.Time
 	if holder != "" {
 		d.TaskID, d.Running = holder, true
-		if ack, ok := lastMarked(marked, KindAck, holder); ok {
+		if ack, ok := markers.Last(marked, markers.KindAck, holder); ok {
 			d.Mode, start = ack.Marker.Mode, ack.Comment.GetCreatedAt().Time
-		} else if q, ok := lastMarked(marked, KindQueued, holder); ok {
+		} else if q, ok := markers.Last(marked, markers.KindQueued, holder); ok {
 			d.Mode, start = q.Marker.Mode, q.Comment.GetCreatedAt().Time
 		}
 		if st, err := sr.c.Backend.Status(ctx, holder); err == nil {
@@ -115,15 +116,15 @@ func (sr *stateReplies) statusData(ctx context.Context, holder string, marked []
 			return d, false
 		}
 		d.TaskID, d.Mode = last.Marker.TaskID, last.Marker.Mode
-		if ack, ok := lastMarked(marked, KindAck, d.TaskID); ok {
+		if ack, ok := markers.Last(marked, markers.KindAck, d.TaskID); ok {
 			start = ack.Comment.GetCreatedAt().Time
 			d.Mode = ack.Marker.Mode
 		}
 		d.Outcome = "has not reported its result yet"
-		if last.Marker.Kind != KindAck {
+		if last.Marker.Kind != markers.KindAck {
 			d.Outcome, d.ResultURL, end = outcomes[last.Marker.Kind], last.Comment.GetHTMLURL(), last.Comment.GetCreatedAt().Time
 		}
-		if last.Marker.Kind == KindPlan {
+		if last.Marker.Kind == markers.KindPlan {
 			d.CostUSD, d.HasCost = last.Marker.Cost, true
 		}
 	}
@@ -136,7 +137,7 @@ func (sr *stateReplies) statusData(ctx context.Context, holder string, marked []
 		d.CostUSD, d.HasCost = max(d.CostUSD, e.CostUSD), true
 		d.CheckURL = e.CheckURL
 	}
-	if plan, ok := lastMarked(marked, KindPlan, ""); ok {
+	if plan, ok := markers.Last(marked, markers.KindPlan, ""); ok {
 		d.PlanURL = plan.Comment.GetHTMLURL()
 	}
 	d.LiveURL = sr.c.Receipts.LiveURL(d.TaskID)
@@ -145,22 +146,22 @@ func (sr *stateReplies) statusData(ctx context.Context, holder string, marked []
 
 // outcomes words how a run ended, by the kind of the marker that said so.
 var outcomes = map[string]string{
-	KindPlan:    "posted its plan",
-	KindResult:  "finished",
-	KindFailure: "failed",
-	KindAborted: "was aborted",
+	markers.KindPlan:    "posted its plan",
+	markers.KindResult:  "finished",
+	markers.KindFailure: "failed",
+	markers.KindAborted: "was aborted",
 	// The run never started: its budget did not fit the month's.
-	KindOverBudget: "was refused: too little was left of the month's budget",
+	markers.KindOverBudget: "was refused: too little was left of the month's budget",
 }
 
 // lastRun is the newest of the bot's comments that starts or ends a run.
-func lastRun(marked []markedComment) (markedComment, bool) {
+func lastRun(marked []markers.Comment) (markers.Comment, bool) {
 	for i := len(marked) - 1; i >= 0; i-- {
-		if m := marked[i]; m.Marker.Kind == KindAck || outcomes[m.Marker.Kind] != "" {
+		if m := marked[i]; m.Marker.Kind == markers.KindAck || outcomes[m.Marker.Kind] != "" {
 			return m, true
 		}
 	}
-	return markedComment{}, false
+	return markers.Comment{}, false
 }
 
 // queuePlace is taskID's place among the runs waiting for a slot, 0 when

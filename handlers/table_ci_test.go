@@ -8,6 +8,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // tHead is the head of the App's PR (#2) in the table's worlds.
@@ -62,7 +63,7 @@ func TestChecksFailedDecisions(t *testing.T) {
 		}, "run:revise"},
 		{"fix runs used up", func(w *world) {
 			for i, task := range []string{"T-0000C001", "T-0000C002"} {
-				w.bot(2, Marker{Kind: KindAck, TaskID: task, Mode: dispatch.ModeRevise, Issue: 1, Branch: tBranch, CIHead: strings.Repeat(string(rune('a'+i)), 40), CIChecks: []string{"test"}}, "Fixing.")
+				w.bot(2, markers.Marker{Kind: markers.KindAck, TaskID: task, Mode: dispatch.ModeRevise, Issue: 1, Branch: tBranch, CIHead: strings.Repeat(string(rune('a'+i)), 40), CIChecks: []string{"test"}}, "Fixing.")
 			}
 		}, "reply:ci_gave_up"},
 	} {
@@ -143,7 +144,7 @@ func TestChecksFailedWaitForTheRunHoldingThePR(t *testing.T) {
 	}
 	// The revise run ends without pushing: the head's failure is still
 	// the App's, and its fix run starts.
-	w.bot(2, Marker{Kind: KindResult, TaskID: tHeld, Mode: dispatch.ModeRevise, Issue: 1, Branch: tBranch}, "Done.")
+	w.bot(2, markers.Marker{Kind: markers.KindResult, TaskID: tHeld, Mode: dispatch.ModeRevise, Issue: 1, Branch: tBranch}, "Done.")
 	w.backend.Finish(tHeld, &dispatch.Result{SchemaVersion: dispatch.ResultVersion, TaskID: tHeld, Mode: dispatch.ModeRevise, Status: dispatch.StatusCompleted})
 	if err := w.backend.Unlock(w.ctx, dispatch.LockKey(tRepo, 2), tHeld); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub/hubtest"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 	"github.com/sandbox-bot/sandbox-bot/templates"
 	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
@@ -85,7 +86,7 @@ func newWorld(t *testing.T) *world {
 }
 
 // bot posts a comment of the App's carrying m on #n.
-func (w *world) bot(n int, m Marker, text string) {
+func (w *world) bot(n int, m markers.Marker, text string) {
 	w.repo.AddComment(n, w.hub.Login(), text+"\n"+m.String())
 }
 
@@ -112,7 +113,7 @@ func (w *world) hold(n int, taskID string, mode dispatch.Mode, branch string) {
 // queue makes taskID, a run of mode, wait in the queue holding #n.
 func (w *world) queue(n int, taskID string, mode dispatch.Mode) {
 	w.t.Helper()
-	w.bot(n, Marker{Kind: KindQueued, TaskID: taskID, Mode: mode, Issue: 1}, "⏳ Queued.")
+	w.bot(n, markers.Marker{Kind: markers.KindQueued, TaskID: taskID, Mode: mode, Issue: 1}, "⏳ Queued.")
 	if _, err := w.backend.Lock(w.ctx, dispatch.LockKey(tRepo, n), taskID); err != nil {
 		w.t.Fatal(err)
 	}
@@ -122,14 +123,14 @@ func (w *world) queue(n int, taskID string, mode dispatch.Mode) {
 }
 
 func (w *world) planPosted() {
-	w.bot(1, Marker{Kind: KindPlan, TaskID: tPlanTask, Mode: dispatch.ModePlan, Issue: 1, Round: 1}, planStart+"\n1. Do it.\n"+planEnd)
+	w.bot(1, markers.Marker{Kind: markers.KindPlan, TaskID: tPlanTask, Mode: dispatch.ModePlan, Issue: 1, Round: 1}, markers.PlanStart+"\n1. Do it.\n"+markers.PlanEnd)
 }
 
 func (w *world) executed(kind string) {
 	w.planPosted()
-	w.bot(1, Marker{Kind: KindAck, TaskID: tExecTask, Mode: dispatch.ModeExecute, Issue: 1, Branch: tBranch, Attempt: 1}, "🚀 Executing.")
+	w.bot(1, markers.Marker{Kind: markers.KindAck, TaskID: tExecTask, Mode: dispatch.ModeExecute, Issue: 1, Branch: tBranch, Attempt: 1}, "🚀 Executing.")
 	if kind != "" {
-		w.bot(1, Marker{Kind: kind, TaskID: tExecTask, Mode: dispatch.ModeExecute, Issue: 1, Branch: tBranch}, "It ended.")
+		w.bot(1, markers.Marker{Kind: kind, TaskID: tExecTask, Mode: dispatch.ModeExecute, Issue: 1, Branch: tBranch}, "It ended.")
 	}
 }
 
@@ -140,7 +141,7 @@ func (w *world) inIssue(s lifecycle.State) thread {
 	case lifecycle.Queued:
 		w.queue(1, tHeld, dispatch.ModePlan)
 	case lifecycle.Planning:
-		w.bot(1, Marker{Kind: KindAck, TaskID: tHeld, Mode: dispatch.ModePlan, Issue: 1, Round: 1}, "📝 Planning.")
+		w.bot(1, markers.Marker{Kind: markers.KindAck, TaskID: tHeld, Mode: dispatch.ModePlan, Issue: 1, Round: 1}, "📝 Planning.")
 		w.hold(1, tHeld, dispatch.ModePlan, "")
 	case lifecycle.PlanPosted:
 		w.planPosted()
@@ -148,14 +149,14 @@ func (w *world) inIssue(s lifecycle.State) thread {
 		w.executed("")
 		w.hold(1, tExecTask, dispatch.ModeExecute, tBranch)
 	case lifecycle.Done:
-		w.executed(KindResult)
+		w.executed(markers.KindResult)
 	case lifecycle.Failed:
-		w.executed(KindFailure)
+		w.executed(markers.KindFailure)
 	case lifecycle.Aborted:
-		w.executed(KindAborted)
+		w.executed(markers.KindAborted)
 	case lifecycle.OverBudget:
 		// The plan run the label asked for was refused over budget.
-		w.bot(1, Marker{Kind: KindOverBudget, TaskID: tHeld, Mode: dispatch.ModePlan, Issue: 1}, "💸 Over budget.")
+		w.bot(1, markers.Marker{Kind: markers.KindOverBudget, TaskID: tHeld, Mode: dispatch.ModePlan, Issue: 1}, "💸 Over budget.")
 	default:
 		w.t.Fatalf("no issue state %q", s)
 	}
@@ -166,16 +167,16 @@ func (w *world) inIssue(s lifecycle.State) thread {
 // s.
 func (w *world) inPR(s lifecycle.State) thread {
 	pr := w.repo.AgentPullRequest("agent/t-0000a002-do-it", "main")
-	body := Marker{Kind: KindPR, TaskID: tExecTask, Mode: dispatch.ModeExecute, Issue: 1, Branch: tBranch}.String()
+	body := markers.Marker{Kind: markers.KindPR, TaskID: tExecTask, Mode: dispatch.ModeExecute, Issue: 1, Branch: tBranch}.String()
 	author := w.hub.Login()
 	if s == lifecycle.NotOurs {
 		author, pr.User.Login = "bob", strp("bob")
 	}
 	w.repo.AddIssue(author, "Do it", body, pr)
 	revise := func(kind string) {
-		w.bot(2, Marker{Kind: KindAck, TaskID: tHeld, Mode: dispatch.ModeRevise, Issue: 1, Branch: tBranch}, "🔁 Revising.")
+		w.bot(2, markers.Marker{Kind: markers.KindAck, TaskID: tHeld, Mode: dispatch.ModeRevise, Issue: 1, Branch: tBranch}, "🔁 Revising.")
 		if kind != "" {
-			w.bot(2, Marker{Kind: kind, TaskID: tHeld, Mode: dispatch.ModeRevise, Issue: 1, Branch: tBranch}, "It ended.")
+			w.bot(2, markers.Marker{Kind: kind, TaskID: tHeld, Mode: dispatch.ModeRevise, Issue: 1, Branch: tBranch}, "It ended.")
 		}
 	}
 	switch s {
@@ -186,14 +187,14 @@ func (w *world) inPR(s lifecycle.State) thread {
 		revise("")
 		w.hold(2, tHeld, dispatch.ModeRevise, tBranch)
 	case lifecycle.Rebasing:
-		w.bot(2, Marker{Kind: KindAck, TaskID: tHeld, Mode: dispatch.ModeRebase, Issue: 1, Branch: tBranch}, "Rebasing.")
+		w.bot(2, markers.Marker{Kind: markers.KindAck, TaskID: tHeld, Mode: dispatch.ModeRebase, Issue: 1, Branch: tBranch}, "Rebasing.")
 		w.hold(2, tHeld, dispatch.ModeRebase, tBranch)
 	case lifecycle.Failed:
-		revise(KindFailure)
+		revise(markers.KindFailure)
 	case lifecycle.Aborted:
-		revise(KindAborted)
+		revise(markers.KindAborted)
 	case lifecycle.OverBudget:
-		w.bot(2, Marker{Kind: KindOverBudget, TaskID: tHeld, Mode: dispatch.ModeRevise, Issue: 1, Branch: tBranch}, "💸 Over budget.")
+		w.bot(2, markers.Marker{Kind: markers.KindOverBudget, TaskID: tHeld, Mode: dispatch.ModeRevise, Issue: 1, Branch: tBranch}, "💸 Over budget.")
 	default:
 		w.t.Fatalf("no PR state %q", s)
 	}
@@ -418,7 +419,7 @@ func (w *world) ran(mode dispatch.Mode) int {
 		w.planPosted()
 		branch = tBranch
 	}
-	w.bot(n, Marker{Kind: KindAck, TaskID: tRun, Mode: mode, Issue: 1, Branch: branch, Attempt: 1}, "Started.")
+	w.bot(n, markers.Marker{Kind: markers.KindAck, TaskID: tRun, Mode: mode, Issue: 1, Branch: branch, Attempt: 1}, "Started.")
 	w.hold(n, tRun, mode, branch)
 	return n
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 	"github.com/sandbox-bot/sandbox-bot/handlers/visible"
 )
 
@@ -51,7 +52,7 @@ type taskInput struct {
 // still is (vouch.go: this run's vouch, else the newest the App's
 // acknowledgements keep), with its title and body as the reporter's words,
 // as GitHub's rendering shows them (hidden.go).
-func (a agentRun) taskText(ctx context.Context, gh hub.GitHub, number int, quoted bool, vouch *Vouch) (taskInput, error) {
+func (a agentRun) taskText(ctx context.Context, gh hub.GitHub, number int, quoted bool, vouch *markers.Vouch) (taskInput, error) {
 	var in taskInput
 	issue, err := gh.Issue(ctx, number)
 	if err != nil {
@@ -76,7 +77,7 @@ func (a agentRun) taskText(ctx context.Context, gh hub.GitHub, number int, quote
 	// An issue the App opened (a routine's) holds the routine's task from
 	// the default branch's .sandbox.yml: the App's own words.
 	ok, err := true, error(nil)
-	if login := a.c.trust.login.Load(); login == nil || !isOwnBot(issue.GetUser(), *login) {
+	if login := a.c.trust.login.Load(); login == nil || !markers.IsOwnBot(issue.GetUser(), *login) {
 		ok, err = isWriter(author)
 	}
 	switch {
@@ -101,7 +102,7 @@ func (a agentRun) taskText(ctx context.Context, gh hub.GitHub, number int, quote
 	}
 	for _, c := range comments {
 		login := c.GetUser().GetLogin()
-		if isBotLogin(c.GetUser()) {
+		if markers.IsBotLogin(c.GetUser()) {
 			continue
 		}
 		ok, err := isWriter(login)
@@ -125,14 +126,14 @@ func (a agentRun) taskText(ctx context.Context, gh hub.GitHub, number int, quote
 // a writer vouched for its title and body as they are now and GitHub's
 // rendering of it can be read; otherwise the task keeps "Issue #N" and
 // the acknowledgement says why. It returns the rendering it quoted.
-func (a agentRun) quoteOutsider(ctx context.Context, gh hub.GitHub, issue *github.Issue, comments []*github.IssueComment, vouch *Vouch, in *taskInput) (string, error) {
+func (a agentRun) quoteOutsider(ctx context.Context, gh hub.GitHub, issue *github.Issue, comments []*github.IssueComment, vouch *markers.Vouch, in *taskInput) (string, error) {
 	author := issue.GetUser().GetLogin()
 	if vouch == nil {
 		login, err := a.c.LoadIdentity(ctx)
 		if err != nil {
 			return "", err
 		}
-		vouch = lastVouch(markedComments(comments, login))
+		vouch = lastVouch(markers.Comments(comments, login))
 	}
 	if vouch == nil || vouch.Digest != reportDigest(issue.GetTitle(), issue.GetBody()) {
 		in.excluded.IssueAuthor, in.excluded.Withheld = author, a.withheldReason(vouch)

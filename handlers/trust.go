@@ -77,11 +77,6 @@ func (c *core) LoadIdentity(ctx context.Context) (string, error) {
 	return login, nil
 }
 
-// isOwnBot reports whether u is this App's bot account.
-func isOwnBot(u *github.User, login string) bool {
-	return login != "" && strings.EqualFold(u.GetLogin(), login)
-}
-
 // canWrite is fetchCanWrite behind a short cache per repository and login.
 // Errors are not cached.
 func (c *core) canWrite(ctx context.Context, gh hub.GitHub, login string) (bool, error) {

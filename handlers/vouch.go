@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/google/go-github/v62/github"
+
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // A writer vouches for an outsider's issue by labeling it or by
@@ -21,14 +23,6 @@ import (
 // address never changes what it serves), so the digest covers the images
 // too. /approve approves a plan, never a changed report.
 
-// Vouch is, on a run's request and its acknowledgement's marker, who
-// vouched for an outsider's issue and a digest of its title and body at
-// that moment.
-type Vouch struct {
-	By     string `json:"by"`
-	Digest string `json:"digest"`
-}
-
 // reportDigest is the digest a vouch keeps of an issue's title and body.
 func reportDigest(title, body string) string {
 	sum := sha256.Sum256([]byte(title + "\x00" + strings.ReplaceAll(body, "\r\n", "\n")))
@@ -37,18 +31,18 @@ func reportDigest(title, body string) string {
 
 // vouchOf is the vouch of writer for issue as an event's payload shows
 // it.
-func vouchOf(writer string, issue *github.Issue) *Vouch {
+func vouchOf(writer string, issue *github.Issue) *markers.Vouch {
 	if issue == nil || writer == "" {
 		return nil
 	}
-	return &Vouch{By: writer, Digest: reportDigest(issue.GetTitle(), issue.GetBody())}
+	return &markers.Vouch{By: writer, Digest: reportDigest(issue.GetTitle(), issue.GetBody())}
 }
 
 // lastVouch is the newest vouch the App's acknowledgements on an issue
 // keep.
-func lastVouch(marked []markedComment) *Vouch {
+func lastVouch(marked []markers.Comment) *markers.Vouch {
 	for i := len(marked) - 1; i >= 0; i-- {
-		if m := marked[i].Marker; m.Kind == KindAck && m.Vouch != nil {
+		if m := marked[i].Marker; m.Kind == markers.KindAck && m.Vouch != nil {
 			return m.Vouch
 		}
 	}
@@ -57,7 +51,7 @@ func lastVouch(marked []markedComment) *Vouch {
 
 // withheldReason is why an outsider's report was not quoted although the
 // configuration quotes vouched reports: no vouch, or an edit since.
-func (a agentRun) withheldReason(v *Vouch) string {
+func (a agentRun) withheldReason(v *markers.Vouch) string {
 	relabel := fmt.Sprintf("labeling the issue `%s` again (removing the label and adding it) when no plan waits for approval, or by mentioning the App on it", a.c.TriggerLabel)
 	if v == nil {
 		return "No writer vouched for its text by " + relabel + "."

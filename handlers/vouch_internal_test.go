@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
 // editedAsRead is a GitHub whose rendered read answers the text as an edit
@@ -30,7 +31,7 @@ func TestAnEditBetweenTheReadsIsNotQuoted(t *testing.T) {
 	const title, vouched = "Login button colour", "The login button is grey."
 	issue := &github.Issue{Number: github.Int(3), Title: github.String(title), Body: github.String(vouched),
 		User: &github.User{Login: github.String("reader")}}
-	v := &Vouch{By: "alice", Digest: reportDigest(title, vouched)}
+	v := &markers.Vouch{By: "alice", Digest: reportDigest(title, vouched)}
 	a := agentRun{c: &core{Wiring: &Wiring{Settings: Settings{TriggerLabel: "agent"}}}}
 
 	var in taskInput

@@ -1,7 +1,12 @@
-package handlers
+// Package markers is the bot's memory on GitHub: the hidden marker its
+// own comments and pull request bodies carry (`<!-- sandbox-bot:{json} -->`),
+// from which a restarted bot or another replica knows which run started
+// and ended, which plan was approved and what a writer vouched for. Only
+// a marker the App's own bot account wrote is state; anyone else's is
+// text.
+package markers
 
 import (
-	"context"
 	"encoding/json"
 	"regexp"
 	"strings"
@@ -9,7 +14,6 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
-	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/rank"
 )
 
@@ -112,8 +116,8 @@ func (m Marker) String() string {
 	return "<!-- sandbox-bot:" + string(b) + " -->"
 }
 
-// ParseMarker returns the marker in a body, if any.
-func ParseMarker(body string) (Marker, bool) {
+// Parse returns the marker in a body, if any.
+func Parse(body string) (Marker, bool) {
 	sm := markerRE.FindStringSubmatch(body)
 	if sm == nil {
 		return Marker{}, false
@@ -128,62 +132,50 @@ func ParseMarker(body string) (Marker, bool) {
 // Plan text sits between these in the plan comment, so /approve takes
 // exactly what was shown, not the surrounding instructions.
 const (
-	planStart = "<!-- sandbox-bot:plan-start -->"
-	planEnd   = "<!-- sandbox-bot:plan-end -->"
+	PlanStart = "<!-- sandbox-bot:plan-start -->"
+	PlanEnd   = "<!-- sandbox-bot:plan-end -->"
 )
 
-func extractPlan(body string) string {
-	_, after, ok := strings.Cut(body, planStart)
+// PlanText is the plan a plan comment shows (between PlanStart and
+// PlanEnd), "" when it shows none.
+func PlanText(body string) string {
+	_, after, ok := strings.Cut(body, PlanStart)
 	if !ok {
 		return ""
 	}
-	plan, _, _ := strings.Cut(after, planEnd)
+	plan, _, _ := strings.Cut(after, PlanEnd)
 	return strings.TrimSpace(plan)
 }
 
-// markedComment is a bot comment with its marker.
-type markedComment struct {
+// Comment is one of the bot's comments with its marker.
+type Comment struct {
 	Comment *github.IssueComment
 	Marker  Marker
 }
 
-// markedComments filters comments to the marked ones this App's bot
+// Comments filters comments to the marked ones this App's bot
 // account wrote. A marker anyone else wrote (a person, another App, a
 // quoted copy of the bot's own) is text, never state: otherwise another
 // App's comment could supply the plan a writer's /approve executes.
-func markedComments(comments []*github.IssueComment, botLogin string) []markedComment {
-	var out []markedComment
+func Comments(comments []*github.IssueComment, botLogin string) []Comment {
+	var out []Comment
 	for _, c := range comments {
-		if !isOwnBot(c.GetUser(), botLogin) {
+		if !IsOwnBot(c.GetUser(), botLogin) {
 			continue
 		}
-		if m, ok := ParseMarker(c.GetBody()); ok {
-			out = append(out, markedComment{Comment: c, Marker: m})
+		if m, ok := Parse(c.GetBody()); ok {
+			out = append(out, Comment{Comment: c, Marker: m})
 		}
 	}
 	return out
 }
 
-// botMarked lists an issue's or PR's comments and returns the marked ones
-// this App wrote.
-func (c *core) botMarked(ctx context.Context, gh hub.GitHub, number int) ([]markedComment, error) {
-	login, err := c.LoadIdentity(ctx)
-	if err != nil {
-		return nil, err
-	}
-	comments, err := gh.Comments(ctx, number)
-	if err != nil {
-		return nil, err
-	}
-	return markedComments(comments, login), nil
-}
-
-// isAgentPR tells whether pr is one this App opened for an issue: its
+// IsAgentPR tells whether pr is one this App opened for an issue: its
 // author is the App's bot account, its head branch is an agent/ branch in
 // the base repository itself (never a fork, whose owner controls the
 // branch), and its body carries the App's PR marker. It returns the issue.
-func isAgentPR(pr *github.PullRequest, botLogin string) (int, bool) {
-	if !isOwnBot(pr.GetUser(), botLogin) || !strings.HasPrefix(pr.GetHead().GetRef(), dispatch.BranchPrefix) {
+func IsAgentPR(pr *github.PullRequest, botLogin string) (int, bool) {
+	if !IsOwnBot(pr.GetUser(), botLogin) || !strings.HasPrefix(pr.GetHead().GetRef(), dispatch.BranchPrefix) {
 		return 0, false
 	}
 	head, base := pr.GetHead().GetRepo(), pr.GetBase().GetRepo()
@@ -197,25 +189,47 @@ func isAgentPR(pr *github.PullRequest, botLogin string) (int, bool) {
 	} else if head.GetFullName() == "" || !strings.EqualFold(head.GetFullName(), base.GetFullName()) {
 		return 0, false
 	}
-	m, ok := ParseMarker(pr.GetBody())
+	m, ok := Parse(pr.GetBody())
 	if !ok || m.Kind != KindPR {
 		return 0, false
 	}
 	return m.Issue, true
 }
 
-func isBotLogin(u *github.User) bool {
+// IsBotLogin reports whether u is a bot account (an App's or a machine
+// user GitHub marks as one).
+func IsBotLogin(u *github.User) bool {
 	return u.GetType() == "Bot" || strings.HasSuffix(u.GetLogin(), "[bot]")
 }
 
-// lastMarked returns the newest marked comment of a kind (and task, if not
+// Last returns the newest marked comment of a kind (and task, if not
 // empty).
-func lastMarked(marked []markedComment, kind, taskID string) (markedComment, bool) {
+func Last(marked []Comment, kind, taskID string) (Comment, bool) {
 	for i := len(marked) - 1; i >= 0; i-- {
 		m := marked[i]
 		if m.Marker.Kind == kind && (taskID == "" || m.Marker.TaskID == taskID) {
 			return m, true
 		}
 	}
-	return markedComment{}, false
+	return Comment{}, false
+}
+
+// Vouch is, on a run's request and its acknowledgement's marker, who
+// vouched for an outsider's issue and a digest of its title and body at
+// that moment.
+type Vouch struct {
+	By     string `json:"by"`
+	Digest string `json:"digest"`
+}
+
+// ImageNote is one image the bot found for a run: Why is empty when the
+// agent was given it, else the reason it was not.
+type ImageNote struct {
+	Name string `json:"name"`
+	Why  string `json:"why,omitempty"`
+}
+
+// IsOwnBot reports whether u is this App's bot account (login).
+func IsOwnBot(u *github.User, login string) bool {
+	return login != "" && strings.EqualFold(u.GetLogin(), login)
 }
