@@ -18,7 +18,7 @@ func (s *Server) Idle(ctx context.Context) error {
 		// Deliveries are counted before and after the runs are read: a
 		// delivery handled in between may have started a follower.
 		queued := s.sched.inflight.Load()
-		busy, err := s.base.Runs.Busy(ctx)
+		busy, err := s.base.Busy(ctx)
 		if err != nil {
 			return fmt.Errorf("bot not idle: %w", err)
 		}

@@ -375,7 +375,7 @@ func (s *Server) Start(ctx context.Context) error {
 		go pruneTranscripts(prune, s.dash.store, s.cfg.Retention, s.logger)
 	}
 	s.startRoutines(ctx)
-	return s.base.Runs.Reconcile(ctx)
+	return s.base.Reconcile(ctx)
 }
 
 // Routines lists the routines this replica knows, of repo ("" for every
@@ -433,7 +433,7 @@ func (s *Server) Stop() {
 	if s.stopRoutines != nil {
 		s.stopRoutines()
 	}
-	s.base.Runs.Stop()
+	s.base.Stop()
 	// The progress updates the pacer kept go out at the pace, for a while.
 	ctx, cancel := context.WithTimeout(context.Background(), pacerDrain)
 	defer cancel()

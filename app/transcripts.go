@@ -10,7 +10,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/app/receipts"
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
-	"github.com/sandbox-bot/sandbox-bot/handlers"
+	"github.com/sandbox-bot/sandbox-bot/handlers/follow"
 )
 
 // transcriptKeeper keeps every run's progress lines in the store as the
@@ -33,7 +33,7 @@ type transcriptKeeper struct {
 }
 
 // Transcript starts keeping one run's lines.
-func (k *transcriptKeeper) Transcript(ctx context.Context, meta dispatch.Meta, title string) handlers.Transcript {
+func (k *transcriptKeeper) Transcript(ctx context.Context, meta dispatch.Meta, title string) follow.Transcript {
 	w := &transcriptWriter{
 		k: k, ctx: context.WithoutCancel(ctx), log: k.log.With().Str("task_id", meta.TaskID).Logger(),
 		head: receipts.Head{TaskID: meta.TaskID, Repo: meta.Repo, RepoID: meta.RepoID, InstallationID: meta.InstallationID,

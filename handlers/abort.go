@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/follow"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
@@ -15,7 +16,8 @@ import (
 // aborter stops the run a person asks to stop (/abort, /dequeue).
 type aborter struct {
 	c    *core
-	runs *Runs
+	runs *follow.Runs
+	sets *attemptSets
 }
 
 // abort stops holder, the run holding the issue: a run that waits in the
@@ -27,7 +29,7 @@ func (ab *aborter) abort(ctx context.Context, t thread, holder string) error {
 		return ab.c.reply(ctx, t.gh, t.number, "github/nothing_to_abort", TableReplyData{OnPR: t.isPR, Commands: commandsFor(t.isPR)})
 	}
 	key := dispatch.LockKey(t.repo.GetFullName(), t.number)
-	if handled, err := ab.runs.sets.abort(ctx, t, holder); handled || err != nil {
+	if handled, err := ab.sets.abort(ctx, t, holder); handled || err != nil {
 		return err
 	}
 	if handled, err := ab.abortQueued(ctx, t, key, holder); handled || err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/follow"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
@@ -329,7 +330,7 @@ type TaskDoneData struct {
 // postTaskResult stores the artifacts, then posts the result comment that
 // links them. A retry after a transient failure finds the branch made
 // and writes nothing again.
-func (rp *resultPoster) postTaskResult(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, state lifecycle.State) error {
+func (rp *resultPoster) postTaskResult(ctx context.Context, rc *runContext, res *dispatch.Result, prog *follow.Progress, state lifecycle.State) error {
 	arts, err := rp.keep.publishArtifacts(ctx, rc)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/follow"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
@@ -165,7 +166,7 @@ type attemptSets struct {
 
 // endAttempt is the end of one attempt's run: its check run and receipt,
 // its lock, then the approval settled if it was the last.
-func (r *attemptSets) endAttempt(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, res *dispatch.Result, prog *progress) {
+func (r *attemptSets) endAttempt(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, res *dispatch.Result, prog *follow.Progress) {
 	log := zerolog.Ctx(ctx)
 	rc := &runContext{meta: meta, gh: gh, issue: meta.Number, branch: attemptBranch(meta.Set, meta.Variant)}
 	rc.marked, _ = r.c.botMarked(ctx, gh, meta.Number)
@@ -176,8 +177,8 @@ func (r *attemptSets) endAttempt(ctx context.Context, gh hub.GitHub, meta dispat
 	if row.Out != "" || !row.ValidationPassed() {
 		conclusion = "neutral"
 	}
-	prog.attach(headOf(vetted))
-	prog.complete(ctx, conclusion, fmt.Sprintf("Attempt %d of %d: %s", meta.Variant, meta.Variants, row.Outcome()),
+	prog.Attach(headOf(vetted))
+	prog.Complete(ctx, conclusion, fmt.Sprintf("Attempt %d of %d: %s", meta.Variant, meta.Variants, row.Outcome()),
 		"The approval's attempts are ranked once every one has ended; the pull request carries the best.", vetted)
 	r.c.unlock(ctx, attemptLockKey(meta.Repo, meta.Number, meta.Variant), meta.TaskID)
 	if err := untilPosted(ctx, log, r.c.ResultRetry, func() error { return r.settleSet(ctx, gh, meta) }); err != nil {
@@ -340,7 +341,7 @@ func (r *attemptSets) openSetPR(ctx context.Context, gh hub.GitHub, meta dispatc
 	carried.TaskID, carried.Branch = meta.Set, prBranch
 	wm := setMeta(meta, win)
 	rc := &runContext{meta: wm, gh: gh, issue: meta.Number, branch: prBranch, marked: marked, attempts: section}
-	return r.post.openPR(ctx, rc, &carried, newProgress(ctx, r.c, gh, wm), lifecycle.Done)
+	return r.post.openPR(ctx, rc, &carried, r.post.runs.Progress(ctx, gh, wm), lifecycle.Done)
 }
 
 // setMeta is the approval's own meta, carried by the winner: the PR's

@@ -24,6 +24,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/budget"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/follow"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 	"github.com/sandbox-bot/sandbox-bot/templates"
@@ -166,7 +167,6 @@ type core struct {
 	// retryWait is the first wait before a label write is tried again.
 	retryWait time.Duration
 	trust     *trustState
-	board     *runBoard // what this replica saw of its runs, for /status
 	// imageClient fetches images from GitHub's hosts without a
 	// credential (imagefetch.go).
 	imageClient *http.Client
@@ -200,7 +200,12 @@ type Base struct {
 	// Routines start work on a schedule or when a default branch goes red
 	// (routines.go); the server starts and stops them.
 	Routines *Routines
-	Runs     *Runs
+	// Runs follows every run to its end (handlers/follow).
+	Runs *follow.Runs
+	// sets are the approvals of several attempts (attempts.go).
+	sets *attemptSets
+	// ends are what the engine does when a followed run ends (runs.go).
+	ends *runEnds
 }
 
 // NewBase builds a Base and every part of a run's life from w. The
@@ -221,21 +226,30 @@ func NewBase(w Wiring) (*Base, error) {
 		Wiring:      &w,
 		retryWait:   200 * time.Millisecond,
 		trust:       newTrustState(),
-		board:       newRunBoard(w.WebURL),
 		imageClient: newImageClient(w.Images),
 	}
-	b, s := new(Base), new(starter)
+	b, s, ends := new(Base), new(starter), new(runEnds)
 	ci := &ciFixer{c: c, starts: s, on: b.on}
 	bs := newBatches(c, s, ci)
-	runs := newRuns(c, s, bs)
-	*s = starter{c: c, runs: runs, agent: agentRun{c: c}, claims: &claimWatch{c: c, fire: admitLater(runs, s)}}
+	runs := follow.New(followDeps(&w), ends)
+	keep := &resultKeeper{c: c, aborted: runs.AbortedBy}
+	post := &resultPoster{c: c, starts: s, keep: keep, runs: runs}
+	sets := &attemptSets{c: c, keep: keep, post: post, aborted: runs.MarkAborted, starts: s}
+	*ends = runEnds{c: c, slots: s, post: post, keep: keep, sets: sets}
+	*s = starter{c: c, runs: runs, sets: sets, agent: agentRun{c: c}, claims: &claimWatch{c: c, fire: admitLater(s)}}
 	routines := newRoutines(c, routinePlan(b))
-	*b = Base{Wiring: &w, c: c, gate: &gatekeeper{c: c}, ci: ci, starts: s, batches: bs, Routines: routines, Runs: runs,
-		replies:  &stateReplies{c: c, routines: routines},
-		aborts:   &aborter{c: c, runs: runs},
+	*b = Base{Wiring: &w, c: c, gate: &gatekeeper{c: c}, ci: ci, starts: s, batches: bs, Routines: routines, Runs: runs, sets: sets, ends: ends,
+		replies:  &stateReplies{c: c, routines: routines, runs: runs},
+		aborts:   &aborter{c: c, runs: runs, sets: sets},
 		installs: &installer{c: c, runs: runs, routines: routines},
 	}
 	return b, nil
+}
+
+// followDeps is what the run follower works with, from w.
+func followDeps(w *Wiring) follow.Deps {
+	return follow.Deps{Hub: w.Hub, Backend: w.Backend, Templates: w.Templates, Secrets: w.Secrets, Logger: w.Logger, Now: w.Now,
+		Links: w.Receipts, CheckName: w.CheckName, ProgressInterval: w.ProgressInterval, TokenRefresh: w.TokenRefresh, WebURL: w.WebURL}
 }
 
 // LoadIdentity reads the App's bot account (core.LoadIdentity); the

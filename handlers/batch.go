@@ -313,7 +313,7 @@ func (bs *batches) recover(ctx context.Context) error {
 }
 
 // pending lists the task ids of batches waiting for their window, for
-// Runs.Busy: a pending batch is work the bot still has to do, unless it
+// Base.Busy: a pending batch is work the bot still has to do, unless it
 // waits for a run that is still going (like that run's follower).
 func (bs *batches) pending(ctx context.Context) []string {
 	bs.mu.Lock()

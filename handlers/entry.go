@@ -12,6 +12,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
 	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
+	"github.com/sandbox-bot/sandbox-bot/handlers/follow"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -132,14 +133,14 @@ func (e *Entry) Opened(ctx context.Context, d Delivery) error {
 // and several attempts competed for it (/approve --attempts N), the
 // attempts' own branches are deleted.
 func (e *Entry) Closed(ctx context.Context, d Delivery) error {
-	return e.b.Runs.sets.dropBranches(ctx, d)
+	return e.b.sets.dropBranches(ctx, d)
 }
 
 // Rerun is a writer's "Re-run" on the check run whose external id is
 // externalID: the run it shows, again (/retry, or /rebase for a rebase
 // run). A check run that is not a run's is left alone.
 func (e *Entry) Rerun(ctx context.Context, d Delivery, externalID string) error {
-	number, mode, ok := parseExternalID(externalID)
+	number, mode, ok := follow.ParseExternalID(externalID)
 	if !ok {
 		return nil
 	}

@@ -9,13 +9,13 @@ import (
 // ended (its result is being posted) or is gone from the backend. Runs still
 // going in their sandboxes are not listed: their followers only wait. An
 // empty list is how app.Server.Idle knows nothing more will happen.
-func (r *Runs) Busy(ctx context.Context) ([]string, error) {
+func (b *Base) Busy(ctx context.Context) ([]string, error) {
 	var busy []string
-	if n := r.queuedStarts.Load(); n > 0 {
+	if n := b.Runs.Starting(); n > 0 {
 		busy = append(busy, fmt.Sprintf("%d batches of queued runs being started", n))
 	}
-	for _, id := range r.Active() {
-		st, err := r.c.Backend.Status(ctx, id)
+	for _, id := range b.Runs.Active() {
+		st, err := b.c.Backend.Status(ctx, id)
 		if err != nil && ctx.Err() != nil {
 			return nil, fmt.Errorf("status of %s: %w", id, ctx.Err())
 		}
@@ -23,5 +23,5 @@ func (r *Runs) Busy(ctx context.Context) ([]string, error) {
 			busy = append(busy, id)
 		}
 	}
-	return append(busy, r.batches.pending(ctx)...), nil
+	return append(busy, b.batches.pending(ctx)...), nil
 }

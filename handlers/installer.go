@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
 
+	"github.com/sandbox-bot/sandbox-bot/handlers/follow"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 )
 
@@ -14,7 +15,7 @@ import (
 // App is installed, the end of its runs when the App is removed.
 type installer struct {
 	c        *core
-	runs     *Runs
+	runs     *follow.Runs
 	routines *Routines
 }
 

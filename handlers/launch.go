@@ -12,6 +12,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/budget"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/follow"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
@@ -183,7 +184,7 @@ func (s *starter) begin(ctx context.Context, gh hub.GitHub, l launch) error {
 		var created bool
 		created, err = s.submit(ctx, r.spec, l.policy.submitTries)
 		if r.spec.Token != "" {
-			s.handOver(ctx, l.taskID, r.spec.Token, created, err)
+			s.runs.Handed(ctx, l.taskID, r.spec.Token, created, err)
 		}
 		if err == nil {
 			keep = true
@@ -343,4 +344,11 @@ func (s *starter) submit(ctx context.Context, spec dispatch.RunSpec, tries int) 
 		}
 		wait *= 2
 	}
+}
+
+// mintToken creates an installation token for one repository with the
+// contents permission of mode only (follow.TokenPermission). Everything
+// else (comments, PRs, checks) the bot does itself.
+func (c *core) mintToken(ctx context.Context, installationID int64, repo string, mode dispatch.Mode) (string, time.Time, error) {
+	return c.Hub.MintToken(ctx, installationID, repo, follow.TokenPermission(mode))
 }

@@ -73,7 +73,7 @@ func (b *Base) pick(ctx context.Context, t thread, ev event, sc *scene) error {
 		return fmt.Errorf("move %s to attempt %d (%s): %w", branch, k, row.Head, err)
 	}
 	zerolog.Ctx(ctx).Info().Int("attempt", k).Str("branch", branch).Str("head", row.Head).Str("by", t.sender).Msg("picked an attempt")
-	section, err := b.Runs.sets.renderAttempts(t.gh.FullName(), m.Branch, m.TaskID, m.Attempts, k, t.sender)
+	section, err := b.sets.renderAttempts(t.gh.FullName(), m.Branch, m.TaskID, m.Attempts, k, t.sender)
 	if err != nil {
 		return err
 	}

@@ -180,30 +180,26 @@ func (p previewRun) announce(ctx context.Context, gh hub.GitHub, l launch, r bui
 	})
 }
 
-// followPreview waits for a preview to end, says so in its comment and
-// frees its lock and its slot.
-func (r *Runs) followPreview(ctx context.Context, gh hub.GitHub, meta dispatch.Meta) {
+// AsideEnded says in a preview's comment that it ended, and frees its lock
+// and its slot (follow.Ender).
+func (e *runEnds) AsideEnded(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, st dispatch.RunStatus, err error) {
 	log := zerolog.Ctx(ctx)
-	st, err := r.c.Backend.Wait(ctx, meta.TaskID, nil)
-	if ctx.Err() != nil {
-		return // shutting down: the preview goes on and is reconciled later
-	}
 	outcome := "ended"
 	if err != nil {
 		outcome = "ended (its sandbox is gone)"
-	} else if res, rerr := r.c.Backend.Result(ctx, meta.TaskID); rerr == nil && res != nil && res.Status != dispatch.StatusCompleted {
+	} else if res, rerr := e.c.Backend.Result(ctx, meta.TaskID); rerr == nil && res != nil && res.Status != dispatch.StatusCompleted {
 		msg := string(res.Status)
 		if res.Error != nil {
 			msg += ": " + res.Error.Message
 		}
-		outcome = "ended early: " + sanitize.Inline(r.c.Secrets.Redact(msg), 300)
+		outcome = "ended early: " + sanitize.Inline(e.c.Secrets.Redact(msg), 300)
 	} else if !st.StartedAt.IsZero() && !st.EndedAt.IsZero() {
 		outcome = "ended after " + st.EndedAt.Sub(st.StartedAt).Round(time.Second).String()
 	}
-	if marked, err := r.c.botMarked(ctx, gh, meta.Number); err == nil {
+	if marked, err := e.c.botMarked(ctx, gh, meta.Number); err == nil {
 		if c, ok := markers.Last(marked, KindPreview, meta.TaskID); ok {
-			d := PreviewData{Marker: c.Marker.String(), SHA: shortSHA(meta.HeadSHA), Ended: true, Outcome: outcome, LiveURL: r.c.Receipts.LiveURL(meta.TaskID)}
-			if body, err := r.c.Templates.Render("github/preview", d); err == nil {
+			d := PreviewData{Marker: c.Marker.String(), SHA: shortSHA(meta.HeadSHA), Ended: true, Outcome: outcome, LiveURL: e.c.Receipts.LiveURL(meta.TaskID)}
+			if body, err := e.c.Templates.Render("github/preview", d); err == nil {
 				if err := gh.EditComment(ctx, c.Comment.GetID(), strings.TrimSpace(body)); err != nil {
 					log.Warn().Err(err).Msg("edit the preview's comment")
 				}
@@ -214,14 +210,14 @@ func (r *Runs) followPreview(ctx context.Context, gh hub.GitHub, meta dispatch.M
 	defer cancel()
 	// A preview serves the pull request's code and runs no agent: it
 	// spends nothing of the model budget it reserved.
-	r.keep.settleCost(done, meta.TaskID, 0, true)
-	if err := r.c.Backend.Unlock(done, previewLockKey(meta.Repo, meta.Number), meta.TaskID); err != nil {
+	e.keep.settleCost(done, meta.TaskID, 0, true)
+	if err := e.c.Backend.Unlock(done, previewLockKey(meta.Repo, meta.Number), meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("release the preview's lock")
 	}
-	if err := r.c.Backend.Cleanup(done, meta.TaskID); err != nil {
+	if err := e.c.Backend.Cleanup(done, meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("clean up the preview")
 	}
-	r.slots.freeSlot(done, meta.TaskID)
+	e.slots.freeSlot(done, meta.TaskID)
 	log.Info().Str("outcome", outcome).Msg("preview ended")
 }
 

@@ -71,7 +71,7 @@ func (s *starter) queueGate(ctx context.Context, gh hub.GitHub, req startRequest
 		return false, err
 	}
 	others := slices.DeleteFunc(slices.Clone(sub.Admitted), func(e dispatch.QueueEntry) bool { return e.TaskID == taskID })
-	s.runs.startQueued(s, others)
+	s.startQueued(others)
 	s.claims.watch(sub.Recheck)
 	if sub.Self {
 		// It goes now; its request stays saved until it is submitted
@@ -121,7 +121,7 @@ func capsText(c dispatch.Caps) []string {
 // end, whichever replica started it. A bot that is stopping claims
 // nothing: it could not start what it claimed.
 func (s *starter) admit(ctx context.Context) ([]dispatch.QueueEntry, error) {
-	if s.runs.ctx.Err() != nil {
+	if s.runs.Stopping() {
 		return nil, nil
 	}
 	a, err := dispatch.AdmitLive(ctx, s.c.Backend, s.c.Caps, s.c.Now())
@@ -145,7 +145,7 @@ func (s *starter) admitAndStart(ctx context.Context) {
 		zerolog.Ctx(ctx).Error().Err(err).Msg("admit queued runs; the next run to end tries again")
 		return
 	}
-	s.runs.startQueued(s, admitted)
+	s.startQueued(admitted)
 }
 
 // freeSlot releases the slot of a run that ended or did not start, and
@@ -159,54 +159,35 @@ func (s *starter) freeSlot(ctx context.Context, taskID string) {
 
 // startQueued starts admitted runs one after another, in the order they
 // were queued, on a goroutine of their own that Stop waits for and Busy
-// counts.
-func (r *Runs) startQueued(b *starter, admitted []dispatch.QueueEntry) {
+// counts (follow.Runs.Go).
+func (s *starter) startQueued(admitted []dispatch.QueueEntry) {
 	if len(admitted) == 0 {
 		return
 	}
-	r.queued(func(ctx context.Context) { startEach(ctx, r.logger, b, admitted) })
+	s.runs.Go(func(ctx context.Context) { startEach(ctx, s, admitted) })
 }
 
 // startEach starts admitted runs one after another, in queue order, each
 // logged with its task, repository and issue.
-func startEach(ctx context.Context, logger zerolog.Logger, b *starter, admitted []dispatch.QueueEntry) {
+func startEach(ctx context.Context, b *starter, admitted []dispatch.QueueEntry) {
 	for _, e := range admitted {
-		log := logger.With().Str("task_id", e.TaskID).Str("repo", e.Repo).Int("issue", e.Number).Logger()
+		log := zerolog.Ctx(ctx).With().Str("task_id", e.TaskID).Str("repo", e.Repo).Int("issue", e.Number).Logger()
 		b.startAdmitted(log.WithContext(ctx), e)
 	}
 }
 
-// admitLater is the claim watch's admission: on a goroutine r's Stop
-// waits for and Busy counts, as startQueued's.
-func admitLater(r *Runs, b *starter) func() {
+// admitLater is the claim watch's admission: on a goroutine the
+// follower's Stop waits for and Busy counts, as startQueued's.
+func admitLater(b *starter) func() {
 	return func() {
-		r.queued(func(ctx context.Context) {
+		b.runs.Go(func(ctx context.Context) {
 			admitted, err := b.admit(ctx)
 			if err != nil {
 				zerolog.Ctx(ctx).Error().Err(err).Msg("admit queued runs whose claims went stale; the next run to end tries again")
 			}
-			startEach(ctx, r.logger, b, admitted)
+			startEach(ctx, b, admitted)
 		})
 	}
-}
-
-// queued runs f on a goroutine of its own that Stop waits for and Busy
-// counts, unless the bot is stopping: then claims stay as they are, and
-// the next bot to start resumes them.
-func (r *Runs) queued(f func(ctx context.Context)) {
-	r.mu.Lock()
-	if r.ctx.Err() != nil {
-		r.mu.Unlock()
-		return
-	}
-	r.wg.Add(1)
-	r.mu.Unlock()
-	r.queuedStarts.Add(1)
-	go func() {
-		defer r.wg.Done()
-		defer r.queuedStarts.Add(-1)
-		f(r.logger.WithContext(r.ctx))
-	}()
 }
 
 // startAdmitted starts a run the queue admitted. Its entry leaves the
@@ -285,7 +266,7 @@ func (s *starter) resumeClaimed(ctx context.Context) {
 			unsubmitted = append(unsubmitted, a)
 		}
 	}
-	s.runs.startQueued(s, unsubmitted)
+	s.startQueued(unsubmitted)
 }
 
 // startFromQueue loads what starting the run needs and starts it; tried

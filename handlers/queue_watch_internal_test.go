@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
+	"github.com/sandbox-bot/sandbox-bot/handlers/follow"
 )
 
 // fakeTimers is Wiring.AfterFunc with timers the test fires.
@@ -63,7 +66,7 @@ func TestStaleClaimIsAdmittedAgainWhenItsGraceEnds(t *testing.T) {
 	timers := &fakeTimers{}
 	c := &core{Wiring: &Wiring{Backend: mem, Settings: Settings{Caps: dispatch.Caps{Global: 1}},
 		Now: func() time.Time { return now }, AfterFunc: timers.afterFunc}}
-	s := &starter{c: c, runs: newRuns(c, nil, nil)}
+	s := &starter{c: c, runs: follow.New(follow.Deps{Logger: zerolog.Nop()}, nil)}
 	var admitted []string
 	s.claims = &claimWatch{c: c, fire: func() {
 		got, err := s.admit(ctx)

@@ -121,27 +121,6 @@ type PROpenedData struct {
 	PRNumber int
 }
 
-// ProgressData is github/progress: the comment that shows a run's progress
-// before it has pushed a commit for a check run to sit on.
-type ProgressData struct {
-	Marker string
-	// Title is the latest stage and message.
-	Title string
-	// Text is the figures and the latest progress lines.
-	Text string
-}
-
-// ProgressDoneData is github/progress_done: the progress comment's last
-// edit, when the run has ended.
-type ProgressDoneData struct {
-	Marker string
-	// Conclusion is the check-run conclusion: success, failure, timed_out,
-	// cancelled or neutral.
-	Conclusion string
-	Title      string
-	Summary    string
-}
-
 // StartFailedData is github/start_failed: a run was asked for and could
 // not start.
 type StartFailedData struct {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/termtext"
+	"github.com/sandbox-bot/sandbox-bot/handlers/follow"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
@@ -51,17 +52,7 @@ type EndedRun struct {
 type TranscriptStore interface {
 	// Transcript starts keeping the run's lines; title is its issue's or
 	// PR's title ("" when it could not be read).
-	Transcript(ctx context.Context, meta dispatch.Meta, title string) Transcript
-}
-
-// Transcript is one run's lines on their way to the store.
-type Transcript interface {
-	// Line keeps line seq (1, 2, ... in the run's log). It does not wait
-	// for the store.
-	Line(seq int, p dispatch.Progress)
-	// Close keeps what is left; whole says the run's log was read to its
-	// end.
-	Close(whole bool)
+	Transcript(ctx context.Context, meta dispatch.Meta, title string) follow.Transcript
 }
 
 // Receipts is where the bot keeps every receipt it sees end and every
@@ -114,7 +105,7 @@ func (noTranscript) Close(bool)                  {}
 
 // transcript starts keeping a run's lines, named by its issue's or PR's
 // title as it is now.
-func (rk *resultKeeper) transcript(ctx context.Context, gh hub.GitHub, meta dispatch.Meta) Transcript {
+func (rk *resultKeeper) transcript(ctx context.Context, gh hub.GitHub, meta dispatch.Meta) follow.Transcript {
 	if rk.c.Receipts.Transcripts == nil {
 		return noTranscript{}
 	}

@@ -6,46 +6,31 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/agentsession"
+	"github.com/sandbox-bot/sandbox-bot/handlers/follow"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
-// Runs follows every run this bot replica started or found on the backend,
-// from submission to the result on GitHub: progress on a check run, token
-// refreshes while it lives, then hands its end to the resultPoster (the
-// plan comment, PR, or failure comment, and automatic continue runs after
-// an interruption) and the resultKeeper (receipt, session, artifacts).
-type Runs struct {
+// runEnds is the engine's side of a followed run's end (follow.Ender):
+// it frees the run's queue slot, reads and settles its result, and hands
+// it to the resultPoster (the plan comment, PR, or failure comment, and
+// automatic continue runs after an interruption) and the resultKeeper
+// (receipt, session, artifacts); an attempt's end goes to its approval's
+// set (attempts.go), a preview's to its comment.
+type runEnds struct {
 	c *core
-
-	mu        sync.Mutex
-	ctx       context.Context
-	cancel    context.CancelFunc
-	following map[string]bool
-	aborted   map[string]string // task id -> who aborted
-	tokens    runTokens         // every token minted for a live run (tokens.go)
-	// slots frees an ended run's queue slot, resumes claimed runs and
-	// admits what waits, and stops the claim watch (queue.go);
-	// queuedStarts counts admitted runs being started.
-	slots        *starter
-	queuedStarts atomic.Int64
-	// batches are the review batches Busy, Reconcile and Stop look after
-	// (batch.go).
-	batches *batches
-	wg      sync.WaitGroup
-	logger  zerolog.Logger
-	// post posts what an ended run did; keep keeps what outlives it.
-	post *resultPoster
-	keep *resultKeeper
+	// slots frees an ended run's queue slot and admits what waits
+	// (queue.go).
+	slots *starter
+	post  *resultPoster
+	keep  *resultKeeper
 	// sets finishes the approvals of several attempts (attempts.go).
 	sets *attemptSets
 }
@@ -59,6 +44,9 @@ type resultPoster struct {
 	// starts starts the continuation of an interrupted run.
 	starts *starter
 	keep   *resultKeeper
+	// runs opens the progress of a run the poster starts showing (the PR
+	// of an approval's winning attempt).
+	runs *follow.Runs
 }
 
 // resultKeeper keeps what outlives a run and vets what the run says of
@@ -66,20 +54,8 @@ type resultPoster struct {
 // and the branch its result names.
 type resultKeeper struct {
 	c *core
-	// aborted says who aborted the run, if anyone did (Runs.abortedBy).
+	// aborted says who aborted the run, if anyone did (follow.Runs.AbortedBy).
 	aborted func(taskID string) (string, bool)
-}
-
-// newRuns builds the follower: starts is how it starts continuations and
-// attempts and frees queue slots, bs the review batches it waits for.
-func newRuns(c *core, starts *starter, bs *batches) *Runs {
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &Runs{c: c, ctx: ctx, cancel: cancel, following: map[string]bool{}, aborted: map[string]string{},
-		logger: c.Logger, slots: starts, batches: bs}
-	r.keep = &resultKeeper{c: c, aborted: r.abortedBy}
-	r.post = &resultPoster{c: c, starts: starts, keep: r.keep}
-	r.sets = &attemptSets{c: c, keep: r.keep, post: r.post, aborted: r.MarkAborted, starts: starts}
-	return r
 }
 
 // Reconcile follows every run the backend knows, so runs that ended while
@@ -87,10 +63,10 @@ func newRuns(c *core, starts *starter, bs *batches) *Runs {
 // stopped bot claimed and did not submit, admits what waits (queue.go),
 // and waits for the review batches pending in it (batch.go). Safe to call
 // more than once.
-func (r *Runs) Reconcile(ctx context.Context) error {
-	runs, err := r.c.Backend.List(ctx)
+func (b *Base) Reconcile(ctx context.Context) error {
+	runs, err := b.c.Backend.List(ctx)
 	if err != nil {
-		return fmt.Errorf("list runs on %s backend: %w", r.c.Backend.Name(), err)
+		return fmt.Errorf("list runs on %s backend: %w", b.c.Backend.Name(), err)
 	}
 	for _, st := range runs {
 		place := lifecycle.OnIssue
@@ -98,129 +74,47 @@ func (r *Runs) Reconcile(ctx context.Context) error {
 			place = lifecycle.OnPR
 		}
 		if c, _ := lifecycle.Decide(place, lifecycle.RunState(place, st.Meta.Mode), lifecycle.Restart, lifecycle.Facts{}); c.Do == lifecycle.Follow {
-			r.Follow(st.Meta)
+			b.Runs.Follow(st.Meta)
 		}
 	}
-	r.logger.Info().Int("runs", len(runs)).Str("backend", r.c.Backend.Name()).Msg("reconciled runs")
-	r.slots.resumeClaimed(r.logger.WithContext(r.ctx))
-	return r.batches.recover(r.logger.WithContext(ctx))
+	b.c.Logger.Info().Int("runs", len(runs)).Str("backend", b.c.Backend.Name()).Msg("reconciled runs")
+	b.starts.resumeClaimed(b.Runs.Context())
+	return b.batches.recover(b.c.Logger.WithContext(ctx))
 }
 
-// Follow starts following a run unless it is already followed.
-func (r *Runs) Follow(meta dispatch.Meta) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.following[meta.TaskID] || r.ctx.Err() != nil {
-		return
-	}
-	r.following[meta.TaskID] = true
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		defer func() {
-			r.mu.Lock()
-			delete(r.following, meta.TaskID)
-			r.mu.Unlock()
-		}()
-		r.follow(meta)
-	}()
+// Stop stops the review batches' timers, the queue's claim watch and the
+// followers (the runs go on; a restarted bot reconciles them), and waits
+// for the followers to return.
+func (b *Base) Stop() {
+	b.batches.stop()
+	b.starts.claims.close()
+	b.Runs.Stop()
 }
 
-// Active returns the task ids being followed.
-func (r *Runs) Active() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var ids []string
-	for id := range r.following {
-		ids = append(ids, id)
-	}
-	return ids
+// Transcript starts keeping a run's lines (follow.Ender).
+func (e *runEnds) Transcript(ctx context.Context, gh hub.GitHub, meta dispatch.Meta) follow.Transcript {
+	return e.keep.transcript(ctx, gh, meta)
 }
 
-// Stop stops following (the runs go on; a restarted bot reconciles them)
-// and waits for followers to return.
-func (r *Runs) Stop() {
-	r.batches.stop()
-	r.cancel()
-	r.slots.claims.close()
-	r.wg.Wait()
-}
-
-// Wait blocks until no run is followed (tests, draining).
-func (r *Runs) Wait() { r.wg.Wait() }
-
-// MarkAborted records that a person aborted the run, so its interrupted
-// result is not continued automatically.
-func (r *Runs) MarkAborted(taskID, by string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.aborted[taskID] = by
-}
-
-func (r *Runs) abortedBy(taskID string) (string, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	by, ok := r.aborted[taskID]
-	return by, ok
-}
-
-func (r *Runs) follow(meta dispatch.Meta) {
-	log := r.logger.With().Str("task_id", meta.TaskID).Str("repo", meta.Repo).Int("issue", meta.Number).
-		Str("mode", string(meta.Mode)).Str("delivery_id", meta.DeliveryID).Logger()
-	ctx := log.WithContext(r.ctx)
-	gh, err := r.c.Hub.Repo(meta.InstallationID, meta.Repo)
-	if err != nil {
-		log.Error().Err(err).Msg("cannot follow run: no installation client")
-		return
-	}
-	if lifecycle.KindOf(meta.Mode).Aside {
-		r.followPreview(ctx, gh, meta)
-		return
-	}
-	prog := newProgress(ctx, r.c, gh, meta)
-	r.adoptToken(ctx, meta.TaskID)
-	refreshDone, refreshed := make(chan struct{}), make(chan struct{})
-	go func() { defer close(refreshed); r.refreshTokens(ctx, meta, refreshDone) }()
-	// Every line is kept as it is read, whether or not anyone watches,
-	// numbered by its place in the log (Wait reads it from its start), as
-	// the live page numbers it.
-	tr, seq := r.keep.transcript(ctx, gh, meta), 0
-	st, err := r.c.Backend.Wait(ctx, meta.TaskID, func(p dispatch.Progress) {
-		seq++
-		tr.Line(seq, p)
-		prog.update(p)
-	})
-	tr.Close(err == nil)
-	close(refreshDone)
-	<-refreshed // no refresh mints a token after the run's are revoked
-	if ctx.Err() != nil {
-		return // shutting down: the run goes on and is reconciled later
-	}
-	if err != nil && !errors.Is(err, dispatch.ErrNotFound) {
-		log.Error().Err(err).Msg("lost track of run")
-		return
-	}
-	if errors.Is(err, dispatch.ErrNotFound) {
-		log.Warn().Msg("run vanished from the backend")
-		st.State = dispatch.StateLost
-	}
-	r.endRun(ctx, meta.TaskID)
-	r.slots.freeSlot(ctx, meta.TaskID)
-	res := r.readResult(ctx, meta)
+// Ended posts what an ended run did and lets it go (follow.Ender).
+func (e *runEnds) Ended(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, prog *follow.Progress) {
+	log := zerolog.Ctx(ctx)
+	e.slots.freeSlot(ctx, meta.TaskID)
+	res := e.readResult(ctx, meta)
 	// Settled before the result is posted: a continue run it starts
 	// reserves against the month's spend with this run's cost in it.
-	r.keep.settle(ctx, meta, res)
+	e.keep.settle(ctx, meta, res)
 	// A plan's agent session is kept before the plan is posted: the plan
 	// invites /approve, and the execute run it starts takes the session
 	// from the backend as soon as it holds the issue.
-	r.keep.keepSession(ctx, meta, res)
+	e.keep.keepSession(ctx, meta, res)
 	if meta.Set != "" {
 		// One of an approval's attempts: the approval's result waits for
 		// every attempt (attempts.go), which cleans them all up.
-		r.sets.endAttempt(ctx, gh, meta, res, prog)
+		e.sets.endAttempt(ctx, gh, meta, res, prog)
 		return
 	}
-	if err := untilPosted(ctx, &log, r.c.ResultRetry, func() error { return r.finish(ctx, gh, meta, res, prog) }); err != nil {
+	if err := untilPosted(ctx, log, e.c.ResultRetry, func() error { return e.finish(ctx, gh, meta, res, prog) }); err != nil {
 		log.Error().Err(err).Msg("post result")
 		// Keep the run and the lock: a restart reconciles and tries again.
 		return
@@ -228,17 +122,17 @@ func (r *Runs) follow(meta dispatch.Meta) {
 	log.Info().Msg("result posted")
 	after, cancel := outliving(ctx)
 	defer cancel()
-	r.post.afterPRRun(after, gh, meta, res)
-	r.release(after, meta)
+	e.post.afterPRRun(after, gh, meta, res)
+	e.release(after, meta)
 	log.Info().Msg("run finished and reported")
 }
 
 // readResult is the ended run's result.json as the bot takes it: a
 // rejected one becomes a failure saying so, one of another task or one
 // that could not be read is none (nil).
-func (r *Runs) readResult(ctx context.Context, meta dispatch.Meta) *dispatch.Result {
+func (e *runEnds) readResult(ctx context.Context, meta dispatch.Meta) *dispatch.Result {
 	log := zerolog.Ctx(ctx)
-	res, err := r.c.Backend.Result(ctx, meta.TaskID)
+	res, err := e.c.Backend.Result(ctx, meta.TaskID)
 	if errors.Is(err, dispatch.ErrBadResult) {
 		log.Error().Err(err).Msg("result.json rejected; reporting the run as failed")
 		return rejectedResult(meta, rejectedMessage)
@@ -256,12 +150,12 @@ func (r *Runs) readResult(ctx context.Context, meta dispatch.Meta) *dispatch.Res
 // release frees the issue's lock and what the run left on the backend,
 // once its result is on GitHub (on a context that outlives a stop, or the
 // next start would find the run again).
-func (r *Runs) release(ctx context.Context, meta dispatch.Meta) {
+func (e *runEnds) release(ctx context.Context, meta dispatch.Meta) {
 	log := zerolog.Ctx(ctx)
-	if err := r.c.Backend.Unlock(ctx, dispatch.LockKey(meta.Repo, meta.Number), meta.TaskID); err != nil {
+	if err := e.c.Backend.Unlock(ctx, dispatch.LockKey(meta.Repo, meta.Number), meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("release lock")
 	}
-	if err := r.c.Backend.Cleanup(ctx, meta.TaskID); err != nil {
+	if err := e.c.Backend.Cleanup(ctx, meta.TaskID); err != nil {
 		log.Warn().Err(err).Msg("clean up run")
 	}
 }
@@ -278,9 +172,9 @@ func outliving(ctx context.Context) (context.Context, context.CancelFunc) {
 // and how it ended. It is idempotent: if a comment with this task's result
 // marker exists (posted before a restart), it does not post again, and
 // only shows that marker's state.
-func (r *Runs) finish(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, res *dispatch.Result, prog *progress) error {
+func (e *runEnds) finish(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, res *dispatch.Result, prog *follow.Progress) error {
 	log := zerolog.Ctx(ctx)
-	marked, err := r.c.botMarked(ctx, gh, meta.Number)
+	marked, err := e.c.botMarked(ctx, gh, meta.Number)
 	if err != nil {
 		return err
 	}
@@ -288,10 +182,10 @@ func (r *Runs) finish(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, re
 		if state, ok := endState(m.Marker, meta); ok {
 			log.Info().Str("kind", m.Marker.Kind).Msg("result already posted")
 			after := hub.WithWriteClass(ctx, hub.WriteAfterResult)
-			err := r.c.setState(after, gh, meta.Number, state)
-			if !prog.isEnded() { // the bot stopped between the result and its bookkeeping
+			err := e.c.setState(after, gh, meta.Number, state)
+			if !prog.IsEnded() { // the bot stopped between the result and its bookkeeping
 				last := closingOf(m.Marker.Kind)
-				prog.complete(after, last.conclusion, last.title, last.summary, res)
+				prog.Complete(after, last.conclusion, last.title, last.summary, res)
 			}
 			return err
 		}
@@ -303,23 +197,23 @@ func (r *Runs) finish(ctx context.Context, gh hub.GitHub, meta dispatch.Meta, re
 		// post: the digest the session archive carries.
 		rc.planDigest = agentsession.PlanDigest(res.Plan)
 	}
-	res = r.keep.vetResult(rc, res)
-	defer r.keep.keepReceipt(ctx, rc, res)
+	res = e.keep.vetResult(rc, res)
+	defer e.keep.keepReceipt(ctx, rc, res)
 	// An abort is remembered in memory and in the /abort reply's marker, so
 	// a bot restarted between /abort and the run's end does not continue it.
-	by, aborted := r.abortedBy(meta.TaskID)
+	by, aborted := e.keep.aborted(meta.TaskID)
 	if !aborted {
 		_, aborted = markers.Last(marked, markers.KindAbortRequested, meta.TaskID)
 	}
 	c := lifecycle.DecideEnd(meta.Mode, lifecycle.EndOf(statusOf(res), aborted), lifecycle.Facts{
-		AttemptsLeft: meta.Attempt <= r.c.MaxContinues,
+		AttemptsLeft: meta.Attempt <= e.c.MaxContinues,
 		NoCommits:    res == nil || res.Branch == "" || len(res.Commits) == 0,
 	})
 	log.Info().Str("end", string(lifecycle.EndOf(statusOf(res), aborted))).Str("do", string(c.Do)).Msg("run ended")
 	if c.Do == lifecycle.Resume {
-		return r.post.continueRun(ctx, rc, res, prog)
+		return e.post.continueRun(ctx, rc, res, prog)
 	}
-	return r.post.report(ctx, rc, res, prog, c, by)
+	return e.post.report(ctx, rc, res, prog, c, by)
 }
 
 // endState is the state a result marker of the run shows, if m is one.
@@ -345,7 +239,7 @@ func endState(m markers.Marker, meta dispatch.Meta) (lifecycle.State, bool) {
 // the installation's other writes (WriteResult), and the label follows it
 // (WriteAfterResult), so a label never says what the issue does not show
 // yet. All of it is written under the lock the run still holds.
-func (rp *resultPoster) report(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, c lifecycle.Case, by string) error {
+func (rp *resultPoster) report(ctx context.Context, rc *runContext, res *dispatch.Result, prog *follow.Progress, c lifecycle.Case, by string) error {
 	if rc.meta.Mode == dispatch.ModeReview || rc.meta.Mode == dispatch.ModeFix || rc.meta.Mode == dispatch.ModeSuggest {
 		c.Next = rp.reviewState(ctx, rc, c.Next)
 	}
@@ -391,7 +285,7 @@ func (rp *resultPoster) report(ctx context.Context, rc *runContext, res *dispatc
 }
 
 // afterResultWait bounds each step that follows a posted result when the
-// bot is stopping (Runs.Stop waits for them).
+// bot is stopping (the follower's Stop waits for them).
 const afterResultWait = 2 * time.Minute
 
 // closing is the last state of a run's check run and progress comment.
@@ -417,7 +311,7 @@ func closingOf(kind string) closing {
 // may take it later, it is returned and the result's retry (which finds
 // the result posted) shows the state again; otherwise it stays reported in
 // the log, and a restart shows it again.
-func (rp *resultPoster) show(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, state lifecycle.State, last closing, post func(context.Context) error, also ...func(context.Context)) error {
+func (rp *resultPoster) show(ctx context.Context, rc *runContext, res *dispatch.Result, prog *follow.Progress, state lifecycle.State, last closing, post func(context.Context) error, also ...func(context.Context)) error {
 	if err := post(hub.WithWriteClass(ctx, hub.WriteResult)); err != nil {
 		return err
 	}
@@ -431,7 +325,7 @@ func (rp *resultPoster) show(ctx context.Context, rc *runContext, res *dispatch.
 	for _, f := range also {
 		f(after)
 	}
-	prog.complete(after, last.conclusion, last.title, last.summary, res)
+	prog.Complete(after, last.conclusion, last.title, last.summary, res)
 	if transientGitHubError(labelErr) {
 		return labelErr
 	}
@@ -520,10 +414,10 @@ func roundCost(res *dispatch.Result) float64 {
 
 // fail is the post of a run's failure comment, and its check run's last
 // state: failed (timed out).
-func (rp *resultPoster) fail(rc *runContext, res *dispatch.Result, prog *progress) (func(context.Context) error, closing) {
+func (rp *resultPoster) fail(rc *runContext, res *dispatch.Result, prog *follow.Progress) (func(context.Context) error, closing) {
 	rcpt := rc.receipt(res)
 	data := FailureData{Receipt: rcpt, Marker: rcpt.marker(markers.KindFailure), Retry: "/retry"}
-	prog.attach(headOf(res))
+	prog.Attach(headOf(res))
 	conclusion := "failure"
 	if res != nil && res.Status == dispatch.StatusTimeout {
 		conclusion = "timed_out"
@@ -535,8 +429,8 @@ func (rp *resultPoster) fail(rc *runContext, res *dispatch.Result, prog *progres
 // continueRun resumes an interrupted run (the table checked it may): the
 // code-writing ones in continue mode on their branch, the others afresh.
 // The issue's lock passes from the interrupted run to its continuation.
-func (rp *resultPoster) continueRun(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress) error {
-	prog.complete(ctx, "neutral", "Interrupted; continuing", "The sandbox stopped before the run finished; a continue run picks up the pushed work.", res)
+func (rp *resultPoster) continueRun(ctx context.Context, rc *runContext, res *dispatch.Result, prog *follow.Progress) error {
+	prog.Complete(ctx, "neutral", "Interrupted; continuing", "The sandbox stopped before the run finished; a continue run picks up the pushed work.", res)
 	repo, err := rc.gh.Repository(ctx)
 	if err != nil {
 		return err

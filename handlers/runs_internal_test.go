@@ -52,8 +52,8 @@ func TestRunsContinueThroughTheStartPath(t *testing.T) {
 	}
 	res := &dispatch.Result{TaskID: meta.TaskID, Mode: meta.Mode, Status: dispatch.StatusInterrupted, Branch: "agent/" + strings.ToLower(meta.TaskID) + "-add-a-login-page",
 		Commits: []dispatch.Commit{{SHA: "0123abc", Message: "half a login page"}}}
-	prog := newProgress(t.Context(), b.c, repoGH, meta)
-	if err := r.finish(t.Context(), repoGH, meta, res, prog); err != nil {
+	prog := r.Progress(t.Context(), repoGH, meta)
+	if err := b.ends.finish(t.Context(), repoGH, meta, res, prog); err != nil {
 		t.Fatal(err)
 	}
 	specs, err := backend.WaitSubmitted(t.Context(), 1)

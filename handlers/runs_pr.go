@@ -9,6 +9,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/follow"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
@@ -17,7 +18,7 @@ import (
 // openPR reports a completed execute or continue run that pushed commits:
 // the pull request it opens (or updates) and the comment that links it
 // (the result), then the state and the PR's labels and reviewers.
-func (rp *resultPoster) openPR(ctx context.Context, rc *runContext, res *dispatch.Result, prog *progress, state lifecycle.State) error {
+func (rp *resultPoster) openPR(ctx context.Context, rc *runContext, res *dispatch.Result, prog *follow.Progress, state lifecycle.State) error {
 	cfg := rp.configOf(ctx, rc)
 	rcpt := rc.receipt(res)
 	data := PRBodyData{Receipt: rcpt, Marker: rcpt.marker(markers.KindPR), MediaBase: rp.mediaBase(rc, res), History: rp.prHistory(ctx, rc, res)}
@@ -41,7 +42,7 @@ func (rp *resultPoster) openPR(ctx context.Context, rc *runContext, res *dispatc
 	if err != nil {
 		return err
 	}
-	prog.attach(res.HeadSHA)
+	prog.Attach(res.HeadSHA)
 	post := func(ctx context.Context) error {
 		return rp.c.reply(ctx, rc.gh, rc.meta.Number, "github/pr_opened", PROpenedData{
 			Receipt: rcpt, PRURL: pr.GetHTMLURL(), PRNumber: pr.GetNumber(),

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/follow"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 	"github.com/sandbox-bot/sandbox-bot/handlers/rank"
@@ -56,8 +57,8 @@ func ReplySamples() map[string][]any {
 		"github/abort_requested":     {AbortRequestedData{Marker: marker, TaskID: task, By: "alice"}},
 		"github/queued":              {QueuedData{TaskID: task, Mode: dispatch.ModePlan, Place: 1, Caps: []string{"2 in all"}, Marker: marker}, QueuedData{TaskID: task, Mode: dispatch.ModeExecute, Place: 3, Ahead: 2, Caps: []string{"4 in all", "1 per repository"}, Marker: marker}},
 		"github/queue_aborted":       {QueueAbortedData{TaskID: task, By: "alice", Marker: marker}},
-		"github/progress":            {ProgressData{Marker: marker, Title: "agent: step 3", Text: "Task `" + task + "` (execute) · step 3"}},
-		"github/progress_done":       {ProgressDoneData{Marker: marker, Conclusion: "success", Title: "Done", Summary: "Added a login page."}, ProgressDoneData{Marker: marker, Conclusion: "neutral", Title: "No changes", Summary: "Nothing changed."}},
+		"github/progress":            {follow.ProgressData{Marker: marker, Title: "agent: step 3", Text: "Task `" + task + "` (execute) · step 3"}},
+		"github/progress_done":       {follow.ProgressDoneData{Marker: marker, Conclusion: "success", Title: "Done", Summary: "Added a login page."}, follow.ProgressDoneData{Marker: marker, Conclusion: "neutral", Title: "No changes", Summary: "Nothing changed."}},
 		"github/pr_checks":           {PRChecksData{Result: sampleChecks(task, true)}, PRChecksData{Result: sampleChecks(task, false)}},
 		"github/plan_comment": {PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, CostSoFar: 1.25, PlanStart: markers.PlanStart, PlanEnd: markers.PlanEnd},
 			PlanCommentData{Receipt: plan, Marker: marker, MaxRounds: 5, PlanStart: markers.PlanStart, PlanEnd: markers.PlanEnd,

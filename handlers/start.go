@@ -14,6 +14,7 @@ import (
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 	"github.com/sandbox-bot/sandbox-bot/dispatch/sandboxcfg"
+	"github.com/sandbox-bot/sandbox-bot/handlers/follow"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
 	"github.com/sandbox-bot/sandbox-bot/handlers/lifecycle"
 	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
@@ -97,8 +98,10 @@ func (r *startRequest) name() string { return r.Repo.GetName() }
 // submission (launch.go, queue.go); what a kind of run writes is its
 // runKind's.
 type starter struct {
-	c     *core
-	runs  *Runs
+	c    *core
+	runs *follow.Runs
+	// sets are the approvals of several attempts (attempts.go).
+	sets  *attemptSets
 	agent agentRun
 	// claims re-runs admission when a claim without a run ends its grace.
 	claims *claimWatch
@@ -122,11 +125,11 @@ func (s *starter) start(ctx context.Context, gh hub.GitHub, req startRequest) er
 	}
 	l.requestedAt = requestedAt
 	if l.mode == dispatch.ModeExecute && req.Variant == 0 && l.cfg.NumAttempts() > 1 {
-		return s.runs.sets.start(ctx, gh, l)
+		return s.sets.start(ctx, gh, l)
 	}
 	if req.Variant > 0 {
 		l.lockKey = attemptLockKey(req.Repo.GetFullName(), req.Number, req.Variant)
-		l.kind = attemptRun{agentRun: s.agent, sets: s.runs.sets}
+		l.kind = attemptRun{agentRun: s.agent, sets: s.sets}
 	}
 	return s.begin(ctx, gh, l)
 }

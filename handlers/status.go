@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/handlers/follow"
 	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
@@ -65,6 +66,9 @@ type stateReplies struct {
 	c *core
 	// routines name the repository's routines in /status.
 	routines *Routines
+	// runs tell what this replica saw of a run (its stage, its cost so
+	// far, its check run).
+	runs *follow.Runs
 }
 
 // status answers /status, for any reader. Where the bot never ran it
@@ -131,7 +135,7 @@ func (sr *stateReplies) statusData(ctx context.Context, holder string, marked []
 	if !start.IsZero() && !end.IsZero() && end.After(start) {
 		d.Elapsed = end.Sub(start).Round(time.Second).String()
 	}
-	if e, ok := sr.c.board.get(d.TaskID); ok {
+	if e, ok := sr.runs.Seen(d.TaskID); ok {
 		d.Stage = sanitize.Inline(sr.c.Secrets.Redact(e.Stage), 40)
 		d.Message = sanitize.Inline(sr.c.Secrets.Redact(e.Message), 200)
 		d.CostUSD, d.HasCost = max(d.CostUSD, e.CostUSD), true

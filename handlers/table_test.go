@@ -79,7 +79,7 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	b.c.retryWait = time.Millisecond
-	t.Cleanup(b.Runs.Stop)
+	t.Cleanup(b.Stop)
 	w := &world{t: t, ctx: logger.WithContext(t.Context()), hub: hub, repo: repo, backend: backend, b: b, logs: logs}
 	repo.AddIssue(tWriter, "Do it", "Please.", nil)
 	return w
@@ -433,7 +433,7 @@ type end struct {
 }
 
 var (
-	runEnds = []end{
+	endRows = []end{
 		{status: dispatch.StatusCompleted, attempt: 1},
 		{status: dispatch.StatusCompleted, attempt: 1, noCommits: true},
 		{status: dispatch.StatusHung, attempt: 1},
@@ -467,7 +467,7 @@ func TestRunTableModeByEnd(t *testing.T) {
 		if kind.Aside {
 			continue // a preview's end edits its comment: TestPreviewOfAPullRequest
 		}
-		for i, e := range runEnds {
+		for i, e := range endRows {
 			t.Run(fmt.Sprintf("%s/%s-%d", mode, e.status, i), func(t *testing.T) {
 				t.Parallel()
 				w := newWorld(t)
@@ -488,7 +488,7 @@ func TestRunTableModeByEnd(t *testing.T) {
 					meta.HeadSHA = strings.Repeat("a", 40) // the pull request's head it was started on
 				}
 				gh, _ := w.hub.Repo(tInst, tRepo)
-				if err := w.b.Runs.finish(w.ctx, gh, meta, res, newProgress(w.ctx, w.b.c, gh, meta)); err != nil {
+				if err := w.b.ends.finish(w.ctx, gh, meta, res, w.b.Runs.Progress(w.ctx, gh, meta)); err != nil {
 					t.Fatalf("%v\n%s", err, w.logs.String())
 				}
 				if got := w.effects(before, ""); got != runGrid[mode][i] {
@@ -548,7 +548,7 @@ func TestTwoReplicasLeaveOneStateLabel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(other.Runs.Stop)
+	t.Cleanup(other.Stop)
 	var wg sync.WaitGroup
 	for i, b := range []*Base{w.b, other} {
 		wg.Go(func() {

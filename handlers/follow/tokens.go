@@ -1,4 +1,4 @@
-package handlers
+package follow
 
 import (
 	"context"
@@ -19,10 +19,10 @@ import (
 // run ends, whatever the outcome, so a token copied out of a sandbox dies
 // with the run instead of living out its hour.
 
-// tokenPermission is the contents permission a run's token carries: plan
+// TokenPermission is the contents permission a run's token carries: plan
 // and task runs only read the repository, so a hostile agent in them has
 // nothing to push with.
-func tokenPermission(mode dispatch.Mode) string {
+func TokenPermission(mode dispatch.Mode) string {
 	if lifecycle.KindOf(mode).Aside {
 		return "" // a preview gets its code as an archive and no token
 	}
@@ -30,13 +30,6 @@ func tokenPermission(mode dispatch.Mode) string {
 		return "write"
 	}
 	return "read"
-}
-
-// mintToken creates an installation token for one repository with the
-// contents permission of mode only. Everything else (comments, PRs,
-// checks) the bot does itself.
-func (c *core) mintToken(ctx context.Context, installationID int64, repo string, mode dispatch.Mode) (string, time.Time, error) {
-	return c.Hub.MintToken(ctx, installationID, repo, tokenPermission(mode))
 }
 
 // runTokens remembers the tokens minted for each run until they are
@@ -125,7 +118,7 @@ func (r *Runs) revoke(ctx context.Context, taskID string, tokens []string, why s
 	log := zerolog.Ctx(ctx)
 	failed := 0
 	for i, tok := range tokens {
-		if err := r.c.Hub.RevokeToken(ctx, tok); err != nil {
+		if err := r.d.Hub.RevokeToken(ctx, tok); err != nil {
 			failed++
 			log.Warn().Err(err).Str("task_id", taskID).Int("token", i+1).Int("tokens", len(tokens)).Str("why", why).
 				Msg("could not revoke a sandbox token; it expires within the hour")
@@ -134,28 +127,11 @@ func (r *Runs) revoke(ctx context.Context, taskID string, tokens []string, why s
 	log.Info().Str("task_id", taskID).Int("revoked", len(tokens)-failed).Int("failed", failed).Str("why", why).Msg("sandbox tokens revoked")
 }
 
-// handOver follows up a submission: the run keeps its token until it ends,
-// unless the submission failed or a run with this id existed already (a
-// redelivery; that run has its own token), in which case nobody holds this
-// one and it is revoked at once.
-func (s *starter) handOver(ctx context.Context, taskID, token string, created bool, submitErr error) {
-	if submitErr == nil && created {
-		s.runs.tokens.add(taskID, token)
-		s.runs.tokens.delivered(taskID, token)
-		return
-	}
-	why := "the run existed already"
-	if submitErr != nil {
-		why = "submission failed"
-	}
-	s.runs.revoke(ctx, taskID, []string{token}, why)
-}
-
 // adoptToken remembers the token of a run this bot process did not start
 // (it began before a restart, or on another replica), read back from the
 // backend, so the run's end revokes it too.
 func (r *Runs) adoptToken(ctx context.Context, taskID string) {
-	tr, ok := r.c.Backend.(dispatch.TokenReader)
+	tr, ok := r.d.Backend.(dispatch.TokenReader)
 	if !ok || r.tokens.has(taskID) {
 		return
 	}
@@ -170,7 +146,7 @@ func (r *Runs) adoptToken(ctx context.Context, taskID string) {
 	if tok != "" {
 		// A bot that did not mint it must still keep it out of what it
 		// posts (a task's artifacts may quote it).
-		r.c.Secrets.AddToken(tok, time.Time{})
+		r.d.Secrets.AddToken(tok, time.Time{})
 	}
 	if tok != "" && r.tokens.adopt(taskID, tok) {
 		zerolog.Ctx(ctx).Debug().Msg("adopted the token of a run started earlier")
@@ -186,14 +162,14 @@ func (r *Runs) endRun(ctx context.Context, taskID string) {
 // successor was delivered: Nomad renders the new token a moment after the
 // bot writes it, and a git operation in flight still holds the old one.
 func (r *Runs) supersededGrace() time.Duration {
-	return min(r.c.TokenRefresh/2, time.Minute)
+	return min(r.d.TokenRefresh/2, time.Minute)
 }
 
 // refreshTokens replaces the run's token before it expires, until done is
 // closed. Each new token is remembered before it is delivered, so the run's
 // end revokes it too; the ones it replaces are revoked after a grace period.
 func (r *Runs) refreshTokens(ctx context.Context, meta dispatch.Meta, done <-chan struct{}) {
-	tick := time.NewTicker(r.c.TokenRefresh)
+	tick := time.NewTicker(r.d.TokenRefresh)
 	defer tick.Stop()
 	_, repo, _ := strings.Cut(meta.Repo, "/")
 	log := zerolog.Ctx(ctx)
@@ -208,7 +184,7 @@ func (r *Runs) refreshTokens(ctx context.Context, meta dispatch.Meta, done <-cha
 			retire = nil
 			r.revoke(ctx, meta.TaskID, r.tokens.takeSuperseded(meta.TaskID), "superseded by a refresh")
 		case <-tick.C:
-			tok, _, err := r.c.mintToken(ctx, meta.InstallationID, repo, meta.Mode)
+			tok, _, err := r.d.Hub.MintToken(ctx, meta.InstallationID, repo, TokenPermission(meta.Mode))
 			if err != nil {
 				log.Warn().Err(err).Msg("refresh run token")
 				continue
@@ -217,7 +193,7 @@ func (r *Runs) refreshTokens(ctx context.Context, meta dispatch.Meta, done <-cha
 			// reached the sandbox, so this token too lives until the run
 			// ends, and the one the sandbox had stays valid.
 			r.tokens.add(meta.TaskID, tok)
-			if err := r.c.Backend.RefreshToken(ctx, meta.TaskID, tok); err != nil {
+			if err := r.d.Backend.RefreshToken(ctx, meta.TaskID, tok); err != nil {
 				log.Warn().Err(err).Msg("deliver refreshed run token")
 				continue
 			}
@@ -227,4 +203,21 @@ func (r *Runs) refreshTokens(ctx context.Context, meta dispatch.Meta, done <-cha
 			}
 		}
 	}
+}
+
+// Handed follows up a submission: the run keeps token until it ends,
+// unless the submission failed or a run with this id existed already (a
+// redelivery; that run has its own token), in which case nobody holds this
+// one and it is revoked at once.
+func (r *Runs) Handed(ctx context.Context, taskID, token string, created bool, submitErr error) {
+	if submitErr == nil && created {
+		r.tokens.add(taskID, token)
+		r.tokens.delivered(taskID, token)
+		return
+	}
+	why := "the run existed already"
+	if submitErr != nil {
+		why = "submission failed"
+	}
+	r.revoke(ctx, taskID, []string{token}, why)
 }

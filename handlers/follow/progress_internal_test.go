@@ -1,27 +1,35 @@
-package handlers
+package follow
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
+	"github.com/sandbox-bot/sandbox-bot/dispatch/backendtest"
 	"github.com/sandbox-bot/sandbox-bot/handlers/hub"
+	"github.com/sandbox-bot/sandbox-bot/handlers/hub/hubtest"
+	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
+	"github.com/sandbox-bot/sandbox-bot/templates"
+	"github.com/sandbox-bot/sandbox-bot/testkit/testenv"
 )
 
-// A progress edit the pacer deferred (handlers.Deferrable, app's pacer) is
+// A progress edit the pacer deferred (hub.Deferrable, app's pacer) is
 // not lost: the next progress line sends it at once, without waiting for
 // the interval, and the comment shows the latest line. The progress
 // comment's creation is not deferrable: a run shows from its start.
 func TestDeferredProgressGoesWithTheNextLine(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t) // ProgressInterval: an hour
+	w := newWorld(t, time.Hour)
 	meta := dispatch.Meta{TaskID: "T-0000000000000def", Repo: tRepo, Number: 1, Mode: dispatch.ModePlan, InstallationID: 1, Attempt: 1}
 	gh, err := w.hub.Repo(1, tRepo)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProgress(w.ctx, w.b.c, gh, meta)
+	p := w.r.Progress(w.ctx, gh, meta)
 	shows := func(want string) bool {
 		got := w.repo.Bodies(1)
 		return len(got) == 1 && strings.Contains(got[0], want)
@@ -55,14 +63,13 @@ func TestDeferredProgressGoesWithTheNextLine(t *testing.T) {
 // interval (at least a second): a quiet agent's last step still shows.
 func TestDeferredProgressIsTriedAgain(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t)
-	w.b.c.ProgressInterval = time.Millisecond
+	w := newWorld(t, time.Millisecond)
 	meta := dispatch.Meta{TaskID: "T-0000000000000def", Repo: tRepo, Number: 1, Mode: dispatch.ModePlan, InstallationID: 1, Attempt: 1}
 	gh, err := w.hub.Repo(1, tRepo)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newProgress(w.ctx, w.b.c, gh, meta)
+	p := w.r.Progress(w.ctx, gh, meta)
 	p.update(dispatch.Progress{Stage: "agent", Message: "reading the code"})
 	p.mu.Lock()
 	p.lastSent = time.Time{} // the interval has passed
@@ -80,8 +87,39 @@ func TestDeferredProgressIsTriedAgain(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	p.complete(w.ctx, "success", "Plan ready", "", nil)
+	p.Complete(w.ctx, "success", "Plan ready", "", nil)
 	if got := w.repo.Bodies(1); len(got) != 1 || strings.Contains(got[0], "the last step") {
 		t.Fatalf("the progress comment's last edit is the run's end: %q", got)
 	}
 }
+
+const tRepo = "acme/app"
+
+// world is a follower on GitHub in memory, with one issue (#1).
+type world struct {
+	ctx  context.Context
+	hub  *hubtest.Hub
+	repo *hubtest.Repo
+	r    *Runs
+	logs *testenv.Log
+}
+
+func newWorld(t *testing.T, interval time.Duration) *world {
+	t.Helper()
+	h := hubtest.New()
+	repo := h.Named(tRepo)
+	repo.AddIssue("maya", "Do it", "Please.", nil)
+	logs := &testenv.Log{}
+	logger := zerolog.New(logs).Level(zerolog.DebugLevel)
+	r := New(Deps{Hub: h, Backend: backendtest.NewMemory(), Templates: templates.MustLoadEmbedded(), Secrets: sanitize.NewSecrets(),
+		Logger: logger, Now: time.Now, Links: pages{}, CheckName: "sandbox-bot", ProgressInterval: interval, TokenRefresh: time.Hour,
+		WebURL: "https://github.com"}, nil)
+	t.Cleanup(r.Stop)
+	return &world{ctx: logger.WithContext(t.Context()), hub: h, repo: repo, r: r, logs: logs}
+}
+
+// pages are the links of a bot that serves pages.
+type pages struct{}
+
+func (pages) LiveURL(taskID string) string  { return "https://bot.example/runs/" + taskID }
+func (pages) EntryURL(taskID string) string { return "https://bot.example/?task=" + taskID }

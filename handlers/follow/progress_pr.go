@@ -1,4 +1,4 @@
-package handlers
+package follow
 
 import (
 	"cmp"
@@ -16,7 +16,7 @@ import (
 // request (its kind's OnPR: revise, rebase, continue on a PR): the PR's
 // head is known before the sandbox pushes anything, so the PR shows the
 // run from its start rather than from its first push.
-func (p *progress) startOnPR(ctx context.Context) {
+func (p *Progress) startOnPR(ctx context.Context) {
 	if !lifecycle.KindOf(p.meta.Mode).OnPR || p.headSHA != "" {
 		return
 	}
@@ -42,7 +42,7 @@ func (p *progress) startOnPR(ctx context.Context) {
 // old head is superseded and a new one opens on sha, so the PR's head
 // always carries the run's progress. It reports whether the head moved.
 // Callers hold p.mu.
-func (p *progress) moveLocked(sha string) bool {
+func (p *Progress) moveLocked(sha string) bool {
 	if sha == "" || sha == p.headSHA {
 		return false
 	}
@@ -55,7 +55,7 @@ func (p *progress) moveLocked(sha string) bool {
 }
 
 // closeSuperseded completes the check runs left on earlier heads.
-func (p *progress) closeSuperseded(ctx context.Context) {
+func (p *Progress) closeSuperseded(ctx context.Context) {
 	p.mu.Lock()
 	ids, sha := p.superseded, p.headSHA
 	p.superseded = nil
@@ -64,8 +64,8 @@ func (p *progress) closeSuperseded(ctx context.Context) {
 		title := "Superseded by a newer push"
 		summary := fmt.Sprintf("The run pushed %.12s; its progress goes on in the check run on that commit.", sha)
 		if err := p.gh.UpdateCheckRun(ctx, id, github.UpdateCheckRunOptions{
-			Name: p.b.CheckName, Status: github.String("completed"), Conclusion: github.String("neutral"),
-			CompletedAt: &github.Timestamp{Time: p.b.Now()}, Output: &github.CheckRunOutput{Title: &title, Summary: &summary},
+			Name: p.r.d.CheckName, Status: github.String("completed"), Conclusion: github.String("neutral"),
+			CompletedAt: &github.Timestamp{Time: p.r.d.Now()}, Output: &github.CheckRunOutput{Title: &title, Summary: &summary},
 		}); err != nil {
 			zerolog.Ctx(ctx).Warn().Err(err).Int64("check_run", id).Msg("close superseded check run")
 		}
@@ -74,19 +74,19 @@ func (p *progress) closeSuperseded(ctx context.Context) {
 
 // detailsURL is the check run's "Details" link: the run's live page
 // (which shows the receipt once it has ended), else its dashboard entry.
-func (p *progress) detailsURL() *string {
-	if u := cmp.Or(p.b.Receipts.LiveURL(p.meta.TaskID), p.b.Receipts.EntryURL(p.meta.TaskID)); u != "" {
+func (p *Progress) detailsURL() *string {
+	if u := cmp.Or(p.r.d.Links.LiveURL(p.meta.TaskID), p.r.d.Links.EntryURL(p.meta.TaskID)); u != "" {
 		return &u
 	}
 	return nil
 }
 
 // entryLink is the line of the check run's text that links to the run.
-func (p *progress) entryLink() string {
-	if u := p.b.Receipts.LiveURL(p.meta.TaskID); u != "" {
+func (p *Progress) entryLink() string {
+	if u := p.r.d.Links.LiveURL(p.meta.TaskID); u != "" {
 		return fmt.Sprintf("\n\n[Watch this run live](%s)", u)
 	}
-	if u := p.b.Receipts.EntryURL(p.meta.TaskID); u != "" {
+	if u := p.r.d.Links.EntryURL(p.meta.TaskID); u != "" {
 		return fmt.Sprintf("\n\n[This run on the dashboard](%s)", u)
 	}
 	return ""
@@ -95,8 +95,8 @@ func (p *progress) entryLink() string {
 // adopt finds the run's own unfinished check run on sha, opened before
 // the bot restarted, so a run followed again keeps one check run. It
 // returns 0 when there is none (or GitHub cannot say).
-func (p *progress) adopt(ctx context.Context, sha string) int64 {
-	list, err := p.gh.CheckRuns(ctx, sha, p.b.CheckName)
+func (p *Progress) adopt(ctx context.Context, sha string) int64 {
+	list, err := p.gh.CheckRuns(ctx, sha, p.r.d.CheckName)
 	if err != nil {
 		zerolog.Ctx(ctx).Debug().Err(err).Msg("list check runs to resume one")
 		return 0

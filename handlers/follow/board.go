@@ -1,4 +1,4 @@
-package handlers
+package follow
 
 import (
 	"fmt"
@@ -11,19 +11,19 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/dispatch"
 )
 
-// runBoard is what this replica saw of the runs it followed: the last
+// board is what this replica saw of the runs it followed: the last
 // progress line, the check run, and how the run ended. /status reads it
 // for what GitHub's comments do not say (stage, cost so far, the check
 // run). It is memory only and bounded: after a restart, or for a run
 // another replica follows, /status says what the bot's comments say.
-type runBoard struct {
+type board struct {
 	webURL string
 	mu     sync.Mutex
-	runs   *lru.Cache // task id -> boardEntry
+	runs   *lru.Cache // task id -> Seen
 }
 
-// boardEntry is one run as this replica last saw it.
-type boardEntry struct {
+// Seen is one run as this replica last saw it.
+type Seen struct {
 	Stage    string
 	Message  string
 	CostUSD  float64
@@ -33,34 +33,34 @@ type boardEntry struct {
 
 const boardSize = 4096
 
-func newRunBoard(webURL string) *runBoard {
+func newBoard(webURL string) *board {
 	runs, _ := lru.New(boardSize) // only fails for a size <= 0
-	return &runBoard{webURL: strings.TrimSuffix(webURL, "/"), runs: runs}
+	return &board{webURL: strings.TrimSuffix(webURL, "/"), runs: runs}
 }
 
-func (b *runBoard) edit(taskID string, fn func(*boardEntry)) {
+func (b *board) edit(taskID string, fn func(*Seen)) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var e boardEntry
+	var e Seen
 	if v, ok := b.runs.Get(taskID); ok {
-		e = v.(boardEntry)
+		e = v.(Seen)
 	}
 	fn(&e)
 	b.runs.Add(taskID, e)
 }
 
-func (b *runBoard) get(taskID string) (boardEntry, bool) {
+func (b *board) get(taskID string) (Seen, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	v, ok := b.runs.Get(taskID)
 	if !ok {
-		return boardEntry{}, false
+		return Seen{}, false
 	}
-	return v.(boardEntry), true
+	return v.(Seen), true
 }
 
-func (b *runBoard) progress(meta dispatch.Meta, ev dispatch.Progress) {
-	b.edit(meta.TaskID, func(e *boardEntry) {
+func (b *board) progress(meta dispatch.Meta, ev dispatch.Progress) {
+	b.edit(meta.TaskID, func(e *Seen) {
 		e.Stage, e.Message = ev.Stage, oneLine(ev.Message)
 		e.CostUSD = max(e.CostUSD, ev.CostUSD)
 	})
@@ -68,16 +68,16 @@ func (b *runBoard) progress(meta dispatch.Meta, ev dispatch.Progress) {
 
 // checkRun records where the run's check run is shown: GitHub's html_url,
 // or the address GitHub gives check runs when an API leaves it out.
-func (b *runBoard) checkRun(meta dispatch.Meta, cr *github.CheckRun) {
+func (b *board) checkRun(meta dispatch.Meta, cr *github.CheckRun) {
 	url := cr.GetHTMLURL()
 	if url == "" {
 		url = fmt.Sprintf("%s/%s/runs/%d", b.webURL, meta.Repo, cr.GetID())
 	}
-	b.edit(meta.TaskID, func(e *boardEntry) { e.CheckURL = url })
+	b.edit(meta.TaskID, func(e *Seen) { e.CheckURL = url })
 }
 
-func (b *runBoard) ended(meta dispatch.Meta, res *dispatch.Result) {
-	b.edit(meta.TaskID, func(e *boardEntry) {
+func (b *board) ended(meta dispatch.Meta, res *dispatch.Result) {
+	b.edit(meta.TaskID, func(e *Seen) {
 		e.Ended = true
 		if res != nil {
 			e.CostUSD = max(e.CostUSD, res.TokenUsage.TotalCostUSD)

@@ -1,4 +1,4 @@
-package handlers
+package follow
 
 import (
 	"context"
@@ -17,12 +17,12 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/handlers/markers"
 )
 
-// progress turns the runner's progress lines into one GitHub Check Run on
+// Progress turns the runner's progress lines into one GitHub Check Run on
 // the head commit, updated at most once per interval, or, before a branch
 // exists, one progress comment edited in place.
-type progress struct {
+type Progress struct {
 	ctx  context.Context // carries the run's logger
-	b    *core
+	r    *Runs
 	gh   hub.GitHub
 	meta dispatch.Meta
 
@@ -44,14 +44,14 @@ type progress struct {
 	sending sync.Mutex
 }
 
-func newProgress(ctx context.Context, b *core, gh hub.GitHub, meta dispatch.Meta) *progress {
-	p := &progress{ctx: ctx, b: b, gh: gh, meta: meta, headSHA: meta.HeadSHA}
+func newProgress(ctx context.Context, r *Runs, gh hub.GitHub, meta dispatch.Meta) *Progress {
+	p := &Progress{ctx: ctx, r: r, gh: gh, meta: meta, headSHA: meta.HeadSHA}
 	p.startOnPR(ctx)
 	return p
 }
 
-// attach sets the commit the check run belongs to, once it is known.
-func (p *progress) attach(sha string) {
+// Attach sets the commit the check run belongs to, once it is known.
+func (p *Progress) Attach(sha string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if sha != "" && p.headSHA == "" {
@@ -61,9 +61,9 @@ func (p *progress) attach(sha string) {
 
 // update is called for each progress line; it sends at most one update per
 // interval, so a chatty agent cannot exhaust the API rate limit.
-func (p *progress) update(ev dispatch.Progress) {
+func (p *Progress) update(ev dispatch.Progress) {
 	zerolog.Ctx(p.ctx).Debug().Str("stage", ev.Stage).Int("step", ev.Step).Float64("cost_usd", ev.CostUSD).Msg("progress")
-	p.b.board.progress(p.meta, ev)
+	p.r.board.progress(p.meta, ev)
 	p.mu.Lock()
 	p.last = ev
 	moved := p.moveLocked(ev.HeadSHA)
@@ -72,9 +72,9 @@ func (p *progress) update(ev dispatch.Progress) {
 	if len(p.lines) > 15 {
 		p.lines = p.lines[len(p.lines)-15:]
 	}
-	due := moved || p.b.Now().Sub(p.lastSent) >= p.b.ProgressInterval
+	due := moved || p.r.d.Now().Sub(p.lastSent) >= p.r.d.ProgressInterval
 	if due {
-		p.lastSent = p.b.Now()
+		p.lastSent = p.r.d.Now()
 	}
 	p.mu.Unlock()
 	if due {
@@ -90,7 +90,7 @@ func oneLine(s string) string {
 	return s
 }
 
-func (p *progress) summary() (title, text string) {
+func (p *Progress) summary() (title, text string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ev := p.last
@@ -100,7 +100,7 @@ func (p *progress) summary() (title, text string) {
 	return title, text + p.entryLink()
 }
 
-func (p *progress) send(ctx context.Context) {
+func (p *Progress) send(ctx context.Context) {
 	p.sending.Lock()
 	defer p.sending.Unlock()
 	log := zerolog.Ctx(ctx)
@@ -132,8 +132,8 @@ func (p *progress) send(ctx context.Context) {
 		}
 		if checkID == 0 {
 			cr, err := p.gh.CreateCheckRun(ctx, github.CreateCheckRunOptions{
-				Name: p.b.CheckName, HeadSHA: sha, Status: github.String("in_progress"), ExternalID: github.String(p.externalID()),
-				StartedAt: &github.Timestamp{Time: p.b.Now()}, DetailsURL: p.detailsURL(),
+				Name: p.r.d.CheckName, HeadSHA: sha, Status: github.String("in_progress"), ExternalID: github.String(p.externalID()),
+				StartedAt: &github.Timestamp{Time: p.r.d.Now()}, DetailsURL: p.detailsURL(),
 				Output: &github.CheckRunOutput{Title: &title, Summary: github.String(title), Text: &text},
 			})
 			if err != nil {
@@ -143,11 +143,11 @@ func (p *progress) send(ctx context.Context) {
 			p.mu.Lock()
 			p.checkRunID = cr.GetID()
 			p.mu.Unlock()
-			p.b.board.checkRun(p.meta, cr)
+			p.r.board.checkRun(p.meta, cr)
 			return
 		}
 		if err := p.gh.UpdateCheckRun(edit, checkID, github.UpdateCheckRunOptions{
-			Name: p.b.CheckName, Output: &github.CheckRunOutput{Title: &title, Summary: github.String(title), Text: &text},
+			Name: p.r.d.CheckName, Output: &github.CheckRunOutput{Title: &title, Summary: github.String(title), Text: &text},
 		}); err != nil {
 			warn(err, "update check run")
 		}
@@ -177,19 +177,19 @@ func (p *progress) send(ctx context.Context) {
 // deferred makes the next progress line due at once, and tries the edit
 // again after the interval (at least a second) if no line comes first: a
 // quiet agent's last step still shows while the run goes on.
-func (p *progress) deferred() {
+func (p *Progress) deferred() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.lastSent = time.Time{}
 	if p.retry != nil || p.ended {
 		return
 	}
-	p.retry = time.AfterFunc(max(p.b.ProgressInterval, time.Second), func() {
+	p.retry = time.AfterFunc(max(p.r.d.ProgressInterval, time.Second), func() {
 		p.mu.Lock()
 		p.retry = nil
 		due := !p.ended && p.lastSent.IsZero()
 		if due {
-			p.lastSent = p.b.Now()
+			p.lastSent = p.r.d.Now()
 		}
 		p.mu.Unlock()
 		if due {
@@ -198,21 +198,39 @@ func (p *progress) deferred() {
 	})
 }
 
-// externalID ties a check run back to its task, for check_run rerequested.
-func (p *progress) externalID() string {
+// ParseExternalID reads a run's check run's external id, "T-XXXXXXXX:owner/repo#N:mode".
+func ParseExternalID(id string) (int, dispatch.Mode, bool) {
+	parts := strings.Split(id, ":")
+	if len(parts) != 3 || !dispatch.ValidTaskID(parts[0]) {
+		return 0, "", false
+	}
+	_, num, ok := strings.Cut(parts[1], "#")
+	if !ok {
+		return 0, "", false
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil {
+		return 0, "", false
+	}
+	return n, dispatch.Mode(parts[2]), true
+}
+
+// externalID ties a check run back to its task, for check_run
+// rerequested (ParseExternalID).
+func (p *Progress) externalID() string {
 	return fmt.Sprintf("%s:%s#%d:%s", p.meta.TaskID, p.meta.Repo, p.meta.Number, p.meta.Mode)
 }
 
-// isEnded says whether the run's last state was written (complete).
-func (p *progress) isEnded() bool {
+// IsEnded says whether the run's last state was written (complete).
+func (p *Progress) IsEnded() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.ended
 }
 
-// complete finishes the check run (creating it if the run never reported a
+// Complete finishes the check run (creating it if the run never reported a
 // commit but the result names one) and closes the progress comment.
-func (p *progress) complete(ctx context.Context, conclusion, title, summary string, res *dispatch.Result) {
+func (p *Progress) Complete(ctx context.Context, conclusion, title, summary string, res *dispatch.Result) {
 	log := zerolog.Ctx(ctx)
 	p.mu.Lock()
 	p.ended = true
@@ -240,25 +258,25 @@ func (p *progress) complete(ctx context.Context, conclusion, title, summary stri
 		summary = title
 	}
 	out := &github.CheckRunOutput{Title: &title, Summary: &summary, Text: &text}
-	now := &github.Timestamp{Time: p.b.Now()}
+	now := &github.Timestamp{Time: p.r.d.Now()}
 	switch {
 	case checkID != 0:
 		if err := p.gh.UpdateCheckRun(ctx, checkID, github.UpdateCheckRunOptions{
-			Name: p.b.CheckName, Status: github.String("completed"), Conclusion: &conclusion, CompletedAt: now, Output: out,
+			Name: p.r.d.CheckName, Status: github.String("completed"), Conclusion: &conclusion, CompletedAt: now, Output: out,
 		}); err != nil {
 			log.Warn().Err(err).Msg("complete check run")
 		}
 	case sha != "":
 		if cr, err := p.gh.CreateCheckRun(ctx, github.CreateCheckRunOptions{
-			Name: p.b.CheckName, HeadSHA: sha, Status: github.String("completed"), Conclusion: &conclusion,
+			Name: p.r.d.CheckName, HeadSHA: sha, Status: github.String("completed"), Conclusion: &conclusion,
 			ExternalID: github.String(p.externalID()), CompletedAt: now, Output: out, DetailsURL: p.detailsURL(),
 		}); err != nil {
 			log.Warn().Err(err).Msg("create completed check run")
 		} else {
-			p.b.board.checkRun(p.meta, cr)
+			p.r.board.checkRun(p.meta, cr)
 		}
 	}
-	p.b.board.ended(p.meta, res)
+	p.r.board.ended(p.meta, res)
 	if commentID != 0 {
 		body, err := p.render("github/progress_done", ProgressDoneData{Marker: p.marker(), Conclusion: conclusion, Title: title, Summary: oneLine(summary)})
 		if err != nil {
@@ -272,13 +290,13 @@ func (p *progress) complete(ctx context.Context, conclusion, title, summary stri
 }
 
 // marker is the hidden marker of the progress comment.
-func (p *progress) marker() string {
+func (p *Progress) marker() string {
 	return markers.Marker{Kind: markers.KindProgress, TaskID: p.meta.TaskID, Mode: p.meta.Mode}.String()
 }
 
 // render renders a progress comment; like every reply, it is trimmed.
-func (p *progress) render(tmpl string, data any) (string, error) {
-	body, err := p.b.Templates.Render(tmpl, data)
+func (p *Progress) render(tmpl string, data any) (string, error) {
+	body, err := p.r.d.Templates.Render(tmpl, data)
 	return strings.TrimSpace(body), err
 }
 
@@ -301,19 +319,23 @@ func receiptSummary(res *dispatch.Result) string {
 	return b.String()
 }
 
-// parseExternalID reads "T-XXXXXXXX:owner/repo#N:mode".
-func parseExternalID(id string) (int, dispatch.Mode, bool) {
-	parts := strings.Split(id, ":")
-	if len(parts) != 3 || !dispatch.ValidTaskID(parts[0]) {
-		return 0, "", false
-	}
-	_, num, ok := strings.Cut(parts[1], "#")
-	if !ok {
-		return 0, "", false
-	}
-	n, err := strconv.Atoi(num)
-	if err != nil {
-		return 0, "", false
-	}
-	return n, dispatch.Mode(parts[2]), true
+// ProgressData is github/progress: the comment that shows a run's progress
+// before it has pushed a commit for a check run to sit on.
+type ProgressData struct {
+	Marker string
+	// Title is the latest stage and message.
+	Title string
+	// Text is the figures and the latest progress lines.
+	Text string
+}
+
+// ProgressDoneData is github/progress_done: the progress comment's last
+// edit, when the run has ended.
+type ProgressDoneData struct {
+	Marker string
+	// Conclusion is the check-run conclusion: success, failure, timed_out,
+	// cancelled or neutral.
+	Conclusion string
+	Title      string
+	Summary    string
 }

@@ -1,4 +1,4 @@
-package handlers
+package follow
 
 import (
 	"slices"
@@ -14,7 +14,7 @@ func TestTokenPermissionByMode(t *testing.T) {
 		dispatch.ModeExecute: "write", dispatch.ModeRevise: "write", dispatch.ModeRebase: "write", dispatch.ModeContinue: "write",
 	}
 	for _, m := range dispatch.Modes {
-		if got := tokenPermission(m); got != want[m] {
+		if got := TokenPermission(m); got != want[m] {
 			t.Errorf("%s run: contents:%s, want contents:%s", m, got, want[m])
 		}
 	}
