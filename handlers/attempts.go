@@ -158,8 +158,8 @@ type attemptSets struct {
 	c    *core
 	keep *resultKeeper
 	post *resultPoster
-	// aborted records who aborted an attempt (Runs.MarkAborted).
-	aborted func(taskID, by string)
+	// runs record who aborted an attempt.
+	runs *follow.Runs
 	// starts starts each attempt as a run of its own.
 	starts *starter
 }
@@ -291,7 +291,7 @@ func (r *attemptSets) postSet(ctx context.Context, gh hub.GitHub, meta dispatch.
 		rc := &runContext{meta: run.Meta, gh: gh, issue: meta.Number, branch: branch, marked: st.marked}
 		res = r.keep.vetResult(rc, res)
 		row := rank.RowOf(k, run.Meta.TaskID, branch, res, "")
-		if _, aborted := r.keep.aborted(run.Meta.TaskID); aborted {
+		if _, aborted := r.keep.runs.AbortedBy(run.Meta.TaskID); aborted {
 			row.Out = "aborted"
 		} else if _, marked := markers.Last(st.marked, markers.KindAbortRequested, meta.Set); marked {
 			row.Out = "aborted"
@@ -485,13 +485,13 @@ func (r *attemptSets) abort(ctx context.Context, t thread, holder string) (handl
 	}
 	for _, row := range ack.Marker.Attempts {
 		if run, ok := st.runs[row.K]; ok && run.State.Ended() {
-			r.aborted(row.TaskID, t.sender) // it ranks as aborted with the rest
+			r.runs.MarkAborted(row.TaskID, t.sender) // it ranks as aborted with the rest
 			continue
 		}
 		removed := dequeued[row.K]
 		what := "@" + t.sender + " aborted it while it waited in the queue."
 		if !removed {
-			r.aborted(row.TaskID, t.sender)
+			r.runs.MarkAborted(row.TaskID, t.sender)
 			err := r.c.Backend.Cancel(ctx, row.TaskID)
 			if err == nil || !errors.Is(err, dispatch.ErrNotFound) {
 				if err != nil {

@@ -232,9 +232,9 @@ func NewBase(w Wiring) (*Base, error) {
 	ci := &ciFixer{c: c, starts: s, on: b.on}
 	bs := newBatches(c, s, ci)
 	runs := follow.New(followDeps(&w), ends)
-	keep := &resultKeeper{c: c, aborted: runs.AbortedBy}
+	keep := &resultKeeper{c: c, runs: runs}
 	post := &resultPoster{c: c, starts: s, keep: keep, runs: runs}
-	sets := &attemptSets{c: c, keep: keep, post: post, aborted: runs.MarkAborted, starts: s}
+	sets := &attemptSets{c: c, keep: keep, post: post, runs: runs, starts: s}
 	*ends = runEnds{c: c, slots: s, post: post, keep: keep, sets: sets}
 	*s = starter{c: c, runs: runs, sets: sets, agent: agentRun{c: c}, claims: &claimWatch{c: c, fire: admitLater(s)}}
 	routines := newRoutines(c, routinePlan(b))

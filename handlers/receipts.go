@@ -140,7 +140,7 @@ func (rk *resultKeeper) keepReceipt(ctx context.Context, rc *runContext, res *di
 		return
 	}
 	status := string(statusOf(res))
-	if _, aborted := rk.aborted(rc.meta.TaskID); aborted {
+	if _, aborted := rk.runs.AbortedBy(rc.meta.TaskID); aborted {
 		status = "aborted"
 	} else if _, marked := markers.Last(rc.marked, markers.KindAbortRequested, rc.meta.TaskID); marked {
 		status = "aborted"

@@ -54,8 +54,8 @@ type resultPoster struct {
 // and the branch its result names.
 type resultKeeper struct {
 	c *core
-	// aborted says who aborted the run, if anyone did (follow.Runs.AbortedBy).
-	aborted func(taskID string) (string, bool)
+	// runs say who aborted a run, if anyone did.
+	runs *follow.Runs
 }
 
 // Reconcile follows every run the backend knows, so runs that ended while
@@ -201,7 +201,7 @@ func (e *runEnds) finish(ctx context.Context, gh hub.GitHub, meta dispatch.Meta,
 	defer e.keep.keepReceipt(ctx, rc, res)
 	// An abort is remembered in memory and in the /abort reply's marker, so
 	// a bot restarted between /abort and the run's end does not continue it.
-	by, aborted := e.keep.aborted(meta.TaskID)
+	by, aborted := e.keep.runs.AbortedBy(meta.TaskID)
 	if !aborted {
 		_, aborted = markers.Last(marked, markers.KindAbortRequested, meta.TaskID)
 	}
