@@ -2,8 +2,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/google/go-github/v62/github"
@@ -13,7 +11,7 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/handlers"
 )
 
-// CheckSuite and Status hand the engine the completion of a commit's
+// checkSuite and status hand the engine the completion of a commit's
 // checks: on the App's pull requests (a failure is fixed) and on the
 // default branch (its on: main_ci_failed routines). Subscribed events, and
 // why each:
@@ -34,28 +32,16 @@ import (
 // commit changed; the engine then reads every check run and status of the
 // commit and acts once they have all completed, so the last one to end is
 // the one that counts, whichever event brings it.
-type CheckSuite struct{ e Engine }
-
-var _ githubapp.EventHandler = &CheckSuite{}
-
-// Handles implements githubapp.EventHandler.
-func (h *CheckSuite) Handles() []string { return []string{"check_suite"} }
-
-// Handle implements githubapp.EventHandler.
-func (h *CheckSuite) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var e github.CheckSuiteEvent
-	if err := json.Unmarshal(payload, &e); err != nil {
-		return fmt.Errorf("parse check_suite event: %w", err)
-	}
+func checkSuite(ctx context.Context, eng Engine, e *github.CheckSuiteEvent, deliveryID string) error {
 	suite := e.GetCheckSuite()
-	if e.GetAction() != "completed" || h.e.OwnApp(suite.GetApp().GetSlug()) {
+	if e.GetAction() != "completed" || eng.OwnApp(suite.GetApp().GetSlug()) {
 		return nil
 	}
-	installation := githubapp.GetInstallationIDFromEvent(&e)
+	installation := githubapp.GetInstallationIDFromEvent(e)
 	d := handlers.Delivery{ID: deliveryID, Installation: installation, Repo: e.GetRepo()}
 	if branch := suite.GetHeadBranch(); branch != "" && branch == e.GetRepo().GetDefaultBranch() {
 		rctx, _ := githubapp.PrepareRepoContext(ctx, installation, e.GetRepo())
-		return h.e.MainChecks(rctx, d, suite.GetHeadSHA())
+		return eng.MainChecks(rctx, d, suite.GetHeadSHA())
 	}
 	if !strings.HasPrefix(suite.GetHeadBranch(), dispatch.BranchPrefix) {
 		return nil
@@ -64,37 +50,25 @@ func (h *CheckSuite) Handle(ctx context.Context, eventType, deliveryID string, p
 	for _, pr := range suite.PullRequests {
 		numbers = append(numbers, pr.GetNumber())
 	}
-	return h.e.ChecksChanged(ctx, d, suite.GetHeadSHA(), suite.GetHeadBranch(), numbers)
+	return eng.ChecksChanged(ctx, d, suite.GetHeadSHA(), suite.GetHeadBranch(), numbers)
 }
 
-// Status hands the engine a commit status's change (see CheckSuite).
-type Status struct{ e Engine }
-
-var _ githubapp.EventHandler = &Status{}
-
-// Handles implements githubapp.EventHandler.
-func (h *Status) Handles() []string { return []string{"status"} }
-
-// Handle implements githubapp.EventHandler.
-func (h *Status) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var e github.StatusEvent
-	if err := json.Unmarshal(payload, &e); err != nil {
-		return fmt.Errorf("parse status event: %w", err)
-	}
+// status hands the engine a commit status's change (see checkSuite).
+func status(ctx context.Context, eng Engine, e *github.StatusEvent, deliveryID string) error {
 	if e.GetState() == "pending" {
 		return nil
 	}
-	installation := githubapp.GetInstallationIDFromEvent(&e)
+	installation := githubapp.GetInstallationIDFromEvent(e)
 	d := handlers.Delivery{ID: deliveryID, Installation: installation, Repo: e.GetRepo()}
 	for _, br := range e.Branches {
 		if br.GetName() == e.GetRepo().GetDefaultBranch() {
 			rctx, _ := githubapp.PrepareRepoContext(ctx, installation, e.GetRepo())
-			if err := h.e.MainChecks(rctx, d, e.GetSHA()); err != nil {
+			if err := eng.MainChecks(rctx, d, e.GetSHA()); err != nil {
 				return err
 			}
 		}
 		if strings.HasPrefix(br.GetName(), dispatch.BranchPrefix) {
-			if err := h.e.ChecksChanged(ctx, d, e.GetSHA(), br.GetName(), nil); err != nil {
+			if err := eng.ChecksChanged(ctx, d, e.GetSHA(), br.GetName(), nil); err != nil {
 				return err
 			}
 		}

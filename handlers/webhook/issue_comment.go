@@ -12,19 +12,19 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/handlers"
 )
 
-// IssueComment hands the engine the comments created on issues and pull
+// issueComment hands the engine the comments created on issues and pull
 // requests: the comment commands (/approve, /revise, /abort, /retry,
 // /continue, /rebase, /plan, /status) and @mentions of the App. Edited
 // and deleted comments do nothing: only "created" counts.
-type IssueComment struct{ e Engine }
+type issueComment struct{ e Engine }
 
-var _ githubapp.EventHandler = &IssueComment{}
+var _ githubapp.EventHandler = &issueComment{}
 
 // Handles implements githubapp.EventHandler.
-func (h *IssueComment) Handles() []string { return []string{"issue_comment"} }
+func (h *issueComment) Handles() []string { return []string{"issue_comment"} }
 
 // Handle implements githubapp.EventHandler.
-func (h *IssueComment) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
+func (h *issueComment) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
 	// Most comments are conversation, not commands: decide that from three
 	// fields before decoding the whole event, with fastjson, which reads a
 	// 15 KB payload several times faster than encoding/json (under webhook

@@ -2,8 +2,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
@@ -11,32 +9,20 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/handlers"
 )
 
-// Issues hands the engine a writer's trigger label on an issue: a plan
+// issues hands the engine a writer's trigger label on an issue: a plan
 // run.
-type Issues struct{ e Engine }
-
-var _ githubapp.EventHandler = &Issues{}
-
-// Handles implements githubapp.EventHandler.
-func (h *Issues) Handles() []string { return []string{"issues"} }
-
-// Handle implements githubapp.EventHandler.
-func (h *Issues) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var e github.IssuesEvent
-	if err := json.Unmarshal(payload, &e); err != nil {
-		return fmt.Errorf("parse issues event: %w", err)
-	}
-	if e.GetAction() != "labeled" || e.GetLabel().GetName() != h.e.TriggerLabel() {
+func issues(ctx context.Context, eng Engine, e *github.IssuesEvent, deliveryID string) error {
+	if e.GetAction() != "labeled" || e.GetLabel().GetName() != eng.TriggerLabel() {
 		return nil
 	}
 	repo, issue := e.GetRepo(), e.GetIssue()
-	installation := githubapp.GetInstallationIDFromEvent(&e)
+	installation := githubapp.GetInstallationIDFromEvent(e)
 	ctx, log := githubapp.PrepareRepoContext(ctx, installation, repo)
 	ctx = log.With().Int("issue", issue.GetNumber()).Logger().WithContext(ctx)
-	if h.e.IgnoredSender(e.GetSender()) {
+	if eng.IgnoredSender(e.GetSender()) {
 		log.Debug().Str("sender", e.GetSender().GetLogin()).Msg("ignoring bot")
 		return nil
 	}
-	return h.e.Label(ctx, handlers.Delivery{ID: deliveryID, Installation: installation, Repo: repo, Number: issue.GetNumber(),
+	return eng.Label(ctx, handlers.Delivery{ID: deliveryID, Installation: installation, Repo: repo, Number: issue.GetNumber(),
 		Sender: e.GetSender().GetLogin(), Issue: issue})
 }

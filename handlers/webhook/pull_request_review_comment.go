@@ -3,8 +3,6 @@ package webhook
 import (
 	"cmp"
 	"context"
-	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -16,27 +14,13 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/handlers/commands"
 )
 
-// PullRequestReviewComment hands the engine inline review comments. On an
+// pullRequestReviewComment hands the engine inline review comments. On an
 // agent PR a writer's comment (plain, or "/revise use a map here") goes
 // into the PR's review batch with its file and line, and the revise run
 // replies on it when it is done; a command typed inline runs as one, on
 // any pull request.
-type PullRequestReviewComment struct{ e Engine }
-
-var _ githubapp.EventHandler = &PullRequestReviewComment{}
-
-// Handles implements githubapp.EventHandler.
-func (h *PullRequestReviewComment) Handles() []string {
-	return []string{"pull_request_review_comment"}
-}
-
-// Handle implements githubapp.EventHandler.
-func (h *PullRequestReviewComment) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var e github.PullRequestReviewCommentEvent
-	if err := json.Unmarshal(payload, &e); err != nil {
-		return fmt.Errorf("parse pull_request_review_comment event: %w", err)
-	}
-	if e.GetAction() != "created" || h.e.IgnoredSender(e.GetSender()) {
+func pullRequestReviewComment(ctx context.Context, eng Engine, e *github.PullRequestReviewCommentEvent, deliveryID string) error {
+	if e.GetAction() != "created" || eng.IgnoredSender(e.GetSender()) {
 		return nil
 	}
 	comment, pr, repo := e.GetComment(), e.GetPullRequest(), e.GetRepo()
@@ -45,8 +29,8 @@ func (h *PullRequestReviewComment) Handle(ctx context.Context, eventType, delive
 	if cmd, perr := commands.ParseCommand(comment.GetBody()); cmd == nil && perr == nil && !strings.HasPrefix(pr.GetHead().GetRef(), dispatch.BranchPrefix) {
 		return nil
 	}
-	installation := githubapp.GetInstallationIDFromEvent(&e)
+	installation := githubapp.GetInstallationIDFromEvent(e)
 	ctx, _ = githubapp.PreparePRContext(ctx, installation, repo, pr.GetNumber())
-	return h.e.Feedback(ctx, handlers.Delivery{ID: deliveryID, Installation: installation, Repo: repo, Number: pr.GetNumber(), IsPR: true,
+	return eng.Feedback(ctx, handlers.Delivery{ID: deliveryID, Installation: installation, Repo: repo, Number: pr.GetNumber(), IsPR: true,
 		Sender: e.GetSender().GetLogin()}, comment.GetBody(), "inline-"+strconv.FormatInt(comment.GetID(), 10), cmp.Or(comment.GetInReplyTo(), comment.GetID()))
 }

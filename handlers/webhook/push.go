@@ -2,8 +2,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"strings"
 
 	"github.com/google/go-github/v62/github"
@@ -13,31 +11,19 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/handlers"
 )
 
-// Push hands the engine a push to a branch that is not one of the App's:
+// push hands the engine a push to a branch that is not one of the App's:
 // agent PRs that target it are kept current (an update through GitHub's
 // API, a rebase run on a conflict), and a push to the default branch
 // reads its routines again.
-type Push struct{ e Engine }
-
-var _ githubapp.EventHandler = &Push{}
-
-// Handles implements githubapp.EventHandler.
-func (h *Push) Handles() []string { return []string{"push"} }
-
-// Handle implements githubapp.EventHandler.
-func (h *Push) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var e github.PushEvent
-	if err := json.Unmarshal(payload, &e); err != nil {
-		return fmt.Errorf("parse push event: %w", err)
-	}
+func push(ctx context.Context, eng Engine, e *github.PushEvent, deliveryID string) error {
 	branch, isBranch := strings.CutPrefix(e.GetRef(), "refs/heads/")
 	if !isBranch || e.GetDeleted() || strings.HasPrefix(branch, dispatch.BranchPrefix) {
 		return nil
 	}
 	repo := pushRepo(e.GetRepo())
-	installation := githubapp.GetInstallationIDFromEvent(&e)
+	installation := githubapp.GetInstallationIDFromEvent(e)
 	ctx, _ = githubapp.PrepareRepoContext(ctx, installation, repo)
-	return h.e.Pushed(ctx, handlers.Delivery{ID: deliveryID, Installation: installation, Repo: repo, Sender: e.GetSender().GetLogin()}, branch, e.GetAfter())
+	return eng.Pushed(ctx, handlers.Delivery{ID: deliveryID, Installation: installation, Repo: repo, Sender: e.GetSender().GetLogin()}, branch, e.GetAfter())
 }
 
 // pushRepo converts the push event's repository shape to the common one.

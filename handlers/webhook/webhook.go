@@ -10,6 +10,8 @@ package webhook
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
@@ -53,7 +55,36 @@ func New(e Engine) *Adapters { return &Adapters{e: e} }
 // Handlers returns one handler per event the App subscribes to.
 func (a *Adapters) Handlers() []githubapp.EventHandler {
 	return []githubapp.EventHandler{
-		&Issues{a.e}, &IssueComment{a.e}, &PullRequest{a.e}, &PullRequestReview{a.e}, &PullRequestReviewComment{a.e},
-		&Push{a.e}, &Installation{a.e}, &InstallationRepositories{a.e}, &CheckRun{a.e}, &CheckSuite{a.e}, &Status{a.e},
+		adapter[github.IssuesEvent]{"issues", a.e, issues},
+		&issueComment{a.e},
+		adapter[github.PullRequestEvent]{"pull_request", a.e, pullRequest},
+		adapter[github.PullRequestReviewEvent]{"pull_request_review", a.e, pullRequestReview},
+		adapter[github.PullRequestReviewCommentEvent]{"pull_request_review_comment", a.e, pullRequestReviewComment},
+		adapter[github.PushEvent]{"push", a.e, push},
+		adapter[github.InstallationEvent]{"installation", a.e, installation},
+		adapter[github.InstallationRepositoriesEvent]{"installation_repositories", a.e, installationRepositories},
+		adapter[github.CheckRunEvent]{"check_run", a.e, checkRun},
+		adapter[github.CheckSuiteEvent]{"check_suite", a.e, checkSuite},
+		adapter[github.StatusEvent]{"status", a.e, status},
 	}
+}
+
+// adapter is the handler of one webhook event: it decodes the payload as
+// a T and hands it to act, which filters it and asks the engine.
+type adapter[T any] struct {
+	event string
+	eng   Engine
+	act   func(ctx context.Context, eng Engine, e *T, deliveryID string) error
+}
+
+// Handles implements githubapp.EventHandler.
+func (a adapter[T]) Handles() []string { return []string{a.event} }
+
+// Handle implements githubapp.EventHandler.
+func (a adapter[T]) Handle(ctx context.Context, _, deliveryID string, payload []byte) error {
+	var e T
+	if err := json.Unmarshal(payload, &e); err != nil {
+		return fmt.Errorf("parse %s event: %w", a.event, err)
+	}
+	return a.act(ctx, a.eng, &e, deliveryID)
 }
