@@ -11,15 +11,15 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/handlers"
 )
 
+// autoReviewAction reports whether a pull_request action is one
+// review.auto answers.
+func autoReviewAction(action string) bool { return action == "opened" || action == "ready_for_review" }
+
 // pullRequest hands the engine a person's pull request opened or marked
 // ready for review (reviewed when the base branch's .sandbox.yml asks for
 // it: review.auto), and any of the App's pull requests closed (the
 // attempts' own branches go). Never a draft, never the App's own pull
 // request, never a bot's.
-// autoReviewAction reports whether a pull_request action is one
-// review.auto answers.
-func autoReviewAction(action string) bool { return action == "opened" || action == "ready_for_review" }
-
 func pullRequest(ctx context.Context, eng Engine, e *github.PullRequestEvent, deliveryID string) error {
 	pr, repo := e.GetPullRequest(), e.GetRepo()
 	installation := githubapp.GetInstallationIDFromEvent(e)
