@@ -3,12 +3,13 @@
 // webhook and hand it to the engine's door, Entry, which makes it an event
 // of the lifecycle table (handlers/lifecycle); on (act.go) checks who
 // asked, observes the issue or pull request (observe.go), asks the table
-// and performs what it says.
-// Runs follows each run until its result is on GitHub, as the table's run
-// rows say. Every call to GitHub goes through the seam, package hub.
+// and performs what it says. The follower (handlers/follow) follows each
+// run to its end and hands the end back (runEnds, runs.go), which puts the
+// result on GitHub as the table's run rows say. Every call to GitHub goes
+// through the seam, package hub.
 //
 // The bot keeps no database: what it must remember lives on GitHub (labels
-// and comments with hidden markers) and in the backend (runs, their
+// and comments with hidden markers, handlers/markers) and in the backend (runs, their
 // metadata, the per-issue lock, the run queue).
 package handlers
 
