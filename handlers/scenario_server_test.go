@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -125,9 +126,18 @@ func TestLabelPlanApprovePR(t *testing.T) {
 		return hasLabel(pr.Labels, "agent-pr") && len(pr.PR.Reviewers) == 1 && pr.PR.Reviewers[0] == "alice"
 	})
 	// The execute run's task id derives from the /approve comment's id,
-	// which the fake gives in the order the bot's writes reach it (the
-	// progress comment and the refusal are written side by side).
-	ids := strings.NewReplacer(exec.Order.TaskID, "T-EXECUTE", strings.ToLower(exec.Order.TaskID), "t-execute")
+	// and the PR links the plan comment by its id: the fake gives ids in
+	// the order the bot's writes reach it (the progress comment and the
+	// refusal are written side by side), so both stand as placeholders,
+	// the link only where it names the plan comment.
+	var planID int64
+	for _, c := range h.gh.Issue(testRepo, n).Comments {
+		if c.Body == planComment {
+			planID = c.ID
+		}
+	}
+	ids := strings.NewReplacer(exec.Order.TaskID, "T-EXECUTE", strings.ToLower(exec.Order.TaskID), "t-execute",
+		fmt.Sprintf("#issuecomment-%d)", planID), "#issuecomment-PLAN)")
 	golden(t, "pr_body.md", ids.Replace(pr.Body))
 	golden(t, "pr_linked.md", ids.Replace(linked))
 	h.gh.WaitFor(5*time.Second, "completed check run", func() bool {
