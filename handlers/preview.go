@@ -17,10 +17,6 @@ import (
 	"github.com/sandbox-bot/sandbox-bot/handlers/sanitize"
 )
 
-// KindPreview marks the comment that links a pull request's preview; it is
-// edited in place when the preview ends.
-const KindPreview = "preview"
-
 // maxPreviewSource bounds the archive of a preview's code the bot fetches
 // and hands the sandbox.
 const maxPreviewSource = 100 << 20
@@ -174,7 +170,7 @@ func (p previewRun) announce(ctx context.Context, gh hub.GitHub, l launch, r bui
 	zerolog.Ctx(ctx).Info().Str("head", p.sha).Dur("for", p.c.PreviewDuration).Msg("preview started")
 	live := p.c.Receipts.LiveURL(l.taskID)
 	return p.c.reply(ctx, gh, l.req.Number, "github/preview", PreviewData{
-		Marker: markers.Marker{Kind: KindPreview, TaskID: l.taskID, Mode: dispatch.ModePreview}.String(),
+		Marker: markers.Marker{Kind: markers.KindPreview, TaskID: l.taskID, Mode: dispatch.ModePreview}.String(),
 		URL:    live + "/preview/", LiveURL: live, SHA: shortSHA(p.sha), Minutes: int(p.c.PreviewDuration.Round(time.Minute) / time.Minute),
 		Until: p.c.Now().Add(p.c.PreviewDuration).UTC().Format("15:04 UTC"),
 	})
@@ -197,7 +193,7 @@ func (e *runEnds) AsideEnded(ctx context.Context, gh hub.GitHub, meta dispatch.M
 		outcome = "ended after " + st.EndedAt.Sub(st.StartedAt).Round(time.Second).String()
 	}
 	if marked, err := e.c.botMarked(ctx, gh, meta.Number); err == nil {
-		if c, ok := markers.Last(marked, KindPreview, meta.TaskID); ok {
+		if c, ok := markers.Last(marked, markers.KindPreview, meta.TaskID); ok {
 			d := PreviewData{Marker: c.Marker.String(), SHA: shortSHA(meta.HeadSHA), Ended: true, Outcome: outcome, LiveURL: e.c.Receipts.LiveURL(meta.TaskID)}
 			if body, err := e.c.Templates.Render("github/preview", d); err == nil {
 				if err := gh.EditComment(ctx, c.Comment.GetID(), strings.TrimSpace(body)); err != nil {

@@ -164,7 +164,7 @@ func tableReplySamples(task string, issueCmds, prCmds []string) []any {
 
 // previewSamples are the /preview replies' samples.
 func previewSamples(task string) map[string][]any {
-	marker := markers.Marker{Kind: KindPreview, TaskID: task, Mode: dispatch.ModePreview}.String()
+	marker := markers.Marker{Kind: markers.KindPreview, TaskID: task, Mode: dispatch.ModePreview}.String()
 	live := "https://bot.example.com/runs/" + task
 	return map[string][]any{
 		"github/preview": {

@@ -106,6 +106,9 @@ const (
 	KindAttempts = "attempts"
 	// KindPicked marks the reply to /pick.
 	KindPicked = "picked"
+	// KindPreview marks the comment that links a pull request's preview;
+	// it is edited in place when the preview ends.
+	KindPreview = "preview"
 )
 
 var markerRE = regexp.MustCompile(`<!-- sandbox-bot:(\{.*?\}) -->`)
