@@ -51,7 +51,7 @@ func fixRequest(ctx context.Context, c *core, t thread, ev event, req *startRequ
 	}
 	head, branch := pr.GetHead().GetSHA(), pr.GetHead().GetRef()
 	root, rootErr := threadRoot(ctx, t.gh, t.number, ev.thread)
-	reviewed, err := reviewedHead(ctx, t.gh, t.number, root)
+	reviewed, err := reviewedHead(ctx, c, t.gh, t.number, root)
 	var why string
 	switch {
 	case rootErr != nil || err != nil:
@@ -120,9 +120,10 @@ func threadRoot(ctx context.Context, gh hub.GitHub, number int, id int64) (*gith
 }
 
 // reviewedHead is the commit the review a fix answers was of: the
-// thread's review, or without a thread the App's newest review; "" when
+// thread's review, or without a thread the App's newest review (its own
+// account's: another App's review with a copied marker is text); "" when
 // there is none to compare with.
-func reviewedHead(ctx context.Context, gh hub.GitHub, number int, root *github.PullRequestComment) (string, error) {
+func reviewedHead(ctx context.Context, c *core, gh hub.GitHub, number int, root *github.PullRequestComment) (string, error) {
 	if root != nil && root.GetCommitID() != "" {
 		return root.GetCommitID(), nil
 	}
@@ -130,11 +131,22 @@ func reviewedHead(ctx context.Context, gh hub.GitHub, number int, root *github.P
 	if err != nil {
 		return "", err
 	}
-	for i := len(reviews) - 1; i >= 0; i-- {
-		rv := reviews[i]
-		m, marked := markers.Parse(rv.GetBody())
-		if root != nil && rv.GetID() == root.GetPullRequestReviewID() || root == nil && marked && m.Mode == dispatch.ModeReview && markers.IsBotLogin(rv.GetUser()) {
-			return rv.GetCommitID(), nil
+	if root != nil {
+		for _, rv := range reviews {
+			if rv.GetID() == root.GetPullRequestReviewID() {
+				return rv.GetCommitID(), nil
+			}
+		}
+		return "", nil
+	}
+	login, err := c.LoadIdentity(ctx)
+	if err != nil {
+		return "", err
+	}
+	own := markers.Reviews(reviews, login)
+	for i := len(own) - 1; i >= 0; i-- {
+		if own[i].Marker.Mode == dispatch.ModeReview {
+			return own[i].Review.GetCommitID(), nil
 		}
 	}
 	return "", nil

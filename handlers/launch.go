@@ -316,8 +316,8 @@ func reviewEnded(ctx context.Context, c *core, gh hub.GitHub, number int, taskID
 	if err != nil {
 		return false
 	}
-	for _, rv := range reviews {
-		if m, ok := markers.Parse(rv.GetBody()); ok && m.TaskID == taskID && m.Kind == markers.KindResult && markers.IsOwnBot(rv.GetUser(), login) {
+	for _, rv := range markers.Reviews(reviews, login) {
+		if rv.Marker.TaskID == taskID && rv.Marker.Kind == markers.KindResult {
 			return true
 		}
 	}

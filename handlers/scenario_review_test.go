@@ -287,3 +287,33 @@ func TestFixRightAfterTheReviewWaitsForItsRun(t *testing.T) {
 		}
 	}
 }
+
+// A /fix without a thread compares the head with the App's own newest
+// review: another App's review carrying a copy of the App's marker is
+// text, and does not make a branch that moved since the App's review look
+// reviewed.
+func TestFixComparesWithTheAppsOwnReview(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil, nil)
+	h.gh.CreateBranch(testRepo, "fix-sum", "main")
+	h.gh.CommitFile(testRepo, "fix-sum", "sum.go", "package main\n\nfunc sum(a, b int) int {\n\treturn a + b + 1\n}\n", "Add sum")
+	pr := h.gh.AddPullRequest(testRepo, "bob", "Add sum", "fix-sum", "main")
+	h.reviewed(pr, "sum.go", 4)
+	reviews := h.gh.Issue(testRepo, pr).PR.Reviews
+	if len(reviews) != 1 || !strings.Contains(reviews[0].Body, "sandbox-bot:") {
+		t.Fatalf("want the App's one marked review, got %d reviews", len(reviews))
+	}
+	h.gh.CommitFile(testRepo, "fix-sum", "sum.go", "package main\n", "Mine")
+	h.gh.AddReview(testRepo, pr, "other-app[bot]", "COMMENTED", reviews[0].Body)
+	h.comment(pr, writer, "/fix")
+	h.gh.WaitFor(30*time.Second, "the refusal", func() bool {
+		for _, c := range h.botComments(pr) {
+			if strings.Contains(c, "moved since the review") {
+				return true
+			}
+		}
+		return false
+	})
+	h.idle()
+	h.wantRuns(1, "no fix of a branch that moved since the App's review")
+}

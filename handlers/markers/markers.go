@@ -173,6 +173,28 @@ func Comments(comments []*github.IssueComment, botLogin string) []Comment {
 	return out
 }
 
+// Review is one of the bot's pull request reviews with its marker.
+type Review struct {
+	Review *github.PullRequestReview
+	Marker Marker
+}
+
+// Reviews filters reviews to the marked ones this App's bot account
+// wrote, as Comments does for comments: a marker in anyone else's review
+// is text.
+func Reviews(reviews []*github.PullRequestReview, botLogin string) []Review {
+	var out []Review
+	for _, rv := range reviews {
+		if !IsOwnBot(rv.GetUser(), botLogin) {
+			continue
+		}
+		if m, ok := Parse(rv.GetBody()); ok {
+			out = append(out, Review{Review: rv, Marker: m})
+		}
+	}
+	return out
+}
+
 // IsAgentPR tells whether pr is one this App opened for an issue: its
 // author is the App's bot account, its head branch is an agent/ branch in
 // the base repository itself (never a fork, whose owner controls the

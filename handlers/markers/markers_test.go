@@ -58,6 +58,18 @@ func TestCommentsOnlyFromOwnBot(t *testing.T) {
 	}
 }
 
+func TestReviewsOnlyFromOwnBot(t *testing.T) {
+	t.Parallel()
+	r := func(login, body string) *github.PullRequestReview {
+		return &github.PullRequestReview{User: &github.User{Login: github.String(login)}, Body: github.String(body)}
+	}
+	res := Marker{Kind: KindResult, TaskID: "T-00000001", Mode: "review"}.String()
+	got := Reviews([]*github.PullRequestReview{r("other-app[bot]", res), r("alice", res), r(ownBot, "LGTM"), r(ownBot, res)}, ownBot)
+	if len(got) != 1 || got[0].Review.GetUser().GetLogin() != ownBot || got[0].Marker.TaskID != "T-00000001" {
+		t.Fatalf("Reviews kept %+v, want only the App's marked one", got)
+	}
+}
+
 // A marker survives its rendering in a comment among other text, and a
 // plan comment gives back exactly the plan it shows.
 func TestMarkerRoundTrip(t *testing.T) {
