@@ -24,12 +24,7 @@ import (
 func TestDeferredProgressGoesWithTheNextLine(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, time.Hour)
-	meta := dispatch.Meta{TaskID: "T-0000000000000def", Repo: tRepo, Number: 1, Mode: dispatch.ModePlan, InstallationID: 1, Attempt: 1}
-	gh, err := w.hub.Repo(1, tRepo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := w.r.Progress(w.ctx, gh, meta)
+	p := w.planProgress(t)
 	shows := func(want string) bool {
 		got := w.repo.Bodies(1)
 		return len(got) == 1 && strings.Contains(got[0], want)
@@ -64,12 +59,7 @@ func TestDeferredProgressGoesWithTheNextLine(t *testing.T) {
 func TestDeferredProgressIsTriedAgain(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t, time.Millisecond)
-	meta := dispatch.Meta{TaskID: "T-0000000000000def", Repo: tRepo, Number: 1, Mode: dispatch.ModePlan, InstallationID: 1, Attempt: 1}
-	gh, err := w.hub.Repo(1, tRepo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := w.r.Progress(w.ctx, gh, meta)
+	p := w.planProgress(t)
 	p.update(dispatch.Progress{Stage: "agent", Message: "reading the code"})
 	p.mu.Lock()
 	p.lastSent = time.Time{} // the interval has passed
@@ -116,6 +106,17 @@ func newWorld(t *testing.T, interval time.Duration) *world {
 		WebURL: "https://github.com"}, nil)
 	t.Cleanup(r.Stop)
 	return &world{ctx: logger.WithContext(t.Context()), hub: h, repo: repo, r: r, logs: logs}
+}
+
+// planProgress is the progress of a plan run of #1.
+func (w *world) planProgress(t *testing.T) *Progress {
+	t.Helper()
+	gh, err := w.hub.Repo(1, tRepo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := dispatch.Meta{TaskID: "T-0000000000000def", Repo: tRepo, Number: 1, Mode: dispatch.ModePlan, InstallationID: 1, Attempt: 1}
+	return w.r.Progress(w.ctx, gh, meta)
 }
 
 // pages are the links of a bot that serves pages.
